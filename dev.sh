@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The README's two commands in one script:
+#   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only)
+#   bash dev.sh test   set up .venv, then run the whole test suite (extra args go to pytest)
+# Set-up is idempotent, so both commands work on a fresh clone and on a used one.
+set -euo pipefail
+cd "$(dirname "$0")"
+what=${1:-}
+shift || true
+venv=${WORKBENCH_VENV:-.venv}
+
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv"
+fi
+py=$venv/bin/python
+# torch first, pinned to the CPU build: a bare "torch" requirement would let pip pick a
+# multi-GB CUDA wheel. Override with WORKBENCH_TORCH=<version> where another build is wanted.
+if ! "$py" -c "import torch" 2>/dev/null; then
+  "$py" -m pip install --quiet "torch==${WORKBENCH_TORCH:-2.13.0}"
+fi
+"$py" -m pip install --quiet -e ".[test]"
+
+case $what in
+  lab)
+    root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)
+    exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" notebooks/01-quickstart.ipynb "$@"
+    ;;
+  test)
+    exec "$py" -m pytest "$@"
+    ;;
+  *)
+    echo "usage: bash dev.sh lab|test [args...]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,322 @@
+"""What a model takes and returns: tensor names, Triton data types and dims.
+
+`ModelSpec` is the one description of a model's interface that every step shares: tracing builds
+example inputs from it, generation turns it into config.pbtxt inputs/outputs, the check and the
+load generator build requests from it. It accepts the spellings people already use (upstream
+``NAME,DTYPE,SHAPE`` items, ``TYPE_FP32``, ``fp32``, ``float32``, numpy and torch dtypes) and
+rejects anything else with a message that names the bad item.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "SpecError",
+    "TRITON_DTYPES",
+    "TensorSpec",
+    "ModelSpec",
+    "parse_dtype",
+    "numpy_dtype",
+    "torch_dtype",
+    "config_dtype",
+]
+
+
+class SpecError(ValueError):
+    """A model interface that cannot be served as given; the message names the bad item."""
+
+
+# Triton's wire names (what tritonclient and the HTTP/gRPC protocol use).
+TRITON_DTYPES = (
+    "BOOL",
+    "UINT8", "UINT16", "UINT32", "UINT64",
+    "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BF16",
+    "BYTES",
+)
+
+_ALIASES = {
+    "STRING": "BYTES", "STR": "BYTES", "OBJECT": "BYTES", "OBJECT_": "BYTES", "BYTES_": "BYTES",
+    "BOOL_": "BOOL", "BOOLEAN": "BOOL",
+    "FLOAT16": "FP16", "HALF": "FP16", "F16": "FP16",
+    "FLOAT32": "FP32", "FLOAT": "FP32", "F32": "FP32",
+    "FLOAT64": "FP64", "DOUBLE": "FP64", "F64": "FP64",
+    "BFLOAT16": "BF16",
+    "LONG": "INT64", "INT": "INT32", "SHORT": "INT16",
+}
+
+_NUMPY = {
+    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
+    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
+    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+    "BYTES": np.object_,
+}
+
+_TORCH = {
+    "BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
+    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",
+    "FP16": "float16", "FP32": "float32", "FP64": "float64", "BF16": "bfloat16",
+}
+
+
+def parse_dtype(value: Any) -> str:
+    """Return the Triton wire name (``FP32``, ``INT64``, ``BYTES``...) for any accepted spelling.
+
+    Accepted: Triton names with or without ``TYPE_``, lower case, numpy names and dtypes,
+    torch dtypes. ``STRING`` (config.pbtxt's name) maps to ``BYTES`` (the protocol's name).
+    """
+    if isinstance(value, str):
+        text = value.strip()
+    elif _is_torch_dtype(value):
+        text = str(value).removeprefix("torch.")
+    else:
+        try:
+            text = np.dtype(value).name
+        except TypeError:
+            raise SpecError(f"unknown data type {value!r}") from None
+        if np.dtype(value).kind in ("O", "S", "U"):
+            text = "BYTES"
+    key = text.upper()
+    key = key.removeprefix("TYPE_")
+    key = _ALIASES.get(key, key)
+    if key in TRITON_DTYPES:
+        return key
+    # numpy / torch spellings: uint8, int64, float16 ...
+    for triton, np_type in _NUMPY.items():
+        if triton != "BYTES" and np.dtype(np_type).name.upper() == key:
+            return triton
+    allowed = ", ".join(TRITON_DTYPES)
+    raise SpecError(f"unknown data type {value!r}; use one of {allowed} (or TYPE_*, numpy/torch names)")
+
+
+def _is_torch_dtype(value: Any) -> bool:
+    return type(value).__module__ == "torch" and type(value).__name__ == "dtype"
+
+
+def numpy_dtype(dtype: str) -> Any:
+    """numpy dtype used on the wire for a Triton type. BF16 has no numpy type: it travels as FP32
+    tensors converted at the model boundary, so it is refused here."""
+    dtype = parse_dtype(dtype)
+    if dtype == "BF16":
+        raise SpecError("BF16 has no numpy dtype; send FP32 and convert inside the model")
+    return np.dtype(_NUMPY[dtype])
+
+
+def torch_dtype(dtype: str) -> Any:
+    import torch
+
+    dtype = parse_dtype(dtype)
+    if dtype == "BYTES":
+        raise SpecError("BYTES (string) tensors have no torch dtype")
+    return getattr(torch, _TORCH[dtype])
+
+
+def config_dtype(dtype: str) -> str:
+    """config.pbtxt enum name: ``TYPE_FP32``; Triton calls BYTES ``TYPE_STRING`` there."""
+    dtype = parse_dtype(dtype)
+    return "TYPE_STRING" if dtype == "BYTES" else f"TYPE_{dtype}"
+
+
+_INDEXED = re.compile(r"^(?P<stem>.+)__(?P<index>\d+)$")
+
+
+def _parse_dims(text: str, item: str) -> tuple[int, ...]:
+    if not text.strip():
+        raise SpecError(f"{item!r}: empty shape; write dims like 4x384 (-1 for a variable dim)")
+    dims = []
+    for part in text.lower().replace(",", "x").split("x"):
+        try:
+            dims.append(int(part))
+        except ValueError:
+            raise SpecError(f"{item!r}: malformed shape {text!r}; write dims like 4x384") from None
+    return tuple(dims)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output: its name, Triton wire dtype and dims (without the batch dim when the
+    model config has max_batch_size > 0)."""
+
+    name: str
+    dtype: str
+    dims: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip() or any(c in self.name for c in ' ,"\n'):
+            raise SpecError(f"bad tensor name {self.name!r}: use letters, digits, '_' or '-'")
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))
+        try:
+            dims = tuple(int(d) for d in self.dims)
+        except (TypeError, ValueError):
+            raise SpecError(f"{self.name}: dims must be integers, got {self.dims!r}") from None
+        if not dims:
+            raise SpecError(f"{self.name}: needs at least one dim")
+        bad = [d for d in dims if d == 0 or d < -1]
+        if bad:
+            raise SpecError(f"{self.name}: dim {bad[0]} is invalid; dims are positive or -1 (variable)")
+        object.__setattr__(self, "dims", dims)
+
+    @classmethod
+    def parse(cls, item: str) -> "TensorSpec":
+        """Parse the upstream gen_triton_model.py form ``NAME,DTYPE,SHAPE`` (``INPUT__0,INT64,4x384``)."""
+        parts = [p.strip() for p in str(item).split(",")]
+        if len(parts) != 3:
+            raise SpecError(f"{item!r}: expected NAME,DTYPE,SHAPE such as INPUT__0,INT64,4x384")
+        name, dtype, shape = parts
+        try:
+            dtype = parse_dtype(dtype)
+        except SpecError as err:
+            raise SpecError(f"{item!r}: {err}") from None
+        return cls(name, dtype, _parse_dims(shape, item))
+
+    def upstream(self) -> str:
+        """The ``NAME,DTYPE,SHAPE`` form gen_triton_model.py takes."""
+        return f"{self.name},{self.dtype},{'x'.join(str(d) for d in self.dims)}"
+
+    @property
+    def index(self) -> int | None:
+        """The ``i`` of an upstream ``NAME__i`` name (the position PyTorch passes it in), else None."""
+        match = _INDEXED.match(self.name)
+        return int(match["index"]) if match else None
+
+    def numpy_dtype(self) -> Any:
+        return numpy_dtype(self.dtype)
+
+
+def _tensors(items: Iterable[Any], kind: str) -> tuple[TensorSpec, ...]:
+    out = []
+    for item in items:
+        if isinstance(item, TensorSpec):
+            out.append(item)
+        elif isinstance(item, str):
+            out.append(TensorSpec.parse(item))
+        elif isinstance(item, dict):
+            out.append(TensorSpec(**item))
+        elif isinstance(item, (tuple, list)) and len(item) == 3:
+            out.append(TensorSpec(*item))
+        else:
+            raise SpecError(f"bad {kind} {item!r}: give NAME,DTYPE,SHAPE, a dict or a TensorSpec")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model's inputs and outputs, in the order the model takes and returns them."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inputs", _tensors(self.inputs, "input"))
+        object.__setattr__(self, "outputs", _tensors(self.outputs, "output"))
+        if not self.inputs:
+            raise SpecError("a model needs at least one input")
+        if not self.outputs:
+            raise SpecError("a model needs at least one output")
+        seen: dict[str, str] = {}
+        for kind, tensors in (("input", self.inputs), ("output", self.outputs)):
+            for t in tensors:
+                if t.name in seen:
+                    raise SpecError(f"duplicate tensor name {t.name!r} ({seen[t.name]} and {kind})")
+                seen[t.name] = kind
+
+    @classmethod
+    def parse(cls, inputs: Sequence[Any], outputs: Sequence[Any]) -> "ModelSpec":
+        """Build from upstream items (``["INPUT__0,INT64,4x384", ...]``), dicts or TensorSpecs."""
+        return cls(tuple(inputs), tuple(outputs))
+
+    def check_indexed_names(self) -> None:
+        """Upstream PyTorch rule: every name is ``NAME__i`` and the indices cover 0..n-1.
+
+        The index, not the declaration order, is the position in ``forward()``; a gap would leave
+        a positional argument unfilled, so it is refused before anything is written.
+        """
+        for kind, tensors in (("input", self.inputs), ("output", self.outputs)):
+            indices = []
+            for t in tensors:
+                if t.index is None:
+                    raise SpecError(
+                        f"{kind} {t.name!r}: PyTorch models need names of the form NAME__i "
+                        f"(e.g. {kind.upper()}__0) so the index gives the argument position"
+                    )
+                indices.append(t.index)
+            if sorted(indices) != list(range(len(indices))):
+                missing = sorted(set(range(len(indices))) - set(indices))
+                dup = sorted({i for i in indices if indices.count(i) > 1})
+                detail = f"missing index {missing}" if missing else f"repeated index {dup}"
+                raise SpecError(f"{kind} indices must cover 0..{len(indices) - 1}: {detail}")
+
+    def by_index(self, kind: str = "input") -> tuple[TensorSpec, ...]:
+        """Tensors in argument order: by ``__i`` index when all have one, else declaration order."""
+        tensors = self.inputs if kind == "input" else self.outputs
+        if all(t.index is not None for t in tensors):
+            return tuple(sorted(tensors, key=lambda t: t.index))
+        return tensors
+
+    def upstream_args(self) -> dict[str, list[str]]:
+        return {
+            "triton_input": [t.upstream() for t in self.inputs],
+            "triton_output": [t.upstream() for t in self.outputs],
+        }
+
+    def without_batch_dim(self) -> "ModelSpec":
+        """Drop the leading dim of every tensor (for configs with max_batch_size > 0)."""
+        def strip(t: TensorSpec) -> TensorSpec:
+            if len(t.dims) < 2:
+                raise SpecError(f"{t.name}: dims {list(t.dims)} have no batch dim to drop")
+            return replace(t, dims=t.dims[1:])
+        return ModelSpec(tuple(map(strip, self.inputs)), tuple(map(strip, self.outputs)))
+
+    def with_batch_dim(self, size: int = -1) -> "ModelSpec":
+        def add(t: TensorSpec) -> TensorSpec:
+            return replace(t, dims=(size, *t.dims))
+        return ModelSpec(tuple(map(add, self.inputs)), tuple(map(add, self.outputs)))
+
+    def example_inputs(
+        self,
+        batch_size: int | None = None,
+        *,
+        seed: int = 0,
+        variable_dim: int = 8,
+        int_range: tuple[int, int] = (0, 100),
+    ) -> list[np.ndarray]:
+        """Seeded random inputs in argument order, ``batch_size`` prepended when given.
+
+        Integer inputs fall in ``int_range`` (token ids for a small vocabulary); -1 dims become
+        ``variable_dim``.
+        """
+        rng = np.random.default_rng(seed)
+        arrays = []
+        for t in self.by_index("input"):
+            shape = tuple(variable_dim if d == -1 else d for d in t.dims)
+            if batch_size is not None:
+                shape = (batch_size, *shape)
+            dtype = "FP32" if t.dtype == "BF16" else t.dtype
+            np_type = numpy_dtype(dtype)
+            if t.dtype == "BYTES":
+                arr = np.array([str(v).encode() for v in rng.integers(*int_range, size=shape).ravel()],
+                               dtype=object).reshape(shape)
+            elif t.dtype == "BOOL":
+                arr = rng.integers(0, 2, size=shape).astype(np.bool_)
+            elif np.issubdtype(np_type, np.integer):
+                arr = rng.integers(*int_range, size=shape).astype(np_type)
+            else:
+                arr = rng.standard_normal(size=shape).astype(np_type)
+            arrays.append(arr)
+        return arrays
+
+    def to_dict(self) -> dict:
+        return {
+            "inputs": [{"name": t.name, "dtype": t.dtype, "dims": list(t.dims)} for t in self.inputs],
+            "outputs": [{"name": t.name, "dtype": t.dtype, "dims": list(t.dims)} for t in self.outputs],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ModelSpec":
+        return cls(tuple(data["inputs"]), tuple(data["outputs"]))
