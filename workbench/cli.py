@@ -29,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as err:
-            if err.name != module:
+            if err.name is None or not module.startswith(err.name):
                 raise
             continue  # subcommand not built yet
         mod.register(sub)
