@@ -1,0 +1,59 @@
+"""environment.yml (conda users) and binder/ (mybinder.org) install what pyproject.toml declares.
+
+Three lists of the same dependencies drift apart silently; this test is what keeps them equal.
+"""
+
+import os
+import tomllib
+from pathlib import Path
+
+import yaml
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _normalised(requirements):
+    out = {}
+    for text in requirements:
+        req = Requirement(text)
+        out[req.name.lower().replace("_", "-")] = (frozenset(req.extras), str(req.specifier))
+    return out
+
+
+def _declared():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return _normalised(project["dependencies"])
+
+
+def _pip_section(path):
+    env = yaml.safe_load(path.read_text())
+    deps = env["dependencies"]
+    assert "pip" in deps, f"{path}: list pip before its pip: section"
+    python = [d for d in deps if isinstance(d, str) and d.startswith("python=")]
+    assert python == ["python=3.11"], f"{path}: pin python=3.11 (the version the Triton stub is built for)"
+    (pip,) = [d["pip"] for d in deps if isinstance(d, dict)]
+    return [p for p in pip if not p.startswith("-e")], pip
+
+
+def test_environment_yml_matches_pyproject():
+    reqs, pip = _pip_section(ROOT / "environment.yml")
+    assert _normalised(reqs) == _declared()
+    assert "-e ." in pip, "environment.yml must install the workbench itself"
+
+
+def test_binder_environment_matches_pyproject_and_installs_the_package():
+    reqs, _ = _pip_section(ROOT / "binder" / "environment.yml")
+    assert _normalised(reqs) == _declared()
+    post_build = (ROOT / "binder" / "postBuild").read_text()
+    assert "pip install" in post_build and "set -e" in post_build
+    assert os.access(ROOT / "binder" / "postBuild", os.X_OK)
+    start = (ROOT / "binder" / "start").read_text()
+    assert 'exec "$@"' in start and os.access(ROOT / "binder" / "start", os.X_OK)
+    assert not (ROOT / ".binder").exists(), "repo2docker refuses a repository with both binder/ and .binder/"
+
+
+def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    assert "bash dev.sh lab" in readme and "bash dev.sh test" in readme
+    assert "bash dev.sh test" in (ROOT / ".ci" / "run").read_text()
