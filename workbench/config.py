@@ -1,0 +1,290 @@
+"""config.pbtxt as Triton's own ModelConfig protobuf.
+
+Upstream gen_triton_model.py glued config.pbtxt together from strings, so a typo in a dtype
+(``TYPE_TYPE_FP32``) or a preferred batch size above max_batch_size only surfaced when Triton
+loaded the model. Building the protobuf Triton itself parses, and checking it here, moves those
+failures to generation time and lets a hand-edited config be read back and regenerated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2
+
+from workbench.coremap import CoreRangeError, split_cores
+from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype
+
+__all__ = [
+    "ConfigError",
+    "ModelConfig",
+    "TARGETS",
+    "FRAMEWORKS",
+    "build_config",
+    "to_text",
+    "from_text",
+    "read_config",
+    "to_json",
+    "spec_from_config",
+    "parameters_of",
+    "validate_config",
+    "check_config",
+]
+
+ModelConfig = model_config_pb2.ModelConfig
+
+TARGETS = ("cpu", "inf1", "inf2", "trn1")
+FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
+_BOOL_PARAMETERS = ("BATCH_REQUESTS", "CPU_AFFINITY")
+_KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
+
+
+class ConfigError(ValueError):
+    """A config.pbtxt that cannot be parsed or would not serve; the message names the bad item."""
+
+
+def build_config(
+    name: str,
+    spec: ModelSpec,
+    *,
+    max_batch_size: int = 0,
+    dynamic_batching: bool = False,
+    preferred_batch_sizes: Iterable[int] = (),
+    max_queue_delay_us: int | None = None,
+    instance_count: int = 1,
+    kind: str = "KIND_MODEL",
+    parameters: Mapping[str, object] | None = None,
+    backend: str = "python",
+    versions: Iterable[int] | None = None,
+) -> ModelConfig:
+    """A ModelConfig for ``spec``. The dims are taken as given: with ``max_batch_size > 0`` the spec
+    must already leave out the batch dim (Triton adds it). Parameter values become strings, which
+    is the only kind Triton's parameters map holds. ``versions`` pins a specific version policy."""
+    if kind not in _KINDS:
+        raise ConfigError(f"instance group kind {kind!r} is not one of {', '.join(_KINDS)}")
+    cfg = ModelConfig(name=name, backend=backend, max_batch_size=int(max_batch_size))
+    if versions is not None:
+        cfg.version_policy.specific.versions.extend(int(v) for v in versions)
+    if dynamic_batching:
+        batching = cfg.dynamic_batching
+        batching.SetInParent()  # an empty block still switches the dynamic batcher on
+        batching.preferred_batch_size.extend(int(s) for s in preferred_batch_sizes)
+        if max_queue_delay_us is not None:
+            batching.max_queue_delay_microseconds = int(max_queue_delay_us)
+    for tensor, field in [(t, cfg.input) for t in spec.inputs] + [(t, cfg.output) for t in spec.outputs]:
+        entry = field.add(name=tensor.name, data_type=config_dtype(tensor.dtype))
+        entry.dims.extend(tensor.dims)
+    cfg.instance_group.add(kind=kind, count=int(instance_count))
+    for key, value in (parameters or {}).items():
+        cfg.parameters[str(key)].string_value = _string(value)
+    return cfg
+
+
+def _string(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# Top-level fields in reading order (what the model is, its tensors, how it runs); protobuf's own
+# order (by field number) would put `backend` last.
+_TEXT_ORDER = ("name", "platform", "backend", "runtime", "version_policy", "max_batch_size", "input", "output",
+               "instance_group", "dynamic_batching", "sequence_batching", "parameters")
+
+
+def to_text(cfg: ModelConfig) -> str:
+    """Readable, stable text: name and backend first, parameters sorted by key, dims as ``[1, 384]``.
+    Each top-level field is printed by text_format, so the result parses back to an equal message."""
+    def rank(item):
+        name = item[0].name
+        return (_TEXT_ORDER.index(name) if name in _TEXT_ORDER else len(_TEXT_ORDER), item[0].number)
+
+    parts = []
+    for descriptor, _ in sorted(cfg.ListFields(), key=rank):
+        single = ModelConfig()
+        single.CopyFrom(cfg)
+        for other, _ in cfg.ListFields():
+            if other.name != descriptor.name:
+                single.ClearField(other.name)
+        parts.append(text_format.MessageToString(single, use_short_repeated_primitives=True))
+    return "".join(parts)
+
+
+def from_text(text: str, *, source: str = "config.pbtxt") -> ModelConfig:
+    """Parse config.pbtxt text; a syntax error names the line and column."""
+    cfg = ModelConfig()
+    try:
+        text_format.Parse(text, cfg)
+    except text_format.ParseError as err:
+        line, column = err.GetLine(), err.GetColumn()
+        detail = str(err)
+        if line is not None:
+            detail = detail.split(" : ", 1)[-1]
+            raise ConfigError(f"{source} line {line}, column {column}: {detail}") from None
+        raise ConfigError(f"{source}: {detail}") from None
+    return cfg
+
+
+def read_config(path: str | Path) -> ModelConfig:
+    """Read a config.pbtxt file, or the one inside a model directory."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.pbtxt"
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    return from_text(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def to_json(cfg: ModelConfig) -> str:
+    """The JSON string Triton's ``load_model(name, config=...)`` override takes (proto field names)."""
+    return json_format.MessageToJson(cfg, preserving_proto_field_name=True, indent=None, sort_keys=True)
+
+
+def parameters_of(cfg: ModelConfig) -> dict[str, str]:
+    return {key: value.string_value for key, value in sorted(cfg.parameters.items())}
+
+
+def _tensor_spec(entry: model_config_pb2.ModelInput | model_config_pb2.ModelOutput, kind: str) -> TensorSpec:
+    dtype_name = model_config_pb2.DataType.Name(entry.data_type)
+    try:
+        return TensorSpec(entry.name, parse_dtype(dtype_name), tuple(entry.dims))
+    except SpecError as err:
+        raise ConfigError(f"{kind} {entry.name!r}: {err}") from None
+
+
+def spec_from_config(cfg: ModelConfig) -> ModelSpec:
+    """The model interface a config declares (dims as written, i.e. without the batch dim when
+    max_batch_size > 0)."""
+    inputs = tuple(_tensor_spec(t, "input") for t in cfg.input)
+    outputs = tuple(_tensor_spec(t, "output") for t in cfg.output)
+    try:
+        return ModelSpec(inputs, outputs)
+    except SpecError as err:
+        raise ConfigError(f"config {cfg.name!r}: {err}") from None
+
+
+def validate_config(cfg: ModelConfig) -> list[str]:
+    """Every problem Triton or the generated model.py would hit at load time, one specific message
+    each; an empty list means the config is fine."""
+    problems: list[str] = []
+    if not cfg.name:
+        problems.append("name is empty; Triton needs the model name (the directory name)")
+    if not cfg.backend and not cfg.platform:
+        problems.append("neither backend nor platform is set; generated models use backend: \"python\"")
+    if cfg.max_batch_size < 0:
+        problems.append(f"max_batch_size {cfg.max_batch_size} is negative; use 0 (no batching) or more")
+    problems += _tensor_problems(cfg)
+    problems += _batching_problems(cfg)
+    for group in cfg.instance_group:
+        label = f"instance_group {group.name!r}" if group.name else "instance_group"
+        if group.count < 0:
+            problems.append(f"{label} count {group.count} is negative")
+    for version in cfg.version_policy.specific.versions:
+        if version < 1:
+            problems.append(f"version_policy specific version {version} is invalid; versions start at 1")
+    problems += _parameter_problems(cfg)
+    return problems
+
+
+def check_config(cfg: ModelConfig) -> ModelConfig:
+    """Raise ConfigError listing every problem ``validate_config`` finds; return ``cfg`` otherwise."""
+    problems = validate_config(cfg)
+    if problems:
+        raise ConfigError("; ".join(problems))
+    return cfg
+
+
+def _tensor_problems(cfg: ModelConfig) -> list[str]:
+    problems: list[str] = []
+    if not cfg.input:
+        problems.append("no input declared")
+    if not cfg.output:
+        problems.append("no output declared")
+    seen: dict[str, str] = {}
+    for kind, entries in (("input", cfg.input), ("output", cfg.output)):
+        for position, entry in enumerate(entries):
+            label = f"{kind} {entry.name!r}" if entry.name else f"{kind} #{position}"
+            if not entry.name:
+                problems.append(f"{label} has no name")
+            elif entry.name in seen:
+                problems.append(f"{label}: duplicate name (already an {seen[entry.name]})")
+            else:
+                seen[entry.name] = kind
+            if entry.data_type == model_config_pb2.TYPE_INVALID:
+                problems.append(f"{label}: data_type is missing or TYPE_INVALID")
+            if not entry.dims and not entry.HasField("reshape"):
+                problems.append(f"{label}: dims are empty; give at least one dim (-1 for variable)")
+            for dim in entry.dims:
+                if dim == 0 or dim < -1:
+                    problems.append(f"{label}: dim {dim} in {list(entry.dims)} is invalid; dims are positive or -1")
+                    break
+    return problems
+
+
+def _batching_problems(cfg: ModelConfig) -> list[str]:
+    if not cfg.HasField("dynamic_batching"):
+        return []
+    problems: list[str] = []
+    batching = cfg.dynamic_batching
+    if cfg.max_batch_size == 0 and len(batching.preferred_batch_size):
+        problems.append(
+            "dynamic_batching preferred_batch_size is set but max_batch_size is 0 (batching off); "
+            "set max_batch_size > 0 or drop the preferred sizes"
+        )
+    for size in batching.preferred_batch_size:
+        if size <= 0:
+            problems.append(f"dynamic_batching preferred_batch_size {size} must be positive")
+        elif cfg.max_batch_size > 0 and size > cfg.max_batch_size:
+            problems.append(
+                f"dynamic_batching preferred_batch_size {size} is larger than max_batch_size {cfg.max_batch_size}"
+            )
+    return problems
+
+
+def _int_parameter(params: dict[str, str], key: str, problems: list[str]) -> int | None:
+    if key not in params:
+        return None
+    try:
+        return int(params[key])
+    except ValueError:
+        problems.append(f"parameter {key} = {params[key]!r} is not an integer")
+        return None
+
+
+def _parameter_problems(cfg: ModelConfig) -> list[str]:
+    """The upstream model.py contract: its core and thread parameters must make a valid split."""
+    problems: list[str] = []
+    params = parameters_of(cfg)
+    start = _int_parameter(params, "NEURON_CORE_START_INDEX", problems)
+    end = _int_parameter(params, "NEURON_CORE_END_INDEX", problems)
+    threads = _int_parameter(params, "NUM_THREADS_PER_CORE", problems)
+    if threads is not None and threads < 1:
+        problems.append(f"parameter NUM_THREADS_PER_CORE = {threads} must be at least 1")
+    has_start, has_end = "NEURON_CORE_START_INDEX" in params, "NEURON_CORE_END_INDEX" in params
+    if has_start != has_end:
+        missing = "NEURON_CORE_END_INDEX" if has_start else "NEURON_CORE_START_INDEX"
+        problems.append(f"parameter {missing} is missing; the core range needs both ends")
+    if start is not None and end is not None:
+        count = sum(group.count or 1 for group in cfg.instance_group) or 1
+        try:
+            split_cores(start, end, count)
+        except CoreRangeError as err:
+            problems.append(f"parameters NEURON_CORE_START_INDEX/END_INDEX: {err}")
+    if "COMPILED_MODEL" in params and not params["COMPILED_MODEL"].strip():
+        problems.append("parameter COMPILED_MODEL is empty; give the compiled model's path")
+    if "WORKBENCH_TARGET" in params and params["WORKBENCH_TARGET"] not in TARGETS:
+        problems.append(f"parameter WORKBENCH_TARGET = {params['WORKBENCH_TARGET']!r} is not one of {', '.join(TARGETS)}")
+    if "WORKBENCH_FRAMEWORK" in params and params["WORKBENCH_FRAMEWORK"] not in FRAMEWORKS:
+        problems.append(
+            f"parameter WORKBENCH_FRAMEWORK = {params['WORKBENCH_FRAMEWORK']!r} is not one of {', '.join(FRAMEWORKS)}"
+        )
+    for key in _BOOL_PARAMETERS:
+        if key in params and params[key] not in ("true", "false"):
+            problems.append(f"parameter {key} = {params[key]!r} must be \"true\" or \"false\"")
+    if has_start and len(cfg.instance_group) > 1:
+        problems.append(
+            f"{len(cfg.instance_group)} instance_group blocks; model.py splits its core range over exactly one"
+        )
+    return problems
