@@ -1,0 +1,193 @@
+"""Write model directories so that nothing the user made is lost or left half-written.
+
+Upstream gen_triton_model.py wrote straight into the target folder: a failure halfway left a
+broken model that Triton would try to load, and a second run silently replaced hand edits. Here a
+directory is built next to its destination and renamed into place in one step; an existing one is
+refused unless asked, and then kept as a timestamped backup that is never deleted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Mapping, Union
+
+from workbench.config import ModelConfig, read_config
+
+__all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir"]
+
+# bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
+# a TensorFlow SavedModel), so large compiled models never have to be held in memory.
+FileContent = Union[bytes, str, Path]
+
+
+class RepositoryError(ValueError):
+    """A model directory that cannot be written as asked; the message names the path."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    path: Path
+    backup: Path | None  # where the previous directory went, when one was replaced
+
+
+def _checked_relative(rel: str) -> PurePosixPath:
+    path = PurePosixPath(str(rel).replace(os.sep, "/"))
+    if not str(rel).strip() or path.is_absolute() or ".." in path.parts or str(path) == ".":
+        raise RepositoryError(f"file name {rel!r} must be a relative path inside the model directory")
+    return path
+
+
+def _check_files(files: Mapping[str, FileContent]) -> dict[PurePosixPath, FileContent]:
+    checked = {}
+    for rel, content in files.items():
+        path = _checked_relative(rel)
+        if isinstance(content, Path):
+            if not content.exists():
+                raise RepositoryError(f"{rel}: source {content} does not exist")
+        elif not isinstance(content, (bytes, str)):
+            raise RepositoryError(f"{rel}: content must be bytes, str or a Path, got {type(content).__name__}")
+        checked[path] = content
+    names = set(map(str, checked))
+    for path in checked:
+        for parent in path.parents:
+            if str(parent) in names:
+                raise RepositoryError(f"{path} cannot be written: {parent} is also given as a file")
+    return checked
+
+
+def _write_one(root: Path, rel: PurePosixPath, content: FileContent) -> None:
+    target = root.joinpath(*rel.parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, Path):
+        if content.is_dir():
+            shutil.copytree(content, target, symlinks=False)
+        else:
+            shutil.copy2(content, target)
+    else:
+        target.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+
+
+def _backup_name(dest: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = dest.with_name(f"{dest.name}.bak-{stamp}")
+    n = 1
+    while candidate.exists():
+        candidate = dest.with_name(f"{dest.name}.bak-{stamp}-{n}")
+        n += 1
+    return candidate
+
+
+def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False) -> WriteResult:
+    """Write ``files`` (relative path -> content) as the directory ``dest``, all or nothing.
+
+    An existing ``dest`` is refused unless ``overwrite``; then it is renamed to
+    ``<dest>.bak-YYYYmmdd-HHMMSS[-n]`` (kept for good) before the new directory takes its place.
+    """
+    dest = Path(dest)
+    checked = _check_files(files)
+    if not dest.name or dest.name in (".", ".."):
+        raise RepositoryError(f"{dest}: give a model directory path whose last part is the model name")
+    if dest.exists() and not dest.is_dir():
+        raise RepositoryError(f"{dest} exists and is not a directory; nothing was written")
+    if dest.exists() and not overwrite:
+        raise RepositoryError(
+            f"{dest} already exists; nothing was written. Overwrite it (--force / overwrite=True): "
+            "the old directory is kept as a timestamped backup"
+        )
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    try:
+        for rel, content in checked.items():
+            _write_one(staging, rel, content)
+        os.chmod(staging, 0o755)  # mkdtemp makes it private; a served model directory is not
+        backup = None
+        if dest.exists():
+            backup = _backup_name(dest)
+            os.rename(dest, backup)
+        try:
+            os.rename(staging, dest)
+        except BaseException:
+            if backup is not None:
+                os.rename(backup, dest)
+            raise
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return WriteResult(dest, backup)
+
+
+def _content_bytes(content: FileContent) -> bytes | None:
+    """File content as bytes; None for a directory (compared by listing, not content)."""
+    if isinstance(content, Path):
+        return None if content.is_dir() else content.read_bytes()
+    return content.encode("utf-8") if isinstance(content, str) else content
+
+
+def _expand(files: Mapping[str, FileContent]) -> dict[str, bytes]:
+    """Flatten Path directories into their files so both sides of a diff list single files."""
+    flat: dict[str, bytes] = {}
+    for rel, content in _check_files(files).items():
+        if isinstance(content, Path) and content.is_dir():
+            for inner in sorted(p for p in content.rglob("*") if p.is_file()):
+                flat[str(rel / inner.relative_to(content).as_posix())] = inner.read_bytes()
+        else:
+            flat[str(rel)] = _content_bytes(content)
+    return flat
+
+
+def _listing(root: Path) -> list[str]:
+    """Files under ``root``, without the ``__pycache__`` Python leaves next to a loaded model.py."""
+    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.relative_to(root).parts]
+
+
+def _on_disk(dest: Path) -> dict[str, bytes]:
+    if not dest.is_dir():
+        return {}
+    return {rel: (dest / rel).read_bytes() for rel in _listing(dest)}
+
+
+def _text(data: bytes) -> list[str] | None:
+    try:
+        return data.decode("utf-8").splitlines(keepends=True)
+    except UnicodeDecodeError:
+        return None
+
+
+def diff_model_dir(dest: str | Path, files: Mapping[str, FileContent]) -> str:
+    """Unified diff from what is on disk at ``dest`` to what ``write_model_dir`` would write,
+    including new and removed files; empty when they are the same."""
+    dest = Path(dest)
+    old, new = _on_disk(dest), _expand(files)
+    chunks = []
+    for rel in sorted(set(old) | set(new)):
+        before, after = old.get(rel), new.get(rel)
+        if before == after:
+            continue
+        a_name = f"a/{rel}" if before is not None else "/dev/null"
+        b_name = f"b/{rel}" if after is not None else "/dev/null"
+        a_text = _text(before) if before is not None else []
+        b_text = _text(after) if after is not None else []
+        if a_text is None or b_text is None:
+            chunks.append(f"Binary files {a_name} and {b_name} differ\n")
+            continue
+        lines = list(difflib.unified_diff(a_text, b_text, a_name, b_name))
+        chunks.append("".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                              for line in lines))
+    return "".join(chunks)
+
+
+def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
+    """The config of a model directory and its other files (relative path -> file on disk)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise RepositoryError(f"{path} is not a model directory")
+    config = read_config(path / "config.pbtxt")
+    files = {rel: path / rel for rel in _listing(path) if rel != "config.pbtxt"}
+    return config, files
