@@ -1,0 +1,140 @@
+"""Fixtures for the real-browser tier: a JupyterLab server on 127.0.0.1 (token, free port) and
+Debian's Chromium driven by Playwright (never a downloaded browser).
+
+The server runs in its own process group; teardown shuts its kernels down through the REST API
+(so their own cleanup runs and stops any tritonserver they started), then stops the group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    explicit = os.environ.get("CHROMIUM")
+    if explicit:
+        return explicit if Path(explicit).exists() else None
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Lab:
+    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path) -> None:
+        self.url, self.token, self.process, self.log = url, token, process, log
+
+    def api(self, path: str, method: str = "GET") -> object:
+        request = urllib.request.Request(f"{self.url}{path}", method=method,
+                                         headers={"Authorization": f"token {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def page_url(self, notebook: str) -> str:
+        return f"{self.url}/lab/tree/{notebook}?token={self.token}"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = chromium_path()
+    if path is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium); the browser tier needs one")
+    return path
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, chromium) -> Lab:
+    """JupyterLab serving the repository; the kernel inherits WORKBENCH_REPOSITORY (a temp dir)."""
+    work = tmp_path_factory.mktemp("lab")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = dict(os.environ)
+    env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),
+               JUPYTER_RUNTIME_DIR=str(work / "runtime"), IPYTHONDIR=str(work / "ipython"),
+               WORKBENCH_REPOSITORY=str(work / "model_repository"), MPLBACKEND="agg")
+    # Kernels must find the venv's kernelspec (the data dir above hides the user one only).
+    env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
+                                                        env.get("JUPYTER_PATH")]))
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
+               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--ServerApp.port_retries=0"]
+    if os.getuid() == 0:
+        command.append("--allow-root")
+    log = work / "lab.log"
+    with open(log, "wb") as log_file:
+        process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                   cwd=REPO, start_new_session=True)
+    server = Lab(f"http://127.0.0.1:{port}", token, process, log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                server.api("/api/status")
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"jupyter lab did not answer in 90 s:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield server
+    finally:
+        _stop_lab(server)
+
+
+def _stop_lab(server: Lab) -> None:
+    try:
+        for kernel in server.api("/api/kernels") or []:
+            server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+    except (urllib.error.URLError, OSError):
+        pass
+    for sig, wait in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(server.process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            server.process.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def browser_page(chromium):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_FLAGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            yield page
+        finally:
+            browser.close()

@@ -1,0 +1,111 @@
+"""Run/cancel/progress controls bound to a `workbench.tasks.Task`, and a bounded live log view.
+
+Click handlers run on the kernel's main thread, so the work itself goes to a worker thread; the
+worker only sets widget traits (thread-safe over IOPub) and never enters an ``Output`` context.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Callable
+
+import ipywidgets as widgets
+
+from workbench.tasks import Task
+
+
+class LogView:
+    """A read-only text area that keeps the last ``max_lines`` lines; ``append`` is thread-safe."""
+
+    def __init__(self, *, max_lines: int = 400, rows: int = 10, placeholder: str = "") -> None:
+        self._lines: deque[str] = deque(maxlen=max_lines)
+        self._lock = threading.Lock()
+        self.widget = widgets.Textarea(
+            value="", placeholder=placeholder, disabled=True, rows=rows,
+            layout=widgets.Layout(width="100%", font_family="monospace"),
+        )
+
+    def append(self, text: str) -> None:
+        with self._lock:
+            for line in str(text).splitlines() or [""]:
+                self._lines.append(line)
+            self.widget.value = "\n".join(self._lines)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._lines.clear()
+            self.widget.value = ""
+
+    @property
+    def text(self) -> str:
+        return self.widget.value
+
+
+class TaskControls:
+    """Run and Cancel buttons, a progress bar and a status line for one kind of background work.
+
+    ``start(fn, *args, on_done=..., **kwargs)`` runs ``fn`` as a `Task`; Run is disabled while it
+    runs and re-enabled when it ends, whatever the outcome. ``on_done(task)`` runs in the worker.
+    """
+
+    def __init__(self, run_label: str, *, run_tooltip: str = "") -> None:
+        self.run_button = widgets.Button(description=run_label, button_style="primary", tooltip=run_tooltip)
+        self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True)
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="240px"))
+        self.status = widgets.Label(value="idle")
+        self.task: Task | None = None
+        self.cancel_button.on_click(lambda _button: self.cancel())
+        self.widget = widgets.HBox([self.run_button, self.cancel_button, self.progress, self.status])
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None and self.task.running
+
+    def start(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Task], None] | None = None,
+              **kwargs: Any) -> Task:
+        if self.running:
+            raise RuntimeError("already running; cancel it or wait for it to finish")
+        self.run_button.disabled = True
+        self.cancel_button.disabled = False
+        self.progress.value, self.progress.max = 0, 1
+        self.progress.bar_style = ""
+        self.status.value = "running"
+
+        def finished(task: Task) -> None:
+            try:
+                if on_done is not None:
+                    on_done(task)
+            finally:
+                self._show_outcome(task)
+
+        self.task = Task(fn, *args, on_progress=self._on_progress, on_done=finished, **kwargs)
+        return self.task.start()
+
+    def cancel(self) -> None:
+        if self.task is not None and self.task.running:
+            self.status.value = "cancelling"
+            self.task.cancel()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.task is None or self.task.join(timeout)
+
+    def _on_progress(self, done: int, total: int, message: str) -> None:
+        self.progress.max = max(int(total), 1)
+        self.progress.value = min(int(done), self.progress.max)
+        if message:
+            self.status.value = message
+
+    def _show_outcome(self, task: Task) -> None:
+        if task.state == "done":
+            self.progress.value = self.progress.max
+            self.progress.bar_style = "success"
+            self.status.value = "done"
+        elif task.state == "cancelled":
+            self.progress.bar_style = "warning"
+            self.status.value = "cancelled"
+        else:
+            self.progress.bar_style = "danger"
+            self.status.value = f"failed: {task.error}"
+        self.run_button.disabled = False
+        self.cancel_button.disabled = True

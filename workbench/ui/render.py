@@ -1,0 +1,50 @@
+"""Turn plain results into things a widget can show without a frontend: highlighted HTML and PNG
+bytes.
+
+Rendering to values (an HTML string, PNG bytes) instead of displaying inside an ``Output``
+context keeps every panel testable in plain pytest and safe to update from worker threads.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+
+from pygments import highlight as _pygments_highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+
+# Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
+_FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
+
+_LEXERS = {"pbtxt": "protobuf", "python": "python", "bash": "bash", "text": "text", "diff": "diff"}
+
+
+def highlight(text: str, language: str) -> str:
+    """HTML for ``text`` coloured as ``language`` (``pbtxt``, ``python``, ``bash``, ``diff``, ``text``)."""
+    lexer = get_lexer_by_name(_LEXERS.get(language, language))
+    return _pygments_highlight(text, lexer, _FORMATTER)
+
+
+def preformatted(text: str) -> str:
+    """Plain text in a ``<pre>`` block, escaped (logs, core maps, error lists)."""
+    return f"<pre style='margin:0'>{html.escape(text)}</pre>"
+
+
+def error_list(problems: list[str]) -> str:
+    """Inline validation messages: red, one per line; empty string when there are none."""
+    if not problems:
+        return ""
+    items = "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+    return f"<ul style='color:#b00020;margin:0'>{items}</ul>"
+
+
+def figure_png(figure) -> bytes:
+    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``; the figure is closed so
+    repeated refreshes do not pile up open figures."""
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
