@@ -1,0 +1,225 @@
+"""Plots of a sweep: the axes people already read in Model Analyzer reports, drawn from the results
+table alone so any saved run can be re-plotted from disk.
+
+Every function returns a `matplotlib.figure.Figure` built without pyplot: no global figure state to
+leak between notebook cells or threads, and it works under the Agg backend on a headless machine.
+SVGs are written without a date and with a fixed hash salt, so re-plotting the same run gives the
+same file (diff-able in git).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
+
+from workbench.measure.results import Comparison, SweepResult, load_run
+
+__all__ = [
+    "latency_vs_batch",
+    "throughput_vs_latency",
+    "server_breakdown",
+    "throughput_heatmap",
+    "comparison_plot",
+    "save_figure",
+    "plot_run",
+]
+
+_BREAKDOWN = (("queue_ms", "queue"), ("compute_input_ms", "compute input"), ("compute_infer_ms", "compute infer"),
+              ("compute_output_ms", "compute output"), ("overhead_ms", "overhead"))
+_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _frame(data: SweepResult | pd.DataFrame) -> pd.DataFrame:
+    frame = data.frame if isinstance(data, SweepResult) else data
+    return frame[frame["throughput"].notna()] if "throughput" in frame.columns else frame.iloc[0:0]
+
+
+def _title(data: SweepResult | pd.DataFrame, what: str) -> str:
+    if isinstance(data, SweepResult) and data.record.get("model"):
+        return f"{data.record['model']}: {what}"
+    return what
+
+
+def _empty(fig: Figure, ax, message: str = "no measured points") -> Figure:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+    ax.set_axis_off()
+    return fig
+
+
+def _colors(labels: Iterable[str]) -> dict[str, tuple]:
+    cmap = matplotlib.colormaps["tab10"]
+    return {label: cmap(i % 10) for i, label in enumerate(dict.fromkeys(labels))}
+
+
+def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
+    """p50 and p99 latency against batch size, one line per core allocation (variant); a second
+    concurrency level gets its own line style in the same colour."""
+    frame = _frame(data)
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    axes = fig.subplots(1, 2, sharey=True)
+    if frame.empty:
+        return _empty(fig, axes[0])
+    colors = _colors(frame["variant"])
+    levels = sorted(frame["concurrency"].unique())
+    for ax, metric, name in ((axes[0], "p50_ms", "p50"), (axes[1], "p99_ms", "p99")):
+        for (variant, concurrency), group in frame.groupby(["variant", "concurrency"], sort=False):
+            group = group.sort_values("batch_size")
+            label = variant if len(levels) == 1 else f"{variant}, concurrency {concurrency}"
+            ax.plot(group["batch_size"], group[metric].astype(float), marker="o", color=colors[variant],
+                    linestyle=_LINESTYLES[levels.index(concurrency) % len(_LINESTYLES)], label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sorted(frame["batch_size"].unique()))
+        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.set_xlabel("batch size (per request)")
+        ax.set_title(f"{name} latency")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("latency (ms)")
+    axes[1].legend(title="allocation", fontsize="small")
+    fig.suptitle(_title(data, "latency against batch size"))
+    return fig
+
+
+def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
+    """Throughput against p99 latency, one line per variant through its points (ordered by load);
+    the curve Model Analyzer's summary shows: up and to the left is better."""
+    frame = _frame(data)
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    if frame.empty:
+        return _empty(fig, ax)
+    colors = _colors(frame["variant"])
+    for variant, group in frame.groupby("variant", sort=False):
+        group = group.sort_values(["batch_size", "concurrency"])
+        ax.plot(group["p99_ms"].astype(float), group["throughput"].astype(float), marker="o",
+                color=colors[variant], label=variant)
+        for _, row in group.iterrows():
+            ax.annotate(f"b{int(row['batch_size'])} c{int(row['concurrency'])}",
+                        (float(row["p99_ms"]), float(row["throughput"])),
+                        textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    ax.set_xlabel("p99 latency (ms)")
+    ax.set_ylabel("throughput (infer/s)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="allocation", fontsize="small")
+    ax.set_title(_title(data, "throughput against p99 latency"))
+    return fig
+
+
+def _point_labels(frame: pd.DataFrame) -> list[str]:
+    return [f"{v}\nb{int(b)} c{int(c)}" for v, b, c in zip(frame["variant"], frame["batch_size"], frame["concurrency"])]
+
+
+def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
+    """Per point, where a request's time went inside the server (stacked, ms per request), with
+    throughput on a second axis."""
+    frame = _frame(data)
+    fig = Figure(figsize=(max(6.0, 0.9 * len(frame) + 2), 4.8), layout="constrained")
+    ax = fig.subplots()
+    if frame.empty:
+        return _empty(fig, ax)
+    x = np.arange(len(frame))
+    bottom = np.zeros(len(frame))
+    for column, name in _BREAKDOWN:
+        values = pd.to_numeric(frame[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+        ax.bar(x, values, bottom=bottom, label=name)
+        bottom += values
+    ax.set_xticks(x, _point_labels(frame), fontsize="x-small")
+    ax.set_ylabel("server time per request (ms)")
+    twin = ax.twinx()
+    twin.plot(x, frame["throughput"].astype(float), color="black", marker="D", linestyle="none", label="throughput")
+    twin.set_ylabel("throughput (infer/s)")
+    twin.set_ylim(bottom=0)
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = twin.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, fontsize="small", loc="upper left")
+    ax.set_title(_title(data, "server-side time per request"))
+    return fig
+
+
+def throughput_heatmap(data: SweepResult | pd.DataFrame) -> Figure:
+    """Throughput by batch size (columns) and allocation (rows); with several concurrency levels
+    each cell shows the best of them."""
+    frame = _frame(data)
+    fig = Figure(figsize=(7, 1.2 + 0.6 * max(1, frame["variant"].nunique() if not frame.empty else 1)),
+                 layout="constrained")
+    ax = fig.subplots()
+    if frame.empty:
+        return _empty(fig, ax)
+    grid = frame.pivot_table(index="variant", columns="batch_size", values="throughput", aggfunc="max", sort=False)
+    grid = grid.reindex(index=list(dict.fromkeys(frame["variant"])), columns=sorted(grid.columns))
+    image = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
+    ax.set_yticks(range(len(grid.index)), list(grid.index))
+    ax.set_xlabel("batch size (per request)")
+    ax.set_ylabel("allocation")
+    finite = grid.to_numpy(dtype=float)
+    middle = np.nanmean(finite) if np.isfinite(finite).any() else 0.0
+    for (i, j), value in np.ndenumerate(finite):
+        if np.isfinite(value):
+            ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize="small",
+                    color="white" if value < middle else "black")
+    fig.colorbar(image, ax=ax, label="throughput (infer/s)")
+    best_of = " (best over concurrency)" if frame["concurrency"].nunique() > 1 else ""
+    ax.set_title(_title(data, f"throughput{best_of}"))
+    return fig
+
+
+def comparison_plot(comparison: Comparison) -> Figure:
+    """Two runs side by side at their common points: throughput and p99 latency."""
+    table = comparison.table
+    fig = Figure(figsize=(max(7.0, 0.8 * len(table) + 3), 6.5), layout="constrained")
+    axes = fig.subplots(2, 1, sharex=True)
+    if table.empty:
+        return _empty(fig, axes[0], "the two runs share no points")
+    x = np.arange(len(table))
+    width = 0.4
+    a, b = comparison.a.label, comparison.b.label
+    for ax, metric, unit in ((axes[0], "throughput", "infer/s"), (axes[1], "p99_ms", "ms")):
+        ax.bar(x - width / 2, table[f"{metric}_a"].astype(float), width, label=a)
+        ax.bar(x + width / 2, table[f"{metric}_b"].astype(float), width, label=b)
+        ax.set_ylabel(f"{metric.replace('_ms', '')} ({unit})")
+        ax.grid(True, axis="y", alpha=0.3)
+    tops = np.fmax(table["throughput_a"].astype(float), table["throughput_b"].astype(float))
+    for i, (ratio, top) in enumerate(zip(table["throughput_ratio"].astype(float), tops)):
+        axes[0].annotate(f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points",
+                         ha="center", fontsize="x-small")
+    axes[0].legend(fontsize="small")
+    axes[1].set_xticks(x, _point_labels(table), fontsize="x-small")
+    fig.suptitle(f"{b} vs {a} (labels: throughput ratio {b}/{a})")
+    return fig
+
+
+def save_figure(fig: Figure, stem: str | Path, formats: Iterable[str] = ("png", "svg")) -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg``; the SVG is byte-identical when the figure is."""
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with matplotlib.rc_context({"svg.hashsalt": "workbench"}):
+        for fmt in formats:
+            path = stem.with_name(f"{stem.name}.{fmt}")
+            metadata = {"Date": None} if fmt in ("svg", "pdf") else {"Software": None}
+            fig.savefig(path, format=fmt, metadata=metadata, dpi=110)
+            paths.append(path)
+    return paths
+
+
+def plot_run(run: SweepResult | str | Path, out_dir: str | Path | None = None) -> dict[str, list[Path]]:
+    """Draw and save every plot of a run (default: ``<run folder>/plots``); returns name -> files."""
+    run = run if isinstance(run, SweepResult) else load_run(run)
+    if out_dir is None:
+        if run.path is None:
+            raise ValueError("this result has no folder; give out_dir")
+        out_dir = run.path / "plots"
+    out_dir = Path(out_dir)
+    figures = {
+        "latency_vs_batch": latency_vs_batch(run),
+        "throughput_vs_latency": throughput_vs_latency(run),
+        "server_breakdown": server_breakdown(run),
+        "throughput_heatmap": throughput_heatmap(run),
+    }
+    return {name: save_figure(fig, out_dir / name) for name, fig in figures.items()}

@@ -1,0 +1,343 @@
+"""Sweep results on disk: one table row per point, a run record, and the questions asked of them
+(which configuration is best under a budget, what changed between two runs).
+
+A run folder holds ``points.jsonl`` (each point appended and synced the moment it is measured, so
+a crash loses at most the point in flight and a resume knows what is done), ``run.json`` (the run
+record: versions, machine, plan, every variant's config, settings, sessions), and the exports
+``results.csv`` / ``results.json`` rewritten atomically after every point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+__all__ = [
+    "POINTS_FILE", "RECORD_FILE", "CSV_FILE", "JSON_FILE",
+    "KEY_COLUMNS", "COLUMNS",
+    "ResultsError", "SweepResult", "Comparison",
+    "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
+    "load_run", "list_runs", "best_point", "describe_best", "compare_runs",
+]
+
+POINTS_FILE = "points.jsonl"
+RECORD_FILE = "run.json"
+CSV_FILE = "results.csv"
+JSON_FILE = "results.json"
+
+# A point is identified by its variant (allocation + batching + parameters) and its load.
+KEY_COLUMNS = ("variant", "batch_size", "concurrency")
+_VARIANT_COLUMNS = ("variant", "allocation", "instances", "cores_per_instance", "core_start", "core_end",
+                    "batching", "parameters")
+_METRIC_COLUMNS = (
+    "throughput", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms",
+    "stable", "windows", "requests", "failures", "outputs_ok", "max_abs_diff",
+    "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms", "overhead_ms", "avg_batch",
+    "error", "measured_at",
+)
+COLUMNS = _VARIANT_COLUMNS + ("batch_size", "concurrency") + _METRIC_COLUMNS
+_INT_COLUMNS = ("instances", "cores_per_instance", "core_start", "core_end", "batch_size", "concurrency")
+
+
+class ResultsError(ValueError):
+    """A run folder or table that cannot be read or compared; the message names the file or column."""
+
+
+def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
+    """The results table in its documented column order (extra columns kept at the end)."""
+    frame = pd.DataFrame(list(rows))
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = pd.NA
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    frame = frame[list(COLUMNS) + extra]
+    for column in _INT_COLUMNS:
+        if frame[column].notna().all():
+            frame[column] = frame[column].astype("int64")
+    return frame
+
+
+def _dump_line(row: dict) -> str:
+    """JSON without NaN (not valid JSON): missing numbers are written as null."""
+    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+    return json.dumps(clean, sort_keys=True, default=str)
+
+
+def read_points(path: str | Path) -> list[dict]:
+    """Rows of a points.jsonl file. A torn last line (a crash while appending) is dropped; a bad
+    line anywhere else is an error naming the line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number == len(lines):
+                break
+            raise ResultsError(f"{path} line {number} is not a JSON row; fix or remove it") from None
+    return rows
+
+
+def append_point(path: str | Path, row: dict) -> None:
+    """Append one row and sync it to disk before the sweep moves on."""
+    path = Path(path)
+    with open(path, "a+b") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell():
+            handle.seek(-1, os.SEEK_END)
+            if handle.read(1) != b"\n":  # a torn line from a crash: start a fresh one
+                handle.write(b"\n")
+        handle.write((_dump_line(row) + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(out_dir: str | Path, record: dict) -> Path:
+    path = Path(out_dir) / RECORD_FILE
+    _write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    return path
+
+
+def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tuple[Path, Path]:
+    """results.csv (the table) and results.json (record + rows, readable on its own)."""
+    out_dir = Path(out_dir)
+    csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
+    _write_atomic(csv_path, frame.to_csv(index=False))
+    rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
+    _write_atomic(json_path, json.dumps({"record": record, "points": rows}, indent=2, sort_keys=True, default=str) + "\n")
+    return csv_path, json_path
+
+
+@dataclass
+class SweepResult:
+    """A sweep's table and run record; ``path`` is its folder (None for an unsaved table)."""
+
+    frame: pd.DataFrame
+    record: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``cancelled``, ``failed`` or ``running`` (the last session's outcome)."""
+        return self.record.get("status", "unknown")
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def label(self) -> str:
+        return self.record.get("label") or (self.path.name if self.path else "run")
+
+    def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
+        return best_point(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def describe_best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> str:
+        return describe_best(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def table(self) -> pd.DataFrame:
+        """The columns people read first, one row per point."""
+        columns = ["allocation", "batching", "parameters", "batch_size", "concurrency", "throughput",
+                   "p50_ms", "p99_ms", "stable", "outputs_ok", "failures", "avg_batch", "error"]
+        table = self.frame[columns]
+        # Columns that say the same thing on every row only add width.
+        keep = [c for c in columns if c in ("allocation", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms")
+                or table[c].astype(str).nunique() > 1 or c in ("stable", "outputs_ok")]
+        return table[keep]
+
+
+def load_run(path: str | Path) -> SweepResult:
+    """A saved run: its folder (``run.json`` + ``points.jsonl``) or a ``results.json`` file."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
+    record_path = path / RECORD_FILE
+    if not record_path.is_file():
+        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ResultsError(f"{record_path} is not valid JSON: {err}") from None
+    return SweepResult(frame_from_rows(read_points(path / POINTS_FILE)), record, path)
+
+
+def list_runs(folder: str | Path) -> pd.DataFrame:
+    """One row per run folder found in ``folder`` (and ``folder`` itself), newest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ResultsError(f"{folder} is not a folder")
+    candidates = [folder] + sorted(p for p in folder.iterdir() if p.is_dir())
+    rows = []
+    for candidate in candidates:
+        if not (candidate / RECORD_FILE).is_file():
+            continue
+        run = load_run(candidate)
+        best = run.best()
+        rows.append({
+            "path": str(candidate),
+            "label": run.label,
+            "model": run.record.get("model", ""),
+            "status": run.status,
+            "points": len(run.frame),
+            "planned": run.record.get("planned_points"),
+            "started": run.record.get("started", ""),
+            "ended": run.record.get("ended", ""),
+            "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
+        })
+    columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
+    return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
+
+
+def _usable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Points whose numbers can be trusted: measured, no failed requests, outputs matched."""
+    ok = frame["throughput"].notna() & frame["p99_ms"].notna()
+    ok &= frame["failures"].fillna(0).astype(float) == 0
+    ok &= frame["outputs_ok"].map(lambda v: v is True or v == 1 or v == "True")
+    return frame[ok]
+
+
+def _qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
+                min_throughput: float | None) -> pd.DataFrame:
+    out = usable
+    if latency_budget_ms is not None:
+        out = out[out["p99_ms"].astype(float) <= float(latency_budget_ms)]
+    if min_throughput is not None:
+        out = out[out["throughput"].astype(float) >= float(min_throughput)]
+    return out
+
+
+def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
+               min_throughput: float | None = None) -> pd.Series | None:
+    """The best usable point: the highest throughput with p99 within ``latency_budget_ms``; with only
+    a throughput floor, the lowest p99 reaching it; with both, the highest throughput meeting both.
+    None when no usable point qualifies. Points with failures or wrong outputs never qualify."""
+    missing = [c for c in ("throughput", "p99_ms", "failures", "outputs_ok") if c not in frame.columns]
+    if missing:
+        raise ResultsError(f"results table lacks column(s) {missing}")
+    candidates = _qualifying(_usable(frame), latency_budget_ms, min_throughput)
+    if candidates.empty:
+        return None
+    if min_throughput is not None and latency_budget_ms is None:
+        order = candidates.sort_values(["p99_ms", "throughput"], ascending=[True, False], kind="stable")
+    else:
+        order = candidates.sort_values(["throughput", "p99_ms"], ascending=[False, True], kind="stable")
+    return order.iloc[0]
+
+
+def _point_text(point: pd.Series) -> str:
+    extra = "".join(f", {point[c]}" for c in ("batching", "parameters")
+                    if isinstance(point.get(c), str) and point[c] and point[c] != "as configured")
+    text = (f"{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
+            f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
+            f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
+    if point.get("stable") is False or point.get("stable") == "False":
+        text += " (measurement did not stabilise; re-run with a longer window to confirm)"
+    return text
+
+
+def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
+                  min_throughput: float | None = None) -> str:
+    """One sentence naming the best configuration and the constraint it meets (or why none does)."""
+    usable = _usable(frame)
+    constraint = []
+    if latency_budget_ms is not None:
+        constraint.append(f"p99 <= {latency_budget_ms:g} ms")
+    if min_throughput is not None:
+        constraint.append(f"throughput >= {min_throughput:g} infer/s")
+    goal = "lowest p99" if (min_throughput is not None and latency_budget_ms is None) else "highest throughput"
+    where = f" with {' and '.join(constraint)}" if constraint else ""
+    excluded = len(frame) - len(usable)
+    note = f" ({excluded} point(s) excluded for failed requests, wrong outputs or errors)" if excluded else ""
+    best = best_point(frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+    if best is None:
+        if usable.empty:
+            return f"No configuration can be named: none of {len(frame)} point(s) is usable{note}."
+        fastest = usable.sort_values("p99_ms").iloc[0]
+        strongest = usable.sort_values("throughput", ascending=False).iloc[0]
+        return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
+                f"Lowest p99: {_point_text(fastest)}. Highest throughput: {_point_text(strongest)}.")
+    qualifying = len(_qualifying(usable, latency_budget_ms, min_throughput))
+    return (f"Best ({goal}{where}, {qualifying} of {len(usable)} usable point(s) qualify): "
+            f"{_point_text(best)}{note}.")
+
+
+
+
+@dataclass
+class Comparison:
+    """Two runs joined on their point keys; ratios are B / A."""
+
+    a: SweepResult
+    b: SweepResult
+    table: pd.DataFrame
+    only_a: pd.DataFrame
+    only_b: pd.DataFrame
+
+    def summary(self) -> str:
+        a, b = self.a.label, self.b.label
+        if self.table.empty:
+            return (f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
+                    f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}.")
+        thr = self.table["throughput_ratio"].astype(float)
+        p99 = self.table["p99_ratio"].astype(float)
+        lines = [
+            f"{b!r} vs {a!r}: {len(self.table)} common point(s).",
+            f"Throughput x{thr.median():.2f} median (x{thr.min():.2f} to x{thr.max():.2f}); "
+            f"p99 latency x{p99.median():.2f} median (x{p99.min():.2f} to x{p99.max():.2f}).",
+        ]
+        best_a, best_b = self.a.best(), self.b.best()
+        if best_a is not None and best_b is not None:
+            lines.append(f"Best throughput: {a!r} {_point_text(best_a)}; {b!r} {_point_text(best_b)}.")
+        if len(self.only_a) or len(self.only_b):
+            lines.append(f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}.")
+        bad = self.table[~(self.table["outputs_ok_a"].map(_true) & self.table["outputs_ok_b"].map(_true))]
+        if len(bad):
+            lines.append(f"{len(bad)} common point(s) had output mismatches in one run; their ratios are not comparable.")
+        return "\n".join(lines)
+
+
+def _true(value: Any) -> bool:
+    return value is True or value == 1 or value == "True"
+
+
+def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
+    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios."""
+    a = a if isinstance(a, SweepResult) else load_run(a)
+    b = b if isinstance(b, SweepResult) else load_run(b)
+    keys = list(KEY_COLUMNS)
+    metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
+    left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]
+    right = b.frame[keys + metrics]
+    table = left.merge(right, on=keys, how="inner", suffixes=("_a", "_b"))
+    for metric in ("throughput", "p50_ms", "p99_ms"):
+        table[f"{metric.removesuffix('_ms')}_ratio"] = table[f"{metric}_b"].astype(float) / table[f"{metric}_a"].astype(float)
+    only_a = a.frame.merge(b.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
+    only_b = b.frame.merge(a.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
+    return Comparison(a, b, table.reset_index(drop=True), only_a.drop(columns="_merge"), only_b.drop(columns="_merge"))
