@@ -1,0 +1,595 @@
+"""model.py for Triton's Python backend: one file for every workbench target and framework.
+
+Upstream gen_triton_model.py wrote eight string-templated variants (pytorch/tensorflow x inf1/inf2 x
+batched/per-request) that differed in more than the loader. Here the request handling is shared and
+only a small loader seam (one function per target/framework) differs, so batching, error isolation
+and core placement behave the same everywhere.
+
+The file is copied as-is into ``<model>/1/model.py`` and must run in a Triton container where the
+workbench package is not installed: it imports only the standard library, numpy and
+triton_python_backend_utils at the top; torch, tensorflow and the Neuron SDK are imported inside the
+seam, after ``NEURON_RT_VISIBLE_CORES`` is set (the runtime reads it once, when it starts).
+
+Parameters (config.pbtxt ``parameters``, all strings):
+
+* ``COMPILED_MODEL``: a path relative to the model's own folder, or absolute.
+* ``NEURON_CORE_START_INDEX`` / ``NEURON_CORE_END_INDEX`` (default 0:0), ``NUM_THREADS_PER_CORE``
+  (default 1): the core range split over the instances exactly like ``workbench/coremap.py``.
+* ``WORKBENCH_TARGET`` (cpu, inf1, inf2, trn1) and ``WORKBENCH_FRAMEWORK`` (pytorch, tensorflow,
+  transformers_neuronx). Directories written by upstream have neither; then the framework is
+  tensorflow when COMPILED_MODEL is a SavedModel folder (saved_model.pb inside), else pytorch, and
+  the target is what upstream's variants imported: inf2 when torch_neuronx (tensorflow_neuronx for
+  TF) is importable, else inf1 when torch_neuron (tensorflow-neuron) is, else cpu.
+* ``BATCH_REQUESTS`` (default true): false runs one forward per request (upstream's
+  ``--disable_batch_requests_to_neuron``).
+* ``CPU_AFFINITY`` (default false): cpu target only; pin each instance to its cores.
+* ``TF_SIGNATURE_DEF_KEY`` (default serving_default): the SavedModel signature to call.
+* ``TNX_MODEL_CLASS``, ``TNX_BATCH_SIZE``, ``TNX_TP_DEGREE``, ``TNX_N_POSITIONS``, ``TNX_AMP``,
+  ``TNX_UNROLL``, ``TNX_SEQUENCE_LENGTH``: transformers-neuronx sampling settings.
+"""
+
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import re
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+TARGETS = ("cpu", "inf1", "inf2", "trn1")
+FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
+NEURON_TARGETS = ("inf1", "inf2", "trn1")
+TNX_DEFAULTS = {
+    "TNX_MODEL_CLASS": "LlamaForSampling",
+    "TNX_BATCH_SIZE": "1",
+    "TNX_TP_DEGREE": "",  # empty: the instance's cores per instance
+    "TNX_N_POSITIONS": "2048",
+    "TNX_AMP": "f32",
+    "TNX_UNROLL": "",  # empty: transformers-neuronx's own default
+    "TNX_SEQUENCE_LENGTH": "",  # empty: TNX_N_POSITIONS
+}
+TNX_AMPS = ("f32", "f16", "bf16")
+
+
+class SettingsError(ValueError):
+    """A config.pbtxt value model.py cannot serve; initialize() re-raises it as TritonModelException."""
+
+
+class RequestError(ValueError):
+    """One request that cannot be served; only that request's response carries the error."""
+
+
+# --- core split: must equal workbench/coremap.py split_cores (a test checks many ranges) ----------
+
+def split_cores(start, end, instances=1, threads_per_core=1):
+    """Split cores start..end (inclusive) over ``instances``: returns (cores per instance, threads per
+    instance). Instance k owns cores start + k*cpi .. start + (k+1)*cpi - 1; leftovers stay idle."""
+    if start < 0 or end < 0:
+        raise SettingsError(f"core range {start}:{end} has a negative core index")
+    if end < start:
+        raise SettingsError(f"core range {start}:{end} is reversed: the end must be >= the start")
+    if instances < 1:
+        raise SettingsError(f"instance count must be >= 1, got {instances}")
+    if threads_per_core < 1:
+        raise SettingsError(f"threads per core must be >= 1, got {threads_per_core}")
+    total = end - start + 1
+    if instances > total:
+        raise SettingsError(f"cannot give {instances} instances a core each from {total} core(s) in {start}:{end}")
+    cores_per_instance = total // instances
+    return cores_per_instance, cores_per_instance * threads_per_core
+
+
+def instance_cores(start, cores_per_instance, instance):
+    first = start + instance * cores_per_instance
+    return list(range(first, first + cores_per_instance))
+
+
+def visible_cores(cores):
+    """NEURON_RT_VISIBLE_CORES value: "4-7", or "2" for a single core."""
+    return str(cores[0]) if len(cores) == 1 else f"{cores[0]}-{cores[-1]}"
+
+
+# --- settings ---------------------------------------------------------------------------------------
+
+def _flag(params, key, default):
+    value = params.get(key, default).strip().lower()
+    if value not in ("true", "false"):
+        raise SettingsError(f'parameter {key} = {params[key]!r} must be "true" or "false"')
+    return value == "true"
+
+
+def _int(params, key, default):
+    value = params.get(key, default).strip()
+    try:
+        return int(value)
+    except ValueError:
+        raise SettingsError(f"parameter {key} = {value!r} is not an integer") from None
+
+
+def _importable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _infer_target(framework):
+    """Upstream directories carry no target: use the SDK that is installed, as its variants did."""
+    if framework == "tensorflow":
+        if _importable("tensorflow_neuronx"):
+            return "inf2"
+        try:
+            importlib.metadata.distribution("tensorflow-neuron")
+            return "inf1"
+        except importlib.metadata.PackageNotFoundError:
+            return "cpu"
+    if _importable("torch_neuronx"):
+        return "inf2"
+    if _importable("torch_neuron"):
+        return "inf1"
+    return "cpu"
+
+
+def instance_index(instance_name, count):
+    """Triton names instances ``<group>_<k>``; upstream parsed k the same way."""
+    match = re.search(r"_(\d+)$", instance_name or "")
+    if match is None:
+        if count == 1:
+            return 0
+        raise SettingsError(f"instance name {instance_name!r} does not end in _<index>; cannot pick its cores")
+    index = int(match.group(1))
+    if index >= count:
+        raise SettingsError(f"instance name {instance_name!r} gives index {index}, but instance_group count is {count}")
+    return index
+
+
+def read_settings(model_config, model_dir, instance_name):
+    """Everything initialize() needs, validated, as a dict; SettingsError names the bad item."""
+    params = {key: value.get("string_value", "") for key, value in model_config.get("parameters", {}).items()}
+    groups = model_config.get("instance_group", [])
+    if len(groups) > 1:
+        raise SettingsError(f"{len(groups)} instance_group blocks; model.py splits its core range over exactly one")
+    count = int(groups[0].get("count", 1)) if groups else 1
+
+    compiled = params.get("COMPILED_MODEL", "").strip()
+    if not compiled:
+        raise SettingsError("parameter COMPILED_MODEL is missing or empty; give the compiled model's path")
+    path = os.path.normpath(os.path.join(model_dir, compiled))  # an absolute path stays as written
+    if not os.path.exists(path):
+        raise SettingsError(f"COMPILED_MODEL {compiled!r} not found (looked at {path})")
+
+    framework = params.get("WORKBENCH_FRAMEWORK", "").strip()
+    if not framework:
+        framework = "tensorflow" if os.path.isfile(os.path.join(path, "saved_model.pb")) else "pytorch"
+    if framework not in FRAMEWORKS:
+        raise SettingsError(f"parameter WORKBENCH_FRAMEWORK = {framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    target = params.get("WORKBENCH_TARGET", "").strip() or _infer_target(framework)
+    if target not in TARGETS:
+        raise SettingsError(f"parameter WORKBENCH_TARGET = {target!r} is not one of {', '.join(TARGETS)}")
+    if framework == "transformers_neuronx" and target == "inf1":
+        raise SettingsError("transformers_neuronx runs on inf2/trn1 (or cpu), not inf1")
+
+    start = _int(params, "NEURON_CORE_START_INDEX", "0")
+    end = _int(params, "NEURON_CORE_END_INDEX", str(start))
+    threads_per_core = _int(params, "NUM_THREADS_PER_CORE", "1")
+    cores_per_instance, threads = split_cores(start, end, count, threads_per_core)
+    index = instance_index(instance_name, count)
+    settings = {
+        "path": path,
+        "compiled_model": compiled,
+        "framework": framework,
+        "target": target,
+        "instance": index,
+        "count": count,
+        "cores": instance_cores(start, cores_per_instance, index),
+        "threads": threads,
+        "batch_requests": _flag(params, "BATCH_REQUESTS", "true"),
+        "cpu_affinity": _flag(params, "CPU_AFFINITY", "false"),
+        "signature": params.get("TF_SIGNATURE_DEF_KEY", "").strip() or "serving_default",
+    }
+    if framework == "transformers_neuronx":
+        settings["tnx"] = _tnx_settings(params, cores_per_instance)
+    return settings
+
+
+def _tnx_settings(params, cores_per_instance):
+    merged = {key: (params.get(key, "").strip() or default) for key, default in TNX_DEFAULTS.items()}
+    tnx = {
+        "model_class": merged["TNX_MODEL_CLASS"],
+        "batch_size": _int(merged, "TNX_BATCH_SIZE", "1"),
+        "tp_degree": _int(merged, "TNX_TP_DEGREE", str(cores_per_instance)),
+        "n_positions": _int(merged, "TNX_N_POSITIONS", "2048"),
+        "amp": merged["TNX_AMP"],
+        "unroll": _int(merged, "TNX_UNROLL", "0") or None,
+    }
+    tnx["sequence_length"] = _int(merged, "TNX_SEQUENCE_LENGTH", str(tnx["n_positions"]))
+    for key in ("batch_size", "tp_degree", "n_positions", "sequence_length"):
+        if tnx[key] < 1:
+            raise SettingsError(f"parameter TNX_{key.upper()} = {tnx[key]} must be at least 1")
+    if tnx["sequence_length"] > tnx["n_positions"]:
+        raise SettingsError(
+            f"parameter TNX_SEQUENCE_LENGTH = {tnx['sequence_length']} exceeds TNX_N_POSITIONS = {tnx['n_positions']}"
+        )
+    if tnx["amp"] not in TNX_AMPS:
+        raise SettingsError(f"parameter TNX_AMP = {tnx['amp']!r} is not one of {', '.join(TNX_AMPS)}")
+    if tnx["tp_degree"] > cores_per_instance:
+        raise SettingsError(
+            f"parameter TNX_TP_DEGREE = {tnx['tp_degree']} needs more cores than the {cores_per_instance} "
+            "each instance owns; widen the core range or use fewer instances"
+        )
+    return tnx
+
+
+# --- tensor layout ----------------------------------------------------------------------------------
+
+def _index(name):
+    match = re.match(r"^.+__(\d+)$", name)
+    return int(match.group(1)) if match else None
+
+
+def _by_index(entries, kind):
+    """PyTorch passes tensors by position: the ``__i`` suffix, not the config order, is the position."""
+    indices = [_index(entry["name"]) for entry in entries]
+    for entry, index in zip(entries, indices):
+        if index is None:
+            raise SettingsError(
+                f"{kind} {entry['name']!r}: PyTorch models need names of the form NAME__i "
+                f"(e.g. {kind.upper()}__0) so the index gives the argument position"
+            )
+    if sorted(indices) != list(range(len(indices))):
+        raise SettingsError(
+            f"{kind} indices {sorted(indices)} must cover 0..{len(indices) - 1} with no gap or repeat"
+        )
+    return [entry for _, entry in sorted(zip(indices, entries), key=lambda pair: pair[0])]
+
+
+class Layout:
+    """The config's tensors in the order the loaded model takes and returns them, and whether dim 0 is
+    a batch dim that requests may be concatenated along."""
+
+    def __init__(self, model_config, framework):
+        inputs, outputs = model_config.get("input", []), model_config.get("output", [])
+        if not inputs or not outputs:
+            raise SettingsError("the config needs at least one input and one output")
+        if framework == "pytorch":
+            inputs, outputs = _by_index(inputs, "input"), _by_index(outputs, "output")
+        for entry in inputs + outputs:
+            if entry["data_type"] in ("TYPE_STRING", "TYPE_BF16"):
+                raise SettingsError(f"{entry['name']!r}: {entry['data_type']} tensors are not supported by this model.py")
+        self.max_batch_size = int(model_config.get("max_batch_size", 0))
+        self.inputs = [self._tensor(entry) for entry in inputs]
+        self.outputs = [self._tensor(entry) for entry in outputs]
+        # With max_batch_size 0, dim 0 is a batch only if every tensor declares it variable and has more
+        # dims (e.g. [-1, 4]); otherwise concatenating requests would change the shape the model sees.
+        self.batched = self.max_batch_size > 0 or all(
+            len(t["dims"]) >= 2 and t["dims"][0] == -1 for t in self.inputs + self.outputs
+        )
+
+    def _tensor(self, entry):
+        dims = [int(d) for d in entry.get("dims", [])]
+        if self.max_batch_size > 0:
+            dims = [-1] + dims
+        return {
+            "name": entry["name"],
+            "dtype": np.dtype(pb_utils.triton_string_to_numpy(entry["data_type"])),
+            "dims": dims,
+            "optional": bool(entry.get("optional", False)),
+        }
+
+    def read(self, request):
+        """The request's inputs in model order (None for an absent optional input), checked against the
+        config; RequestError names the bad input."""
+        arrays, rows = [], {}
+        for spec in self.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
+            if tensor is None:
+                if spec["optional"]:
+                    arrays.append(None)
+                    continue
+                raise RequestError(f"input {spec['name']!r} is missing")
+            array = tensor.as_numpy()
+            if array.dtype != spec["dtype"]:
+                raise RequestError(f"input {spec['name']!r} has dtype {array.dtype}, expected {spec['dtype']}")
+            dims = spec["dims"]
+            if len(array.shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, array.shape)):
+                raise RequestError(f"input {spec['name']!r} has shape {list(array.shape)}, expected {dims}")
+            if self.batched:
+                rows[spec["name"]] = array.shape[0]
+            arrays.append(array)
+        if len(set(rows.values())) > 1:
+            detail = ", ".join(f"{name} has {count}" for name, count in rows.items())
+            raise RequestError(f"inputs disagree on the batch size (dim 0): {detail}")
+        return arrays
+
+    def response(self, results):
+        if len(results) != len(self.outputs):
+            raise RequestError(f"the model returned {len(results)} output(s), the config declares {len(self.outputs)}")
+        tensors = [
+            pb_utils.Tensor(spec["name"], np.ascontiguousarray(np.asarray(result).astype(spec["dtype"], copy=False)))
+            for spec, result in zip(self.outputs, results)
+        ]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+
+def _error(message):
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
+
+
+def _log(message):
+    logger = getattr(pb_utils, "Logger", None)
+    if logger is not None:
+        logger.log_info(message)
+    else:
+        print(message, flush=True)
+
+
+def _warn(message):
+    logger = getattr(pb_utils, "Logger", None)
+    if logger is not None:
+        logger.log_warn(message)
+    else:
+        print(message, flush=True)
+
+
+# --- loader seam: each returns run(list of arrays in model order) -> list of arrays in output order ---
+
+def _pin_neuron_cores(settings):
+    """The runtime claims every core unless told otherwise; it reads this once, when it starts."""
+    os.environ["NEURON_RT_VISIBLE_CORES"] = visible_cores(settings["cores"])
+    os.environ.pop("NEURON_RT_NUM_CORES", None)  # VISIBLE_CORES wins anyway; avoid a misleading value
+
+
+def _pin_cpu_cores(settings):
+    """Pin every thread of this stub process (and so every thread it starts later) to its cores."""
+    allowed = os.sched_getaffinity(0)
+    wanted = [core for core in settings["cores"] if core in allowed]
+    skipped = [core for core in settings["cores"] if core not in allowed]
+    if skipped:
+        _warn(f"workbench instance {settings['instance']}: CPU core(s) {skipped} are not available to this "
+              f"process (allowed: {sorted(allowed)}); not pinning them")
+    if not wanted:
+        return None
+    for task in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
+        try:
+            os.sched_setaffinity(int(task), wanted)
+        except (ProcessLookupError, PermissionError):
+            pass  # a thread that ended meanwhile
+    return wanted
+
+
+def _torch_runner(module, torch):
+    def run(arrays):
+        with torch.inference_mode():
+            # Triton's input buffers are read-only; torch wants to own writable memory.
+            result = module(*[torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays])
+        results = list(result) if isinstance(result, (tuple, list)) else [result]
+        return [r.detach().cpu().numpy() if hasattr(r, "detach") else np.asarray(r) for r in results]
+    return run
+
+
+def load_pytorch_cpu(settings, layout):
+    import torch
+
+    torch.set_num_threads(settings["threads"])
+    return _torch_runner(torch.jit.load(settings["path"], map_location="cpu"), torch)
+
+
+def load_pytorch_inf1(settings, layout):
+    _pin_neuron_cores(settings)
+    import torch
+    import torch_neuron  # noqa: F401  registers torch.neuron and the neuron::forward ops
+
+    model = torch.neuron.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
+    model.num_workers = settings["threads"]
+    return _torch_runner(model, torch)
+
+
+def load_pytorch_inf2(settings, layout):
+    _pin_neuron_cores(settings)
+    import torch
+    import torch_neuronx
+
+    # DataParallel over all of the instance's cores; a bare jit.load would use only one of them.
+    model = torch_neuronx.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
+    model.num_workers = settings["threads"]
+    return _torch_runner(model, torch)
+
+
+def load_tensorflow(settings, layout):
+    if settings["target"] in NEURON_TARGETS:
+        _pin_neuron_cores(settings)
+    import tensorflow as tf
+
+    if settings["target"] == "inf1":
+        importlib.import_module("tensorflow.neuron")  # registers the Neuron ops the SavedModel calls
+    elif settings["target"] in ("inf2", "trn1"):
+        importlib.import_module("tensorflow_neuronx")
+    loaded = tf.saved_model.load(settings["path"])
+    key = settings["signature"]
+    if key not in loaded.signatures:
+        raise SettingsError(f"SavedModel {settings['path']} has no signature {key!r} (has: {sorted(loaded.signatures)})")
+    signature = loaded.signatures[key]
+    takes = set(signature.structured_input_signature[1])
+    gives = set(signature.structured_outputs)
+    names = [spec["name"] for spec in layout.inputs]
+    outputs = [spec["name"] for spec in layout.outputs]
+    if set(names) != takes or not set(outputs) <= gives:
+        raise SettingsError(
+            f"config tensors must be the signature {key!r} keys: inputs {sorted(takes)}, outputs {sorted(gives)}; "
+            f"the config has inputs {names}, outputs {outputs}"
+        )
+
+    def run(arrays):
+        result = signature(**{name: tf.constant(array) for name, array in zip(names, arrays)})
+        return [result[name].numpy() for name in outputs]
+
+    run.model = loaded
+    return run
+
+
+def load_transformers_neuronx(settings, layout):
+    """A causal LM that generates: ``input_ids`` in, prompt + generated ids out (greedy, so the CPU and
+    Neuron paths agree). An optional ``sequence_length`` input (one value per request) sets the total
+    length, capped at TNX_SEQUENCE_LENGTH."""
+    names = [spec["name"] for spec in layout.inputs]
+    if "input_ids" not in names or set(names) - {"input_ids", "sequence_length"} or len(layout.outputs) != 1:
+        raise SettingsError(
+            f"transformers_neuronx models take input_ids (and optionally sequence_length) and return one "
+            f"output; the config has inputs {names} and {len(layout.outputs)} output(s)"
+        )
+    tnx = settings["tnx"]
+    if settings["target"] == "cpu":
+        import torch
+        import transformers
+
+        torch.set_num_threads(settings["threads"])
+        model = transformers.AutoModelForCausalLM.from_pretrained(settings["path"]).eval()
+        pad = model.config.pad_token_id if model.config.pad_token_id is not None else model.config.eos_token_id
+
+        def generate(ids, length):
+            with torch.inference_mode():
+                return model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length,
+                                      min_length=length, do_sample=False, pad_token_id=pad)
+        chunk = None
+    else:
+        _pin_neuron_cores(settings)
+        import torch
+        import transformers_neuronx
+
+        cls = getattr(transformers_neuronx, tnx["model_class"], None)
+        if cls is None:
+            raise SettingsError(f"parameter TNX_MODEL_CLASS = {tnx['model_class']!r} is not a transformers_neuronx class")
+        options = {key: tnx[key] for key in ("batch_size", "tp_degree", "n_positions", "amp")}
+        if tnx["unroll"] is not None:
+            options["unroll"] = tnx["unroll"]
+        model = cls.from_pretrained(settings["path"], **options)
+        model.to_neuron()
+
+        def generate(ids, length):
+            with torch.inference_mode():
+                return model.sample(ids, sequence_length=length, top_k=1)
+        chunk = tnx["batch_size"]  # the compiled batch: pad the last chunk up to it
+
+    def run(arrays):
+        ids = torch.from_numpy(np.array(arrays[names.index("input_ids")]))
+        single = ids.dim() == 1
+        ids = ids.unsqueeze(0) if single else ids
+        length = tnx["sequence_length"]
+        if "sequence_length" in names and arrays[names.index("sequence_length")] is not None:
+            length = min(length, int(np.asarray(arrays[names.index("sequence_length")]).max()))
+        if length <= ids.shape[1]:
+            raise RequestError(f"sequence_length {length} leaves no room after a prompt of {ids.shape[1]} tokens")
+        step = chunk or ids.shape[0]
+        pieces = []
+        for first in range(0, ids.shape[0], step):
+            part = ids[first:first + step]
+            rows = part.shape[0]
+            if rows < step:
+                part = torch.cat([part, part[-1:].expand(step - rows, -1)])
+            pieces.append(generate(part, length)[:rows])
+        out = torch.cat(pieces).numpy()
+        return [out[0] if single else out]
+
+    def batch_key(arrays):
+        """Requests asking for different lengths are generated separately."""
+        if "sequence_length" not in names or arrays[names.index("sequence_length")] is None:
+            return None
+        return tuple(np.asarray(arrays[names.index("sequence_length")]).ravel().tolist())
+
+    run.batch_key = batch_key
+    run.model = model
+    return run
+
+
+LOADERS = {
+    ("cpu", "pytorch"): load_pytorch_cpu,
+    ("inf1", "pytorch"): load_pytorch_inf1,
+    ("inf2", "pytorch"): load_pytorch_inf2,
+    ("trn1", "pytorch"): load_pytorch_inf2,
+    ("cpu", "tensorflow"): load_tensorflow,
+    ("inf1", "tensorflow"): load_tensorflow,
+    ("inf2", "tensorflow"): load_tensorflow,
+    ("trn1", "tensorflow"): load_tensorflow,
+    ("cpu", "transformers_neuronx"): load_transformers_neuronx,
+    ("inf2", "transformers_neuronx"): load_transformers_neuronx,
+    ("trn1", "transformers_neuronx"): load_transformers_neuronx,
+}
+
+
+# --- Triton entry points --------------------------------------------------------------------------
+
+class TritonPythonModel:
+    def initialize(self, args):
+        import json
+
+        model_config = json.loads(args["model_config"])
+        try:
+            self.settings = read_settings(model_config, args["model_repository"], args.get("model_instance_name", ""))
+            self.layout = Layout(model_config, self.settings["framework"])
+            affinity = None
+            if self.settings["target"] == "cpu" and self.settings["cpu_affinity"]:
+                affinity = _pin_cpu_cores(self.settings)
+            self.run = LOADERS[(self.settings["target"], self.settings["framework"])](self.settings, self.layout)
+        except (SettingsError, RequestError) as err:
+            raise pb_utils.TritonModelException(f"{model_config.get('name', 'model')}: {err}") from None
+        s = self.settings
+        where = "NEURON_RT_VISIBLE_CORES=" + visible_cores(s["cores"]) if s["target"] in NEURON_TARGETS else (
+            f"cpu affinity {affinity}" if affinity else "cpu affinity off")
+        _log(f"workbench instance {s['instance']}/{s['count']}: target {s['target']} framework {s['framework']} "
+             f"cores {visible_cores(s['cores'])} threads {s['threads']} {where} model {s['path']}")
+
+    def execute(self, requests):
+        responses = [None] * len(requests)
+        groups = {}  # requests that can share one forward: same non-batch shapes (and runner key)
+        for position, request in enumerate(requests):
+            try:
+                arrays = self.layout.read(request)
+            except RequestError as err:
+                responses[position] = _error(str(err))
+                continue
+            if not (self.settings["batch_requests"] and self.layout.batched):
+                groups[("single", position)] = [(position, arrays)]
+                continue
+            key = tuple(None if a is None else (a.shape[1:], a.dtype.str) for a in arrays)
+            key_of = getattr(self.run, "batch_key", None)
+            groups.setdefault((key, key_of(arrays) if key_of else None), []).append((position, arrays))
+        for members in groups.values():
+            if len(members) > 1:
+                try:
+                    for (position, _), outputs in zip(members, self._forward_batched([a for _, a in members])):
+                        responses[position] = self.layout.response(outputs)
+                    continue
+                except Exception as err:  # one bad request must not fail the others: retry one by one
+                    _warn(f"batched forward of {len(members)} requests failed ({err}); serving them one by one")
+            for position, arrays in members:
+                try:
+                    responses[position] = self.layout.response(self.run(arrays))
+                except Exception as err:
+                    responses[position] = _error(f"inference failed: {type(err).__name__}: {err}")
+        return responses
+
+    def _forward_batched(self, members):
+        """One forward for all members, concatenated on dim 0 and split back by each one's rows."""
+        rows = [next(a.shape[0] for a in arrays if a is not None) for arrays in members]
+        joined = [
+            None if column[0] is None else np.concatenate(column, axis=0)
+            for column in zip(*members)
+        ]
+        results = self.run(joined)
+        total = sum(rows)
+        for spec, result in zip(self.layout.outputs, results):
+            if np.ndim(result) == 0 or np.shape(result)[0] != total:
+                raise RequestError(
+                    f"output {spec['name']!r} has shape {list(np.shape(result))}, not {total} rows for the batch"
+                )
+        bounds = np.cumsum(rows)[:-1]
+        per_output = [np.split(np.asarray(result), bounds) for result in results]
+        return [list(parts) for parts in zip(*per_output)]
+
+    def finalize(self):
+        """Drop the model so its memory (and Neuron cores) are released before the stub exits."""
+        self.run = None
+        import gc
+
+        gc.collect()
