@@ -94,11 +94,10 @@ def append_point(path: str | Path, row: dict) -> None:
     """Append one row and sync it to disk before the sweep moves on."""
     path = Path(path)
     with open(path, "a+b") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell():
-            handle.seek(-1, os.SEEK_END)
-            if handle.read(1) != b"\n":  # a torn line from a crash: start a fresh one
-                handle.write(b"\n")
+        handle.seek(0)
+        data = handle.read()
+        if data and not data.endswith(b"\n"):  # a torn row from a crash: drop it (read_points did)
+            handle.truncate(data.rfind(b"\n") + 1)
         handle.write((_dump_line(row) + "\n").encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
@@ -219,7 +218,7 @@ def _usable(frame: pd.DataFrame) -> pd.DataFrame:
     """Points whose numbers can be trusted: measured, no failed requests, outputs matched."""
     ok = frame["throughput"].notna() & frame["p99_ms"].notna()
     ok &= frame["failures"].fillna(0).astype(float) == 0
-    ok &= frame["outputs_ok"].map(lambda v: v is True or v == 1 or v == "True")
+    ok &= frame["outputs_ok"].map(_true).astype(bool)
     return frame[ok]
 
 
@@ -257,7 +256,7 @@ def _point_text(point: pd.Series) -> str:
     text = (f"{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
             f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
             f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
-    if point.get("stable") is False or point.get("stable") == "False":
+    if _flag(point.get("stable")) is False:
         text += " (measurement did not stabilise; re-run with a longer window to confirm)"
     return text
 
@@ -323,8 +322,17 @@ class Comparison:
         return "\n".join(lines)
 
 
+def _flag(value: Any) -> bool | None:
+    """A yes/no column value as read back from JSON, CSV or numpy; None when not recorded."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.strip().lower())
+    return bool(value)
+
+
 def _true(value: Any) -> bool:
-    return value is True or value == 1 or value == "True"
+    return _flag(value) is True
 
 
 def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:

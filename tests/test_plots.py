@@ -1,0 +1,125 @@
+"""Plots drawn from a results table (here a hand-written one saved to disk): what is drawn matches
+the table, files are written as PNG and deterministic SVG, and nothing touches pyplot state."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+
+from workbench.measure import plots
+from workbench.measure.results import (
+    POINTS_FILE,
+    SweepResult,
+    append_point,
+    compare_runs,
+    frame_from_rows,
+    load_run,
+    write_exports,
+    write_record,
+)
+
+
+def rows():
+    out = []
+    for allocation, instances in (("1x1", 1), ("2x1", 2)):
+        for batch in (1, 2, 4):
+            for concurrency in (1, 2):
+                out.append({
+                    "variant": allocation, "allocation": allocation, "instances": instances,
+                    "cores_per_instance": 1, "core_start": 0, "core_end": instances - 1,
+                    "batching": "as configured", "parameters": "", "batch_size": batch,
+                    "concurrency": concurrency, "throughput": 100.0 * batch * instances + concurrency,
+                    "p50_ms": 1.0 * batch, "p90_ms": 1.5 * batch, "p95_ms": 1.8 * batch,
+                    "p99_ms": 2.0 * batch / instances + concurrency, "mean_ms": 1.1 * batch, "stable": True,
+                    "windows": 3, "requests": 100, "failures": 0, "outputs_ok": True, "max_abs_diff": 0.0,
+                    "queue_ms": 0.25, "compute_input_ms": 0.5, "compute_infer_ms": 1.0 * batch,
+                    "compute_output_ms": 0.125, "overhead_ms": 0.0625, "avg_batch": float(batch),
+                    "error": None, "measured_at": "2026-11-29T19:00:00+00:00",
+                })
+    return out
+
+
+@pytest.fixture
+def saved_run(tmp_path):
+    record = {"model": "add_sub", "status": "complete", "label": "cpu-run"}
+    for row in rows():
+        append_point(tmp_path / POINTS_FILE, row)
+    write_record(tmp_path, record)
+    write_exports(tmp_path, frame_from_rows(rows()), record)
+    return tmp_path
+
+
+def test_latency_lines_follow_the_table(saved_run):
+    run = load_run(saved_run)
+    fig = plots.latency_vs_batch(run)
+    assert isinstance(fig, Figure)
+    p99_axes = fig.axes[1]
+    lines = {line.get_label(): line for line in p99_axes.get_lines()}
+    assert set(lines) == {f"{a}, concurrency {c}" for a in ("1x1", "2x1") for c in (1, 2)}
+    line = lines["2x1, concurrency 2"]
+    assert list(line.get_xdata()) == [1, 2, 4]
+    assert list(line.get_ydata()) == [3.0, 4.0, 6.0]  # p99 = 2*b/2 + 2
+
+
+def test_throughput_vs_latency_one_line_per_allocation(saved_run):
+    fig = plots.throughput_vs_latency(load_run(saved_run))
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels == ["1x1", "2x1"]
+
+
+def test_breakdown_stacks_server_times(saved_run):
+    fig = plots.server_breakdown(load_run(saved_run))
+    ax = fig.axes[0]
+    bars = [patch for patch in ax.patches]
+    assert len(bars) == 5 * 12  # five components for each of the 12 points
+    # total height of the first point's stack = queue + input + infer + output + overhead
+    first = [b for b in bars if abs(b.get_x() + b.get_width() / 2) < 1e-9]
+    assert sum(b.get_height() for b in first) == pytest.approx(0.25 + 0.5 + 1.0 + 0.125 + 0.0625)
+
+
+def test_heatmap_cells_are_best_throughput_over_concurrency(saved_run):
+    fig = plots.throughput_heatmap(load_run(saved_run))
+    grid = fig.axes[0].get_images()[0].get_array()
+    expected = np.array([[102, 202, 402], [202, 402, 802]], dtype=float)
+    np.testing.assert_array_equal(np.asarray(grid), expected)
+
+
+def test_comparison_plot_bars_both_runs(saved_run):
+    a = load_run(saved_run)
+    b = SweepResult(a.frame.assign(throughput=a.frame["throughput"] * 2), {"label": "faster"})
+    fig = plots.comparison_plot(compare_runs(a, b))
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert len(heights) == 24
+    assert heights[12:] == [2 * h for h in heights[:12]]
+
+
+def test_empty_table_draws_a_message_not_an_error():
+    fig = plots.latency_vs_batch(frame_from_rows([]))
+    assert "no measured points" in fig.axes[0].texts[0].get_text()
+
+
+def test_plot_run_from_disk_writes_png_and_deterministic_svg(saved_run, tmp_path_factory):
+    written = plots.plot_run(saved_run)
+    assert set(written) == {"latency_vs_batch", "throughput_vs_latency", "server_breakdown", "throughput_heatmap"}
+    for paths in written.values():
+        png, svg = paths
+        assert png.read_bytes().startswith(b"\x89PNG")
+        assert svg.read_text().lstrip().startswith("<?xml")
+        assert "<dc:date>" not in svg.read_text()
+    other = tmp_path_factory.mktemp("again")
+    again = plots.plot_run(saved_run, other)
+    for name in written:
+        assert written[name][1].read_bytes() == again[name][1].read_bytes(), name
+
+
+def test_plots_never_touch_pyplot(saved_run):
+    code = (
+        "import sys; from workbench.measure import plots;"
+        f"plots.plot_run({str(saved_run)!r});"
+        "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

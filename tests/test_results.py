@@ -1,0 +1,169 @@
+"""Results on disk and the questions asked of them: resume log, reload, best configuration, run
+comparison. Tables here are written by hand so the expected answers are known exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from workbench.measure.results import (
+    COLUMNS,
+    CSV_FILE,
+    JSON_FILE,
+    POINTS_FILE,
+    ResultsError,
+    SweepResult,
+    append_point,
+    best_point,
+    compare_runs,
+    describe_best,
+    frame_from_rows,
+    list_runs,
+    load_run,
+    read_points,
+    write_exports,
+    write_record,
+)
+
+
+def point(allocation="1x1", batch=1, concurrency=1, throughput=100.0, p99=10.0, **extra):
+    instances, cores = (int(v) for v in allocation.split("x"))
+    row = {
+        "variant": allocation, "allocation": allocation, "instances": instances, "cores_per_instance": cores,
+        "core_start": 0, "core_end": instances * cores - 1, "batching": "as configured", "parameters": "",
+        "batch_size": batch, "concurrency": concurrency, "throughput": throughput,
+        "p50_ms": p99 / 2, "p90_ms": p99 * 0.8, "p95_ms": p99 * 0.9, "p99_ms": p99, "mean_ms": p99 / 2,
+        "stable": True, "windows": 3, "requests": 300, "failures": 0, "outputs_ok": True, "max_abs_diff": 0.0,
+        "queue_ms": 0.1, "compute_input_ms": 0.1, "compute_infer_ms": 1.0, "compute_output_ms": 0.1,
+        "overhead_ms": 0.2, "avg_batch": float(batch), "error": None, "measured_at": "2026-11-29T19:00:00+00:00",
+    }
+    row.update(extra)
+    return row
+
+
+KNOWN = [
+    point("1x1", 1, 1, throughput=100, p99=5),
+    point("1x1", 4, 1, throughput=300, p99=12),
+    point("2x1", 1, 1, throughput=180, p99=6),
+    point("2x1", 4, 1, throughput=520, p99=14),
+    point("2x1", 8, 2, throughput=900, p99=40, failures=3),       # fastest, but requests failed
+    point("1x2", 8, 1, throughput=800, p99=9, outputs_ok=False),  # fast and quick, but wrong outputs
+]
+
+
+def save_run(folder, rows, **record):
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"model": "add_sub", "status": "complete", "started": "2026-11-29T19:00:00+00:00", **record}
+    for row in rows:
+        append_point(folder / POINTS_FILE, row)
+    write_record(folder, record)
+    write_exports(folder, frame_from_rows(rows), record)
+    return folder
+
+
+def test_best_under_latency_budget_is_highest_throughput_within_it():
+    best = best_point(frame_from_rows(KNOWN), latency_budget_ms=13)
+    assert (best["allocation"], best["batch_size"]) == ("1x1", 4)
+    best = best_point(frame_from_rows(KNOWN), latency_budget_ms=15)
+    assert (best["allocation"], best["batch_size"]) == ("2x1", 4)
+
+
+def test_best_for_throughput_floor_is_lowest_p99_reaching_it():
+    best = best_point(frame_from_rows(KNOWN), min_throughput=150)
+    assert (best["allocation"], best["batch_size"], best["p99_ms"]) == ("2x1", 1, 6)
+
+
+def test_best_with_both_constraints_meets_both():
+    best = best_point(frame_from_rows(KNOWN), latency_budget_ms=13, min_throughput=200)
+    assert (best["allocation"], best["batch_size"]) == ("1x1", 4)
+    assert best_point(frame_from_rows(KNOWN), latency_budget_ms=5, min_throughput=200) is None
+
+
+def test_best_never_picks_failed_or_wrong_output_points():
+    best = best_point(frame_from_rows(KNOWN))
+    assert (best["allocation"], best["batch_size"], best["throughput"]) == ("2x1", 4, 520)
+
+
+def test_describe_best_names_the_configuration_and_the_constraint():
+    text = describe_best(frame_from_rows(KNOWN), latency_budget_ms=13)
+    assert "p99 <= 13 ms" in text and "1x1" in text and "batch 4" in text and "300.0 infer/s" in text
+    assert "2 point(s) excluded" in text
+    text = describe_best(frame_from_rows(KNOWN), latency_budget_ms=1)
+    assert text.startswith("No configuration meets p99 <= 1 ms")
+    assert "Lowest p99: 1x1" in text and "Highest throughput: 2x1" in text
+
+
+def test_describe_best_warns_about_an_unstable_winner():
+    rows = [point("1x1", 1, 1, throughput=100, p99=5, stable=False)]
+    assert "did not stabilise" in describe_best(frame_from_rows(rows))
+
+
+def test_points_log_round_trip_and_torn_last_line(tmp_path):
+    log = tmp_path / POINTS_FILE
+    append_point(log, point("1x1", 1, 1, max_abs_diff=float("nan")))
+    append_point(log, point("2x1", 1, 1))
+    with open(log, "a") as handle:  # a crash in the middle of the third append
+        handle.write('{"variant": "1x2", "batch')
+    rows = read_points(log)
+    assert [r["variant"] for r in rows] == ["1x1", "2x1"]
+    assert rows[0]["max_abs_diff"] is None  # NaN is not JSON; written as null
+    append_point(log, point("1x2", 1, 1))  # the next append starts on a fresh line
+    assert [r["variant"] for r in read_points(log)] == ["1x1", "2x1", "1x2"]
+
+
+def test_points_log_bad_middle_line_is_named(tmp_path):
+    log = tmp_path / POINTS_FILE
+    log.write_text(json.dumps(point()) + "\nnot json\n" + json.dumps(point("2x1")) + "\n")
+    with pytest.raises(ResultsError, match="line 2"):
+        read_points(log)
+
+
+def test_saved_run_reloads_from_folder_and_from_json(tmp_path):
+    folder = save_run(tmp_path / "run1", KNOWN)
+    run = load_run(folder)
+    assert run.complete and run.record["model"] == "add_sub"
+    assert list(run.frame.columns) == list(COLUMNS)
+    pd.testing.assert_frame_equal(run.frame, frame_from_rows(KNOWN))
+    again = load_run(folder / JSON_FILE)
+    pd.testing.assert_frame_equal(again.frame, run.frame)
+    csv = pd.read_csv(folder / CSV_FILE)
+    assert csv["throughput"].tolist() == [r["throughput"] for r in KNOWN]
+
+
+def test_load_run_refuses_a_folder_without_a_run(tmp_path):
+    with pytest.raises(ResultsError, match="no run.json"):
+        load_run(tmp_path)
+
+
+def test_list_runs_finds_every_run(tmp_path):
+    save_run(tmp_path / "a", KNOWN[:2], started="2026-11-29T18:00:00+00:00", planned_points=4)
+    save_run(tmp_path / "b", KNOWN, started="2026-11-29T19:00:00+00:00")
+    (tmp_path / "not-a-run").mkdir()
+    runs = list_runs(tmp_path)
+    assert runs["label"].tolist() == ["b", "a"]
+    assert runs["points"].tolist() == [6, 2]
+    assert runs.loc[1, "planned"] == 4
+    assert runs.loc[0, "best_throughput"] == 520
+
+
+def test_compare_runs_joins_on_point_keys_with_ratios(tmp_path):
+    a = save_run(tmp_path / "before", KNOWN[:4])
+    faster = [dict(r, throughput=r["throughput"] * 2, p99_ms=r["p99_ms"] / 2) for r in KNOWN[1:4]]
+    b = save_run(tmp_path / "after", faster + [point("1x2", 2, 1)])
+    comparison = compare_runs(a, b)
+    assert len(comparison.table) == 3
+    assert comparison.table["throughput_ratio"].tolist() == [2.0, 2.0, 2.0]
+    assert comparison.table["p99_ratio"].tolist() == [0.5, 0.5, 0.5]
+    assert comparison.only_a["variant"].tolist() == ["1x1"] and comparison.only_a["batch_size"].tolist() == [1]
+    assert comparison.only_b["variant"].tolist() == ["1x2"]
+    text = comparison.summary()
+    assert "'after' vs 'before': 3 common point(s)" in text and "Throughput x2.00 median" in text
+    assert "1 point(s) only in 'before', 1 only in 'after'" in text
+
+
+def test_compare_runs_without_common_points_says_so():
+    a = SweepResult(frame_from_rows([point("1x1")]), {"label": "a"})
+    b = SweepResult(frame_from_rows([point("2x1")]), {"label": "b"})
+    assert "share no points" in compare_runs(a, b).summary()
