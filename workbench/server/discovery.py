@@ -1,0 +1,206 @@
+"""Find a runnable tritonserver and the environment it needs.
+
+Order: an explicit path, ``$TRITONSERVER``, ``tritonserver`` on PATH (the Triton container on a
+Neuron host), then the binary inside the ``nvidia-pytriton`` wheel. The wheel ships stubs for
+several Python versions but no backend directory laid out the way Triton expects, so one is built
+(once, atomically, in a cache folder) holding the python backend and the stub for the RUNNING
+interpreter: a stub built for another Python cannot import this venv's packages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
+
+
+class TritonNotFoundError(FileNotFoundError):
+    """No usable tritonserver; the message lists every place that was tried."""
+
+
+@dataclass(frozen=True)
+class TritonInstall:
+    """A tritonserver binary and what it needs to run.
+
+    ``version`` is Triton's release when it can be read without starting the server (the
+    container's ``TRITON_VERSION`` file); otherwise None, and ``TritonServer.version`` has it.
+    """
+
+    binary: Path
+    backend_dir: Path | None
+    library_dirs: tuple[Path, ...] = ()
+    version: str | None = None
+    source: str = ""
+    path_dirs: tuple[Path, ...] = field(default=())
+
+    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """The server process environment: ``base`` (default os.environ) with our library and
+        PATH directories in front."""
+        env = dict(os.environ if base is None else base)
+        if self.library_dirs:
+            env["LD_LIBRARY_PATH"] = _join_front(self.library_dirs, env.get("LD_LIBRARY_PATH", ""))
+        if self.path_dirs:
+            env["PATH"] = _join_front(self.path_dirs, env.get("PATH", ""))
+        return env
+
+
+def _join_front(front: tuple[Path, ...], rest: str) -> str:
+    parts: list[str] = []
+    for item in [str(p) for p in front] + [p for p in rest.split(os.pathsep) if p]:
+        if item not in parts:
+            parts.append(item)
+    return os.pathsep.join(parts)
+
+
+def _read_version(binary: Path) -> str | None:
+    # The NGC container keeps /opt/tritonserver/TRITON_VERSION next to bin/.
+    marker = binary.resolve().parent.parent / "TRITON_VERSION"
+    try:
+        return marker.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _system_install(binary: Path, source: str) -> TritonInstall:
+    """A tritonserver from a Triton installation (container or explicit path)."""
+    root = binary.resolve().parent.parent
+    backends = root / "backends"
+    return TritonInstall(
+        binary=binary,
+        backend_dir=backends if backends.is_dir() else None,
+        version=_read_version(binary),
+        source=source,
+    )
+
+
+def _wheel_root() -> Path | None:
+    try:
+        import pytriton  # noqa: F401  (only to locate the wheel's files)
+    except ImportError:
+        return None
+    root = Path(pytriton.__file__).resolve().parent / "tritonserver"
+    return root if (root / "bin" / "tritonserver").is_file() else None
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "workbench"
+
+
+def python_backend_dir(wheel_root: Path, cache_root: Path | None = None) -> Path:
+    """A ``--backend-directory`` for the wheel's server: ``python/`` with symlinks to the
+    backend library, its utils module and the stub for this interpreter's Python version.
+
+    Keyed by wheel version + Python version; built in a temp folder and renamed into place, so
+    concurrent callers never see a half-built directory.
+    """
+    pyver = f"{sys.version_info.major}.{sys.version_info.minor}"
+    stub = wheel_root / "python_backend_stubs" / pyver / "triton_python_backend_stub"
+    if not stub.is_file():
+        have = sorted(p.name for p in (wheel_root / "python_backend_stubs").glob("*"))
+        raise TritonNotFoundError(
+            f"the nvidia-pytriton wheel at {wheel_root} has no python backend stub for Python {pyver} "
+            f"(it has: {', '.join(have) or 'none'})"
+        )
+    try:
+        wheel_version = importlib.metadata.version("nvidia-pytriton")
+    except importlib.metadata.PackageNotFoundError:
+        wheel_version = "unknown"
+    # The wheel path is part of the key too: two venvs with the same versions must not share links.
+    key = f"pytriton-{wheel_version}-py{pyver}-{hashlib.sha1(str(wheel_root).encode()).hexdigest()[:10]}"
+    target = (cache_root or _cache_root()) / "backends" / key
+    links = {
+        "libtriton_python.so": wheel_root / "backends" / "python" / "libtriton_python.so",
+        "triton_python_backend_utils.py": wheel_root / "backends" / "python" / "triton_python_backend_utils.py",
+        "triton_python_backend_stub": stub,
+    }
+    if all((target / "python" / name).resolve() == src.resolve() for name, src in links.items()):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=target.parent))
+    try:
+        (staging / "python").mkdir()
+        for name, src in links.items():
+            (staging / "python" / name).symlink_to(src)
+        try:
+            os.rename(staging, target)
+        except OSError:
+            # Someone else won the race (or a stale copy exists): replace a stale one, keep a good one.
+            if not all((target / "python" / name).resolve() == src.resolve() for name, src in links.items()):
+                stale = Path(tempfile.mkdtemp(prefix=f".{key}-stale-", dir=target.parent))
+                os.rename(target, stale / "old")
+                os.rename(staging, target)
+                shutil.rmtree(stale, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _wheel_install(wheel_root: Path) -> TritonInstall:
+    libs: list[Path] = []
+    # The stub must embed the same libpython whose stdlib the venv uses (see docs/ARCHITECTURE.md).
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        libdir = sysconfig.get_config_var("LIBDIR")
+        if libdir:
+            libs.append(Path(libdir))
+    wheel_libs = wheel_root.parent.parent / "nvidia_pytriton.libs"
+    if wheel_libs.is_dir():
+        libs.append(wheel_libs)
+    try:
+        wheel_version = importlib.metadata.version("nvidia-pytriton")
+    except importlib.metadata.PackageNotFoundError:
+        wheel_version = "?"
+    return TritonInstall(
+        binary=wheel_root / "bin" / "tritonserver",
+        backend_dir=python_backend_dir(wheel_root),
+        library_dirs=tuple(libs),
+        version=None,
+        source=f"nvidia-pytriton {wheel_version} wheel",
+        # The embedded interpreter finds the venv's site-packages through the python on PATH.
+        path_dirs=(Path(sys.executable).parent,),
+    )
+
+
+def _runnable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> TritonInstall:
+    """The first usable tritonserver: ``explicit``, ``$TRITONSERVER``, PATH, the pytriton wheel.
+
+    An explicit path or ``$TRITONSERVER`` that does not point at an executable is an error (not
+    silently skipped): the user asked for that one.
+    """
+    tried: list[str] = []
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not _runnable(path):
+            raise TritonNotFoundError(f"tritonserver {path} (given explicitly) is not an executable file")
+        return _system_install(path, "explicit path")
+    env_path = os.environ.get("TRITONSERVER")
+    if env_path:
+        path = Path(env_path).expanduser()
+        if not _runnable(path):
+            raise TritonNotFoundError(f"$TRITONSERVER={env_path} is not an executable file")
+        return _system_install(path, "$TRITONSERVER")
+    tried.append("$TRITONSERVER (not set)")
+    on_path = shutil.which("tritonserver")
+    if on_path:
+        return _system_install(Path(on_path), "PATH")
+    tried.append("tritonserver on PATH (not found)")
+    wheel = _wheel_root()
+    if wheel is not None:
+        return _wheel_install(wheel)
+    tried.append("the nvidia-pytriton wheel (pytriton/tritonserver/bin/tritonserver: not installed)")
+    raise TritonNotFoundError(
+        "no tritonserver found. Tried: " + "; ".join(tried)
+        + ". Install nvidia-pytriton, put tritonserver on PATH, or set $TRITONSERVER."
+    )

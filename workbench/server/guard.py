@@ -1,0 +1,134 @@
+"""Watchdog that takes a tritonserver down with the process that started it.
+
+Run as ``python guard.py SERVER_PID OWNER_PID SHM_PREFIX`` (by path, stdlib only, so it starts
+fast and without importing the workbench). It waits on three things at once:
+
+* the owner process exiting (a pidfd: fires when the whole process is gone, unlike
+  PR_SET_PDEATHSIG, which fires when the starting *thread* ends, and notebook UIs start servers
+  from worker threads),
+* the server exiting (its python backend stubs share its process group and are killed with it),
+* a line on stdin: ``release`` means the owner stopped the server itself, so just leave.
+
+Stdin reaching EOF without ``release`` means the owner dropped its end (it died, or the
+TritonServer object was garbage collected): the server goes too.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+
+SHM_DIR = Path("/dev/shm")
+
+
+def remove_shm_regions(prefix: str) -> list[str]:
+    """Delete the python backend's shared-memory files named ``<prefix>*``: left behind when a
+    stub is SIGKILLed. The prefix is unique per server, so other servers' regions are untouched."""
+    if not prefix or "/" in prefix:
+        return []
+    removed = []
+    for path in SHM_DIR.glob(prefix + "*"):
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except OSError:
+            pass
+    return removed
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def take_down(pgid: int, grace: float) -> None:
+    """SIGTERM the server's group, SIGKILL whatever is left after ``grace`` seconds."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and group_alive(pgid):
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _open_pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def watch(server_pid: int, owner_pid: int, shm_prefix: str, grace: float = 3.0) -> str:
+    """Block until the owner or the server goes; returns what happened (for the guard's log)."""
+    owner_fd = _open_pidfd(owner_pid)
+    # Opened after the owner may already have died: then we were re-parented.
+    owner_gone = owner_fd is None or os.getppid() != owner_pid
+    server_fd = _open_pidfd(server_pid)
+    outcome = "owner-gone"
+    if not owner_gone and server_fd is not None:
+        fds = [owner_fd, server_fd, sys.stdin.fileno()]
+        stdin_buffer = b""
+        while True:
+            readable, _, _ = select.select(fds, [], [])
+            if owner_fd in readable:
+                outcome = "owner-gone"
+                break
+            if server_fd in readable:
+                outcome = "server-exited"
+                break
+            chunk = os.read(sys.stdin.fileno(), 1024)
+            if not chunk:
+                outcome = "owner-closed"
+                break
+            stdin_buffer += chunk
+            if b"release" in stdin_buffer:
+                return "released"
+    elif server_fd is None:
+        outcome = "server-exited"
+    if outcome == "server-exited":
+        # The server is gone; its stubs exit on their own within a second, but make sure.
+        try:
+            os.killpg(server_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    else:
+        take_down(server_pid, grace)
+    remove_shm_regions(shm_prefix)
+    return outcome
+
+
+def main(argv: list[str]) -> int:
+    server_pid, owner_pid, shm_prefix = int(argv[0]), int(argv[1]), argv[2]
+    grace = float(argv[3]) if len(argv) > 3 else 3.0
+    # Ctrl-C in the owner's terminal must not kill the guard before the server; a SIGTERM aimed
+    # at the guard takes the server down with it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    def on_term(signum: int, frame: object) -> None:
+        take_down(server_pid, grace)
+        remove_shm_regions(shm_prefix)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    outcome = watch(server_pid, owner_pid, shm_prefix, grace)
+    print(f"guard: {outcome}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
