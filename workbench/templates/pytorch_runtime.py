@@ -1,0 +1,217 @@
+"""Python-backend model.py that serves Triton's PyTorch-backend layouts where LibTorch is missing.
+
+The workbench copies this file, unchanged, as ``<version>/model.py`` of a twin of the user's
+PyTorch-backend model directory, next to the user's files:
+
+* ``PYTORCH_LAYOUT = torchscript``: ``<version>/<PYTORCH_MODEL_FILENAME>`` is TorchScript, loaded with
+  torch.jit.load; inputs are passed by their ``__i`` index, outputs taken by theirs; the LibTorch
+  switches (INFERENCE_MODE, DISABLE_OPTIMIZED_EXECUTION, thread counts, JIT flags) are applied with
+  the same torch calls LibTorch makes.
+* ``PYTORCH_LAYOUT = pytorch2``: ``<version>/<PYTORCH_MODEL_FILENAME>`` defines the nn.Module class
+  (Triton's rule: first nn.Module subclass in ``dir()`` order, built without arguments),
+  ``model.pt`` its optional state dict; NUM_THREADS / NUM_INTEROP_THREADS (default 1, as upstream)
+  and ``torch.compile(**TORCH_COMPILE_OPTIONAL_PARAMETERS)``.
+
+Every instance logs the settings it really runs with (``PyTorch emulation ...`` at INFO), so a
+sweep can confirm which variant was loaded. Self-contained: numpy, torch and
+triton_python_backend_utils only.
+"""
+
+import importlib.util
+import json
+import locale
+import os
+
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+
+def _utf8_locale():
+    """The stub embeds Python without applying the environment's locale, so open() defaults to
+    ASCII and torch.compile (inductor reads UTF-8 templates) fails to load; adopt the
+    environment's locale, or C.UTF-8 when that is not UTF-8 either."""
+    for name in ("", "C.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_CTYPE, name)
+        except locale.Error:
+            continue
+        if locale.getpreferredencoding(False).lower().replace("-", "") == "utf8":
+            return
+
+
+_TRUE = ("true", "on", "1")
+_FALSE = ("false", "off", "0")
+
+
+def _flag(params, key, default):
+    """LibTorch's boolean spelling: true/on/1 or false/off/0, any case."""
+    if key not in params:
+        return default
+    value = params[key].strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise pb_utils.TritonModelException(f"parameter {key} = {params[key]!r} is not a boolean")
+
+
+def _count(params, key, default):
+    if key not in params:
+        return default
+    try:
+        value = int(params[key].strip())
+    except ValueError:
+        raise pb_utils.TritonModelException(f"parameter {key} = {params[key]!r} is not an integer") from None
+    if value < 1:
+        raise pb_utils.TritonModelException(f"parameter {key} = {value} must be at least 1")
+    return value
+
+
+def _set_threads(intra, inter):
+    """Apply thread counts before any torch work; each instance is its own stub process, so
+    inter-op threads can still be set (torch refuses once its pool has started)."""
+    if inter is not None and torch.get_num_interop_threads() != inter:
+        try:
+            torch.set_num_interop_threads(inter)
+        except RuntimeError as err:
+            pb_utils.Logger.log_warn(f"inter-op threads not set to {inter}: {err}")
+    if intra is not None:
+        torch.set_num_threads(intra)
+
+
+def _index(name):
+    stem, sep, index = name.rpartition("__")
+    if not sep or not index.isdigit():
+        raise pb_utils.TritonModelException(f"tensor {name!r} is not named NAME__i")
+    return int(index)
+
+
+def _pick_module_class(module):
+    for name in dir(module):
+        attr = getattr(module, name)
+        if isinstance(attr, type) and issubclass(attr, torch.nn.Module):
+            return attr
+    raise pb_utils.TritonModelException("model module defines no torch.nn.Module subclass")
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        params = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
+        self.layout = params.get("PYTORCH_LAYOUT", "torchscript")
+        version_dir = os.path.join(args["model_repository"], args["model_version"])
+        artifact = os.path.join(version_dir, params.get("PYTORCH_MODEL_FILENAME", "model.pt"))
+        self.batching = config.get("max_batch_size", 0) > 0
+        self.inputs = [(t["name"], t["data_type"]) for t in config["input"]]
+        self.outputs = [(t["name"], t["data_type"]) for t in config["output"]]
+        kind = args["model_instance_kind"]
+        self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if kind == "GPU" else "cpu")
+        self.cache_cleaning = False
+        if self.layout == "torchscript":
+            settings = self._load_torchscript(params, artifact, kind)
+        else:
+            settings = self._load_pytorch2(params, artifact, version_dir, kind, args["model_name"])
+        settings["intra_op_threads"] = torch.get_num_threads()
+        settings["inter_op_threads"] = torch.get_num_interop_threads()
+        settings["device"] = str(self.device)
+        shown = " ".join(f"{key}={value}" for key, value in sorted(settings.items()))
+        pb_utils.Logger.log_info(
+            f"PyTorch emulation of '{args['model_name']}' instance '{args['model_instance_name']}': "
+            f"layout={self.layout} {shown}"
+        )
+
+    def _load_torchscript(self, params, artifact, kind):
+        _set_threads(_count(params, "INTRA_OP_THREAD_COUNT", None), _count(params, "INTER_OP_THREAD_COUNT", None))
+        self.inference_mode = _flag(params, "INFERENCE_MODE", True)
+        self.optimized = not _flag(params, "DISABLE_OPTIMIZED_EXECUTION", False)
+        settings = {"inference_mode": self.inference_mode, "optimized_execution": self.optimized}
+        # Process-wide JIT switches, as LibTorch sets them; absent keys keep torch's defaults.
+        for key, setter in (("ENABLE_JIT_EXECUTOR", torch._C._jit_set_profiling_executor),
+                            ("ENABLE_JIT_PROFILING", torch._C._jit_set_profiling_mode),
+                            ("ENABLE_TENSOR_FUSER", torch._C._jit_set_texpr_fuser_enabled)):
+            if key in params:
+                setter(_flag(params, key, True))
+                settings[key.lower().removeprefix("enable_")] = _flag(params, key, True)
+        if _flag(params, "DISABLE_CUDNN", False):
+            torch.backends.cudnn.enabled = False
+            settings["cudnn"] = False
+        self.cache_cleaning = _flag(params, "ENABLE_CACHE_CLEANING", False) and self.device.type == "cuda"
+        # KIND_MODEL: load where the archive says, as LibTorch does; otherwise on the instance device.
+        with torch.inference_mode(self.inference_mode):
+            self.model = torch.jit.load(artifact, map_location=None if kind == "MODEL" else self.device)
+        self.model.eval()
+        if kind == "MODEL":
+            self.device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
+        self.call_inputs = sorted(self.inputs, key=lambda t: _index(t[0]))
+        self.result_positions = [_index(name) for name, _ in self.outputs]
+        return settings
+
+    def _load_pytorch2(self, params, artifact, version_dir, kind, model_name):
+        _utf8_locale()
+        _set_threads(_count(params, "NUM_THREADS", 1), _count(params, "NUM_INTEROP_THREADS", 1))
+        self.inference_mode, self.optimized = True, True
+        compile_params = json.loads(params.get("TORCH_COMPILE_OPTIONAL_PARAMETERS", "{}"))
+        spec = importlib.util.spec_from_file_location(model_name, artifact)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        with torch.inference_mode():
+            raw = _pick_module_class(module)()
+            if kind == "MODEL":
+                self.device = next((p.device for p in raw.parameters()), torch.device("cpu"))
+            weights = os.path.join(version_dir, "model.pt")
+            if os.path.isfile(weights):
+                raw.load_state_dict(torch.load(weights, map_location=self.device))
+            raw.to(self.device).eval()
+        self.model = torch.compile(raw, **compile_params)
+        self.call_inputs = list(self.inputs)
+        self.result_positions = list(range(len(self.outputs)))
+        return {"torch_compile": json.dumps(compile_params, sort_keys=True).replace(" ", ""),
+                "module_class": type(raw).__name__, "inference_mode": True}
+
+    def _tensor(self, request, name, data_type):
+        tensor = pb_utils.get_input_tensor_by_name(request, name)
+        if data_type == "TYPE_STRING":  # LibTorch hands 1-D strings over as a List[str]
+            return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in tensor.as_numpy().reshape(-1)]
+        return torch.from_dlpack(tensor.to_dlpack()).to(self.device)
+
+    def _run(self, inputs):
+        with torch.no_grad(), torch.inference_mode(self.inference_mode), torch.jit.optimized_execution(self.optimized):
+            results = self.model(*inputs)
+        if not isinstance(results, (tuple, list)) or (results and isinstance(results[0], str)):
+            results = [results]
+        return [results[position] for position in self.result_positions]
+
+    def _output(self, name, data_type, value):
+        if data_type == "TYPE_STRING":
+            return pb_utils.Tensor(name, np.array([str(v).encode("utf-8") for v in value], dtype=np.object_))
+        array = value.detach().cpu().numpy()
+        wanted = pb_utils.triton_string_to_numpy(data_type)
+        return pb_utils.Tensor(name, array if array.dtype == wanted else array.astype(wanted))
+
+    def execute(self, requests):
+        try:
+            per_request = [[self._tensor(r, name, dtype) for name, dtype in self.call_inputs] for r in requests]
+            if self.batching and len(requests) > 1 and all(dtype != "TYPE_STRING" for _, dtype in self.call_inputs):
+                sizes = [inputs[0].shape[0] for inputs in per_request]
+                joined = [torch.cat(column) for column in zip(*per_request)]
+                outputs = self._run(joined)
+                split = [torch.split(output, sizes) for output in outputs]
+                results = [[chunks[i] for chunks in split] for i in range(len(requests))]
+            else:
+                results = [self._run(inputs) for inputs in per_request]
+            responses = [
+                pb_utils.InferenceResponse(output_tensors=[
+                    self._output(name, dtype, value) for (name, dtype), value in zip(self.outputs, outputs)
+                ])
+                for outputs in results
+            ]
+        except Exception as err:  # every request gets the reason, none is dropped
+            message = f"{type(err).__name__}: {err}"
+            responses = [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+        if self.cache_cleaning:
+            torch.cuda.empty_cache()
+        return responses
+
+    def finalize(self):
+        self.model = None
