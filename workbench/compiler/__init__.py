@@ -1,0 +1,162 @@
+"""Trace and compile a PyTorch model for the CPU, Inf1, Inf2 or Trn1, and say what came out.
+
+`compile_model` is the one entry point (exported by the package as ``workbench.compile``). A Neuron
+compile always leaves a CPU TorchScript twin beside the Neuron file, so the same model can be
+served and checked on a machine without a NeuronCore; each file gets a ``.workbench.json``
+sidecar holding its `Artifact` record. Either every file of a compile is written, or none is.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from workbench.compiler.artifact import (
+    Artifact,
+    ArtifactError,
+    NeuronArtifactError,
+    load_artifact,
+    read_artifact,
+    sidecar_path,
+)
+from workbench.compiler.cpu import CompileError, artifact_path, as_tensors, compile_cpu, operator_counts, trace_cpu
+from workbench.compiler.neuron import NEURON_TARGETS, analyze_neuron, compile_neuron
+from workbench.compiler.system import MissingSDKError, SystemInfo, detect, install_hint
+
+__all__ = [
+    "TARGETS",
+    "Artifact",
+    "ArtifactError",
+    "CompileError",
+    "MissingSDKError",
+    "NeuronArtifactError",
+    "OperatorReport",
+    "SystemInfo",
+    "analyze",
+    "compile_model",
+    "detect",
+    "install_hint",
+    "load_artifact",
+    "read_artifact",
+]
+
+TARGETS = ("cpu", *NEURON_TARGETS)
+
+
+def _default_name(model: Any) -> str:
+    return type(model).__name__.lower() or "model"
+
+
+def compile_model(
+    model: Any,
+    example_inputs: Any,
+    target: str = "cpu",
+    *,
+    out_dir: str | os.PathLike,
+    name: str | None = None,
+    compiler_args: str | Sequence[str] | None = None,
+    compiler_workdir: str | os.PathLike | None = None,
+    dynamic_batch_size: bool = True,
+    batch_dim: bool = True,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    overwrite: bool = False,
+    isolate: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: Any = None,
+    log: Callable[[str], None] | None = None,
+) -> Artifact:
+    """Trace ``model`` for ``target`` into ``out_dir/<name>.<target>.pt`` (+ ``<name>.cpu.pt``).
+
+    ``batch_dim``: dim 0 of every input/output is the batch (left out of the spec's dims).
+    ``dynamic_batch_size``: the artifact must serve other batch sizes (checked on the CPU).
+    ``isolate``: run a Neuron compile in a child process so ``cancel`` can stop the compiler.
+    Existing files are refused unless ``overwrite``; ``log`` receives the compile log live.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    if target == "cpu" and (compiler_args or compiler_workdir):
+        raise CompileError("compiler_args/compiler_workdir are Neuron compiler settings; the cpu target takes none")
+    name = name or _default_name(model)
+    out_dir = Path(out_dir)
+    cpu_path = artifact_path(out_dir, name, "cpu")
+    paths = [cpu_path] if target == "cpu" else [cpu_path, artifact_path(out_dir, name, target)]
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ArtifactError(f"out_dir {out_dir} is a file, not a folder")
+    if not overwrite:
+        taken = [str(p) for p in paths + [sidecar_path(p) for p in paths] if p.exists()]
+        if taken:
+            raise ArtifactError(f"{', '.join(taken)} already exist(s); pick another name or pass overwrite=True")
+    as_tensors(example_inputs)  # bad inputs fail here, before any folder is made
+    out_dir.mkdir(parents=True, exist_ok=True)
+    created = [p for p in paths if not p.exists()]
+    try:
+        if target == "cpu":
+            artifact = compile_cpu(model, example_inputs, path=cpu_path, name=name, batch_dim=batch_dim,
+                                   dynamic_batch_size=dynamic_batch_size, input_names=input_names,
+                                   output_names=output_names, progress=progress, cancel=cancel, log=log)
+        else:
+            artifact = compile_neuron(model, example_inputs, target, path=paths[1], cpu_path=cpu_path, name=name,
+                                      compiler_args=compiler_args, compiler_workdir=compiler_workdir,
+                                      dynamic_batch_size=dynamic_batch_size, batch_dim=batch_dim,
+                                      input_names=input_names, output_names=output_names, progress=progress,
+                                      cancel=cancel, log=log, isolate=isolate)
+            artifact.cpu_artifact.write_sidecar()
+        artifact.write_sidecar()
+    except BaseException:
+        for path in created:
+            for leftover in (path, sidecar_path(path), *path.parent.glob(f".{path.name}.*.tmp")):
+                if leftover.exists():
+                    leftover.unlink()
+        raise
+    if progress is not None:
+        progress(1, 1, f"done: {artifact.path}")
+    return artifact
+
+
+@dataclass
+class OperatorReport:
+    """Which operators a model uses and, for Neuron targets, which of them the compiler supports."""
+
+    target: str
+    operator_counts: dict[str, int]
+    support_percentage: float | None = None
+    unsupported: list[str] = field(default_factory=list)
+    log: str = ""
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def to_frame(self):
+        import pandas as pd
+
+        unsupported = set(self.unsupported)
+        rows = [{"operator": k, "count": v, "supported": (k not in unsupported) if self.support_percentage is not None
+                 else None} for k, v in self.operator_counts.items()]
+        return pd.DataFrame(rows, columns=["operator", "count", "supported"])
+
+
+def analyze(model: Any, example_inputs: Any, target: str = "cpu") -> OperatorReport:
+    """Operator support before compiling: the SDK's analyzer for Neuron targets, the traced graph's
+    ``aten::`` operator counts on the CPU (always included)."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
+    import torch
+
+    inputs = as_tensors(example_inputs)
+    lines: list[str] = []
+    was_training = getattr(model, "training", False)
+    model.eval()
+    try:
+        with torch.no_grad():
+            counts = operator_counts(trace_cpu(model, inputs, lines.append))
+    finally:
+        model.train(was_training)
+    if target == "cpu":
+        return OperatorReport("cpu", counts, log="\n".join(lines))
+    raw = analyze_neuron(model, inputs, target)
+    unsupported = raw.get("unsupported_operators") or []
+    if isinstance(unsupported, dict):
+        unsupported = list(unsupported)
+    return OperatorReport(target, counts, raw.get("support_percentage"), [str(u) for u in unsupported],
+                          raw.get("log", ""), {k: v for k, v in raw.items() if k != "log"})

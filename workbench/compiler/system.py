@@ -1,0 +1,284 @@
+"""What this machine can compile for and run: Neuron devices and cores, SDK packages, CPUs.
+
+Nothing here imports a Neuron SDK: importing torch_neuronx without a device can start the
+runtime or fail in odd ways, and a missing package should read as "install X for target Y", not
+as a traceback. Package versions come from installed metadata; devices from ``/dev/neuron*`` and
+``/proc/devices``; core counts from ``neuron-ls --json-output`` or, failing that, the instance-type
+table (the instance type cannot be read from IMDS here, so it is an argument).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "MissingSDKError",
+    "SystemInfo",
+    "NEURON_CORES_BY_INSTANCE",
+    "SDK_PACKAGES",
+    "TARGET_PACKAGES",
+    "detect",
+    "has_neuron_device",
+    "neuron_devices",
+    "neuron_ls",
+    "installed_versions",
+    "install_hint",
+    "require_sdk",
+    "cores_for_instance",
+]
+
+# NeuronCores per instance type (AWS Neuron architecture pages; trn2 at the default LNC=2).
+NEURON_CORES_BY_INSTANCE = {
+    "inf1.xlarge": 4, "inf1.2xlarge": 4, "inf1.6xlarge": 16, "inf1.24xlarge": 64,
+    "inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.48xlarge": 24,
+    "trn1.2xlarge": 2, "trn1.32xlarge": 32, "trn1n.32xlarge": 32,
+    "trn2.48xlarge": 64,
+}
+
+SDK_PACKAGES = (
+    "torch", "torch-neuron", "neuron-cc", "torch-neuronx", "neuronx-cc", "torch-xla",
+    "tensorflow", "tensorflow-cpu", "tensorflow-neuron", "tensorflow-neuronx",
+    "transformers", "transformers-neuronx", "neuronx-distributed-inference",
+)
+
+# target -> packages a compile for it needs (distribution names, as pip spells them)
+TARGET_PACKAGES = {
+    "inf1": ("torch-neuron", "neuron-cc"),
+    "inf2": ("torch-neuronx", "neuronx-cc"),
+    "trn1": ("torch-neuronx", "neuronx-cc"),
+    "tensorflow-inf1": ("tensorflow-neuron",),
+    "tensorflow-inf2": ("tensorflow-neuronx",),
+    "tensorflow-trn1": ("tensorflow-neuronx",),
+    "transformers_neuronx": ("transformers-neuronx", "neuronx-cc"),
+}
+
+# PyPI holds name-squatting placeholders of the Neuron packages; the real ones live in the AWS
+# Neuron pip repository. A placeholder imports as an empty module, so it is worth naming.
+_PLACEHOLDER_VERSIONS = {"torch-neuronx": "1.0", "neuronx-cc": "1.0.post1"}
+
+_NEURON_REPO_HINT = (
+    "from the AWS Neuron pip repository (add it as pip's extra index URL, see the Neuron setup "
+    "guide; the PyPI packages of these names are placeholders)"
+)
+
+
+class MissingSDKError(RuntimeError):
+    """The SDK a target needs is not installed; the message says what to install."""
+
+    def __init__(self, target: str, missing: list[str], detail: str = "") -> None:
+        self.target, self.missing = target, list(missing)
+        message = f"compiling for {target} needs {', '.join(missing)}: {install_hint(target)}"
+        if detail:
+            message += f" ({detail})"
+        super().__init__(message)
+
+
+def install_hint(target: str) -> str:
+    """The pip command that brings a target's SDK, with where it comes from."""
+    packages = TARGET_PACKAGES.get(target)
+    if packages is None:
+        raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGET_PACKAGES)}")
+    extra = ""
+    if target == "inf1":
+        extra = " in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20)"
+    elif target == "tensorflow-inf1":
+        extra = " in a Python 3.9/3.10 environment of its own"
+    elif target == "transformers_neuronx":
+        extra = " (Python 3.9-3.11; transformers-neuronx is archived, NxD Inference succeeds it)"
+    return f"pip install {' '.join(packages)} {_NEURON_REPO_HINT}{extra}"
+
+
+def installed_versions(packages=SDK_PACKAGES) -> dict[str, str | None]:
+    """Installed version of each distribution (None when absent), read without importing it."""
+    versions: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def require_sdk(target: str, versions: dict[str, str | None] | None = None) -> None:
+    """Raise `MissingSDKError` unless the packages for ``target`` are installed (and not placeholders)."""
+    packages = TARGET_PACKAGES.get(target)
+    if packages is None:
+        return
+    versions = installed_versions(packages) if versions is None else versions
+    missing = [p for p in packages if versions.get(p) is None]
+    if missing:
+        raise MissingSDKError(target, missing)
+    fake = [p for p in packages if _PLACEHOLDER_VERSIONS.get(p) == versions.get(p)]
+    if fake:
+        raise MissingSDKError(target, fake, f"installed {', '.join(f'{p} {versions[p]}' for p in fake)} "
+                                            "is the PyPI placeholder, not the SDK")
+
+
+def neuron_devices(dev_dir: str | os.PathLike = "/dev") -> list[str]:
+    """``/dev/neuron0``, ``/dev/neuron1``... in device order."""
+    found = [p for p in Path(dev_dir).glob("neuron*") if re.fullmatch(r"neuron\d+", p.name)]
+    return [str(p) for p in sorted(found, key=lambda p: int(p.name[6:]))]
+
+
+def _proc_devices_has_neuron(proc_devices: str | os.PathLike) -> bool:
+    try:
+        text = Path(proc_devices).read_text()
+    except OSError:
+        return False
+    return any(line.split()[1:2] == ["neuron"] for line in text.splitlines())
+
+
+def has_neuron_device(dev_dir: str | os.PathLike = "/dev", proc_devices: str | os.PathLike = "/proc/devices") -> bool:
+    """True when the Neuron driver is loaded (``neuron`` in /proc/devices) or a device node exists."""
+    return _proc_devices_has_neuron(proc_devices) or bool(neuron_devices(dev_dir))
+
+
+def neuron_ls(executable: str | None = None, timeout: float = 30.0) -> list[dict] | None:
+    """Per-device records from ``neuron-ls --json-output`` (None when the tool is absent or fails)."""
+    executable = executable or shutil.which("neuron-ls")
+    if not executable:
+        return None
+    try:
+        done = subprocess.run([executable, "--json-output"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        data = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, list) else None
+
+
+def cores_for_instance(instance_type: str) -> int | None:
+    return NEURON_CORES_BY_INSTANCE.get(instance_type.strip().lower())
+
+
+def _cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "cpu model"):
+                return value.strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+@dataclass
+class SystemInfo:
+    """A snapshot of the machine, for the UI's system panel and for choosing a default target."""
+
+    neuron_devices: list[str]
+    driver_loaded: bool
+    neuron_cores: int | None
+    cores_source: str
+    device_records: list[dict] | None
+    instance_type: str | None
+    packages: dict[str, str | None]
+    cpu_model: str
+    cpu_count: int
+    usable_cpus: int
+    default_target: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_device(self) -> bool:
+        return self.driver_loaded or bool(self.neuron_devices)
+
+    def can_compile(self, target: str) -> bool:
+        if target == "cpu":
+            return True
+        try:
+            require_sdk(target, self.packages)
+        except MissingSDKError:
+            return False
+        return True
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["has_device"] = self.has_device
+        return data
+
+    def describe(self) -> str:
+        lines = [f"CPU: {self.cpu_model} ({self.usable_cpus} of {self.cpu_count} usable)"]
+        if self.has_device:
+            cores = "unknown" if self.neuron_cores is None else self.neuron_cores
+            lines.append(f"Neuron: {len(self.neuron_devices)} device(s), {cores} NeuronCore(s) ({self.cores_source})")
+        else:
+            lines.append("Neuron: no device (compiles for inf2/trn1 use cpu_backend=True; artifacts run on a Neuron host)")
+        present = {k: v for k, v in self.packages.items() if v}
+        lines.append("packages: " + (", ".join(f"{k} {v}" for k, v in present.items()) or "none"))
+        lines.append(f"default target: {self.default_target}")
+        lines.extend(self.notes)
+        return "\n".join(lines)
+
+
+def detect(
+    instance_type: str | None = None,
+    *,
+    dev_dir: str | os.PathLike = "/dev",
+    proc_devices: str | os.PathLike = "/proc/devices",
+    neuron_ls_path: str | None = None,
+    cpuinfo: str | os.PathLike = "/proc/cpuinfo",
+) -> SystemInfo:
+    """Describe this machine. ``instance_type`` (e.g. ``inf2.xlarge``) fills in the core count and
+    the default target when neuron-ls is not there to ask."""
+    devices = neuron_devices(dev_dir)
+    driver = _proc_devices_has_neuron(proc_devices)
+    notes: list[str] = []
+    records = neuron_ls(neuron_ls_path) if (devices or driver or neuron_ls_path) else None
+    cores, source = None, "none"
+    if records:
+        cores, source = sum(int(r.get("nc_count", 0)) for r in records), "neuron-ls"
+    elif instance_type:
+        cores = cores_for_instance(instance_type)
+        if cores is None:
+            notes.append(f"instance type {instance_type!r} is not in the NeuronCore table")
+        else:
+            source = f"instance table ({instance_type})"
+    packages = installed_versions()
+    for name, version in _PLACEHOLDER_VERSIONS.items():
+        if packages.get(name) == version:
+            notes.append(f"{name} {version} is the PyPI placeholder, not the SDK: {install_hint('inf2')}")
+    return SystemInfo(
+        neuron_devices=devices,
+        driver_loaded=driver,
+        neuron_cores=cores,
+        cores_source=source,
+        device_records=records,
+        instance_type=instance_type,
+        packages=packages,
+        cpu_model=_cpu_model(cpuinfo),
+        cpu_count=os.cpu_count() or 1,
+        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        default_target=_default_target(bool(devices or driver), instance_type, packages),
+        notes=notes,
+    )
+
+
+def _default_target(has_device: bool, instance_type: str | None, packages: dict[str, str | None]) -> str:
+    """The instance family when known; else what the installed SDK compiles for; else cpu.
+    Without a device the artifacts cannot be run here, so the default stays cpu."""
+    if not has_device:
+        return "cpu"
+    family = (instance_type or "").split(".")[0].lower()
+    if family in ("inf1", "inf2", "trn1"):
+        return family
+    if family == "trn1n":
+        return "trn1"
+    if packages.get("torch-neuronx"):
+        return "inf2"
+    if packages.get("torch-neuron"):
+        return "inf1"
+    return "cpu"
