@@ -40,15 +40,9 @@ import triton_python_backend_utils as pb_utils
 TARGETS = ("cpu", "inf1", "inf2", "trn1")
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
 NEURON_TARGETS = ("inf1", "inf2", "trn1")
-TNX_DEFAULTS = {
-    "TNX_MODEL_CLASS": "LlamaForSampling",
-    "TNX_BATCH_SIZE": "1",
-    "TNX_TP_DEGREE": "",  # empty: the instance's cores per instance
-    "TNX_N_POSITIONS": "2048",
-    "TNX_AMP": "f32",
-    "TNX_UNROLL": "",  # empty: transformers-neuronx's own default
-    "TNX_SEQUENCE_LENGTH": "",  # empty: TNX_N_POSITIONS
-}
+# Unset or empty TNX_TP_DEGREE: the instance's cores; TNX_UNROLL: transformers-neuronx's default;
+# TNX_SEQUENCE_LENGTH: TNX_N_POSITIONS.
+TNX_DEFAULTS = {"TNX_MODEL_CLASS": "LlamaForSampling", "TNX_BATCH_SIZE": "1", "TNX_N_POSITIONS": "2048", "TNX_AMP": "f32"}
 TNX_AMPS = ("f32", "f16", "bf16")
 
 
@@ -93,14 +87,15 @@ def visible_cores(cores):
 # --- settings ---------------------------------------------------------------------------------------
 
 def _flag(params, key, default):
-    value = params.get(key, default).strip().lower()
+    """Upstream-style values: empty or absent means the default."""
+    value = params.get(key, "").strip().lower() or default
     if value not in ("true", "false"):
         raise SettingsError(f'parameter {key} = {params[key]!r} must be "true" or "false"')
     return value == "true"
 
 
 def _int(params, key, default):
-    value = params.get(key, default).strip()
+    value = params.get(key, "").strip() or default
     try:
         return int(value)
     except ValueError:
@@ -194,16 +189,15 @@ def read_settings(model_config, model_dir, instance_name):
 
 
 def _tnx_settings(params, cores_per_instance):
-    merged = {key: (params.get(key, "").strip() or default) for key, default in TNX_DEFAULTS.items()}
     tnx = {
-        "model_class": merged["TNX_MODEL_CLASS"],
-        "batch_size": _int(merged, "TNX_BATCH_SIZE", "1"),
-        "tp_degree": _int(merged, "TNX_TP_DEGREE", str(cores_per_instance)),
-        "n_positions": _int(merged, "TNX_N_POSITIONS", "2048"),
-        "amp": merged["TNX_AMP"],
-        "unroll": _int(merged, "TNX_UNROLL", "0") or None,
+        "model_class": params.get("TNX_MODEL_CLASS", "").strip() or TNX_DEFAULTS["TNX_MODEL_CLASS"],
+        "batch_size": _int(params, "TNX_BATCH_SIZE", TNX_DEFAULTS["TNX_BATCH_SIZE"]),
+        "tp_degree": _int(params, "TNX_TP_DEGREE", str(cores_per_instance)),
+        "n_positions": _int(params, "TNX_N_POSITIONS", TNX_DEFAULTS["TNX_N_POSITIONS"]),
+        "amp": params.get("TNX_AMP", "").strip() or TNX_DEFAULTS["TNX_AMP"],
+        "unroll": _int(params, "TNX_UNROLL", "0") or None,
     }
-    tnx["sequence_length"] = _int(merged, "TNX_SEQUENCE_LENGTH", str(tnx["n_positions"]))
+    tnx["sequence_length"] = _int(params, "TNX_SEQUENCE_LENGTH", str(tnx["n_positions"]))
     for key in ("batch_size", "tp_degree", "n_positions", "sequence_length"):
         if tnx[key] < 1:
             raise SettingsError(f"parameter TNX_{key.upper()} = {tnx[key]} must be at least 1")

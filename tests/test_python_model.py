@@ -1,0 +1,434 @@
+"""The generated model.py (workbench/templates/python_model.py) on the cpu target.
+
+Server tests write real model directories (config.pbtxt from workbench.config, TorchScript models
+traced or scripted here, the template copied as 1/model.py), load them into one real tritonserver
+and compare what it serves with the same modules run in this process. The pure parts of the
+template (core split, settings) are also imported directly: they must run outside Triton too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import List
+
+import numpy as np
+import pytest
+import torch
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+import workbench
+from workbench.config import build_config, to_text
+from workbench.coremap import CoreRangeError, split_cores
+from workbench.server import ModelLoadError, TritonServer, find_tritonserver
+from workbench.spec import ModelSpec
+
+TEMPLATE = Path(workbench.__file__).parent / "templates" / "python_model.py"
+QUEUE_DELAY_US = 400_000  # long enough that a concurrent burst lands in shared execute() calls
+
+
+# --- models (run by the server from TorchScript files, and here as the reference) -----------------
+
+class AddSub(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b, a - b  # a - b is asymmetric: swapped inputs would show
+
+
+class TripleInt32(torch.nn.Module):
+    """A single tensor, of a dtype (int32) other than the config's output dtype (INT64)."""
+
+    def forward(self, x):
+        return x * 3
+
+
+class CountingDouble(torch.nn.Module):
+    """Returns a list; the second output is how many forward calls this instance has made, so the
+    test can see which requests shared one forward pass."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x) -> List[torch.Tensor]:
+        self.calls += 1
+        return [x * 2, torch.full([x.shape[0], 1], self.calls, dtype=torch.int64)]
+
+
+class RejectsNegative(torch.nn.Module):
+    def forward(self, x):
+        if bool((x < 0).any()):
+            raise ValueError("negative input")
+        return x + 1
+
+
+def _save(module, path: Path, example=None) -> Path:
+    scripted = torch.jit.trace(module, example) if example is not None else torch.jit.script(module)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(scripted, str(path))
+    return path
+
+
+def write_model(
+    repo: Path,
+    name: str,
+    inputs: list[str],
+    outputs: list[str],
+    *,
+    compiled_model: str = "model.pt",
+    max_batch_size: int = 0,
+    instance_count: int = 1,
+    **parameters,
+) -> Path:
+    """A model directory as generate.py lays it out: config.pbtxt, 1/model.py, the model file."""
+    directory = repo / name
+    (directory / "1").mkdir(parents=True, exist_ok=True)
+    params = {"COMPILED_MODEL": compiled_model, "WORKBENCH_TARGET": "cpu", "WORKBENCH_FRAMEWORK": "pytorch"}
+    params.update({key: str(value) for key, value in parameters.items()})
+    cfg = build_config(
+        name,
+        ModelSpec.parse(inputs, outputs),
+        max_batch_size=max_batch_size,
+        dynamic_batching=max_batch_size > 0,
+        max_queue_delay_us=QUEUE_DELAY_US if max_batch_size > 0 else None,
+        instance_count=instance_count,
+        parameters=params,
+    )
+    (directory / "config.pbtxt").write_text(to_text(cfg))
+    shutil.copy(TEMPLATE, directory / "1" / "model.py")
+    return directory
+
+
+# --- client helpers ----------------------------------------------------------------------------
+
+def burst(server: TritonServer, model: str, requests: list[dict[str, np.ndarray]]) -> list:
+    """Send all requests at once; each result is an InferResult or the InferenceServerException."""
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=len(requests), network_timeout=300)
+    try:
+        handles = []
+        for arrays in requests:
+            inputs = []
+            for name, array in arrays.items():
+                tensor = httpclient.InferInput(name, list(array.shape), _wire(array.dtype))
+                tensor.set_data_from_numpy(array)
+                inputs.append(tensor)
+            handles.append(client.async_infer(model, inputs))
+        results = []
+        for handle in handles:
+            try:
+                results.append(handle.get_result())
+            except InferenceServerException as err:
+                results.append(err)
+        return results
+    finally:
+        client.close()
+
+
+def _wire(dtype) -> str:
+    return {"float32": "FP32", "int32": "INT32", "int64": "INT64"}[np.dtype(dtype).name]
+
+
+def counts(server: TritonServer, model: str) -> tuple[int, int]:
+    """(requests served, execute() calls) from Triton's own statistics."""
+    stats = server.stats(model)["model_stats"][0]
+    return int(stats["inference_count"]), int(stats["execution_count"])
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("repository")
+
+
+@pytest.fixture(scope="module")
+def server(repo):
+    with TritonServer(repo) as running:
+        yield running
+
+
+def rng_inputs(sizes, seed=0, shape=(4,)):
+    rng = np.random.default_rng(seed)
+    return [
+        {"INPUT__0": rng.standard_normal((n, *shape)).astype(np.float32),
+         "INPUT__1": rng.standard_normal((n, *shape)).astype(np.float32)}
+        for n in sizes
+    ]
+
+
+# --- server tests ------------------------------------------------------------------------------
+
+@pytest.mark.server
+@pytest.mark.parametrize("max_batch_size", [8, 0])
+def test_concurrent_requests_match_eager_with_inputs_declared_out_of_order(server, repo, max_batch_size):
+    """INPUT__1 and OUTPUT__1 are declared first: model.py must still pass inputs by their index."""
+    name = f"addsub_b{max_batch_size}"
+    dims = "4" if max_batch_size else "-1x4"
+    _save(AddSub(), repo / name / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    write_model(repo, name, [f"INPUT__1,FP32,{dims}", f"INPUT__0,FP32,{dims}"],
+                [f"OUTPUT__1,FP32,{dims}", f"OUTPUT__0,FP32,{dims}"], max_batch_size=max_batch_size)
+    server.load(name)
+    requests = rng_inputs(range(1, 9))
+    results = burst(server, name, requests)
+    for arrays, result in zip(requests, results):
+        assert not isinstance(result, Exception), result
+        a, b = torch.from_numpy(arrays["INPUT__0"]), torch.from_numpy(arrays["INPUT__1"])
+        plus, minus = AddSub()(a, b)
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), plus.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), minus.numpy(), rtol=1e-6)
+    served, executions = counts(server, name)
+    if max_batch_size:
+        assert served == sum(range(1, 9))  # Triton counts rows when it batches
+        assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+
+
+@pytest.mark.server
+def test_single_tensor_result_converted_to_config_dtype_and_absolute_path(server, repo, tmp_path):
+    """The model returns one int32 tensor; the config says INT64. COMPILED_MODEL is absolute and
+    outside the model folder, so it must be used as written."""
+    outside = _save(TripleInt32(), tmp_path / "elsewhere" / "triple.pt", (torch.ones(1, 3, dtype=torch.int32),))
+    write_model(repo, "triple", ["INPUT__0,INT32,3"], ["OUTPUT__0,INT64,3"], compiled_model=str(outside),
+                max_batch_size=4)
+    server.load("triple")
+    requests = [{"INPUT__0": np.arange(3 * n, dtype=np.int32).reshape(n, 3) - 4} for n in (1, 2, 3, 4)]
+    for arrays, result in zip(requests, burst(server, "triple", requests)):
+        assert not isinstance(result, Exception), result
+        out = result.as_numpy("OUTPUT__0")
+        assert out.dtype == np.int64
+        np.testing.assert_array_equal(out, arrays["INPUT__0"].astype(np.int64) * 3)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("batch_requests", ["true", "false"])
+def test_batched_mode_runs_one_forward_per_execute(server, repo, batch_requests):
+    """With BATCH_REQUESTS=true the requests Triton hands over together share one forward (equal
+    call counts); with false each request gets its own forward (all counts differ)."""
+    name = f"counting_{batch_requests}"
+    _save(CountingDouble(), repo / name / "model.pt")
+    write_model(repo, name, ["INPUT__0,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,INT64,1"],
+                max_batch_size=8, BATCH_REQUESTS=batch_requests)
+    server.load(name)
+    requests = [{"INPUT__0": arrays["INPUT__0"]} for arrays in rng_inputs([1, 2, 1, 3, 1, 2], seed=3)]
+    results = burst(server, name, requests)
+    calls = []
+    for arrays, result in zip(requests, results):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), arrays["INPUT__0"] * 2, rtol=1e-6)
+        column = result.as_numpy("OUTPUT__1")
+        assert column.shape == (len(arrays["INPUT__0"]), 1) and len(set(column.ravel())) == 1
+        calls.append(int(column[0, 0]))
+    _, executions = counts(server, name)
+    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+    if batch_requests == "true":
+        assert len(set(calls)) == executions
+    else:
+        assert sorted(calls) == list(range(1, len(requests) + 1))
+
+
+@pytest.mark.server
+def test_failing_request_fails_alone_in_a_batch(server, repo):
+    """The batched forward raises because of one request; model.py retries one by one so only that
+    request fails."""
+    _save(RejectsNegative(), repo / "strict" / "model.pt")
+    write_model(repo, "strict", ["INPUT__0,FP32,2"], ["OUTPUT__0,FP32,2"], max_batch_size=8)
+    server.load("strict")
+    requests = [{"INPUT__0": np.full((n, 2), n, dtype=np.float32)} for n in (1, 2, 3, 1, 2)]
+    requests[2]["INPUT__0"][1, 0] = -1.0
+    results = burst(server, "strict", requests)
+    for position, (arrays, result) in enumerate(zip(requests, results)):
+        if position == 2:
+            assert isinstance(result, InferenceServerException)
+            assert "negative input" in result.message()
+        else:
+            assert not isinstance(result, Exception), result
+            np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), arrays["INPUT__0"] + 1)
+    _, executions = counts(server, "strict")
+    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+
+
+@pytest.mark.server
+def test_request_with_inconsistent_batch_dims_fails_alone(server, repo):
+    """max_batch_size 0 with dims [-1, 4]: Triton accepts inputs with different dim 0, model.py must
+    refuse that request with a clear message and serve the others."""
+    _save(AddSub(), repo / "addsub_plain" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    write_model(repo, "addsub_plain", ["INPUT__0,FP32,-1x4", "INPUT__1,FP32,-1x4"],
+                ["OUTPUT__0,FP32,-1x4", "OUTPUT__1,FP32,-1x4"])
+    server.load("addsub_plain")
+    requests = rng_inputs([2, 3, 1], seed=5)
+    requests[1]["INPUT__1"] = requests[1]["INPUT__1"][:2]
+    results = burst(server, "addsub_plain", requests)
+    assert isinstance(results[1], InferenceServerException)
+    assert "disagree on the batch size" in results[1].message() and "INPUT__1 has 2" in results[1].message()
+    for position in (0, 2):
+        assert not isinstance(results[position], Exception), results[position]
+        np.testing.assert_allclose(results[position].as_numpy("OUTPUT__0"),
+                                   requests[position]["INPUT__0"] + requests[position]["INPUT__1"], rtol=1e-6)
+
+
+@pytest.mark.server
+def test_two_instances_pin_the_cores_the_core_map_gives(server, repo):
+    """instance_count 2 over cores 0:1 with CPU_AFFINITY: each stub process is pinned to its core
+    (read from the kernel) and logs the thread count cores x NUM_THREADS_PER_CORE."""
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPU cores 0 and 1 available to this process")
+    _save(AddSub(), repo / "pinned" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    write_model(repo, "pinned", ["INPUT__0,FP32,4", "INPUT__1,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,4"],
+                max_batch_size=4, instance_count=2, NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=1,
+                NUM_THREADS_PER_CORE=2, CPU_AFFINITY="true")
+    server.load("pinned")
+    core_map = split_cores(0, 1, 2, 2)
+    stubs = _stub_processes(repo / "pinned" / "1" / "model.py")
+    assert sorted(stubs) == ["pinned_0_0", "pinned_0_1"]
+    log = "\n".join(server.log_tail(400))
+    for name, pid in stubs.items():
+        k = int(name.rsplit("_", 1)[1])
+        assert os.sched_getaffinity(pid) == set(core_map.cores(k))
+        assert (f"workbench instance {k}/2: target cpu framework pytorch cores {core_map.visible_cores(k)} "
+                f"threads {core_map.threads()} cpu affinity {list(core_map.cores(k))}") in log
+    requests = rng_inputs([1, 2, 3, 4], seed=7)
+    for arrays, result in zip(requests, burst(server, "pinned", requests)):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), arrays["INPUT__0"] - arrays["INPUT__1"], rtol=1e-6)
+
+
+def _stub_processes(model_py: Path) -> dict[str, int]:
+    """instance name -> pid of the python backend stubs running ``model_py`` (the stub's command
+    line is: stub, model.py path, ..., instance name, runtime)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if len(argv) > 3 and argv[0].endswith("triton_python_backend_stub") and argv[1] == str(model_py):
+            found[argv[-3] if argv[-1] == "" else argv[-2]] = int(entry)
+    return found
+
+
+@pytest.mark.server
+@pytest.mark.parametrize(
+    ("name", "inputs", "parameters", "message"),
+    [
+        ("bad_path", ["INPUT__0,FP32,4"], {"COMPILED_MODEL": "missing.pt"}, "COMPILED_MODEL 'missing.pt' not found"),
+        ("bad_names", ["x,FP32,4"], {}, "input 'x': PyTorch models need names of the form NAME__i"),
+        ("bad_range", ["INPUT__0,FP32,4"], {"NEURON_CORE_START_INDEX": 3, "NEURON_CORE_END_INDEX": 1},
+         "core range 3:1 is reversed"),
+        ("bad_target", ["INPUT__0,FP32,4"], {"WORKBENCH_TARGET": "gpu"}, "WORKBENCH_TARGET = 'gpu' is not one of"),
+        ("bad_flag", ["INPUT__0,FP32,4"], {"BATCH_REQUESTS": "maybe"}, "BATCH_REQUESTS = 'maybe' must be"),
+    ],
+)
+def test_bad_settings_fail_the_load_with_a_clear_message(server, repo, name, inputs, parameters, message):
+    _save(TripleInt32(), repo / name / "model.pt", (torch.ones(1, 3, dtype=torch.int32),))
+    write_model(repo, name, inputs, ["OUTPUT__0,FP32,4"], max_batch_size=2, **parameters)
+    with pytest.raises(ModelLoadError) as caught:
+        server.load(name)
+    assert message in str(caught.value)
+
+
+# --- the template imported directly ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def template():
+    """The template as a module, importing the real triton_python_backend_utils the server uses."""
+    utils_dir = str(find_tritonserver().backend_dir / "python")
+    sys.path.insert(0, utils_dir)
+    try:
+        spec = importlib.util.spec_from_file_location("workbench_python_model_under_test", TEMPLATE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(utils_dir)
+
+
+def test_core_split_equals_coremap(template):
+    """model.py keeps its own copy of the split (it runs where workbench is not installed)."""
+    checked = 0
+    for start in range(0, 5):
+        for end in range(-1, 20):
+            for instances in range(0, 10):
+                for threads in (0, 1, 3):
+                    try:
+                        expected = split_cores(start, end, instances, threads)
+                    except CoreRangeError as err:
+                        with pytest.raises(template.SettingsError) as caught:
+                            template.split_cores(start, end, instances, threads)
+                        assert str(caught.value) == str(err)
+                        continue
+                    cpi, per_instance_threads = template.split_cores(start, end, instances, threads)
+                    assert (cpi, per_instance_threads) == (expected.cores_per_instance, expected.threads())
+                    for k in range(instances):
+                        cores = template.instance_cores(start, cpi, k)
+                        assert cores == list(expected.cores(k))
+                        assert template.visible_cores(cores) == expected.visible_cores(k)
+                    checked += 1
+    assert checked > 500
+
+
+def _settings_config(**parameters):
+    return {
+        "name": "m",
+        "max_batch_size": 0,
+        "instance_group": [{"count": parameters.pop("count", 1), "kind": "KIND_MODEL"}],
+        "parameters": {key: {"string_value": str(value)} for key, value in parameters.items()},
+    }
+
+
+def test_upstream_directory_defaults(template, tmp_path):
+    """A directory written by upstream gen_triton_model.py: no WORKBENCH_* parameters. Without the
+    Neuron SDK installed the target falls back to cpu; a file means pytorch, a SavedModel folder
+    tensorflow; BATCH_REQUESTS defaults to true."""
+    (tmp_path / "model.pt").write_bytes(b"x")
+    (tmp_path / "saved" / "v").mkdir(parents=True)
+    (tmp_path / "saved" / "saved_model.pb").write_bytes(b"x")
+    upstream = dict(NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=7, NUM_THREADS_PER_CORE=1, count=3)
+    settings = template.read_settings(_settings_config(COMPILED_MODEL="model.pt", **upstream), str(tmp_path), "m_0_2")
+    assert settings["framework"] == "pytorch" and settings["target"] == "cpu"
+    assert settings["instance"] == 2 and settings["cores"] == [4, 5] and settings["threads"] == 2
+    assert settings["batch_requests"] is True and settings["cpu_affinity"] is False
+    assert settings["path"] == str(tmp_path / "model.pt")
+    saved = template.read_settings(_settings_config(COMPILED_MODEL="saved", **upstream), str(tmp_path), "m_0_0")
+    assert saved["framework"] == "tensorflow"
+
+
+@pytest.mark.parametrize(
+    ("parameters", "instance", "message"),
+    [
+        ({}, "m_0_0", "COMPILED_MODEL is missing or empty"),
+        ({"COMPILED_MODEL": "model.pt", "NUM_THREADS_PER_CORE": "two"}, "m_0_0", "NUM_THREADS_PER_CORE = 'two' is not an integer"),
+        ({"COMPILED_MODEL": "model.pt", "NEURON_CORE_END_INDEX": 1, "count": 3}, "m_0_0", "cannot give 3 instances"),
+        ({"COMPILED_MODEL": "model.pt", "NEURON_CORE_END_INDEX": 1, "count": 2}, "m", "does not end in _<index>"),
+        ({"COMPILED_MODEL": "model.pt", "NEURON_CORE_END_INDEX": 3, "count": 2}, "m_0_2", "gives index 2"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "onnx"}, "m_0_0", "WORKBENCH_FRAMEWORK = 'onnx'"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "WORKBENCH_TARGET": "inf1"},
+         "m_0_0", "not inf1"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_TP_DEGREE": 4,
+          "NEURON_CORE_END_INDEX": 1}, "m_0_0", "TNX_TP_DEGREE = 4 needs more cores than the 2"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_AMP": "fp8"},
+         "m_0_0", "TNX_AMP = 'fp8'"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_N_POSITIONS": 64,
+          "TNX_SEQUENCE_LENGTH": 128}, "m_0_0", "TNX_SEQUENCE_LENGTH = 128 exceeds TNX_N_POSITIONS = 64"),
+    ],
+)
+def test_bad_settings_are_named(template, tmp_path, parameters, instance, message):
+    (tmp_path / "model.pt").write_bytes(b"x")
+    with pytest.raises(template.SettingsError) as caught:
+        template.read_settings(_settings_config(**parameters), str(tmp_path), instance)
+    assert message in str(caught.value)
+
+
+def test_batch_dim_rule(template):
+    """Requests are concatenated only along a real batch dim: max_batch_size > 0, or every tensor
+    declares a variable leading dim and has more dims ([-1, 4])."""
+    def layout(max_batch_size, dims):
+        tensor = {"data_type": "TYPE_FP32", "dims": dims}
+        config = {"max_batch_size": max_batch_size, "input": [dict(tensor, name="INPUT__0")],
+                  "output": [dict(tensor, name="OUTPUT__0")]}
+        return template.Layout(config, "pytorch")
+
+    assert layout(8, [4]).batched and layout(8, [4]).inputs[0]["dims"] == [-1, 4]
+    assert layout(0, [-1, 4]).batched
+    assert not layout(0, [4]).batched and not layout(0, [-1]).batched and not layout(0, [2, 4]).batched
