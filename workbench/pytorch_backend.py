@@ -29,6 +29,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -51,6 +52,7 @@ from workbench.config import (
     to_text,
     validate_config,
 )
+from workbench.repository import FileContent, WriteResult, write_model_dir
 from workbench.spec import ModelSpec, SpecError
 
 __all__ = [
@@ -70,12 +72,16 @@ __all__ = [
     "pytorch_problems",
     "check_pytorch_config",
     "parse_torch_compile_parameters",
+    "torchscript_files",
     "write_torchscript_model",
+    "pytorch2_files",
     "write_pytorch2_model",
     "load_pytorch2_module",
     "libtorch_layouts",
     "emulation_config",
     "write_emulation_twin",
+    "ServingPreview",
+    "preview_serving",
     "ServingPlan",
     "plan_serving",
     "sweep_variant",
@@ -207,6 +213,12 @@ def build_pytorch_config(
     if layout == PYTORCH2:
         cfg.runtime = "model.py"
     cfg.instance_group[0].gpus.extend(int(g) for g in gpus)
+    if cfg.max_batch_size > 0:
+        # A batched string tensor arrives as [batch, 1]; LibTorch wants a 1-D List[str], so the
+        # documented reshape to [] turns it into [batch].
+        for entry in list(cfg.input) + list(cfg.output):
+            if entry.data_type == model_config_pb2.TYPE_STRING and list(entry.dims) == [1]:
+                entry.reshape.SetInParent()
     return check_pytorch_config(cfg)
 
 
@@ -370,50 +382,14 @@ def _model_dir(repository: str | Path, cfg: ModelConfig) -> Path:
     return Path(repository) / cfg.name
 
 
-def _write_directory(target: Path, files: Mapping[str, bytes | Path], *, overwrite: bool) -> Path:
-    """Build the whole model directory next to ``target``, then swap it in, so a failure leaves
-    the old one untouched. An existing directory is only replaced with ``overwrite=True``, and then
-    kept as ``<name>.bak`` (the previous backup is dropped)."""
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it (a .bak copy is kept)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        for relative, content in files.items():
-            path = staging / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, Path):
-                shutil.copyfile(content, path)
-            else:
-                path.write_bytes(content)
-        if target.exists():
-            backup = target.with_name(target.name + ".bak")
-            if backup.exists():
-                shutil.rmtree(backup)
-            target.rename(backup)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict[str, FileContent]:
+    """The files of a TorchScript model directory: ``config.pbtxt`` and ``<version>/model.pt``.
 
-
-def write_torchscript_model(
-    repository: str | Path,
-    cfg: ModelConfig,
-    model: Any,
-    *,
-    version: int = 1,
-    overwrite: bool = False,
-) -> Path:
-    """Write ``<repository>/<name>/config.pbtxt`` and ``<version>/model.pt`` for LibTorch.
-
-    ``model`` is a scripted/traced module or the path of a saved TorchScript file. Everything is
-    checked before anything is written."""
+    ``model`` is a scripted/traced module or the path of a saved TorchScript file; a plain
+    nn.Module or a state-dict file is refused (LibTorch could not load it)."""
     check_pytorch_config(cfg)
     if layout_of(cfg) != TORCHSCRIPT:
-        raise PyTorchConfigError("this config has runtime: \"model.py\" (PyTorch 2); use write_pytorch2_model")
-    target = _model_dir(repository, cfg)
+        raise PyTorchConfigError("this config has runtime: \"model.py\" (PyTorch 2); use pytorch2_files")
     filename = cfg.default_model_filename or "model.pt"
     if isinstance(model, (str, Path)):
         source = Path(model)
@@ -424,10 +400,8 @@ def write_torchscript_model(
                 f"{source} is not a TorchScript archive (a state dict or pickle?); "
                 "save a torch.jit.trace/torch.jit.script result with .save()"
             )
-        payload: bytes | Path = source
+        payload: FileContent = source
     else:
-        import io
-
         import torch
 
         if not isinstance(model, torch.jit.ScriptModule):
@@ -438,8 +412,15 @@ def write_torchscript_model(
         buffer = io.BytesIO()
         torch.jit.save(model, buffer)
         payload = buffer.getvalue()
-    files = {"config.pbtxt": to_text(cfg).encode(), f"{int(version)}/{filename}": payload}
-    return _write_directory(target, files, overwrite=overwrite)
+    return {"config.pbtxt": to_text(cfg), f"{int(version)}/{filename}": payload}
+
+
+def write_torchscript_model(repository: str | Path, cfg: ModelConfig, model: Any, *,
+                            version: int = 1, overwrite: bool = False) -> WriteResult:
+    """Write ``<repository>/<name>`` for LibTorch (see ``torchscript_files``), all or nothing; an
+    existing directory is replaced only with ``overwrite=True`` and kept as a backup."""
+    files = torchscript_files(cfg, model, version=version)
+    return write_model_dir(_model_dir(repository, cfg), files, overwrite=overwrite)
 
 
 def _module_source(module_source: str | Path) -> tuple[str, str]:
@@ -454,8 +435,6 @@ def _module_source(module_source: str | Path) -> tuple[str, str]:
 
 
 def _state_dict_bytes(state_dict: Any) -> bytes | Path:
-    import io
-
     import torch
 
     if isinstance(state_dict, (str, Path)):
@@ -474,39 +453,39 @@ def _state_dict_bytes(state_dict: Any) -> bytes | Path:
     return buffer.getvalue()
 
 
-def write_pytorch2_model(
-    repository: str | Path,
-    cfg: ModelConfig,
-    module_source: str | Path,
-    *,
-    state_dict: Any = None,
-    version: int = 1,
-    overwrite: bool = False,
-) -> Path:
-    """Write the PyTorch 2 layout: ``config.pbtxt``, ``<version>/model.py`` (the module class) and,
-    when given, ``<version>/model.pt`` (its state dict: a module, a mapping or a torch.save file).
+def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: Any = None,
+                   version: int = 1) -> dict[str, FileContent]:
+    """The files of a PyTorch 2 model directory: ``config.pbtxt``, ``<version>/model.py`` (the
+    module class: a path or source text) and, when given, ``<version>/model.pt`` (its state dict:
+    a module, a mapping or a torch.save file).
 
     The source is imported and the class the runtime would pick is built and given the state dict
-    before anything is written, so a missing class, constructor arguments or mismatched weights
-    are reported now instead of at load time."""
+    first, so a missing class, constructor arguments or mismatched weights are reported now
+    instead of when Triton loads the model."""
     check_pytorch_config(cfg)
     if layout_of(cfg) != PYTORCH2:
-        raise PyTorchConfigError("this config has no runtime: \"model.py\"; use write_torchscript_model for TorchScript")
-    target = _model_dir(repository, cfg)
+        raise PyTorchConfigError("this config has no runtime: \"model.py\"; use torchscript_files for TorchScript")
     source, origin = _module_source(module_source)
-    files: dict[str, bytes | Path] = {"config.pbtxt": to_text(cfg).encode(),
-                                      f"{int(version)}/model.py": source.encode()}
-    if state_dict is not None:
-        files[f"{int(version)}/model.pt"] = _state_dict_bytes(state_dict)
+    files: dict[str, FileContent] = {"config.pbtxt": to_text(cfg), f"{int(version)}/model.py": source}
+    weights = None if state_dict is None else _state_dict_bytes(state_dict)
+    if weights is not None:
+        files[f"{int(version)}/model.pt"] = weights
     with tempfile.TemporaryDirectory() as scratch:
         (Path(scratch) / "model.py").write_text(source, encoding="utf-8")
-        weights = files.get(f"{int(version)}/model.pt")
         if isinstance(weights, bytes):
             (Path(scratch) / "model.pt").write_bytes(weights)
         elif isinstance(weights, Path):
             shutil.copyfile(weights, Path(scratch) / "model.pt")
         load_pytorch2_module(Path(scratch), name=f"{cfg.name} ({origin})")
-    return _write_directory(target, files, overwrite=overwrite)
+    return files
+
+
+def write_pytorch2_model(repository: str | Path, cfg: ModelConfig, module_source: str | Path, *,
+                         state_dict: Any = None, version: int = 1, overwrite: bool = False) -> WriteResult:
+    """Write ``<repository>/<name>`` in the PyTorch 2 layout (see ``pytorch2_files``), all or
+    nothing; an existing directory is replaced only with ``overwrite=True`` and kept as a backup."""
+    files = pytorch2_files(cfg, module_source, state_dict=state_dict, version=version)
+    return write_model_dir(_model_dir(repository, cfg), files, overwrite=overwrite)
 
 
 def _defined_module_classes(source: str, origin: str) -> list[str]:
@@ -647,7 +626,7 @@ def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
     layout = layout_of(cfg)
     artifact = cfg.default_model_filename or "model.pt"
     runtime = RUNTIME_TEMPLATE.read_bytes()
-    files: dict[str, bytes | Path] = {"config.pbtxt": to_text(twin_cfg).encode()}
+    files: dict[str, FileContent] = {"config.pbtxt": to_text(twin_cfg)}
     for version in _version_dirs(model_dir):
         files[f"{version.name}/model.py"] = runtime
         if layout == TORCHSCRIPT:
@@ -663,16 +642,50 @@ def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
     target = Path(twin_repository) / cfg.name
     if target.resolve() == model_dir.resolve():
         raise PyTorchConfigError(f"the twin repository {twin_repository} is the model's own repository")
-    _write_directory(target, files, overwrite=True)
-    backup = target.with_name(target.name + ".bak")
-    if backup.exists():
-        shutil.rmtree(backup)  # a twin is derived data: nothing of the user's to keep
+    result = write_model_dir(target, files, overwrite=True)
+    if result.backup is not None:
+        shutil.rmtree(result.backup)  # a twin is derived data: nothing of the user's to keep
     return target, notes
 
 
 @dataclass(frozen=True)
+class ServingPreview:
+    """Which backend will serve a PyTorch-backend config here, shown before anything is written:
+    the user's config and, when emulated, the Python-backend config that actually gets loaded."""
+
+    model_name: str
+    layout: str
+    served_as: str
+    config_text: str
+    served_config_text: str
+    notes: tuple[str, ...] = field(default=())
+
+    def text(self) -> str:
+        lines = [f"{self.model_name}: {self.layout} layout", f"served as: {self.served_as}"]
+        lines += [f"note: {note}" for note in self.notes]
+        lines += ["", "config.pbtxt (written for the PyTorch backend):", self.config_text.rstrip()]
+        if self.served_config_text != self.config_text:
+            lines += ["", "config.pbtxt of the Python-backend twin (what this server loads):",
+                      self.served_config_text.rstrip()]
+        return "\n".join(lines)
+
+
+def preview_serving(cfg: ModelConfig, *, backend_dir: str | Path | None = None,
+                    gpu_available: bool | None = None) -> ServingPreview:
+    """Say how ``cfg`` would be served by a tritonserver with ``backend_dir`` (None: the wheel's
+    server, which has no PyTorch backend), without writing anything."""
+    check_pytorch_config(cfg)
+    layout = layout_of(cfg)
+    text = to_text(cfg)
+    if layout in libtorch_layouts(backend_dir):
+        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text)
+    twin, notes = emulation_config(cfg, gpu_available=gpu_available)
+    return ServingPreview(cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin), tuple(notes))
+
+
+@dataclass(frozen=True)
 class ServingPlan:
-    """What tritonserver loads for a PyTorch-backend model and through which backend."""
+    """What tritonserver loads for a PyTorch-backend model directory, and through which backend."""
 
     model_name: str
     layout: str
@@ -706,12 +719,15 @@ def plan_serving(
     otherwise write the Python-backend twin (default: a cache folder keyed by the repository)."""
     model_dir = Path(model_dir)
     cfg = check_pytorch_config(read_config(model_dir))
-    layout = layout_of(cfg)
-    if layout in libtorch_layouts(backend_dir):
-        return ServingPlan(cfg.name, layout, SERVED_AS_LIBTORCH, model_dir.parent, model_dir)
+    if cfg.name != model_dir.name:
+        raise PyTorchConfigError(f"{model_dir}: config name {cfg.name!r} differs from the directory name; "
+                                 "Triton names a model after its directory")
+    preview = preview_serving(cfg, backend_dir=backend_dir, gpu_available=gpu_available)
+    if preview.served_as == SERVED_AS_LIBTORCH:
+        return ServingPlan(cfg.name, preview.layout, SERVED_AS_LIBTORCH, model_dir.parent, model_dir)
     twin_repository = Path(twin_repository) if twin_repository else _default_twin_repository(model_dir)
-    _, notes = write_emulation_twin(model_dir, twin_repository, gpu_available=gpu_available)
-    return ServingPlan(cfg.name, layout, SERVED_AS_PYTHON, twin_repository, model_dir, tuple(notes))
+    write_emulation_twin(model_dir, twin_repository, gpu_available=gpu_available)
+    return ServingPlan(cfg.name, preview.layout, SERVED_AS_PYTHON, twin_repository, model_dir, preview.notes)
 
 
 # --- sweeping backend parameters --------------------------------------------------------------
