@@ -20,6 +20,7 @@ import errno
 import itertools
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -64,6 +65,7 @@ _OWNED_FLAGS = (
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
 _KEEP_LOG_LINES = 2000
 _EXIT_TIMEOUT_SECS = 3
+_ERROR_LINE = re.compile(r"^E\d{4} ")  # Triton's glog-style prefix: severity, month, day
 _counter = itertools.count()
 _running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
 
@@ -393,23 +395,29 @@ class TritonServer:
                 raise Cancelled("server start cancelled")
             if self._process is None or self._process.poll() is not None:
                 code = None if self._process is None else self._process.returncode
-                raise ServerStartError(
-                    f"tritonserver exited with code {code} before becoming ready. Log:\n" + "\n".join(self.log_tail(40))
-                )
+                raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self._failure_report())
             try:
-                if self._client().is_server_ready():
+                # Triton opens the metrics port last; a ready server whose metrics() fails would surprise.
+                if self._client().is_server_ready() and self._metrics_listening():
                     break
             except Exception:  # refused / reset while the server is still coming up
                 pass
             if time.monotonic() > deadline:
-                raise ServerStartError(
-                    f"tritonserver not ready after {timeout:.0f}s. Log:\n" + "\n".join(self.log_tail(40))
-                )
+                raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self._failure_report())
             if progress is not None:
                 progress(0, 1, f"waiting for tritonserver ({time.monotonic() - started:.0f}s)")
             time.sleep(0.1)
         if progress is not None:
             progress(1, 1, f"tritonserver ready at {self.http_url}")
+
+    def _metrics_listening(self) -> bool:
+        if any(a.replace(" ", "=") in ("--allow-metrics=false", "--allow-metrics=0") for a in self.extra_args):
+            return True
+        try:
+            socket.create_connection((self.host, self._port("metrics")), timeout=1).close()
+        except OSError:
+            return False
+        return True
 
     def stop(self, timeout: float = 30.0) -> None:
         """Graceful SIGTERM (Triton unloads its models), SIGKILL of the whole group after
@@ -526,7 +534,7 @@ class TritonServer:
 
     def _exit_note(self) -> str:
         if self._process is not None and self._process.returncode is not None:
-            return f" (tritonserver exited with code {self._process.returncode}). Log:\n" + "\n".join(self.log_tail(30))
+            return f" (tritonserver exited with code {self._process.returncode}).\n" + self._failure_report()
         return ""
 
     def load(
@@ -571,8 +579,9 @@ class TritonServer:
 
     def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
         """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
-        Triton swaps in the new version when it is ready (an instance-count change is applied in
-        place); a reload with nothing changed is a no-op on Triton's side."""
+        Triton swaps in the new model when it is ready. A change of instance count only is
+        applied in place (statistics keep counting); anything else (even no change, on 2.51)
+        creates a new model object whose statistics start from zero."""
         self.load(name, config=config, files=files)
 
     def index(self) -> list[dict[str, str]]:
@@ -635,6 +644,19 @@ class TritonServer:
         # Triton's log prefix is the severity letter; keep errors, warnings and lines about the model.
         keep = [line for line in lines if line[:1] in ("E", "W") or name in line or "Traceback" in line or line.startswith(" ")]
         return keep[-limit:]
+
+    def _failure_report(self, tail: int = 20) -> str:
+        """Triton's error lines, then the last lines: enough to see why without the whole log
+        (a bad flag makes Triton print its whole usage text after the one line that matters)."""
+        lines = self._read_log_lines()
+        usage = next((i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None)
+        if usage is not None:
+            lines = lines[:usage]
+        errors = [line for line in lines if _ERROR_LINE.match(line) or "unrecognized option" in line]
+        report = ""
+        if errors:
+            report += "Errors:\n" + "\n".join(errors[-15:]) + "\n"
+        return report + "Last log lines:\n" + "\n".join(lines[-tail:])
 
     def log_tail(self, n: int = 50) -> list[str]:
         """The last ``n`` lines of the server's output (kept after ``stop``)."""
