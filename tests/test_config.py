@@ -218,3 +218,14 @@ def test_each_problem_has_a_specific_message(text, message):
     with pytest.raises(ConfigError, match=None) as err:
         check_config(from_text(text))
     assert message in str(err.value)
+
+
+def test_name_must_equal_the_directory_name():
+    """Triton 2.51 refuses it at load: "unexpected directory name 'named' for model 'other'"."""
+    cfg = batched()
+    assert validate_config(cfg, directory_name="add-sub-1x4") == []
+    problems = validate_config(cfg, directory_name="add-sub")
+    assert problems == ["name 'add-sub-1x4' differs from its directory 'add-sub'; Triton requires the model name "
+                        "to equal the directory name"]
+    with pytest.raises(ConfigError, match="differs from its directory"):
+        check_config(cfg, directory_name="add-sub")

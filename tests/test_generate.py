@@ -306,6 +306,21 @@ def test_model_version_writes_that_version_and_copies_the_artifact_there(tmp_pat
     assert parameters_of(read_config(dest))["COMPILED_MODEL"] == "3/add_sub.pt"
 
 
+def test_trailing_slash_and_single_values_are_accepted(tmp_path):
+    """Upstream wrote name: "" for a trailing slash; notebook callers pass one preferred size as an int."""
+    generated = render(settings(tmp_path, triton_model_dir=str(tmp_path / "m") + "/", max_batch_size=16,
+                                enable_dynamic_batching=True, preferred_batch_size=8,
+                                triton_input="INPUT__0,INT64,4"))
+    assert generated.config.name == "m" and list(generated.config.dynamic_batching.preferred_batch_size) == [8]
+    assert [t.name for t in generated.spec.inputs] == ["INPUT__0"]
+
+
+def test_dynamic_batching_without_max_batch_size_warns(tmp_path):
+    """Measured on Triton 2.51: 8 concurrent requests ran as 8 executions with max_batch_size 0."""
+    generated = render(settings(tmp_path, enable_dynamic_batching=True))
+    assert any("Triton still runs each request alone" in w for w in generated.warnings)
+
+
 def test_name_other_than_the_directory_puts_the_model_inside_it(tmp_path):
     generated = render(settings(tmp_path, triton_model_dir=str(tmp_path / "repo"), name="add_sub"))
     assert generated.dest == tmp_path / "repo" / "add_sub" and generated.config.name == "add_sub"

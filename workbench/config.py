@@ -165,12 +165,16 @@ def spec_from_config(cfg: ModelConfig) -> ModelSpec:
         raise ConfigError(f"config {cfg.name!r}: {err}") from None
 
 
-def validate_config(cfg: ModelConfig) -> list[str]:
+def validate_config(cfg: ModelConfig, *, directory_name: str | None = None) -> list[str]:
     """Every problem Triton or the generated model.py would hit at load time, one specific message
-    each; an empty list means the config is fine."""
+    each; an empty list means the config is fine. Give ``directory_name`` when the config lives in a
+    model directory: Triton refuses a name that differs from it."""
     problems: list[str] = []
     if not cfg.name:
         problems.append("name is empty; Triton needs the model name (the directory name)")
+    elif directory_name is not None and cfg.name != directory_name:
+        problems.append(f"name {cfg.name!r} differs from its directory {directory_name!r}; Triton requires "
+                        "the model name to equal the directory name")
     if not cfg.backend and not cfg.platform:
         problems.append("neither backend nor platform is set; generated models use backend: \"python\"")
     if cfg.max_batch_size < 0:
@@ -188,9 +192,9 @@ def validate_config(cfg: ModelConfig) -> list[str]:
     return problems
 
 
-def check_config(cfg: ModelConfig) -> ModelConfig:
+def check_config(cfg: ModelConfig, *, directory_name: str | None = None) -> ModelConfig:
     """Raise ConfigError listing every problem ``validate_config`` finds; return ``cfg`` otherwise."""
-    problems = validate_config(cfg)
+    problems = validate_config(cfg, directory_name=directory_name)
     if problems:
         raise ConfigError("; ".join(problems))
     return cfg

@@ -117,6 +117,14 @@ class GenerateSettings:
     tnx_unroll: int | None = None
     tnx_sequence_length: int | None = None  # None: tnx_n_positions
 
+    def __post_init__(self) -> None:
+        # single values are accepted where upstream took one (notebook callers pass 8, not [8])
+        if isinstance(self.preferred_batch_size, int):
+            self.preferred_batch_size = [self.preferred_batch_size]
+        for name in ("triton_input", "triton_output"):
+            if isinstance(getattr(self, name), (str, TensorSpec)):
+                setattr(self, name, [getattr(self, name)])
+
     @property
     def model_dir(self) -> Path:
         base = Path(self.triton_model_dir)
@@ -420,8 +428,8 @@ def _plan_batching(settings: GenerateSettings, plan: _Plan) -> None:
         elif size > mbs:
             plan.problems.append(f"--preferred_batch_size {size} is larger than --max_batch_size {mbs}")
     if mbs == 0:
-        plan.warnings.append("--enable_dynamic_batching with --max_batch_size 0: Triton's dynamic batcher "
-                             "cannot form batches of requests")
+        plan.warnings.append("--enable_dynamic_batching with --max_batch_size 0: Triton still runs each "
+                             "request alone; set --max_batch_size > 0 to batch requests")
 
 
 def _plan_tnx(settings: GenerateSettings, plan: _Plan) -> None:
@@ -514,7 +522,7 @@ def render(settings: GenerateSettings) -> GeneratedModel:
         instance_count=settings.triton_model_instance_count,
         parameters=_parameters(settings, plan),
     )
-    problems = validate_config(config)
+    problems = validate_config(config, directory_name=settings.model_dir.name)
     if problems:  # a gap between the checks above and the config's own: still refuse to write
         raise GenerateError(problems)
     config_text = to_text(config)
