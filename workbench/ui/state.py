@@ -1,7 +1,8 @@
 """The one state object every panel of a `Workbench` shares.
 
-Panels never reach into each other: the model panel sets ``artifact``/``spec``, the settings panel
-reads them and publishes ``config``, the preview and server panels follow. Traits make those
+Panels never reach into each other: the model panel sets ``artifact`` (or ``model_file``), the
+settings panel reads it and publishes ``settings`` and ``generated``, the preview and server panels
+follow. Traits make those
 hand-offs observable, so a panel used alone behaves the same as inside the app.
 """
 
@@ -24,9 +25,10 @@ class WorkbenchState(traitlets.HasTraits):
     repository = traitlets.Instance(Path, help="model repository root")
     module = traitlets.Any(None, allow_none=True, help="the user's nn.Module or zoo module, for eager checks")
     artifact = traitlets.Any(None, allow_none=True, help="compiled model (workbench.compiler Artifact)")
-    spec = traitlets.Any(None, allow_none=True, help="ModelSpec of the model's inputs/outputs")
-    config = traitlets.Any(None, allow_none=True, help="ModelConfig the settings describe")
-    settings = traitlets.Any(None, allow_none=True, help="generation settings the config came from")
+    model_file = traitlets.Unicode("", help="a model file picked by path instead of compiled here")
+    settings = traitlets.Any(None, allow_none=True, help="valid GenerateSettings, or None while invalid")
+    generated = traitlets.Any(None, allow_none=True, help="GeneratedModel rendered from the settings")
+    written = traitlets.Any(None, allow_none=True, help="WriteResult of the last model directory written")
     server = traitlets.Any(None, allow_none=True, help="running TritonServer, or None")
     sweep = traitlets.Any(None, allow_none=True, help="last sweep result")
 

@@ -1,0 +1,194 @@
+"""What generation will write, before it is written: config.pbtxt (editable, validated inline),
+model.py, the core map, the ``docker run`` for a Neuron host and a diff against the disk.
+
+Writing never replaces a model directory silently: an existing one needs an explicit second
+click, and then the repository module keeps the old directory as a backup. Hand edits to
+config.pbtxt are never thrown away by a settings change; the user picks which one wins.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+
+from workbench.config import ConfigError, from_text, validate_config
+from workbench.repository import RepositoryError, diff_model_dir, write_model_dir
+from workbench.ui.render import error_list, highlight, preformatted
+from workbench.ui.settings_panel import core_map_html
+from workbench.ui.state import WorkbenchState
+
+_TABS = ("config.pbtxt", "model.py", "core map", "docker run", "diff")
+
+
+class PreviewPanel:
+    """Preview tabs and the write button for ``state.generated``; ``written`` holds the last
+    `WriteResult`."""
+
+    def __init__(self, state: WorkbenchState | None = None) -> None:
+        self.state = state if state is not None else WorkbenchState()
+        self.written = None
+        self._generated_text = ""
+        c = self.controls = {}
+        c["config_text"] = widgets.Textarea(rows=22, layout=widgets.Layout(width="100%", font_family="monospace"))
+        c["config_view"] = widgets.HTML()
+        c["config_problems"] = widgets.HTML()
+        c["edit_notice"] = widgets.HTML()
+        c["use_generated"] = widgets.Button(description="use generated config", icon="undo",
+                                            tooltip="discard the hand edits and show what the settings generate")
+        c["model_py"] = widgets.HTML()
+        c["core_map"] = widgets.HTML()
+        c["docker"] = widgets.HTML()
+        c["diff"] = widgets.HTML()
+        c["tabs"] = widgets.Tab(children=[
+            widgets.VBox([c["config_problems"], c["edit_notice"],
+                          widgets.HBox([c["config_text"], c["config_view"]],
+                                       layout=widgets.Layout(width="100%")),
+                          c["use_generated"]]),
+            c["model_py"], c["core_map"], c["docker"], c["diff"],
+        ])
+        for index, title in enumerate(_TABS):
+            c["tabs"].set_title(index, title)
+        c["config_text"].layout.width = c["config_view"].layout.width = "50%"
+        c["write"] = widgets.Button(description="write model directory", button_style="primary", icon="save")
+        c["confirm_overwrite"] = widgets.Button(description="overwrite (keep backup)", button_style="danger",
+                                                layout=widgets.Layout(display="none"))
+        c["cancel_overwrite"] = widgets.Button(description="keep existing", layout=widgets.Layout(display="none"))
+        c["status"] = widgets.HTML()
+        c["write"].on_click(lambda _b: self.write())
+        c["confirm_overwrite"].on_click(lambda _b: self.write(overwrite=True))
+        c["cancel_overwrite"].on_click(lambda _b: self._ask_overwrite(False, "kept the existing directory; nothing written"))
+        c["use_generated"].on_click(lambda _b: self._use_generated())
+        c["config_text"].observe(lambda _change: self._config_edited(), names="value")
+        self.widget = widgets.VBox([
+            c["tabs"],
+            widgets.HBox([c["write"], c["confirm_overwrite"], c["cancel_overwrite"]]),
+            c["status"],
+        ])
+        self.state.observe(lambda _change: self.refresh(), names="generated")
+        self.refresh()
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    # --- views -----------------------------------------------------------------------------------
+
+    @property
+    def edited(self) -> bool:
+        """True when config.pbtxt was changed by hand from what the settings generate."""
+        return self.controls["config_text"].value != self._generated_text
+
+    def refresh(self) -> None:
+        """Show ``state.generated``; hand edits to config.pbtxt stay until the user drops them."""
+        c = self.controls
+        generated = self.state.generated
+        self._ask_overwrite(False)
+        if generated is None:
+            c["write"].disabled = True
+            c["status"].value = error_list(["the settings are not valid yet; see the settings panel"])
+            return
+        c["write"].disabled = False
+        c["status"].value = ""
+        keep_edits = self.edited and bool(self._generated_text)
+        self._generated_text = generated.config_text
+        if keep_edits:
+            c["edit_notice"].value = ("<div style='color:#a05a00'>config.pbtxt has hand edits; the settings changed. "
+                                      "Your edits are kept: click <i>use generated config</i> to replace them.</div>")
+        else:
+            c["config_text"].value = generated.config_text
+        c["model_py"].value = highlight(generated.model_py, "python")
+        c["core_map"].value = core_map_html(generated.core_map.start, generated.core_map.end,
+                                            generated.core_map.instances, generated.core_map.threads_per_core)
+        c["docker"].value = self._docker_html(generated)
+        self._config_edited()
+
+    def _docker_html(self, generated) -> str:
+        try:
+            from workbench.server.docker import docker_run_command
+        except ImportError:
+            return preformatted("docker run preview: workbench.server.docker is not available")
+        return highlight(docker_run_command(generated), "bash")
+
+    def _use_generated(self) -> None:
+        self.controls["config_text"].value = self._generated_text
+        self.controls["edit_notice"].value = ""
+
+    def _config_edited(self) -> None:
+        c = self.controls
+        text = c["config_text"].value
+        problems = self.config_problems()
+        c["config_problems"].value = error_list(problems)
+        c["config_view"].value = highlight(text, "pbtxt")
+        if not self.edited:
+            c["edit_notice"].value = ""
+        if self.state.generated is not None:
+            c["write"].disabled = bool(problems)
+            c["diff"].value = self._diff_html()
+
+    def config_problems(self) -> list[str]:
+        """Parse and validation errors of the config text as shown (hand edits included)."""
+        text = self.controls["config_text"].value
+        try:
+            config = from_text(text)
+        except ConfigError as err:
+            return [str(err)]
+        problems = validate_config(config)
+        expected = self.state.generated.config.name if self.state.generated is not None else None
+        if expected and config.name != expected:
+            problems.append(f"name {config.name!r} must be the model directory's name {expected!r}")
+        return problems
+
+    def files(self) -> dict:
+        """What a write puts in the model directory: the generated files with config.pbtxt as shown."""
+        files = dict(self.state.generated.files)
+        files["config.pbtxt"] = self.controls["config_text"].value
+        return files
+
+    def _diff_html(self) -> str:
+        generated = self.state.generated
+        text = diff_model_dir(generated.dest, self.files())
+        if not generated.dest.exists():
+            return preformatted(f"{generated.dest} does not exist yet: everything is new")
+        if not text:
+            return preformatted(f"{generated.dest} on disk is the same as this preview")
+        return highlight(text, "diff")
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def _ask_overwrite(self, ask: bool, message: str | None = None) -> None:
+        c = self.controls
+        c["confirm_overwrite"].layout.display = c["cancel_overwrite"].layout.display = None if ask else "none"
+        c["write"].disabled = ask or self.state.generated is None
+        if message is not None:
+            c["status"].value = preformatted(message)
+
+    def write(self, overwrite: bool = False):
+        """Write the model directory. An existing one is only replaced with ``overwrite`` (the
+        confirm button); otherwise the user is asked. Returns the WriteResult, or None."""
+        c = self.controls
+        generated = self.state.generated
+        if generated is None:
+            c["status"].value = error_list(["nothing to write: the settings are not valid"])
+            return None
+        problems = self.config_problems()
+        if problems:
+            c["status"].value = error_list(["not written: config.pbtxt has problems"] + problems)
+            return None
+        dest = generated.dest
+        if dest.exists() and not overwrite:
+            self._ask_overwrite(True, f"{dest} already exists. Overwrite it? The current directory is kept as "
+                                      f"{dest.name}.bak-<time> next to it.")
+            return None
+        try:
+            result = write_model_dir(dest, self.files(), overwrite=overwrite)
+        except (RepositoryError, OSError) as err:
+            self._ask_overwrite(False)
+            c["status"].value = error_list([f"not written: {err}"])
+            return None
+        self._ask_overwrite(False)
+        self.written = result
+        backup = f"; the previous directory is now {result.backup}" if result.backup else ""
+        c["status"].value = f"<div style='color:#1b5e20'>wrote {html.escape(str(result.path))}{html.escape(backup)}</div>"
+        c["diff"].value = self._diff_html()
+        self.state.written = result
+        return result
