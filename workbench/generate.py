@@ -13,11 +13,14 @@ import argparse
 import glob
 import importlib.resources
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+
+from tritonclient.grpc import model_config_pb2
 
 from workbench.config import (
     FRAMEWORKS,
@@ -398,8 +401,6 @@ def _plan_cores(settings: GenerateSettings, plan: _Plan) -> None:
             f"over {plan.core_map.instances} instances ({plan.core_map.cores_per_instance} each)"
         )
     if settings.target == "cpu":
-        import os
-
         available = os.cpu_count() or 1
         if end >= available and not settings.for_other_machine:
             plan.warnings.append(f"core range {start}:{end} goes beyond this machine's {available} CPU(s) "
@@ -551,14 +552,13 @@ def _version_dirs(model_dir: Path) -> list[int]:
 
 
 def _target_from_model_py(text: str) -> str | None:
-    """Which upstream variant a model.py is, from what it imports (workbench's own carries a parameter)."""
-    if "torch_neuronx" in text and "WORKBENCH_TARGET" not in text:
+    """Which upstream variant a model.py is, from what it imports; None for ours (it reads
+    WORKBENCH_TARGET) or an unknown one."""
+    if "WORKBENCH_TARGET" in text:
+        return None
+    if "torch_neuronx" in text or "tf.keras.models.load_model" in text:
         return "inf2"
-    if re.search(r"torch\.neuron\b|import torch_neuron\b", text) and "WORKBENCH_TARGET" not in text:
-        return "inf1"
-    if "tf.keras.models.load_model" in text and "WORKBENCH_TARGET" not in text:
-        return "inf2"
-    if "tf.contrib.predictor" in text and "WORKBENCH_TARGET" not in text:
+    if re.search(r"torch\.neuron\b|import torch_neuron\b", text) or "tf.contrib.predictor" in text:
         return "inf1"
     return None
 
@@ -631,8 +631,6 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
 
 def _upstream_item(entry: Any) -> str:
     """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES)."""
-    from tritonclient.grpc import model_config_pb2
-
     dtype = model_config_pb2.DataType.Name(entry.data_type).removeprefix("TYPE_")
     dtype = "BYTES" if dtype == "STRING" else dtype
     return f"{entry.name},{dtype},{'x'.join(str(d) for d in entry.dims)}"
@@ -672,20 +670,25 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     help="framework of the compiled model (default pytorch)")
     up.add_argument("--inf2", action="store_true", help="target inf2 (trn1 with --target trn1)")
     up.add_argument("--triton_input", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
-                    help="input tensor, e.g. INPUT__0,INT64,4x384; repeatable, several items each")
+                    help="input tensor, e.g. INPUT__0,INT64,4x384 (no batch dim when --max_batch_size > 0); repeatable, "
+                         "several items each; omitted: read from the compiled model's .workbench.json or SavedModel")
     up.add_argument("--triton_output", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
                     help="output tensor, same form as --triton_input")
     up.add_argument("--compiled_model", required=True,
                     help="compiled model path; relative paths are resolved against the model directory")
     up.add_argument("--neuron_core_range", default="0:0", metavar="A:B",
                     help="cores A..B (inclusive) split evenly over the instances (default 0:0)")
-    up.add_argument("--triton_model_instance_count", type=int, default=1, metavar="N")
-    up.add_argument("--threads_per_core", type=int, default=1, metavar="N")
+    up.add_argument("--triton_model_instance_count", type=int, default=1, metavar="N",
+                    help="model instances sharing the core range (default 1)")
+    up.add_argument("--threads_per_core", type=int, default=1, metavar="N",
+                    help="threads per core of each instance (default 1)")
     up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
-    up.add_argument("--model_version", type=int, default=1, metavar="N")
-    up.add_argument("--max_batch_size", type=int, default=0, metavar="N")
-    up.add_argument("--enable_dynamic_batching", action="store_true")
-    up.add_argument("--preferred_batch_size", type=int, action="extend", nargs="+", default=[], metavar="N")
+    up.add_argument("--model_version", type=int, default=1, metavar="N", help="writes N/model.py (default 1)")
+    up.add_argument("--max_batch_size", type=int, default=0, metavar="N",
+                    help="0 (default): requests carry their own batch dim; N > 0: Triton adds a batch dim up to N")
+    up.add_argument("--enable_dynamic_batching", action="store_true", help="add a dynamic_batching block")
+    up.add_argument("--preferred_batch_size", type=int, action="extend", nargs="+", default=[], metavar="N",
+                    help="dynamic batcher preferred size(s), each <= --max_batch_size")
     up.add_argument("--max_queue_delay_microseconds", type=int, metavar="US",
                     help="dynamic batcher queue delay in microseconds")
     up.add_argument("--disable_batch_requests_to_neuron", action="store_true",
