@@ -495,6 +495,7 @@ class _Engine:
         self.check_messages: list[str] = []
         self.warming = True
         self.check_next = True
+        self.window_start = (0, 0.0)
         self.pending: set[asyncio.Task] = set()
         self.rng = np.random.default_rng(plan.seed)
 
@@ -505,12 +506,23 @@ class _Engine:
             self.failed += 1
             self.bucket.failures += 1
             self.errors[str(payload)] += 1
-            return
+        else:
+            self._succeeded(t1 - t0, payload)
+        if self.warming and self.succeeded + self.failed >= self.plan.warmup_requests:
+            self._end_warmup()
+
+    def _succeeded(self, latency_ns: int, payload: Any) -> None:
         self.succeeded += 1
-        self.bucket.latencies_ns.append(t1 - t0)
+        self.bucket.latencies_ns.append(latency_ns)
         if self.check is not None and self.check_next:
             self.check_next = self.warming  # every warm-up response, then the first of each window
             self._run_check(payload)
+
+    def _end_warmup(self) -> None:
+        """The first window starts the moment the last warm-up response is in."""
+        self.warming = False
+        self.window_start = (time.perf_counter_ns(), time.thread_time())
+        self.bucket, self.check_next = _Bucket(), True
 
     def _run_check(self, payload: Any) -> None:
         self.checked += 1
@@ -576,6 +588,8 @@ class _Engine:
     async def run(self) -> LoadResult:
         plan = self.plan
         first_snapshot = await self.admin.statistics()
+        if plan.warmup_requests == 0:
+            self._end_warmup()
         if plan.concurrency:
             drivers = [asyncio.ensure_future(self._worker()) for _ in range(plan.concurrency)]
         else:
@@ -584,25 +598,24 @@ class _Engine:
         snapshots: list[dict | None] = []
         try:
             self._report(0, f"warming up ({plan.warmup_requests} requests)")
-            while self.succeeded + self.failed < plan.warmup_requests and not self._cancelled():
+            while self.warming and not self._cancelled():
                 await asyncio.sleep(0.005)
-            self.warming = False
-            start_ns, start_cpu = time.perf_counter_ns(), time.thread_time()
-            self.bucket, self.check_next = _Bucket(), True
+            start_ns, start_cpu = self.window_start
             snapshots.append(await self.admin.statistics())
-            while len(windows) < plan.max_windows and not self._cancelled():
+            finished = False
+            while not finished and not self._cancelled():
                 await self._sleep_until(start_ns + int(plan.window_s * 1e9))
                 end_ns, end_cpu = time.perf_counter_ns(), time.thread_time()
-                bucket, self.bucket, self.check_next = self.bucket, _Bucket(), True
-                snapshots.append(await self.admin.statistics())
-                windows.append(self._window(len(windows), bucket, end_ns - start_ns, end_cpu - start_cpu,
-                                            snapshots[-2], snapshots[-1]))
+                bucket, self.bucket = self.bucket, _Bucket()
+                windows.append(self._window(len(windows), bucket, end_ns - start_ns, end_cpu - start_cpu))
+                finished = self._stable(windows) or len(windows) >= plan.max_windows
+                self.check_next = not finished  # the first response of the next window, if any
                 start_ns, start_cpu = end_ns, end_cpu
+                snapshots.append(await self.admin.statistics())
+                windows[-1].server = self._server(snapshots[-2], snapshots[-1])
                 w = windows[-1]
                 self._report(len(windows), f"window {len(windows)}/{plan.max_windows}: "
                                            f"{w.throughput:.1f} infer/s, p50 {w.latency(50) / 1000:.2f} ms")
-                if self._stable(windows):
-                    break
         finally:
             self.stop = True
             await self._drain(drivers)
@@ -641,15 +654,16 @@ class _Engine:
                 return snapshot
             await asyncio.sleep(0.01)
 
-    def _window(self, index: int, bucket: _Bucket, duration_ns: int, cpu_s: float,
-                before: dict | None, after: dict | None) -> WindowResult:
+    def _server(self, before: dict | None, after: dict | None) -> ServerStats | None:
+        if before is None or after is None:
+            return None
+        try:
+            return server_breakdown(before, after, self.plan.model, self.plan.version or None)
+        except StatsError:  # the model was reloaded meanwhile: no breakdown for this span
+            return None
+
+    def _window(self, index: int, bucket: _Bucket, duration_ns: int, cpu_s: float) -> WindowResult:
         seconds = duration_ns / 1e9
-        server = None
-        if before is not None and after is not None:
-            try:
-                server = server_breakdown(before, after, self.plan.model, self.plan.version or None)
-            except StatsError:
-                server = None
         return WindowResult(
             index=index,
             duration_s=seconds,
@@ -659,7 +673,7 @@ class _Engine:
             latencies_us=np.asarray(bucket.latencies_ns, dtype=float) / 1000.0,
             send_delays_us=np.asarray(bucket.send_delays_s, dtype=float) * 1e6,
             client_busy=cpu_s / seconds,
-            server=server,
+            server=None,
         )
 
     def _stable(self, windows: list[WindowResult]) -> bool:
@@ -677,13 +691,8 @@ class _Engine:
         delays = np.concatenate([w.send_delays_us for w in pooled]) if pooled else np.empty(0)
         late = float(np.mean(delays > LATE_AFTER_S * 1e6)) if delays.size else 0.0
         busy = sum(w.client_busy * w.duration_s for w in pooled) / seconds if seconds else 0.0
-        server = server_total = None
-        model_version = p.version or None
-        before, after = snapshots[len(windows) - len(pooled)], snapshots[len(windows)]
-        if before is not None and after is not None:
-            server = server_breakdown(before, after, p.model, model_version)
-        if first_snapshot is not None and last_snapshot is not None:
-            server_total = server_breakdown(first_snapshot, last_snapshot, p.model, model_version)
+        server = self._server(snapshots[len(windows) - len(pooled)], snapshots[len(windows)])
+        server_total = self._server(first_snapshot, last_snapshot)
         result = LoadResult(
             model=p.model, url=p.url, protocol=p.protocol, batch_size=p.batch_size,
             concurrency=p.concurrency, request_rate=p.request_rate, distribution=p.distribution or None,

@@ -1,0 +1,327 @@
+"""The load generator against a real tritonserver (python backend, tiny numpy models written in a
+temporary repository): counts add up on the client and on the server, failures are counted when
+a model fails on purpose, bad input is refused before anything is sent. No timing thresholds:
+the machine is shared, so only counts and identities are asserted."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from workbench.measure import LoadResult, MeasureError, measure
+from workbench.measure.stats import server_breakdown
+from workbench.tasks import Cancelled
+
+pytestmark = pytest.mark.server
+
+DOUBLE_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", (x * 2).astype(np.float32))]))
+        return out
+'''
+
+# Fails every third execution on purpose by raising: Triton counts these in its `fail` statistics.
+FLAKY_PY = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.seen = 0
+
+    def execute(self, requests):
+        self.seen += 1
+        if self.seen % 3 == 0:
+            raise RuntimeError("flaky on purpose")
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
+                for r in requests]
+'''
+
+# Answers every third request with an error response: Triton's statistics count those as successes.
+ERROR_RESPONSE_PY = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.seen = 0
+
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            self.seen += 1
+            if self.seen % 3 == 0:
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError("error response on purpose")))
+            else:
+                x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+                out.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x)]))
+        return out
+'''
+
+FAST = dict(window_s=0.2, max_windows=4, warmup_requests=10)
+
+
+def write_model(repo: Path, name: str, code: str, *, max_batch_size: int, dynamic_batching: bool = False) -> None:
+    config = model_config_pb2.ModelConfig(name=name, backend="python", max_batch_size=max_batch_size)
+    config.input.add(name="X", data_type=model_config_pb2.TYPE_FP32, dims=[4])
+    config.output.add(name="Y", data_type=model_config_pb2.TYPE_FP32, dims=[4])
+    config.instance_group.add(count=1, kind=model_config_pb2.ModelInstanceGroup.KIND_CPU)
+    if dynamic_batching:
+        config.dynamic_batching.max_queue_delay_microseconds = 2000
+    (repo / name / "1").mkdir(parents=True)
+    (repo / name / "config.pbtxt").write_text(text_format.MessageToString(config))
+    (repo / name / "1" / "model.py").write_text(code)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, triton_server_module):
+    repo = tmp_path_factory.mktemp("repo")
+    write_model(repo, "double", DOUBLE_PY, max_batch_size=8)
+    write_model(repo, "batched", DOUBLE_PY, max_batch_size=8, dynamic_batching=True)
+    write_model(repo, "flaky", FLAKY_PY, max_batch_size=8)
+    write_model(repo, "error_response", ERROR_RESPONSE_PY, max_batch_size=8)
+    write_model(repo, "single", DOUBLE_PY, max_batch_size=0)
+    srv = triton_server_module(repo)
+    for name in ("double", "batched", "flaky", "error_response", "single"):
+        srv.load(name)
+    return srv
+
+
+def url(server, protocol: str) -> str:
+    return server.grpc_url if protocol == "grpc" else server.http_url
+
+
+def settled_delta(server, model: str, before: dict, requests: int):
+    """Server counters since ``before`` once it has counted ``requests`` requests: Triton updates
+    statistics just after the response leaves, so the very last ones may lag a moment."""
+    deadline = time.monotonic() + 10
+    while True:
+        delta = server_breakdown(before, server.stats(model), model)
+        if delta.requests + delta.failures >= requests or time.monotonic() > deadline:
+            return delta
+        time.sleep(0.05)
+
+
+def assert_consistent(result: LoadResult, batch_size: int) -> None:
+    """Identities every result must satisfy, whatever the machine's speed."""
+    assert result.sent == result.succeeded + result.failed
+    assert 3 <= len(result.windows) <= 4
+    assert result.pooled_windows == 3
+    pooled = result.windows[-3:]
+    assert result.requests == sum(w.requests for w in pooled) == result.latencies_us.size
+    assert result.requests > 0
+    assert result.latency["count"] == result.requests
+    seconds = sum(w.duration_s for w in pooled)
+    assert result.throughput == pytest.approx(result.requests * batch_size / seconds)
+    lat = np.sort(result.latencies_us)
+    assert result.latency["p50"] == lat[int(0.5 * (lat.size - 1) + 0.5)]
+    assert result.latency["p99"] == lat[int(0.99 * (lat.size - 1) + 0.5)]
+    assert result.latency["avg"] == pytest.approx(lat.mean())
+    assert result.stable == (not any(w.startswith("not stable") for w in result.warnings))
+    for window in result.windows:
+        assert window.requests == window.latencies_us.size
+        assert window.throughput == pytest.approx(window.requests * batch_size / window.duration_s)
+    row = result.to_row()
+    assert row["throughput"] == result.throughput and row["p50_us"] == result.latency["p50"]
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_concurrency_mode_counts_add_up(server, protocol):
+    before = server.stats("double")
+    checked = []
+
+    def check(outputs):
+        checked.append(outputs)
+        return np.allclose(outputs["Y"], 2.0)
+
+    result = measure(url(server, protocol), "double", [np.ones(4, np.float32)], protocol=protocol,
+                     batch_size=4, concurrency=3, check=check, **FAST)
+    assert_consistent(result, 4)
+    assert result.concurrency == 3 and result.request_rate is None
+    assert result.failed == 0 and result.errors == {}
+    # server side: every inference the client saw, and nothing else
+    delta = settled_delta(server, "double", before, result.sent)
+    assert delta.requests == result.succeeded
+    assert delta.inferences == result.succeeded * 4
+    assert delta.failures == 0
+    assert result.server_total is not None and result.server_total.inferences == result.succeeded * 4
+    # the pooled windows' breakdown: batch 4 executed as sent, no dynamic batcher
+    assert result.server is not None
+    assert result.server.avg_batch == 4.0 and set(result.server.batch_histogram) == {4}
+    assert result.server.queue_us >= 0 and result.server.compute_infer_us > 0 and result.server.overhead_us >= 0
+    # the check saw every warm-up response and the first of each window, all as arrays of the batch
+    assert result.checked == len(checked) == 10 + len(result.windows)
+    assert result.check_failures == 0
+    assert all(o["Y"].shape == (4, 4) for o in checked)
+
+
+@pytest.mark.parametrize("protocol, distribution", [("grpc", "constant"), ("http", "poisson")])
+def test_rate_mode_counts_add_up_and_records_send_delays(server, protocol, distribution):
+    before = server.stats("double")
+    result = measure(url(server, protocol), "double", {"X": np.ones((2, 4), np.float32)}, protocol=protocol,
+                     batch_size=2, request_rate=200, distribution=distribution, seed=7, **FAST)
+    assert_consistent(result, 2)
+    assert result.concurrency is None and result.request_rate == 200 and result.distribution == distribution
+    delta = settled_delta(server, "double", before, result.sent)
+    assert delta.inferences == result.succeeded * 2 and delta.failures == result.failed == 0
+    # one send delay per request sent inside the pooled windows, none negative
+    pooled = result.windows[-3:]
+    assert result.send_delays_us.size == sum(w.send_delays_us.size for w in pooled) > 0
+    assert (result.send_delays_us >= 0).all()
+    assert 0.0 <= result.late_fraction <= 1.0
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_failures_are_counted_never_dropped(server, protocol):
+    before = server.stats("flaky")
+    result = measure(url(server, protocol), "flaky", [np.ones(4, np.float32)], protocol=protocol,
+                     concurrency=2, **FAST)
+    assert result.failed > 0 and result.succeeded > 0
+    assert result.sent == result.succeeded + result.failed
+    assert sum(result.errors.values()) == result.failed
+    assert all("flaky on purpose" in message for message in result.errors)
+    assert sum(w.failures for w in result.windows) <= result.failed
+    assert result.failures == sum(w.failures for w in result.windows[-3:])
+    assert any("failed" in w and "flaky on purpose" in w for w in result.warnings)
+    delta = settled_delta(server, "flaky", before, result.sent)
+    assert delta.failures == result.failed
+    assert delta.requests == result.succeeded
+    assert delta.inferences == result.succeeded  # failed requests produce no inference
+
+
+def test_error_responses_are_failures_even_where_server_stats_say_success(server):
+    """Triton counts a python-backend error *response* as a successful request in its statistics;
+    only the client sees it fail, which is why the client's count is the one reported."""
+    before = server.stats("error_response")
+    result = measure(server.grpc_url, "error_response", [np.ones(4, np.float32)], concurrency=2, **FAST)
+    assert result.failed > 0 and result.succeeded > 0
+    assert all("error response on purpose" in message for message in result.errors)
+    delta = settled_delta(server, "error_response", before, result.sent)
+    assert delta.requests + delta.failures == result.sent  # every request reached the server
+
+
+def test_failed_check_is_counted_and_reported(server):
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)],
+                     check=lambda outputs: np.allclose(outputs["Y"], 3.0), **FAST)
+    assert result.checked > 0 and result.check_failures == result.checked
+    assert result.failed == 0  # the server answered; only the outputs are wrong
+    assert any("failed the check" in w for w in result.warnings)
+
+
+def test_dynamic_batching_breakdown_is_consistent(server):
+    before = server.stats("batched")
+    result = measure(server.grpc_url, "batched", [np.ones(4, np.float32)], concurrency=6, **FAST)
+    delta = settled_delta(server, "batched", before, result.sent)
+    assert delta.inferences == result.succeeded
+    # identities of the statistics extension, whatever batches the scheduler formed
+    assert sum(size * n for size, n in delta.batch_histogram.items()) == delta.inferences
+    assert sum(delta.batch_histogram.values()) == delta.executions
+    assert delta.avg_batch == pytest.approx(delta.inferences / delta.executions)
+    assert 1.0 <= delta.avg_batch <= 6.0
+
+
+def test_model_without_batching(server):
+    result = measure(server.http_url, "single", [np.arange(4, dtype=np.float64)], protocol="http",
+                     check=lambda o: np.array_equal(o["Y"], np.arange(4, dtype=np.float32) * 2), **FAST)
+    assert result.failed == 0 and result.check_failures == 0 and result.checked > 0
+    with pytest.raises(MeasureError, match="does not batch"):
+        measure(server.http_url, "single", [np.ones(4, np.float32)], protocol="http", batch_size=2, **FAST)
+
+
+def test_callable_inputs_get_the_batch_size(server):
+    calls = []
+
+    def make(batch):
+        calls.append(batch)
+        return [np.full((batch, 4), 0.5, np.float32)]
+
+    result = measure(server.grpc_url, "double", make, batch_size=3,
+                     check=lambda o: o["Y"].shape == (3, 4) and np.allclose(o["Y"], 1.0), **FAST)
+    assert calls == [3]  # built once per load level, not per request
+    assert result.check_failures == 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(inputs={"Z": np.ones(4, np.float32)}), "no input named 'Z'"),
+        (dict(inputs=[np.ones(5, np.float32)]), "input 'X': shape"),
+        (dict(inputs=[np.ones(4, np.float32)] * 2), "takes 1 input"),
+        (dict(inputs=[np.ones(4, np.complex64)]), "input 'X' is FP32"),
+        (dict(inputs=[np.ones((3, 4), np.float32)], batch_size=2), "3 rows but batch_size is 2"),
+        (dict(batch_size=9), "exceeds model 'double'"),
+        (dict(model="absent"), "not ready"),
+        (dict(concurrency=2, request_rate=10), "not both"),
+        (dict(protocol="udp"), "protocol 'udp'"),
+        (dict(max_windows=2), "max_windows"),
+        (dict(percentile=0), "percentile"),
+    ],
+)
+def test_bad_input_is_refused_before_any_request(server, kwargs, message):
+    before = server.stats("double")
+    args = dict(model="double", inputs=[np.ones(4, np.float32)]) | kwargs
+    with pytest.raises(MeasureError, match=message):
+        measure(server.grpc_url, args.pop("model"), args.pop("inputs"), **(FAST | args))
+    after = server.stats("double")
+    assert server_breakdown(before, after, "double").requests == 0
+
+
+def test_unreachable_server_is_a_clear_error(server):
+    from workbench.server import find_free_port
+
+    with pytest.raises(MeasureError, match="cannot reach Triton at grpc://"):
+        measure(f"127.0.0.1:{find_free_port()}", "double", [np.ones(4, np.float32)], **FAST)
+
+
+def test_cancel_stops_and_drains(server):
+    cancel = threading.Event()
+    before = server.stats("double")
+    seen = []
+
+    def progress(done, total, message):
+        seen.append((done, total, message))
+        if done >= 1:
+            cancel.set()
+
+    with pytest.raises(Cancelled):
+        measure(server.grpc_url, "double", [np.ones(4, np.float32)], concurrency=4, progress=progress,
+                cancel=cancel, window_s=0.2, max_windows=10, warmup_requests=5)
+    assert seen[0][0] == 0 and seen[-1][0] == 1 and seen[-1][1] == 10
+    # every request that went out came back before measure() returned: the server has none left
+    first = server.stats("double")
+    time.sleep(0.3)
+    assert server_breakdown(first, server.stats("double"), "double").requests == 0
+    assert server_breakdown(before, first, "double").requests > 0
+
+
+def test_works_from_inside_a_running_event_loop(server):
+    """A Jupyter cell runs inside an event loop; measure() must still work there."""
+    async def cell():
+        return measure(server.grpc_url, "double", [np.ones(4, np.float32)], **FAST)
+
+    result = asyncio.run(cell())
+    assert result.succeeded > 0 and result.sent == result.succeeded + result.failed
+
+
+def test_percentile_drives_stability_and_is_reported(server):
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], percentile=75, **FAST)
+    assert "p75" in result.latency
+    lat = np.sort(result.latencies_us)
+    assert result.latency["p75"] == lat[int(0.75 * (lat.size - 1) + 0.5)]
+    assert result.to_row()["p75_us"] == result.latency["p75"]
