@@ -578,3 +578,15 @@ def test_triton_accepts_the_json_override_and_rejects_what_validation_rejects(se
     assert any("preferred_batch_size 16 is larger than max_batch_size 4" in p for p in validate_config(bad))
     with pytest.raises(ModelLoadError):
         server.load("add-sub-plain", config=to_json(bad))
+
+
+def test_default_target_on_a_neuron_host_is_flagged_against_upstreams_inf1(tmp_path, monkeypatch, capsys):
+    """The machine's detection is replaced (this host has no /dev/neuron*); nothing Neuron is imported."""
+    monkeypatch.setattr(gen, "default_target", lambda: "inf2")
+    flags = ["--triton_input", "INPUT__0,INT64,4", "--triton_output", "OUTPUT__0,INT64,4", "--compiled_model",
+             COMPILED, "--for-other-machine"]
+    assert run_generate([*flags, "--triton_model_dir", str(tmp_path / "a")]) == 0
+    assert "using this machine's target inf2 (upstream gen_triton_model.py generated inf1" in capsys.readouterr().err
+    assert parameters_of(read_config(tmp_path / "a"))["WORKBENCH_TARGET"] == "inf2"
+    assert run_generate([*flags, "--target", "inf1", "--triton_model_dir", str(tmp_path / "b")]) == 0
+    assert "upstream" not in capsys.readouterr().err

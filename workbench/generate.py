@@ -739,6 +739,15 @@ def settings_from_args(args: argparse.Namespace) -> GenerateSettings:
     return GenerateSettings(**values)
 
 
+def _upstream_target_note(args: argparse.Namespace, target: str) -> str | None:
+    """Upstream had no --target: without --inf2 it generated inf1 code, on any host. Say so when the
+    machine's default differs, so a copied upstream command line is not silently reinterpreted."""
+    if args.target or args.inf2 or target in ("cpu", "inf1"):
+        return None
+    return (f"no --target/--inf2: using this machine's target {target} (upstream gen_triton_model.py "
+            "generated inf1 code without --inf2; pass --target inf1 for that)")
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file system."""
     from workbench.repository import RepositoryError
@@ -750,6 +759,9 @@ def run_cli(args: argparse.Namespace) -> int:
         for problem in err.problems:
             print(f"workbench generate: error: {problem}", file=sys.stderr)
         return 2
+    note = _upstream_target_note(args, settings.target)
+    if note:
+        generated.warnings.insert(0, note)
     if args.dry_run:
         sys.stdout.write(generated.dry_run())
         if generated.dest.exists():
