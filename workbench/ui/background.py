@@ -46,10 +46,13 @@ class TaskControls:
     """Run and Cancel buttons, a progress bar and a status line for one kind of background work.
 
     ``start(fn, *args, on_done=..., **kwargs)`` runs ``fn`` as a `Task`; Run is disabled while it
-    runs and re-enabled when it ends, whatever the outcome. ``on_done(task)`` runs in the worker.
+    runs and re-enabled when it ends, whatever the outcome (unless ``run_enabled()`` says no, e.g.
+    "start server" while the server runs). ``on_done(task)`` runs in the worker.
     """
 
-    def __init__(self, run_label: str, *, run_tooltip: str = "") -> None:
+    def __init__(self, run_label: str, *, run_tooltip: str = "",
+                 run_enabled: Callable[[], bool] | None = None) -> None:
+        self._run_enabled = run_enabled
         self.run_button = widgets.Button(description=run_label, button_style="primary", tooltip=run_tooltip)
         self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True)
         self.progress = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="240px"))
@@ -107,5 +110,5 @@ class TaskControls:
         else:
             self.progress.bar_style = "danger"
             self.status.value = f"failed: {task.error}"
-        self.run_button.disabled = False
+        self.run_button.disabled = not (self._run_enabled is None or self._run_enabled())
         self.cancel_button.disabled = True
