@@ -36,10 +36,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean "your input or your machine", reported in one line with exit status 2."""
+    from workbench.compiler import ArtifactError, CompileError, MissingSDKError
+    from workbench.coremap import CoreRangeError
+    from workbench.generate import GenerateError
+    from workbench.repository import RepositoryError
+    from workbench.server import ServerError, TritonNotFoundError
+    from workbench.spec import SpecError
+
+    return (ArtifactError, CompileError, MissingSDKError, CoreRangeError, GenerateError, RepositoryError,
+            ServerError, TritonNotFoundError, SpecError, FileNotFoundError)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except _user_errors() as err:
+        print(f"workbench {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"workbench {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

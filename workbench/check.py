@@ -1,0 +1,155 @@
+"""Does the served model give what the model gives in-process?
+
+The check sends requests of several batch sizes at once (so dynamic batching merges them into one
+`execute()` and the concatenate/split code is exercised) and compares each served output with the
+eager output for the same request.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from workbench.spec import ModelSpec
+
+Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
+
+
+@dataclass
+class OutputCheck:
+    request: int
+    batch_size: int
+    output: str
+    max_abs_diff: float
+    ok: bool
+    error: str = ""
+
+
+@dataclass
+class CheckResult:
+    model: str
+    rows: list[OutputCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.rows) and all(r.ok for r in self.rows)
+
+    @property
+    def max_abs_diff(self) -> float:
+        return max((r.max_abs_diff for r in self.rows if not r.error), default=float("nan"))
+
+    def summary(self) -> str:
+        sizes = sorted({r.batch_size for r in self.rows})
+        if self.ok:
+            return (f"served outputs match eager outputs for {self.model!r}: "
+                    f"{len({r.request for r in self.rows})} concurrent requests, batch sizes {sizes}, "
+                    f"max abs diff {self.max_abs_diff:.3g}")
+        bad = [r for r in self.rows if not r.ok]
+        first = bad[0] if bad else None
+        detail = (f"request {first.request} (batch {first.batch_size}) output {first.output}: "
+                  f"{first.error or f'max abs diff {first.max_abs_diff:.3g}'}") if first else "no outputs"
+        return f"MISMATCH for {self.model!r}: {len(bad)} of {len(self.rows)} outputs differ; first: {detail}"
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame([r.__dict__ for r in self.rows])
+
+
+def torch_eager(module) -> Eager:
+    """Wrap a torch module (eager or TorchScript) as numpy-in, numpy-out in output-index order."""
+    import torch
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        with torch.inference_mode():
+            result = module(*[torch.from_numpy(np.ascontiguousarray(a)) for a in arrays])
+        if isinstance(result, torch.Tensor):
+            result = [result]
+        return [r.detach().cpu().numpy() for r in result]
+
+    return run
+
+
+def connect(url: str, protocol: str = "grpc"):
+    """(tritonclient module, client) for ``protocol``; the module builds that protocol's request objects."""
+    if protocol == "grpc":
+        import tritonclient.grpc as module
+    elif protocol == "http":
+        import tritonclient.http as module
+    else:
+        raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
+    return module, module.InferenceServerClient(url=url)
+
+
+def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One request: arrays in argument (``__i``) order in, outputs in output-index order out."""
+    module, client = connection
+    inputs = []
+    for t, a in zip(spec.by_index("input"), arrays):
+        item = module.InferInput(t.name, list(a.shape), t.dtype)
+        item.set_data_from_numpy(a)
+        inputs.append(item)
+    outputs = [module.InferRequestedOutput(t.name) for t in spec.by_index("output")]
+    result = client.infer(model, inputs, outputs=outputs)
+    return [result.as_numpy(t.name) for t in spec.by_index("output")]
+
+
+def check_served(
+    url: str,
+    model: str,
+    spec: ModelSpec,
+    eager: Eager,
+    *,
+    batch_sizes: Sequence[int] = (1, 2, 3, 4),
+    protocol: str = "grpc",
+    seed: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    batch_dim: bool = True,
+) -> CheckResult:
+    """Send one request per batch size, all at once, and compare each with ``eager`` on the same inputs.
+
+    ``spec`` holds dims without the batch dim when ``batch_dim`` (max_batch_size > 0); otherwise the
+    requests are sent with the spec's dims as they are, one request per entry of ``batch_sizes``
+    replacing a leading -1.
+    """
+    requests = []
+    for i, size in enumerate(batch_sizes):
+        if batch_dim:
+            arrays = spec.example_inputs(batch_size=size, seed=seed + i)
+        else:
+            arrays = spec.example_inputs(seed=seed + i, variable_dim=size)
+        requests.append(arrays)
+
+    def send(arrays):
+        connection = connect(url, protocol)
+        try:
+            return infer(connection, model, spec, arrays), ""
+        except Exception as err:  # a failed request is a result to report, not a crash
+            return None, str(err)
+        finally:
+            connection[1].close()
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        served = list(pool.map(send, requests))
+
+    result = CheckResult(model)
+    names = [t.name for t in spec.by_index("output")]
+    for i, (arrays, (outs, error)) in enumerate(zip(requests, served)):
+        size = batch_sizes[i]
+        if error:
+            result.rows.append(OutputCheck(i, size, "*", float("nan"), False, error))
+            continue
+        expected = eager(arrays)
+        for name, got, want in zip(names, outs, expected):
+            if got.shape != want.shape:
+                result.rows.append(OutputCheck(i, size, name, float("nan"), False,
+                                               f"shape {got.shape} != eager {want.shape}"))
+                continue
+            diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if got.size else 0.0
+            ok = bool(np.allclose(got, want, rtol=rtol, atol=atol))
+            result.rows.append(OutputCheck(i, size, name, diff, ok))
+    return result
