@@ -590,3 +590,28 @@ def test_default_target_on_a_neuron_host_is_flagged_against_upstreams_inf1(tmp_p
     assert parameters_of(read_config(tmp_path / "a"))["WORKBENCH_TARGET"] == "inf2"
     assert run_generate([*flags, "--target", "inf1", "--triton_model_dir", str(tmp_path / "b")]) == 0
     assert "upstream" not in capsys.readouterr().err
+
+
+def test_tensorflow_inputs_and_outputs_come_from_a_real_saved_model(tmp_path):
+    """A real SavedModel written by TensorFlow; names are the signature keys, the batch dim is dropped
+    only with max_batch_size > 0 (upstream kept it, doubling it)."""
+    tf = pytest.importorskip("tensorflow")
+    pytest.importorskip("workbench.compiler.tensorflow")
+
+    class Scale(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            return {"y": x * 2.0}
+
+    module = Scale()
+    saved = tmp_path / "scale_saved"
+    tf.saved_model.save(module, str(saved), signatures={"serving_default": module.serve})
+    base = dict(framework="tensorflow", compiled_model=str(saved), for_other_machine=False, triton_input=[],
+                triton_output=[])
+    plain = render(settings(tmp_path, **base))
+    assert plain.spec == ModelSpec.parse(["x,FP32,-1x4"], ["y,FP32,-1x4"])
+    batched = render(settings(tmp_path, max_batch_size=8, **base))
+    assert batched.spec == ModelSpec.parse(["x,FP32,4"], ["y,FP32,4"])
+    assert parameters_of(batched.config)["TF_SIGNATURE_DEF_KEY"] == "serving_default"
+    problems = validate(settings(tmp_path, signature_def_key="nope", **base))
+    assert len(problems) == 1 and "no signature 'nope'" in problems[0]

@@ -270,10 +270,12 @@ def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
             f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
             "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
         ]) from None
+    from workbench.compiler.system import MissingSDKError
+
     try:
         return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,
                                      drop_batch_dim=settings.max_batch_size > 0)
-    except ImportError as err:
+    except (ImportError, MissingSDKError) as err:
         raise GenerateError([
             f"TensorFlow is needed to read the inputs and outputs of {path} ({err}); pass --triton_input and "
             "--triton_output, or install the tensorflow extra (pip install 'workbench[tensorflow]')"
