@@ -391,3 +391,195 @@ def test_sweep_variant_errors(settings, expected):
 
 def test_variant_label():
     assert ptb.variant_label({"torch_compile": False, "threads": 2}) == "threads=2,torch_compile=off"
+
+
+# --- the real server --------------------------------------------------------------------------
+
+class Upper(torch.nn.Module):
+    """Strings in, strings out: LibTorch passes a 1-D TYPE_STRING tensor as a List[str]."""
+
+    def forward(self, words: list[str]) -> list[str]:
+        return [word.upper() + "!" for word in words]
+
+
+PT2_COMPILE = {"backend": "inductor", "dynamic": False}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One tritonserver for the module, serving a PyTorch 2 layout (state dict + torch.compile), a
+    TorchScript layout (inputs declared out of index order) and a TorchScript string model, each
+    planned against the server's real backend directory."""
+    from workbench.server import TritonServer, find_tritonserver
+
+    root = tmp_path_factory.mktemp("pytorch_backend")
+    repo, twins = root / "model_repository", root / "served"
+    net = _tiny_net()
+    pt2_cfg = ptb.build_pytorch_config("tiny_pt2", PT2_SPEC, layout=ptb.PYTORCH2, max_batch_size=8,
+                                       parameters={"NUM_THREADS": 2, "TORCH_COMPILE_OPTIONAL_PARAMETERS": PT2_COMPILE})
+    ptb.write_pytorch2_model(repo, pt2_cfg, PT2_SOURCE, state_dict=net)
+    torch.manual_seed(3)
+    add_sub = torch.jit.script(AddSub().eval())
+    swapped = ModelSpec.parse(["INPUT__1,FP32,2", "INPUT__0,FP32,4"], ["OUTPUT__1,FP32,4", "OUTPUT__0,FP32,2"])
+    ts_cfg = ptb.build_pytorch_config("add_sub_ts", swapped, max_batch_size=8,
+                                      parameters={"INTRA_OP_THREAD_COUNT": 1, "INFERENCE_MODE": False})
+    ptb.write_torchscript_model(repo, ts_cfg, add_sub)
+    str_cfg = ptb.build_pytorch_config("upper_ts", ModelSpec.parse(["INPUT__0,BYTES,-1"], ["OUTPUT__0,BYTES,-1"]))
+    ptb.write_torchscript_model(repo, str_cfg, torch.jit.script(Upper()))
+
+    backend_dir = find_tritonserver().backend_dir
+    plans = {name: ptb.plan_serving(repo / name, backend_dir=backend_dir, twin_repository=twins)
+             for name in ("tiny_pt2", "add_sub_ts", "upper_ts")}
+    assert len({plan.repository for plan in plans.values()}) == 1
+    server = TritonServer(next(iter(plans.values())).repository)
+    server.start()
+    try:
+        yield {"server": server, "plans": plans, "net": net, "add_sub": add_sub, "ts_cfg": ts_cfg}
+    finally:
+        server.stop()
+
+
+def _log_since(server, start: int) -> list[str]:
+    return server.log_tail(1_000_000)[start:]
+
+
+def _emulation_line(lines: list[str], model: str) -> str:
+    found = [line for line in lines if f"PyTorch emulation of '{model}'" in line]
+    assert found, f"no settings line for {model} in the server log:\n" + "\n".join(lines[-30:])
+    return found[-1]
+
+
+def _infer(server, model: str, arrays: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
+    client = httpclient.InferenceServerClient(server.http_url, network_timeout=300.0)
+    try:
+        inputs = []
+        for name, array in arrays.items():
+            dtype = "BYTES" if array.dtype == np.object_ else "FP32"
+            item = httpclient.InferInput(name, list(array.shape), dtype)
+            item.set_data_from_numpy(array)
+            inputs.append(item)
+        result = client.infer(model, inputs, outputs=[httpclient.InferRequestedOutput(n) for n in outputs])
+        return {name: result.as_numpy(name) for name in outputs}
+    finally:
+        client.close()
+
+
+@pytest.mark.server
+def test_pytorch2_layout_with_state_dict_and_torch_compile_matches_eager(served):
+    """Inductor compiles inside the model instance (gcc is on this machine) on the first request."""
+    server, plan = served["server"], served["plans"]["tiny_pt2"]
+    import shutil
+
+    assert shutil.which("gcc"), "torch.compile's inductor backend needs a C compiler"
+    assert plan.served_as == ptb.SERVED_AS_PYTHON, "the wheel's tritonserver has no LibTorch backend"
+    start = len(server.log_tail(1_000_000))
+    server.load("tiny_pt2")
+    line = _emulation_line(_log_since(server, start), "tiny_pt2")
+    assert "layout=pytorch2" in line and "intra_op_threads=2" in line and "module_class=TinyNet" in line
+    assert re.search(r'torch_compile=\{\\?"backend\\?":\\?"inductor\\?",\\?"dynamic\\?":false\}', line), line
+    x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    got = _infer(server, "tiny_pt2", {"x": x}, ["relu", "total"])
+    with torch.no_grad():
+        relu, total = served["net"](torch.from_numpy(x))
+    np.testing.assert_allclose(got["relu"], relu.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["total"], total.numpy(), rtol=1e-5, atol=1e-5)
+    assert server.model_config("tiny_pt2")["backend"] == "python"
+
+
+BRANCHY_SOURCE = """
+import torch
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:  # data-dependent branch: a graph break for torch.compile
+            return x + 1
+        return x - 1
+"""
+
+
+@pytest.mark.server
+def test_torch_compile_options_are_honoured(served, tmp_path):
+    """fullgraph=true makes torch.compile refuse a graph break, so the request fails with dynamo's
+    reason; the sweep's torch_compile=off variant of the same model serves the eager result."""
+    from tritonclient.utils import InferenceServerException
+
+    server, twins = served["server"], served["plans"]["tiny_pt2"].repository
+    spec = ModelSpec.parse(["x,FP32,4"], ["y,FP32,4"])
+    cfg = ptb.build_pytorch_config("branchy", spec, layout=ptb.PYTORCH2,
+                                   parameters={"TORCH_COMPILE_OPTIONAL_PARAMETERS": {"fullgraph": True}})
+    ptb.write_pytorch2_model(tmp_path, cfg, BRANCHY_SOURCE)
+    ptb.plan_serving(tmp_path / "branchy", twin_repository=twins)
+    server.load("branchy")
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(InferenceServerException, match="Data-dependent branching"):
+        _infer(server, "branchy", {"x": x}, ["y"])
+    eager, _ = ptb.emulation_config(ptb.sweep_variant(cfg, {"torch_compile": False}), gpu_available=False)
+    server.load("branchy", config=eager)
+    np.testing.assert_array_equal(_infer(server, "branchy", {"x": x}, ["y"])["y"], x + 1)
+    np.testing.assert_array_equal(_infer(server, "branchy", {"x": -x - 1}, ["y"])["y"], -x - 2)
+    server.unload("branchy")
+
+
+@pytest.mark.server
+def test_torchscript_layout_passes_inputs_by_index(served):
+    """The config lists INPUT__1 before INPUT__0 (and OUTPUT__1 first); the index decides."""
+    server = served["server"]
+    start = len(server.log_tail(1_000_000))
+    server.load("add_sub_ts")
+    line = _emulation_line(_log_since(server, start), "add_sub_ts")
+    assert "layout=torchscript" in line and "intra_op_threads=1" in line and "inference_mode=False" in line
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
+    got = _infer(server, "add_sub_ts", {"INPUT__1": b, "INPUT__0": a}, ["OUTPUT__0", "OUTPUT__1"])
+    with torch.no_grad():
+        out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_allclose(got["OUTPUT__0"], out0.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["OUTPUT__1"], out1.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.server
+def test_torchscript_strings_travel_as_lists(served):
+    server = served["server"]
+    server.load("upper_ts")
+    words = np.array([b"triton", "pytorch".encode()], dtype=np.object_)
+    got = _infer(server, "upper_ts", {"INPUT__0": words}, ["OUTPUT__0"])
+    assert got["OUTPUT__0"].tolist() == [b"TRITON!", b"PYTORCH!"]
+
+
+@pytest.mark.server
+def test_two_parameter_settings_compared_under_load(served):
+    """Two sweep variants of the TorchScript model, each loaded as a config override and driven by
+    the load generator: every response is checked against eager outputs, and the server log
+    shows each variant running with its own settings. No timing is asserted."""
+    from workbench.measure.loadgen import measure
+
+    server, base = served["server"], served["ts_cfg"]
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
+    with torch.no_grad():
+        want = [t.numpy() for t in served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))]
+
+    def check(outputs):
+        return (np.allclose(outputs["OUTPUT__0"], want[0], atol=1e-5)
+                and np.allclose(outputs["OUTPUT__1"], want[1], atol=1e-5))
+
+    settings = [{"threads": 1, "inference_mode": True},
+                {"threads": 2, "inference_mode": False, "optimized_execution": False}]
+    results = {}
+    for setting in settings:
+        twin_cfg, _ = ptb.emulation_config(ptb.sweep_variant(base, setting), gpu_available=False)
+        start = len(server.log_tail(1_000_000))
+        server.load("add_sub_ts", config=twin_cfg)
+        line = _emulation_line(_log_since(server, start), "add_sub_ts")
+        assert f"intra_op_threads={setting['threads']}" in line
+        assert f"inference_mode={setting['inference_mode']}" in line
+        assert f"optimized_execution={setting.get('optimized_execution', True)}" in line
+        results[ptb.variant_label(setting)] = measure(
+            server.grpc_url, "add_sub_ts", {"INPUT__0": a, "INPUT__1": b}, batch_size=2, concurrency=1,
+            warmup_requests=2, window_s=0.3, stable_windows=2, max_windows=3, check=check)
+    assert list(results) == ["inference_mode=on,threads=1",
+                             "inference_mode=off,optimized_execution=off,threads=2"]
+    for label, result in results.items():
+        assert result.succeeded > 0 and result.failed == 0, (label, result.errors)
+        assert result.checked > 0 and result.check_failures == 0, label
