@@ -66,7 +66,8 @@ class TaskControls:
         return self.task is not None and self.task.running
 
     def start(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Task], None] | None = None,
-              **kwargs: Any) -> Task:
+              on_progress: Callable[[int, int, str], None] | None = None, **kwargs: Any) -> Task:
+        """Run ``fn`` in a worker; ``on_progress`` is called (in the worker) after the bar moves."""
         if self.running:
             raise RuntimeError("already running; cancel it or wait for it to finish")
         self.run_button.disabled = True
@@ -82,7 +83,12 @@ class TaskControls:
             finally:
                 self._show_outcome(task)
 
-        self.task = Task(fn, *args, on_progress=self._on_progress, on_done=finished, **kwargs)
+        def progressed(done: int, total: int, message: str) -> None:
+            self._on_progress(done, total, message)
+            if on_progress is not None:
+                on_progress(done, total, message)
+
+        self.task = Task(fn, *args, on_progress=progressed, on_done=finished, **kwargs)
         return self.task.start()
 
     def cancel(self) -> None:

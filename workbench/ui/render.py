@@ -40,11 +40,8 @@ def error_list(problems: list[str]) -> str:
 
 
 def figure_png(figure) -> bytes:
-    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``; the figure is closed so
-    repeated refreshes do not pile up open figures."""
-    import matplotlib.pyplot as plt
-
+    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``. The workbench's plots are
+    built without pyplot, so rendering them from a worker thread touches no global figure state."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(figure)
     return buffer.getvalue()

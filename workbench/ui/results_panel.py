@@ -1,0 +1,136 @@
+"""Open saved sweep runs and compare two: the table, the best configuration, plots, and B/A
+ratios on the points both runs measured.
+
+Everything is read back from run folders on disk, so runs from earlier sessions, other machines
+or the command line are first-class here.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import ipywidgets as widgets
+
+from workbench.measure import plots
+from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
+from workbench.ui.render import error_list, figure_png, preformatted
+from workbench.ui.state import WorkbenchState
+from workbench.ui.sweep_panel import best_html, table_html
+
+
+class ResultsPanel:
+    """Run browser: pick a run to inspect, or two to compare (``comparison`` holds the last one)."""
+
+    def __init__(self, state: WorkbenchState | None = None, *, runs_dir: str | Path | None = None) -> None:
+        self.state = state if state is not None else WorkbenchState()
+        self.run = None
+        self.comparison = None
+        default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
+        style = {"description_width": "110px"}
+        c = self.controls = {}
+        c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
+                                     layout=widgets.Layout(width="560px"))
+        c["scan"] = widgets.Button(description="list runs", icon="search")
+        c["runs"] = widgets.HTML()
+        c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px"))
+        c["open"] = widgets.Button(description="open", icon="folder-open")
+        c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style)
+        c["best"] = widgets.HTML()
+        c["table"] = widgets.HTML()
+        c["plot"] = widgets.Image(format="png")
+        c["run_a"] = widgets.Dropdown(options=[], description="A (before)", style=style,
+                                      layout=widgets.Layout(width="560px"))
+        c["run_b"] = widgets.Dropdown(options=[], description="B (after)", style=style,
+                                      layout=widgets.Layout(width="560px"))
+        c["compare"] = widgets.Button(description="compare B to A", icon="balance-scale")
+        c["summary"] = widgets.HTML()
+        c["comparison_table"] = widgets.HTML()
+        c["comparison_plot"] = widgets.Image(format="png")
+        c["error"] = widgets.HTML()
+        c["scan"].on_click(lambda _b: self.scan())
+        c["open"].on_click(lambda _b: self.open())
+        c["compare"].on_click(lambda _b: self.compare())
+        c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
+        self.state.observe(lambda _change: self.scan(), names="sweep")
+        self.widget = widgets.VBox([
+            widgets.HBox([c["runs_dir"], c["scan"]]), c["runs"], c["error"],
+            widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
+            widgets.HBox([c["run"], c["open"]]), c["budget_ms"], c["best"], c["table"], c["plot"],
+            widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
+            c["run_a"], c["run_b"], c["compare"], c["summary"], c["comparison_table"], c["comparison_plot"],
+        ])
+
+    def _repr_mimebundle_(self, **kwargs):
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def scan(self) -> list[str]:
+        """List the runs in the folder (newest first) and offer them in the pickers."""
+        c = self.controls
+        c["error"].value = ""
+        folder = Path(c["runs_dir"].value.strip())
+        if not folder.is_dir():
+            c["runs"].value = f"<i>{html.escape(str(folder))} has no runs yet</i>"
+            return []
+        try:
+            frame = list_runs(folder)
+        except ResultsError as err:
+            c["error"].value = error_list([str(err)])
+            return []
+        c["runs"].value = frame.drop(columns=["path"]).to_html(index=False, border=0, na_rep="",
+                                                               float_format=lambda v: f"{v:.1f}")
+        options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
+        for key in ("run", "run_a", "run_b"):
+            c[key].options = options
+        if len(options) >= 2:
+            paths = list(options.values())
+            c["run_a"].value, c["run_b"].value = paths[1], paths[0]
+        return list(options.values())
+
+    def _budget(self) -> float | None:
+        value = self.controls["budget_ms"].value
+        return value if value and value > 0 else None
+
+    def open(self, path: str | Path | None = None):
+        """Show one run: best configuration, table and latency plot."""
+        c = self.controls
+        path = path if path is not None else c["run"].value
+        if not path:
+            c["error"].value = error_list(["pick a run (list runs first)"])
+            return None
+        try:
+            self.run = load_run(path)
+        except ResultsError as err:
+            c["error"].value = error_list([str(err)])
+            return None
+        c["error"].value = ""
+        c["table"].value = table_html(self.run)
+        c["plot"].value = figure_png(plots.throughput_vs_latency(self.run))
+        self._show_best()
+        return self.run
+
+    def _show_best(self) -> None:
+        if self.run is not None:
+            self.controls["best"].value = best_html(self.run, self._budget())
+
+    def compare(self):
+        """Compare run B with run A on their common points."""
+        c = self.controls
+        a, b = c["run_a"].value, c["run_b"].value
+        if not a or not b:
+            c["error"].value = error_list(["pick two runs to compare"])
+            return None
+        if a == b:
+            c["error"].value = error_list(["A and B are the same run; pick two different runs"])
+            return None
+        try:
+            self.comparison = compare_runs(a, b)
+        except ResultsError as err:
+            c["error"].value = error_list([str(err)])
+            return None
+        c["error"].value = ""
+        c["summary"].value = preformatted(self.comparison.summary())
+        c["comparison_table"].value = self.comparison.table.to_html(index=False, border=0, na_rep="",
+                                                                    float_format=lambda v: f"{v:.2f}")
+        c["comparison_plot"].value = figure_png(plots.comparison_plot(self.comparison))
+        return self.comparison
