@@ -374,6 +374,9 @@ class TritonServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        # A TritonServer nobody references can never be stopped: closing the guard's pipe when
+        # it is collected makes the guard take the server down (Popen keeps its pipe open otherwise).
+        weakref.finalize(self, self._guard.stdin.close)  # type: ignore[union-attr]
 
     def _lost_port_race(self) -> bool:
         text = "\n".join(self.log_tail(40)).lower()
