@@ -310,7 +310,8 @@ def test_trailing_slash_and_single_values_are_accepted(tmp_path):
     """Upstream wrote name: "" for a trailing slash; notebook callers pass one preferred size as an int."""
     generated = render(settings(tmp_path, triton_model_dir=str(tmp_path / "m") + "/", max_batch_size=16,
                                 enable_dynamic_batching=True, preferred_batch_size=8,
-                                triton_input="INPUT__0,INT64,4"))
+                                triton_input="INPUT__0,INT64,4",
+                                triton_output=[{"name": "OUTPUT__0", "dtype": "INT64", "dims": [4]}]))
     assert generated.config.name == "m" and list(generated.config.dynamic_batching.preferred_batch_size) == [8]
     assert [t.name for t in generated.spec.inputs] == ["INPUT__0"]
 
@@ -457,6 +458,7 @@ def test_cli_writes_refuses_and_backs_up(tmp_path):
     assert not (tmp_path / "repo" / "add-sub" / "1").exists()
     forced = cli(*QA_FLAGS, "--force", cwd=tmp_path)
     assert forced.returncode == 0 and "previous directory kept as repo/add-sub.bak-" in forced.stdout
+    assert "is inside the model repository; move it out" in forced.stderr
     assert (tmp_path / "repo" / "add-sub" / "1" / "model.py").is_file()
     backups = [p for p in (tmp_path / "repo").iterdir() if p.name.startswith("add-sub.bak-")]
     assert len(backups) == 1 and (backups[0] / "2" / "model.py").is_file()

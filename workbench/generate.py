@@ -184,8 +184,13 @@ def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpe
     tensors = []
     for item in items:
         try:
-            tensors.append(item if isinstance(item, TensorSpec) else TensorSpec.parse(str(item)))
-        except SpecError as err:
+            if isinstance(item, TensorSpec):
+                tensors.append(item)
+            elif isinstance(item, dict):
+                tensors.append(TensorSpec(**item))
+            else:
+                tensors.append(TensorSpec.parse(str(item)))
+        except (SpecError, TypeError) as err:
             problems.append(f"--triton_{kind} {err}")
     return tensors
 
@@ -777,6 +782,11 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     for warning in generated.warnings:
         print(f"workbench generate: warning: {warning}", file=sys.stderr)
+    if result.backup is not None:
+        # measured on Triton 2.51: any extra directory in the repository fails a default-mode start
+        print(f"workbench generate: warning: the backup {result.backup} is inside the model repository; move it "
+              "out before starting tritonserver without --model-control-mode=explicit (it would try to load "
+              "it as a model and fail)", file=sys.stderr)
     print(f"wrote {result.path}" + (f" (previous directory kept as {result.backup})" if result.backup else ""))
     print(generated.core_map.describe())
     return 0
