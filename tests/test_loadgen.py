@@ -139,6 +139,10 @@ def assert_consistent(result: LoadResult, batch_size: int) -> None:
         assert window.throughput == pytest.approx(window.requests * batch_size / window.duration_s)
     row = result.to_row()
     assert row["throughput"] == result.throughput and row["p50_us"] == result.latency["p50"]
+    # the columns perf_analyzer's rows share (tests/test_perf_analyzer.py SHARED_KEYS)
+    assert {"source", "model", "protocol", "batch_size", "concurrency", "request_rate", "throughput",
+            "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "server_queue_us",
+            "server_compute_input_us", "server_compute_infer_us", "server_compute_output_us"} <= set(row)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

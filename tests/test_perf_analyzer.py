@@ -1,0 +1,175 @@
+"""perf_analyzer as a second engine: the CSV parser on real perf_analyzer output (fixtures in
+tests/data/perf_analyzer, see its README for the commands), the argument mapping from measure()'s
+settings, discovery errors, and one real run against a real server when perf_analyzer is
+available (``perf_analyzer`` on PATH or ``$PERF_ANALYZER``, e.g. a wrapper such as
+perf_analyzer_here.sh); otherwise that test is skipped with the reason."""
+
+from __future__ import annotations
+
+import stat
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from workbench.measure.perf_analyzer import (
+    PerfAnalyzerError,
+    PerfAnalyzerNotFound,
+    find_perf_analyzer,
+    parse_csv,
+    perf_analyzer_args,
+    run_perf_analyzer,
+    write_input_data,
+)
+from workbench.tasks import Cancelled
+
+DATA = Path(__file__).parent / "data" / "perf_analyzer"
+
+
+def test_concurrency_csv_rows_in_load_order():
+    rows = parse_csv(DATA / "concurrency_grpc_b4.csv", model="add", protocol="grpc", batch_size=4)
+    # perf_analyzer wrote concurrency 2 first (sorted by throughput); rows come back by load level
+    assert [r["concurrency"] for r in rows] == [1, 2]
+    one = rows[0]
+    assert one["source"] == "perf_analyzer" and one["model"] == "add" and one["batch_size"] == 4
+    assert one["request_rate"] is None
+    assert one["throughput"] == 17177
+    assert (one["p50_us"], one["p90_us"], one["p95_us"], one["p99_us"]) == (205, 246, 265, 322)
+    assert one["latency_avg_us"] == 229
+    assert (one["server_queue_us"], one["server_compute_input_us"], one["server_compute_infer_us"],
+            one["server_compute_output_us"]) == (8, 8, 48, 33)
+    assert (one["client_send_us"], one["network_server_us"], one["client_recv_us"]) == (1, 128, 0)
+    assert (one["request_response_us"], one["response_wait_us"]) == (1, 223)
+    assert rows[1]["throughput"] == pytest.approx(7715.26)
+
+
+def test_request_rate_csv():
+    rows = parse_csv(DATA / "request_rate_http_b2.csv", protocol="http", batch_size=2)
+    assert [r["request_rate"] for r in rows] == [200, 400]
+    assert all(r["concurrency"] is None for r in rows)
+    assert rows[1]["throughput"] == pytest.approx(799.397)
+    assert rows[0]["p99_us"] == 4380
+
+
+def test_extra_percentile_column_replaces_the_average():
+    (row,) = parse_csv((DATA / "percentile97_grpc.csv").read_text())  # text works as well as a path
+    assert row["p97_us"] == 3371
+    assert "latency_avg_us" not in row
+    assert row["p99_us"] == 5699
+
+
+# Columns both engines fill (test_loadgen checks LoadResult.to_row has them too), so one table
+# can hold both.
+SHARED_KEYS = {
+    "source", "model", "protocol", "batch_size", "concurrency", "request_rate", "throughput",
+    "latency_avg_us", "p50_us", "p90_us", "p95_us", "p99_us", "server_queue_us",
+    "server_compute_input_us", "server_compute_infer_us", "server_compute_output_us"}
+
+
+def test_rows_share_the_load_generators_keys():
+    (row, _) = parse_csv(DATA / "concurrency_grpc_b4.csv")
+    assert SHARED_KEYS <= set(row)
+
+
+def test_not_a_perf_analyzer_csv():
+    with pytest.raises(ValueError, match="not a perf_analyzer CSV"):
+        parse_csv("a,b\n1,2\n")
+
+
+def test_arguments_mirror_measure_settings(tmp_path):
+    args = perf_analyzer_args("127.0.0.1:8001", "mlp", batch_size=8, concurrency=[1, 2, 3], window_s=0.5,
+                              stability=0.1, max_windows=10, percentile=99, warmup_requests=20,
+                              csv_path=tmp_path / "x.csv")
+    text = " ".join(args)
+    assert "-m mlp -u 127.0.0.1:8001 -i grpc -b 8" in text
+    assert "--measurement-interval 500" in text and "--stability-percentage 10" in text
+    assert "--max-trials 10" in text and "--warmup-request-count 20" in text
+    assert "--percentile=99" in args and "--concurrency-range 1:3:1" in text
+    assert f"-f {tmp_path / 'x.csv'} --verbose-csv" in text
+    rate = perf_analyzer_args("h:8000", "m", protocol="http", request_rate=[100, 300], distribution="poisson",
+                              csv_path="y.csv")
+    assert "--request-rate-range 100:300:200" in " ".join(rate) and "--request-distribution poisson" in " ".join(rate)
+    with pytest.raises(ValueError, match="not evenly spaced"):
+        perf_analyzer_args("h:1", "m", concurrency=[1, 2, 4], csv_path="z")
+    with pytest.raises(ValueError, match="not both"):
+        perf_analyzer_args("h:1", "m", concurrency=1, request_rate=5, csv_path="z")
+    with pytest.raises(ValueError, match="whole percentiles"):
+        perf_analyzer_args("h:1", "m", percentile=99.9, csv_path="z")
+
+
+def test_input_data_json(tmp_path):
+    import json
+
+    path = write_input_data({"X": np.arange(4, dtype=np.float32), "T": np.array([b"a", b"bc"], dtype=object)},
+                            tmp_path / "in.json")
+    data = json.loads(path.read_text())
+    assert data == {"data": [{"X": {"content": [0.0, 1.0, 2.0, 3.0], "shape": [4]},
+                              "T": {"content": ["a", "bc"], "shape": [2]}}]}
+
+
+def test_discovery_errors(tmp_path, monkeypatch):
+    monkeypatch.delenv("PERF_ANALYZER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(PerfAnalyzerNotFound, match="not on PATH"):
+        find_perf_analyzer()
+    with pytest.raises(PerfAnalyzerNotFound, match="not an executable"):
+        find_perf_analyzer(tmp_path / "missing")
+    script = tmp_path / "pa wrapper.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    assert find_perf_analyzer(script) == [str(script)]  # a path with a space is one program
+    monkeypatch.setenv("PERF_ANALYZER", f"'{script}' --extra")
+    assert find_perf_analyzer() == [str(script), "--extra"]
+
+
+def test_failure_quotes_the_output(tmp_path):
+    """A failing command (a stand-in script: the error path does not need the real binary)."""
+    script = tmp_path / "fails.sh"
+    script.write_text("#!/bin/sh\necho 'Failed to obtain stable measurement.'\nexit 99\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(PerfAnalyzerError, match="exit 99") as err:
+        run_perf_analyzer("127.0.0.1:1", "m", command=script)
+    assert "Failed to obtain stable measurement" in str(err.value)
+
+
+def _perf_analyzer_or_skip() -> list[str]:
+    try:
+        return find_perf_analyzer()
+    except PerfAnalyzerNotFound as err:
+        pytest.skip(f"{err} (set PERF_ANALYZER to run the real perf_analyzer test)")
+
+
+@pytest.mark.server
+def test_real_run_against_a_real_server(tmp_path, triton_server):
+    command = _perf_analyzer_or_skip()
+    config = model_config_pb2.ModelConfig(name="add", backend="python", max_batch_size=8)
+    config.input.add(name="X", data_type=model_config_pb2.TYPE_FP32, dims=[4])
+    config.output.add(name="Y", data_type=model_config_pb2.TYPE_FP32, dims=[4])
+    (tmp_path / "add" / "1").mkdir(parents=True)
+    (tmp_path / "add" / "config.pbtxt").write_text(text_format.MessageToString(config))
+    (tmp_path / "add" / "1" / "model.py").write_text(
+        "import triton_python_backend_utils as pb\n"
+        "class TritonPythonModel:\n"
+        "    def execute(self, requests):\n"
+        "        return [pb.InferenceResponse([pb.Tensor('Y', pb.get_input_tensor_by_name(r, 'X').as_numpy() + 1)])"
+        " for r in requests]\n")
+    server = triton_server(tmp_path)
+    server.load("add")
+    before = server.stats("add")
+    seen = []
+    rows = run_perf_analyzer(server.grpc_url, "add", command=command, batch_size=2, concurrency=[1, 2],
+                             window_s=0.5, stability=0.5, max_windows=10,
+                             inputs={"X": np.ones(4, np.float32)}, progress=lambda *a: seen.append(a))
+    assert [r["concurrency"] for r in rows] == [1, 2]
+    assert all(r["throughput"] > 0 and r["p50_us"] > 0 for r in rows)
+    assert seen[-1][:2] == (2, 2)
+    from workbench.measure.stats import server_breakdown
+    delta = server_breakdown(before, server.stats("add"), "add")
+    assert delta.inferences == 2 * delta.requests > 0  # it really sent batch-2 requests to this server
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        run_perf_analyzer(server.grpc_url, "add", command=command, cancel=cancel)

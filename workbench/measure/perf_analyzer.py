@@ -1,0 +1,300 @@
+"""Triton's perf_analyzer as a second engine: run it where it is installed and read its CSV into
+the same rows the workbench's own load generator gives (``LoadResult.to_row``).
+
+Why: perf_analyzer is the reference the field trusts. Running the same load levels through both
+(same windows, stability, percentile, warm-up) shows whether the Python generator's numbers can
+be believed on a given machine, and lets a user keep their perf_analyzer habits.
+
+perf_analyzer has no Python API (its pip package only wraps the binary), so this is a
+subprocess with ``-f FILE --verbose-csv``. The command may be a path or a command prefix (e.g. a
+wrapper script that runs it through another loader); ``$PERF_ANALYZER`` names one too.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from workbench.tasks import Cancelled
+
+__all__ = [
+    "PerfAnalyzerError",
+    "PerfAnalyzerNotFound",
+    "find_perf_analyzer",
+    "perf_analyzer_args",
+    "run_perf_analyzer",
+    "parse_csv",
+    "write_input_data",
+]
+
+# perf_analyzer's CSV header -> the workbench's row keys (LoadResult.to_row where they overlap).
+_COLUMNS = {
+    "Concurrency": "concurrency",
+    "Request Rate": "request_rate",
+    "Inferences/Second": "throughput",
+    "Response Throughput": "response_throughput",
+    "Client Send": "client_send_us",
+    "Network+Server Send/Recv": "network_server_us",
+    "Server Queue": "server_queue_us",
+    "Server Compute Input": "server_compute_input_us",
+    "Server Compute Infer": "server_compute_infer_us",
+    "Server Compute Output": "server_compute_output_us",
+    "Server Cache Hit": "server_cache_hit_us",
+    "Server Cache Miss": "server_cache_miss_us",
+    "Client Recv": "client_recv_us",
+    "Avg latency": "latency_avg_us",
+    "request/response": "request_response_us",
+    "response wait": "response_wait_us",
+}
+_PERCENTILE_COLUMN = re.compile(r"^p(\d+(?:\.\d+)?) latency$")
+_LOAD_LINE = re.compile(r"^(?:Request concurrency|Request Rate): ")
+
+
+class PerfAnalyzerNotFound(FileNotFoundError):
+    """No perf_analyzer: the message says where it was looked for and how to get one."""
+
+
+class PerfAnalyzerError(RuntimeError):
+    """perf_analyzer ran and failed; the message quotes the end of its output."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
+
+
+def find_perf_analyzer(command: str | os.PathLike[str] | Sequence[str] | None = None) -> list[str]:
+    """The command prefix to run perf_analyzer: ``command`` if given (a path, a shell-style
+    string such as ``"/opt/wrap.sh"``, or an argv list), else ``$PERF_ANALYZER``, else
+    ``perf_analyzer`` on PATH."""
+    if command is None:
+        command = os.environ.get("PERF_ANALYZER") or None
+        source = "$PERF_ANALYZER"
+    else:
+        source = "the given command"
+    if command is None:
+        found = shutil.which("perf_analyzer")
+        if found is None:
+            raise PerfAnalyzerNotFound(
+                "perf_analyzer is not on PATH and $PERF_ANALYZER is not set; install it (pip install "
+                "perf-analyzer, or use the Triton SDK container) or pass its path / a wrapper command"
+            )
+        return [found]
+    if isinstance(command, (str, os.PathLike)):
+        text = os.fspath(command)
+        argv = [text] if Path(text).exists() else shlex.split(text)
+    else:
+        argv = [os.fspath(part) for part in command]
+    if not argv:
+        raise PerfAnalyzerNotFound(f"{source} is empty")
+    program = argv[0]
+    if not (Path(program).is_file() and os.access(program, os.X_OK)) and shutil.which(program) is None:
+        raise PerfAnalyzerNotFound(f"{source}: {program!r} is not an executable file or a command on PATH")
+    return argv
+
+
+def perf_analyzer_args(
+    url: str,
+    model: str,
+    *,
+    protocol: str = "grpc",
+    batch_size: int = 1,
+    concurrency: int | Sequence[int] | None = None,
+    request_rate: float | Sequence[float] | None = None,
+    distribution: str = "constant",
+    window_s: float = 1.0,
+    stability: float = 0.10,
+    max_windows: int = 10,
+    percentile: float | None = None,
+    warmup_requests: int = 0,
+    csv_path: str | os.PathLike[str],
+    input_data: str | os.PathLike[str] | None = None,
+    model_version: str = "",
+    extra_args: Sequence[str] = (),
+) -> list[str]:
+    """perf_analyzer arguments for the load levels ``measure()`` would run with the same settings.
+
+    ``concurrency`` / ``request_rate``: one level or a list of levels (each list becomes one
+    perf_analyzer run over ``start:end:step``, so the list must be evenly spaced).
+    """
+    if protocol not in ("grpc", "http"):
+        raise ValueError(f"protocol {protocol!r} is not grpc or http")
+    if concurrency is not None and request_rate is not None:
+        raise ValueError("give concurrency or request_rate, not both")
+    if percentile is not None and float(percentile) != int(percentile):
+        raise ValueError(f"perf_analyzer takes whole percentiles, got {percentile}")
+    args = ["-m", model, "-u", url, "-i", protocol, "-b", str(int(batch_size)),
+            "--measurement-interval", str(max(1, round(window_s * 1000))),
+            "--stability-percentage", f"{stability * 100:g}",
+            "--max-trials", str(int(max_windows)),
+            "-f", os.fspath(csv_path), "--verbose-csv"]
+    if model_version:
+        args += ["-x", str(model_version)]
+    if warmup_requests:
+        args += ["--warmup-request-count", str(int(warmup_requests))]
+    if percentile is not None:
+        args += [f"--percentile={int(percentile)}"]
+    if request_rate is not None:
+        args += ["--request-rate-range", _range(request_rate, "request_rate"),
+                 "--request-distribution", distribution]
+    else:
+        args += ["--concurrency-range", _range(1 if concurrency is None else concurrency, "concurrency")]
+    if input_data is not None:
+        args += ["--input-data", os.fspath(input_data)]
+    return args + [str(a) for a in extra_args]
+
+
+def _range(levels: Any, name: str) -> str:
+    values = [levels] if np.isscalar(levels) else list(levels)
+    if not values or any(v <= 0 for v in values):
+        raise ValueError(f"{name} levels must be positive, got {levels!r}")
+    text = [f"{v:g}" for v in values]
+    if len(values) == 1:
+        return text[0]
+    steps = {round(b - a, 9) for a, b in zip(values, values[1:])}
+    if len(steps) != 1 or steps.pop() <= 0:
+        raise ValueError(f"{name} levels {values} are not evenly spaced and increasing; run them separately")
+    return f"{text[0]}:{text[-1]}:{values[1] - values[0]:g}"
+
+
+def write_input_data(inputs: Mapping[str, np.ndarray], path: str | os.PathLike[str]) -> Path:
+    """perf_analyzer's ``--input-data`` JSON for one request's tensors (per sample: no batch dim
+    for batching models), so both engines send the same values."""
+    entry = {}
+    for name, array in inputs.items():
+        array = np.asarray(array)
+        content = [v.decode() if isinstance(v, bytes) else v for v in array.ravel().tolist()]
+        entry[name] = {"content": content, "shape": list(array.shape)}
+    path = Path(path)
+    path.write_text(json.dumps({"data": [entry]}))
+    return path
+
+
+def parse_csv(source: str | os.PathLike[str], *, model: str | None = None, protocol: str | None = None,
+              batch_size: int | None = None) -> list[dict[str, Any]]:
+    """Rows from perf_analyzer's ``-f`` CSV (a path or the text), in load order (perf_analyzer
+    sorts by throughput). All times in microseconds, throughput in inferences/s; keys as in
+    ``LoadResult.to_row``; columns this module does not know keep a snake_case name."""
+    text = Path(source).read_text() if _is_path(source) else str(source)
+    reader = csv.DictReader(io.StringIO(text))
+    if reader.fieldnames is None or not ({"Concurrency", "Request Rate"} & set(reader.fieldnames)):
+        raise ValueError("not a perf_analyzer CSV: the header has neither Concurrency nor Request Rate")
+    rows = []
+    for raw in reader:
+        row: dict[str, Any] = {"source": "perf_analyzer", "model": model, "protocol": protocol,
+                               "batch_size": batch_size, "concurrency": None, "request_rate": None}
+        for column, value in raw.items():
+            if column is None or value in (None, ""):
+                continue
+            match = _PERCENTILE_COLUMN.match(column)
+            key = f"p{match[1]}_us" if match else _COLUMNS.get(column, _snake(column))
+            row[key] = _number(value)
+        if row["concurrency"] is not None:
+            row["concurrency"] = int(row["concurrency"])
+        rows.append(row)
+    rows.sort(key=lambda r: r["concurrency"] if r["concurrency"] is not None else r["request_rate"])
+    return rows
+
+
+def _is_path(source: Any) -> bool:
+    return isinstance(source, os.PathLike) or "\n" not in str(source)  # a CSV has a header line
+
+
+def _snake(column: str) -> str:
+    return re.sub(r"[^0-9a-z]+", "_", column.lower()).strip("_")
+
+
+def _number(value: str) -> Any:
+    try:
+        number = float(value)
+    except ValueError:
+        return value  # GPU columns are "uuid:value;" strings
+    return int(number) if number.is_integer() and "." not in value else number
+
+
+def run_perf_analyzer(
+    url: str,
+    model: str,
+    *,
+    command: str | os.PathLike[str] | Sequence[str] | None = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    timeout_s: float = 900.0,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    **settings: Any,
+) -> list[dict[str, Any]]:
+    """Run perf_analyzer for the load levels in ``settings`` (see ``perf_analyzer_args``) and
+    return its rows. ``inputs`` (name -> per-sample array) makes it send those values.
+    Raises PerfAnalyzerError with its output when it fails (e.g. it could not stabilize: larger
+    ``window_s`` or ``stability`` help), Cancelled when ``cancel`` is set."""
+    argv = find_perf_analyzer(command)
+    levels = settings.get("concurrency") if settings.get("request_rate") is None else settings["request_rate"]
+    total = 1 if levels is None or np.isscalar(levels) else len(list(levels))
+    with tempfile.TemporaryDirectory(prefix="workbench-pa-") as scratch:
+        csv_path = Path(scratch) / "results.csv"
+        input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
+        args = perf_analyzer_args(url, model, csv_path=csv_path, input_data=input_data, **settings)
+        output = _run(argv + args, timeout_s, total, progress, cancel)
+        if not csv_path.exists():
+            raise PerfAnalyzerError(f"perf_analyzer wrote no CSV; its output ends:\n{_tail(output)}", output)
+        return parse_csv(csv_path, model=model, protocol=settings.get("protocol", "grpc"),
+                         batch_size=int(settings.get("batch_size", 1)))
+
+
+def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str:
+    """Run to completion, reporting each load level as perf_analyzer starts it; stop on cancel
+    or timeout (the child only: it is ours, found by its pid)."""
+    lines: list[str] = []
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               stdin=subprocess.DEVNULL)
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if progress is not None and _LOAD_LINE.match(line):
+                done = sum(1 for seen in lines if _LOAD_LINE.match(seen)) - 1
+                progress(done, total, line.strip())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while process.poll() is None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("perf_analyzer cancelled")
+            if time.monotonic() > deadline:
+                raise PerfAnalyzerError(f"perf_analyzer took longer than {timeout_s:g} s; stopped it",
+                                        "".join(lines))
+            time.sleep(0.1)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        reader.join(timeout=5)
+    output = "".join(lines)
+    if process.returncode != 0:
+        raise PerfAnalyzerError(f"perf_analyzer failed (exit {process.returncode}):\n{_tail(output)}", output)
+    if progress is not None:
+        progress(total, total, "perf_analyzer done")
+    return output
+
+
+def _tail(output: str, lines: int = 15) -> str:
+    return "\n".join(output.rstrip().splitlines()[-lines:])
