@@ -189,6 +189,30 @@ def test_torchscript_names_must_be_indexed():
     assert ptb.build_pytorch_config("m", bad, layout=ptb.PYTORCH2).input[0].name == "x"
 
 
+def test_read_configs_may_use_libtorchs_other_naming_conventions():
+    """Hand-written configs may name inputs after forward()'s arguments or rely on config order;
+    LibTorch accepts both. Only all-indexed names with a hole are an error without the model."""
+    text = to_text(CASES["torchscript_default"])
+    by_argument = text.replace('"INPUT__0"', '"a"').replace('"INPUT__1"', '"b"')
+    assert [i.name for i in ptb.check_pytorch_config(from_text(by_argument)).input] == ["a", "b"]
+    holed = text.replace('"OUTPUT__1"', '"OUTPUT__2"')
+    with pytest.raises(ptb.PyTorchConfigError, match=r"output indices \[0, 2\] of the NAME__i names must cover 0..1"):
+        ptb.check_pytorch_config(from_text(holed))
+
+
+def test_torchscript_inputs_must_fit_forward():
+    scripted = torch.jit.script(AddSub().eval())
+    three = ModelSpec.parse(["INPUT__0,FP32,4", "INPUT__1,FP32,2", "INPUT__2,FP32,2"], ["OUTPUT__0,FP32,2"])
+    with pytest.raises(ptb.PyTorchConfigError, match=r"forward\(a, b\) takes 2 tensor\(s\) but the config declares 3"):
+        ptb.torchscript_files(ptb.build_pytorch_config("m", three), scripted)
+    only_a = ptb.ModelConfig()
+    only_a.CopyFrom(CASES["torchscript_default"])
+    del only_a.input[1]
+    only_a.input[0].name = "a"
+    with pytest.raises(ptb.PyTorchConfigError, match=r"forward\(a, b\) needs argument\(s\) \['b'\]"):
+        ptb.torchscript_files(only_a, scripted)
+
+
 def test_string_tensors_only_one_dimensional():
     two_d = ModelSpec.parse(["INPUT__0,BYTES,2x3"], ["OUTPUT__0,FP32,1"])
     with pytest.raises(ptb.PyTorchConfigError, match=r"input 'INPUT__0': TYPE_STRING tensors must be 1-D .* 2-D \[2, 3\]"):
@@ -424,12 +448,18 @@ def served(tmp_path_factory):
     ts_cfg = ptb.build_pytorch_config("add_sub_ts", swapped, max_batch_size=8,
                                       parameters={"INTRA_OP_THREAD_COUNT": 1, "INFERENCE_MODE": False})
     ptb.write_torchscript_model(repo, ts_cfg, add_sub)
+    by_argument = ptb.ModelConfig()
+    by_argument.CopyFrom(ts_cfg)
+    by_argument.name = "add_sub_args"
+    for entry, name in zip(by_argument.input, ("b", "a")):
+        entry.name = name
+    ptb.write_torchscript_model(repo, by_argument, add_sub)
     str_cfg = ptb.build_pytorch_config("upper_ts", ModelSpec.parse(["INPUT__0,BYTES,-1"], ["OUTPUT__0,BYTES,-1"]))
     ptb.write_torchscript_model(repo, str_cfg, torch.jit.script(Upper()))
 
     backend_dir = find_tritonserver().backend_dir
     plans = {name: ptb.plan_serving(repo / name, backend_dir=backend_dir, twin_repository=twins)
-             for name in ("tiny_pt2", "add_sub_ts", "upper_ts")}
+             for name in ("tiny_pt2", "add_sub_ts", "add_sub_args", "upper_ts")}
     assert len({plan.repository for plan in plans.values()}) == 1
     server = TritonServer(next(iter(plans.values())).repository)
     server.start()
@@ -536,6 +566,21 @@ def test_torchscript_layout_passes_inputs_by_index(served):
         out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
     np.testing.assert_allclose(got["OUTPUT__0"], out0.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["OUTPUT__1"], out1.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.server
+def test_torchscript_inputs_by_forward_argument_name(served):
+    """LibTorch's first naming rule: inputs named after forward()'s arguments, in any order."""
+    server = served["server"]
+    server.load("add_sub_args")
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((1, 4)).astype(np.float32), rng.standard_normal((1, 2)).astype(np.float32)
+    got = _infer(server, "add_sub_args", {"a": a, "b": b}, ["OUTPUT__0", "OUTPUT__1"])
+    with torch.no_grad():
+        out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_allclose(got["OUTPUT__0"], out0.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["OUTPUT__1"], out1.numpy(), rtol=1e-5, atol=1e-5)
+    server.unload("add_sub_args")
 
 
 @pytest.mark.server

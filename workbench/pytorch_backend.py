@@ -210,6 +210,11 @@ def build_pytorch_config(
         parameters={k: _as_string(v) for k, v in (parameters or {}).items()},
         backend="pytorch",
     )
+    if layout == TORCHSCRIPT:
+        try:
+            spec.check_indexed_names()  # generated configs use the one convention that needs no model
+        except SpecError as err:
+            raise PyTorchConfigError(str(err)) from None
     if layout == PYTORCH2:
         cfg.runtime = "model.py"
     cfg.instance_group[0].gpus.extend(int(g) for g in gpus)
@@ -269,10 +274,14 @@ def _tensor_problems(cfg: ModelConfig, layout: str) -> list[str]:
     except (ConfigError, SpecError):
         return []  # validate_config already reported the tensors
     if layout == TORCHSCRIPT:
-        try:
-            spec.check_indexed_names()
-        except SpecError as err:
-            problems.append(str(err))
+        # LibTorch maps inputs by forward-argument name, else by NAME__i, else by config order
+        # (outputs: NAME__i, else config order). Only an all-indexed set can be checked without
+        # the model: its indices must cover 0..n-1 or forward() gets a hole.
+        for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
+            indices = [t.index for t in tensors]
+            if None not in indices and sorted(indices) != list(range(len(indices))):
+                problems.append(f"{kind} indices {sorted(indices)} of the NAME__i names must cover "
+                                f"0..{len(indices) - 1} exactly: the index is the position in forward()")
     for kind, entries in (("input", cfg.input), ("output", cfg.output)):
         for entry in entries:
             if entry.data_type != model_config_pb2.TYPE_STRING:
@@ -409,10 +418,29 @@ def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict
                 f"{type(model).__name__} is not TorchScript; LibTorch needs torch.jit.trace(model, example) "
                 "or torch.jit.script(model) (or use the PyTorch 2 layout for a plain nn.Module)"
             )
+        _check_forward_signature(cfg, model)
         buffer = io.BytesIO()
         torch.jit.save(model, buffer)
         payload = buffer.getvalue()
     return {"config.pbtxt": to_text(cfg), f"{int(version)}/{filename}": payload}
+
+
+def _check_forward_signature(cfg: ModelConfig, model: Any) -> None:
+    """The config's inputs must fill forward()'s arguments: by name when every input is one of
+    them (LibTorch's first rule), otherwise by count."""
+    arguments = [a for a in model.forward.schema.arguments if a.name != "self"]
+    names = [a.name for a in arguments]
+    required = [a.name for a in arguments if not a.has_default_value()]
+    inputs = [entry.name for entry in cfg.input]
+    if all(name in names for name in inputs):
+        missing = [name for name in required if name not in inputs]
+        if missing:
+            raise PyTorchConfigError(f"forward({', '.join(names)}) needs argument(s) {missing} that the config "
+                                     "does not declare as inputs")
+    elif not len(required) <= len(inputs) <= len(names):
+        raise PyTorchConfigError(f"forward({', '.join(names)}) takes {len(required)}"
+                                 + (f" to {len(names)}" if len(names) != len(required) else "")
+                                 + f" tensor(s) but the config declares {len(inputs)} input(s): {', '.join(inputs)}")
 
 
 def write_torchscript_model(repository: str | Path, cfg: ModelConfig, model: Any, *,

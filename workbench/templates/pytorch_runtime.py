@@ -81,10 +81,19 @@ def _set_threads(intra, inter):
 
 
 def _index(name):
-    stem, sep, index = name.rpartition("__")
-    if not sep or not index.isdigit():
-        raise pb_utils.TritonModelException(f"tensor {name!r} is not named NAME__i")
-    return int(index)
+    """The i of NAME__i (LibTorch splits at the first "__"), or None."""
+    stem, sep, index = name.partition("__")
+    return int(index) if sep and index.isdigit() else None
+
+
+def _positions(names, arguments=None):
+    """LibTorch's naming conventions: forward-argument names (inputs only), else NAME__i,
+    else the config order."""
+    if arguments is not None and all(name in arguments for name in names):
+        return [arguments.index(name) for name in names]
+    if all(_index(name) is not None for name in names):
+        return [_index(name) for name in names]
+    return list(range(len(names)))
 
 
 def _pick_module_class(module):
@@ -143,8 +152,10 @@ class TritonPythonModel:
         self.model.eval()
         if kind == "MODEL":
             self.device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
-        self.call_inputs = sorted(self.inputs, key=lambda t: _index(t[0]))
-        self.result_positions = [_index(name) for name, _ in self.outputs]
+        arguments = [a.name for a in self.model.forward.schema.arguments if a.name != "self"]
+        positions = _positions([name for name, _ in self.inputs], arguments)
+        self.call_inputs = [tensor for _, tensor in sorted(zip(positions, self.inputs))]
+        self.result_positions = _positions([name for name, _ in self.outputs])
         return settings
 
     def _load_pytorch2(self, params, artifact, version_dir, kind, model_name):
