@@ -15,31 +15,39 @@ import ipywidgets as widgets
 from workbench.tasks import Task
 
 
+# Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes logs and configs monospace.
+MONOSPACE_CLASS = "workbench-mono"
+
+
+def monospace_style() -> widgets.HTML:
+    return widgets.HTML(f"<style>.{MONOSPACE_CLASS} textarea {{font-family: monospace; font-size: 12px}}</style>")
+
+
 class LogView:
     """A read-only text area that keeps the last ``max_lines`` lines; ``append`` is thread-safe."""
 
     def __init__(self, *, max_lines: int = 400, rows: int = 10, placeholder: str = "") -> None:
         self._lines: deque[str] = deque(maxlen=max_lines)
         self._lock = threading.Lock()
-        self.widget = widgets.Textarea(
-            value="", placeholder=placeholder, disabled=True, rows=rows,
-            layout=widgets.Layout(width="100%", font_family="monospace"),
-        )
+        self.textarea = widgets.Textarea(value="", placeholder=placeholder, disabled=True, rows=rows,
+                                         layout=widgets.Layout(width="100%"))
+        self.textarea.add_class(MONOSPACE_CLASS)
+        self.widget = widgets.VBox([monospace_style(), self.textarea], layout=widgets.Layout(width="100%"))
 
     def append(self, text: str) -> None:
         with self._lock:
             for line in str(text).splitlines() or [""]:
                 self._lines.append(line)
-            self.widget.value = "\n".join(self._lines)
+            self.textarea.value = "\n".join(self._lines)
 
     def clear(self) -> None:
         with self._lock:
             self._lines.clear()
-            self.widget.value = ""
+            self.textarea.value = ""
 
     @property
     def text(self) -> str:
-        return self.widget.value
+        return self.textarea.value
 
 
 class TaskControls:

@@ -13,7 +13,10 @@ import html
 import ipywidgets as widgets
 
 from workbench.config import ConfigError, from_text, validate_config
+from workbench.coremap import CoreRangeError
 from workbench.repository import RepositoryError, diff_model_dir, write_model_dir
+from workbench.server.docker import INSTANCE_CORES, docker_run_command
+from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.render import error_list, highlight, preformatted
 from workbench.ui.settings_panel import core_map_html
 from workbench.ui.state import WorkbenchState
@@ -30,7 +33,8 @@ class PreviewPanel:
         self.written = None
         self._generated_text = ""
         c = self.controls = {}
-        c["config_text"] = widgets.Textarea(rows=22, layout=widgets.Layout(width="100%", font_family="monospace"))
+        c["config_text"] = widgets.Textarea(rows=22, layout=widgets.Layout(width="50%"))
+        c["config_text"].add_class(MONOSPACE_CLASS)
         c["config_view"] = widgets.HTML()
         c["config_problems"] = widgets.HTML()
         c["edit_notice"] = widgets.HTML()
@@ -39,17 +43,19 @@ class PreviewPanel:
         c["model_py"] = widgets.HTML()
         c["core_map"] = widgets.HTML()
         c["docker"] = widgets.HTML()
+        c["instance_type"] = widgets.Dropdown(options=sorted(INSTANCE_CORES), value="inf2.xlarge",
+                                              description="Neuron host")
         c["diff"] = widgets.HTML()
         c["tabs"] = widgets.Tab(children=[
             widgets.VBox([c["config_problems"], c["edit_notice"],
                           widgets.HBox([c["config_text"], c["config_view"]],
                                        layout=widgets.Layout(width="100%")),
                           c["use_generated"]]),
-            c["model_py"], c["core_map"], c["docker"], c["diff"],
+            c["model_py"], c["core_map"], widgets.VBox([c["instance_type"], c["docker"]]), c["diff"],
         ])
         for index, title in enumerate(_TABS):
             c["tabs"].set_title(index, title)
-        c["config_text"].layout.width = c["config_view"].layout.width = "50%"
+        c["config_view"].layout.width = "50%"
         c["write"] = widgets.Button(description="write model directory", button_style="primary", icon="save")
         c["confirm_overwrite"] = widgets.Button(description="overwrite (keep backup)", button_style="danger",
                                                 layout=widgets.Layout(display="none"))
@@ -60,8 +66,9 @@ class PreviewPanel:
         c["cancel_overwrite"].on_click(lambda _b: self._ask_overwrite(False, "kept the existing directory; nothing written"))
         c["use_generated"].on_click(lambda _b: self._use_generated())
         c["config_text"].observe(lambda _change: self._config_edited(), names="value")
+        c["instance_type"].observe(self._instance_changed, names="value")
         self.widget = widgets.VBox([
-            c["tabs"],
+            monospace_style(), c["tabs"],
             widgets.HBox([c["write"], c["confirm_overwrite"], c["cancel_overwrite"]]),
             c["status"],
         ])
@@ -99,15 +106,36 @@ class PreviewPanel:
         c["model_py"].value = highlight(generated.model_py, "python")
         c["core_map"].value = core_map_html(generated.core_map.start, generated.core_map.end,
                                             generated.core_map.instances, generated.core_map.threads_per_core)
+        c["instance_type"].value = self._default_instance()
         c["docker"].value = self._docker_html(generated)
         self._config_edited()
 
     def _docker_html(self, generated) -> str:
+        """The command for the Neuron host, or why there is none (its core range, instance type)."""
+        cmap = generated.core_map
+        note = ""
+        if generated.settings.target == "cpu":
+            note = preformatted("target cpu: serve it here (server tab); this is the command once it is "
+                                "generated for a Neuron target")
         try:
-            from workbench.server.docker import docker_run_command
-        except ImportError:
-            return preformatted("docker run preview: workbench.server.docker is not available")
-        return highlight(docker_run_command(generated), "bash")
+            run = docker_run_command(self.state.repository.resolve(), (cmap.start, cmap.end),
+                                     instance_type=self.controls["instance_type"].value,
+                                     load_models=[generated.config.name])
+        except (ValueError, CoreRangeError) as err:
+            return note + error_list([f"docker run: {err}"])
+        return note + highlight(run.pretty, "bash")
+
+    def _default_instance(self) -> str:
+        """The smallest instance of the target's family that has the core range."""
+        generated = self.state.generated
+        family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
+        end = generated.core_map.end if generated is not None else 0
+        sizes = sorted((cores, name) for name, cores in INSTANCE_CORES.items() if name.split(".")[0] == family)
+        return next((name for cores, name in sizes if cores > end), sizes[-1][1])
+
+    def _instance_changed(self, _change) -> None:
+        if self.state.generated is not None:
+            self.controls["docker"].value = self._docker_html(self.state.generated)
 
     def _use_generated(self) -> None:
         self.controls["config_text"].value = self._generated_text

@@ -196,7 +196,8 @@ class SettingsPanel:
             delay = int(delay_text) if delay_text else None
         except ValueError:
             raise SpecError(f"max queue delay: {delay_text!r} is not a whole number of microseconds") from None
-        inputs, outputs = self._current_items()
+        inputs = [t.upstream() for t in c["inputs"].tensors()]  # a bad row is named by its number
+        outputs = [t.upstream() for t in c["outputs"].tensors()]
         name = c["name"].value.strip()
         return generate.GenerateSettings(
             triton_model_dir=str(Path(self.state.repository) / name) if name else "",

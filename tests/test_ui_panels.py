@@ -1,0 +1,318 @@
+"""Headless tests of the notebook panels that need no server: plain pytest, no kernel, no browser.
+
+Panels are built, controls set and buttons clicked exactly as a user would; the assertions are on
+the logic objects (GenerateSettings, Artifact, WriteResult) and on the files written. Compiles are
+real CPU traces; only the Neuron-target cancel test injects a FAKE ``torch_neuronx`` (the SDK
+cannot be installed here), and says so.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from workbench import zoo
+from workbench.compiler import Artifact, compile_model
+from workbench.config import from_text
+from workbench.ui import ModelPanel, PreviewPanel, SettingsPanel, Workbench, WorkbenchState
+from workbench.ui.background import TaskControls
+
+
+def _text(html_value: str) -> str:
+    """What a user reads in an HTML widget: tags dropped."""
+    return re.sub(r"<[^>]+>", "", html_value).replace("&lt;", "<").replace("&gt;", ">").replace("&#x27;", "'")
+
+
+@pytest.fixture(scope="module")
+def add_sub_artifact(tmp_path_factory) -> Artifact:
+    """One real CPU compile of the upstream QA model, shared by the settings/preview tests."""
+    model = zoo.get("add_sub")
+    return compile_model(model.module, model.example_inputs(2), "cpu",
+                         out_dir=tmp_path_factory.mktemp("compiled"), name="add_sub")
+
+
+@pytest.fixture
+def panels(tmp_path, add_sub_artifact):
+    state = WorkbenchState(tmp_path / "repo")
+    settings, preview = SettingsPanel(state), PreviewPanel(state)
+    state.name = "add_sub"
+    state.artifact = add_sub_artifact
+    return state, settings, preview
+
+
+def test_settings_are_filled_from_the_compiled_model(panels, add_sub_artifact):
+    state, settings, _ = panels
+    c = settings.controls
+    assert c["compiled_model"].value == add_sub_artifact.path
+    assert [r.name.value for r in c["inputs"].rows] == ["INPUT__0", "INPUT__1"]
+    assert [r.dims.value for r in c["outputs"].rows] == ["4", "4"]  # batch dim left to Triton
+    assert settings.problems == []
+    generated = state.generated
+    assert generated is not None and generated.config.name == "add_sub"
+    assert generated.config.max_batch_size == c["max_batch_size"].value > 0
+    # turning batching off moves the batch dim into the config as -1, in the table too
+    c["max_batch_size"].value = 0
+    assert [r.dims.value for r in c["inputs"].rows] == ["-1x4", "-1x4"]
+    assert list(state.generated.config.input[0].dims) == [-1, 4]
+
+
+def test_core_map_follows_the_values_and_flags_idle_cores(panels):
+    state, settings, preview = panels
+    c = settings.controls
+    c["core_range"].value = "0:7"
+    c["instance_count"].value = 3
+    shown = _text(c["core_map"].value)
+    assert "instance 0: cores 0-1" in shown and "instance 2: cores 4-5" in shown
+    assert "idle: cores 6-7 (2)" in shown
+    assert "6idle" in shown and "7idle" in shown  # the per-core cells
+    assert "cores 6-7 of 0:7 stay idle" in _text(c["warnings"].value)
+    assert state.generated.core_map.instances == 3
+    assert "idle: cores 6-7" in _text(preview.controls["core_map"].value)
+    c["instance_count"].value = 4
+    assert "idle" not in _text(c["core_map"].value).split("thread(s) per core", 1)[1]
+    c["core_range"].value = "3:1"
+    assert "reversed" in _text(c["core_map"].value)
+    assert state.generated is None and any("--neuron_core_range" in p for p in settings.problems)
+
+
+def test_bad_values_are_named_inline_and_nothing_is_published(panels):
+    state, settings, preview = panels
+    c = settings.controls
+    c["max_batch_size"].value = 4
+    c["dynamic_batching"].value = True
+    c["preferred_batch_sizes"].value = "2,8"
+    assert "--preferred_batch_size 8 is larger than --max_batch_size 4" in _text(c["problems"].value)
+    assert state.settings is None and state.generated is None
+    assert preview.controls["write"].disabled
+    c["preferred_batch_sizes"].value = "2,4"
+    c["max_queue_delay_us"].value = "100"
+    assert settings.problems == []
+    batching = state.generated.config.dynamic_batching
+    assert list(batching.preferred_batch_size) == [2, 4] and batching.max_queue_delay_microseconds == 100
+    c["inputs"].rows[1].dims.value = "4xx"
+    assert "input row 2" in _text(c["problems"].value) and "malformed shape" in _text(c["problems"].value)
+    c["inputs"].rows[1].dims.value = "4"
+    c["max_queue_delay_us"].value = "soon"
+    assert "max queue delay: 'soon' is not a whole number" in _text(c["problems"].value)
+
+
+def test_write_creates_the_directory_and_never_overwrites_without_confirmation(panels):
+    state, settings, preview = panels
+    c = preview.controls
+    dest = state.model_dir
+    assert "does not exist yet" in _text(c["diff"].value)
+    c["write"].click()
+    assert preview.written is not None and preview.written.path == dest and preview.written.backup is None
+    assert from_text((dest / "config.pbtxt").read_text()) == state.generated.config
+    assert (dest / "1" / "model.py").read_text() == state.generated.model_py
+    assert (dest / "1" / "add_sub.cpu.pt").is_file()  # the compiled model is copied in
+    assert "the same as this preview" in _text(c["diff"].value)
+
+    (dest / "notes.txt").write_text("mine")  # the user's own file in the model directory
+    settings.controls["instance_count"].value = 2
+    settings.controls["core_range"].value = "0:1"
+    assert "count: 2" in _text(c["diff"].value) and "notes.txt" in _text(c["diff"].value)
+    before = (dest / "config.pbtxt").read_text()
+    c["write"].click()
+    assert c["confirm_overwrite"].layout.display is None and "already exists" in _text(c["status"].value)
+    assert (dest / "config.pbtxt").read_text() == before and (dest / "notes.txt").exists()
+    c["cancel_overwrite"].click()
+    assert c["confirm_overwrite"].layout.display == "none" and (dest / "config.pbtxt").read_text() == before
+    c["write"].click()
+    c["confirm_overwrite"].click()
+    result = preview.written
+    assert result.backup is not None and (result.backup / "notes.txt").read_text() == "mine"
+    assert (result.backup / "config.pbtxt").read_text() == before
+    assert from_text((dest / "config.pbtxt").read_text()).instance_group[0].count == 2
+    assert str(result.backup) in _text(c["status"].value)
+
+
+def test_config_edits_are_validated_inline_and_kept_across_setting_changes(panels):
+    state, settings, preview = panels
+    c = preview.controls
+    generated_text = c["config_text"].value
+    assert "name: &quot;add_sub&quot;" in c["config_view"].value or "add_sub" in _text(c["config_view"].value)
+    c["config_text"].value = generated_text.replace("max_batch_size: 8", "max_batch_size: eight")
+    assert re.search(r"config\.pbtxt line \d+, column \d+", _text(c["config_problems"].value))
+    assert c["write"].disabled
+    c["config_text"].value = generated_text.replace('name: "add_sub"', 'name: "other"')
+    assert "name 'other' must be the model directory's name 'add_sub'" in _text(c["config_problems"].value)
+    edited = generated_text.replace("max_batch_size: 8", "max_batch_size: 6")
+    c["config_text"].value = edited
+    assert c["config_problems"].value == "" and not c["write"].disabled
+    settings.controls["threads_per_core"].value = 2  # a settings change must not drop the hand edit
+    assert c["config_text"].value == edited and "hand edits" in _text(c["edit_notice"].value)
+    c["write"].click()
+    assert from_text((state.model_dir / "config.pbtxt").read_text()).max_batch_size == 6
+    c["use_generated"].click()
+    assert not preview.edited and 'string_value: "2"' in c["config_text"].value
+
+
+def test_preview_shows_model_py_highlighted(panels):
+    _, _, preview = panels
+    shown = preview.controls["model_py"].value
+    assert "style=" in shown  # pygments inline colours
+    assert "def initialize" in _text(shown) and "def execute" in _text(shown)
+
+
+def test_preview_docker_tab_passes_the_devices_holding_the_core_range(panels):
+    state, settings, preview = panels
+    c = preview.controls
+    settings.controls["core_range"].value = "2:3"
+    settings.controls["instance_count"].value = 2
+    assert c["instance_type"].value == "inf2.24xlarge"  # the smallest inf2 with cores 2-3
+    shown = _text(c["docker"].value)
+    assert "--device /dev/neuron1" in shown and "/dev/neuron0" not in shown
+    assert f"{state.repository.resolve()}:/models" in shown and "--load-model=add_sub" in shown
+    assert "target cpu: serve it here" in shown
+    c["instance_type"].value = "inf2.xlarge"  # 2 cores: 2:3 does not exist there
+    assert "inf2.xlarge has cores 0..1" in _text(c["docker"].value)
+
+
+def test_model_panel_compiles_a_users_module_with_a_live_log(tmp_path):
+    class Scale(torch.nn.Module):
+        def forward(self, x):
+            return x * 3.0
+
+    state = WorkbenchState(tmp_path / "repo")
+    panel = ModelPanel(state, module=Scale(), example_inputs=(torch.ones(2, 5),), artifacts_dir=tmp_path / "art")
+    settings = SettingsPanel(state)
+    c = panel.controls
+    assert c["source"].value == "module" and "Scale" in _text(panel._module_box.value)
+    c["name"].value = "scale"
+    task = panel.start_compile()
+    assert task.join(timeout=120) and task.state == "done", task.error_text
+    assert c["status"].value == "done" and c["compile"].disabled is False
+    assert "torch.jit.trace" in panel.log.text
+    artifact = state.artifact
+    assert Path(artifact.path) == tmp_path / "art" / "scale.cpu.pt" and Path(artifact.path).is_file()
+    assert state.module is not None and state.name == "scale"
+    assert [r.dims.value for r in settings.controls["inputs"].rows] == ["5"]
+    assert settings.problems == []
+
+    stamp = Path(artifact.path).stat().st_mtime_ns
+    task = panel.start_compile()  # same name again, without "replace"
+    assert task.join(timeout=60) and task.state == "failed"
+    assert "already exist" in _text(c["result"].value) and "scale.cpu.pt" in _text(c["result"].value)
+    assert Path(artifact.path).stat().st_mtime_ns == stamp
+
+
+def test_model_panel_refuses_missing_inputs_before_starting(tmp_path):
+    state = WorkbenchState(tmp_path / "repo")
+    panel = ModelPanel(state, module=torch.nn.Identity())
+    assert panel.start_compile() is None
+    assert "no example inputs" in _text(panel.controls["result"].value)
+    panel.controls["source"].value = "zoo"
+    panel.controls["name"].value = " "
+    assert panel.start_compile() is None and "give the model a name" in _text(panel.controls["result"].value)
+
+
+def test_model_panel_takes_a_torchscript_file_and_asks_for_its_tensors(tmp_path):
+    scripted = torch.jit.trace(torch.nn.Linear(3, 2), torch.ones(1, 3))
+    path = tmp_path / "linear.pt"
+    scripted.save(str(path))
+    state = WorkbenchState(tmp_path / "repo")
+    panel, settings = ModelPanel(state), SettingsPanel(state)
+    panel.controls["source"].value = "file"
+    panel.controls["file_path"].value = str(tmp_path / "missing.pt")
+    panel.controls["use_file"].click()
+    assert "missing.pt' does not exist" in _text(panel.controls["result"].value)
+    panel.controls["file_path"].value = str(path)
+    panel.controls["use_file"].click()
+    assert state.model_file == str(path) and state.artifact is None
+    assert settings.controls["compiled_model"].value == str(path)
+    assert any("--triton_input and --triton_output are required" in p for p in settings.problems)
+    settings.controls["name"].value = "linear"
+    settings.controls["inputs"].add("INPUT__0", "FP32", "3")
+    settings.controls["outputs"].add("OUTPUT__0", "FP32", "2")
+    settings.controls["max_batch_size"].value = 4
+    assert settings.problems == []
+    assert state.generated.files["1/linear.pt"] == path
+
+
+def test_cancel_stops_background_work_and_reenables_run():
+    started = threading.Event()
+
+    def wait_for_cancel(*, progress, cancel):
+        progress(0, 10, "working")
+        started.set()
+        while not cancel.wait(0.05):
+            pass
+
+    controls = TaskControls("go")
+    task = controls.start(wait_for_cancel)
+    assert started.wait(10)
+    assert controls.run_button.disabled and not controls.cancel_button.disabled
+    assert controls.status.value == "working"
+    controls.cancel_button.click()
+    assert task.join(timeout=10)
+    assert task.state == "cancelled" and controls.status.value == "cancelled"
+    assert not controls.run_button.disabled and controls.cancel_button.disabled
+
+
+def test_cancel_in_the_model_panel_kills_a_neuron_compile(tmp_path, monkeypatch):
+    """FAKE torch_neuronx (the SDK cannot be installed here): its trace starts a child process
+    that would run for minutes, standing in for neuronx-cc. Cancel in the panel must end it."""
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    pid_file = tmp_path / "compiler.pid"
+    fake = types.ModuleType("torch_neuronx")
+    fake.__doc__ = "FAKE torch_neuronx for tests"
+
+    def trace(*args, **kwargs):
+        compiler = subprocess.Popen([sys.executable, "-c", "import time; print('fake neuronx-cc running', flush=True);"
+                                     " time.sleep(300)"])
+        pid_file.write_text(str(compiler.pid))
+        compiler.wait()
+
+    fake.trace, fake.dynamic_batch = trace, lambda traced: traced
+    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
+    state = WorkbenchState(tmp_path / "repo")
+    panel = ModelPanel(state, artifacts_dir=tmp_path / "art")
+    panel.controls["zoo_model"].value = "mlp"
+    panel.controls["target"].value = "inf2"
+    task = panel.start_compile()
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and task.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), task.error_text
+    panel.controls["cancel"].click()
+    assert task.join(timeout=60) and task.state == "cancelled", task.error_text
+    assert panel.controls["status"].value == "cancelled" and state.artifact is None
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    alive = Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    assert not alive
+    art = tmp_path / "art"
+    assert not art.exists() or list(art.iterdir()) == []
+
+
+def test_workbench_app_shares_one_state_between_its_tabs(tmp_path):
+    app = Workbench(tmp_path / "repo")
+    assert app.tabs.titles == ("model", "settings", "preview", "server", "sweep", "results")
+    assert all(panel.state is app.state for panel in app.panels.values())
+    model = app["model"]
+    model.controls["zoo_model"].value = "mlp"
+    model.controls["artifacts_dir"].value = str(tmp_path / "art")
+    task = model.start_compile()
+    assert task.join(timeout=120) and task.state == "done", task.error_text
+    assert app["settings"].controls["name"].value == "mlp"
+    assert 'name: "mlp"' in app["preview"].controls["config_text"].value
+    app["preview"].controls["write"].click()
+    assert (tmp_path / "repo" / "mlp" / "config.pbtxt").is_file()
+    assert app["server"].controls["model"].value == "mlp"
+    assert "text/plain" in app._repr_mimebundle_()
