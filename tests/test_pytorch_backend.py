@@ -373,6 +373,21 @@ def test_plan_serving_real_backend_or_twin(tmp_path):
     assert sorted(p.name for p in twins.iterdir()) == ["ts_model"], "no backups of derived twins pile up"
 
 
+def test_twin_of_a_pytorch2_layout_keeps_the_version_folder(tmp_path):
+    """The user's model.py moves aside for the runtime; weights and files it reads come along."""
+    result = ptb.write_pytorch2_model(tmp_path / "repo", CASES["pytorch2_default"], PT2_SOURCE, state_dict=_tiny_net())
+    (result.path / "1" / "labels.txt").write_text("cat\ndog\n")
+    twin_dir, notes = ptb.write_emulation_twin(result.path, tmp_path / "twins", gpu_available=False)
+    version = twin_dir / "1"
+    assert sorted(p.name for p in version.iterdir()) == ["labels.txt", "model.pt", "model.py", "pytorch_module.py"]
+    assert (version / "pytorch_module.py").read_text() == PT2_SOURCE
+    assert (version / "model.py").read_bytes() == ptb.RUNTIME_TEMPLATE.read_bytes()
+    assert parameters_of(read_config(twin_dir))["PYTORCH_MODEL_FILENAME"] == "pytorch_module.py"
+    (result.path / "1" / "pytorch_module.py").write_text("")
+    with pytest.raises(ptb.PyTorchConfigError, match="would clash with the twin's pytorch_module.py"):
+        ptb.write_emulation_twin(result.path, tmp_path / "twins", gpu_available=False)
+
+
 def test_twin_notes_what_differs_from_libtorch():
     cfg = ptb.build_pytorch_config("m", TS_SPEC, instance_count=2, parameters={
         "INTRA_OP_THREAD_COUNT": 1, "ENABLE_WEIGHT_SHARING": True, "ENABLE_CACHE_CLEANING": True})

@@ -2,8 +2,9 @@
 
 Two layouts share ``backend: "pytorch"``:
 
-* **TorchScript** (LibTorch runtime): ``<name>/<v>/model.pt`` is a TorchScript archive; tensors are
-  named ``NAME__i`` (the index is the position in ``forward``); the parameters are the LibTorch
+* **TorchScript** (LibTorch runtime): ``<name>/<v>/model.pt`` is a TorchScript archive; generated
+  configs name tensors ``NAME__i`` (the index is the position in ``forward``; LibTorch also takes
+  forward-argument names or config order, which read-back accepts); the parameters are the LibTorch
   switches (``DISABLE_OPTIMIZED_EXECUTION``, ``INFERENCE_MODE``, thread counts, JIT flags...).
 * **PyTorch 2** (``runtime: "model.py"``): ``<name>/<v>/model.py`` holds a ``torch.nn.Module`` class,
   ``<name>/<v>/model.pt`` optionally its state dict; the parameters are ``NUM_THREADS``,
@@ -655,18 +656,20 @@ def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
     artifact = cfg.default_model_filename or "model.pt"
     runtime = RUNTIME_TEMPLATE.read_bytes()
     files: dict[str, FileContent] = {"config.pbtxt": to_text(twin_cfg)}
+    # The artifact the runtime loads; PyTorch 2's model.py moves aside for the runtime's model.py.
+    main, renamed = (artifact, artifact) if layout == TORCHSCRIPT else ("model.py", TWIN_MODULE_FILE)
     for version in _version_dirs(model_dir):
+        if not (version / main).is_file():
+            raise FileNotFoundError(f"{version / main} is missing: the {layout} layout loads <version>/{main}")
         files[f"{version.name}/model.py"] = runtime
-        if layout == TORCHSCRIPT:
-            if not (version / artifact).is_file():
-                raise FileNotFoundError(f"{version / artifact} is missing: LibTorch loads <version>/{artifact}")
-            files[f"{version.name}/{artifact}"] = version / artifact
-        else:
-            if not (version / "model.py").is_file():
-                raise FileNotFoundError(f"{version / 'model.py'} is missing: the PyTorch 2 layout needs the module class")
-            files[f"{version.name}/{TWIN_MODULE_FILE}"] = version / "model.py"
-            if (version / "model.pt").is_file():
-                files[f"{version.name}/model.pt"] = version / "model.pt"
+        # Everything else in the version folder comes along (files the model reads next to itself).
+        for item in sorted(version.iterdir()):
+            if item.name == "__pycache__":
+                continue
+            name = renamed if item.name == main else item.name
+            if name in (TWIN_MODULE_FILE, "model.py") and item.name != main:
+                raise PyTorchConfigError(f"{item} would clash with the twin's {name}; rename it")
+            files[f"{version.name}/{name}"] = item
     target = Path(twin_repository) / cfg.name
     if target.resolve() == model_dir.resolve():
         raise PyTorchConfigError(f"the twin repository {twin_repository} is the model's own repository")
