@@ -447,7 +447,8 @@ def _check_forward_signature(cfg: ModelConfig, model: Any) -> None:
 def write_torchscript_model(repository: str | Path, cfg: ModelConfig, model: Any, *,
                             version: int = 1, overwrite: bool = False) -> WriteResult:
     """Write ``<repository>/<name>`` for LibTorch (see ``torchscript_files``), all or nothing; an
-    existing directory is replaced only with ``overwrite=True`` and kept as a backup."""
+    existing directory is replaced only with ``overwrite=True`` and kept as a backup
+    (``result.backup``, inside the repository: move it before a server loads the whole repository)."""
     files = torchscript_files(cfg, model, version=version)
     return write_model_dir(_model_dir(repository, cfg), files, overwrite=overwrite)
 
@@ -512,7 +513,8 @@ def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: A
 def write_pytorch2_model(repository: str | Path, cfg: ModelConfig, module_source: str | Path, *,
                          state_dict: Any = None, version: int = 1, overwrite: bool = False) -> WriteResult:
     """Write ``<repository>/<name>`` in the PyTorch 2 layout (see ``pytorch2_files``), all or
-    nothing; an existing directory is replaced only with ``overwrite=True`` and kept as a backup."""
+    nothing; an existing directory is replaced only with ``overwrite=True`` and kept as a backup
+    (``result.backup``, inside the repository: move it before a server loads the whole repository)."""
     files = pytorch2_files(cfg, module_source, state_dict=state_dict, version=version)
     return write_model_dir(_model_dir(repository, cfg), files, overwrite=overwrite)
 
