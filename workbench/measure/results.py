@@ -40,7 +40,7 @@ _METRIC_COLUMNS = (
     "throughput", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms",
     "stable", "windows", "requests", "failures", "outputs_ok", "max_abs_diff",
     "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms", "overhead_ms", "avg_batch",
-    "error", "measured_at",
+    "warnings", "error", "measured_at",
 )
 COLUMNS = _VARIANT_COLUMNS + ("batch_size", "concurrency") + _METRIC_COLUMNS
 _INT_COLUMNS = ("instances", "cores_per_instance", "core_start", "core_end", "batch_size", "concurrency")

@@ -12,13 +12,37 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+import platform
 import threading
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from workbench.config import ModelConfig, check_config, parameters_of, to_json
-from workbench.coremap import CoreMap, CoreRangeError, parse_core_range, split_cores
+import numpy as np
+from google.protobuf import json_format
+
+from workbench.check import torch_eager
+from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
+from workbench.compiler.system import detect, has_neuron_device, installed_versions
+from workbench.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
+from workbench.coremap import CoreRangeError, parse_core_range, split_cores
+from workbench.measure.loadgen import LoadResult, MeasureError, measure
+from workbench.measure.results import (
+    KEY_COLUMNS,
+    POINTS_FILE,
+    RECORD_FILE,
+    SweepResult,
+    append_point,
+    frame_from_rows,
+    load_run,
+    read_points,
+    write_exports,
+    write_record,
+)
+from workbench.tasks import Cancelled, check_cancel
 
 __all__ = [
     "SweepError",
@@ -28,6 +52,11 @@ __all__ = [
     "SweepPlan",
     "parse_allocations",
     "variant_config",
+    "RunningServer",
+    "eager_reference",
+    "plan_variants",
+    "check_out_dir",
+    "run_sweep",
 ]
 
 # Parameters the sweep itself sets for every variant; a free-form grid may not fight over them.
@@ -96,10 +125,6 @@ class Allocation:
     @property
     def cores(self) -> int:
         return self.instances * self.cores_per_instance
-
-    def core_map(self, start: int) -> CoreMap:
-        """The split model.py makes for this allocation: range ``start .. start+cores-1``."""
-        return split_cores(start, start + self.cores - 1, self.instances)
 
 
 def parse_allocations(text: str | Iterable[str | Allocation]) -> tuple[Allocation, ...]:
@@ -325,12 +350,17 @@ class SweepPlan:
         ]
         if available_cores is not None and end >= available_cores:
             problems.append(f"core range {start}:{end} reaches core {end} but this machine has cores 0..{available_cores - 1}")
-        if base.max_batch_size == 0 and self.max_batch_size is None and max(self.batch_sizes) > 1:
-            problems.append(f"model {base.name!r} has max_batch_size 0 (requests carry no batch dim), "
-                            f"so batch sizes {list(self.batch_sizes)} cannot be sent; use batch size 1")
-        for batching in self.batching:
-            if batching is not None and batching.enabled and base.max_batch_size == 0 and self.max_batch_size is None:
-                problems.append(f"{batching.label}: dynamic batching needs max_batch_size > 0 (model {base.name!r} has 0)")
+        if base.max_batch_size == 0:
+            # Its dims already include the batch dim: Triton would add a second one.
+            unbatched = f"model {base.name!r} has max_batch_size 0 (its dims include the batch dim)"
+            if self.max_batch_size is not None:
+                problems.append(f"{unbatched}: max_batch_size {self.max_batch_size} cannot be set by the sweep; "
+                                "regenerate the model with max_batch_size > 0")
+            if max(self.batch_sizes) > 1:
+                problems.append(f"{unbatched}, so batch sizes {list(self.batch_sizes)} cannot be sent; use batch size 1")
+            for batching in self.batching:
+                if batching is not None and batching.enabled:
+                    problems.append(f"{batching.label}: dynamic batching needs max_batch_size > 0; {unbatched}")
         if problems:
             raise SweepError("cannot run this sweep: " + "; ".join(problems))
         max_batch = self.max_batch_size
@@ -369,3 +399,352 @@ class SweepPlan:
             parameters=data.get("parameters", {}),
             max_batch_size=data.get("max_batch_size"),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a sweep
+
+Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
+# Settings that change what a number means: a resumed run must use the same ones.
+_SETTINGS_THAT_MUST_MATCH = ("model", "protocol", "window_s", "stability", "stable_windows", "max_windows",
+                             "warmup_requests", "seed", "rtol", "atol")
+_RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
+                    "matplotlib", "nvidia-pytriton")
+
+
+class RunningServer:
+    """A tritonserver someone else started (``--url``): the few calls a sweep makes, through
+    tritonclient. It must run with ``--model-control-mode=explicit`` so variants can be loaded."""
+
+    def __init__(self, url: str, protocol: str = "grpc") -> None:
+        if protocol not in ("grpc", "http"):
+            raise SweepError(f"protocol must be grpc or http, got {protocol!r}")
+        self.url, self.protocol = url, protocol
+        if protocol == "grpc":
+            import tritonclient.grpc as module
+        else:
+            import tritonclient.http as module
+        self._client = module.InferenceServerClient(url=url)
+        self._json = {"as_json": True} if protocol == "grpc" else {}
+
+    @property
+    def grpc_url(self) -> str:
+        return self._endpoint("grpc")
+
+    @property
+    def http_url(self) -> str:
+        return self._endpoint("http")
+
+    def _endpoint(self, protocol: str) -> str:
+        if protocol != self.protocol:
+            raise SweepError(f"the server at {self.url} was given as {self.protocol}; measure with protocol={self.protocol!r}")
+        return self.url
+
+    @property
+    def version(self) -> str:
+        return str(self._client.get_server_metadata(**self._json)["version"])
+
+    def load(self, name: str, config: ModelConfig | None = None) -> None:
+        self._client.load_model(name, config=None if config is None else to_json(config))
+
+    def model_config(self, name: str, *, as_proto: bool = False) -> Any:
+        data = self._client.get_model_config(name, **self._json)
+        data = data.get("config", data)
+        if not as_proto:
+            return data
+        return json_format.ParseDict(data, ModelConfig(), ignore_unknown_fields=True)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def eager_reference(model_dir: str | Path) -> Eager:
+    """In-process outputs for a generated model directory: its COMPILED_MODEL loaded on the CPU
+    (a Neuron artifact's CPU twin when there is no Neuron device), run eagerly on numpy inputs."""
+    model_dir = Path(model_dir)
+    params = parameters_of(read_config(model_dir))
+    compiled = params.get("COMPILED_MODEL", "")
+    if not compiled:
+        raise SweepError(f"{model_dir}/config.pbtxt has no COMPILED_MODEL; pass reference= to check outputs")
+    path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
+    if params.get("WORKBENCH_FRAMEWORK", "pytorch") != "pytorch":
+        raise SweepError(f"{model_dir}: only PyTorch models get an automatic reference; pass reference=")
+    try:
+        artifact = read_artifact(path)
+    except ArtifactError as err:
+        raise SweepError(f"{model_dir}: {err}; pass reference= (a function from inputs to outputs)") from None
+    if not artifact.runs_on_cpu and artifact.cpu_artifact is not None and not has_neuron_device():
+        artifact = artifact.cpu_artifact
+    try:
+        return torch_eager(load_artifact(artifact))
+    except ArtifactError as err:
+        raise SweepError(f"{model_dir}: cannot build a reference: {err}") from None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _machine() -> dict:
+    info = detect()
+    return {"cpu_model": info.cpu_model, "cpu_count": info.cpu_count, "usable_cpus": info.usable_cpus,
+            "neuron_devices": info.neuron_devices, "neuron_cores": info.neuron_cores,
+            "python": platform.python_version(), "platform": platform.platform()}
+
+
+def _point_row(variant: Variant, batch_size: int, concurrency: int) -> dict:
+    return {**variant.columns(), "batch_size": batch_size, "concurrency": concurrency}
+
+
+def _key(row: Mapping) -> tuple:
+    return tuple(row[k] for k in KEY_COLUMNS)
+
+
+def _ms(value_us: float | None) -> float:
+    return float(value_us) / 1000.0 if value_us is not None else math.nan
+
+
+def _measured_row(result: LoadResult, max_abs_diff: float) -> dict:
+    server = result.server
+    return {
+        "throughput": result.throughput,
+        "p50_ms": _ms(result.latency["p50"]), "p90_ms": _ms(result.latency["p90"]),
+        "p95_ms": _ms(result.latency["p95"]), "p99_ms": _ms(result.latency["p99"]),
+        "mean_ms": _ms(result.latency["avg"]),
+        "stable": bool(result.stable), "windows": len(result.windows), "requests": result.requests,
+        "failures": result.failed,
+        "outputs_ok": result.checked > 0 and result.check_failures == 0,
+        "max_abs_diff": max_abs_diff,
+        "queue_ms": _ms(server.queue_us) if server else math.nan,
+        "compute_input_ms": _ms(server.compute_input_us) if server else math.nan,
+        "compute_infer_ms": _ms(server.compute_infer_us) if server else math.nan,
+        "compute_output_ms": _ms(server.compute_output_us) if server else math.nan,
+        "overhead_ms": _ms(server.overhead_us) if server else math.nan,
+        "avg_batch": server.avg_batch if server else math.nan,
+        "error": None,
+        "measured_at": _now(),
+        "warnings": " | ".join(result.warnings),
+    }
+
+
+class _OutputCheck:
+    """Compares every checked response with the reference outputs; keeps the largest difference."""
+
+    def __init__(self, expected: Mapping[str, np.ndarray], rtol: float, atol: float) -> None:
+        self.expected, self.rtol, self.atol = expected, rtol, atol
+        self.max_abs_diff = 0.0
+
+    def __call__(self, outputs: Mapping[str, np.ndarray]) -> bool:
+        ok = True
+        for name, want in self.expected.items():
+            got = outputs.get(name)
+            if got is None or got.shape != want.shape:
+                return False
+            if got.size:
+                diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+                self.max_abs_diff = max(self.max_abs_diff, diff)
+            ok &= bool(np.allclose(got, want, rtol=self.rtol, atol=self.atol))
+        return ok
+
+
+def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
+    """Whether ``out_dir`` holds a run to resume; a run there without ``resume`` is refused, so
+    nothing measured before is overwritten."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SweepError(f"{out_dir} is a file, not a folder for the run")
+    has_run = (out_dir / RECORD_FILE).exists() or (out_dir / POINTS_FILE).exists()
+    if has_run and not resume:
+        raise SweepError(f"{out_dir} already holds a sweep run; resume it (resume=True, --resume) "
+                         "or choose another folder")
+    return has_run
+
+
+def _open_run(out_dir: Path, settings: dict, resume: bool) -> tuple[dict | None, list[dict]]:
+    """The earlier record and rows in ``out_dir`` when resuming; refuse to mix runs or overwrite one."""
+    if not check_out_dir(out_dir, resume):
+        return None, []
+    previous = load_run(out_dir)
+    old = previous.record.get("settings", {})
+    different = [f"{key} {old.get(key)!r} -> {settings[key]!r}" for key in _SETTINGS_THAT_MUST_MATCH
+                 if key in old and old.get(key) != settings[key]]
+    if different:
+        raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
+                         "use the same settings or another folder")
+    return previous.record, read_points(out_dir / POINTS_FILE)
+
+
+def plan_variants(plan: SweepPlan, base: ModelConfig) -> list[Variant]:
+    """``plan.variants`` bounded by this machine's cores when the model runs on the CPU (the server
+    is local), so a range model.py could not pin to is refused before anything starts."""
+    cpu_target = parameters_of(base).get("WORKBENCH_TARGET") == "cpu"
+    return plan.variants(base, available_cores=os.cpu_count() if cpu_target else None)
+
+
+def run_sweep(
+    plan: SweepPlan,
+    server: Any,
+    model: str | Path,
+    *,
+    out_dir: str | Path,
+    reference: Eager | None = None,
+    protocol: str = "grpc",
+    window_s: float = 1.0,
+    stability: float = 0.10,
+    stable_windows: int = 3,
+    max_windows: int = 10,
+    warmup_requests: int | None = None,
+    seed: int = 0,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+    resume: bool = False,
+    label: str | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> SweepResult:
+    """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`).
+
+    ``model``: a generated model directory inside the server's repository, or the name of a
+    model the server has loaded. Each variant is loaded as a config override (no restart); at each
+    point seeded inputs of that batch size are sent and every checked response is compared with
+    ``reference(inputs)`` (default: the directory's compiled model run in-process). Rows are
+    appended to ``out_dir`` as they are measured; with ``resume`` the points already there are kept,
+    not measured again. Cancelling returns the partial result (status ``cancelled``). At the end
+    the model is loaded again with its own config.
+    """
+    out_dir = Path(out_dir)
+    check_out_dir(out_dir, resume)
+    model_dir = Path(model) if Path(model).is_dir() else None
+    if model_dir is not None:
+        base = read_config(model_dir)
+        name = base.name or model_dir.name
+    else:
+        name = str(model)
+        try:
+            base = server.model_config(name, as_proto=True)
+        except Exception as err:
+            raise SweepError(f"model {name!r} is not loaded on the server ({err}); load it or give its directory") from None
+    if reference is None:
+        if model_dir is None:
+            raise SweepError("outputs are checked at every point: pass reference= (inputs -> outputs) "
+                             "or give the model directory")
+        reference = eager_reference(model_dir)
+    spec = spec_from_config(base)
+    variants = plan_variants(plan, base)
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    settings = {"model": name, "protocol": protocol, "window_s": window_s, "stability": stability,
+                "stable_windows": stable_windows, "max_windows": max_windows,
+                "warmup_requests": warmup_requests, "seed": seed, "rtol": rtol, "atol": atol}
+    measure_args = dict(protocol=protocol, window_s=window_s, stability=stability, stable_windows=stable_windows,
+                        max_windows=max_windows, warmup_requests=warmup_requests, seed=seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    previous, rows = _open_run(out_dir, settings, resume)
+    done = {_key(r) for r in rows if not r.get("error")}
+    rows = [r for r in rows if _key(r) in done]  # failed points are measured again
+
+    record = dict(previous or {})
+    record.update({
+        "label": label or record.get("label") or out_dir.name,
+        "model": name,
+        "model_dir": str(model_dir.resolve()) if model_dir else None,
+        "started": record.get("started") or _now(),
+        "ended": None,
+        "status": "running",
+        "plan": plan.to_dict(),
+        "planned_points": plan.size,
+        "settings": settings,
+        "seed": seed,
+        "base_config": json.loads(to_json(base)),
+        "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
+        "server_version": server.version,
+        "url": url,
+        "machine": _machine(),
+        "packages": installed_versions(_RECORD_PACKAGES),
+    })
+    sessions = list(record.get("sessions", []))
+    session = {"started": _now(), "ended": None, "status": "running", "measured": 0, "reused": len(rows)}
+    record["sessions"] = sessions + [session]
+    write_record(out_dir, record)
+
+    def save() -> SweepResult:
+        result = SweepResult(frame_from_rows(rows), record, out_dir)
+        write_record(out_dir, record)
+        write_exports(out_dir, result.frame, record)
+        return result
+
+    total = plan.size
+    count = 0
+
+    def report(message: str) -> None:
+        if progress is not None:
+            progress(count, total, message)
+
+    status = "failed"
+    loaded = False
+    try:
+        for variant in variants:
+            points = [(b, c) for b in plan.batch_sizes for c in plan.concurrency]
+            todo = [(b, c) for b, c in points if _key(_point_row(variant, b, c)) not in done]
+            count += len(points) - len(todo)
+            if not todo:
+                continue
+            check_cancel(cancel)
+            report(f"loading {variant.label}")
+            try:
+                server.load(name, config=variant.config)
+                loaded = True
+                load_error = None
+            except Exception as err:  # Triton refused this variant: record it and go on with the rest
+                if not getattr(server, "running", True):
+                    raise
+                load_error = f"load failed: {err}"
+            for batch_size, concurrency in todo:
+                check_cancel(cancel)
+                row = _point_row(variant, batch_size, concurrency)
+                where = f"{variant.label} batch {batch_size} concurrency {concurrency}"
+                if load_error is None:
+                    row.update(_measure_point(url, name, spec, base, reference, batch_size, concurrency,
+                                              seed, rtol, atol, measure_args, count, total, where, progress, cancel))
+                else:
+                    row.update(error=load_error, measured_at=_now())
+                append_point(out_dir / POINTS_FILE, row)
+                rows.append(row)
+                count += 1
+                session["measured"] += 1
+                save()
+                report(f"{where}: " + (f"{row['throughput']:.1f} infer/s, p99 {row['p99_ms']:.2f} ms"
+                                       if not row.get("error") else row["error"]))
+        status = "complete"
+    except Cancelled:
+        status = "cancelled"
+    finally:
+        record["status"] = session["status"] = status
+        record["ended"] = session["ended"] = _now()
+        result = save()
+        if loaded and getattr(server, "running", True):
+            try:
+                server.load(name, config=base)  # leave the model as the user configured it
+            except Exception:
+                pass  # the sweep's own outcome (and its error, if any) is what the caller needs
+    return result
+
+
+def _measure_point(url, name, spec, base, reference, batch_size, concurrency, seed, rtol, atol,
+                   measure_args, count, total, where, progress, cancel) -> dict:
+    """One point: seeded inputs, their reference outputs, then the load generator (which checks
+    the warm-up responses and the first response of every window against them)."""
+    inputs = spec.example_inputs(batch_size if base.max_batch_size > 0 else None, seed=seed)
+    expected = dict(zip([t.name for t in spec.by_index("output")], reference(inputs)))
+    checker = _OutputCheck(expected, rtol, atol)
+    names = [t.name for t in spec.by_index("input")]
+
+    def inner(done: int, steps: int, message: str) -> None:
+        if progress is not None:
+            progress(count, total, f"{where}: {message}")
+
+    try:
+        result = measure(url, name, dict(zip(names, inputs)), batch_size=batch_size, concurrency=concurrency,
+                         check=checker, progress=inner, cancel=cancel, **measure_args)
+    except MeasureError as err:
+        return {"error": f"measure failed: {err}", "measured_at": _now()}
+    return _measured_row(result, checker.max_abs_diff)

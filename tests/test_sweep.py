@@ -1,0 +1,284 @@
+"""The sweep: grid checks before anything runs, variant configs, and real sweeps on one real
+tritonserver (the zoo's add_sub compiled for the CPU and generated with the shared model.py):
+outputs checked at every point, cancel + resume without re-measuring, the `workbench sweep` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench import generate, zoo
+from workbench.compiler import compile_model
+from workbench.config import parameters_of, read_config
+from workbench.measure.plots import plot_run
+from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
+from workbench.measure.sweep import (
+    Allocation,
+    Batching,
+    SweepError,
+    SweepPlan,
+    eager_reference,
+    run_sweep,
+    variant_config,
+)
+from workbench.server import TritonServer
+
+# Short windows keep the suite quick; stability is reported, never asserted (busy shared machine).
+FAST = dict(window_s=0.2, max_windows=3, warmup_requests=5)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """add_sub traced for the CPU, generated with batching up to 8 over cores 0:1, CPU pinning on."""
+    root = tmp_path_factory.mktemp("sweep")
+    model = zoo.get("add_sub")
+    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=root / "compiled", name="add_sub")
+    settings = generate.GenerateSettings(
+        triton_model_dir=str(root / "repo" / "add_sub"), compiled_model=artifact.path, copy_compiled_model=True,
+        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, cpu_affinity=True,
+    )
+    generate.write(generate.render(settings))
+    return root / "repo" / "add_sub"
+
+
+@pytest.fixture(scope="module")
+def server(model_dir):
+    with TritonServer(model_dir.parent) as running:
+        running.load("add_sub")
+        yield running
+
+
+# ---- the grid, checked before anything runs ---------------------------------------------------
+
+
+def test_allocations_that_do_not_fit_are_refused_up_front(model_dir, tmp_path):
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1,3x1,1x4", core_range="0:1")
+    with pytest.raises(SweepError) as err:
+        plan.variants(read_config(model_dir))
+    message = str(err.value)
+    assert "3x1 needs 3 core(s) but core range 0:1 has 2" in message
+    assert "1x4 needs 4 core(s)" in message and "1x1 needs" not in message
+
+
+def test_run_sweep_refuses_before_touching_server_or_disk(model_dir, tmp_path):
+    out = tmp_path / "never"
+    plan = SweepPlan(batch_sizes=[1], allocations=["3x1"], core_range="0:1")
+    with pytest.raises(SweepError, match="3x1 needs 3"):
+        run_sweep(plan, object(), model_dir, out_dir=out, reference=lambda arrays: arrays)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(batch_sizes=[1], allocations="2by1"), "allocation '2by1' is malformed"),
+    (dict(batch_sizes=[1], allocations="0x1"), "instances must be a whole number >= 1"),
+    (dict(batch_sizes=[1, 1], allocations="1x1"), "batch sizes: 1 is listed twice"),
+    (dict(batch_sizes=[1], allocations="1x1,1x1"), "allocation 1x1 is listed twice"),
+    (dict(batch_sizes=[1], allocations="1x1", concurrency=[0]), "concurrency: 0 must be at least 1"),
+    (dict(batch_sizes=["x"], allocations="1x1"), "batch sizes: 'x' is not a whole number"),
+    (dict(batch_sizes=[1], allocations="1x1", core_range="3:1"), "reversed"),
+    (dict(batch_sizes=[1], allocations="1x1", parameters={"NEURON_CORE_END_INDEX": ["3"]}), "set by the allocations"),
+    (dict(batch_sizes=[16], allocations="1x1", max_batch_size=8), "max_batch_size 8 is smaller than batch size 16"),
+])
+def test_bad_plans_name_the_bad_item(kwargs, message):
+    with pytest.raises(SweepError, match=message):
+        SweepPlan(**kwargs)
+
+
+def test_variant_config_changes_only_what_the_sweep_controls(model_dir):
+    base = read_config(model_dir)
+    before = base.SerializeToString()
+    cfg = variant_config(base, Allocation(2, 1), 0, batching=Batching(True, (4, 8), 100),
+                         parameters={"NUM_THREADS_PER_CORE": "2"}, max_batch_size=16)
+    assert base.SerializeToString() == before  # the user's config object is untouched
+    assert cfg.instance_group[0].count == 2 and cfg.instance_group[0].kind == base.instance_group[0].kind
+    params = parameters_of(cfg)
+    assert (params["NEURON_CORE_START_INDEX"], params["NEURON_CORE_END_INDEX"]) == ("0", "1")
+    assert params["NUM_THREADS_PER_CORE"] == "2"
+    assert params["COMPILED_MODEL"] == parameters_of(base)["COMPILED_MODEL"]
+    assert cfg.max_batch_size == 16
+    assert list(cfg.dynamic_batching.preferred_batch_size) == [4, 8]
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
+    assert list(cfg.input) == list(base.input) and list(cfg.output) == list(base.output)
+    off = variant_config(base, Allocation(1, 1), 0, batching=Batching(enabled=False))
+    assert not off.HasField("dynamic_batching")
+
+
+def test_variant_config_refuses_a_preferred_size_above_max_batch(model_dir):
+    with pytest.raises(SweepError, match="preferred_batch_size 16 is larger than max_batch_size 8"):
+        variant_config(read_config(model_dir), Allocation(1, 1), 0, batching=Batching(True, (16,)))
+
+
+def test_plan_expands_the_grid_and_round_trips(model_dir):
+    plan = SweepPlan(batch_sizes="1,4", allocations="1x1,2x1", concurrency=[1, 2], core_range="0:1",
+                     batching=[None, Batching(True, (), 500)], parameters={"NUM_THREADS_PER_CORE": ["1", "2"]})
+    variants = plan.variants(read_config(model_dir))
+    assert len(variants) == 2 * 2 * 2 and plan.size == 8 * 2 * 2
+    assert [v.label for v in variants][:3] == [
+        "1x1 NUM_THREADS_PER_CORE=1", "1x1 NUM_THREADS_PER_CORE=2", "1x1 dyn delay=500us NUM_THREADS_PER_CORE=1"]
+    assert SweepPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+
+
+def test_plan_checks_batching_against_the_model(model_dir):
+    base = read_config(model_dir)
+    base.max_batch_size = 0
+    base.ClearField("dynamic_batching")
+    with pytest.raises(SweepError, match=r"max_batch_size 0 \(its dims include the batch dim\), so batch sizes \[1, 2\]"):
+        SweepPlan(batch_sizes=[1, 2], allocations="1x1").variants(base)
+    with pytest.raises(SweepError, match="max_batch_size 8 cannot be set by the sweep"):
+        SweepPlan(batch_sizes=[1], allocations="1x1", max_batch_size=8).variants(base)
+    with pytest.raises(SweepError, match="dyn delay=100us: dynamic batching needs max_batch_size > 0"):
+        SweepPlan(batch_sizes=[1], allocations="1x1", batching=[Batching(True, (), 100)]).variants(base)
+    assert SweepPlan(batch_sizes=[1], allocations="1x1").variants(base)[0].config.max_batch_size == 0
+    plan = SweepPlan(batch_sizes=[4], allocations="1x1")
+    assert plan.variants(read_config(model_dir))[0].config.max_batch_size == 8
+    assert SweepPlan(batch_sizes=[16], allocations="1x1").variants(read_config(model_dir))[0].config.max_batch_size == 16
+
+
+def test_cpu_range_beyond_this_machine_is_refused(model_dir):
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:5")
+    with pytest.raises(SweepError, match="this machine has cores 0..1"):
+        plan.variants(read_config(model_dir), available_cores=2)
+
+
+# ---- real sweeps on one server ----------------------------------------------------------------
+
+
+@pytest.mark.server
+def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
+    """2 batch sizes x 2 allocations (1x1, 2x1 on cores 0:1): each variant really served, outputs
+    checked, CSV/JSON/record/plots written and reloadable, the model left as configured."""
+    seen_counts = {}
+
+    def progress(done, total, message):
+        if "batch" in message and "loading" not in message:
+            allocation = message.split()[0]
+            seen_counts[allocation] = server.model_config("add_sub")["instance_group"][0]["count"]
+
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[2], core_range="0:1")
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, **FAST)
+
+    assert result.complete and seen_counts == {"1x1": 1, "2x1": 2}
+    frame = result.frame
+    assert list(zip(frame["allocation"], frame["batch_size"])) == [("1x1", 1), ("1x1", 4), ("2x1", 1), ("2x1", 4)]
+    assert frame["outputs_ok"].tolist() == [True] * 4
+    assert (frame["failures"] == 0).all() and (frame["throughput"] > 0).all()
+    assert (frame["p99_ms"] >= frame["p50_ms"]).all()
+    assert (frame["compute_infer_ms"] > 0).all() and (frame["avg_batch"] >= 1).all()
+    assert frame.loc[frame["batch_size"] == 4, "avg_batch"].min() >= 4  # batch-4 requests execute as >= 4
+
+    run_dir = tmp_path / "run"
+    csv = pd.read_csv(run_dir / CSV_FILE)
+    assert len(csv) == 4 and csv["throughput"].tolist() == pytest.approx(frame["throughput"].tolist())
+    record = json.loads((run_dir / RECORD_FILE).read_text())
+    assert record["status"] == "complete" and record["planned_points"] == 4
+    assert record["server_version"] and record["machine"]["cpu_count"] >= 1 and record["packages"]["numpy"]
+    assert record["started"] <= record["ended"] and record["plan"]["allocations"] == ["1x1", "2x1"]
+    two = record["variants"]["2x1"]
+    assert two["instance_group"][0]["count"] == 2 and two["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "1"
+    assert record["variants"]["1x1"]["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "0"
+    assert json.loads((run_dir / JSON_FILE).read_text())["record"]["settings"]["window_s"] == 0.2
+
+    again = load_run(run_dir)
+    pd.testing.assert_frame_equal(again.frame, result.frame)
+    written = plot_run(again)
+    assert all(path.stat().st_size > 0 for paths in written.values() for path in paths)
+    assert result.best(latency_budget_ms=10_000) is not None
+    assert server.model_config("add_sub")["instance_group"][0]["count"] == 1  # base config restored
+
+
+@pytest.mark.server
+def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_path):
+    out = tmp_path / "run"
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
+    cancel = threading.Event()
+
+    def stop_after_first(done, total, message):
+        if done >= 1:
+            cancel.set()
+
+    first = run_sweep(plan, server, model_dir, out_dir=out, progress=stop_after_first, cancel=cancel, **FAST)
+    assert first.status == "cancelled" and len(first.frame) == 1
+    first_row = (out / POINTS_FILE).read_text().splitlines()[0]
+
+    with pytest.raises(SweepError, match="already holds a sweep run"):
+        run_sweep(plan, server, model_dir, out_dir=out, **FAST)
+    with pytest.raises(SweepError, match="window_s 0.2 -> 0.5"):
+        run_sweep(plan, server, model_dir, out_dir=out, resume=True, **{**FAST, "window_s": 0.5})
+
+    measured = []
+    second = run_sweep(plan, server, model_dir, out_dir=out, resume=True,
+                       progress=lambda d, t, m: measured.append(m), **FAST)
+    assert second.complete
+    lines = (out / POINTS_FILE).read_text().splitlines()
+    assert len(lines) == 2 and lines[0] == first_row  # the first point is kept byte for byte
+    assert second.frame["allocation"].tolist() == ["1x1", "2x1"]
+    assert not any(m.startswith("1x1 batch") or m == "loading 1x1" for m in measured)
+    sessions = second.record["sessions"]
+    assert [(s["status"], s["reused"], s["measured"]) for s in sessions] == [("cancelled", 0, 1), ("complete", 1, 1)]
+    assert second.record["started"] == first.record["started"]
+
+
+@pytest.mark.server
+def test_wrong_outputs_are_caught_at_every_point(server, model_dir, tmp_path):
+    def wrong(arrays):
+        return [np.zeros_like(a) for a in eager_reference(model_dir)(arrays)]
+
+    plan = SweepPlan(batch_sizes=[2], allocations="1x1", core_range="0:1")
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, **FAST)
+    row = result.frame.iloc[0]
+    assert row["outputs_ok"] is False or row["outputs_ok"] == False  # noqa: E712 (numpy bool)
+    assert row["max_abs_diff"] > 0.1
+    assert result.best() is None and "none of 1 point(s) is usable" in result.describe_best()
+
+
+@pytest.mark.server
+def test_a_variant_triton_refuses_is_recorded_and_the_sweep_goes_on(server, model_dir, tmp_path):
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:1",
+                     parameters={"COMPILED_MODEL": ["1/add_sub.cpu.pt", "1/missing.pt"]})
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", **FAST)
+    good, bad = result.frame.iloc[0], result.frame.iloc[1]
+    assert good["outputs_ok"] and pd.isna(good["error"])
+    assert "load failed" in bad["error"] and "missing.pt" in bad["error"]
+    assert result.best()["parameters"] == "COMPILED_MODEL=1/add_sub.cpu.pt"
+
+
+# ---- the command line ---------------------------------------------------------------------------
+
+
+def _cli(*args, timeout=240):
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    return subprocess.run([sys.executable, "-m", "workbench", "sweep", *map(str, args)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@pytest.mark.server
+def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path):
+    out = tmp_path / "cli-run"
+    done = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "2x1", "--core-range", "0:1",
+                "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "5",
+                "--out", out, "--latency-budget-ms", "10000")
+    assert done.returncode == 0, done.stderr
+    assert "throughput" in done.stdout and "Best (highest throughput with p99 <= 10000 ms" in done.stdout
+    run = load_run(out)
+    assert run.complete and run.frame["batch_size"].tolist() == [1, 2]
+    assert run.frame["outputs_ok"].tolist() == [True, True]
+    for name in ("latency_vs_batch", "throughput_vs_latency", "server_breakdown", "throughput_heatmap"):
+        assert (out / "plots" / f"{name}.png").is_file() and (out / "plots" / f"{name}.svg").is_file()
+    again = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "2x1", "--core-range", "0:1",
+                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--out", out)
+    assert again.returncode == 2 and "already holds a sweep run" in again.stderr
+
+
+def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path):
+    out = tmp_path / "never"
+    done = _cli(model_dir, "--allocations", "1x1,3x1", "--core-range", "0:1", "--out", out, timeout=120)
+    assert done.returncode == 2
+    assert "3x1 needs 3 core(s) but core range 0:1 has 2" in done.stderr
+    assert "Traceback" not in done.stderr and not out.exists()

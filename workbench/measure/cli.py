@@ -1,0 +1,167 @@
+"""``workbench sweep``: the notebook's sweep, headless. It starts its own tritonserver on the model's
+repository (or uses a running one with ``--url``), prints the table and the best configuration,
+and writes the CSV/JSON run and the plots, so a long sweep can run in a terminal or CI and be
+opened in the notebook afterwards. Ctrl-C stops at the next check and keeps what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from workbench.tasks import Task
+
+_EXIT_BAD_INPUT = 2
+_EXIT_CANCELLED = 130
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "sweep",
+        help="measure batch sizes x core allocations x concurrency on one tritonserver",
+        description="Load each core allocation of a generated model as a config override on one "
+                    "tritonserver, measure every batch size and concurrency, check outputs against the "
+                    "compiled model run in-process, and save the table, run record and plots.",
+        allow_abbrev=False,
+    )
+    parser.add_argument("model_dir", help="generated model directory (its parent is the model repository)")
+    grid = parser.add_argument_group("grid")
+    grid.add_argument("--batch-sizes", default="1", metavar="N,N", help="batch size of each request (default 1)")
+    grid.add_argument("--allocations", default="1x1", metavar="IxC,...",
+                      help="instances x cores per instance, e.g. 1x1,2x1,1x2 (default 1x1)")
+    grid.add_argument("--core-range", metavar="A:B",
+                      help="cores the allocations are packed into (default: the model's NEURON_CORE range)")
+    grid.add_argument("--concurrency", default="1", metavar="N,N", help="requests kept in flight (default 1)")
+    grid.add_argument("--max-batch-size", type=int, metavar="N",
+                      help="max_batch_size of every variant (default: the model's, raised to the largest batch)")
+    grid.add_argument("--queue-delay-us", metavar="US,US",
+                      help="try dynamic batching with each of these queue delays (microseconds)")
+    grid.add_argument("--preferred-batch-sizes", metavar="N,N",
+                      help="preferred batch sizes of the dynamic batching variants")
+    grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
+                      help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
+    run = parser.add_argument_group("measurement")
+    run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
+    run.add_argument("--max-windows", type=int, default=10, help="windows before giving up on stability (default 10)")
+    run.add_argument("--stability", type=float, default=10.0, help="stability limit in percent (default 10)")
+    run.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per point (default max(20, 2xconcurrency))")
+    run.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
+    run.add_argument("--url", metavar="HOST:PORT",
+                     help="use this running tritonserver (explicit model control) instead of starting one")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
+    out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
+    out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
+    out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
+    out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
+    out.add_argument("--no-plots", action="store_true", help="do not write plots")
+    parser.set_defaults(func=run_cli)
+    return parser
+
+
+def plan_from_args(args: argparse.Namespace):
+    """The SweepPlan the flags describe (SweepError names a bad flag value)."""
+    from workbench.measure.sweep import Batching, SweepError, SweepPlan
+
+    batching: tuple = (None,)
+    preferred = tuple(int(v) for v in args.preferred_batch_sizes.split(",")) if args.preferred_batch_sizes else ()
+    if args.queue_delay_us:
+        try:
+            delays = [int(v) for v in args.queue_delay_us.split(",")]
+        except ValueError:
+            raise SweepError(f"--queue-delay-us {args.queue_delay_us!r}: give whole microseconds, e.g. 0,100") from None
+        batching = tuple(Batching(True, preferred, delay) for delay in delays)
+    elif preferred:
+        batching = (Batching(True, preferred),)
+    parameters: dict[str, list[str]] = {}
+    for item in args.param:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise SweepError(f"--param {item!r}: write KEY=V1,V2")
+        parameters[key.strip()] = [v.strip() for v in values.split(",")]
+    return SweepPlan(batch_sizes=args.batch_sizes, allocations=args.allocations, concurrency=args.concurrency,
+                     core_range=args.core_range, batching=batching, parameters=parameters,
+                     max_batch_size=args.max_batch_size)
+
+
+class _Bar:
+    """tqdm over the points of the sweep; the message shows the point in progress."""
+
+    def __init__(self, total: int) -> None:
+        from tqdm import tqdm
+
+        self.bar = tqdm(total=total, unit="point", file=sys.stderr, dynamic_ncols=True)
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        self.bar.total = total
+        self.bar.n = done
+        self.bar.set_postfix_str(message[-70:], refresh=True)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
+    from workbench.config import ConfigError, read_config
+    from workbench.coremap import CoreRangeError
+    from workbench.measure.plots import plot_run
+    from workbench.measure.sweep import RunningServer, SweepError, check_out_dir, plan_variants, run_sweep
+    from workbench.server import TritonServer
+
+    model_dir = Path(args.model_dir)
+    try:
+        if not (model_dir / "config.pbtxt").is_file():
+            raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
+        plan = plan_from_args(args)
+        plan_variants(plan, read_config(model_dir))  # every variant checked before a server starts
+        check_out_dir(args.out, args.resume)
+    except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
+        print(f"workbench sweep: error: {err}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    try:
+        server = RunningServer(args.url, args.protocol) if args.url else TritonServer(model_dir.resolve().parent).start()
+    except Exception as err:  # no binary, port clash, start failure: say so without a traceback
+        print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
+        return 1
+    bar = _Bar(plan.size)
+    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, protocol=args.protocol,
+                window_s=args.window_ms / 1000.0, max_windows=args.max_windows, stability=args.stability / 100.0,
+                warmup_requests=args.warmup, seed=args.seed, resume=args.resume, label=args.label,
+                on_progress=bar)
+    try:
+        task.start()
+        while not task.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
+        task.cancel()
+        task.join()
+    finally:
+        bar.close()
+        if args.url:
+            server.close()
+        else:
+            server.stop()
+    if task.state == "failed":
+        err = task.error
+        if isinstance(err, (SweepError, ConfigError, CoreRangeError)):
+            print(f"workbench sweep: error: {err}", file=sys.stderr)
+            return _EXIT_BAD_INPUT
+        print(task.error_text, file=sys.stderr)
+        return 1
+    result = task.result
+    print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print()
+    print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
+    if not args.no_plots and len(result.frame):
+        written = plot_run(result)
+        print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
+    if not result.complete:
+        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+        return _EXIT_CANCELLED
+    return 0
