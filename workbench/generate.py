@@ -10,7 +10,6 @@ an existing directory -- ours, upstream's or hand-written -- can be read back an
 from __future__ import annotations
 
 import argparse
-import glob
 import importlib.resources
 import json
 import os
@@ -22,6 +21,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
+from workbench.compiler.system import has_neuron_device
 from workbench.config import (
     FRAMEWORKS,
     TARGETS,
@@ -66,7 +66,7 @@ class GenerateError(ValueError):
 def default_target() -> str:
     """``cpu`` unless this machine has a Neuron device; then the instance family (inf1, inf2, trn1)
     EC2 reports as the DMI product name, ``inf2`` when that cannot be read."""
-    if not glob.glob("/dev/neuron*"):
+    if not has_neuron_device():
         return "cpu"
     try:
         product = Path("/sys/devices/virtual/dmi/id/product_name").read_text().strip().lower()
@@ -89,6 +89,12 @@ class GenerateSettings:
     (what model.py does), unless ``copy_compiled_model`` copies it there from the current directory.
     ``name`` defaults to the directory's name; when it differs, ``triton_model_dir`` is taken as the
     model repository and the model goes to ``<triton_model_dir>/<name>``.
+
+    Parameters written for model.py: ``WORKBENCH_TARGET``/``WORKBENCH_FRAMEWORK`` from target and
+    framework, ``BATCH_REQUESTS`` = not ``disable_batch_requests_to_neuron``, ``CPU_AFFINITY``,
+    ``TF_SIGNATURE_DEF_KEY`` (tensorflow), and for transformers_neuronx each ``tnx_x`` field as
+    ``TNX_X`` (``tnx_model_class`` -> ``TNX_MODEL_CLASS`` ...); a None field is left out so model.py
+    uses its default.
     """
 
     triton_model_dir: str = ""
