@@ -65,7 +65,7 @@ class RejectsNegative(torch.nn.Module):
         return x + 1
 
 
-def _save(module, path: Path, example=None) -> Path:
+def save_module(module, path: Path, example=None) -> Path:
     scripted = torch.jit.trace(module, example) if example is not None else torch.jit.script(module)
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(scripted, str(path))
@@ -83,11 +83,13 @@ def write_model(
     instance_count: int = 1,
     **parameters,
 ) -> Path:
-    """A model directory as generate.py lays it out: config.pbtxt, 1/model.py, the model file."""
+    """A model directory as generate.py lays it out: config.pbtxt, 1/model.py, the model file.
+    A parameter given as None is left out (as in upstream-generated directories)."""
     directory = repo / name
     (directory / "1").mkdir(parents=True, exist_ok=True)
     params = {"COMPILED_MODEL": compiled_model, "WORKBENCH_TARGET": "cpu", "WORKBENCH_FRAMEWORK": "pytorch"}
     params.update({key: str(value) for key, value in parameters.items()})
+    params = {key: value for key, value in params.items() if parameters.get(key, "") is not None}
     cfg = build_config(
         name,
         ModelSpec.parse(inputs, outputs),
@@ -165,7 +167,7 @@ def test_concurrent_requests_match_eager_with_inputs_declared_out_of_order(serve
     """INPUT__1 and OUTPUT__1 are declared first: model.py must still pass inputs by their index."""
     name = f"addsub_b{max_batch_size}"
     dims = "4" if max_batch_size else "-1x4"
-    _save(AddSub(), repo / name / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    save_module(AddSub(), repo / name / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
     write_model(repo, name, [f"INPUT__1,FP32,{dims}", f"INPUT__0,FP32,{dims}"],
                 [f"OUTPUT__1,FP32,{dims}", f"OUTPUT__0,FP32,{dims}"], max_batch_size=max_batch_size)
     server.load(name)
@@ -187,7 +189,7 @@ def test_concurrent_requests_match_eager_with_inputs_declared_out_of_order(serve
 def test_single_tensor_result_converted_to_config_dtype_and_absolute_path(server, repo, tmp_path):
     """The model returns one int32 tensor; the config says INT64. COMPILED_MODEL is absolute and
     outside the model folder, so it must be used as written."""
-    outside = _save(TripleInt32(), tmp_path / "elsewhere" / "triple.pt", (torch.ones(1, 3, dtype=torch.int32),))
+    outside = save_module(TripleInt32(), tmp_path / "elsewhere" / "triple.pt", (torch.ones(1, 3, dtype=torch.int32),))
     write_model(repo, "triple", ["INPUT__0,INT32,3"], ["OUTPUT__0,INT64,3"], compiled_model=str(outside),
                 max_batch_size=4)
     server.load("triple")
@@ -205,7 +207,7 @@ def test_batched_mode_runs_one_forward_per_execute(server, repo, batch_requests)
     """With BATCH_REQUESTS=true the requests Triton hands over together share one forward (equal
     call counts); with false each request gets its own forward (all counts differ)."""
     name = f"counting_{batch_requests}"
-    _save(CountingDouble(), repo / name / "model.pt")
+    save_module(CountingDouble(), repo / name / "model.pt")
     write_model(repo, name, ["INPUT__0,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,INT64,1"],
                 max_batch_size=8, BATCH_REQUESTS=batch_requests)
     server.load(name)
@@ -230,7 +232,7 @@ def test_batched_mode_runs_one_forward_per_execute(server, repo, batch_requests)
 def test_failing_request_fails_alone_in_a_batch(server, repo):
     """The batched forward raises because of one request; model.py retries one by one so only that
     request fails."""
-    _save(RejectsNegative(), repo / "strict" / "model.pt")
+    save_module(RejectsNegative(), repo / "strict" / "model.pt")
     write_model(repo, "strict", ["INPUT__0,FP32,2"], ["OUTPUT__0,FP32,2"], max_batch_size=8)
     server.load("strict")
     requests = [{"INPUT__0": np.full((n, 2), n, dtype=np.float32)} for n in (1, 2, 3, 1, 2)]
@@ -251,7 +253,7 @@ def test_failing_request_fails_alone_in_a_batch(server, repo):
 def test_request_with_inconsistent_batch_dims_fails_alone(server, repo):
     """max_batch_size 0 with dims [-1, 4]: Triton accepts inputs with different dim 0, model.py must
     refuse that request with a clear message and serve the others."""
-    _save(AddSub(), repo / "addsub_plain" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    save_module(AddSub(), repo / "addsub_plain" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
     write_model(repo, "addsub_plain", ["INPUT__0,FP32,-1x4", "INPUT__1,FP32,-1x4"],
                 ["OUTPUT__0,FP32,-1x4", "OUTPUT__1,FP32,-1x4"])
     server.load("addsub_plain")
@@ -272,7 +274,7 @@ def test_two_instances_pin_the_cores_the_core_map_gives(server, repo):
     (read from the kernel) and logs the thread count cores x NUM_THREADS_PER_CORE."""
     if not {0, 1} <= os.sched_getaffinity(0):
         pytest.skip("needs CPU cores 0 and 1 available to this process")
-    _save(AddSub(), repo / "pinned" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    save_module(AddSub(), repo / "pinned" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
     write_model(repo, "pinned", ["INPUT__0,FP32,4", "INPUT__1,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,4"],
                 max_batch_size=4, instance_count=2, NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=1,
                 NUM_THREADS_PER_CORE=2, CPU_AFFINITY="true")
@@ -321,11 +323,85 @@ def _stub_processes(model_py: Path) -> dict[str, int]:
     ],
 )
 def test_bad_settings_fail_the_load_with_a_clear_message(server, repo, name, inputs, parameters, message):
-    _save(TripleInt32(), repo / name / "model.pt", (torch.ones(1, 3, dtype=torch.int32),))
+    save_module(TripleInt32(), repo / name / "model.pt", (torch.ones(1, 3, dtype=torch.int32),))
     write_model(repo, name, inputs, ["OUTPUT__0,FP32,4"], max_batch_size=2, **parameters)
     with pytest.raises(ModelLoadError) as caught:
         server.load(name)
     assert message in str(caught.value)
+
+
+def tf_add_sub(path: Path):
+    """A TF2 SavedModel whose serving signature takes keys a, b and returns keys sum, diff."""
+    tf = pytest.importorskip("tensorflow")
+
+    class AddSubTF(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="a"),
+                                      tf.TensorSpec([None, 4], tf.float32, name="b")])
+        def serve(self, a, b):
+            return {"sum": a + b, "diff": a - b}
+
+    module = AddSubTF()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+
+
+def tf_requests(sizes, seed):
+    rng = np.random.default_rng(seed)
+    return [{"a": rng.standard_normal((n, 4)).astype(np.float32), "b": rng.standard_normal((n, 4)).astype(np.float32)}
+            for n in sizes]
+
+
+@pytest.mark.server
+def test_tensorflow_savedmodel_fed_by_signature_keys(server, repo):
+    """Config names are the signature keys, in any order; one signature call per batch."""
+    tf_add_sub(repo / "tf_addsub" / "saved")
+    write_model(repo, "tf_addsub", ["b,FP32,4", "a,FP32,4"], ["diff,FP32,4", "sum,FP32,4"], compiled_model="saved",
+                max_batch_size=8, WORKBENCH_FRAMEWORK="tensorflow")
+    server.load("tf_addsub")
+    requests = tf_requests([1, 2, 3, 4, 5], seed=9)
+    for arrays, result in zip(requests, burst(server, "tf_addsub", requests)):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("sum"), arrays["a"] + arrays["b"], rtol=1e-6)
+        np.testing.assert_allclose(result.as_numpy("diff"), arrays["a"] - arrays["b"], rtol=1e-6)
+    _, executions = counts(server, "tf_addsub")
+    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+
+
+@pytest.mark.server
+def test_tensorflow_config_names_must_be_signature_keys(server, repo):
+    tf_add_sub(repo / "tf_misnamed" / "saved")
+    write_model(repo, "tf_misnamed", ["a,FP32,4", "x:0,FP32,4"], ["sum,FP32,4"], compiled_model="saved",
+                max_batch_size=8, WORKBENCH_FRAMEWORK="tensorflow")
+    with pytest.raises(ModelLoadError) as caught:
+        server.load("tf_misnamed")
+    assert "must be the signature 'serving_default' keys: inputs ['a', 'b']" in str(caught.value)
+
+
+@pytest.mark.server
+def test_causal_lm_on_cpu_generates_greedily(server, repo):
+    """The transformers_neuronx framework on the cpu target: the save_pretrained folder that
+    compiler/tnx.py packages, served with transformers; requests asking for different lengths are
+    generated separately, equal ones together."""
+    pytest.importorskip("transformers")
+    from workbench.compiler.tnx import package_causal_lm, tiny_causal_lm
+
+    model = tiny_causal_lm("gpt2", vocab_size=64, hidden_size=16, layers=1, max_positions=32)
+    package_causal_lm(model, "cpu", out_dir=repo / "lm_cpu", name="checkpoint")
+    write_model(repo, "lm_cpu", ["input_ids,INT64,-1", "sequence_length,INT64,1"], ["output_ids,INT64,-1"],
+                compiled_model="checkpoint", max_batch_size=4, WORKBENCH_FRAMEWORK="transformers_neuronx",
+                TNX_N_POSITIONS=32, TNX_SEQUENCE_LENGTH=16)
+    server.load("lm_cpu")
+    rng = np.random.default_rng(4)
+    requests = [{"input_ids": rng.integers(2, 64, size=(rows, 4)).astype(np.int64),
+                 "sequence_length": np.full((rows, 1), length, dtype=np.int64)}
+                for rows, length in ((1, 9), (2, 12), (1, 9), (2, 40))]
+    for arrays, result in zip(requests, burst(server, "lm_cpu", requests)):
+        assert not isinstance(result, Exception), result
+        length = min(int(arrays["sequence_length"][0, 0]), 16)  # capped at TNX_SEQUENCE_LENGTH
+        ids = torch.from_numpy(arrays["input_ids"])
+        with torch.inference_mode():
+            expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length,
+                                      min_length=length, do_sample=False, pad_token_id=1).numpy()
+        np.testing.assert_array_equal(result.as_numpy("output_ids"), expected)
 
 
 # --- the template imported directly ------------------------------------------------------------

@@ -23,7 +23,7 @@ import torch
 from workbench.coremap import split_cores
 from workbench.server import ModelLoadError, TritonServer
 
-from test_python_model import AddSub, burst, rng_inputs, save_module, write_model
+from test_python_model import AddSub, tf_add_sub, burst, rng_inputs, save_module, tf_requests, write_model
 
 FAKE_SDK = Path(__file__).parent / "fake_neuron"
 
@@ -151,7 +151,9 @@ def test_transformers_neuronx_sampling(server, repo, records):
     write_model(repo, name, ["input_ids,INT64,-1"], ["output_ids,INT64,-1"], compiled_model="hf", max_batch_size=4,
                 instance_count=2, NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=3, WORKBENCH_TARGET="inf2",
                 WORKBENCH_FRAMEWORK="transformers_neuronx", TNX_MODEL_CLASS="GPT2ForSampling", TNX_BATCH_SIZE=2,
-                TNX_TP_DEGREE=2, TNX_N_POSITIONS=32, TNX_AMP="bf16", TNX_SEQUENCE_LENGTH=12)
+                TNX_TP_DEGREE=2, TNX_N_POSITIONS=32, TNX_AMP="bf16", TNX_SEQUENCE_LENGTH=12,
+                TNX_COMPILED_DIR="hf-neuron")
+    (repo / name / "hf-neuron").mkdir()  # where compiler/tnx.py saves the compiled graphs
     server.load(name)
     for k in range(2):
         record = read_record(records, f"{name}_0_{k}")
@@ -159,6 +161,7 @@ def test_transformers_neuronx_sampling(server, repo, records):
         assert record["load_path"] == str(repo / name / "hf")
         assert record["visible_cores_at_load"] == split_cores(0, 3, 2).visible_cores(k)
         assert record["from_pretrained"] == {"batch_size": 2, "tp_degree": 2, "n_positions": 32, "amp": "bf16"}
+        assert record["loaded_compiled_dir"] == str(repo / name / "hf-neuron")
     rng = np.random.default_rng(2)
     requests = [{"input_ids": rng.integers(1, 64, size=(rows, 5)).astype(np.int64)} for rows in (1, 3, 2)]
     for arrays, result in zip(requests, burst(server, name, requests)):
@@ -177,3 +180,27 @@ def test_transformers_neuronx_tp_degree_beyond_the_instance_cores_is_refused(ser
     with pytest.raises(ModelLoadError) as caught:
         server.load(name)
     assert "TNX_TP_DEGREE = 2 needs more cores than the 1 each instance owns" in str(caught.value)
+
+
+@pytest.mark.server
+def test_tensorflow_neuronx_pins_cores_and_feeds_signature_keys(server, repo, records):
+    """inf2 TensorFlow: NEURON_RT_VISIBLE_CORES per instance (upstream set only NEURON_RT_NUM_CORES, so
+    the runtime picked any free cores), tensorflow_neuronx imported, SavedModel loaded from the model
+    folder and called by signature keys."""
+    name = "tf_inf2"
+    tf_add_sub(repo / name / "saved")
+    link_fakes(repo / name, ["tensorflow_neuronx"])
+    write_model(repo, name, ["b,FP32,4", "a,FP32,4"], ["sum,FP32,4", "diff,FP32,4"], compiled_model="saved",
+                max_batch_size=8, instance_count=2, NEURON_CORE_START_INDEX=2, NEURON_CORE_END_INDEX=5,
+                WORKBENCH_TARGET="inf2", WORKBENCH_FRAMEWORK="tensorflow")
+    server.load(name)
+    core_map = split_cores(2, 5, 2)
+    for k in range(2):
+        record = read_record(records, f"{name}_0_{k}")
+        assert record["imported"] == "tensorflow_neuronx"
+        assert record["visible_cores_at_import"] == record["visible_cores_at_load"] == core_map.visible_cores(k)
+        assert record["load_path"] == str(repo / name / "saved")
+    requests = tf_requests([2, 1, 3], seed=13)
+    for arrays, result in zip(requests, burst(server, name, requests)):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("diff"), arrays["a"] - arrays["b"], rtol=1e-6)

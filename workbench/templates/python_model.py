@@ -25,7 +25,9 @@ Parameters (config.pbtxt ``parameters``, all strings):
 * ``CPU_AFFINITY`` (default false): cpu target only; pin each instance to its cores.
 * ``TF_SIGNATURE_DEF_KEY`` (default serving_default): the SavedModel signature to call.
 * ``TNX_MODEL_CLASS``, ``TNX_BATCH_SIZE``, ``TNX_TP_DEGREE``, ``TNX_N_POSITIONS``, ``TNX_AMP``,
-  ``TNX_UNROLL``, ``TNX_SEQUENCE_LENGTH``: transformers-neuronx sampling settings.
+  ``TNX_UNROLL``, ``TNX_SEQUENCE_LENGTH``: transformers-neuronx sampling settings;
+  ``TNX_COMPILED_DIR`` (optional, relative to the model folder): graphs saved with ``.save()``,
+  loaded before ``to_neuron()`` so the model is not recompiled at every load.
 """
 
 import importlib
@@ -184,7 +186,11 @@ def read_settings(model_config, model_dir, instance_name):
         "signature": params.get("TF_SIGNATURE_DEF_KEY", "").strip() or "serving_default",
     }
     if framework == "transformers_neuronx":
-        settings["tnx"] = _tnx_settings(params, cores_per_instance)
+        settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance)
+        if tnx["compiled_dir"] is not None:
+            tnx["compiled_dir"] = os.path.normpath(os.path.join(model_dir, tnx["compiled_dir"]))
+            if not os.path.isdir(tnx["compiled_dir"]):
+                raise SettingsError(f"TNX_COMPILED_DIR {params['TNX_COMPILED_DIR']!r} is not a folder ({tnx['compiled_dir']})")
     return settings
 
 
@@ -196,6 +202,7 @@ def _tnx_settings(params, cores_per_instance):
         "n_positions": _int(params, "TNX_N_POSITIONS", TNX_DEFAULTS["TNX_N_POSITIONS"]),
         "amp": params.get("TNX_AMP", "").strip() or TNX_DEFAULTS["TNX_AMP"],
         "unroll": _int(params, "TNX_UNROLL", "0") or None,
+        "compiled_dir": params.get("TNX_COMPILED_DIR", "").strip() or None,
     }
     tnx["sequence_length"] = _int(params, "TNX_SEQUENCE_LENGTH", str(tnx["n_positions"]))
     for key in ("batch_size", "tp_degree", "n_positions", "sequence_length"):
@@ -395,6 +402,8 @@ def load_tensorflow(settings, layout):
         _pin_neuron_cores(settings)
     import tensorflow as tf
 
+    if settings["target"] == "cpu":
+        tf.config.threading.set_intra_op_parallelism_threads(settings["threads"])
     if settings["target"] == "inf1":
         importlib.import_module("tensorflow.neuron")  # registers the Neuron ops the SavedModel calls
     elif settings["target"] in ("inf2", "trn1"):
@@ -458,6 +467,8 @@ def load_transformers_neuronx(settings, layout):
         if tnx["unroll"] is not None:
             options["unroll"] = tnx["unroll"]
         model = cls.from_pretrained(settings["path"], **options)
+        if tnx["compiled_dir"] is not None:
+            model.load(tnx["compiled_dir"])  # reuse the saved graphs instead of compiling again
         model.to_neuron()
 
         def generate(ids, length):

@@ -25,6 +25,12 @@ class _FakeForSampling:
                                 "amp": amp, **kwargs})
         return cls(transformers.AutoModelForCausalLM.from_pretrained(path).eval(), batch_size)
 
+    def load(self, directory):
+        """The real SDK reads graphs saved by ``.save()``; the fake checks the folder and records it."""
+        if not os.path.isdir(directory):
+            raise FileNotFoundError(f"FAKE transformers_neuronx: no saved graphs at {directory}")
+        record(loaded_compiled_dir=str(directory))
+
     def to_neuron(self):
         self.on_neuron = True
         record(to_neuron=True)
