@@ -73,6 +73,7 @@ EXTRA = [
       "--triton_output", "OUTPUT__0,FP32,1x2"]),
     ("transformers-neuronx-inf2",
      ["--model_type", "transformers_neuronx", "--inf2", "--neuron_core_range", "0:1", "--tnx-batch-size", "4",
+      "--tnx-model-class", "GPT2ForSampling", "--tnx-compiled-dir", "/opt/models/add_sub-neuron",
       "--tnx-n-positions", "1024", "--tnx-amp", "bf16", "--tnx-sequence-length", "256", "--tnx-unroll", "4",
       "--triton_input", "input_ids,INT64,-1", "sequence_length,INT64,1", "--triton_output", "output_ids,INT64,-1",
       "--max_batch_size", "4", "--enable_dynamic_batching"]),
@@ -130,8 +131,8 @@ def test_matrix_configs_carry_the_upstream_semantics():
     assert parameters_of(tf)["TF_SIGNATURE_DEF_KEY"] == "predict" and not tf.HasField("dynamic_batching")
     tnx = parameters_of(from_text((GOLDEN / "transformers-neuronx-inf2.pbtxt").read_text()))
     assert {k: tnx[k] for k in tnx if k.startswith("TNX_")} == {
-        "TNX_AMP": "bf16", "TNX_BATCH_SIZE": "4", "TNX_MODEL_CLASS": "LlamaForSampling", "TNX_N_POSITIONS": "1024",
-        "TNX_SEQUENCE_LENGTH": "256", "TNX_UNROLL": "4"}
+        "TNX_AMP": "bf16", "TNX_BATCH_SIZE": "4", "TNX_MODEL_CLASS": "GPT2ForSampling", "TNX_N_POSITIONS": "1024",
+        "TNX_SEQUENCE_LENGTH": "256", "TNX_UNROLL": "4", "TNX_COMPILED_DIR": "/opt/models/add_sub-neuron"}
 
 
 # --- validation: every problem named before anything is written --------------------------------
@@ -617,3 +618,67 @@ def test_tensorflow_inputs_and_outputs_come_from_a_real_saved_model(tmp_path):
     assert parameters_of(batched.config)["TF_SIGNATURE_DEF_KEY"] == "serving_default"
     problems = validate(settings(tmp_path, signature_def_key="nope", **base))
     assert len(problems) == 1 and "no signature 'nope'" in problems[0]
+
+
+def write_lm(tmp_path: Path, *, target="inf2", graphs=True) -> Path:
+    """A packaged causal LM as the compile step leaves it: checkpoint folder, saved Neuron graphs
+    beside it, and the sidecar whose "extra" records the settings the graphs were compiled with."""
+    folder = tmp_path / "lm"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    extra = {"model_class": "GPT2ForSampling", "batch_size": 2, "n_positions": 128, "tp_degree": 2, "amp": "f32",
+             "model_type": "gpt2"}
+    if graphs:
+        (tmp_path / "lm-neuron").mkdir()
+        (tmp_path / "lm-neuron" / "graph.neff").write_bytes(b"neff")
+        extra["compiled_dir"] = str(tmp_path / "lm-neuron")
+    record = {"spec": ModelSpec.parse(["input_ids,INT64,-1"], ["output_ids,INT64,-1"]).to_dict(), "batch_dim": True,
+              "target": target, "framework": "transformers_neuronx", "extra": extra}
+    (tmp_path / "lm.workbench.json").write_text(json.dumps(record))
+    return folder
+
+
+def lm_settings(tmp_path, folder, **overrides):
+    base = dict(framework="transformers_neuronx", target="inf2", compiled_model=str(folder), for_other_machine=False,
+                triton_input=[], triton_output=[], neuron_core_range="0:1", max_batch_size=2,
+                enable_dynamic_batching=True, triton_model_dir=str(tmp_path / "repo" / "lm"))
+    base.update(overrides)
+    return GenerateSettings(**base)
+
+
+def test_transformers_neuronx_settings_and_graphs_come_from_the_compile_record(tmp_path):
+    folder = write_lm(tmp_path)
+    generated = render(lm_settings(tmp_path, folder, copy_compiled_model=True, tnx_sequence_length=64))
+    params = parameters_of(generated.config)
+    assert {k: v for k, v in params.items() if k.startswith("TNX_")} == {
+        "TNX_MODEL_CLASS": "GPT2ForSampling", "TNX_BATCH_SIZE": "2", "TNX_N_POSITIONS": "128", "TNX_TP_DEGREE": "2",
+        "TNX_AMP": "f32", "TNX_SEQUENCE_LENGTH": "64", "TNX_COMPILED_DIR": "1/lm-neuron"}
+    assert params["COMPILED_MODEL"] == "1/lm"
+    dest = write(generated).path
+    assert (dest / "1" / "lm-neuron" / "graph.neff").read_bytes() == b"neff"
+    assert (dest / "1" / "lm" / "config.json").is_file() and (dest / "1" / "lm.workbench.json").is_file()
+    loaded = load_settings(dest)
+    assert (loaded.tnx_compiled_dir, loaded.tnx_batch_size, loaded.tnx_sequence_length) == ("1/lm-neuron", 2, 64)
+    assert gen.diff(loaded) == ""
+
+
+def test_transformers_neuronx_record_problems(tmp_path):
+    folder = write_lm(tmp_path)
+    problems = validate(lm_settings(tmp_path, folder, tnx_batch_size=4))
+    assert any("--tnx-batch-size 4 differs from the 2 its saved Neuron graphs were compiled with" in p
+               for p in problems), problems
+    problems = validate(lm_settings(tmp_path, folder, tnx_sequence_length=512))
+    assert any("--tnx-sequence-length 512 exceeds --tnx-n-positions 128" in p for p in problems), problems
+    cpu = render(lm_settings(tmp_path, folder, target="cpu", tnx_compiled_dir=str(tmp_path / "lm-neuron")))
+    assert "TNX_COMPILED_DIR" not in parameters_of(cpu.config)
+    assert any("--tnx-compiled-dir is ignored on the cpu target" in w for w in cpu.warnings)
+
+
+def test_missing_saved_graphs_warn_that_model_py_compiles_at_load(tmp_path):
+    folder = write_lm(tmp_path)
+    (tmp_path / "lm-neuron" / "graph.neff").unlink()
+    (tmp_path / "lm-neuron").rmdir()
+    generated = render(lm_settings(tmp_path, folder))
+    assert "TNX_COMPILED_DIR" not in parameters_of(generated.config)
+    assert any("recorded by the compile are missing; model.py will compile the model at load time" in w
+               for w in generated.warnings)

@@ -118,13 +118,16 @@ class GenerateSettings:
     copy_compiled_model: bool = False
     for_other_machine: bool = False
     cpu_affinity: bool = False
-    tnx_model_class: str = "LlamaForSampling"
-    tnx_batch_size: int = 1
-    tnx_tp_degree: int | None = None  # None: the instance's cores
-    tnx_n_positions: int = 2048
-    tnx_amp: str = "f32"
+    # transformers-neuronx; None: what the compile recorded, else model.py's default (LlamaForSampling,
+    # batch 1, tp degree = the instance's cores, 2048 positions, f32, sequence length = positions)
+    tnx_model_class: str | None = None
+    tnx_batch_size: int | None = None
+    tnx_tp_degree: int | None = None
+    tnx_n_positions: int | None = None
+    tnx_amp: str | None = None
     tnx_unroll: int | None = None
-    tnx_sequence_length: int | None = None  # None: tnx_n_positions
+    tnx_sequence_length: int | None = None
+    tnx_compiled_dir: str | None = None  # graphs saved by .save(); loaded instead of recompiling
 
     def __post_init__(self) -> None:
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])
@@ -184,6 +187,8 @@ class _Plan:
     compiled_ref: str = ""  # the COMPILED_MODEL value
     compiled_source: Path | None = None  # where the artifact is on this machine (None if unknown)
     carried: dict[str, Path] = field(default_factory=dict)  # files copied into the new directory
+    record: dict | None = None  # the compile step's sidecar for the compiled model
+    tnx: dict[str, object] = field(default_factory=dict)  # TNX_* parameters to write
 
 
 def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
@@ -295,43 +300,47 @@ def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
         raise GenerateError([f"--compiled_model {path}: {err}"]) from None
 
 
-def _plan_compiled(settings: GenerateSettings, dest: Path, plan: _Plan) -> None:
+def _place(flag: str, value: str, settings: GenerateSettings, plan: _Plan) -> tuple[str, Path | None]:
+    """Where a file the model needs goes: (the reference written in config.pbtxt, its path here or
+    None). Copied into ``<version>/`` with --copy-compiled-model; otherwise a relative path is the
+    model directory's, and one already inside an existing directory is carried into the new one."""
+    path, dest = Path(value), settings.model_dir
+    if settings.copy_compiled_model:
+        ref = f"{settings.model_version}/{path.name}"
+        if not path.exists():
+            plan.problems.append(f"{flag} {value} does not exist, so it cannot be copied (--copy-compiled-model)")
+            return ref, None
+        _carry(plan, ref, path)
+        return ref, path
+    resolved = path if path.is_absolute() else dest / path
+    if resolved.exists():
+        if not path.is_absolute() and ".." not in path.parts and dest.is_dir():
+            _carry(plan, path.as_posix(), resolved)
+        return value, resolved
+    if not settings.for_other_machine:
+        hint = ""
+        if not path.is_absolute() and path.exists():
+            hint = (f"; {value} exists relative to the current directory, but model.py resolves relative "
+                    "paths against the model directory: give an absolute path or use --copy-compiled-model")
+        plan.problems.append(f"{flag} {value} not found (looked at {resolved}){hint}; "
+                             "use --for-other-machine if it only exists on the serving host")
+    return value, None
+
+
+def _carry(plan: _Plan, ref: str, source: Path) -> None:
+    plan.carried[ref] = source
+    sidecar = source.with_name(source.name + SIDECAR_SUFFIX)
+    if sidecar.is_file():
+        plan.carried[ref + SIDECAR_SUFFIX] = sidecar
+
+
+def _plan_compiled(settings: GenerateSettings, plan: _Plan) -> None:
     compiled = str(settings.compiled_model).strip()
     if not compiled:
         plan.problems.append("--compiled_model is required: the path of the compiled model")
         return
-    path = Path(compiled)
-    if settings.copy_compiled_model:
-        version = max(settings.model_version, 1)
-        plan.compiled_ref = f"{version}/{path.name}"
-        if path.exists():
-            plan.compiled_source = path
-            plan.carried[plan.compiled_ref] = path
-            sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
-            if sidecar.is_file():
-                plan.carried[plan.compiled_ref + SIDECAR_SUFFIX] = sidecar
-        else:
-            plan.problems.append(f"--compiled_model {compiled} does not exist, so it cannot be copied "
-                                 "(--copy-compiled-model)")
-        return
-    plan.compiled_ref = compiled
-    resolved = path if path.is_absolute() else dest / path
-    if resolved.exists():
-        plan.compiled_source = resolved
-        inside = not path.is_absolute() and ".." not in path.parts
-        if inside and dest.is_dir():
-            # regenerating over a directory that holds its own artifact: carry it into the new one
-            plan.carried[path.as_posix()] = resolved
-            sidecar = resolved.with_name(resolved.name + SIDECAR_SUFFIX)
-            if sidecar.is_file():
-                plan.carried[path.as_posix() + SIDECAR_SUFFIX] = sidecar
-    elif not settings.for_other_machine:
-        hint = ""
-        if not path.is_absolute() and path.exists():
-            hint = (f"; {compiled} exists relative to the current directory, but model.py resolves relative "
-                    "paths against the model directory: give an absolute path or use --copy-compiled-model")
-        plan.problems.append(f"--compiled_model {compiled} not found (looked at {resolved}){hint}; "
-                             "use --for-other-machine if it only exists on the serving host")
+    plan.compiled_ref, plan.compiled_source = _place("--compiled_model", compiled, settings, plan)
+    plan.record = _read_sidecar(plan.compiled_source, plan.problems)
 
 
 def _plan_spec(settings: GenerateSettings, plan: _Plan) -> None:
@@ -339,7 +348,7 @@ def _plan_spec(settings: GenerateSettings, plan: _Plan) -> None:
     outputs = _tensor_items(list(settings.triton_output), "output", plan.problems)
     if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
         return  # malformed items already reported
-    record = _read_sidecar(plan.compiled_source, plan.problems)
+    record = plan.record
     where = f"per {plan.compiled_source}{SIDECAR_SUFFIX}" if record else ""
     if not inputs and not outputs:
         if record is not None:
@@ -446,23 +455,64 @@ def _plan_batching(settings: GenerateSettings, plan: _Plan) -> None:
                              "request alone; set --max_batch_size > 0 to batch requests")
 
 
+# GenerateSettings field -> model.py parameter; the compile step records the same keys (without
+# the tnx_ prefix) in its sidecar's "extra"
+_TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
+                   "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
+                   "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
+# what saved Neuron graphs were compiled with: loading them with other values fails
+_TNX_GRAPH_FIELDS = ("tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp")
+_TNX_DEFAULT_N_POSITIONS = 2048  # model.py's default
+
+
+def _flag(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
 def _plan_tnx(settings: GenerateSettings, plan: _Plan) -> None:
+    """TNX_* values: given ones, else what the compile recorded, else model.py's defaults (left out)."""
     if settings.framework != "transformers_neuronx":
         return
     if settings.target == "inf1":
         plan.problems.append("transformers_neuronx runs on inf2/trn1 (or cpu), not inf1")
-    for flag, value in (("--tnx-batch-size", settings.tnx_batch_size), ("--tnx-tp-degree", settings.tnx_tp_degree),
-                        ("--tnx-n-positions", settings.tnx_n_positions),
-                        ("--tnx-sequence-length", settings.tnx_sequence_length), ("--tnx-unroll", settings.tnx_unroll)):
-        if value is not None and value < 1:
-            plan.problems.append(f"{flag} {value} must be at least 1")
-    length = settings.tnx_sequence_length
-    if length is not None and length > settings.tnx_n_positions:
-        plan.problems.append(f"--tnx-sequence-length {length} exceeds --tnx-n-positions {settings.tnx_n_positions}")
-    if settings.tnx_amp not in TNX_AMPS:
-        plan.problems.append(f"--tnx-amp {settings.tnx_amp!r} is not one of {', '.join(TNX_AMPS)}")
-    if not settings.tnx_model_class.strip():
+    record = plan.record if plan.record and plan.record.get("framework") == "transformers_neuronx" else {}
+    recorded = record.get("extra") or {}
+    recorded_graphs = recorded.get("compiled_dir") if settings.target != "cpu" else None
+    values: dict[str, object] = {}
+    for name in _TNX_PARAMETERS:
+        given, known = getattr(settings, name), recorded.get(name.removeprefix("tnx_"))
+        if given is not None and known is not None and given != known and recorded_graphs and \
+                settings.tnx_compiled_dir is None and name in _TNX_GRAPH_FIELDS:
+            plan.problems.append(f"{_flag(name)} {given} differs from the {known} its saved Neuron graphs were "
+                                 f"compiled with ({recorded_graphs}); recompile, or leave {_flag(name)} out")
+        values[name] = given if given is not None else known
+    for name in ("tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_sequence_length", "tnx_unroll"):
+        if values[name] is not None and int(values[name]) < 1:
+            plan.problems.append(f"{_flag(name)} {values[name]} must be at least 1")
+    positions = values["tnx_n_positions"] or _TNX_DEFAULT_N_POSITIONS
+    if values["tnx_sequence_length"] is not None and values["tnx_sequence_length"] > positions:
+        plan.problems.append(f"--tnx-sequence-length {values['tnx_sequence_length']} exceeds --tnx-n-positions "
+                             f"{positions}")
+    if values["tnx_amp"] is not None and values["tnx_amp"] not in TNX_AMPS:
+        plan.problems.append(f"--tnx-amp {values['tnx_amp']!r} is not one of {', '.join(TNX_AMPS)}")
+    if values["tnx_model_class"] is not None and not str(values["tnx_model_class"]).strip():
         plan.problems.append("--tnx-model-class is empty; e.g. LlamaForSampling")
+    plan.tnx = {_TNX_PARAMETERS[name]: value for name, value in values.items() if value is not None}
+    if settings.tnx_compiled_dir is not None:
+        if settings.target == "cpu":
+            plan.warnings.append("--tnx-compiled-dir is ignored on the cpu target (it holds Neuron graphs)")
+        else:
+            plan.tnx["TNX_COMPILED_DIR"], _ = _place("--tnx-compiled-dir", settings.tnx_compiled_dir, settings, plan)
+    elif recorded_graphs and plan.compiled_source is not None:
+        # the compile saves its graphs beside the checkpoint: keep them beside it here too
+        source = plan.compiled_source.parent / Path(recorded_graphs).name
+        if source.exists():
+            value = str(source) if settings.copy_compiled_model else \
+                (Path(plan.compiled_ref).parent / source.name).as_posix()
+            plan.tnx["TNX_COMPILED_DIR"], _ = _place("--tnx-compiled-dir", value, settings, plan)
+        else:
+            plan.warnings.append(f"the saved Neuron graphs {source} recorded by the compile are missing; "
+                                 "model.py will compile the model at load time")
 
 
 def _plan(settings: GenerateSettings) -> _Plan:
@@ -480,10 +530,10 @@ def _plan(settings: GenerateSettings) -> _Plan:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)
     _plan_batching(settings, plan)
-    _plan_tnx(settings, plan)
     if settings.framework in FRAMEWORKS and settings.target in TARGETS:
-        _plan_compiled(settings, settings.model_dir, plan)
+        _plan_compiled(settings, plan)
         _plan_spec(settings, plan)
+        _plan_tnx(settings, plan)
     return plan
 
 
@@ -507,12 +557,7 @@ def _parameters(settings: GenerateSettings, plan: _Plan) -> dict[str, object]:
     }
     if settings.framework == "tensorflow":
         params["TF_SIGNATURE_DEF_KEY"] = settings.signature_def_key
-    if settings.framework == "transformers_neuronx":
-        optional = {"TNX_TP_DEGREE": settings.tnx_tp_degree, "TNX_UNROLL": settings.tnx_unroll,
-                    "TNX_SEQUENCE_LENGTH": settings.tnx_sequence_length}
-        params.update({"TNX_MODEL_CLASS": settings.tnx_model_class, "TNX_BATCH_SIZE": settings.tnx_batch_size,
-                       "TNX_N_POSITIONS": settings.tnx_n_positions, "TNX_AMP": settings.tnx_amp})
-        params.update({key: value for key, value in optional.items() if value is not None})
+    params.update(plan.tnx)
     return params
 
 
@@ -628,16 +673,16 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         cpu_affinity=params.get("CPU_AFFINITY", "false") == "true",
     )
     if framework == "transformers_neuronx":
-        defaults = GenerateSettings(target="cpu")
         settings = replace(
             settings,
-            tnx_model_class=params.get("TNX_MODEL_CLASS", defaults.tnx_model_class),
-            tnx_batch_size=integer("TNX_BATCH_SIZE") or defaults.tnx_batch_size,
+            tnx_model_class=params.get("TNX_MODEL_CLASS") or None,
+            tnx_batch_size=integer("TNX_BATCH_SIZE"),
             tnx_tp_degree=integer("TNX_TP_DEGREE"),
-            tnx_n_positions=integer("TNX_N_POSITIONS") or defaults.tnx_n_positions,
-            tnx_amp=params.get("TNX_AMP", defaults.tnx_amp),
+            tnx_n_positions=integer("TNX_N_POSITIONS"),
+            tnx_amp=params.get("TNX_AMP") or None,
             tnx_unroll=integer("TNX_UNROLL"),
             tnx_sequence_length=integer("TNX_SEQUENCE_LENGTH"),
+            tnx_compiled_dir=params.get("TNX_COMPILED_DIR") or None,
         )
     return settings
 
@@ -723,14 +768,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     own.add_argument("--cpu-affinity", action="store_true", dest="cpu_affinity",
                      help="cpu target: pin each instance to its cores")
     tnx = parser.add_argument_group("transformers-neuronx (--model_type transformers_neuronx)")
-    tnx.add_argument("--tnx-model-class", dest="tnx_model_class", default="LlamaForSampling")
-    tnx.add_argument("--tnx-batch-size", dest="tnx_batch_size", type=int, default=1)
-    tnx.add_argument("--tnx-tp-degree", dest="tnx_tp_degree", type=int, help="default: the instance's cores")
-    tnx.add_argument("--tnx-n-positions", dest="tnx_n_positions", type=int, default=2048)
-    tnx.add_argument("--tnx-amp", dest="tnx_amp", choices=TNX_AMPS, default="f32")
+    tnx.add_argument("--tnx-model-class", dest="tnx_model_class",
+                     help="transformers_neuronx sampling class (default: the compile's, else LlamaForSampling)")
+    tnx.add_argument("--tnx-batch-size", dest="tnx_batch_size", type=int, help="default: the compile's, else 1")
+    tnx.add_argument("--tnx-tp-degree", dest="tnx_tp_degree", type=int,
+                     help="default: the compile's, else the instance's cores")
+    tnx.add_argument("--tnx-n-positions", dest="tnx_n_positions", type=int, help="default: the compile's, else 2048")
+    tnx.add_argument("--tnx-amp", dest="tnx_amp", choices=TNX_AMPS, help="default: the compile's, else f32")
     tnx.add_argument("--tnx-unroll", dest="tnx_unroll", type=int)
     tnx.add_argument("--tnx-sequence-length", dest="tnx_sequence_length", type=int,
-                     help="default: --tnx-n-positions")
+                     help="longest output (default: --tnx-n-positions)")
+    tnx.add_argument("--tnx-compiled-dir", dest="tnx_compiled_dir",
+                     help="Neuron graphs saved by the compile (default: the compile's, beside the checkpoint)")
     _one_line_errors(parser)
     parser.set_defaults(func=run_cli)
     return parser
