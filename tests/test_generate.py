@@ -682,3 +682,10 @@ def test_missing_saved_graphs_warn_that_model_py_compiles_at_load(tmp_path):
     assert "TNX_COMPILED_DIR" not in parameters_of(generated.config)
     assert any("recorded by the compile are missing; model.py will compile the model at load time" in w
                for w in generated.warnings)
+
+
+def test_transformers_neuronx_takes_an_unbatched_prompt_too(tmp_path):
+    folder = write_lm(tmp_path)
+    for dims in ("-1", "-1x-1"):
+        items = dict(triton_input=[f"input_ids,INT64,{dims}"], triton_output=[f"output_ids,INT64,{dims}"])
+        assert validate(lm_settings(tmp_path, folder, max_batch_size=0, enable_dynamic_batching=False, **items)) == []

@@ -255,6 +255,8 @@ def _check_against_sidecar(settings: GenerateSettings, spec: ModelSpec, record: 
             expected = model_tensor.dims if (mbs > 0 or not batch_dim) else (-1, *model_tensor.dims)
             if _dims_match(tensor.dims, expected):
                 continue
+            if settings.framework == "transformers_neuronx" and _dims_match(tensor.dims, model_tensor.dims):
+                continue  # its model.py also takes one unbatched prompt
             if mbs > 0 and _dims_match(tensor.dims[1:], model_tensor.dims):
                 problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} include a batch dim, but with "
                                 f"max_batch_size {mbs} Triton adds it; use {list(model_tensor.dims)}")
