@@ -7,6 +7,7 @@ python-backend models written into tmp directories; requests go over real HTTP/g
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -478,3 +479,130 @@ def test_start_can_be_cancelled_and_reports_progress(tmp_path):
         assert seen[-1][:2] == (1, 1) and server.http_url in seen[-1][2]
     finally:
         server.stop()
+
+
+# ---- docker preview --------------------------------------------------------------------------
+
+
+def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
+    from workbench.server.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
+
+    # inf1: 4 cores per device, so cores 51-52 sit on devices 12 and 13 (the Neuron container guide's example).
+    assert neuron_devices("51:52", instance_type="inf1.24xlarge") == [12, 13]
+    assert neuron_devices("0:1", instance_type="inf2.xlarge") == [0]
+    assert neuron_devices("2:5", instance_type="trn1.32xlarge") == [1, 2]
+    assert neuron_devices((4, 7), instance_type="trn2") == [1]
+    assert neuron_devices("3:3", cores_per_device=8) == [0]
+    run = docker_run_command(tmp_path / "repo", "5:9", instance_type="inf2.24xlarge", load_models=["bert"])
+    argv = list(run.argv)
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--device"] == ["/dev/neuron2", "/dev/neuron3", "/dev/neuron4"]
+    assert "--shm-size=1g" in argv and ["--ulimit", "memlock=-1"] == argv[argv.index("--ulimit"):argv.index("--ulimit") + 2]
+    assert ["-p", "127.0.0.1:8000:8000", "-p", "127.0.0.1:8001:8001", "-p", "127.0.0.1:8002:8002"] == [
+        a for i, a in enumerate(argv) if a == "-p" or (i and argv[i - 1] == "-p")]
+    assert ["-v", f"{tmp_path / 'repo'}:/models"] == argv[argv.index("-v"):argv.index("-v") + 2]
+    image_at = argv.index(DEFAULT_IMAGE)
+    assert argv[image_at + 1:] == ["tritonserver", "--model-repository=/models", "--model-control-mode=explicit",
+                                   "--load-model=bert"]
+    assert run.command.split() == argv  # nothing here needs quoting
+    assert run.pretty.replace("\\\n", "").split() == argv
+    everything = docker_run_command("/srv/repo", "0:1", instance_type="inf2", image="my/triton-neuron:1",
+                                    http_port=9000, publish_address="0.0.0.0")
+    assert "'--load-model=*'" in everything.command  # quoted for the shell
+    assert "0.0.0.0:9000:8000" in everything.argv and everything.image == "my/triton-neuron:1"
+
+
+def test_docker_run_rejects_what_the_host_cannot_do():
+    from workbench.coremap import CoreRangeError
+    from workbench.server.docker import docker_run_command
+
+    with pytest.raises(CoreRangeError, match=r"inf2.xlarge has cores 0..1"):
+        docker_run_command("/r", "0:3", instance_type="inf2.xlarge")
+    with pytest.raises(CoreRangeError, match="malformed"):
+        docker_run_command("/r", "0-3", instance_type="inf2")
+    with pytest.raises(ValueError, match="unknown Neuron instance type 'p4d.24xlarge'"):
+        docker_run_command("/r", "0:1", instance_type="p4d.24xlarge")
+    with pytest.raises(ValueError, match="instance_type .* or cores_per_device"):
+        docker_run_command("/r", "0:1")
+    with pytest.raises(ValueError, match="contradicts inf1"):
+        docker_run_command("/r", "0:1", instance_type="inf1", cores_per_device=2)
+    with pytest.raises(ValueError, match="metrics_port"):
+        docker_run_command("/r", "0:1", instance_type="inf2", metrics_port=0)
+    with pytest.raises(ValueError, match="'../x'"):
+        docker_run_command("/r", "0:1", instance_type="inf2", load_models=["../x"])
+
+
+def test_docker_run_for_a_cpu_target_pins_cpus_instead_of_devices():
+    from workbench.server.docker import docker_run_command
+
+    run = docker_run_command("/r", "2:5", instance_type="cpu")
+    assert run.devices == () and "--cpuset-cpus=2-5" in run.argv
+    assert not any(a.startswith("/dev/neuron") for a in run.argv)
+
+
+# ---- workbench serve -----------------------------------------------------------------------
+
+
+def read_until(stream, marker: str, timeout: float = 120.0) -> list[str]:
+    import select
+
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 1.0)
+        if ready:
+            line = stream.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if marker in line:
+                return lines
+    raise AssertionError(f"{marker!r} not seen; got: {lines}")
+
+
+@pytest.mark.server
+def test_serve_command_serves_until_ctrl_c_and_leaves_nothing(tmp_path):
+    repo = make_repo(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve", "--model-repository", str(repo), "--load", "add"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        lines = read_until(proc.stdout, "Ctrl-C to stop")
+        http = next(line.split()[1] for line in lines if line.strip().startswith("HTTP"))
+        assert any(line.split()[:3] == ["add", "v1", "READY"] for line in lines), lines
+        assert any(line.split()[:2] == ["broken", "v-"] for line in lines), lines
+        assert infer_add(http, "add", 1)[0, 0] == 1.0
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "stopped" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert [p for p in processes_using(repo) if p.pid != proc.pid] == []
+
+
+@pytest.mark.server
+def test_serve_command_fails_clearly_when_a_model_does_not_load(tmp_path):
+    repo = make_repo(tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "workbench", "serve", "--model-repository", str(repo), "--load", "broken"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert result.returncode == 1
+    assert "model 'broken' failed to load" in result.stderr and "deliberate failure 7f3a" in result.stderr
+    assert processes_using(repo) == []
+
+
+def test_serve_command_prints_the_docker_run(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "workbench", "serve", "--model-repository", str(tmp_path), "--docker", "4:7",
+         "--instance-type", "inf1.6xlarge", "--load", "bert", "--http-port", "9000"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )
+    text = result.stdout
+    assert "--device /dev/neuron1" in text and "/dev/neuron0" not in text and "/dev/neuron2" not in text
+    assert "127.0.0.1:9000:8000" in text and "--load-model=bert" in text
+    assert processes_using(tmp_path) == []

@@ -449,7 +449,7 @@ class TritonServer:
         if self.running:
             self._unload_all(timeout / 2)
         self._close_clients()
-        process, self._process = self._process, None
+        process = self._process
         if process is not None:
             pgid = process.pid
             if process.poll() is None:
@@ -467,19 +467,21 @@ class TritonServer:
                 pass
             process.wait()
             self._wait_group_gone(pgid, 10.0)
-        guard, self._guard = self._guard, None
+            self._process = None  # only now: an interrupted stop() can be called again
+        guard = self._guard
         if guard is not None:
             try:
                 if guard.stdin is not None:
                     guard.stdin.write(b"release\n")
                     guard.stdin.close()
-            except (BrokenPipeError, OSError):
+            except (OSError, ValueError):  # the guard already left (server exited) or pipe closed
                 pass
             try:
                 guard.wait(10)
             except subprocess.TimeoutExpired:
                 guard.kill()
                 guard.wait()
+            self._guard = None
         guard_module.remove_shm_regions(self.shm_prefix)
 
     @staticmethod
