@@ -608,6 +608,39 @@ def test_torchscript_strings_travel_as_lists(served):
 
 
 @pytest.mark.server
+def test_gathered_requests_get_their_own_outputs(served):
+    """With dynamic batching the runtime concatenates requests of different batch sizes into one
+    forward() and splits the outputs back: each response must match its own inputs."""
+    server, base = served["server"], served["ts_cfg"]
+    twin_cfg, _ = ptb.emulation_config(base, gpu_available=False)
+    twin_cfg.dynamic_batching.max_queue_delay_microseconds = 200_000
+    server.load("add_sub_ts", config=twin_cfg)
+    rng = np.random.default_rng(6)
+    requests = [(rng.standard_normal((n, 4)).astype(np.float32), rng.standard_normal((n, 2)).astype(np.float32))
+                for n in (1, 2, 4)]
+    client = httpclient.InferenceServerClient(server.http_url, concurrency=len(requests), network_timeout=300.0)
+    try:
+        pending = []
+        for a, b in requests:
+            inputs = [httpclient.InferInput("INPUT__0", list(a.shape), "FP32"),
+                      httpclient.InferInput("INPUT__1", list(b.shape), "FP32")]
+            inputs[0].set_data_from_numpy(a)
+            inputs[1].set_data_from_numpy(b)
+            pending.append(client.async_infer("add_sub_ts", inputs))
+        answers = [p.get_result() for p in pending]
+    finally:
+        client.close()
+    for (a, b), answer in zip(requests, answers):
+        with torch.no_grad():
+            out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
+        np.testing.assert_allclose(answer.as_numpy("OUTPUT__0"), out0.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(answer.as_numpy("OUTPUT__1"), out1.numpy(), rtol=1e-5, atol=1e-5)
+    batches = server.stats("add_sub_ts")["model_stats"][0]["batch_stats"]
+    # Only a gathered execution has batch size 3, 5, 6 or 7 (earlier tests sent batches of 2).
+    assert {int(row["batch_size"]) for row in batches} & {3, 5, 6, 7}, f"requests were never gathered: {batches}"
+
+
+@pytest.mark.server
 def test_two_parameter_settings_compared_under_load(served):
     """Two sweep variants of the TorchScript model, each loaded as a config override and driven by
     the load generator: every response is checked against eager outputs, and the server log
@@ -627,8 +660,10 @@ def test_two_parameter_settings_compared_under_load(served):
     settings = [{"threads": 1, "inference_mode": True},
                 {"threads": 2, "inference_mode": False, "optimized_execution": False}]
     results = {}
-    for setting in settings:
+    for setting, concurrency in zip(settings, (1, 4)):
         twin_cfg, _ = ptb.emulation_config(ptb.sweep_variant(base, setting), gpu_available=False)
+        if concurrency > 1:  # let Triton gather requests, so the runtime's concat/split path runs
+            twin_cfg.dynamic_batching.max_queue_delay_microseconds = 20_000
         start = len(server.log_tail(1_000_000))
         server.load("add_sub_ts", config=twin_cfg)
         line = _emulation_line(_log_since(server, start), "add_sub_ts")
@@ -636,10 +671,12 @@ def test_two_parameter_settings_compared_under_load(served):
         assert f"inference_mode={setting['inference_mode']}" in line
         assert f"optimized_execution={setting.get('optimized_execution', True)}" in line
         results[ptb.variant_label(setting)] = measure(
-            server.grpc_url, "add_sub_ts", {"INPUT__0": a, "INPUT__1": b}, batch_size=2, concurrency=1,
+            server.grpc_url, "add_sub_ts", {"INPUT__0": a, "INPUT__1": b}, batch_size=2, concurrency=concurrency,
             warmup_requests=2, window_s=0.3, stable_windows=2, max_windows=3, check=check)
     assert list(results) == ["inference_mode=on,threads=1",
                              "inference_mode=off,optimized_execution=off,threads=2"]
     for label, result in results.items():
         assert result.succeeded > 0 and result.failed == 0, (label, result.errors)
         assert result.checked > 0 and result.check_failures == 0, label
+    batches = server.stats("add_sub_ts")["model_stats"][0]["batch_stats"]
+    assert max(int(row["batch_size"]) for row in batches) >= 4, "two batch-2 requests were never executed together"
