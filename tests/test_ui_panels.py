@@ -8,6 +8,7 @@ cannot be installed here), and says so.
 
 from __future__ import annotations
 
+import html
 import re
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from workbench.ui.background import TaskControls
 
 def _text(html_value: str) -> str:
     """What a user reads in an HTML widget: tags dropped."""
-    return re.sub(r"<[^>]+>", "", html_value).replace("&lt;", "<").replace("&gt;", ">").replace("&#x27;", "'")
+    return html.unescape(re.sub(r"<[^>]+>", "", html_value))
 
 
 @pytest.fixture(scope="module")

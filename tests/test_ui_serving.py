@@ -1,0 +1,194 @@
+"""Headless tests of the server, sweep and results panels against a real tritonserver.
+
+One Workbench per module: a real CPU compile of ``add_sub``, the model directory written from the
+preview panel, and the server started from the server panel (stopped at teardown, even on
+failure). Assertions are on what the real server reports, the run folders written and the
+widgets' contents; never on timings.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from workbench.config import read_config
+from workbench.ui import Workbench
+
+pytestmark = pytest.mark.server
+
+
+def _text(html_value: str) -> str:
+    """What a user reads in an HTML widget: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", " ", html_value))
+
+
+def _wait(predicate, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ui_serving")
+    app = Workbench(root / "model_repository")
+    try:
+        model = app["model"]
+        model.controls["zoo_model"].value = "add_sub"
+        task = model.start_compile()
+        assert task.join(timeout=120) and task.state == "done", task.error_text
+        assert app["preview"].write() is not None
+        server = app["server"]
+        server.controls["start"].click()
+        assert server.ops.join(timeout=180), "server start did not finish"
+        assert server.ops.task.state == "done", server.ops.task.error_text
+        yield app
+    finally:
+        app.close()
+
+
+def _sweep(app, **values):
+    sweep = app["sweep"]
+    defaults = {"batch_sizes": "1,2", "allocations": "1x1", "concurrency": "1", "window_s": 0.2,
+                "stable_windows": 2, "max_windows": 3, "label": ""}
+    for key, value in {**defaults, **values}.items():
+        sweep.controls[key].value = value
+    return sweep
+
+
+def test_start_shows_the_model_ready_on_a_real_server(app):
+    panel = app["server"]
+    server = app.state.server
+    assert server.running
+    assert panel.controls["start"].disabled and not panel.controls["stop"].disabled
+    assert {"name": "add_sub", "version": "1", "state": "READY", "reason": ""} in panel.index
+    assert re.search(r"add_sub\s+1\s+READY", _text(panel.controls["models"].value))
+    info = _text(panel.controls["server_info"].value)
+    assert f"http {server.ports['http']}" in info and f"grpc {server.ports['grpc']}" in info
+    _wait(lambda: "loading: add_sub:1" in panel.log.text, what="the live log")
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        a = np.arange(8, dtype=np.float32).reshape(2, 4)
+        inputs = [httpclient.InferInput(n, [2, 4], "FP32") for n in ("INPUT__0", "INPUT__1")]
+        for tensor in inputs:
+            tensor.set_data_from_numpy(a)
+        result = client.infer("add_sub", inputs)
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), a + a)
+    finally:
+        client.close()
+
+
+def test_unload_load_and_reload_from_the_panel(app):
+    panel, preview, settings = app["server"], app["preview"], app["settings"]
+    panel.controls["model"].value = "add_sub"
+    panel.controls["unload"].click()
+    assert panel.ops.join(timeout=60) and panel.ops.task.state == "done", panel.ops.task.error_text
+    assert re.search(r"add_sub\s+1\s+UNAVAILABLE", _text(panel.controls["models"].value))
+    panel.controls["load"].click()
+    assert panel.ops.join(timeout=120) and panel.ops.task.state == "done", panel.ops.task.error_text
+    assert re.search(r"add_sub\s+1\s+READY", _text(panel.controls["models"].value))
+
+    settings.controls["core_range"].value = "0:1"
+    settings.controls["instance_count"].value = 2
+    preview.controls["write"].click()
+    preview.controls["confirm_overwrite"].click()
+    assert read_config(app.state.model_dir).instance_group[0].count == 2
+    panel.controls["reload"].click()
+    assert panel.ops.join(timeout=120) and panel.ops.task.state == "done", panel.ops.task.error_text
+    assert app.state.server.model_config("add_sub", as_proto=True).instance_group[0].count == 2
+    assert "READY" in _text(panel.controls["models"].value)
+
+
+def test_a_bad_model_name_is_reported_not_raised(app):
+    panel = app["server"]
+    panel.controls["model"].value = "no_such_model"
+    panel.controls["load"].click()
+    assert panel.ops.join(timeout=60)
+    assert panel.ops.task.state == "failed"
+    assert "load no_such_model failed" in _text(panel.controls["error"].value)
+    assert app.state.server.running and not panel.controls["load"].disabled
+    panel.controls["model"].value = "add_sub"
+
+
+def test_a_small_sweep_runs_from_the_panel_with_table_and_plots(app):
+    sweep = _sweep(app, label="first")
+    assert "2 point(s)" in _text(sweep.controls["grid_size"].value)
+    task = sweep.start()
+    assert task is not None, sweep.controls["error"].value
+    assert task.join(timeout=240) and task.state == "done", task.error_text
+    result = sweep.result
+    assert result is app.state.sweep and result.status == "complete" and len(result.frame) == 2
+    assert result.path == Path(sweep.controls["runs_dir"].value) / "first"
+    assert (result.path / "results.csv").is_file() and (result.path / "points.jsonl").is_file()
+    assert bool(result.frame["outputs_ok"].all())  # served outputs matched the eager model
+    table = _text(sweep.controls["table"].value)
+    assert "throughput" in table and "p99_ms" in table and sweep.controls["table"].value.count("<tr") == 3
+    assert all(bytes(image.value).startswith(b"\x89PNG") for image in sweep.controls["plots"].children)
+    assert "Best (highest throughput" in _text(sweep.controls["best"].value)
+    sweep.controls["budget_ms"].value = 1e-6
+    assert "No configuration meets p99" in _text(sweep.controls["best"].value)
+    sweep.controls["export"].click()
+    assert (result.path / "plots" / "latency_vs_batch.png").is_file()
+    assert "latency_vs_batch.svg" in _text(sweep.controls["exported"].value)
+    # the model is left with its own config after the sweep
+    assert app.state.server.is_model_ready("add_sub")
+
+
+def test_cancel_stops_the_sweep_and_keeps_finished_points(app):
+    sweep = _sweep(app, label="second", batch_sizes="1,2,4,8", concurrency="1,2")
+    task = sweep.start()
+    assert task is not None, sweep.controls["error"].value
+    _wait(lambda: sweep.result is not None and len(sweep.result.frame) >= 1 or not task.running,
+          timeout=240, what="the first measured point")
+    sweep.controls["cancel"].click()
+    assert task.join(timeout=120)
+    assert task.state == "cancelled", task.error_text
+    assert sweep.controls["status"].value == "cancelled"
+    assert sweep.result.status == "cancelled" and 1 <= len(sweep.result.frame) < 8
+    assert not sweep.controls["run"].disabled
+
+
+def test_results_panel_opens_and_compares_saved_runs(app):
+    panel = app["results"]
+    paths = panel.scan()
+    assert {Path(p).name for p in paths} >= {"first", "second"}
+    run = panel.open(str(Path(app["sweep"].controls["runs_dir"].value) / "first"))
+    assert run.status == "complete" and bytes(panel.controls["plot"].value).startswith(b"\x89PNG")
+    assert "Best (highest throughput" in _text(panel.controls["best"].value)
+    runs_dir = Path(app["sweep"].controls["runs_dir"].value)
+    panel.controls["run_a"].value = str(runs_dir / "first")
+    panel.controls["run_b"].value = str(runs_dir / "second")
+    comparison = panel.compare()
+    assert comparison is not None and len(comparison.table) >= 1
+    assert "'second' vs 'first'" in _text(panel.controls["summary"].value)
+    assert bytes(panel.controls["comparison_plot"].value).startswith(b"\x89PNG")
+    panel.controls["run_b"].value = str(runs_dir / "first")
+    assert panel.compare() is None and "same run" in _text(panel.controls["error"].value)
+
+
+def test_sweep_refuses_to_start_without_a_server(tmp_path):
+    app = Workbench(tmp_path / "repo")
+    assert app["sweep"].start() is None
+    shown = _text(app["sweep"].controls["error"].value)
+    assert "start the server first" in shown and "write the model directory first" in shown
+    app["sweep"].controls["allocations"].value = "2y1"
+    assert "allocation '2y1' is malformed" in _text(app["sweep"].controls["grid_size"].value)
+
+
+def test_stop_leaves_no_server_process(app):
+    panel = app["server"]
+    pid = app.state.server.pid
+    panel.controls["stop"].click()
+    assert panel.ops.join(timeout=60) and panel.ops.task.state == "done", panel.ops.task.error_text
+    assert not app.state.server.running
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    assert not panel.controls["start"].disabled and panel.controls["stop"].disabled
+    assert "not running" in _text(panel.controls["server_info"].value)
