@@ -21,7 +21,15 @@ from workbench.compiler.artifact import (
     read_artifact,
     sidecar_path,
 )
-from workbench.compiler.cpu import CompileError, artifact_path, as_tensors, compile_cpu, operator_counts, trace_cpu
+from workbench.compiler.cpu import (
+    CompileError,
+    artifact_path,
+    as_tensors,
+    check_inputs,
+    compile_cpu,
+    operator_counts,
+    trace_cpu,
+)
 from workbench.compiler.neuron import NEURON_TARGETS, analyze_neuron, compile_neuron
 from workbench.compiler.system import MissingSDKError, SystemInfo, detect, install_hint
 
@@ -89,7 +97,8 @@ def compile_model(
         taken = [str(p) for p in paths + [sidecar_path(p) for p in paths] if p.exists()]
         if taken:
             raise ArtifactError(f"{', '.join(taken)} already exist(s); pick another name or pass overwrite=True")
-    as_tensors(example_inputs)  # bad inputs fail here, before any folder is made
+    check_inputs(example_inputs, batch_dim=batch_dim, input_names=input_names)  # fail before any folder is made
+    made_dir = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     created = [p for p in paths if not p.exists()]
     try:
@@ -110,6 +119,8 @@ def compile_model(
             for leftover in (path, sidecar_path(path), *path.parent.glob(f".{path.name}.*.tmp")):
                 if leftover.exists():
                     leftover.unlink()
+        if made_dir and not any(out_dir.iterdir()):
+            out_dir.rmdir()
         raise
     if progress is not None:
         progress(1, 1, f"done: {artifact.path}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,9 @@ def load_artifact(artifact: Artifact | str | os.PathLike, *, has_device: bool | 
         import_sdk(artifact.target)  # registers the neuron:: ops torch.jit.load needs
     if not Path(artifact.path).is_file():
         raise ArtifactError(f"{artifact.path}: file not found")
-    return torch.jit.load(artifact.path, map_location="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.x marks TorchScript deprecated
+        return torch.jit.load(artifact.path, map_location="cpu")
 
 
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:

@@ -22,6 +22,8 @@ from workbench.tasks import check_cancel
 __all__ = [
     "CompileError",
     "as_tensors",
+    "check_inputs",
+    "script_bytes",
     "flatten_outputs",
     "infer_spec",
     "operator_counts",
@@ -57,6 +59,22 @@ def as_tensors(example_inputs: Any) -> tuple:
         else:
             raise SpecError(f"example input {i}: expected a torch.Tensor or numpy array, got {type(item).__name__}")
     return tuple(out)
+
+
+def check_inputs(example_inputs: Any, *, batch_dim: bool = True, input_names: Sequence[str] | None = None) -> tuple:
+    """Example inputs as tensors, refused before any work when the batch dims or names do not fit."""
+    inputs = as_tensors(example_inputs)
+    names = _names(input_names, len(inputs), "INPUT", "input")
+    if batch_dim:
+        for name, t in zip(names, inputs):
+            if t.dim() < 2:
+                raise SpecError(
+                    f"input {name} has shape {list(t.shape)}: with batch_dim=True it needs a batch dim and at "
+                    "least one more (reshape it to [batch, 1], or pass batch_dim=False)")
+            if t.shape[0] != inputs[0].shape[0]:
+                raise SpecError(f"input {name} has batch dim {t.shape[0]} but the first input has "
+                                f"{inputs[0].shape[0]}; with batch_dim=True dim 0 must be the batch for every tensor")
+    return inputs
 
 
 def flatten_outputs(outputs: Any) -> list:
@@ -195,6 +213,17 @@ def _other_batch(inputs: tuple) -> tuple:
     return tuple(torch.cat([t, t[:1]], dim=0) for t in inputs)
 
 
+def script_bytes(module: Any) -> bytes:
+    """``torch.jit.save`` into memory (so the file can be written atomically)."""
+    import torch
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.x marks TorchScript deprecated
+        torch.jit.save(module, buffer)
+    return buffer.getvalue()
+
+
 def artifact_path(out_dir: str | Path, name: str, target: str) -> Path:
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
         raise ArtifactError(f"artifact name {name!r}: use letters, digits, '_', '-' or '.'")
@@ -236,7 +265,7 @@ def compile_cpu(
         if progress is not None:
             progress(step_offset + k, total_steps, message)
 
-    inputs = as_tensors(example_inputs)
+    inputs = check_inputs(example_inputs, batch_dim=batch_dim, input_names=input_names)
     start = time.perf_counter()
     with _Eval(model), torch.no_grad():
         step(0, f"cpu: running {name} eagerly on inputs {[list(t.shape) for t in inputs]}")
@@ -270,9 +299,7 @@ def compile_cpu(
         counts = operator_counts(traced)
 
     step(3, f"cpu: saving {path}")
-    buffer = io.BytesIO()
-    torch.jit.save(traced, buffer)
-    atomic_write(path, buffer.getvalue())
+    atomic_write(path, script_bytes(traced))
     return Artifact(
         path=str(path),
         target="cpu",

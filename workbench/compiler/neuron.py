@@ -23,13 +23,14 @@ import shlex
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from workbench.compiler.artifact import Artifact, atomic_write
-from workbench.compiler.cpu import CompileError, as_tensors, compile_cpu
+from workbench.compiler.cpu import CompileError, as_tensors, check_inputs, compile_cpu, script_bytes
 from workbench.compiler.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
@@ -242,11 +243,11 @@ def run_isolated(
     with tempfile.TemporaryDirectory(prefix="workbench-compile-") as tmp:
         log_path, error_path = Path(tmp, "log.txt"), Path(tmp, "error.txt")
         log_path.touch()
-        pid = os.fork()
-        if pid == 0:  # child: never returns into the caller's code
+        def child() -> None:  # never returns into the caller's code
             code = 1
             try:
                 os.setsid()
+                _exit_with_parent(os.getppid())
                 fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
@@ -267,6 +268,7 @@ def run_isolated(
                     sys.stderr.flush()
                 os._exit(code)
 
+        pid = _fork_from_fresh_thread(child)
         status = None
         pending = ""
         started = time.monotonic()
@@ -302,6 +304,38 @@ def run_isolated(
             detail = error_path.read_text().strip() if error_path.is_file() else f"exit status {code}"
             last = detail.splitlines()[-1] if detail else f"exit status {code}"
             raise CompileError(f"the compile process failed: {last}\n{detail}")
+
+
+def _exit_with_parent(parent: int) -> None:
+    """In the child: if the caller dies (killed, crashed), take the whole group down with it."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="workbench-parent-watch", daemon=True).start()
+
+
+def _fork_from_fresh_thread(child: Callable[[], None]) -> int:
+    """Fork from a thread that has never run an OpenMP region.
+
+    GNU OpenMP keeps a per-thread pool of worker threads; a child forked from a thread that used
+    one (torch's matmuls do) waits forever on workers that do not exist in the child. A new
+    thread has no pool, so the child builds a fresh one.
+    """
+    forked: dict[str, int] = {}
+
+    def fork() -> None:
+        pid = os.fork()
+        if pid == 0:
+            child()
+        forked["pid"] = pid
+
+    thread = threading.Thread(target=fork, name="workbench-fork")
+    thread.start()
+    thread.join()
+    return forked["pid"]
 
 
 def _kill_group(pid: int, grace: float) -> int:
@@ -379,7 +413,7 @@ def compile_neuron(
         if log is not None:
             log(line)
 
-    inputs = as_tensors(example_inputs)
+    inputs = check_inputs(example_inputs, batch_dim=batch_dim, input_names=input_names)
     compiler = "neuron-cc" if target == "inf1" else "neuronx-cc"
     message = f"{target}: compiling with {compiler} {' '.join(call_args['compiler_args'])}".rstrip()
     check_cancel(cancel)
@@ -401,9 +435,7 @@ def compile_neuron(
                                            has_device=has_device)
         finally:
             model.train(was_training)
-        buffer = io.BytesIO()
-        torch.jit.save(traced, buffer)
-        atomic_write(path, buffer.getvalue())
+        atomic_write(path, script_bytes(traced))
 
     start = time.perf_counter()
     if isolate and hasattr(os, "fork"):

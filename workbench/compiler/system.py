@@ -57,7 +57,11 @@ TARGET_PACKAGES = {
     "tensorflow-inf2": ("tensorflow-neuronx",),
     "tensorflow-trn1": ("tensorflow-neuronx",),
     "transformers_neuronx": ("transformers-neuronx", "neuronx-cc"),
+    "tensorflow": ("tensorflow-cpu",),
+    "transformers": ("transformers",),
 }
+# targets whose packages are on the public index, with the workbench extra that brings them
+_PUBLIC_EXTRAS = {"tensorflow": "tensorflow", "transformers": "transformers"}
 
 # PyPI holds name-squatting placeholders of the Neuron packages; the real ones live in the AWS
 # Neuron pip repository. A placeholder imports as an empty module, so it is worth naming.
@@ -74,7 +78,8 @@ class MissingSDKError(RuntimeError):
 
     def __init__(self, target: str, missing: list[str], detail: str = "") -> None:
         self.target, self.missing = target, list(missing)
-        message = f"compiling for {target} needs {', '.join(missing)}: {install_hint(target)}"
+        what = f"{target} models" if target in _PUBLIC_EXTRAS else f"compiling for {target}"
+        message = f"{what}: missing {', '.join(missing)}; {install_hint(target)}"
         if detail:
             message += f" ({detail})"
         super().__init__(message)
@@ -85,6 +90,8 @@ def install_hint(target: str) -> str:
     packages = TARGET_PACKAGES.get(target)
     if packages is None:
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGET_PACKAGES)}")
+    if target in _PUBLIC_EXTRAS:
+        return f"pip install {' '.join(packages)} (or pip install 'triton-neuron-workbench[{_PUBLIC_EXTRAS[target]}]')"
     extra = ""
     if target == "inf1":
         extra = " in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20)"

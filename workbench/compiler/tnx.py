@@ -35,8 +35,7 @@ def _require_transformers() -> Any:
     try:
         import transformers
     except ImportError:
-        raise MissingSDKError("cpu", ["transformers"], "causal LMs need the `transformers` package: "
-                              "pip install 'triton-neuron-workbench[transformers]'") from None
+        raise MissingSDKError("transformers", ["transformers"]) from None
     return transformers
 
 
