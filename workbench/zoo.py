@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from workbench.compiler.system import MissingSDKError
 from workbench.spec import ModelSpec
 
 __all__ = ["ZooModel", "get", "names"]
@@ -206,8 +207,7 @@ def get(name: str, **options: Any) -> ZooModel:
     if name not in _BUILDERS:
         raise KeyError(f"no zoo model {name!r}; choose one of {', '.join(names())}")
     if name not in names():
-        raise KeyError(f"zoo model {name!r} needs the transformers package: "
-                       "pip install 'triton-neuron-workbench[transformers]'")
+        raise MissingSDKError("transformers", ["transformers"])
     accepted = set(inspect.signature(_BUILDERS[name]).parameters)
     unknown = sorted(set(options) - accepted)
     if unknown:

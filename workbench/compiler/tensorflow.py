@@ -1,0 +1,232 @@
+"""TensorFlow SavedModels: their interface, and compiles through tensorflow-neuron(x).
+
+Upstream's generator read a SavedModel's graph tensor names (``serving_default_x:0``) into
+config.pbtxt, while its model.py feeds the signature by KEY, so auto-detected configs never
+matched; it also kept the ``-1`` batch dim, doubling it under max_batch_size > 0. Here the spec
+comes from the signature keys, with the batch dim dropped when asked, read from the
+``saved_model.pb`` protobuf itself so a Neuron-compiled SavedModel can be described on a machine
+that cannot load its Neuron ops. On the CPU a SavedModel is served as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
+from workbench.compiler.cpu import CompileError
+from workbench.compiler.neuron import normalize_compiler_args, run_isolated
+from workbench.compiler.system import MissingSDKError, TARGET_PACKAGES, installed_versions
+from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
+from workbench.tasks import check_cancel
+
+__all__ = ["TF_TARGETS", "spec_from_saved_model", "compile_saved_model"]
+
+TF_TARGETS = ("cpu", "inf1", "inf2", "trn1")
+_SDK_MODULES = {"inf1": "tensorflow.neuron", "inf2": "tensorflow_neuronx", "trn1": "tensorflow_neuronx"}
+
+
+def _require_tensorflow() -> Any:
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise MissingSDKError("tensorflow", list(TARGET_PACKAGES["tensorflow"])) from None
+    return tf
+
+
+def _read_saved_model(path: Path) -> Any:
+    from tensorflow.core.protobuf import saved_model_pb2
+    from google.protobuf import text_format
+
+    proto = saved_model_pb2.SavedModel()
+    if (path / "saved_model.pb").is_file():
+        proto.ParseFromString((path / "saved_model.pb").read_bytes())
+    elif (path / "saved_model.pbtxt").is_file():
+        text_format.Parse((path / "saved_model.pbtxt").read_text(), proto)
+    else:
+        raise ArtifactError(f"{path}: not a SavedModel folder (no saved_model.pb)")
+    return proto
+
+
+def spec_from_saved_model(
+    path: str | os.PathLike,
+    tag_set: str = "serve",
+    signature_def_key: str = "serving_default",
+    drop_batch_dim: bool = True,
+) -> ModelSpec:
+    """Inputs and outputs of a SavedModel signature, named by signature KEY, sorted by key.
+
+    ``tag_set`` is comma-separated like upstream's flag (``serve`` or ``serve,gpu``).
+    """
+    tf = _require_tensorflow()
+    path = Path(path)
+    proto = _read_saved_model(path)
+    tags = {t.strip() for t in tag_set.split(",") if t.strip()}
+    graphs = [g for g in proto.meta_graphs if set(g.meta_info_def.tags) == tags]
+    if not graphs:
+        have = [",".join(sorted(g.meta_info_def.tags)) for g in proto.meta_graphs]
+        raise SpecError(f"{path}: no MetaGraph with tags {tag_set!r} (has {have})")
+    signatures = graphs[0].signature_def
+    if signature_def_key not in signatures:
+        have = sorted(k for k in signatures if not k.startswith("__"))
+        raise SpecError(f"{path}: no signature {signature_def_key!r} (has {have})")
+    signature = signatures[signature_def_key]
+
+    def tensors(infos: Any, kind: str) -> tuple[TensorSpec, ...]:
+        out = []
+        for key in sorted(infos):
+            info = infos[key]
+            where = f"{kind} {key!r} of signature {signature_def_key!r}"
+            if info.tensor_shape.unknown_rank:
+                raise SpecError(f"{where} has an unknown rank; re-export it with a fixed rank")
+            dims = [d.size if d.size >= 0 else -1 for d in info.tensor_shape.dim]
+            if drop_batch_dim:
+                if len(dims) < 2:
+                    raise SpecError(f"{where} has dims {dims}: no batch dim to drop plus one more; "
+                                    "use drop_batch_dim=False (max_batch_size 0)")
+                dims = dims[1:]
+            elif not dims:
+                raise SpecError(f"{where} is a scalar; Triton tensors need at least one dim")
+            try:
+                dtype = parse_dtype(tf.dtypes.as_dtype(info.dtype).name)
+            except SpecError as err:
+                raise SpecError(f"{where}: {err}") from None
+            out.append(TensorSpec(key, dtype, tuple(dims)))
+        return tuple(out)
+
+    return ModelSpec(tensors(signature.inputs, "input"), tensors(signature.outputs, "output"))
+
+
+@contextlib.contextmanager
+def _neuron_cc_flags(flags: list[str]):
+    """tensorflow-neuron(x) take compiler flags from NEURON_CC_FLAGS, not from an argument."""
+    old = os.environ.get("NEURON_CC_FLAGS")
+    if flags:
+        os.environ["NEURON_CC_FLAGS"] = " ".join(flags)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("NEURON_CC_FLAGS", None)
+        else:
+            os.environ["NEURON_CC_FLAGS"] = old
+
+
+def compile_saved_model(
+    saved_model: str | os.PathLike,
+    target: str = "cpu",
+    *,
+    out_dir: str | os.PathLike | None = None,
+    name: str | None = None,
+    example_inputs: Sequence[Any] | None = None,
+    batch_size: int = 1,
+    tag_set: str = "serve",
+    signature_def_key: str = "serving_default",
+    batch_dim: bool = True,
+    compiler_args: str | Sequence[str] | None = None,
+    overwrite: bool = False,
+    isolate: bool = True,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: Any = None,
+    log: Callable[[str], None] | None = None,
+) -> Artifact:
+    """Describe (cpu) or compile (inf1: ``tfn.trace``; inf2/trn1: ``tensorflow_neuronx.trace``) a SavedModel.
+
+    The CPU artifact is the SavedModel itself (its sidecar is written beside it). A Neuron compile
+    writes ``out_dir/<name>.<target>.savedmodel/`` and keeps the source as its CPU twin.
+    ``example_inputs`` default to seeded inputs of ``batch_size`` rows in signature-key order.
+    """
+    if target not in TF_TARGETS:
+        raise ValueError(f"unknown target {target!r}; use one of {', '.join(TF_TARGETS)}")
+    source = Path(saved_model)
+    spec = spec_from_saved_model(source, tag_set, signature_def_key, drop_batch_dim=batch_dim)
+    versions = {k: v for k, v in installed_versions(("tensorflow", "tensorflow-cpu", "tensorflow-neuron",
+                                                     "tensorflow-neuronx")).items() if v}
+    extra = {"tag_set": tag_set, "signature_def_key": signature_def_key}
+    cpu = Artifact(path=str(source.resolve()), target="cpu", spec=spec, batch_dim=batch_dim, framework="tensorflow",
+                   name=name or source.name, sdk_versions=versions, extra=dict(extra),
+                   size_bytes=sum(p.stat().st_size for p in source.rglob("*") if p.is_file()))
+    if target == "cpu":
+        if cpu.sidecar.exists() and not overwrite:
+            raise ArtifactError(f"{cpu.sidecar} already exists; pass overwrite=True to replace it")
+        cpu.write_sidecar()
+        return cpu
+
+    if out_dir is None:
+        raise ValueError("a Neuron compile needs out_dir for the compiled SavedModel")
+    name = name or source.name
+    dest = Path(out_dir) / f"{name}.{target}.savedmodel"
+    taken = [str(p) for p in (dest, sidecar_path(dest)) if p.exists()]
+    if taken and not overwrite:
+        raise ArtifactError(f"{', '.join(taken)} already exist(s); pick another name or pass overwrite=True")
+    try:
+        sdk = importlib.import_module(_SDK_MODULES[target])
+    except (ImportError, OSError, RuntimeError) as err:
+        raise MissingSDKError(f"tensorflow-{target}", list(TARGET_PACKAGES[f"tensorflow-{target}"]),
+                              f"import {_SDK_MODULES[target]} failed: {err}") from None
+    tf = _require_tensorflow()
+    flags = normalize_compiler_args(compiler_args)
+    if example_inputs is None:
+        example_inputs = spec.example_inputs(batch_size if batch_dim else None)
+    if len(example_inputs) != len(spec.inputs):
+        raise SpecError(f"{len(example_inputs)} example input(s) for the signature's {len(spec.inputs)} "
+                        f"inputs {[t.name for t in spec.inputs]}")
+    keys = [t.name for t in spec.inputs]
+    lines: list[str] = []
+
+    def emit(line: str) -> None:
+        lines.append(line)
+        if log is not None:
+            log(line)
+
+    check_cancel(cancel)
+    message = f"{target}: {_SDK_MODULES[target]}.trace of {source} ({signature_def_key})"
+    emit(message + (f" with NEURON_CC_FLAGS={' '.join(flags)}" if flags else ""))
+    if progress is not None:
+        progress(0, 2, message)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
+
+    def work() -> None:
+        loaded = tf.saved_model.load(str(source), tags=sorted({t.strip() for t in tag_set.split(",")}))
+        signature = loaded.signatures[signature_def_key]
+
+        def positional(*args: Any) -> Any:
+            return signature(**dict(zip(keys, args)))
+
+        tensors = [tf.constant(a) for a in example_inputs]
+        with _neuron_cc_flags(flags):
+            compiled = sdk.trace(positional, tensors)
+        compiled.save(str(staging / "model"))
+
+    start = time.perf_counter()
+    try:
+        if isolate and hasattr(os, "fork"):
+            run_isolated(work, log=emit, cancel=cancel)
+        else:
+            try:
+                work()
+            except (ImportError, OSError, RuntimeError, ValueError, TypeError) as err:
+                raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
+        check_cancel(cancel)
+        if dest.exists():
+            shutil.rmtree(dest)
+        os.replace(staging / "model", dest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    emit(f"{target}: saved {dest}")
+    if progress is not None:
+        progress(2, 2, f"{target}: saved {dest}")
+    artifact = Artifact(path=str(dest), target=target, spec=spec, batch_dim=batch_dim, framework="tensorflow",
+                        name=name, sdk_versions=versions, compiler_args=flags,
+                        compile_seconds=time.perf_counter() - start,
+                        size_bytes=sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()),
+                        log="\n".join(lines), extra=extra, cpu_artifact=cpu)
+    artifact.write_sidecar()
+    return artifact
