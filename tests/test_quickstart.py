@@ -52,7 +52,8 @@ def test_quickstart_cli_serves_and_matches_then_guards_the_directory(tmp_path):
     # --force replaces it and keeps the edited one as a backup
     third = _workbench("quickstart", "--workdir", str(work), "--force", cwd=tmp_path)
     assert third.returncode == 0, third.stdout + third.stderr
-    backups = sorted((work / "model_repository").glob("add_sub.bak-*"))
+    assert sorted(p.name for p in (work / "model_repository").iterdir()) == ["add_sub"]
+    backups = sorted((work / "model_repository.backups").glob("add_sub.bak-*"))
     assert len(backups) == 1 and (backups[0] / "config.pbtxt").read_text().endswith("# my edit\n")
     assert "previous directory kept as" in third.stdout
     assert _servers_using(work) == []

@@ -52,6 +52,9 @@ def test_overwrite_keeps_the_old_directory_as_a_backup(tmp_path):
     assert (dest / "config.pbtxt").read_text() == "newer"
     assert re.fullmatch(r"m\.bak-\d{8}-\d{6}(-\d+)?", first.backup.name)
     assert re.fullmatch(r"m\.bak-\d{8}-\d{6}(-\d+)?", second.backup.name)
+    # outside the repository folder, which a default-mode tritonserver would try to load whole
+    assert first.backup.parent == second.backup.parent == tmp_path.parent / f"{tmp_path.name}.backups"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m"]
     assert first.backup != second.backup
     assert (first.backup / "config.pbtxt").read_text() == "old"
     assert (second.backup / "config.pbtxt").read_text() == "new"

@@ -762,7 +762,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     own.add_argument("--dry-run", action="store_true", dest="dry_run",
                      help="print the files and the core map; write nothing")
     own.add_argument("--force", action="store_true",
-                     help="replace an existing directory (the old one is kept as DIR.bak-<time>)")
+                     help="replace an existing directory (the old one is kept in <repository>.backups/)")
     own.add_argument("--for-other-machine", action="store_true", dest="for_other_machine",
                      help="the compiled model exists only on the serving host: do not check for it")
     own.add_argument("--copy-compiled-model", action="store_true", dest="copy_compiled_model",
@@ -839,11 +839,6 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     for warning in generated.warnings:
         print(f"workbench generate: warning: {warning}", file=sys.stderr)
-    if result.backup is not None:
-        # measured on Triton 2.51: any extra directory in the repository fails a default-mode start
-        print(f"workbench generate: warning: the backup {result.backup} is inside the model repository; move it "
-              "out before starting tritonserver without --model-control-mode=explicit (it would try to load "
-              "it as a model and fail)", file=sys.stderr)
     print(f"wrote {result.path}" + (f" (previous directory kept as {result.backup})" if result.backup else ""))
     print(generated.core_map.describe())
     return 0

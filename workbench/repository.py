@@ -73,12 +73,21 @@ def _write_one(root: Path, rel: PurePosixPath, content: FileContent) -> None:
         target.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
 
 
+def backup_folder(dest: str | Path) -> Path:
+    """Where replaced versions of ``dest`` are kept: ``<repository>.backups/`` beside the model
+    repository, never inside it (a default-mode tritonserver tries to load every folder of its
+    repository, and fails to start on a backup there; measured on Triton 2.51)."""
+    repository = Path(dest).resolve().parent
+    return repository.parent / f"{repository.name}.backups"
+
+
 def _backup_name(dest: Path) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    candidate = dest.with_name(f"{dest.name}.bak-{stamp}")
+    folder = backup_folder(dest)
+    candidate = folder / f"{dest.name}.bak-{stamp}"
     n = 1
     while candidate.exists():
-        candidate = dest.with_name(f"{dest.name}.bak-{stamp}-{n}")
+        candidate = folder / f"{dest.name}.bak-{stamp}-{n}"
         n += 1
     return candidate
 
@@ -86,8 +95,9 @@ def _backup_name(dest: Path) -> Path:
 def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False) -> WriteResult:
     """Write ``files`` (relative path -> content) as the directory ``dest``, all or nothing.
 
-    An existing ``dest`` is refused unless ``overwrite``; then it is renamed to
-    ``<dest>.bak-YYYYmmdd-HHMMSS[-n]`` (kept for good) before the new directory takes its place.
+    An existing ``dest`` is refused unless ``overwrite``; then it is moved to
+    ``<repository>.backups/<name>.bak-YYYYmmdd-HHMMSS[-n]`` (kept for good, see `backup_folder`)
+    before the new directory takes its place.
     """
     dest = Path(dest)
     checked = _check_files(files)
@@ -109,6 +119,7 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
         backup = None
         if dest.exists():
             backup = _backup_name(dest)
+            backup.parent.mkdir(parents=True, exist_ok=True)
             os.rename(dest, backup)
         try:
             os.rename(staging, dest)
