@@ -1,0 +1,102 @@
+"""Shared set-up for the benchmarks: a reference MLP traced, generated and served the way a user
+would (workbench.compiler + workbench.generate + the shared model.py on a local tritonserver),
+and the same TorchScript file timed in-process. Benchmarks print ratios measured side by side in
+one run; they are not tests and assert nothing."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import torch
+
+from workbench import zoo
+from workbench.compiler import compile_model
+from workbench.generate import GenerateSettings, render, write
+from workbench.server import TritonServer
+
+# Big enough that compute, not Python, dominates a batch-8 call, small enough for a 2-core box.
+MLP = dict(features=512, hidden=2048, classes=256)
+# Threads for the in-process run = cores of the served instance (one instance, one thread per core).
+# WORKBENCH_BENCH_CORES overrides it (1 is steadier on a machine other jobs keep busy).
+CORES = int(os.environ.get("WORKBENCH_BENCH_CORES", min(2, os.cpu_count() or 1)))
+
+
+@dataclass
+class ServedModel:
+    name: str
+    repository: Path
+    artifact: Path
+    model: zoo.ZooModel
+
+
+def build_mlp(workdir: Path, *, name: str = "mlp", max_batch_size: int = 8, dynamic_batching: bool = False,
+              queue_delay_us: int | None = None, instances: int = 1) -> ServedModel:
+    """Trace the zoo MLP on the CPU and generate its model directory (one instance over CORES
+    cores, so the served model gets the same thread count as the in-process run)."""
+    model = zoo.get("mlp", **MLP)
+    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=workdir / "artifacts",
+                             name=name, overwrite=True)
+    repository = workdir / "repository"
+    settings = GenerateSettings(
+        triton_model_dir=str(repository / name),
+        compiled_model=str(artifact.path),
+        copy_compiled_model=True,
+        framework="pytorch",
+        target="cpu",
+        neuron_core_range=f"0:{CORES - 1}",
+        triton_model_instance_count=instances,
+        max_batch_size=max_batch_size,
+        enable_dynamic_batching=dynamic_batching,
+        max_queue_delay_microseconds=queue_delay_us,
+    )
+    write(render(settings))
+    return ServedModel(name, repository, Path(artifact.path), model)
+
+
+@contextmanager
+def served_mlp(**options) -> Iterator[tuple[TritonServer, ServedModel]]:
+    """A started server with the MLP loaded; stopped (and its files removed) on exit."""
+    with tempfile.TemporaryDirectory(prefix="workbench-bench-") as scratch:
+        served = build_mlp(Path(scratch), **options)
+        server = TritonServer(served.repository)
+        with server:
+            server.load(served.name)
+            yield server, served
+
+
+def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = CORES) -> dict:
+    """Time the TorchScript file called directly: calls/s x batch, and the median call."""
+    torch.set_num_threads(threads)
+    module = torch.jit.load(str(artifact)).eval()
+    x = torch.from_numpy(batch)
+    with torch.no_grad():
+        for _ in range(20):
+            module(x)
+        latencies = []
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            t0 = time.perf_counter_ns()
+            module(x)
+            latencies.append(time.perf_counter_ns() - t0)
+    total_s = sum(latencies) / 1e9
+    return {"throughput": len(latencies) * batch.shape[0] / total_s,
+            "p50_us": statistics.median(latencies) / 1000.0, "calls": len(latencies)}
+
+
+def header(title: str) -> None:
+    print(f"\n== {title} ==", flush=True)
+    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, {os.cpu_count()} CPU(s), "
+          f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if b else "n/a"

@@ -1,0 +1,52 @@
+"""The workbench's load generator vs Triton's perf_analyzer on the same points (reference MLP,
+generated model.py, gRPC or HTTP), same window, stability rule, warm-up and input values, one after the
+other against the same server. Target: throughput and p50 within 10% of perf_analyzer's.
+
+perf_analyzer comes from --perf-analyzer, $PERF_ANALYZER or PATH (on a machine whose glibc is too
+old for the wheel, a wrapper such as perf_analyzer_here.sh works: pass it as the command).
+Run: python benchmarks/loadgen_vs_perf_analyzer.py [--perf-analyzer CMD] [--window 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from _common import header, ratio, served_mlp
+
+from workbench.measure import measure
+from workbench.measure.perf_analyzer import PerfAnalyzerError, find_perf_analyzer, run_perf_analyzer
+
+POINTS = ((1, 1), (8, 1), (1, 4), (8, 4))  # (batch size, concurrency)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--perf-analyzer", default=None, help="perf_analyzer path or command prefix")
+    parser.add_argument("--window", type=float, default=2.0, help="measurement window, seconds")
+    parser.add_argument("--stability", type=float, default=0.10)
+    parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    args = parser.parse_args()
+    command = find_perf_analyzer(args.perf_analyzer)
+    header(f"load generator vs perf_analyzer ({' '.join(command)}), MLP, {args.protocol}, window {args.window:g} s")
+    settings = dict(protocol=args.protocol, window_s=args.window, stability=args.stability, max_windows=10,
+                    warmup_requests=50)
+    with served_mlp() as (server, served):
+        url = server.grpc_url if args.protocol == "grpc" else server.http_url
+        for batch, concurrency in POINTS:
+            x = served.model.example_inputs(batch)[0].numpy()
+            ours = measure(url, served.name, [x], batch_size=batch, concurrency=concurrency, **settings)
+            try:
+                (pa,) = run_perf_analyzer(url, served.name, command=command, batch_size=batch,
+                                          concurrency=concurrency, inputs={"INPUT__0": x[0]}, **settings)
+            except PerfAnalyzerError as err:
+                print(f"batch {batch} concurrency {concurrency}: perf_analyzer failed: {str(err).splitlines()[-1]}")
+                continue
+            print(f"batch {batch} concurrency {concurrency}: "
+                  f"throughput ours {ours.throughput:9.1f} pa {pa['throughput']:9.1f} -> {ratio(ours.throughput, pa['throughput'])}; "
+                  f"p50 ours {ours.p50_us / 1000:6.3f} ms pa {pa['p50_us'] / 1000:6.3f} ms -> {ratio(ours.p50_us, pa['p50_us'])} "
+                  f"(ours stable {ours.stable}, client loop busy {ours.client_busy * 100:.0f}%)", flush=True)
+    print("target: both ratios within 0.90x..1.10x")
+
+
+if __name__ == "__main__":
+    main()
