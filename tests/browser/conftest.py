@@ -47,8 +47,8 @@ def _free_port() -> int:
 
 
 class Lab:
-    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path) -> None:
-        self.url, self.token, self.process, self.log = url, token, process, log
+    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path, repository: Path) -> None:
+        self.url, self.token, self.process, self.log, self.repository = url, token, process, log, repository
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -71,27 +71,35 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, chromium) -> Lab:
-    """JupyterLab serving the repository; the kernel inherits WORKBENCH_REPOSITORY (a temp dir)."""
+    """JupyterLab serving the repository; the kernel inherits WORKBENCH_REPOSITORY (a temp dir).
+
+    The repository stays untouched: checkpoints go to the temp dir and autosave is off, so the
+    executed notebook (with its outputs) is never written back.
+    """
     work = tmp_path_factory.mktemp("lab")
+    settings = work / "lab-settings" / "@jupyterlab" / "docmanager-extension"
+    settings.mkdir(parents=True)
+    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),
                JUPYTER_RUNTIME_DIR=str(work / "runtime"), IPYTHONDIR=str(work / "ipython"),
+               JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
                WORKBENCH_REPOSITORY=str(work / "model_repository"), MPLBACKEND="agg")
     # Kernels must find the venv's kernelspec (the data dir above hides the user one only).
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
                                                         env.get("JUPYTER_PATH")]))
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
-               "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-               "--ServerApp.port_retries=0"]
+               "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--ServerApp.port_retries=0", f"--FileCheckpoints.root_dir={work / 'checkpoints'}"]
     if os.getuid() == 0:
         command.append("--allow-root")
     log = work / "lab.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    cwd=REPO, start_new_session=True)
-    server = Lab(f"http://127.0.0.1:{port}", token, process, log)
+    server = Lab(f"http://127.0.0.1:{port}", token, process, log, work / "model_repository")
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -1,0 +1,107 @@
+"""The workbench in a real JupyterLab driven by a real Chromium (Debian's, through Playwright).
+
+The notebook is run in the browser and the panels are used the way a person would: compile the
+zoo model, write the model directory from the preview, start the server and wait for READY, run
+a one-point sweep and see its plot, stop the server. Skipped only where no Chromium exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(420)]
+
+NOTEBOOK = "tests/browser/workbench_demo.ipynb"
+WAIT_MS = 180_000
+
+
+def _workbench(page):
+    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+
+
+def _open_tab(workbench, title: str) -> None:
+    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
+
+
+def _button(workbench, text: str):
+    return workbench.locator("button.widget-button:visible", has_text=text).first
+
+
+def _field(workbench, label: str):
+    return workbench.locator(".widget-text:visible, .widget-inline-hbox:visible").filter(
+        has=workbench.page.locator(f"label:text-is('{label}')")).locator("input").first
+
+
+def _running_servers(repository: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "tritonserver" in cmdline and str(repository) in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def test_notebook_panels_generate_serve_and_sweep(lab, browser_page):
+    page = browser_page
+    repository = Path(lab.repository)
+    page.goto(lab.page_url(NOTEBOOK))
+    page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                           timeout=WAIT_MS)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    workbench = _workbench(page)
+    workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
+
+    # model: compile the default zoo model (add_sub) on the CPU
+    _button(workbench, "compile").click()
+    workbench.get_by_text("add_sub: cpu pytorch artifact").first.wait_for(timeout=WAIT_MS)
+
+    # preview: the generated config.pbtxt is shown; write the directory
+    _open_tab(workbench, "preview")
+    workbench.locator("textarea:visible").first.wait_for(timeout=WAIT_MS)
+    config_text = workbench.locator("textarea:visible").first.input_value()
+    assert 'name: "add_sub"' in config_text and 'backend: "python"' in config_text
+    assert "NEURON_CORE_START_INDEX" in workbench.locator(".widget-html:visible").first.inner_text() \
+        or "NEURON_CORE_START_INDEX" in config_text
+    _button(workbench, "write model directory").click()
+    workbench.get_by_text(f"wrote {repository / 'add_sub'}").first.wait_for(timeout=WAIT_MS)
+    assert (repository / "add_sub" / "config.pbtxt").is_file()
+
+    # server: start it; the current model is loaded and shown READY
+    _open_tab(workbench, "server")
+    _button(workbench, "start server").click()
+    workbench.locator("td", has_text="READY").first.wait_for(timeout=WAIT_MS)
+    assert workbench.locator("td", has_text="add_sub").count() >= 1
+
+    # sweep: one point with short windows; the table, the best line and a plot appear
+    _open_tab(workbench, "sweep")
+    for label, value in (("batch sizes", "1"), ("concurrency", "1"), ("window (s)", "0.2"),
+                         ("stable windows", "2"), ("max windows", "3")):
+        field = _field(workbench, label)
+        field.fill(value)
+        field.press("Tab")
+    workbench.get_by_text("1 point(s)").first.wait_for(timeout=WAIT_MS)
+    _button(workbench, "run sweep").click()
+    workbench.get_by_text("Best (highest throughput").first.wait_for(timeout=WAIT_MS)
+    assert workbench.locator("table.dataframe:visible td").count() > 0
+    image = workbench.locator("img.widget-image:visible").first
+    image.wait_for(timeout=WAIT_MS)
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle(),
+                           timeout=WAIT_MS)
+
+    # stop from the panel: nothing of this test's server is left running
+    _open_tab(workbench, "server")
+    _button(workbench, "stop server").click()
+    workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
+    assert _running_servers(repository) == []
