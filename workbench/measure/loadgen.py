@@ -625,18 +625,22 @@ class _Engine:
         return self._result(windows, snapshots, first_snapshot, last_snapshot)
 
     async def _drain(self, drivers: list[asyncio.Future]) -> None:
-        """Let every request in flight finish, so sent == succeeded + failed."""
-        grace = self.plan.timeout_s + 5.0
+        """Let every request in flight finish, so sent == succeeded + failed. After a cancel the
+        user is waiting: requests still out after a short grace are abandoned and counted failed."""
+        grace = 2.0 if self._cancelled() else self.plan.timeout_s + 5.0
         # stop is set: workers end after their request, the scheduler sends nothing more
         _, late = await asyncio.wait(set(drivers) | self.pending, timeout=grace)
         for task in late:
             task.cancel()
         if late:
             await asyncio.wait(late)
+        for task in drivers:  # a bug in the engine itself must surface, not shrink the load quietly
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()
         lost = self.sent - self.succeeded - self.failed
         if lost:
             self.failed += lost
-            self.errors[f"no response within {grace:.0f} s after the measurement ended"] += lost
+            self.errors[f"abandoned: no response within {grace:g} s after the measurement ended"] += lost
 
     async def _settled_statistics(self, first: dict | None) -> dict | None:
         """Statistics once the server has counted every request sent: Triton updates them just
