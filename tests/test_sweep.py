@@ -83,7 +83,7 @@ def test_run_sweep_refuses_before_touching_server_or_disk(model_dir, tmp_path):
     (dict(batch_sizes=[1], allocations="1x1", concurrency=[0]), "concurrency: 0 must be at least 1"),
     (dict(batch_sizes=["x"], allocations="1x1"), "batch sizes: 'x' is not a whole number"),
     (dict(batch_sizes=[1], allocations="1x1", core_range="3:1"), "reversed"),
-    (dict(batch_sizes=[1], allocations="1x1", parameters={"NEURON_CORE_END_INDEX": ["3"]}), "set by the allocations"),
+    (dict(batch_sizes=[1], allocations="1x1", parameters={"NEURON_CORE_END_INDEX": ["3"]}), "set by the sweep for each variant"),
     (dict(batch_sizes=[16], allocations="1x1", max_batch_size=8), "max_batch_size 8 is smaller than batch size 16"),
 ])
 def test_bad_plans_name_the_bad_item(kwargs, message):
@@ -182,6 +182,7 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
     assert record["started"] <= record["ended"] and record["plan"]["allocations"] == ["1x1", "2x1"]
     two = record["variants"]["2x1"]
     assert two["instance_group"][0]["count"] == 2 and two["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "1"
+    assert two["parameters"]["WORKBENCH_SWEEP_VARIANT"]["string_value"] == "2x1"
     assert record["variants"]["1x1"]["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "0"
     assert json.loads((run_dir / JSON_FILE).read_text())["record"]["settings"]["window_s"] == 0.2
 
@@ -195,8 +196,11 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
 
 @pytest.mark.server
 def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_path):
+    """Also the switch Triton would apply in place: after the cancel the base config (1 instance on
+    0:1) is restored, and 2x1 differs from it only in instance count; the Python backend would give
+    the new instance the old config, so the sweep must force a full reload."""
     out = tmp_path / "run"
-    plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
+    plan = SweepPlan(batch_sizes=[1], allocations="1x2,2x1", concurrency=[1], core_range="0:1")
     cancel = threading.Event()
 
     def stop_after_first(done, total, message):
@@ -218,8 +222,9 @@ def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_
     assert second.complete
     lines = (out / POINTS_FILE).read_text().splitlines()
     assert len(lines) == 2 and lines[0] == first_row  # the first point is kept byte for byte
-    assert second.frame["allocation"].tolist() == ["1x1", "2x1"]
-    assert not any(m.startswith("1x1 batch") or m == "loading 1x1" for m in measured)
+    assert second.frame["allocation"].tolist() == ["1x2", "2x1"]
+    assert second.frame["outputs_ok"].tolist() == [True, True] and pd.isna(second.frame["error"]).all()
+    assert not any(m.startswith("1x2 batch") or m == "loading 1x2" for m in measured)
     sessions = second.record["sessions"]
     assert [(s["status"], s["reused"], s["measured"]) for s in sessions] == [("cancelled", 0, 1), ("complete", 1, 1)]
     assert second.record["started"] == first.record["started"]

@@ -55,7 +55,7 @@ def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
     frame = pd.DataFrame(list(rows))
     for column in COLUMNS:
         if column not in frame.columns:
-            frame[column] = pd.NA
+            frame[column] = None
     extra = [c for c in frame.columns if c not in COLUMNS]
     frame = frame[list(COLUMNS) + extra]
     for column in _INT_COLUMNS:

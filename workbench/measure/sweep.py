@@ -2,8 +2,8 @@
 
 Model Analyzer restarts the server for every configuration and learns about a core split that does
 not fit only when the model fails to load. Here the whole grid is checked against the core range
-before anything runs, each variant is loaded into the same server as a config override (Triton
-reloads it, or updates the instance group in place), every point's served outputs are compared with
+before anything runs, each variant is loaded into the same server as a config override (a reload,
+never a restart), every point's served outputs are compared with
 a reference, and every finished point is appended to disk at once, so a cancelled or crashed sweep
 resumes where it stopped instead of measuring again.
 """
@@ -60,7 +60,8 @@ __all__ = [
 ]
 
 # Parameters the sweep itself sets for every variant; a free-form grid may not fight over them.
-_CORE_PARAMETERS = ("NEURON_CORE_START_INDEX", "NEURON_CORE_END_INDEX")
+_VARIANT_PARAMETER = "WORKBENCH_SWEEP_VARIANT"
+_CORE_PARAMETERS = ("NEURON_CORE_START_INDEX", "NEURON_CORE_END_INDEX", _VARIANT_PARAMETER)
 
 
 class SweepError(ValueError):
@@ -305,7 +306,7 @@ class SweepPlan:
         grid: dict[str, tuple[str, ...]] = {}
         for key, values in dict(self.parameters).items():
             if key in _CORE_PARAMETERS:
-                raise SweepError(f"parameter {key} is set by the allocations; use core_range and allocations instead")
+                raise SweepError(f"parameter {key} is set by the sweep for each variant (core_range and allocations)")
             values = (values,) if isinstance(values, (str, int, float)) else tuple(values)
             values = tuple(str(v) for v in values)
             if not values:
@@ -374,7 +375,12 @@ class SweepPlan:
             params = tuple(zip(keys, values))
             cfg = variant_config(base, allocation, start, batching=batching, parameters=dict(params),
                                  max_batch_size=max_batch)
-            out.append(Variant(allocation, start, batching, params, cfg))
+            variant = Variant(allocation, start, batching, params, cfg)
+            # A change of instance count alone is applied by Triton in place, and the Python backend
+            # then hands the new instances the OLD config (stale count and core range). A parameter
+            # naming the variant makes every switch a full reload, so model.py sees this config.
+            cfg.parameters[_VARIANT_PARAMETER].string_value = variant.label
+            out.append(variant)
         return out
 
     def to_dict(self) -> dict:
