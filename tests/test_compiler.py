@@ -182,3 +182,59 @@ def test_cpu_operator_report_counts_aten_kinds():
     assert report.operator_counts == {"aten::linear": 2, "aten::relu": 1}
     frame = report.to_frame()
     assert list(frame["operator"]) == ["aten::linear", "aten::relu"] and list(frame["count"]) == [2, 1]
+
+
+# ---- compile -> generate -> serve on a real tritonserver -> compare with eager ----------------
+
+
+@pytest.fixture(scope="module")
+def served_zoo(tmp_path_factory):
+    """Every zoo model traced for the CPU, generated from its sidecar (max_batch_size 8, dynamic
+    batching) and loaded on one real tritonserver."""
+    from workbench import generate
+    from workbench.server import TritonServer
+
+    root = tmp_path_factory.mktemp("served_zoo")
+    models = {name: zoo.get(name, **({"seq_len": 128} if name == "bert" else {})) for name in zoo.names()}
+    for name, model in models.items():
+        artifact = compile_model(model.module, model.example_inputs(2), out_dir=root / "compiled", name=name)
+        settings = generate.GenerateSettings(
+            triton_model_dir=str(root / "repo" / name), compiled_model=artifact.path, copy_compiled_model=True,
+            target="cpu", max_batch_size=8, enable_dynamic_batching=True)
+        generate.write(generate.render(settings))
+    with TritonServer(root / "repo") as server:
+        for name in models:
+            server.load(name)
+        yield server, models
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("name", zoo.names())
+def test_served_zoo_model_matches_eager(served_zoo, name):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from workbench.check import connect, infer
+    from workbench.config import read_config, spec_from_config
+
+    server, models = served_zoo
+    model = models[name]
+    config = read_config(server.model_repository / name)
+    assert config.max_batch_size == 8 and spec_from_config(config) == model.spec  # dims came from the sidecar
+
+    requests = [[t.numpy() for t in model.example_inputs(size, seed=size)] for size in (1, 2, 3, 5)]
+
+    def send(arrays):
+        connection = connect(server.grpc_url)
+        try:
+            return infer(connection, name, model.spec, arrays)
+        finally:
+            connection[1].close()
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:  # concurrent, so requests get batched together
+        served = list(pool.map(send, requests))
+    for arrays, outputs in zip(requests, served):
+        expected = model.eager(arrays)
+        assert len(outputs) == len(expected)
+        for got, want in zip(outputs, expected):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
