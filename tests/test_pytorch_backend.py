@@ -428,6 +428,18 @@ def test_sweep_variant_errors(settings, expected):
         ptb.sweep_variant(CASES["pytorch2_default"], settings)
 
 
+def test_sweep_grid_feeds_the_sweep_plan():
+    ts, pt2 = CASES["torchscript_default"], CASES["pytorch2_torch_compile_optional_parameters"]
+    assert ptb.sweep_grid(ts, {"threads": [1, 2], "inference_mode": [True, False]}) == {
+        "INTRA_OP_THREAD_COUNT": ("1", "2"), "INFERENCE_MODE": ("true", "false")}
+    compile_grid = ptb.sweep_grid(pt2, {"torch_compile": [True, False]})["TORCH_COMPILE_OPTIONAL_PARAMETERS"]
+    assert [json.loads(v)["disable"] for v in compile_grid] == [False, True]
+    with pytest.raises(ptb.PyTorchConfigError, match="parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1"):
+        ptb.sweep_grid(ts, {"threads": [2, 0]})
+    with pytest.raises(ptb.PyTorchConfigError, match="with the sweep's allocations"):
+        ptb.sweep_grid(ts, {"instance_count": [1, 2]})
+
+
 def test_variant_label():
     assert ptb.variant_label({"torch_compile": False, "threads": 2}) == "threads=2,torch_compile=off"
 
@@ -460,8 +472,8 @@ def served(tmp_path_factory):
     torch.manual_seed(3)
     add_sub = torch.jit.script(AddSub().eval())
     swapped = ModelSpec.parse(["INPUT__1,FP32,2", "INPUT__0,FP32,4"], ["OUTPUT__1,FP32,4", "OUTPUT__0,FP32,2"])
-    ts_cfg = ptb.build_pytorch_config("add_sub_ts", swapped, max_batch_size=8,
-                                      parameters={"INTRA_OP_THREAD_COUNT": 1, "INFERENCE_MODE": False})
+    ts_cfg = ptb.build_pytorch_config("add_sub_ts", swapped, max_batch_size=8, parameters={
+        "INTRA_OP_THREAD_COUNT": 1, "INFERENCE_MODE": False, "DISABLE_OPTIMIZED_EXECUTION": True})
     ptb.write_torchscript_model(repo, ts_cfg, add_sub)
     by_argument = ptb.ModelConfig()
     by_argument.CopyFrom(ts_cfg)
@@ -529,6 +541,7 @@ def test_pytorch2_layout_with_state_dict_and_torch_compile_matches_eager(served)
     np.testing.assert_allclose(got["relu"], relu.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["total"], total.numpy(), rtol=1e-5, atol=1e-5)
     assert server.model_config("tiny_pt2")["backend"] == "python"
+    server.unload("tiny_pt2")
 
 
 BRANCHY_SOURCE = """
@@ -573,7 +586,8 @@ def test_torchscript_layout_passes_inputs_by_index(served):
     start = len(server.log_tail(1_000_000))
     server.load("add_sub_ts")
     line = _emulation_line(_log_since(server, start), "add_sub_ts")
-    assert "layout=torchscript" in line and "intra_op_threads=1" in line and "inference_mode=False" in line
+    assert "layout=torchscript" in line and "intra_op_threads=1" in line
+    assert "inference_mode=False" in line and "optimized_execution=False" in line
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
     got = _infer(server, "add_sub_ts", {"INPUT__1": b, "INPUT__0": a}, ["OUTPUT__0", "OUTPUT__1"])
@@ -605,6 +619,7 @@ def test_torchscript_strings_travel_as_lists(served):
     words = np.array([b"triton", "pytorch".encode()], dtype=np.object_)
     got = _infer(server, "upper_ts", {"INPUT__0": words}, ["OUTPUT__0"])
     assert got["OUTPUT__0"].tolist() == [b"TRITON!", b"PYTORCH!"]
+    server.unload("upper_ts")
 
 
 @pytest.mark.server
@@ -641,42 +656,24 @@ def test_gathered_requests_get_their_own_outputs(served):
 
 
 @pytest.mark.server
-def test_two_parameter_settings_compared_under_load(served):
-    """Two sweep variants of the TorchScript model, each loaded as a config override and driven by
-    the load generator: every response is checked against eager outputs, and the server log
-    shows each variant running with its own settings. No timing is asserted."""
-    from workbench.measure.loadgen import measure
+def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
+    """The sweep engine runs a grid from sweep_grid on the twin: two INTRA_OP_THREAD_COUNT
+    variants, each loaded as a config override, outputs checked at every point against eager."""
+    from workbench.measure.sweep import SweepPlan, run_sweep
 
-    server, base = served["server"], served["ts_cfg"]
-    rng = np.random.default_rng(4)
-    a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
-    with torch.no_grad():
-        want = [t.numpy() for t in served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))]
+    server, plan = served["server"], served["plans"]["add_sub_ts"]
+    grid = ptb.sweep_grid(served["ts_cfg"], {"threads": [1, 2]})
+    sweep = SweepPlan(batch_sizes=(2,), allocations=("1x1",), core_range="0:0", parameters=grid)
 
-    def check(outputs):
-        return (np.allclose(outputs["OUTPUT__0"], want[0], atol=1e-5)
-                and np.allclose(outputs["OUTPUT__1"], want[1], atol=1e-5))
+    def reference(inputs):
+        with torch.no_grad():
+            return [t.numpy() for t in served["add_sub"](*(torch.from_numpy(a) for a in inputs))]
 
-    settings = [{"threads": 1, "inference_mode": True},
-                {"threads": 2, "inference_mode": False, "optimized_execution": False}]
-    results = {}
-    for setting, concurrency in zip(settings, (1, 4)):
-        twin_cfg, _ = ptb.emulation_config(ptb.sweep_variant(base, setting), gpu_available=False)
-        if concurrency > 1:  # let Triton gather requests, so the runtime's concat/split path runs
-            twin_cfg.dynamic_batching.max_queue_delay_microseconds = 20_000
-        start = len(server.log_tail(1_000_000))
-        server.load("add_sub_ts", config=twin_cfg)
-        line = _emulation_line(_log_since(server, start), "add_sub_ts")
-        assert f"intra_op_threads={setting['threads']}" in line
-        assert f"inference_mode={setting['inference_mode']}" in line
-        assert f"optimized_execution={setting.get('optimized_execution', True)}" in line
-        results[ptb.variant_label(setting)] = measure(
-            server.grpc_url, "add_sub_ts", {"INPUT__0": a, "INPUT__1": b}, batch_size=2, concurrency=concurrency,
-            warmup_requests=2, window_s=0.3, stable_windows=2, max_windows=3, check=check)
-    assert list(results) == ["inference_mode=on,threads=1",
-                             "inference_mode=off,optimized_execution=off,threads=2"]
-    for label, result in results.items():
-        assert result.succeeded > 0 and result.failed == 0, (label, result.errors)
-        assert result.checked > 0 and result.check_failures == 0, label
-    batches = server.stats("add_sub_ts")["model_stats"][0]["batch_stats"]
-    assert max(int(row["batch_size"]) for row in batches) >= 4, "two batch-2 requests were never executed together"
+    start = len(server.log_tail(1_000_000))
+    result = run_sweep(sweep, server, plan.repository / "add_sub_ts", out_dir=tmp_path / "run", reference=reference,
+                       window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1)
+    frame = result.frame
+    assert sorted(frame["parameters"]) == ["INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
+    assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["parameters", "error", "outputs_ok"]]
+    lines = [line for line in _log_since(server, start) if "PyTorch emulation of 'add_sub_ts'" in line]
+    assert any("intra_op_threads=1" in line for line in lines) and any("intra_op_threads=2" in line for line in lines)

@@ -86,6 +86,7 @@ __all__ = [
     "ServingPlan",
     "plan_serving",
     "sweep_variant",
+    "sweep_grid",
     "variant_label",
 ]
 
@@ -813,6 +814,24 @@ def sweep_variant(base: ModelConfig, settings: Mapping[str, Any], *, name: str |
             )
         variant.parameters[key].string_value = _as_string(value)
     return check_pytorch_config(variant)
+
+
+def sweep_grid(base: ModelConfig, grid: Mapping[str, Iterable[Any]]) -> dict[str, tuple[str, ...]]:
+    """``SweepPlan.parameters`` for a PyTorch-backend model: friendly settings (``threads``,
+    ``torch_compile``...) become this layout's keys and every value is checked through
+    ``sweep_variant`` against the user's config before the sweep starts. The keys are the same in
+    the Python-backend twin, so the grid applies to the twin the local server runs. Instance counts
+    belong to the sweep's allocations."""
+    layout = layout_of(base)
+    out: dict[str, tuple[str, ...]] = {}
+    for setting, values in grid.items():
+        if setting == "instance_count":
+            raise PyTorchConfigError("sweep instance counts with the sweep's allocations (e.g. 1x1, 2x1), not a parameter")
+        key = SWEEP_SETTINGS[setting][layout] if setting in SWEEP_SETTINGS else setting
+        if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
+            values = [values]
+        out[key] = tuple(parameters_of(sweep_variant(base, {setting: v}))[key] for v in values)
+    return out
 
 
 def variant_label(settings: Mapping[str, Any]) -> str:
