@@ -1,10 +1,45 @@
 """Triton + Neuron workbench: compile models for AWS Inferentia/Trainium (or the CPU), generate
 Triton model directories, serve them on a local tritonserver and sweep batch sizes x core
-allocations, from plain Python or from notebook widgets."""
+allocations, from plain Python or from notebook widgets.
+
+The names below are the ones a notebook needs; each lives in the module of its concern
+(docs/ARCHITECTURE.md). Heavy modules (torch, tritonclient) load on first use, not at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from workbench.coremap import CoreMap, CoreRangeError, split_cores
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreMap", "CoreRangeError", "split_cores"]
+# public name -> (module, attribute); resolved lazily so `import workbench` stays light
+_LAZY = {
+    "compile": ("workbench.compiler", "compile_model"),
+    "detect": ("workbench.compiler", "detect"),
+    "GenerateSettings": ("workbench.generate", "GenerateSettings"),
+    "render": ("workbench.generate", "render"),
+    "write": ("workbench.generate", "write"),
+    "load_settings": ("workbench.generate", "load_settings"),
+    "TritonServer": ("workbench.server", "TritonServer"),
+    "check_served": ("workbench.check", "check_served"),
+    "SweepPlan": ("workbench.measure.sweep", "SweepPlan"),
+    "run_sweep": ("workbench.measure.sweep", "run_sweep"),
+    "load_run": ("workbench.measure.results", "load_run"),
+    "compare_runs": ("workbench.measure.results", "compare_runs"),
+}
+
+__all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreMap", "CoreRangeError", "split_cores", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'workbench' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
