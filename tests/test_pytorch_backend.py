@@ -312,6 +312,14 @@ def test_pytorch2_writer_checks_the_module_before_writing(tmp_path, source, stat
     assert not (tmp_path / "pt2_model").exists()
 
 
+def test_pytorch2_writer_refuses_a_pickled_module_as_weights(tmp_path):
+    pickled = tmp_path / "whole_model.pt"
+    torch.save(torch.nn.Linear(4, 3), pickled)  # the module object, not its state dict
+    with pytest.raises(ptb.PyTorchConfigError, match="model.pt is not a state dict torch.load can read"):
+        ptb.write_pytorch2_model(tmp_path / "repo", CASES["pytorch2_default"], PT2_SOURCE, state_dict=pickled)
+    assert not (tmp_path / "repo").exists()
+
+
 def test_pytorch2_layout_on_disk_and_eager_reference(tmp_path):
     net = _tiny_net()
     source = tmp_path / "tiny.py"

@@ -34,7 +34,6 @@ import io
 import json
 import os
 import shutil
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -550,8 +549,6 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model") -> Any
         spec.loader.exec_module(module)
     except Exception as err:
         raise PyTorchConfigError(f"{name} model.py fails to import: {type(err).__name__}: {err}") from err
-    finally:
-        sys.modules.pop(module_name, None)
     candidates = [attr for attr in dir(module)
                   if isinstance(getattr(module, attr), type) and issubclass(getattr(module, attr), torch.nn.Module)]
     if not candidates:
@@ -571,7 +568,13 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model") -> Any
         ) from None
     weights = version_dir / "model.pt"
     if weights.is_file():
-        state = torch.load(weights, map_location="cpu")
+        try:
+            state = torch.load(weights, map_location="cpu")
+        except Exception as err:  # a pickled module, not tensors: the runtime's torch.load refuses it too
+            raise PyTorchConfigError(f"{name} model.pt is not a state dict torch.load can read: "
+                                     f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
+        if not isinstance(state, Mapping):
+            raise PyTorchConfigError(f"{name} model.pt holds a {type(state).__name__}, not a state dict")
         try:
             model.load_state_dict(state)
         except RuntimeError as err:
