@@ -12,6 +12,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import List
 
@@ -28,7 +29,7 @@ from workbench.server import ModelLoadError, TritonServer, find_tritonserver
 from workbench.spec import ModelSpec
 
 TEMPLATE = Path(workbench.__file__).parent / "templates" / "python_model.py"
-QUEUE_DELAY_US = 400_000  # long enough that a concurrent burst lands in shared execute() calls
+QUEUE_DELAY_US = 1_000_000  # long enough that a concurrent burst lands in shared execute() calls, even on a busy machine
 
 
 # --- models (run by the server from TorchScript files, and here as the reference) -----------------
@@ -133,10 +134,19 @@ def _wire(dtype) -> str:
     return {"float32": "FP32", "int32": "INT32", "int64": "INT64"}[np.dtype(dtype).name]
 
 
-def counts(server: TritonServer, model: str) -> tuple[int, int]:
-    """(requests served, execute() calls) from Triton's own statistics."""
-    stats = server.stats(model)["model_stats"][0]
-    return int(stats["inference_count"]), int(stats["execution_count"])
+def counts(server: TritonServer, model: str, requests: int) -> tuple[int, int]:
+    """(rows served, execute() calls) from Triton's own statistics, once all ``requests`` are
+    accounted for: Triton may update them just after the last response reaches the client."""
+    previous = None
+    for _ in range(300):
+        stats = server.stats(model)["model_stats"][0]
+        finished = sum(int(stats["inference_stats"][kind].get("count", 0)) for kind in ("success", "fail"))
+        now = (int(stats.get("inference_count", 0)), int(stats.get("execution_count", 0)))
+        if finished == requests and now == previous:
+            return now
+        previous = now
+        time.sleep(0.1)
+    raise AssertionError(f"statistics of {model} never settled: {stats}")
 
 
 @pytest.fixture(scope="module")
@@ -179,10 +189,10 @@ def test_concurrent_requests_match_eager_with_inputs_declared_out_of_order(serve
         plus, minus = AddSub()(a, b)
         np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), plus.numpy(), rtol=1e-6)
         np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), minus.numpy(), rtol=1e-6)
-    served, executions = counts(server, name)
+    served, executions = counts(server, name, len(requests))
     if max_batch_size:
         assert served == sum(range(1, 9))  # Triton counts rows when it batches
-        assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+        assert executions < len(requests), f"the dynamic batcher never gave execute() several requests ({executions})"
 
 
 @pytest.mark.server
@@ -220,12 +230,12 @@ def test_batched_mode_runs_one_forward_per_execute(server, repo, batch_requests)
         column = result.as_numpy("OUTPUT__1")
         assert column.shape == (len(arrays["INPUT__0"]), 1) and len(set(column.ravel())) == 1
         calls.append(int(column[0, 0]))
-    _, executions = counts(server, name)
-    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+    _, executions = counts(server, name, len(requests))
+    assert executions < len(requests), f"the dynamic batcher never gave execute() several requests ({executions})"
     if batch_requests == "true":
-        assert len(set(calls)) == executions
+        assert len(set(calls)) == executions, f"forward call numbers {calls} for {executions} execute() calls"
     else:
-        assert sorted(calls) == list(range(1, len(requests) + 1))
+        assert sorted(calls) == list(range(1, len(requests) + 1)), f"forward call numbers {calls}"
 
 
 @pytest.mark.server
@@ -245,8 +255,8 @@ def test_failing_request_fails_alone_in_a_batch(server, repo):
         else:
             assert not isinstance(result, Exception), result
             np.testing.assert_array_equal(result.as_numpy("OUTPUT__0"), arrays["INPUT__0"] + 1)
-    _, executions = counts(server, "strict")
-    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+    _, executions = counts(server, "strict", len(requests))
+    assert executions < len(requests), f"the dynamic batcher never gave execute() several requests ({executions})"
 
 
 @pytest.mark.server
@@ -292,6 +302,22 @@ def test_two_instances_pin_the_cores_the_core_map_gives(server, repo):
     for arrays, result in zip(requests, burst(server, "pinned", requests)):
         assert not isinstance(result, Exception), result
         np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), arrays["INPUT__0"] - arrays["INPUT__1"], rtol=1e-6)
+
+
+@pytest.mark.server
+def test_cores_the_process_may_not_use_are_skipped_with_a_warning(server, repo):
+    """A core range reaching past this machine's CPUs: the instance pins the cores it may use and
+    says which it skipped, instead of failing to load."""
+    last = max(os.sched_getaffinity(0))
+    save_module(AddSub(), repo / "pinned_past" / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+    write_model(repo, "pinned_past", ["INPUT__0,FP32,4", "INPUT__1,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,4"],
+                max_batch_size=4, NEURON_CORE_START_INDEX=last, NEURON_CORE_END_INDEX=last + 1, CPU_AFFINITY="true")
+    server.load("pinned_past")
+    (pid,) = _stub_processes(repo / "pinned_past" / "1" / "model.py").values()
+    assert os.sched_getaffinity(pid) == {last}
+    log = "\n".join(server.log_tail(400))
+    assert f"workbench instance 0: CPU core(s) [{last + 1}] are not available to this process" in log
+    assert f"cpu affinity [{last}] model {repo / 'pinned_past' / 'model.pt'}" in log
 
 
 def _stub_processes(model_py: Path) -> dict[str, int]:
@@ -362,8 +388,8 @@ def test_tensorflow_savedmodel_fed_by_signature_keys(server, repo):
         assert not isinstance(result, Exception), result
         np.testing.assert_allclose(result.as_numpy("sum"), arrays["a"] + arrays["b"], rtol=1e-6)
         np.testing.assert_allclose(result.as_numpy("diff"), arrays["a"] - arrays["b"], rtol=1e-6)
-    _, executions = counts(server, "tf_addsub")
-    assert executions < len(requests), "the dynamic batcher never gave execute() several requests"
+    _, executions = counts(server, "tf_addsub", len(requests))
+    assert executions < len(requests), f"the dynamic batcher never gave execute() several requests ({executions})"
 
 
 @pytest.mark.server

@@ -317,20 +317,15 @@ def _error(message):
     return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
 
 
-def _log(message):
+def _log(message, warning=False):
+    """Into Triton's log (pb_utils.Logger exists only inside the stub)."""
     logger = getattr(pb_utils, "Logger", None)
-    if logger is not None:
-        logger.log_info(message)
-    else:
+    if logger is None:
         print(message, flush=True)
-
-
-def _warn(message):
-    logger = getattr(pb_utils, "Logger", None)
-    if logger is not None:
+    elif warning:
         logger.log_warn(message)
     else:
-        print(message, flush=True)
+        logger.log_info(message)
 
 
 # --- loader seam: each returns run(list of arrays in model order) -> list of arrays in output order ---
@@ -347,8 +342,8 @@ def _pin_cpu_cores(settings):
     wanted = [core for core in settings["cores"] if core in allowed]
     skipped = [core for core in settings["cores"] if core not in allowed]
     if skipped:
-        _warn(f"workbench instance {settings['instance']}: CPU core(s) {skipped} are not available to this "
-              f"process (allowed: {sorted(allowed)}); not pinning them")
+        _log(f"workbench instance {settings['instance']}: CPU core(s) {skipped} are not available to this "
+             f"process (allowed: {sorted(allowed)}); not pinning them", warning=True)
     if not wanted:
         return None
     for task in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
@@ -556,7 +551,7 @@ class TritonPythonModel:
             if not (self.settings["batch_requests"] and self.layout.batched):
                 groups[("single", position)] = [(position, arrays)]
                 continue
-            key = tuple(None if a is None else (a.shape[1:], a.dtype.str) for a in arrays)
+            key = tuple(None if a is None else a.shape[1:] for a in arrays)
             key_of = getattr(self.run, "batch_key", None)
             groups.setdefault((key, key_of(arrays) if key_of else None), []).append((position, arrays))
         for members in groups.values():
@@ -566,7 +561,8 @@ class TritonPythonModel:
                         responses[position] = self.layout.response(outputs)
                     continue
                 except Exception as err:  # one bad request must not fail the others: retry one by one
-                    _warn(f"batched forward of {len(members)} requests failed ({err}); serving them one by one")
+                    _log(f"batched forward of {len(members)} requests failed ({err}); serving them one by one",
+                         warning=True)
             for position, arrays in members:
                 try:
                     responses[position] = self.layout.response(self.run(arrays))
