@@ -132,3 +132,84 @@ def test_missing_tensorflow_neuronx_says_what_to_install(saved_model, tmp_path, 
                                               "pip install tensorflow-neuronx from the AWS Neuron pip repository"):
         compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "out", signature_def_key="plain")
     assert not (tmp_path / "out").exists()
+
+
+FAKE_TF_NEURONX = '''
+"""FAKE tensorflow_neuronx for workbench tests: importable by the compile child from PYTHONPATH."""
+import os
+import sys
+import time
+
+import tensorflow as tf
+
+
+def trace(func, example_inputs):
+    print(f"fake tensorflow_neuronx: {len(example_inputs)} input(s), flags={os.environ.get('NEURON_CC_FLAGS')}",
+          flush=True)
+    if os.environ.get("FAKE_TFNX_HANG"):
+        with open(os.environ["FAKE_TFNX_HANG"], "w") as handle:
+            handle.write(str(os.getpid()))
+        time.sleep(300)
+    func(*example_inputs)
+    module = tf.Module()
+    module.f = tf.function(lambda x: {"doubled": x * 2}, input_signature=[tf.TensorSpec([None, 4], tf.float32)])
+
+    class Traced:
+        def save(self, path):
+            tf.saved_model.save(module, path)
+
+    return Traced()
+'''
+
+
+@pytest.fixture
+def fake_tfnx_on_path(tmp_path, monkeypatch):
+    """Put the FAKE tensorflow_neuronx module where both this process and the compile child import it."""
+    fakes = tmp_path / "fakes"
+    fakes.mkdir()
+    (fakes / "tensorflow_neuronx.py").write_text(FAKE_TF_NEURONX)
+    monkeypatch.syspath_prepend(str(fakes))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fakes), os.environ.get("PYTHONPATH")])))
+    monkeypatch.delitem(sys.modules, "tensorflow_neuronx", raising=False)
+    yield
+    sys.modules.pop("tensorflow_neuronx", None)
+
+
+def test_isolated_tf_compile_runs_in_a_fresh_interpreter(saved_model, tmp_path, fake_tfnx_on_path):
+    logged: list[str] = []
+    artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "out", signature_def_key="plain",
+                                   compiler_args=["--auto-cast", "none"], log=logged.append)
+    assert "fake tensorflow_neuronx: 1 input(s), flags=--auto-cast none" in logged
+    assert (tmp_path / "out" / "scorer.inf2.savedmodel" / "saved_model.pb").is_file()
+    assert artifact.log.splitlines()[-1].startswith("inf2: saved ")
+
+
+def test_cancelled_tf_compile_kills_the_child_and_leaves_nothing(saved_model, tmp_path, fake_tfnx_on_path,
+                                                               monkeypatch):
+    import threading
+    import time
+
+    pid_file = tmp_path / "child.pid"
+    monkeypatch.setenv("FAKE_TFNX_HANG", str(pid_file))
+    cancel = threading.Event()
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "out", signature_def_key="plain",
+                                cancel=cancel)
+        except BaseException as err:  # noqa: BLE001 - the test inspects it
+            errors.append(err)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() and worker.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), errors
+    cancel.set()
+    worker.join(60)
+    assert not worker.is_alive()
+    assert type(errors[0]).__name__ == "Cancelled"
+    assert not os.path.exists(f"/proc/{int(pid_file.read_text())}")
+    assert not (tmp_path / "out").exists()  # made by the compile, removed with its staging folder

@@ -21,6 +21,7 @@ import os
 import re
 import shlex
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +45,8 @@ __all__ = [
     "trace_neuronx",
     "analyze_neuron",
     "run_isolated",
+    "run_command_isolated",
+    "exit_with_parent",
     "compile_neuron",
 ]
 
@@ -247,7 +250,7 @@ def run_isolated(
             code = 1
             try:
                 os.setsid()
-                _exit_with_parent(os.getppid())
+                exit_with_parent(os.getppid())
                 fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
@@ -269,44 +272,91 @@ def run_isolated(
                 os._exit(code)
 
         pid = _fork_from_fresh_thread(child)
-        status = None
-        pending = ""
-        started = time.monotonic()
-        with open(log_path, "r", errors="replace") as reader:
+        _supervise(pid, log_path, error_path, log=log, cancel=cancel, on_tick=on_tick, poll_seconds=poll_seconds,
+                   kill_grace_seconds=kill_grace_seconds)
 
-            def drain() -> None:
-                nonlocal pending
-                pending += reader.read()
-                *lines, pending = pending.split("\n")
-                if log is not None:
-                    for line in lines:
-                        log(line)
 
-            try:
-                while status is None:
-                    done, raw = os.waitpid(pid, os.WNOHANG)
-                    if done:
-                        status = raw
-                        break
-                    drain()
-                    check_cancel(cancel)
-                    if on_tick is not None:
-                        on_tick(time.monotonic() - started)
-                    time.sleep(poll_seconds)
-            finally:
-                if status is None:
-                    status = _kill_group(pid, kill_grace_seconds)
+def run_command_isolated(
+    argv: Sequence[str],
+    *,
+    error_path: Path,
+    log: Log | None = None,
+    cancel: Any = None,
+    env: dict[str, str] | None = None,
+    poll_seconds: float = 0.2,
+    kill_grace_seconds: float = 5.0,
+) -> None:
+    """`run_isolated` for a fresh interpreter: for runtimes that cannot survive a fork (TensorFlow).
+
+    The command writes its traceback to ``error_path`` when it fails.
+    """
+    with tempfile.TemporaryDirectory(prefix="workbench-compile-") as tmp:
+        log_path = Path(tmp, "log.txt")
+        with open(log_path, "wb") as out:
+            process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True, env=env)
+        code = -1
+        try:
+            code = _supervise(process.pid, log_path, error_path, log=log, cancel=cancel, poll_seconds=poll_seconds,
+                              kill_grace_seconds=kill_grace_seconds)
+        finally:
+            process.returncode = code  # _supervise reaped it; Popen must not wait for it again
+
+
+def _supervise(
+    pid: int,
+    log_path: Path,
+    error_path: Path,
+    *,
+    log: Log | None,
+    cancel: Any,
+    on_tick: Callable[[float], None] | None = None,
+    poll_seconds: float,
+    kill_grace_seconds: float,
+) -> int:
+    """Stream the child's log file to ``log`` until it exits; kill its group on cancel or error.
+
+    Returns the exit code; raises CompileError (with the child's traceback) when it is not 0.
+    """
+    status = None
+    pending = ""
+    started = time.monotonic()
+    with open(log_path, "r", errors="replace") as reader:
+
+        def drain() -> None:
+            nonlocal pending
+            pending += reader.read()
+            *lines, pending = pending.split("\n")
+            if log is not None:
+                for line in lines:
+                    log(line)
+
+        try:
+            while status is None:
+                done, raw = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    status = raw
+                    break
                 drain()
-                if pending and log is not None:
-                    log(pending)
-        code = os.waitstatus_to_exitcode(status)
-        if code != 0:
-            detail = error_path.read_text().strip() if error_path.is_file() else f"exit status {code}"
-            last = detail.splitlines()[-1] if detail else f"exit status {code}"
-            raise CompileError(f"the compile process failed: {last}\n{detail}")
+                check_cancel(cancel)
+                if on_tick is not None:
+                    on_tick(time.monotonic() - started)
+                time.sleep(poll_seconds)
+        finally:
+            if status is None:
+                status = _kill_group(pid, kill_grace_seconds)
+            drain()
+            if pending and log is not None:
+                log(pending)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        detail = error_path.read_text().strip() if error_path.is_file() else ""
+        last = detail.splitlines()[-1] if detail else f"exit status {code}"
+        raise CompileError(f"the compile process failed: {last}" + (f"\n{detail}" if detail else ""))
+    return code
 
 
-def _exit_with_parent(parent: int) -> None:
+def exit_with_parent(parent: int) -> None:
     """In the child: if the caller dies (killed, crashed), take the whole group down with it."""
 
     def watch() -> None:

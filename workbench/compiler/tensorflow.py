@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import shutil
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
 from workbench.compiler.cpu import CompileError
-from workbench.compiler.neuron import normalize_compiler_args, run_isolated
+from workbench.compiler.neuron import exit_with_parent, normalize_compiler_args, run_command_isolated
 from workbench.compiler.system import MissingSDKError, TARGET_PACKAGES, installed_versions
 from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
 from workbench.tasks import check_cancel
@@ -166,18 +171,16 @@ def compile_saved_model(
     if taken and not overwrite:
         raise ArtifactError(f"{', '.join(taken)} already exist(s); pick another name or pass overwrite=True")
     try:
-        sdk = importlib.import_module(_SDK_MODULES[target])
+        importlib.import_module(_SDK_MODULES[target])
     except (ImportError, OSError, RuntimeError) as err:
         raise MissingSDKError(f"tensorflow-{target}", list(TARGET_PACKAGES[f"tensorflow-{target}"]),
                               f"import {_SDK_MODULES[target]} failed: {err}") from None
-    tf = _require_tensorflow()
     flags = normalize_compiler_args(compiler_args)
     if example_inputs is None:
         example_inputs = spec.example_inputs(batch_size if batch_dim else None)
     if len(example_inputs) != len(spec.inputs):
         raise SpecError(f"{len(example_inputs)} example input(s) for the signature's {len(spec.inputs)} "
                         f"inputs {[t.name for t in spec.inputs]}")
-    keys = [t.name for t in spec.inputs]
     lines: list[str] = []
 
     def emit(line: str) -> None:
@@ -190,34 +193,32 @@ def compile_saved_model(
     emit(message + (f" with NEURON_CC_FLAGS={' '.join(flags)}" if flags else ""))
     if progress is not None:
         progress(0, 2, message)
+    made_dir = not Path(out_dir).exists()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-
-    def work() -> None:
-        loaded = tf.saved_model.load(str(source), tags=sorted({t.strip() for t in tag_set.split(",")}))
-        signature = loaded.signatures[signature_def_key]
-
-        def positional(*args: Any) -> Any:
-            return signature(**dict(zip(keys, args)))
-
-        tensors = [tf.constant(a) for a in example_inputs]
-        with _neuron_cc_flags(flags):
-            compiled = sdk.trace(positional, tensors)
-        compiled.save(str(staging / "model"))
-
+    request = {"source": str(source), "tags": sorted({t.strip() for t in tag_set.split(",") if t.strip()}),
+               "signature": signature_def_key, "keys": [t.name for t in spec.inputs], "target": target,
+               "flags": flags, "inputs": str(staging / "inputs.npz"), "dest": str(staging / "model"),
+               "error": str(staging / "error.txt"), "parent": os.getpid()}
+    np.savez(request["inputs"], *[np.asarray(a) for a in example_inputs])
     start = time.perf_counter()
     try:
-        if isolate and hasattr(os, "fork"):
-            run_isolated(work, log=emit, cancel=cancel)
+        if isolate:
+            run_command_isolated([sys.executable, "-m", "workbench.compiler.tensorflow", json.dumps(request)],
+                                 error_path=Path(request["error"]), log=emit, cancel=cancel)
         else:
             try:
-                work()
+                _trace_and_save(request)
             except (ImportError, OSError, RuntimeError, ValueError, TypeError) as err:
                 raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
         check_cancel(cancel)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(staging / "model", dest)
+    except BaseException:
+        if made_dir and not any(p for p in Path(out_dir).iterdir() if p != staging):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     emit(f"{target}: saved {dest}")
@@ -230,3 +231,37 @@ def compile_saved_model(
                         log="\n".join(lines), extra=extra, cpu_artifact=cpu)
     artifact.write_sidecar()
     return artifact
+
+
+def _trace_and_save(request: dict) -> None:
+    """Load the SavedModel signature, trace it with the target's SDK, save the result."""
+    tf = _require_tensorflow()
+    sdk = importlib.import_module(_SDK_MODULES[request["target"]])
+    signature = tf.saved_model.load(request["source"], tags=request["tags"]).signatures[request["signature"]]
+    keys = request["keys"]
+
+    def positional(*args: Any) -> Any:
+        return signature(**dict(zip(keys, args)))
+
+    with np.load(request["inputs"]) as stored:
+        tensors = [tf.constant(stored[f"arr_{i}"]) for i in range(len(stored.files))]
+    with _neuron_cc_flags(request["flags"]):
+        compiled = sdk.trace(positional, tensors)
+    compiled.save(request["dest"])
+
+
+def _main(argv: list[str]) -> int:
+    """Entry of the compile child (``python -m workbench.compiler.tensorflow REQUEST_JSON``): a fresh
+    interpreter, because TensorFlow's runtime does not survive a fork."""
+    request = json.loads(argv[0])
+    exit_with_parent(request["parent"])
+    try:
+        _trace_and_save(request)
+    except BaseException:
+        Path(request["error"]).write_text(traceback.format_exc())
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
