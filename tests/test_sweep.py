@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from workbench import generate, zoo
+from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.config import parameters_of, read_config
 from workbench.measure.plots import plot_run
@@ -231,42 +232,37 @@ def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_
 
 
 @pytest.mark.server
-def test_wrong_outputs_are_caught_at_every_point(server, model_dir, tmp_path):
+def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, model_dir, tmp_path):
+    """A variant Triton cannot load becomes an error row and the sweep goes on; a point whose
+    served outputs differ from the reference is measured but marked, and never named best."""
     def wrong(arrays):
         return [np.zeros_like(a) for a in eager_reference(model_dir)(arrays)]
 
-    plan = SweepPlan(batch_sizes=[2], allocations="1x1", core_range="0:1")
+    plan = SweepPlan(batch_sizes=[2], allocations="1x1", core_range="0:1",
+                     parameters={"COMPILED_MODEL": ["1/missing.pt", "1/add_sub.cpu.pt"]})
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, **FAST)
-    row = result.frame.iloc[0]
-    assert row["outputs_ok"] is False or row["outputs_ok"] == False  # noqa: E712 (numpy bool)
-    assert row["max_abs_diff"] > 0.1
-    assert result.best() is None and "none of 1 point(s) is usable" in result.describe_best()
-
-
-@pytest.mark.server
-def test_a_variant_triton_refuses_is_recorded_and_the_sweep_goes_on(server, model_dir, tmp_path):
-    plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:1",
-                     parameters={"COMPILED_MODEL": ["1/add_sub.cpu.pt", "1/missing.pt"]})
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", **FAST)
-    good, bad = result.frame.iloc[0], result.frame.iloc[1]
-    assert good["outputs_ok"] and pd.isna(good["error"])
-    assert "load failed" in bad["error"] and "missing.pt" in bad["error"]
-    assert result.best()["parameters"] == "COMPILED_MODEL=1/add_sub.cpu.pt"
+    refused, served = result.frame.iloc[0], result.frame.iloc[1]
+    assert "load failed" in refused["error"] and "missing.pt" in refused["error"]
+    assert pd.isna(refused["throughput"])
+    assert pd.isna(served["error"]) and served["throughput"] > 0
+    assert not served["outputs_ok"] and served["max_abs_diff"] > 0.1
+    assert result.complete and result.best() is None
+    assert "none of 2 point(s) is usable" in result.describe_best()
 
 
 # ---- the command line ---------------------------------------------------------------------------
 
 
-def _cli(*args, timeout=240):
+def _cli(*args, timeout=300):
     env = {**os.environ, "MPLBACKEND": "Agg"}
     return subprocess.run([sys.executable, "-m", "workbench", "sweep", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
 @pytest.mark.server
-def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path):
+def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path, capsys):
     out = tmp_path / "cli-run"
-    done = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "2x1", "--core-range", "0:1",
+    done = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "1x1", "--core-range", "0:1",
                 "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "5",
                 "--out", out, "--latency-budget-ms", "10000")
     assert done.returncode == 0, done.stderr
@@ -276,14 +272,33 @@ def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path):
     assert run.frame["outputs_ok"].tolist() == [True, True]
     for name in ("latency_vs_batch", "throughput_vs_latency", "server_breakdown", "throughput_heatmap"):
         assert (out / "plots" / f"{name}.png").is_file() and (out / "plots" / f"{name}.svg").is_file()
-    again = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "2x1", "--core-range", "0:1",
-                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--out", out)
-    assert again.returncode == 2 and "already holds a sweep run" in again.stderr
+    before = (out / POINTS_FILE).read_bytes()
+    assert main(["sweep", str(model_dir), "--allocations", "2x1", "--core-range", "0:1", "--out", str(out)]) == 2
+    assert "already holds a sweep run" in capsys.readouterr().err
+    assert (out / POINTS_FILE).read_bytes() == before
 
 
-def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path):
+def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path, capsys):
     out = tmp_path / "never"
-    done = _cli(model_dir, "--allocations", "1x1,3x1", "--core-range", "0:1", "--out", out, timeout=120)
-    assert done.returncode == 2
-    assert "3x1 needs 3 core(s) but core range 0:1 has 2" in done.stderr
-    assert "Traceback" not in done.stderr and not out.exists()
+    code = main(["sweep", str(model_dir), "--allocations", "1x1,3x1", "--core-range", "0:1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and "3x1 needs 3 core(s) but core range 0:1 has 2" in err
+    assert "Traceback" not in err and not out.exists()
+    assert main(["sweep", str(model_dir), "--param", "THREADS", "--out", str(out)]) == 2
+    assert "--param 'THREADS': write KEY=V1,V2" in capsys.readouterr().err
+    assert main(["sweep", str(model_dir.parent), "--out", str(out)]) == 2
+    assert "is not a model directory (no config.pbtxt)" in capsys.readouterr().err
+
+
+@pytest.mark.server
+def test_cli_uses_a_running_server_with_url(server, model_dir, tmp_path, capsys):
+    out = tmp_path / "url-run"
+    code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--allocations", "2x1", "--core-range", "0:1",
+                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--out", str(out), "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    run = load_run(out)
+    assert run.complete and run.record["url"] == server.grpc_url and run.frame["outputs_ok"].tolist() == [True]
+    assert not (out / "plots").exists()
+    # the server is someone else's: still running, the model back on its own config
+    assert server.running and server.model_config("add_sub")["instance_group"][0]["count"] == 1

@@ -131,7 +131,7 @@ def run_cli(args: argparse.Namespace) -> int:
     task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, protocol=args.protocol,
                 window_s=args.window_ms / 1000.0, max_windows=args.max_windows, stability=args.stability / 100.0,
                 warmup_requests=args.warmup, seed=args.seed, resume=args.resume, label=args.label,
-                on_progress=bar)
+                restore=bool(args.url), on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):

@@ -546,6 +546,9 @@ class _OutputCheck:
             got = outputs.get(name)
             if got is None or got.shape != want.shape:
                 return False
+            if want.dtype.kind in "OSU":  # strings: equal or not
+                ok &= bool(np.array_equal(got, want))
+                continue
             if got.size:
                 diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
                 self.max_abs_diff = max(self.max_abs_diff, diff)
@@ -605,6 +608,7 @@ def run_sweep(
     atol: float = 1e-5,
     resume: bool = False,
     label: str | None = None,
+    restore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> SweepResult:
@@ -616,7 +620,8 @@ def run_sweep(
     ``reference(inputs)`` (default: the directory's compiled model run in-process). Rows are
     appended to ``out_dir`` as they are measured; with ``resume`` the points already there are kept,
     not measured again. Cancelling returns the partial result (status ``cancelled``). At the end
-    the model is loaded again with its own config.
+    the model is loaded again with its own config (``restore=False`` skips that, e.g. when the
+    server is stopped right after).
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume)
@@ -727,7 +732,7 @@ def run_sweep(
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = _now()
         result = save()
-        if loaded and getattr(server, "running", True):
+        if restore and loaded and getattr(server, "running", True):
             try:
                 server.load(name, config=base)  # leave the model as the user configured it
             except Exception:
