@@ -202,8 +202,19 @@ def served_zoo(tmp_path_factory):
             triton_model_dir=str(root / "repo" / name), compiled_model=artifact.path, copy_compiled_model=True,
             target="cpu", max_batch_size=8, enable_dynamic_batching=True)
         generate.write(generate.render(settings))
+    names = list(models)
+    if "causal_lm" in models:  # the same LM packaged for the sampling model.py
+        from workbench.compiler.tnx import package_causal_lm
+
+        lm = package_causal_lm(models["causal_lm"].hf_model, out_dir=root / "compiled", name="lm")
+        settings = generate.GenerateSettings(
+            triton_model_dir=str(root / "repo" / "lm_sampling"), compiled_model=lm.path, copy_compiled_model=True,
+            framework="transformers_neuronx", target="cpu", max_batch_size=4, enable_dynamic_batching=True,
+            tnx_sequence_length=12)
+        generate.write(generate.render(settings))
+        names.append("lm_sampling")
     with TritonServer(root / "repo") as server:
-        for name in models:
+        for name in names:
             server.load(name)
         yield server, models
 
@@ -238,3 +249,24 @@ def test_served_zoo_model_matches_eager(served_zoo, name):
         for got, want in zip(outputs, expected):
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.server
+def test_packaged_causal_lm_is_served_by_the_sampling_model(served_zoo):
+    pytest.importorskip("transformers")
+    from workbench.check import connect, infer
+    from workbench.compiler.tnx import LM_SPEC
+
+    server, models = served_zoo
+    hf_model = models["causal_lm"].hf_model
+    ids = models["causal_lm"].example_inputs(2, seed=7)[0][:, :5]
+    connection = connect(server.grpc_url)
+    try:
+        (served,) = infer(connection, "lm_sampling", LM_SPEC, [ids.numpy()])
+    finally:
+        connection[1].close()
+    with torch.no_grad():
+        expected = hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_length=12, min_length=12,
+                                     do_sample=False, pad_token_id=1)
+    assert served.shape == (2, 12)
+    np.testing.assert_array_equal(served, expected.numpy())

@@ -98,7 +98,7 @@ def test_causal_lm_packages_as_a_loadable_checkpoint(tmp_path):
     assert artifact.spec == LM_SPEC and artifact.target == "cpu"
     assert (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
     assert artifact.extra == {"model_class": "LlamaForSampling", "batch_size": 1, "n_positions": 64,
-                              "tp_degree": 2, "amp": "f32", "model_type": "llama"}
+                              "amp": "f32", "model_type": "llama"}  # no tp_degree: a Neuron-only setting
     assert json.loads((tmp_path / "tiny.workbench.json").read_text())["framework"] == "transformers_neuronx"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny", "tiny.workbench.json"]  # no staging left
 

@@ -489,9 +489,12 @@ def compile_neuron(
 
     start = time.perf_counter()
     if isolate and hasattr(os, "fork"):
-        def tick(seconds: float) -> None:
-            if progress is not None and int(seconds) % 5 == 0:
-                progress(4, total, f"{message} ({int(seconds)} s)")
+        reported = [0]
+
+        def tick(seconds: float) -> None:  # a heartbeat every 5 s, so a long compile visibly lives
+            if progress is not None and seconds >= reported[0] + 5:
+                reported[0] = int(seconds)
+                progress(4, total, f"{message} ({reported[0]} s)")
 
         run_isolated(work, log=emit, cancel=cancel, on_tick=tick)
     else:
@@ -519,7 +522,7 @@ def compile_neuron(
         compile_seconds=seconds,
         size_bytes=path.stat().st_size,
         log="\n".join(lines),
-        dynamic_batch=dynamic,
+        dynamic_batch=dynamic and bool(cpu.dynamic_batch),  # a batch size baked into the graph stays baked in
         operator_counts=cpu.operator_counts,
         extra={"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device},
         cpu_artifact=cpu,

@@ -142,7 +142,7 @@ def package_causal_lm(
         step(0, total, f"saving the checkpoint ({model_type}) to {folder}")
         model.save_pretrained(staging / "checkpoint")
         extra = {"model_class": model_class, "batch_size": int(batch_size), "n_positions": n_positions,
-                 "tp_degree": int(tp_degree), "amp": amp, "model_type": model_type}
+                 "amp": amp, "model_type": model_type}
         if neuronx is not None:
             has_device = has_neuron_device() if has_device is None else has_device
             step(1, total, f"{target}: {model_class}.from_pretrained + "
@@ -160,6 +160,7 @@ def package_causal_lm(
                 raise MissingSDKError(target, ["transformers-neuronx>=0.13 (Neuron 2.21+)"],
                                       "this transformers-neuronx has no cpu_compile; compile on a Neuron host")
             neuron_model.save(str(staging / "neuron"))
+            extra["tp_degree"] = int(tp_degree)  # a Neuron setting: on the cpu target it would only cap the cores
             extra["compiled_dir"] = str(compiled)
         step(total - 1, total, f"moving {folder} into place")
         for src, dst in ((staging / "checkpoint", folder), (staging / "neuron", compiled)):
@@ -178,7 +179,7 @@ def package_causal_lm(
         name=name, sdk_versions=versions, compile_seconds=seconds, size_bytes=size, log="\n".join(lines),
         extra=extra)
     if target != "cpu":  # the checkpoint itself is what the CPU model.py serves
-        cpu_extra = {k: v for k, v in extra.items() if k != "compiled_dir"}
+        cpu_extra = {k: v for k, v in extra.items() if k not in ("compiled_dir", "tp_degree")}
         artifact.cpu_artifact = Artifact(
             path=str(folder), target="cpu", spec=LM_SPEC, batch_dim=True, framework="transformers_neuronx",
             name=name, sdk_versions=versions, size_bytes=size, extra=cpu_extra)
