@@ -65,10 +65,16 @@ def test_latency_lines_follow_the_table(saved_run):
     assert list(line.get_ydata()) == [3.0, 4.0, 6.0]  # p99 = 2*b/2 + 2
 
 
-def test_throughput_vs_latency_one_line_per_allocation(saved_run):
-    fig = plots.throughput_vs_latency(load_run(saved_run))
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["1x1", "2x1"]
+def test_throughput_vs_latency_draws_load_curves(saved_run):
+    run = load_run(saved_run)
+    fig = plots.throughput_vs_latency(run)  # two concurrency levels: one curve per allocation and batch
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert set(lines) == {f"{a}, batch {b}" for a in ("1x1", "2x1") for b in (1, 2, 4)}
+    assert list(lines["2x1, batch 4"].get_ydata()) == [801.0, 802.0]  # concurrency 1 then 2
+    one_level = run.frame[run.frame["concurrency"] == 1]
+    fig = plots.throughput_vs_latency(one_level)  # one level: one curve per allocation over batch size
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert set(lines) == {"1x1", "2x1"} and list(lines["1x1"].get_ydata()) == [101.0, 201.0, 401.0]
 
 
 def test_breakdown_stacks_server_times(saved_run):

@@ -86,20 +86,26 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
 
 
 def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
-    """Throughput against p99 latency, one line per variant through its points (ordered by load);
-    the curve Model Analyzer's summary shows: up and to the left is better."""
+    """Throughput against p99 latency: the curve Model Analyzer's summary shows (up and to the
+    left is better). Each line is one variant's load curve: over concurrency for each batch size
+    when several concurrency levels were measured, else over batch size."""
     frame = _frame(data)
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
     if frame.empty:
         return _empty(fig, ax)
     colors = _colors(frame["variant"])
-    for variant, group in frame.groupby("variant", sort=False):
-        group = group.sort_values(["batch_size", "concurrency"])
+    by_concurrency = frame["concurrency"].nunique() > 1
+    groups = ["variant", "batch_size"] if by_concurrency else ["variant"]
+    for key, group in frame.groupby(groups, sort=False):
+        variant = key[0]
+        group = group.sort_values(["concurrency", "batch_size"])
+        label = f"{variant}, batch {key[1]}" if by_concurrency else variant
+        style = _LINESTYLES[sorted(frame["batch_size"].unique()).index(key[1]) % len(_LINESTYLES)] if by_concurrency else "-"
         ax.plot(group["p99_ms"].astype(float), group["throughput"].astype(float), marker="o",
-                color=colors[variant], label=variant)
+                color=colors[variant], linestyle=style, label=label)
         for _, row in group.iterrows():
-            ax.annotate(f"b{int(row['batch_size'])} c{int(row['concurrency'])}",
+            ax.annotate(f"c{int(row['concurrency'])}" if by_concurrency else f"b{int(row['batch_size'])}",
                         (float(row["p99_ms"]), float(row["throughput"])),
                         textcoords="offset points", xytext=(4, 4), fontsize="x-small")
     ax.set_xlabel("p99 latency (ms)")
