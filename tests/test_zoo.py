@@ -3,6 +3,7 @@ as a save_pretrained folder that transformers loads back and generates from iden
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -17,12 +18,8 @@ from workbench.spec import ModelSpec
 def test_names_cover_the_issue():
     names = zoo.names()
     assert names[:4] == ["add_sub", "mlp", "cnn", "bert"]
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        assert "causal_lm" not in names
-    else:
-        assert names[4:] == ["causal_lm"]
+    has_transformers = importlib.util.find_spec("transformers") is not None
+    assert names[4:] == (["causal_lm"] if has_transformers else [])
 
 
 def test_add_sub_is_the_upstream_qa_model():

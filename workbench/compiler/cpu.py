@@ -157,8 +157,6 @@ def operator_counts(traced: Any) -> dict[str, int]:
 
 def max_abs_diff(expected: Sequence[Any], actual: Sequence[Any]) -> float:
     """Largest |expected - actual| over all outputs (inf when shapes differ)."""
-    import torch
-
     worst = 0.0
     for e, a in zip(expected, actual):
         if e.shape != a.shape:
