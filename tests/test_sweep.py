@@ -76,6 +76,17 @@ def test_run_sweep_refuses_before_touching_server_or_disk(model_dir, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.server
+def test_a_model_outside_the_servers_repository_is_refused(server, model_dir, tmp_path):
+    copy = tmp_path / "elsewhere" / "add_sub"
+    copy.mkdir(parents=True)
+    (copy / "config.pbtxt").write_text((model_dir / "config.pbtxt").read_text())
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1")
+    with pytest.raises(SweepError, match="is not in the server's model repository"):
+        run_sweep(plan, server, copy, out_dir=tmp_path / "run", reference=lambda arrays: arrays)
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(batch_sizes=[1], allocations="2by1"), "allocation '2by1' is malformed"),
     (dict(batch_sizes=[1], allocations="0x1"), "instances must be a whole number >= 1"),

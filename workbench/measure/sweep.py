@@ -629,6 +629,10 @@ def run_sweep(
     if model_dir is not None:
         base = read_config(model_dir)
         name = base.name or model_dir.name
+        repository = getattr(server, "model_repository", None)  # known for a server we started
+        if repository is not None and model_dir.resolve().parent != Path(repository).resolve():
+            raise SweepError(f"{model_dir} is not in the server's model repository {repository}; the server "
+                             f"would load its own {name!r}. Start the server on {model_dir.resolve().parent}")
     else:
         name = str(model)
         try:
