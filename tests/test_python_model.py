@@ -155,9 +155,19 @@ def repo(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(repo):
+def shared_server(repo):
     with TritonServer(repo) as running:
         yield running
+
+
+@pytest.fixture
+def server(shared_server):
+    """The module's server; the models a test loaded are unloaded after it, so their stubs (torch,
+    TensorFlow) do not pile up in memory."""
+    yield shared_server
+    for row in shared_server.index():
+        if row["state"] == "READY":
+            shared_server.unload(row["name"])
 
 
 def rng_inputs(sizes, seed=0, shape=(4,)):

@@ -80,6 +80,15 @@ def placed(server, repo):
     return PLACEMENTS
 
 
+@pytest.fixture
+def unload_after(server):
+    """Unloads the models a single test loaded (the PLACEMENTS models stay for the whole module)."""
+    names: list[str] = []
+    yield names.append
+    for name in names:
+        server.unload(name)
+
+
 def read_record(records: Path, instance: str) -> dict:
     path = records / f"{instance}.json"
     assert path.is_file(), f"no FAKE SDK record for instance {instance}: {sorted(p.name for p in records.iterdir())}"
@@ -142,7 +151,7 @@ def greedy(model, ids: np.ndarray, length: int) -> np.ndarray:
 
 
 @pytest.mark.server
-def test_transformers_neuronx_sampling(server, repo, records):
+def test_transformers_neuronx_sampling(server, repo, records, unload_after):
     """inf2 transformers-neuronx: from_pretrained gets the TNX_* settings and the instance's cores,
     sample() is fed chunks of TNX_BATCH_SIZE rows; outputs equal greedy generation on the CPU."""
     name = "tnx_inf2"
@@ -155,6 +164,7 @@ def test_transformers_neuronx_sampling(server, repo, records):
                 TNX_COMPILED_DIR="hf-neuron")
     (repo / name / "hf-neuron").mkdir()  # where compiler/tnx.py saves the compiled graphs
     server.load(name)
+    unload_after(name)
     for k in range(2):
         record = read_record(records, f"{name}_0_{k}")
         assert record["model_class"] == "GPT2ForSampling" and record["to_neuron"] is True
@@ -183,7 +193,7 @@ def test_transformers_neuronx_tp_degree_beyond_the_instance_cores_is_refused(ser
 
 
 @pytest.mark.server
-def test_tensorflow_neuronx_pins_cores_and_feeds_signature_keys(server, repo, records):
+def test_tensorflow_neuronx_pins_cores_and_feeds_signature_keys(server, repo, records, unload_after):
     """inf2 TensorFlow: NEURON_RT_VISIBLE_CORES per instance (upstream set only NEURON_RT_NUM_CORES, so
     the runtime picked any free cores), tensorflow_neuronx imported, SavedModel loaded from the model
     folder and called by signature keys."""
@@ -194,6 +204,7 @@ def test_tensorflow_neuronx_pins_cores_and_feeds_signature_keys(server, repo, re
                 max_batch_size=8, instance_count=2, NEURON_CORE_START_INDEX=2, NEURON_CORE_END_INDEX=5,
                 WORKBENCH_TARGET="inf2", WORKBENCH_FRAMEWORK="tensorflow")
     server.load(name)
+    unload_after(name)
     core_map = split_cores(2, 5, 2)
     for k in range(2):
         record = read_record(records, f"{name}_0_{k}")
