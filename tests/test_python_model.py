@@ -517,8 +517,8 @@ def test_upstream_directory_defaults(template, tmp_path):
         ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "onnx"}, "m_0_0", "WORKBENCH_FRAMEWORK = 'onnx'"),
         ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "WORKBENCH_TARGET": "inf1"},
          "m_0_0", "not inf1"),
-        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_TP_DEGREE": 4,
-          "NEURON_CORE_END_INDEX": 1}, "m_0_0", "TNX_TP_DEGREE = 4 needs more cores than the 2"),
+        ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "WORKBENCH_TARGET": "inf2",
+          "TNX_TP_DEGREE": 4, "NEURON_CORE_END_INDEX": 1}, "m_0_0", "TNX_TP_DEGREE = 4 needs more cores than the 2"),
         ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_AMP": "fp8"},
          "m_0_0", "TNX_AMP = 'fp8'"),
         ({"COMPILED_MODEL": "model.pt", "WORKBENCH_FRAMEWORK": "transformers_neuronx", "TNX_N_POSITIONS": 64,
@@ -530,6 +530,14 @@ def test_bad_settings_are_named(template, tmp_path, parameters, instance, messag
     with pytest.raises(template.SettingsError) as caught:
         template.read_settings(_settings_config(**parameters), str(tmp_path), instance)
     assert message in str(caught.value)
+
+
+def test_tensor_parallel_degree_only_limits_neuron_targets(template, tmp_path):
+    """On the cpu target the same folder serves with transformers; TNX_TP_DEGREE is not a core count there."""
+    (tmp_path / "hf").mkdir()
+    config = _settings_config(COMPILED_MODEL="hf", WORKBENCH_FRAMEWORK="transformers_neuronx", WORKBENCH_TARGET="cpu",
+                              TNX_TP_DEGREE=8)
+    assert template.read_settings(config, str(tmp_path), "m_0_0")["tnx"]["tp_degree"] == 8
 
 
 def test_batch_dim_rule(template):

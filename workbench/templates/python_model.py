@@ -186,7 +186,7 @@ def read_settings(model_config, model_dir, instance_name):
         "signature": params.get("TF_SIGNATURE_DEF_KEY", "").strip() or "serving_default",
     }
     if framework == "transformers_neuronx":
-        settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance)
+        settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance, target)
         if tnx["compiled_dir"] is not None:
             tnx["compiled_dir"] = os.path.normpath(os.path.join(model_dir, tnx["compiled_dir"]))
             if not os.path.isdir(tnx["compiled_dir"]):
@@ -194,7 +194,7 @@ def read_settings(model_config, model_dir, instance_name):
     return settings
 
 
-def _tnx_settings(params, cores_per_instance):
+def _tnx_settings(params, cores_per_instance, target):
     tnx = {
         "model_class": params.get("TNX_MODEL_CLASS", "").strip() or TNX_DEFAULTS["TNX_MODEL_CLASS"],
         "batch_size": _int(params, "TNX_BATCH_SIZE", TNX_DEFAULTS["TNX_BATCH_SIZE"]),
@@ -214,7 +214,7 @@ def _tnx_settings(params, cores_per_instance):
         )
     if tnx["amp"] not in TNX_AMPS:
         raise SettingsError(f"parameter TNX_AMP = {tnx['amp']!r} is not one of {', '.join(TNX_AMPS)}")
-    if tnx["tp_degree"] > cores_per_instance:
+    if target in NEURON_TARGETS and tnx["tp_degree"] > cores_per_instance:
         raise SettingsError(
             f"parameter TNX_TP_DEGREE = {tnx['tp_degree']} needs more cores than the {cores_per_instance} "
             "each instance owns; widen the core range or use fewer instances"
