@@ -356,6 +356,8 @@ def _stub_processes(model_py: Path) -> dict[str, int]:
          "core range 3:1 is reversed"),
         ("bad_target", ["INPUT__0,FP32,4"], {"WORKBENCH_TARGET": "gpu"}, "WORKBENCH_TARGET = 'gpu' is not one of"),
         ("bad_flag", ["INPUT__0,FP32,4"], {"BATCH_REQUESTS": "maybe"}, "BATCH_REQUESTS = 'maybe' must be"),
+        ("no_sdk", ["INPUT__0,FP32,4"], {"WORKBENCH_TARGET": "inf1"},
+         "target inf1 with framework pytorch needs the Python package 'torch_neuron'"),
     ],
 )
 def test_bad_settings_fail_the_load_with_a_clear_message(server, repo, name, inputs, parameters, message):

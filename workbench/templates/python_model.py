@@ -32,6 +32,7 @@ Parameters (config.pbtxt ``parameters``, all strings):
 
 import importlib
 import importlib.metadata
+import json
 import importlib.util
 import os
 import re
@@ -154,7 +155,8 @@ def read_settings(model_config, model_dir, instance_name):
         raise SettingsError("parameter COMPILED_MODEL is missing or empty; give the compiled model's path")
     path = os.path.normpath(os.path.join(model_dir, compiled))  # an absolute path stays as written
     if not os.path.exists(path):
-        raise SettingsError(f"COMPILED_MODEL {compiled!r} not found (looked at {path})")
+        hint = "" if os.path.isabs(compiled) else "; relative paths are resolved against the model folder"
+        raise SettingsError(f"COMPILED_MODEL {compiled!r} not found (looked at {path}{hint})")
 
     framework = params.get("WORKBENCH_FRAMEWORK", "").strip()
     if not framework:
@@ -521,8 +523,6 @@ LOADERS = {
 
 class TritonPythonModel:
     def initialize(self, args):
-        import json
-
         model_config = json.loads(args["model_config"])
         try:
             self.settings = read_settings(model_config, args["model_repository"], args.get("model_instance_name", ""))
@@ -531,8 +531,14 @@ class TritonPythonModel:
             if self.settings["target"] == "cpu" and self.settings["cpu_affinity"]:
                 affinity = _pin_cpu_cores(self.settings)
             self.run = LOADERS[(self.settings["target"], self.settings["framework"])](self.settings, self.layout)
-        except (SettingsError, RequestError) as err:
+        except SettingsError as err:
             raise pb_utils.TritonModelException(f"{model_config.get('name', 'model')}: {err}") from None
+        except ImportError as err:
+            raise pb_utils.TritonModelException(
+                f"{model_config.get('name', 'model')}: target {self.settings['target']} with framework "
+                f"{self.settings['framework']} needs the Python package {err.name!r}, which this Triton's Python "
+                f"cannot import ({err}); install it there, or set WORKBENCH_TARGET to match this machine"
+            ) from None
         s = self.settings
         where = "NEURON_RT_VISIBLE_CORES=" + visible_cores(s["cores"]) if s["target"] in NEURON_TARGETS else (
             f"cpu affinity {affinity}" if affinity else "cpu affinity off")
