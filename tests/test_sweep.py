@@ -297,6 +297,11 @@ def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path, ca
     assert "Traceback" not in err and not out.exists()
     assert main(["sweep", str(model_dir), "--param", "THREADS", "--out", str(out)]) == 2
     assert "--param 'THREADS': write KEY=V1,V2" in capsys.readouterr().err
+    assert main(["sweep", str(model_dir), "--queue-delay-us", "100", "--preferred-batch-sizes", "4,x",
+                 "--out", str(out)]) == 2
+    assert "preferred batch sizes: 'x' is not a whole number" in capsys.readouterr().err
+    assert main(["sweep", str(model_dir), "--window-ms", "0", "--out", str(out)]) == 2
+    assert "window_s must be a positive number, got 0.0" in capsys.readouterr().err
     assert main(["sweep", str(model_dir.parent), "--out", str(out)]) == 2
     assert "is not a model directory (no config.pbtxt)" in capsys.readouterr().err
 

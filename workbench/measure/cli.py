@@ -67,7 +67,7 @@ def plan_from_args(args: argparse.Namespace):
     from workbench.measure.sweep import Batching, SweepError, SweepPlan
 
     batching: tuple = (None,)
-    preferred = tuple(int(v) for v in args.preferred_batch_sizes.split(",")) if args.preferred_batch_sizes else ()
+    preferred = tuple(args.preferred_batch_sizes.split(",")) if args.preferred_batch_sizes else ()
     if args.queue_delay_us:
         try:
             delays = [int(v) for v in args.queue_delay_us.split(",")]
@@ -109,15 +109,25 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.config import ConfigError, read_config
     from workbench.coremap import CoreRangeError
     from workbench.measure.plots import plot_run
-    from workbench.measure.sweep import RunningServer, SweepError, check_out_dir, plan_variants, run_sweep
+    from workbench.measure.sweep import (
+        RunningServer,
+        SweepError,
+        check_out_dir,
+        check_settings,
+        plan_variants,
+        run_sweep,
+    )
     from workbench.server import TritonServer
 
     model_dir = Path(args.model_dir)
-    try:
+    settings = dict(protocol=args.protocol, window_s=args.window_ms / 1000.0, max_windows=args.max_windows,
+                    stability=args.stability / 100.0, warmup_requests=args.warmup)
+    try:  # everything checked before a server starts
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
-        plan_variants(plan, read_config(model_dir))  # every variant checked before a server starts
+        plan_variants(plan, read_config(model_dir))
+        check_settings(**settings)
         check_out_dir(args.out, args.resume)
     except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
@@ -128,10 +138,8 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size)
-    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, protocol=args.protocol,
-                window_s=args.window_ms / 1000.0, max_windows=args.max_windows, stability=args.stability / 100.0,
-                warmup_requests=args.warmup, seed=args.seed, resume=args.resume, label=args.label,
-                restore=bool(args.url), on_progress=bar)
+    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, seed=args.seed, resume=args.resume,
+                label=args.label, restore=bool(args.url), on_progress=bar, **settings)
     try:
         task.start()
         while not task.join(0.2):

@@ -56,6 +56,7 @@ __all__ = [
     "eager_reference",
     "plan_variants",
     "check_out_dir",
+    "check_settings",
     "run_sweep",
 ]
 
@@ -556,6 +557,28 @@ class _OutputCheck:
         return ok
 
 
+def check_settings(*, protocol="grpc", window_s=1.0, stability=0.10, stable_windows=3, max_windows=10,
+                   warmup_requests=None, rtol=1e-4, atol=1e-5) -> None:
+    """Measurement settings that would fail every point are refused once, before anything starts."""
+    problems = []
+    if protocol not in ("grpc", "http"):
+        problems.append(f"protocol {protocol!r} is not grpc or http")
+    for name, value in (("window_s", window_s), ("stability", stability)):
+        if not isinstance(value, (int, float)) or not value > 0:
+            problems.append(f"{name} must be a positive number, got {value!r}")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if not isinstance(value, (int, float)) or value < 0:
+            problems.append(f"{name} must be >= 0, got {value!r}")
+    if not isinstance(stable_windows, int) or stable_windows < 1:
+        problems.append(f"stable_windows must be a whole number >= 1, got {stable_windows!r}")
+    elif not isinstance(max_windows, int) or max_windows < stable_windows:
+        problems.append(f"max_windows must be a whole number >= stable_windows ({stable_windows}), got {max_windows!r}")
+    if warmup_requests is not None and (not isinstance(warmup_requests, int) or warmup_requests < 0):
+        problems.append(f"warmup_requests must be a whole number >= 0, got {warmup_requests!r}")
+    if problems:
+        raise SweepError("; ".join(problems))
+
+
 def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     """Whether ``out_dir`` holds a run to resume; a run there without ``resume`` is refused, so
     nothing measured before is overwritten."""
@@ -624,6 +647,8 @@ def run_sweep(
     server is stopped right after).
     """
     out_dir = Path(out_dir)
+    check_settings(protocol=protocol, window_s=window_s, stability=stability, stable_windows=stable_windows,
+                    max_windows=max_windows, warmup_requests=warmup_requests, rtol=rtol, atol=atol)
     check_out_dir(out_dir, resume)
     model_dir = Path(model) if Path(model).is_dir() else None
     if model_dir is not None:
