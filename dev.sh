@@ -18,7 +18,9 @@ py=$venv/bin/python
 if ! "$py" -c "import torch" 2>/dev/null; then
   "$py" -m pip install --quiet "torch==${WORKBENCH_TORCH:-2.13.0}"
 fi
-"$py" -m pip install --quiet -e ".[test]"
+# lab: the package and what the tutorials use; test: also the test tools and the optional paths
+if [[ $what == test ]]; then extras="test"; else extras="transformers"; fi
+"$py" -m pip install --quiet -e ".[$extras]"
 
 case $what in
   lab)
