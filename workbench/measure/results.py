@@ -206,8 +206,8 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
             "status": run.status,
             "points": len(run.frame),
             "planned": run.record.get("planned_points"),
-            "started": run.record.get("started", ""),
-            "ended": run.record.get("ended", ""),
+            "started": run.record.get("started") or "",
+            "ended": run.record.get("ended") or "",
             "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
         })
     columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
