@@ -23,7 +23,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 import workbench
-from workbench.config import build_config, to_text
+from workbench.config import build_config, read_config, to_text
 from workbench.coremap import CoreRangeError, split_cores
 from workbench.server import ModelLoadError, TritonServer, find_tritonserver
 from workbench.spec import ModelSpec
@@ -418,7 +418,8 @@ def test_tensorflow_config_names_must_be_signature_keys(server, repo):
 def test_causal_lm_on_cpu_generates_greedily(server, repo):
     """The transformers_neuronx framework on the cpu target: the save_pretrained folder that
     compiler/tnx.py packages, served with transformers; requests asking for different lengths are
-    generated separately, equal ones together."""
+    generated separately, equal ones together; without the optional sequence_length input the
+    length is TNX_SEQUENCE_LENGTH."""
     pytest.importorskip("transformers")
     from workbench.compiler.tnx import package_causal_lm, tiny_causal_lm
 
@@ -427,14 +428,19 @@ def test_causal_lm_on_cpu_generates_greedily(server, repo):
     write_model(repo, "lm_cpu", ["input_ids,INT64,-1", "sequence_length,INT64,1"], ["output_ids,INT64,-1"],
                 compiled_model="checkpoint", max_batch_size=4, WORKBENCH_FRAMEWORK="transformers_neuronx",
                 TNX_N_POSITIONS=32, TNX_SEQUENCE_LENGTH=16)
+    cfg = read_config(repo / "lm_cpu")
+    cfg.input[1].optional = True
+    (repo / "lm_cpu" / "config.pbtxt").write_text(to_text(cfg))
     server.load("lm_cpu")
     rng = np.random.default_rng(4)
     requests = [{"input_ids": rng.integers(2, 64, size=(rows, 4)).astype(np.int64),
                  "sequence_length": np.full((rows, 1), length, dtype=np.int64)}
-                for rows, length in ((1, 9), (2, 12), (1, 9), (2, 40))]
+                for rows, length in ((1, 9), (2, 12), (1, 9), (2, 40), (1, 0))]
+    del requests[-1]["sequence_length"]
     for arrays, result in zip(requests, burst(server, "lm_cpu", requests)):
         assert not isinstance(result, Exception), result
-        length = min(int(arrays["sequence_length"][0, 0]), 16)  # capped at TNX_SEQUENCE_LENGTH
+        asked = int(arrays["sequence_length"][0, 0]) if "sequence_length" in arrays else 16
+        length = min(asked, 16)  # capped at TNX_SEQUENCE_LENGTH
         ids = torch.from_numpy(arrays["input_ids"])
         with torch.inference_mode():
             expected = model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length,
