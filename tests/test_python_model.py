@@ -464,6 +464,24 @@ def template():
         sys.path.remove(utils_dir)
 
 
+def test_template_is_self_contained():
+    """Copied into Triton containers without this package: top-level imports are the standard
+    library, numpy and triton_python_backend_utils; frameworks are imported inside the seam."""
+    import ast
+
+    tree = ast.parse(TEMPLATE.read_text())
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            top.add(node.module.split(".")[0])
+    assert top - set(sys.stdlib_module_names) == {"numpy", "triton_python_backend_utils"}
+    every = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    every |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not [name for name in every if name.split(".")[0] == "workbench"]
+
+
 def test_core_split_equals_coremap(template):
     """model.py keeps its own copy of the split (it runs where workbench is not installed)."""
     checked = 0
