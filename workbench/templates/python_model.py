@@ -376,7 +376,7 @@ def load_pytorch_cpu(settings, layout):
 def load_pytorch_inf1(settings, layout):
     _pin_neuron_cores(settings)
     import torch
-    import torch_neuron  # noqa: F401  registers torch.neuron and the neuron::forward ops
+    importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
 
     model = torch.neuron.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
     model.num_workers = settings["threads"]
