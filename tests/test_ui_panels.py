@@ -109,7 +109,9 @@ def test_write_creates_the_directory_and_never_overwrites_without_confirmation(p
     state, settings, preview = panels
     c = preview.controls
     dest = state.model_dir
-    assert "does not exist yet" in _text(c["diff"].value)
+    assert c["diff"].value == ""  # computed only while its tab is open
+    c["tabs"].selected_index = 4
+    assert c["tabs"].get_title(4) == "diff" and "does not exist yet" in _text(c["diff"].value)
     c["write"].click()
     assert preview.written is not None and preview.written.path == dest and preview.written.backup is None
     assert from_text((dest / "config.pbtxt").read_text()) == state.generated.config

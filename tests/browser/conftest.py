@@ -61,6 +61,14 @@ class Lab:
         return f"{self.url}/lab/tree/{notebook}?token={self.token}"
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Keep each phase's report on the test item, so fixtures can tell whether the test failed."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
 @pytest.fixture(scope="module")
 def chromium() -> str:
     path = chromium_path()
@@ -77,9 +85,14 @@ def lab(tmp_path_factory, chromium) -> Lab:
     executed notebook (with its outputs) is never written back.
     """
     work = tmp_path_factory.mktemp("lab")
-    settings = work / "lab-settings" / "@jupyterlab" / "docmanager-extension"
-    settings.mkdir(parents=True)
-    (settings / "plugin.jupyterlab-settings").write_text(json.dumps({"autosave": False}))
+    user_settings = {  # no autosave; no news toast that could cover the widgets being clicked
+        ("docmanager-extension", "plugin"): {"autosave": False},
+        ("apputils-extension", "notification"): {"fetchNews": "false", "checkForUpdates": False},
+    }
+    for (extension, plugin), values in user_settings.items():
+        folder = work / "lab-settings" / "@jupyterlab" / extension
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
     env = dict(os.environ)
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),

@@ -7,7 +7,6 @@ a one-point sweep and see its plot, stop the server. Skipped only where no Chrom
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -49,8 +48,22 @@ def _running_servers(repository: Path) -> list[str]:
     return found
 
 
-def test_notebook_panels_generate_serve_and_sweep(lab, browser_page):
-    page = browser_page
+@pytest.fixture
+def page(request, lab, browser_page, tmp_path):
+    """The browser page; after a failure the screenshot, the page text and Lab's log are kept."""
+    yield browser_page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        shot = tmp_path / "failure.png"
+        try:
+            browser_page.screenshot(path=str(shot), full_page=True)
+            text = "\n".join(browser_page.locator(".jp-OutputArea-output").all_text_contents())[-4000:]
+        except Exception as err:  # the browser itself may be the problem
+            text = f"(page unavailable: {err})"
+        print(f"screenshot: {shot}\n--- page text ---\n{text}\n--- lab log ---\n{lab.log.read_text()[-4000:]}")
+
+
+def test_notebook_panels_generate_serve_and_sweep(lab, page):
     repository = Path(lab.repository)
     page.goto(lab.page_url(NOTEBOOK))
     page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)

@@ -7,7 +7,6 @@ reaches the compiler; what this machine can compile for comes from `workbench.co
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 from typing import Any
 

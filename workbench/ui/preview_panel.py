@@ -17,8 +17,7 @@ from workbench.coremap import CoreRangeError
 from workbench.repository import RepositoryError, diff_model_dir, write_model_dir
 from workbench.server.docker import INSTANCE_CORES, docker_run_command
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
-from workbench.ui.render import error_list, highlight, preformatted
-from workbench.ui.settings_panel import core_map_html
+from workbench.ui.render import core_map_html, error_list, highlight, preformatted
 from workbench.ui.state import WorkbenchState
 
 _TABS = ("config.pbtxt", "model.py", "core map", "docker run", "diff")
@@ -67,6 +66,7 @@ class PreviewPanel:
         c["use_generated"].on_click(lambda _b: self._use_generated())
         c["config_text"].observe(lambda _change: self._config_edited(), names="value")
         c["instance_type"].observe(self._instance_changed, names="value")
+        c["tabs"].observe(self._show_diff, names="selected_index")
         self.widget = widgets.VBox([
             monospace_style(), c["tabs"],
             widgets.HBox([c["write"], c["confirm_overwrite"], c["cancel_overwrite"]]),
@@ -151,7 +151,7 @@ class PreviewPanel:
             c["edit_notice"].value = ""
         if self.state.generated is not None:
             c["write"].disabled = bool(problems)
-            c["diff"].value = self._diff_html()
+            self._show_diff()
 
     def config_problems(self) -> list[str]:
         """Parse and validation errors of the config text as shown (hand edits included)."""
@@ -171,6 +171,13 @@ class PreviewPanel:
         files = dict(self.state.generated.files)
         files["config.pbtxt"] = self.controls["config_text"].value
         return files
+
+    def _show_diff(self, _change=None) -> None:
+        """Diff only while its tab is open: it reads every file of the model directory (the
+        compiled model too), which is too slow to repeat on each edit for a large model."""
+        c = self.controls
+        if c["tabs"].selected_index == _TABS.index("diff") and self.state.generated is not None:
+            c["diff"].value = self._diff_html()
 
     def _diff_html(self) -> str:
         generated = self.state.generated
@@ -217,6 +224,6 @@ class PreviewPanel:
         self.written = result
         backup = f"; the previous directory is now {result.backup}" if result.backup else ""
         c["status"].value = f"<div style='color:#1b5e20'>wrote {html.escape(str(result.path))}{html.escape(backup)}</div>"
-        c["diff"].value = self._diff_html()
+        self._show_diff()
         self.state.written = result
         return result

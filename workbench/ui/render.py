@@ -14,6 +14,8 @@ from pygments import highlight as _pygments_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
+from workbench.coremap import split_cores
+
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
 _FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
 
@@ -45,3 +47,21 @@ def figure_png(figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def core_map_html(start: int, end: int, instances: int, threads_per_core: int) -> str:
+    """A row of cells per core coloured by owning instance; idle cores are flagged in red."""
+    cmap = split_cores(start, end, instances, threads_per_core)
+    palette = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#e15759"]
+    owner = {core: k for k in range(cmap.instances) for core in cmap.cores(k)}
+    cells = []
+    for core in range(cmap.start, cmap.end + 1):
+        if core in owner:
+            colour, label = palette[owner[core] % len(palette)], f"i{owner[core]}"
+        else:
+            colour, label = "#ffffff", "idle"
+        border = "2px dashed #b00020" if core not in owner else "1px solid #555"
+        cells.append(f"<td title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
+                     f"text-align:center;font-size:11px'>{core}<br>{label}</td>")
+    table = f"<table style='border-collapse:collapse'><tr>{''.join(cells)}</tr></table>"
+    return table + preformatted(cmap.describe())

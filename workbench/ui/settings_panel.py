@@ -15,9 +15,9 @@ import ipywidgets as widgets
 
 from workbench import generate
 from workbench.config import FRAMEWORKS, TARGETS
-from workbench.coremap import CoreRangeError, parse_core_range, split_cores
+from workbench.coremap import CoreRangeError, parse_core_range
 from workbench.spec import ModelSpec, SpecError
-from workbench.ui.render import error_list, preformatted
+from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
 from workbench.ui.tensor_table import TensorTable
 
@@ -39,24 +39,6 @@ def _parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def core_map_html(start: int, end: int, instances: int, threads_per_core: int) -> str:
-    """A row of cells per core coloured by owning instance; idle cores are flagged in red."""
-    cmap = split_cores(start, end, instances, threads_per_core)
-    palette = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#e15759"]
-    owner = {core: k for k in range(cmap.instances) for core in cmap.cores(k)}
-    cells = []
-    for core in range(cmap.start, cmap.end + 1):
-        if core in owner:
-            colour, label = palette[owner[core] % len(palette)], f"i{owner[core]}"
-        else:
-            colour, label = "#ffffff", "idle"
-        border = "2px dashed #b00020" if core not in owner else "1px solid #555"
-        cells.append(f"<td title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
-                     f"text-align:center;font-size:11px'>{core}<br>{label}</td>")
-    table = f"<table style='border-collapse:collapse'><tr>{''.join(cells)}</tr></table>"
-    return table + preformatted(cmap.describe())
-
-
 class SettingsPanel:
     """Inputs/outputs, batching, cores and instances for one model. Every edit publishes
     ``state.settings`` and ``state.generated`` (None while invalid; ``problems`` says why)."""
@@ -69,8 +51,8 @@ class SettingsPanel:
         c = self.controls = {}
         wide = widgets.Layout(width="420px")
         style = {"description_width": "170px"}
-        c["name"] = widgets.Text(value=self.state.name, description="model name", style=style, layout=wide)
-        c["compiled_model"] = widgets.Text(value="", description="compiled model", placeholder="path of the .pt / SavedModel",
+        c["name"] = widgets.Text(value=self.state.name, continuous_update=False, description="model name", style=style, layout=wide)
+        c["compiled_model"] = widgets.Text(value="", continuous_update=False, description="compiled model", placeholder="path of the .pt / SavedModel",
                                            style=style, layout=widgets.Layout(width="640px"))
         c["copy_compiled_model"] = widgets.Checkbox(value=True, description="copy it into the model directory",
                                                     indent=False)
@@ -82,11 +64,11 @@ class SettingsPanel:
         c["max_batch_size"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000, description="max batch size",
                                                      style=style)
         c["dynamic_batching"] = widgets.Checkbox(value=False, description="dynamic batching", indent=False)
-        c["preferred_batch_sizes"] = widgets.Text(value="", description="preferred batch sizes", placeholder="e.g. 4,8",
+        c["preferred_batch_sizes"] = widgets.Text(value="", continuous_update=False, description="preferred batch sizes", placeholder="e.g. 4,8",
                                                   style=style)
-        c["max_queue_delay_us"] = widgets.Text(value="", description="max queue delay (µs)", placeholder="e.g. 100",
+        c["max_queue_delay_us"] = widgets.Text(value="", continuous_update=False, description="max queue delay (µs)", placeholder="e.g. 100",
                                                style=style)
-        c["core_range"] = widgets.Text(value="0:0", description="core range a:b", style=style)
+        c["core_range"] = widgets.Text(value="0:0", continuous_update=False, description="core range a:b", style=style)
         c["instance_count"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="instances", style=style)
         c["threads_per_core"] = widgets.BoundedIntText(value=1, min=1, max=64, description="threads per core",
                                                        style=style)
