@@ -329,3 +329,13 @@ def test_percentile_drives_stability_and_is_reported(server):
     lat = np.sort(result.latencies_us)
     assert result.latency["p75"] == lat[int(0.75 * (lat.size - 1) + 0.5)]
     assert result.to_row()["p75_us"] == result.latency["p75"]
+
+
+def test_a_rate_the_generator_cannot_keep_is_flagged(server):
+    """100000 requests/s is far beyond what one Python event loop can send: the schedule slips,
+    the send delays show it and the result says so (the requests that did go out all count)."""
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], request_rate=100_000,
+                     window_s=0.1, max_windows=3, warmup_requests=10)
+    assert result.sent == result.succeeded + result.failed
+    assert result.late_fraction > 0.5
+    assert any("could not keep 100000 requests/s" in w for w in result.warnings)

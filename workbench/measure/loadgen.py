@@ -38,7 +38,8 @@ from workbench.measure.stats import (
 from workbench.spec import SpecError, numpy_dtype
 from workbench.tasks import Cancelled
 
-__all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "LATE_AFTER_S", "BUSY_WARNING"]
+__all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "LATE_AFTER_S", "BUSY_WARNING",
+           "MAX_OUTSTANDING"]
 
 # A rate-mode send counts as late when it leaves this long after its scheduled time. Event-loop
 # timers wake with about a millisecond of granularity on Linux; 2 ms is past that noise.
@@ -48,6 +49,8 @@ LATE_AFTER_S = 0.002
 LATE_WARNING_FRACTION = 0.01
 # The event loop's thread busy more than this share of a window: the client may be the bottleneck.
 BUSY_WARNING = 0.8
+# Rate mode: most requests in flight at once (perf_analyzer bounds them by its thread count).
+MAX_OUTSTANDING = 1024
 
 _PROTOCOLS = ("grpc", "http")
 _DISTRIBUTIONS = ("constant", "poisson")
@@ -546,25 +549,33 @@ class _Engine:
             ok, payload = await send()
             self._record(t0, clock(), ok, payload)
 
-    async def _one(self) -> None:
-        t0 = time.perf_counter_ns()
-        ok, payload = await self.sender.send()
-        self._record(t0, time.perf_counter_ns(), ok, payload)
+    async def _one(self, slots: asyncio.Semaphore) -> None:
+        try:
+            t0 = time.perf_counter_ns()
+            ok, payload = await self.sender.send()
+            self._record(t0, time.perf_counter_ns(), ok, payload)
+        finally:
+            slots.release()
 
     async def _schedule(self) -> None:
         loop = asyncio.get_running_loop()
         rate = self.plan.request_rate
         poisson = self.plan.distribution == "poisson"
+        # A rate the server cannot serve piles up requests; past this many outstanding the
+        # schedule waits (those sends count as late) instead of growing without bound.
+        slots = asyncio.Semaphore(MAX_OUTSTANDING)
         due = time.perf_counter()
         while not self.stop:
             wait = due - time.perf_counter()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                if self.stop:
-                    break
+            # behind schedule, still yield once per send so responses and window edges run
+            await asyncio.sleep(max(wait, 0.0))
+            await slots.acquire()
+            if self.stop:
+                slots.release()
+                break
             self.bucket.send_delays_s.append(max(0.0, time.perf_counter() - due))
             self.sent += 1
-            task = loop.create_task(self._one())
+            task = loop.create_task(self._one(slots))
             self.pending.add(task)
             task.add_done_callback(self.pending.discard)
             due += self.rng.exponential(1.0 / rate) if poisson else 1.0 / rate
