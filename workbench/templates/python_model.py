@@ -30,6 +30,7 @@ Parameters (config.pbtxt ``parameters``, all strings):
   loaded before ``to_neuron()`` so the model is not recompiled at every load.
 """
 
+import gc
 import importlib
 import importlib.metadata
 import json
@@ -597,6 +598,4 @@ class TritonPythonModel:
     def finalize(self):
         """Drop the model so its memory (and Neuron cores) are released before the stub exits."""
         self.run = None
-        import gc
-
         gc.collect()
