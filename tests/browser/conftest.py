@@ -47,8 +47,8 @@ def _free_port() -> int:
 
 
 class Lab:
-    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path, repository: Path) -> None:
-        self.url, self.token, self.process, self.log, self.repository = url, token, process, log, repository
+    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path, work: Path) -> None:
+        self.url, self.token, self.process, self.log, self.work = url, token, process, log, work
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -79,7 +79,8 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, chromium) -> Lab:
-    """JupyterLab serving the repository; the kernel inherits WORKBENCH_REPOSITORY (a temp dir).
+    """JupyterLab serving the repository; the kernel inherits WORKBENCH_RUNS_DIR (a temp dir), so
+    the tutorials write their runs, artifacts and model repositories there.
 
     The repository stays untouched: checkpoints go to the temp dir and autosave is off, so the
     executed notebook (with its outputs) is never written back.
@@ -98,7 +99,7 @@ def lab(tmp_path_factory, chromium) -> Lab:
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),
                JUPYTER_RUNTIME_DIR=str(work / "runtime"), IPYTHONDIR=str(work / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
-               WORKBENCH_REPOSITORY=str(work / "model_repository"), MPLBACKEND="agg")
+               WORKBENCH_RUNS_DIR=str(work / "runs"), MPLBACKEND="agg")
     # Kernels must find the venv's kernelspec (the data dir above hides the user one only).
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
                                                         env.get("JUPYTER_PATH")]))
@@ -112,7 +113,7 @@ def lab(tmp_path_factory, chromium) -> Lab:
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    cwd=REPO, start_new_session=True)
-    server = Lab(f"http://127.0.0.1:{port}", token, process, log, work / "model_repository")
+    server = Lab(f"http://127.0.0.1:{port}", token, process, log, work)
     try:
         deadline = time.monotonic() + 90
         while True:

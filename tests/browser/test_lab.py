@@ -1,19 +1,22 @@
 """The workbench in a real JupyterLab driven by a real Chromium (Debian's, through Playwright).
 
-The notebook is run in the browser and the panels are used the way a person would: compile the
-zoo model, write the model directory from the preview, start the server and wait for READY, run
-a one-point sweep and see its plot, stop the server. Skipped only where no Chromium exists.
+The quickstart notebook is run in the browser, then its workbench app is used the way a person
+would: compile the zoo model, write the model directory from the preview, start the server and
+wait for READY, run a one-point sweep and see its plot, stop the server. Skipped only where no
+Chromium exists.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import re
+
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(420)]
 
-NOTEBOOK = "tests/browser/workbench_demo.ipynb"
+NOTEBOOK = "notebooks/01-quickstart.ipynb"
 WAIT_MS = 180_000
 
 
@@ -34,7 +37,7 @@ def _field(workbench, label: str):
         has=workbench.page.locator(f"label:text-is('{label}')")).locator("input").first
 
 
-def _running_servers(repository: Path) -> list[str]:
+def _running_servers(folder: Path) -> list[str]:
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -43,7 +46,7 @@ def _running_servers(repository: Path) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "tritonserver" in cmdline and str(repository) in cmdline:
+        if "tritonserver" in cmdline and str(folder) in cmdline:
             found.append(f"{proc.name}: {cmdline}")
     return found
 
@@ -64,7 +67,6 @@ def page(request, lab, browser_page, tmp_path):
 
 
 def test_notebook_panels_generate_serve_and_sweep(lab, page):
-    repository = Path(lab.repository)
     page.goto(lab.page_url(NOTEBOOK))
     page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
     page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
@@ -73,6 +75,13 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
                            " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
                            timeout=WAIT_MS)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    # every code cell has run (a number in its prompt, none pending) and none failed
+    page.wait_for_function("""() => {
+        const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+        return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+    }""", timeout=WAIT_MS)
+    assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
+                        has_text="Traceback").count() == 0
     workbench = _workbench(page)
     workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
 
@@ -88,8 +97,10 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     assert "NEURON_CORE_START_INDEX" in workbench.locator(".widget-html:visible").first.inner_text() \
         or "NEURON_CORE_START_INDEX" in config_text
     _button(workbench, "write model directory").click()
-    workbench.get_by_text(f"wrote {repository / 'add_sub'}").first.wait_for(timeout=WAIT_MS)
-    assert (repository / "add_sub" / "config.pbtxt").is_file()
+    wrote = workbench.get_by_text(re.compile(r"^wrote /\S+/add_sub$")).first
+    wrote.wait_for(timeout=WAIT_MS)
+    model_dir = Path(wrote.inner_text().removeprefix("wrote "))
+    assert (model_dir / "config.pbtxt").is_file() and lab.work in model_dir.parents
 
     # server: start it; the current model is loaded and shown READY
     _open_tab(workbench, "server")
@@ -117,4 +128,4 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     _open_tab(workbench, "server")
     _button(workbench, "stop server").click()
     workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
-    assert _running_servers(repository) == []
+    assert _running_servers(lab.work) == []

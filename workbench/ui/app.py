@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,6 @@ from workbench.ui.state import WorkbenchState
 from workbench.ui.sweep_panel import SweepPanel
 
 
-def default_repository() -> Path:
-    """``$WORKBENCH_REPOSITORY`` when set (tests, shared set-ups), else ``./model_repository``."""
-    return Path(os.environ.get("WORKBENCH_REPOSITORY", "model_repository"))
-
-
 class Workbench:
     """Model -> settings -> preview -> server -> sweep -> results, as tabs.
 
@@ -31,7 +25,7 @@ class Workbench:
 
     def __init__(self, repository: str | Path | None = None, *, module: Any = None, example_inputs: Any = None,
                  system=None) -> None:
-        self.state = WorkbenchState(repository if repository is not None else default_repository())
+        self.state = WorkbenchState(repository if repository is not None else "model_repository")
         self.panels = {
             "model": ModelPanel(self.state, module=module, example_inputs=example_inputs, system=system),
             "settings": SettingsPanel(self.state),
