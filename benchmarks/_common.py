@@ -23,8 +23,16 @@ from workbench.compiler import compile_model
 from workbench.generate import GenerateSettings, render, write
 from workbench.server import TritonServer
 
-# Big enough that compute, not Python, dominates a batch-8 call, small enough for a 2-core box.
-MLP = dict(features=512, hidden=2048, classes=256)
+# Reference MLP sizes. Serving adds a fixed cost per request (client, network, scheduler, the
+# python backend's shared-memory hop), so every served/in-process ratio depends on how long the
+# model computes: "small" shows the fixed cost (where PyTriton's extra process hop shows most),
+# "large" a model whose batch-8 call takes milliseconds. Each script says which it uses and
+# prints the compute time next to its ratios.
+MLP_SIZES = {
+    "small": dict(features=16, hidden=32, classes=4),
+    "medium": dict(features=512, hidden=2048, classes=256),
+    "large": dict(features=2048, hidden=8192, classes=1000),
+}
 # Threads for the in-process run = cores of the served instance (one instance, one thread per core).
 # WORKBENCH_BENCH_CORES overrides it (1 is steadier on a machine other jobs keep busy).
 CORES = int(os.environ.get("WORKBENCH_BENCH_CORES", min(2, os.cpu_count() or 1)))
@@ -38,11 +46,11 @@ class ServedModel:
     model: zoo.ZooModel
 
 
-def build_mlp(workdir: Path, *, name: str = "mlp", max_batch_size: int = 8, dynamic_batching: bool = False,
-              queue_delay_us: int | None = None, instances: int = 1) -> ServedModel:
+def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", max_batch_size: int = 8,
+              dynamic_batching: bool = False, queue_delay_us: int | None = None, instances: int = 1) -> ServedModel:
     """Trace the zoo MLP on the CPU and generate its model directory (one instance over CORES
     cores, so the served model gets the same thread count as the in-process run)."""
-    model = zoo.get("mlp", **MLP)
+    model = zoo.get("mlp", **MLP_SIZES[size])
     artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=workdir / "artifacts",
                              name=name, overwrite=True)
     repository = workdir / "repository"
@@ -90,6 +98,12 @@ def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threa
     total_s = sum(latencies) / 1e9
     return {"throughput": len(latencies) * batch.shape[0] / total_s,
             "p50_us": statistics.median(latencies) / 1000.0, "calls": len(latencies)}
+
+
+def add_size_option(parser, default: str) -> None:
+    parser.add_argument("--size", default=default, choices=sorted(MLP_SIZES),
+                        help=f"reference MLP size (default {default}): " +
+                        ", ".join(f"{k} {v['features']}->{v['hidden']}->{v['classes']}" for k, v in MLP_SIZES.items()))
 
 
 def header(title: str) -> None:

@@ -1,4 +1,5 @@
-"""The generated model.py vs PyTriton serving the same model: the reference MLP's TorchScript file,
+"""The generated model.py vs PyTriton serving the same model: the reference MLP's TorchScript file
+("small" by default: the serving path, not the matmul, is what differs),
 the same thread count, the same tritonserver binary (the one in the nvidia-pytriton wheel),
 measured by the workbench's load generator over gRPC, one server after the other.
 
@@ -15,7 +16,7 @@ import os
 
 import numpy as np
 import torch
-from _common import CORES, MLP, header, ratio, served_mlp
+from _common import CORES, MLP_SIZES, add_size_option, header, ratio, served_mlp
 
 from workbench.measure import measure
 from workbench.server import find_free_port, find_tritonserver
@@ -28,7 +29,7 @@ def measure_points(url: str, model: str, inputs: dict[int, np.ndarray], window: 
             for b, c in POINTS}
 
 
-def pytriton_points(artifact, inputs: dict[int, np.ndarray], window: float) -> dict:
+def pytriton_points(artifact, size: dict, inputs: dict[int, np.ndarray], window: float) -> dict:
     from pytriton.decorators import batch
     from pytriton.model_config import ModelConfig, Tensor
     from pytriton.triton import Triton, TritonConfig
@@ -49,8 +50,8 @@ def pytriton_points(artifact, inputs: dict[int, np.ndarray], window: float) -> d
                           grpc_port=find_free_port(), metrics_address="127.0.0.1", metrics_port=find_free_port())
     with Triton(config=config) as triton:
         triton.bind(model_name="mlp_pytriton", infer_func=infer,
-                    inputs=[Tensor(name="INPUT__0", dtype=np.float32, shape=(MLP["features"],))],
-                    outputs=[Tensor(name="OUTPUT__0", dtype=np.float32, shape=(MLP["classes"],))],
+                    inputs=[Tensor(name="INPUT__0", dtype=np.float32, shape=(size["features"],))],
+                    outputs=[Tensor(name="OUTPUT__0", dtype=np.float32, shape=(size["classes"],))],
                     config=ModelConfig(max_batch_size=8))
         triton.run()
         return measure_points(f"127.0.0.1:{config.grpc_port}", "mlp_pytriton", inputs, window)
@@ -59,13 +60,14 @@ def pytriton_points(artifact, inputs: dict[int, np.ndarray], window: float) -> d
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=2.0, help="measurement window, seconds")
+    add_size_option(parser, "small")
     args = parser.parse_args()
-    header(f"generated model.py vs PyTriton, MLP, {CORES} thread(s), gRPC")
-    with served_mlp() as (server, served):
+    header(f"generated model.py vs PyTriton, {args.size} MLP, {CORES} thread(s), gRPC")
+    with served_mlp(size=args.size) as (server, served):
         inputs = {b: served.model.example_inputs(b)[0].numpy() for b, _ in POINTS}
         ours = measure_points(server.grpc_url, served.name, inputs, args.window)
         artifact = served.artifact
-        theirs = pytriton_points(artifact, inputs, args.window)
+        theirs = pytriton_points(artifact, MLP_SIZES[args.size], inputs, args.window)
     for point in POINTS:
         a, b = ours[point], theirs[point]
         print(f"batch {point[0]} concurrency {point[1]}: generated {a.throughput:9.1f} infer/s "

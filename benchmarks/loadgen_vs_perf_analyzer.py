@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import header, ratio, served_mlp
+from _common import add_size_option, header, ratio, served_mlp
 
 from workbench.measure import measure
 from workbench.measure.perf_analyzer import PerfAnalyzerError, find_perf_analyzer, run_perf_analyzer
@@ -25,12 +25,13 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=2.0, help="measurement window, seconds")
     parser.add_argument("--stability", type=float, default=0.10)
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    add_size_option(parser, "medium")
     args = parser.parse_args()
     command = find_perf_analyzer(args.perf_analyzer)
     header(f"load generator vs perf_analyzer ({' '.join(command)}), MLP, {args.protocol}, window {args.window:g} s")
     settings = dict(protocol=args.protocol, window_s=args.window, stability=args.stability, max_windows=10,
                     warmup_requests=50)
-    with served_mlp() as (server, served):
+    with served_mlp(size=args.size) as (server, served):
         url = server.grpc_url if args.protocol == "grpc" else server.http_url
         for batch, concurrency in POINTS:
             x = served.model.example_inputs(batch)[0].numpy()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import header, served_mlp
+from _common import add_size_option, header, served_mlp
 
 from workbench.measure import measure
 
@@ -17,9 +17,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
+    add_size_option(parser, "medium")
     args = parser.parse_args()
     header(f"soak: concurrency {args.concurrency} for {args.seconds:g} s, {args.protocol}")
-    with served_mlp(dynamic_batching=True, queue_delay_us=500) as (server, served):
+    with served_mlp(size=args.size, dynamic_batching=True, queue_delay_us=500) as (server, served):
         url = server.grpc_url if args.protocol == "grpc" else server.http_url
         x = served.model.example_inputs(1)[0].numpy()
         # three windows that together last the soak: always exactly three, stable or not

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import CORES, header, served_mlp
+from _common import CORES, add_size_option, header, served_mlp
 
 import workbench.measure.sweep as sweep_module
 from workbench.measure.sweep import SweepPlan, run_sweep
@@ -21,6 +21,7 @@ from workbench.measure.sweep import SweepPlan, run_sweep
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=1.0, help="measurement window, seconds")
+    add_size_option(parser, "medium")
     args = parser.parse_args()
     allocations = ("1x2", "2x1") if CORES >= 2 else ("1x1",)
     plan = SweepPlan(batch_sizes=(1, 8), allocations=allocations, concurrency=(1, 4))
@@ -40,7 +41,7 @@ def main() -> None:
         return result
 
     sweep_module.measure = recording_measure
-    with served_mlp() as (server, served), tempfile.TemporaryDirectory() as out:
+    with served_mlp(size=args.size) as (server, served), tempfile.TemporaryDirectory() as out:
         load = server.load
 
         def timed_load(*a, **kw):
