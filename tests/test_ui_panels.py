@@ -261,13 +261,41 @@ def test_cancel_stops_background_work_and_reenables_run():
     assert not controls.run_button.disabled and controls.cancel_button.disabled
 
 
+def _fake_torch_neuronx(monkeypatch, trace) -> None:
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    fake = types.ModuleType("torch_neuronx")
+    fake.__doc__ = "FAKE torch_neuronx for tests"
+    fake.trace, fake.dynamic_batch = trace, lambda traced: traced
+    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
+
+
+def test_an_inf2_compile_flows_to_settings_and_offers_the_cpu_twin(tmp_path, monkeypatch):
+    """FAKE torch_neuronx (the SDK cannot be installed here): its trace is a CPU torch.jit.trace
+    standing in for a NEFF-backed module. What is checked is the panels' side: the inf2 artifact
+    sets the target, the docker tab names the devices, and the CPU twin can be served here."""
+    _fake_torch_neuronx(monkeypatch, lambda func, example_inputs, *_, **__: torch.jit.trace(func, example_inputs))
+    state = WorkbenchState(tmp_path / "repo")
+    panel = ModelPanel(state, artifacts_dir=tmp_path / "art")
+    settings, preview = SettingsPanel(state), PreviewPanel(state)
+    panel.controls["zoo_model"].value = "mlp"
+    panel.controls["target"].value = "inf2"
+    task = panel.start_compile()
+    assert task.join(timeout=180) and task.state == "done", task.error_text
+    assert state.artifact.target == "inf2" and not state.artifact.runs_on_cpu
+    assert settings.controls["target"].value == "inf2" and settings.problems == []
+    assert 'string_value: "inf2"' in preview.controls["config_text"].value
+    assert "--device /dev/neuron0" in _text(preview.controls["docker"].value)
+    assert "runs only on a Neuron device" in _text(panel.controls["result"].value)
+    assert panel.controls["use_cpu_twin"].layout.display is None
+    panel.controls["use_cpu_twin"].click()
+    assert state.artifact.target == "cpu" and settings.controls["target"].value == "cpu"
+    assert state.generated.settings.compiled_model == str(tmp_path / "art" / "mlp.cpu.pt")
+
+
 def test_cancel_in_the_model_panel_kills_a_neuron_compile(tmp_path, monkeypatch):
     """FAKE torch_neuronx (the SDK cannot be installed here): its trace starts a child process
     that would run for minutes, standing in for neuronx-cc. Cancel in the panel must end it."""
-    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
     pid_file = tmp_path / "compiler.pid"
-    fake = types.ModuleType("torch_neuronx")
-    fake.__doc__ = "FAKE torch_neuronx for tests"
 
     def trace(*args, **kwargs):
         compiler = subprocess.Popen([sys.executable, "-c", "import time; print('fake neuronx-cc running', flush=True);"
@@ -275,8 +303,7 @@ def test_cancel_in_the_model_panel_kills_a_neuron_compile(tmp_path, monkeypatch)
         pid_file.write_text(str(compiler.pid))
         compiler.wait()
 
-    fake.trace, fake.dynamic_batch = trace, lambda traced: traced
-    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
+    _fake_torch_neuronx(monkeypatch, trace)
     state = WorkbenchState(tmp_path / "repo")
     panel = ModelPanel(state, artifacts_dir=tmp_path / "art")
     panel.controls["zoo_model"].value = "mlp"

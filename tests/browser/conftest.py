@@ -105,7 +105,8 @@ def lab(tmp_path_factory, chromium) -> Lab:
                                                         env.get("JUPYTER_PATH")]))
     command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
-               "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+               "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
+               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                "--ServerApp.port_retries=0", f"--FileCheckpoints.root_dir={work / 'checkpoints'}"]
     if os.getuid() == 0:
         command.append("--allow-root")

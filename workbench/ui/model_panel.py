@@ -42,7 +42,8 @@ class ModelPanel:
         self.system = system if system is not None else detect()
         sources = {label: key for key, label in _SOURCES.items()
                    if key != "module" or self.state.module is not None}
-        default_dir = Path(artifacts_dir) if artifacts_dir is not None else Path(self.state.repository).parent / "compiled"
+        default_dir = Path(artifacts_dir) if artifacts_dir is not None else \
+            Path(self.state.repository).parent / "compiled"
         style = {"description_width": "120px"}
         c = self.controls = {}
         c["source"] = widgets.ToggleButtons(options=sources, value="module" if self.state.module is not None else "zoo")
@@ -103,9 +104,9 @@ class ModelPanel:
             self._source_box.children = [self._file_box]
             return
         if source == "module":
-            self._module_box.value = preformatted(f"your module: {type(self.state.module).__name__}"
-                                                  + ("" if self.example_inputs is not None else
-                                                     "\nno example_inputs given: pass ModelPanel(..., example_inputs=...)"))
+            missing = "" if self.example_inputs is not None else \
+                "\nno example_inputs given: pass ModelPanel(..., example_inputs=...)"
+            self._module_box.value = preformatted(f"your module: {type(self.state.module).__name__}{missing}")
             self._source_box.children = [self._module_box, self._compile_box]
         else:
             self._source_box.children = [self._zoo_box, self._compile_box]
@@ -143,7 +144,8 @@ class ModelPanel:
         self.log.clear()
         return self.compile.start(
             compile_model, module, inputs, c["target"].value, out_dir=c["artifacts_dir"].value.strip(), name=name,
-            overwrite=c["overwrite"].value, log=self.log.append, on_done=lambda task: self._compiled(task, module, name),
+            overwrite=c["overwrite"].value, log=self.log.append,
+            on_done=lambda task: self._compiled(task, module, name),
         )
 
     def _compiled(self, task, module, name: str) -> None:

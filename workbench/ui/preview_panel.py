@@ -62,7 +62,8 @@ class PreviewPanel:
         c["status"] = widgets.HTML()
         c["write"].on_click(lambda _b: self.write())
         c["confirm_overwrite"].on_click(lambda _b: self.write(overwrite=True))
-        c["cancel_overwrite"].on_click(lambda _b: self._ask_overwrite(False, "kept the existing directory; nothing written"))
+        c["cancel_overwrite"].on_click(
+            lambda _b: self._ask_overwrite(False, "kept the existing directory; nothing written"))
         c["use_generated"].on_click(lambda _b: self._use_generated())
         c["config_text"].observe(lambda _change: self._config_edited(), names="value")
         c["instance_type"].observe(self._instance_changed, names="value")
@@ -223,7 +224,8 @@ class PreviewPanel:
         self._ask_overwrite(False)
         self.written = result
         backup = f"; the previous directory is now {result.backup}" if result.backup else ""
-        c["status"].value = f"<div style='color:#1b5e20'>wrote {html.escape(str(result.path))}{html.escape(backup)}</div>"
+        c["status"].value = (f"<div style='color:#1b5e20'>wrote {html.escape(str(result.path))}"
+                             f"{html.escape(backup)}</div>")
         self._show_diff()
         self.state.written = result
         return result

@@ -28,9 +28,10 @@ def models_table_html(rows: list[dict]) -> str:
         return "<i>no models in the repository</i>"
     body = []
     for row in rows:
-        colour = _STATE_COLOURS.get(row.get("state", ""), "#555")
+        state = row.get("state", "")
+        colour = _STATE_COLOURS.get(state, "#555")
         body.append(f"<tr><td>{html.escape(row.get('name', ''))}</td><td>{html.escape(row.get('version', ''))}</td>"
-                    f"<td style='color:{colour};font-weight:bold'>{html.escape(row.get('state', '') or 'not loaded')}</td>"
+                    f"<td style='color:{colour};font-weight:bold'>{html.escape(state or 'not loaded')}</td>"
                     f"<td>{html.escape(row.get('reason', ''))}</td></tr>")
     return ("<table><tr><th style='text-align:left'>model</th><th>version</th><th>state</th>"
             f"<th style='text-align:left'>reason</th></tr>{''.join(body)}</table>")
@@ -40,9 +41,8 @@ class ServerPanel:
     """Controls for ``state.server``. ``load_on_start`` loads the current model right after the
     server is ready, so one click takes a generated directory to READY."""
 
-    def __init__(self, state: WorkbenchState | None = None, *, server_factory=TritonServer) -> None:
+    def __init__(self, state: WorkbenchState | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
-        self._server_factory = server_factory
         self._log_stop: threading.Event | None = None
         self.index: list[dict] = []
         c = self.controls = {}
@@ -131,7 +131,7 @@ class ServerPanel:
         repository = Path(self.state.repository)
         repository.mkdir(parents=True, exist_ok=True)
         try:
-            server = self._server_factory(repository)
+            server = TritonServer(repository)
         except (ServerError, OSError, ValueError) as err:
             self.controls["error"].value = error_list([f"cannot start: {err}"])
             return

@@ -51,9 +51,14 @@ class SettingsPanel:
         c = self.controls = {}
         wide = widgets.Layout(width="420px")
         style = {"description_width": "170px"}
-        c["name"] = widgets.Text(value=self.state.name, continuous_update=False, description="model name", style=style, layout=wide)
-        c["compiled_model"] = widgets.Text(value="", continuous_update=False, description="compiled model", placeholder="path of the .pt / SavedModel",
-                                           style=style, layout=widgets.Layout(width="640px"))
+        # Text fields update on Enter/blur (each update validates and renders the model); the core
+        # fields update as typed, so the core map is live.
+        on_enter = {"style": style, "continuous_update": False}
+        live = {"style": style, "continuous_update": True}
+        c["name"] = widgets.Text(value=self.state.name, description="model name", layout=wide, **on_enter)
+        c["compiled_model"] = widgets.Text(value="", description="compiled model",
+                                           placeholder="path of the .pt / SavedModel",
+                                           layout=widgets.Layout(width="640px"), **on_enter)
         c["copy_compiled_model"] = widgets.Checkbox(value=True, description="copy it into the model directory",
                                                     indent=False)
         c["target"] = widgets.Dropdown(options=TARGETS, value=self.state.target, description="target", style=style)
@@ -64,14 +69,13 @@ class SettingsPanel:
         c["max_batch_size"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000, description="max batch size",
                                                      style=style)
         c["dynamic_batching"] = widgets.Checkbox(value=False, description="dynamic batching", indent=False)
-        c["preferred_batch_sizes"] = widgets.Text(value="", continuous_update=False, description="preferred batch sizes", placeholder="e.g. 4,8",
-                                                  style=style)
-        c["max_queue_delay_us"] = widgets.Text(value="", continuous_update=False, description="max queue delay (µs)", placeholder="e.g. 100",
-                                               style=style)
-        c["core_range"] = widgets.Text(value="0:0", continuous_update=False, description="core range a:b", style=style)
-        c["instance_count"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="instances", style=style)
-        c["threads_per_core"] = widgets.BoundedIntText(value=1, min=1, max=64, description="threads per core",
-                                                       style=style)
+        c["preferred_batch_sizes"] = widgets.Text(value="", description="preferred batch sizes",
+                                                  placeholder="e.g. 4,8", **on_enter)
+        c["max_queue_delay_us"] = widgets.Text(value="", description="max queue delay (µs)", placeholder="e.g. 100",
+                                               **on_enter)
+        c["core_range"] = widgets.Text(value="0:0", description="core range a:b", **live)
+        c["instance_count"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="instances", **live)
+        c["threads_per_core"] = widgets.BoundedIntText(value=1, min=1, max=64, description="threads per core", **live)
         c["batching_mode"] = widgets.Dropdown(options=list(_BATCHING_MODES), description="batching mode", style=style,
                                               layout=widgets.Layout(width="520px"))
         c["cpu_affinity"] = widgets.Checkbox(value=False, description="pin CPU instances to their cores",

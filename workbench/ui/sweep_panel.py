@@ -47,12 +47,13 @@ class SweepPanel:
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = {"description_width": "150px"}
         c = self.controls = {}
-        c["batch_sizes"] = widgets.Text(value="1,4", continuous_update=False, description="batch sizes", style=style)
-        c["allocations"] = widgets.Text(value="1x1", continuous_update=False, description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
-                                        style=style)
-        c["concurrency"] = widgets.Text(value="1,2", continuous_update=False, description="concurrency", style=style)
-        c["core_range"] = widgets.Text(value="", continuous_update=False, description="core range a:b", placeholder="from the config",
-                                       style=style)
+        on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
+        c["batch_sizes"] = widgets.Text(value="1,4", description="batch sizes", **on_enter)
+        c["allocations"] = widgets.Text(value="1x1", description="allocations",
+                                        placeholder="INSTANCESxCORES, e.g. 1x1,2x1", **on_enter)
+        c["concurrency"] = widgets.Text(value="1,2", description="concurrency", **on_enter)
+        c["core_range"] = widgets.Text(value="", description="core range a:b", placeholder="from the config",
+                                       **on_enter)
         c["window_s"] = widgets.BoundedFloatText(value=1.0, min=0.05, max=60, step=0.1, description="window (s)",
                                                  style=style)
         c["max_windows"] = widgets.BoundedIntText(value=10, min=1, max=100, description="max windows", style=style)

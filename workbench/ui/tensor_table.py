@@ -15,10 +15,13 @@ from workbench.spec import TRITON_DTYPES, SpecError, TensorSpec
 
 class TensorRow:
     def __init__(self, table: "TensorTable", name: str, dtype: str, dims: str) -> None:
-        self.name = widgets.Text(value=name, continuous_update=False, placeholder="INPUT__0", layout=widgets.Layout(width="180px"))
+        self.name = widgets.Text(value=name, continuous_update=False, placeholder="INPUT__0",
+                                 layout=widgets.Layout(width="180px"))
         self.dtype = widgets.Dropdown(options=TRITON_DTYPES, value=dtype, layout=widgets.Layout(width="100px"))
-        self.dims = widgets.Text(value=dims, continuous_update=False, placeholder="4x384 (-1 = variable)", layout=widgets.Layout(width="180px"))
-        self.remove_button = widgets.Button(icon="trash", tooltip="remove this row", layout=widgets.Layout(width="40px"))
+        self.dims = widgets.Text(value=dims, continuous_update=False, placeholder="4x384 (-1 = variable)",
+                                 layout=widgets.Layout(width="180px"))
+        self.remove_button = widgets.Button(icon="trash", tooltip="remove this row",
+                                            layout=widgets.Layout(width="40px"))
         self.remove_button.on_click(lambda _b: table.remove(self))
         for control in (self.name, self.dtype, self.dims):
             control.observe(lambda _change: table.changed(), names="value")
