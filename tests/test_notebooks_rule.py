@@ -52,6 +52,8 @@ def test_each_notebook_checks_key_facts_with_stored_outputs(path):
     checked = [c for c in book.cells if c.cell_type == "code" and c.source.lstrip().startswith(MARK)]
     assert checked, f"{path.name} has no {MARK} cell"
     for cell in checked:
+        # nbval fails a cell that has outputs but no execution count ("Unrun reference cell has outputs")
+        assert cell.execution_count is not None, f"{path.name}: a checked cell lost its execution count"
         text = "".join(o.get("text", "") for o in cell.outputs)
         assert text.strip(), f"{path.name}: checked cell {cell.source.splitlines()[1]!r} has no stored output"
         assert "Error" not in text and "Traceback" not in text, text
