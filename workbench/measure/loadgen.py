@@ -228,7 +228,8 @@ def _plan(url, model, protocol, batch_size, concurrency, request_rate, distribut
                                    or not 0 < percentile <= 100):
         raise MeasureError(f"percentile must be in (0, 100], got {percentile!r}")
     if warmup_requests is None:
-        warmup_requests = max(20, 2 * concurrency) if concurrency else max(20, int(request_rate * 0.25))
+        # about a quarter second of traffic, at least 20 requests, at most 1000 (an unreachable rate)
+        warmup_requests = max(20, 2 * concurrency) if concurrency else max(20, min(1000, int(request_rate / 4)))
     warmup_requests = whole("warmup_requests", warmup_requests, 0)
     timeout_s = positive("timeout_s", timeout_s)
     return _Plan(url, model, str(model_version or ""), protocol, batch_size, concurrency,
