@@ -803,7 +803,8 @@ def measure(
     ``inputs(batch_size)`` returning them (called with None for models without batching); arrays
     without the batch dim are repeated ``batch_size`` times. Built into one request, once.
 
-    After ``warmup_requests`` responses, back-to-back windows of ``window_s`` run until the last
+    After ``warmup_requests`` responses (default: max(20, 2 x concurrency), or a quarter second of
+    the rate capped at 1000), back-to-back windows of ``window_s`` run until the last
     ``stable_windows`` agree within ``stability`` on throughput and latency (average, or
     ``percentile``) or ``max_windows`` is reached (then ``stable`` is False, not an error).
     ``check(outputs)`` gets ``{name: array}`` of every warm-up response and the first of each
