@@ -88,14 +88,17 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     # model: compile the default zoo model (add_sub) on the CPU
     _button(workbench, "compile").click()
     workbench.get_by_text("add_sub: cpu pytorch artifact").first.wait_for(timeout=WAIT_MS)
+    # the compile log was written from the worker thread and reached the browser
+    assert "torch.jit.trace" in workbench.locator("textarea:visible").first.input_value()
 
     # preview: the generated config.pbtxt is shown; write the directory
     _open_tab(workbench, "preview")
-    workbench.locator("textarea:visible").first.wait_for(timeout=WAIT_MS)
-    config_text = workbench.locator("textarea:visible").first.input_value()
-    assert 'name: "add_sub"' in config_text and 'backend: "python"' in config_text
-    assert "NEURON_CORE_START_INDEX" in workbench.locator(".widget-html:visible").first.inner_text() \
-        or "NEURON_CORE_START_INDEX" in config_text
+    config = workbench.locator("textarea:visible").first
+    config.wait_for(timeout=WAIT_MS)
+    page.wait_for_function("""el => el.value.includes('name: "add_sub"')""", arg=config.element_handle(),
+                           timeout=WAIT_MS)  # filled by the compile's worker thread
+    config_text = config.input_value()
+    assert 'backend: "python"' in config_text and "NEURON_CORE_START_INDEX" in config_text
     _button(workbench, "write model directory").click()
     wrote = workbench.get_by_text(re.compile(r"^wrote /\S+/add_sub$")).first
     wrote.wait_for(timeout=WAIT_MS)
@@ -107,6 +110,9 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     _button(workbench, "start server").click()
     workbench.locator("td", has_text="READY").first.wait_for(timeout=WAIT_MS)
     assert workbench.locator("td", has_text="add_sub").count() >= 1
+    server_log = workbench.locator("textarea:visible").first  # followed from the server's log thread
+    page.wait_for_function("el => el.value.includes('loading: add_sub')", arg=server_log.element_handle(),
+                           timeout=WAIT_MS)
 
     # sweep: one point with short windows; the table, the best line and a plot appear
     _open_tab(workbench, "sweep")
