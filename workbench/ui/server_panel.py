@@ -71,6 +71,9 @@ class ServerPanel:
         c["reload"].on_click(lambda _b: self._model_op("reload"))
         c["refresh"].on_click(lambda _b: self.refresh())
         self.state.observe(lambda change: setattr(c["model"], "value", change["new"]), names="name")
+        # a server started in code (app.state.server = TritonServer(...).start()) is shown too
+        self.state.observe(lambda change: self._show_running(change["new"] is not None and change["new"].running),
+                           names="server")
         self.widget = widgets.VBox([
             widgets.HBox([self.ops.widget, c["stop"]]), c["load_on_start"], c["server_info"],
             widgets.HBox([c["model"], c["load"], c["unload"], c["reload"], c["refresh"]]),

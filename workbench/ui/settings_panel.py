@@ -16,7 +16,7 @@ import ipywidgets as widgets
 from workbench import generate
 from workbench.config import FRAMEWORKS, TARGETS
 from workbench.coremap import CoreRangeError, parse_core_range
-from workbench.spec import ModelSpec, SpecError
+from workbench.spec import ModelSpec, SpecError, TensorSpec
 from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
 from workbench.ui.tensor_table import TensorTable
@@ -129,8 +129,6 @@ class SettingsPanel:
         return [t.upstream() for t in spec.inputs], [t.upstream() for t in spec.outputs]
 
     def _fill_tensors(self, items: tuple[list[str], list[str]]) -> None:
-        from workbench.spec import TensorSpec
-
         self._building = True
         try:
             self.controls["inputs"].set_tensors(TensorSpec.parse(i) for i in items[0])
@@ -149,6 +147,7 @@ class SettingsPanel:
             self.controls["target"].value = artifact.target
             self.controls["framework"].value = artifact.framework
             if artifact.batch_dim and self.controls["max_batch_size"].value == 0:
+                # a model traced with a batch dim starts batchable rather than with batching off
                 self.controls["max_batch_size"].value = 8
         finally:
             self._building = False
