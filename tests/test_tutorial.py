@@ -21,8 +21,8 @@ from workbench.generate import GenerateSettings, render
 from workbench.measure.results import append_point, compare_runs, load_run, write_record
 
 
-def machine(packages: dict[str, str | None], device: bool) -> SystemInfo:
-    return SystemInfo(neuron_devices=["/dev/neuron0"] if device else [], driver_loaded=device, neuron_cores=None,
+def machine(packages: dict[str, str | None], device: bool, cores: int | None = None) -> SystemInfo:
+    return SystemInfo(neuron_devices=["/dev/neuron0"] if device else [], driver_loaded=device, neuron_cores=cores,
                       cores_source="none", device_records=None, instance_type=None, packages=packages,
                       cpu_model="test", cpu_count=2, usable_cpus=2, default_target="cpu")
 
@@ -38,6 +38,8 @@ def test_without_the_sdk_the_cpu_stands_in_and_says_so():
     assert "No Neuron SDK here for inf2 (missing torch-neuronx, neuronx-cc)" in choice.message
     assert "Every number below is a CPU number, not a Neuron number." in choice.message
     assert "pip install torch-neuronx neuronx-cc" in choice.message
+    assert choice.tolerances == {"rtol": 1e-4, "atol": 1e-5}
+    assert choice.all_cores(cpus=4) == "0:3"
 
 
 def test_sdk_without_a_device_compiles_for_neuron_and_serves_the_cpu_twin():
@@ -51,6 +53,10 @@ def test_sdk_and_device_serve_on_neuroncores():
     assert (choice.compile_target, choice.serve_target, choice.on_neuron) == ("trn1", "trn1", True)
     assert choice.message == "Neuron SDK and device found: compiling pytorch for trn1 and serving on NeuronCores."
     assert choice.core_range("0:3", 2) == "0:3"
+    assert choice.tolerances == {"rtol": 1e-2, "atol": 1e-2}
+    with pytest.raises(ValueError, match="NeuronCore count is unknown"):
+        choice.all_cores()
+    assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == "0:11"
 
 
 def test_the_pypi_placeholder_is_not_the_sdk():

@@ -186,6 +186,7 @@ class TargetChoice:
     missing: tuple[str, ...] = ()
     hint: str = ""
     framework_module: str = ""
+    neuron_cores: int | None = None  # this machine's NeuronCores when known (neuron-ls or instance type)
 
     @property
     def on_neuron(self) -> bool:
@@ -213,15 +214,33 @@ class TargetChoice:
             return neuron_range
         start, _, end = neuron_range.partition(":")
         wanted = int(end or start) - int(start) + 1
-        cpus = cpus or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        cpus = cpus or _usable_cpus()
         count = max(instances, min(wanted, cpus) // instances * instances)
         return f"0:{count - 1}"
+
+    def all_cores(self, *, cpus: int | None = None) -> str:
+        """Every core the serving target has here: all NeuronCores, or all usable CPUs."""
+        if self.on_neuron:
+            if not self.neuron_cores:
+                raise ValueError("the NeuronCore count is unknown here (no neuron-ls): give the core range yourself")
+            return f"0:{self.neuron_cores - 1}"
+        return f"0:{(cpus or _usable_cpus()) - 1}"
+
+    @property
+    def tolerances(self) -> dict[str, float]:
+        """``rtol``/``atol`` for comparing served with eager outputs: Neuron compilers cast matrix
+        multiplies to bf16 by default, so NeuronCore outputs are compared more loosely than the CPU's."""
+        return {"rtol": 1e-2, "atol": 1e-2} if self.on_neuron else {"rtol": 1e-4, "atol": 1e-5}
 
     def servable(self, artifact):
         """The artifact to serve here: the Neuron one on a device, else its CPU twin."""
         if self.on_neuron or artifact.cpu_artifact is None:
             return artifact
         return artifact.cpu_artifact
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _sdk_key(wanted: str, framework: str) -> str:
@@ -258,7 +277,7 @@ def choose_target(wanted: str, framework: str = "pytorch", *, system: SystemInfo
         serve_target=wanted if sdk and system.has_device else "cpu",
         framework_ready=ready, has_device=system.has_device,
         missing=missing or (() if ready else TARGET_PACKAGES.get(extra or "", ())), hint=hint,
-        framework_module=module,
+        framework_module=module, neuron_cores=system.neuron_cores,
     )
 
 
