@@ -101,10 +101,12 @@ def test_unload_load_and_reload_from_the_panel(app):
     preview.controls["write"].click()
     preview.controls["confirm_overwrite"].click()
     assert read_config(app.state.model_dir).instance_group[0].count == 2
+    assert "add_sub was rewritten on disk" in _text(panel.controls["notice"].value)
+    assert app.state.server.model_config("add_sub", as_proto=True).instance_group[0].count == 1
     panel.controls["reload"].click()
     assert panel.ops.join(timeout=120) and panel.ops.task.state == "done", panel.ops.task.error_text
     assert app.state.server.model_config("add_sub", as_proto=True).instance_group[0].count == 2
-    assert "READY" in _text(panel.controls["models"].value)
+    assert "READY" in _text(panel.controls["models"].value) and panel.controls["notice"].value == ""
 
 
 def test_a_bad_model_name_is_reported_not_raised(app):

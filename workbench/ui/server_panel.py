@@ -61,6 +61,7 @@ class ServerPanel:
                                      tooltip="load again from disk (after writing a new version of the directory)")
         c["refresh"] = widgets.Button(description="refresh", icon="sync", disabled=True)
         c["models"] = widgets.HTML()
+        c["notice"] = widgets.HTML()
         c["error"] = widgets.HTML()
         self.log = LogView(rows=12, placeholder="server log")
         c["log"] = self.log.widget
@@ -74,10 +75,11 @@ class ServerPanel:
         # a server started in code (app.state.server = TritonServer(...).start()) is shown too
         self.state.observe(lambda change: self._show_running(change["new"] is not None and change["new"].running),
                            names="server")
+        self.state.observe(self._rewritten, names="written")
         self.widget = widgets.VBox([
             widgets.HBox([self.ops.widget, c["stop"]]), c["load_on_start"], c["server_info"],
             widgets.HBox([c["model"], c["load"], c["unload"], c["reload"], c["refresh"]]),
-            c["models"], c["error"], c["log"],
+            c["models"], c["notice"], c["error"], c["log"],
         ])
         self._show_running(self.state.server is not None and self.state.server.running)
 
@@ -107,10 +109,19 @@ class ServerPanel:
         else:
             c["server_info"].value = "<i>not running</i>"
 
+    def _rewritten(self, change) -> None:
+        """A model directory was written while serving: Triton keeps the old one until a reload."""
+        name = change["new"].path.name if change["new"] is not None else ""
+        loaded = any(row["name"] == name and row["state"] == "READY" for row in self.index)
+        if loaded and self.server is not None and self.server.running:
+            self.controls["model"].value = name
+            self.controls["notice"].value = (f"<div style='color:#a05a00'>{html.escape(name)} was rewritten on disk; "
+                                             "the server still serves the old version until you click reload</div>")
+
     def _run(self, label: str, fn) -> None:
         """Run ``fn(progress, cancel)`` as the panel's one background operation."""
         c = self.controls
-        c["error"].value = ""
+        c["error"].value = c["notice"].value = ""
         for key in ("load", "unload", "reload", "refresh", "stop"):
             c[key].disabled = True
 
