@@ -212,8 +212,8 @@ class PreviewPanel:
             return None
         dest = generated.dest
         if dest.exists() and not overwrite:
-            self._ask_overwrite(True, f"{dest} already exists. Overwrite it? The current directory is kept as "
-                                      f"{dest.name}.bak-<time> next to it.")
+            self._ask_overwrite(True, f"{dest} already exists. Overwrite it? The current directory is kept as a "
+                                      "timestamped backup (its path is shown after writing).")
             return None
         try:
             result = write_model_dir(dest, self.files(), overwrite=overwrite)
