@@ -2,17 +2,20 @@
 earlier run, finding and comparing saved sweeps, and the example pieces the notebooks call.
 
 The target choice is given `SystemInfo` snapshots of machines with and without the Neuron SDK
-and a device (the SDK cannot be installed here); everything else uses real files, a real
-tritonserver and, where installed, real TensorFlow and transformers.
+and a device, and one test compiles through a FAKE ``torch_neuronx`` (the SDK cannot be installed
+here); everything else uses real files, a real tritonserver and, where installed, real TensorFlow
+and transformers.
 """
 
 from __future__ import annotations
 
 import sys
+import types
 from datetime import datetime, timezone
 
 import numpy as np
 import pytest
+import torch
 
 from workbench import tutorial, zoo
 from workbench.compiler import compile_model
@@ -194,6 +197,30 @@ def test_neuron_host_settings_refer_to_the_neuron_artifact_by_name(tmp_path):
     assert host.spec == artifact.spec and host.files.keys() == {"config.pbtxt", "1/model.py"}
     assert (host.core_map.start, host.core_map.end) == (0, 3)
     assert not (tmp_path / "host").exists()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # the fake traces with torch.jit.trace
+def test_a_neuron_compile_here_serves_its_cpu_twin_and_ships_the_neuron_file(tmp_path, monkeypatch):
+    """FAKE torch_neuronx (the SDK cannot be installed here): its trace is torch.jit.trace, so the
+    workbench's own handling of a Neuron artifact and its CPU twin is what is tested."""
+    fake = types.ModuleType("torch_neuronx")
+    fake.__doc__ = "FAKE torch_neuronx for tests"
+    fake.trace = lambda func, example_inputs, **kwargs: torch.jit.trace(func, example_inputs)
+    fake.dynamic_batch = lambda traced: traced
+    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "")  # the compile sets it; restored afterwards
+    model = zoo.get("add_sub")
+    choice = tutorial.choose_target("inf2", system=machine(NEURONX, device=False))
+    artifact = compile_model(model.module, model.example_inputs(2), choice.compile_target, out_dir=tmp_path / "a",
+                             name="add_sub", isolate=False)
+    assert artifact.target == "inf2" and choice.servable(artifact) is artifact.cpu_artifact
+    here = GenerateSettings(triton_model_dir=str(tmp_path / "repo" / "add_sub"), copy_compiled_model=True,
+                            compiled_model=str(choice.servable(artifact).path), target=choice.serve_target,
+                            neuron_core_range="0:0", max_batch_size=4)
+    assert render(here).settings.target == "cpu"
+    host = render(tutorial.for_neuron_host(here, choice, artifact, core_range="0:1", repository=tmp_path / "host"))
+    assert host.settings.compiled_model == artifact.path and host.settings.copy_compiled_model
+    assert "1/add_sub.inf2.pt" in host.files and "1/add_sub.cpu.pt" not in host.files
 
 
 def test_progress_bar_takes_the_workbench_progress_signature():
