@@ -2,7 +2,7 @@
 subprocess, read-back of upstream-style and generated directories, and a generated CPU model
 served by a real tritonserver.
 
-Golden files live in tests/golden/generate/; they are rewritten only when WORKBENCH_REGEN_GOLDEN=1.
+Golden files live in tests/golden/generate/; they are rewritten only when WORKBENCH_REGENERATE_GOLDEN=1.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from workbench.generate import GenerateError, GenerateSettings, load_settings, r
 from workbench.spec import ModelSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "generate"
-REGEN = os.environ.get("WORKBENCH_REGEN_GOLDEN") == "1"
+REGEN = os.environ.get("WORKBENCH_REGENERATE_GOLDEN") == "1"
 TEMPLATE_TEXT = gen.model_py_text()
 COMPILED = "/opt/models/add_sub.pt"  # absolute and absent: goldens use --for-other-machine
 
@@ -97,7 +97,7 @@ def test_golden_config(tmp_path, case, flags):
     if REGEN:
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
-    assert golden.is_file(), f"{golden} missing: run with WORKBENCH_REGEN_GOLDEN=1 once and review it"
+    assert golden.is_file(), f"{golden} missing: run with WORKBENCH_REGENERATE_GOLDEN=1 once and review it"
     assert text == golden.read_text()
     cfg = from_text(text)
     assert validate_config(cfg) == []
