@@ -413,6 +413,32 @@ def test_taken_port_is_a_clear_error_and_nothing_starts(tmp_path):
 
 
 @pytest.mark.server
+def test_a_free_port_taken_before_triton_binds_it_is_retried(tmp_path, monkeypatch):
+    """Engineers and notebooks start servers at the same time: a port picked as free can be
+    taken before Triton binds it. The picker is rigged to hand out a port a real socket holds."""
+    import workbench.server.process as process_module
+
+    repo = make_repo(tmp_path)
+    picks = []
+    real_pick = process_module.find_free_port
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+
+        def pick(host: str = "127.0.0.1") -> int:
+            picks.append(taken if not picks else real_pick(host))
+            return picks[-1]
+
+        monkeypatch.setattr(process_module, "find_free_port", pick)
+        with TritonServer(repo) as server:
+            assert taken not in server.ports.values()
+            assert any(f"'127.0.0.1:{taken}' already in use" in line for line in server.log_tail(500))
+            assert server.index() == [] or all(m["state"] != "READY" for m in server.index())
+    assert processes_using(repo) == []
+
+
+@pytest.mark.server
 def test_two_servers_at_once_then_stop_leaves_nothing(tmp_path, triton_server):
     repo_a, repo_b = make_repo(tmp_path / "a"), make_repo(tmp_path / "b")
     a = triton_server(repo_a)
@@ -450,6 +476,35 @@ def test_an_exception_inside_with_stops_everything(tmp_path):
             raise KeyError("boom")
     assert processes_using(repo) == []
     assert not server.running
+
+
+KILLS_ITS_SERVER = """
+import os
+import signal
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        os.kill(os.getppid(), signal.SIGKILL)  # the stub's parent is tritonserver: a backend crash
+
+    def execute(self, requests):
+        return []
+"""
+
+
+@pytest.mark.server
+def test_a_server_that_dies_during_a_load_is_reported_and_cleaned_up(tmp_path):
+    repo = make_repo(tmp_path)
+    write_model(repo, "crash", KILLS_ITS_SERVER)
+    with TritonServer(repo) as server:
+        with pytest.raises(ServerError, match="tritonserver died while loading 'crash'") as info:
+            server.load("crash")
+        assert not isinstance(info.value, ModelLoadError)
+        assert "exited with code -9" in str(info.value)
+        assert wait_until(lambda: processes_using(repo) == [], timeout=20), processes_using(repo)
+        with pytest.raises(ServerError, match="not running"):
+            server.index()
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith(server.shm_prefix)]
 
 
 @pytest.mark.server

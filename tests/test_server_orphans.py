@@ -48,6 +48,8 @@ CHILD = textwrap.dedent(
         del server
         gc.collect()
     print(json.dumps(report), flush=True)
+    if mode == "exit":
+        sys.exit(0)  # no stop(): the interpreter's exit must stop it
     time.sleep(600)
     """
 )
@@ -162,3 +164,11 @@ def test_a_dropped_server_object_does_not_leak_its_process(tmp_path, cleanup):
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_normal_interpreter_exit_without_stop_stops_the_server(tmp_path, cleanup):
+    child, info, repo = start_child(tmp_path, mode="exit")
+    cleanup += [child.pid, info["server"], info["guard"]]
+    assert child.wait(60) == 0
+    assert wait_until(lambda: server_processes(repo, child) == [], timeout=20), server_processes(repo, child)
+    assert not Path(info["run_dir"]).exists()  # stopped by the exit hook itself, not only by the guard

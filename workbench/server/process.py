@@ -393,23 +393,28 @@ class TritonServer:
         the timeout passes; Cancelled if ``cancel`` is set."""
         deadline = time.monotonic() + timeout
         started = time.monotonic()
-        while True:
-            if cancel is not None and cancel.is_set():
-                raise Cancelled("server start cancelled")
-            if self._process is None or self._process.poll() is not None:
-                code = None if self._process is None else self._process.returncode
-                raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self._failure_report())
-            try:
-                # Triton opens the metrics port last; a ready server whose metrics() fails would surprise.
-                if self._client().is_server_ready() and self._metrics_listening():
-                    break
-            except Exception:  # refused / reset while the server is still coming up
-                pass
-            if time.monotonic() > deadline:
-                raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self._failure_report())
-            if progress is not None:
-                progress(0, 1, f"waiting for tritonserver ({time.monotonic() - started:.0f}s)")
-            time.sleep(0.1)
+        # Short timeouts: if the port was grabbed by something else, it may accept and never answer.
+        probe = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    raise Cancelled("server start cancelled")
+                if self._process is None or self._process.poll() is not None:
+                    code = None if self._process is None else self._process.returncode
+                    raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self._failure_report())
+                try:
+                    # Triton opens the metrics port last; a ready server whose metrics() fails would surprise.
+                    if probe.is_server_ready() and self._metrics_listening():
+                        break
+                except Exception:  # refused / reset / timed out while the server is still coming up
+                    pass
+                if time.monotonic() > deadline:
+                    raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self._failure_report())
+                if progress is not None:
+                    progress(0, 1, f"waiting for tritonserver ({time.monotonic() - started:.0f}s)")
+                time.sleep(0.1)
+        finally:
+            probe.close()
         if progress is not None:
             progress(1, 1, f"tritonserver ready at {self.http_url}")
 
@@ -517,7 +522,7 @@ class TritonServer:
         thread that made it (notebook UIs call from worker threads)."""
         client = getattr(self._local, "client", None)
         if client is None or getattr(self._local, "url", None) != self.http_url:
-            client = httpclient.InferenceServerClient(self.http_url, connection_timeout=10.0, network_timeout=600.0)
+            client = httpclient.InferenceServerClient(self.http_url, connection_timeout=10.0, network_timeout=120.0)
             self._local.client, self._local.url = client, self.http_url
             with self._clients_lock:
                 self._clients.append(client)
@@ -533,6 +538,16 @@ class TritonServer:
                 pass
         self._local = threading.local()
 
+    def _process_gone_within(self, seconds: float) -> bool:
+        """True once the server process has exited (a dropped connection arrives a moment
+        before the exit is visible)."""
+        deadline = time.monotonic() + seconds
+        while self.running:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
     def _require_running(self) -> None:
         if not self.running:
             raise ServerError("the server is not running" + self._exit_note())
@@ -547,10 +562,13 @@ class TritonServer:
         name: str,
         config: Any = None,
         files: Mapping[str, bytes | str | os.PathLike[str]] | None = None,
+        *,
+        timeout: float = 3600.0,
     ) -> None:
         """Load (or reload) model ``name``; ``config`` overrides its config.pbtxt (ModelConfig,
         dict or JSON string); ``files`` (``{"1/model.py": bytes or path}``, needs ``config``)
-        replace its directory. Raises ModelLoadError with Triton's reason and log lines."""
+        replace its directory. Raises ModelLoadError with Triton's reason and log lines.
+        ``timeout`` is generous: loading a large model onto NeuronCores takes minutes."""
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"model name must be a non-empty string without '/', got {name!r}")
         config_json = None if config is None else config_to_json(config)
@@ -561,13 +579,26 @@ class TritonServer:
             load_files = _files_for_load(files)
         self._require_running()
         log_start = self._log_size()
+        # Its own client: the shared ones time out sooner than a Neuron model load takes.
+        client = httpclient.InferenceServerClient(self.http_url, connection_timeout=10.0, network_timeout=timeout)
         try:
-            self._client().load_model(name, config=config_json, files=load_files)
+            client.load_model(name, config=config_json, files=load_files)
         except InferenceServerException as err:
             if not self.running:
                 raise ServerError(f"tritonserver died while loading {name!r}" + self._exit_note()) from None
             reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
             raise ModelLoadError(name, err.message(), reason, self._log_lines_since(log_start, name)) from None
+        except Exception as err:  # transport errors: a timeout, or the server died mid-load
+            if not self._process_gone_within(2.0):
+                if isinstance(err, OSError):
+                    raise ServerError(
+                        f"no answer to the load of {name!r} within {timeout:.0f}s ({err}); Triton may still "
+                        "be loading it: watch index() and the log"
+                    ) from None
+                raise
+            raise ServerError(f"tritonserver died while loading {name!r}" + self._exit_note()) from None
+        finally:
+            client.close()
 
     def unload(self, name: str, timeout: float = 60.0) -> None:
         """Unload ``name`` and wait until Triton reports it unloaded."""
