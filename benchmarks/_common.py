@@ -34,8 +34,9 @@ MLP_SIZES = {
     "large": dict(features=2048, hidden=8192, classes=1000),
 }
 # Threads for the in-process run = cores of the served instance (one instance, one thread per core).
-# WORKBENCH_BENCH_CORES overrides it (1 is steadier on a machine other jobs keep busy).
-CORES = int(os.environ.get("WORKBENCH_BENCH_CORES", min(2, os.cpu_count() or 1)))
+# Default 1: on a 2-core machine the client and the server need the other core, and two-thread
+# OpenMP stalls whenever another process takes a core. WORKBENCH_BENCH_CORES overrides it.
+CORES = int(os.environ.get("WORKBENCH_BENCH_CORES", 1))
 
 
 @dataclass

@@ -8,11 +8,12 @@ Run: python benchmarks/sweep_overhead.py [--window 1]
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
-from _common import CORES, add_size_option, header, served_mlp
+from _common import add_size_option, header, served_mlp
 
 import workbench.measure.sweep as sweep_module
 from workbench.measure.sweep import SweepPlan, run_sweep
@@ -23,8 +24,11 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=1.0, help="measurement window, seconds")
     add_size_option(parser, "medium")
     args = parser.parse_args()
-    allocations = ("1x2", "2x1") if CORES >= 2 else ("1x1",)
-    plan = SweepPlan(batch_sizes=(1, 8), allocations=allocations, concurrency=(1, 4))
+    # one instance on one core, then two instances of one core each (a second core when there is one)
+    two = (os.cpu_count() or 1) >= 2
+    allocations = ("1x1", "2x1") if two else ("1x1",)
+    plan = SweepPlan(batch_sizes=(1, 8), allocations=allocations, concurrency=(1, 4),
+                     core_range="0:1" if two else "0:0")
     header(f"sweep overhead: {plan.size} points, window {args.window:g} s")
 
     # Record every window the sweep measures, and where the rest of the time goes, by wrapping
