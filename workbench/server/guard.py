@@ -40,14 +40,23 @@ def remove_shm_regions(prefix: str) -> list[str]:
     return removed
 
 
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that still run. Zombies do not count: where PID 1 does not
+    reap (some containers), a killed stub stays a zombie forever and kill(0) still finds it."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
 def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return bool(live_group_members(pgid))
 
 
 def take_down(pgid: int, grace: float) -> None:

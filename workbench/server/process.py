@@ -327,14 +327,9 @@ class TritonServer:
             self._final_log = []
             attempts = 1 if all(p is not None for p in self._requested_ports.values()) else 3
             for attempt in range(attempts):
-                self.ports = {
-                    name: port if port is not None else find_free_port(self.host)
-                    for name, port in self._requested_ports.items()
-                }
-                while len(set(self.ports.values())) < 3:
-                    self.ports = {n: p if p is not None else find_free_port(self.host) for n, p in self._requested_ports.items()}
-                self._spawn()
+                self.ports = self._pick_ports()
                 try:
+                    self._spawn()
                     self.wait_ready(timeout, progress=progress, cancel=cancel)
                 except ServerStartError as err:
                     retry = attempt + 1 < attempts and self._lost_port_race()
@@ -349,6 +344,17 @@ class TritonServer:
                 _running.add(self)
                 return self
             raise AssertionError("unreachable")
+
+    def _pick_ports(self) -> dict[str, int]:
+        """The requested ports, and distinct free ones for the rest."""
+        taken = {p for p in self._requested_ports.values() if p is not None}
+        ports = {}
+        for name, port in self._requested_ports.items():
+            while port is None or (port in taken and port != self._requested_ports[name]):
+                port = find_free_port(self.host)
+            taken.add(port)
+            ports[name] = port
+        return ports
 
     def _spawn(self) -> None:
         assert self._log_file is not None
@@ -437,18 +443,25 @@ class TritonServer:
 
     def _unload_all(self, timeout: float) -> None:
         """Unload every model through the API so each one's finalize() runs even when Triton's
-        exit timeout then cuts its shutdown short."""
+        exit timeout then cuts its shutdown short. Bounded by ``timeout``, even on a hung server."""
+        deadline = time.monotonic() + timeout
+        client = httpclient.InferenceServerClient(
+            self.http_url, connection_timeout=min(5.0, timeout), network_timeout=max(timeout, 1.0)
+        )
+
+        def busy() -> list[str]:
+            rows = client.get_model_repository_index()
+            return [r["name"] for r in rows if r.get("state") in ("READY", "LOADING", "UNLOADING")]
+
         try:
-            loaded = [m["name"] for m in self.index() if m["state"] in ("READY", "LOADING")]
-            for name in loaded:
-                self._client().unload_model(name)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and any(
-                m["state"] in ("READY", "LOADING", "UNLOADING") for m in self.index()
-            ):
+            for name in busy():
+                client.unload_model(name)
+            while time.monotonic() < deadline and busy():
                 time.sleep(0.1)
-        except Exception:  # a hung or dying server: the signals below still stop it
+        except Exception:  # a hung or dying server: the signals in _stop_process still stop it
             pass
+        finally:
+            client.close()
 
     def _stop_process(self, timeout: float) -> None:
         if self.running:
@@ -456,22 +469,19 @@ class TritonServer:
         self._close_clients()
         process = self._process
         if process is not None:
-            pgid = process.pid
             if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
                 try:
-                    process.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
+                    process.wait(timeout)
+                except subprocess.TimeoutExpired:
                     pass
-            deadline = time.monotonic() + timeout
-            # Wait without reaping, so the group id cannot be reused before the group is killed.
-            while time.monotonic() < deadline and not self._exited_unreaped(process.pid):
-                time.sleep(0.05)
+            # The group outlives its leader while any stub lives, so its id stays ours to kill.
             try:
-                os.killpg(pgid, signal.SIGKILL)
+                os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             process.wait()
-            self._wait_group_gone(pgid, 10.0)
+            self._wait_group_gone(process.pid, 10.0)
             self._process = None  # only now: an interrupted stop() can be called again
         guard = self._guard
         if guard is not None:
@@ -488,14 +498,6 @@ class TritonServer:
                 guard.wait()
             self._guard = None
         guard_module.remove_shm_regions(self.shm_prefix)
-
-    @staticmethod
-    def _exited_unreaped(pid: int) -> bool:
-        try:
-            info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        except ChildProcessError:
-            return True
-        return info is not None
 
     @staticmethod
     def _wait_group_gone(pgid: int, timeout: float) -> None:
