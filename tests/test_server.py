@@ -670,3 +670,20 @@ def test_serve_command_prints_the_docker_run(tmp_path):
     assert "--device /dev/neuron1" in text and "/dev/neuron0" not in text and "/dev/neuron2" not in text
     assert "127.0.0.1:9000:8000" in text and "--load-model=bert" in text
     assert processes_using(tmp_path) == []
+
+
+def test_docker_run_for_a_generated_model_uses_its_cores_target_and_name(tmp_path):
+    from workbench.generate import GenerateSettings, render
+    from workbench.server.docker import docker_run_for_model
+
+    generated = render(GenerateSettings(
+        triton_model_dir=str(tmp_path / "repo" / "resnet"), compiled_model="model.pt", target="inf2",
+        neuron_core_range="2:5", triton_model_instance_count=2, triton_input=["INPUT__0,FP32,3x224x224"],
+        triton_output=["OUTPUT__0,FP32,1000"], for_other_machine=True,
+    ))
+    run = docker_run_for_model(generated)
+    assert run.devices == (1, 2) and run.cores == range(2, 6)
+    assert f"{tmp_path / 'repo'}:/models" in run.argv and run.argv[-1] == "--load-model=resnet"
+    on_host = docker_run_for_model(generated, repository="/home/ubuntu/models", instance_type="trn1.32xlarge")
+    assert "/home/ubuntu/models:/models" in on_host.argv and on_host.devices == (1, 2)
+    assert not (tmp_path / "repo").exists()  # a preview writes nothing

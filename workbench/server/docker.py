@@ -221,11 +221,15 @@ def docker_run_command(
     return DockerRun(argv=tuple(argv), devices=tuple(devices), cores=range(start, end + 1), image=image)
 
 
-def docker_run_for_model(generated: "GeneratedModel", **options: Any) -> DockerRun:
-    """The ``docker run`` for a generated model directory: its repository, its core range and
-    its target, loading just that model. ``options`` go to ``docker_run_command``."""
+def docker_run_for_model(
+    generated: "GeneratedModel", *, repository: str | os.PathLike[str] | None = None, **options: Any
+) -> DockerRun:
+    """The ``docker run`` for a generated model directory: its repository (or ``repository``,
+    where it will be on the Neuron host), its core range and its target, loading just that
+    model. ``options`` go to ``docker_run_command``."""
     options.setdefault("load_models", (generated.dest.name,))
     if "cores_per_device" not in options:
         options.setdefault("instance_type", generated.settings.target)
     core_map = generated.core_map
-    return docker_run_command(Path(generated.dest).parent, (core_map.start, core_map.end), **options)
+    where = Path(generated.dest).parent if repository is None else repository
+    return docker_run_command(where, (core_map.start, core_map.end), **options)
