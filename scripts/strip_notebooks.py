@@ -1,6 +1,6 @@
-"""Apply the notebooks' output rule before committing: outputs are stripped, except in cells marked
+"""Apply the notebooks' output rule before committing: outputs and execution counts are stripped, except in cells marked
 ``# NBVAL_CHECK_OUTPUT`` (the key facts nbval compares, e.g. "served outputs match"), which keep
-theirs. Execution counts and widget state are always removed.
+theirs (with a fixed execution count, which nbval needs). Widget state is always removed.
 
     python scripts/strip_notebooks.py notebooks/*.ipynb          # rewrite in place
     python scripts/strip_notebooks.py --check notebooks/*.ipynb  # exit 1 if a file breaks the rule
@@ -29,9 +29,6 @@ def strip(nb) -> bool:
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        if cell.get("execution_count") is not None:
-            cell.execution_count = None
-            changed = True
         kept = []
         for output in cell.outputs if keeps_output(cell) else []:
             output.pop("execution_count", None)
@@ -40,6 +37,12 @@ def strip(nb) -> bool:
             kept.append(output)
         if kept != cell.outputs:
             cell.outputs = kept
+            changed = True
+        # nbval fails a cell with outputs but no execution count ("Unrun reference cell has outputs"):
+        # checked cells keep a fixed count, so re-running the notebook changes nothing in git
+        count = 1 if kept else None
+        if cell.get("execution_count") != count:
+            cell.execution_count = count
             changed = True
         for key in ("execution", "ExecuteTime"):
             if key in cell.metadata:
