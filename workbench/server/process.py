@@ -226,6 +226,7 @@ class TritonServer:
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
         self.run_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._owner_pid = os.getpid()
         self._guard: subprocess.Popen[bytes] | None = None
         self._log_file: Path | None = None
         self._final_log: list[str] = []
@@ -341,6 +342,7 @@ class TritonServer:
                 except BaseException:
                     self.stop()
                     raise
+                self._owner_pid = os.getpid()
                 _running.add(self)
                 return self
             raise AssertionError("unreachable")
@@ -752,6 +754,8 @@ class TritonServer:
 @atexit.register
 def _stop_all_at_exit() -> None:
     for server in list(_running):
+        if server._owner_pid != os.getpid():  # a forked child exiting must not stop its parent's server
+            continue
         try:
             server.stop(timeout=5)
         except Exception:
