@@ -16,6 +16,9 @@ import numpy as np
 from workbench.spec import ModelSpec
 
 Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
+# inputs(batch_size, seed=...) -> arrays in argument order; for models whose valid inputs are not
+# any random tensor of the right dtype (token ids below the vocabulary size, 0/1 masks)
+InputMaker = Callable[..., Sequence[np.ndarray]]
 
 
 @dataclass
@@ -109,16 +112,20 @@ def check_served(
     rtol: float = 1e-4,
     atol: float = 1e-5,
     batch_dim: bool = True,
+    inputs: InputMaker | None = None,
 ) -> CheckResult:
     """Send one request per batch size, all at once, and compare each with ``eager`` on the same inputs.
 
     ``spec`` holds dims without the batch dim when ``batch_dim`` (max_batch_size > 0); otherwise the
     requests are sent with the spec's dims as they are, one request per entry of ``batch_sizes``
-    replacing a leading -1.
+    replacing a leading -1. ``inputs(size, seed=...)`` replaces the spec's random inputs where a
+    model needs valid ones (e.g. a zoo model's ``example_inputs``).
     """
     requests = []
     for i, size in enumerate(batch_sizes):
-        if batch_dim:
+        if inputs is not None:
+            arrays = [np.asarray(a) for a in inputs(size, seed=seed + i)]
+        elif batch_dim:
             arrays = spec.example_inputs(batch_size=size, seed=seed + i)
         else:
             arrays = spec.example_inputs(seed=seed + i, variable_dim=size)

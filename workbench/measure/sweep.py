@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 from google.protobuf import json_format
 
-from workbench.check import torch_eager
+from workbench.check import InputMaker, torch_eager
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
 from workbench.compiler.system import detect, has_neuron_device, installed_versions
 from workbench.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
@@ -620,6 +620,7 @@ def run_sweep(
     *,
     out_dir: str | Path,
     reference: Eager | None = None,
+    inputs: InputMaker | None = None,
     protocol: str = "grpc",
     window_s: float = 1.0,
     stability: float = 0.10,
@@ -640,7 +641,9 @@ def run_sweep(
     ``model``: a generated model directory inside the server's repository, or the name of a
     model the server has loaded. Each variant is loaded as a config override (no restart); at each
     point seeded inputs of that batch size are sent and every checked response is compared with
-    ``reference(inputs)`` (default: the directory's compiled model run in-process). Rows are
+    ``reference(inputs)`` (default: the directory's compiled model run in-process). ``inputs(batch,
+    seed=...)`` makes valid inputs where random ones are not (token ids, masks: e.g. a zoo model's
+    ``example_inputs``); the default draws them from the config's spec. Rows are
     appended to ``out_dir`` as they are measured; with ``resume`` the points already there are kept,
     not measured again. Cancelling returns the partial result (status ``cancelled``). At the end
     the model is loaded again with its own config (``restore=False`` skips that, e.g. when the
@@ -743,7 +746,7 @@ def run_sweep(
                 row = _point_row(variant, batch_size, concurrency)
                 where = f"{variant.label} batch {batch_size} concurrency {concurrency}"
                 if load_error is None:
-                    row.update(_measure_point(url, name, spec, base, reference, batch_size, concurrency,
+                    row.update(_measure_point(url, name, spec, base, reference, inputs, batch_size, concurrency,
                                               seed, rtol, atol, measure_args, count, total, where, progress, cancel))
                 else:
                     row.update(error=load_error, measured_at=_now())
@@ -769,11 +772,13 @@ def run_sweep(
     return result
 
 
-def _measure_point(url, name, spec, base, reference, batch_size, concurrency, seed, rtol, atol,
+def _measure_point(url, name, spec, base, reference, make_inputs, batch_size, concurrency, seed, rtol, atol,
                    measure_args, count, total, where, progress, cancel) -> dict:
     """One point: seeded inputs, their reference outputs, then the load generator (which checks
     the warm-up responses and the first response of every window against them)."""
-    inputs = spec.example_inputs(batch_size if base.max_batch_size > 0 else None, seed=seed)
+    batch = batch_size if base.max_batch_size > 0 else None
+    inputs = ([np.asarray(a) for a in make_inputs(batch_size, seed=seed)] if make_inputs
+              else spec.example_inputs(batch, seed=seed))
     expected = dict(zip([t.name for t in spec.by_index("output")], reference(inputs)))
     checker = _OutputCheck(expected, rtol, atol)
     names = [t.name for t in spec.by_index("input")]
