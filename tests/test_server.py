@@ -366,15 +366,17 @@ def test_unload_waits_until_the_model_is_gone(server):
 
 @pytest.mark.server
 def test_follow_log_sees_new_lines_from_a_thread(server):
+    server.load("other")
     seen: list[str] = []
     stop = server.follow_log_in_thread(seen.append)
     try:
-        time.sleep(0.3)  # let the follower seek to the end before the event happens
         server.unload("other")
         assert wait_until(lambda: any("successfully unloaded 'other'" in line for line in seen))
     finally:
         stop.set()
     assert not any("Started HTTPService" in line for line in seen)  # it started at the end
+    first = next(server.follow_log(from_start=True))
+    assert first.startswith("$ ") and f"--model-repository={server.model_repository}" in first
 
 
 @pytest.mark.server

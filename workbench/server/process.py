@@ -710,12 +710,17 @@ class TritonServer:
         poll_interval: float = 0.2,
     ) -> Iterator[str]:
         """Yield log lines as the server writes them, until ``stop`` is set or the server has
-        stopped and the log is drained. Run it in a thread to feed a live log view."""
+        stopped and the log is drained. Lines written after this call are all seen, however late
+        the iteration starts (in a thread, say): the position is taken here, not at first use."""
         if self._log_file is None:
             raise ServerError("the server has not been started")
-        with open(self._log_file, "rb") as log:  # an open handle keeps reading after stop() deletes the file
-            if not from_start:
-                log.seek(0, os.SEEK_END)
+        log = open(self._log_file, "rb")  # an open handle keeps reading after stop() deletes the file
+        if not from_start:
+            log.seek(0, os.SEEK_END)
+        return self._follow(log, stop, poll_interval)
+
+    def _follow(self, log: Any, stop: threading.Event | None, poll_interval: float) -> Iterator[str]:
+        with log:
             partial = b""
             while stop is None or not stop.is_set():
                 chunk = log.readline()
