@@ -122,7 +122,11 @@ def python_backend_dir(wheel_root: Path, cache_root: Path | None = None) -> Path
         "triton_python_backend_utils.py": wheel_root / "backends" / "python" / "triton_python_backend_utils.py",
         "triton_python_backend_stub": stub,
     }
-    if all((target / "python" / name).resolve() == src.resolve() for name, src in links.items()):
+
+    def in_place() -> bool:
+        return all((target / "python" / name).resolve() == src.resolve() for name, src in links.items())
+
+    if in_place():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=target.parent))
@@ -133,14 +137,20 @@ def python_backend_dir(wheel_root: Path, cache_root: Path | None = None) -> Path
         try:
             os.rename(staging, target)
         except OSError:
-            # Someone else won the race (or a stale copy exists): replace a stale one, keep a good one.
-            if not all((target / "python" / name).resolve() == src.resolve() for name, src in links.items()):
-                stale = Path(tempfile.mkdtemp(prefix=f".{key}-stale-", dir=target.parent))
-                os.rename(target, stale / "old")
-                os.rename(staging, target)
-                shutil.rmtree(stale, ignore_errors=True)
+            # Someone else won the race (fine), or a stale copy is in the way: move it aside and
+            # retry once; a concurrent builder may do either step first, so tolerate both.
+            if not in_place():
+                aside = Path(tempfile.mkdtemp(prefix=f".{key}-stale-", dir=target.parent))
+                for move in ((target, aside / "old"), (staging, target)):
+                    try:
+                        os.rename(*move)
+                    except OSError:
+                        pass
+                shutil.rmtree(aside, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if not in_place():
+        raise TritonNotFoundError(f"could not prepare the python backend directory {target}")
     return target
 
 
