@@ -12,8 +12,8 @@ from importlib import metadata
 
 import pytest
 
-from workbench.compiler import system
-from workbench.compiler.system import MissingSDKError, detect, install_hint, require_sdk
+from workbench import system
+from workbench.system import MissingSDKError, detect, install_hint, require_sdk
 
 
 def test_this_machine_has_no_neuron_device_and_defaults_to_cpu():
@@ -105,3 +105,12 @@ def test_require_sdk_reads_metadata_and_spots_pypi_placeholders():
     assert info.can_compile("inf2") and info.can_compile("trn1") and info.can_compile("cpu")
     info.packages["neuronx-cc"] = None
     assert not info.can_compile("inf2")
+
+
+def test_instance_type_from_dmi(tmp_path):
+    product = tmp_path / "product_name"
+    product.write_text("inf2.24xlarge\n")
+    assert system.ec2_instance_type(product) == "inf2.24xlarge"
+    product.write_text("Standard PC (Q35 + ICH9, 2009)\n")
+    assert system.ec2_instance_type(product) is None
+    assert system.ec2_instance_type(tmp_path / "missing") is None

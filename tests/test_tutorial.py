@@ -19,7 +19,7 @@ import torch
 
 from workbench import tutorial, zoo
 from workbench.compiler import compile_model
-from workbench.compiler.system import SystemInfo
+from workbench.system import SystemInfo
 from workbench.generate import GenerateSettings, render
 from workbench.measure.results import append_point, compare_runs, load_run, write_record
 

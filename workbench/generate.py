@@ -21,7 +21,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.compiler.system import has_neuron_device
+from workbench.system import detect
 from workbench.config import (
     FRAMEWORKS,
     TARGETS,
@@ -64,18 +64,9 @@ class GenerateError(ValueError):
 
 
 def default_target() -> str:
-    """``cpu`` unless this machine has a Neuron device; then the instance family (inf1, inf2, trn1)
-    EC2 reports as the DMI product name, ``inf2`` when that cannot be read."""
-    if not has_neuron_device():
-        return "cpu"
-    try:
-        product = Path("/sys/devices/virtual/dmi/id/product_name").read_text().strip().lower()
-    except OSError:
-        return "inf2"
-    for family, target in (("inf1", "inf1"), ("inf2", "inf2"), ("trn", "trn1")):
-        if product.startswith(family):
-            return target
-    return "inf2"
+    """What this machine serves: ``cpu`` without a Neuron device, else its instance family
+    (`workbench.system.detect`, the one place that decides)."""
+    return detect().default_target
 
 
 @dataclass
@@ -288,7 +279,7 @@ def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
             f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
             "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
         ]) from None
-    from workbench.compiler.system import MissingSDKError
+    from workbench.system import MissingSDKError
 
     try:
         return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,

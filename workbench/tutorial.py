@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from workbench.compiler.system import MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint, require_sdk
+from workbench.system import MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint, require_sdk
 from workbench.generate import GenerateSettings
 from workbench.measure.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
 

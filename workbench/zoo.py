@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from workbench.compiler.system import MissingSDKError
+from workbench.system import MissingSDKError
 from workbench.spec import ModelSpec
 
 __all__ = ["ZooModel", "get", "names"]

@@ -31,7 +31,7 @@ from workbench.compiler.cpu import (
     trace_cpu,
 )
 from workbench.compiler.neuron import NEURON_TARGETS, analyze_neuron, compile_neuron
-from workbench.compiler.system import MissingSDKError, SystemInfo, detect, install_hint
+from workbench.system import MissingSDKError, SystemInfo, detect, install_hint
 
 __all__ = [
     "TARGETS",

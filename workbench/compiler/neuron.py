@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 from workbench.compiler.artifact import Artifact, atomic_write
 from workbench.compiler.cpu import CompileError, as_tensors, check_inputs, compile_cpu, script_bytes
-from workbench.compiler.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
+from workbench.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
 __all__ = [

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
-from workbench.compiler.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
+from workbench.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.tasks import check_cancel
 

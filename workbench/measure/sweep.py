@@ -26,7 +26,7 @@ from google.protobuf import json_format
 
 from workbench.check import InputMaker, torch_eager
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
-from workbench.compiler.system import detect, has_neuron_device, installed_versions
+from workbench.system import detect, has_neuron_device, installed_versions
 from workbench.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
 from workbench.coremap import CoreRangeError, parse_core_range, split_cores
 from workbench.measure.loadgen import LoadResult, MeasureError, measure

@@ -231,6 +231,16 @@ class SystemInfo:
         return "\n".join(lines)
 
 
+def ec2_instance_type(product_name: str | os.PathLike = "/sys/devices/virtual/dmi/id/product_name") -> str | None:
+    """The EC2 instance type (``inf2.xlarge``) as the machine's DMI product name reports it, without
+    the metadata service; None elsewhere."""
+    try:
+        text = Path(product_name).read_text().strip().lower()
+    except OSError:
+        return None
+    return text if re.fullmatch(r"[a-z][a-z0-9-]*\.[a-z0-9-]+", text) else None
+
+
 def detect(
     instance_type: str | None = None,
     *,
@@ -240,9 +250,12 @@ def detect(
     cpuinfo: str | os.PathLike = "/proc/cpuinfo",
 ) -> SystemInfo:
     """Describe this machine. ``instance_type`` (e.g. ``inf2.xlarge``) fills in the core count and
-    the default target when neuron-ls is not there to ask."""
+    the default target when neuron-ls is not there to ask; on a Neuron host it is read from DMI when
+    not given."""
     devices = neuron_devices(dev_dir)
     driver = _proc_devices_has_neuron(proc_devices)
+    if instance_type is None and (devices or driver):
+        instance_type = ec2_instance_type()
     notes: list[str] = []
     records = neuron_ls(neuron_ls_path) if (devices or driver or neuron_ls_path) else None
     cores, source = None, "none"
