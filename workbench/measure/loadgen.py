@@ -434,9 +434,9 @@ class _HttpSender:
         if plan.version:
             path += f"/versions/{plan.version}"
         self.uri = f"http://{plan.url}/{path}/infer"
-        # Concurrency mode never has more than N requests out; rate mode may pile up when the
-        # server cannot keep up, so it gets a bounded pool.
-        limit = 0 if plan.concurrency else 256
+        # One connection per request in flight: N in concurrency mode, at most MAX_OUTSTANDING in
+        # rate mode (a smaller pool would queue requests inside the client and hide it in latency).
+        limit = plan.concurrency or MAX_OUTSTANDING
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit),
                                              timeout=aiohttp.ClientTimeout(total=plan.timeout_s),
                                              auto_decompress=False)
