@@ -318,3 +318,32 @@ def test_cli_uses_a_running_server_with_url(server, model_dir, tmp_path, capsys)
     assert not (out / "plots").exists()
     # the server is someone else's: still running, the model back on its own config
     assert server.running and server.model_config("add_sub")["instance_group"][0]["count"] == 1
+
+
+def test_cli_says_when_perf_analyzer_is_missing_before_starting_anything(model_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PERF_ANALYZER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no perf_analyzer anywhere
+    out = tmp_path / "pa-missing"
+    assert main(["sweep", str(model_dir), "--engine", "perf_analyzer", "--out", str(out)]) == 2
+    assert "perf_analyzer" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.server
+def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
+    """Triton's real perf_analyzer (where $PERF_ANALYZER or PATH has one: .ci/run sets the shared
+    wrapper) measures the points; outputs are still checked and the rows land in the same columns."""
+    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+
+    try:
+        find_perf_analyzer()
+    except PerfAnalyzerNotFound as err:
+        pytest.skip(f"{err} (set PERF_ANALYZER to run it)")
+    plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(2,), core_range="0:1")
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "pa-run", engine="perf_analyzer",
+                       window_s=0.5, max_windows=10, stability=0.5, restore=False)
+    frame = result.frame
+    assert frame["error"].isna().all(), frame["error"].tolist()
+    assert frame["outputs_ok"].tolist() == [True, True]
+    assert (frame["throughput"] > 0).all() and (frame["p99_ms"] >= frame["p50_ms"]).all()
+    assert result.record["settings"]["engine"] == "perf_analyzer"

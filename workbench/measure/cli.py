@@ -48,6 +48,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--stability", type=float, default=10.0, help="stability limit in percent (default 10)")
     run.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per point (default max(20, 2xconcurrency))")
     run.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
+    run.add_argument("--engine", choices=("workbench", "perf_analyzer"), default="workbench",
+                     help="measure with the built-in load generator (default) or Triton's perf_analyzer")
+    run.add_argument("--perf-analyzer", metavar="CMD",
+                     help="perf_analyzer to run (path or wrapper; default $PERF_ANALYZER, then PATH)")
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
     run.add_argument("--url", metavar="HOST:PORT",
                      help="use this running tritonserver (explicit model control) instead of starting one")
@@ -117,19 +121,22 @@ def run_cli(args: argparse.Namespace) -> int:
         plan_variants,
         run_sweep,
     )
+    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
     from workbench.server import TritonServer
 
     model_dir = Path(args.model_dir)
     settings = dict(protocol=args.protocol, window_s=args.window_ms / 1000.0, max_windows=args.max_windows,
                     stability=args.stability / 100.0, warmup_requests=args.warmup)
     try:  # everything checked before a server starts
+        if args.engine == "perf_analyzer":
+            find_perf_analyzer(args.perf_analyzer)
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
         check_settings(**settings)
         check_out_dir(args.out, args.resume)
-    except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
+    except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
@@ -139,7 +146,8 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     bar = _Bar(plan.size)
     task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, seed=args.seed, resume=args.resume,
-                label=args.label, restore=bool(args.url), on_progress=bar, **settings)
+                label=args.label, restore=bool(args.url), on_progress=bar, engine=args.engine,
+                perf_analyzer=args.perf_analyzer, **settings)
     try:
         task.start()
         while not task.join(0.2):

@@ -19,17 +19,20 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from google.protobuf import json_format
 
-from workbench.check import InputMaker, torch_eager
+from tritonclient.utils import InferenceServerException
+
+from workbench.check import InputMaker, connect, infer, torch_eager
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
 from workbench.system import detect, has_neuron_device, installed_versions
 from workbench.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
 from workbench.coremap import CoreRangeError, parse_core_range, split_cores
 from workbench.measure.loadgen import LoadResult, MeasureError, measure
+from workbench.measure.perf_analyzer import PerfAnalyzerError, find_perf_analyzer, run_perf_analyzer
 from workbench.measure.results import (
     KEY_COLUMNS,
     POINTS_FILE,
@@ -413,7 +416,8 @@ class SweepPlan:
 
 Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
 # Settings that change what a number means: a resumed run must use the same ones.
-_SETTINGS_THAT_MUST_MATCH = ("model", "protocol", "window_s", "stability", "stable_windows", "max_windows",
+ENGINES = ("workbench", "perf_analyzer")
+_SETTINGS_THAT_MUST_MATCH = ("model", "engine", "protocol", "window_s", "stability", "stable_windows", "max_windows",
                              "warmup_requests", "seed", "rtol", "atol")
 _RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
                     "matplotlib", "nvidia-pytriton")
@@ -621,6 +625,8 @@ def run_sweep(
     out_dir: str | Path,
     reference: Eager | None = None,
     inputs: InputMaker | None = None,
+    engine: str = "workbench",
+    perf_analyzer: str | Sequence[str] | None = None,
     protocol: str = "grpc",
     window_s: float = 1.0,
     stability: float = 0.10,
@@ -643,7 +649,10 @@ def run_sweep(
     point seeded inputs of that batch size are sent and every checked response is compared with
     ``reference(inputs)`` (default: the directory's compiled model run in-process). ``inputs(batch,
     seed=...)`` makes valid inputs where random ones are not (token ids, masks: e.g. a zoo model's
-    ``example_inputs``); the default draws them from the config's spec. Rows are
+    ``example_inputs``); the default draws them from the config's spec. ``engine="perf_analyzer"``
+    measures each point with Triton's perf_analyzer (``perf_analyzer``: its path or command, else
+    ``$PERF_ANALYZER`` or PATH) instead of the built-in load generator, into the same columns;
+    outputs are then checked with one request per point before it runs. Rows are
     appended to ``out_dir`` as they are measured; with ``resume`` the points already there are kept,
     not measured again. Cancelling returns the partial result (status ``cancelled``). At the end
     the model is loaded again with its own config (``restore=False`` skips that, e.g. when the
@@ -675,11 +684,17 @@ def run_sweep(
     spec = spec_from_config(base)
     variants = plan_variants(plan, base)
     url = server.grpc_url if protocol == "grpc" else server.http_url
-    settings = {"model": name, "protocol": protocol, "window_s": window_s, "stability": stability,
+    if engine not in ENGINES:
+        raise SweepError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    if engine == "perf_analyzer":
+        find_perf_analyzer(perf_analyzer)  # not found: say so before anything is loaded
+    settings = {"model": name, "engine": engine, "protocol": protocol, "window_s": window_s, "stability": stability,
                 "stable_windows": stable_windows, "max_windows": max_windows,
                 "warmup_requests": warmup_requests, "seed": seed, "rtol": rtol, "atol": atol}
     measure_args = dict(protocol=protocol, window_s=window_s, stability=stability, stable_windows=stable_windows,
                         max_windows=max_windows, warmup_requests=warmup_requests, seed=seed)
+    if engine == "perf_analyzer":
+        measure_args = {"perf_analyzer": perf_analyzer, **measure_args}
     out_dir.mkdir(parents=True, exist_ok=True)
     previous, rows = _open_run(out_dir, settings, resume)
     done = {_key(r) for r in rows if not r.get("error")}
@@ -787,9 +802,50 @@ def _measure_point(url, name, spec, base, reference, make_inputs, batch_size, co
         if progress is not None:
             progress(count, total, f"{where}: {message}")
 
+    if "perf_analyzer" in measure_args:
+        return _perf_analyzer_point(url, name, spec, dict(zip(names, inputs)), checker, batch_size, concurrency,
+                                    base.max_batch_size > 0, measure_args, inner, cancel)
     try:
         result = measure(url, name, dict(zip(names, inputs)), batch_size=batch_size, concurrency=concurrency,
                          check=checker, progress=inner, cancel=cancel, **measure_args)
     except MeasureError as err:
         return {"error": f"measure failed: {err}", "measured_at": _now()}
     return _measured_row(result, checker.max_abs_diff)
+
+
+def _perf_analyzer_point(url, name, spec, inputs, checker, batch_size, concurrency, batched, measure_args,
+                         progress, cancel) -> dict:
+    """The same point measured by perf_analyzer: one checked request first (perf_analyzer only
+    validates against files it is given), then its run with the same values, read into our columns."""
+    args = dict(measure_args)
+    command = args.pop("perf_analyzer")
+    args.pop("stable_windows")  # perf_analyzer's is fixed at 3
+    args.pop("seed")
+    args["warmup_requests"] = args["warmup_requests"] or 0
+    try:
+        connection = connect(url, args["protocol"])
+        try:
+            outputs = infer(connection, name, spec, list(inputs.values()))
+        finally:
+            connection[1].close()
+        outputs_ok = checker(dict(zip([t.name for t in spec.by_index("output")], outputs)))
+        samples = {k: (v[0] if batched else v) for k, v in inputs.items()}  # perf_analyzer batches samples
+        (row,) = run_perf_analyzer(url, name, command=command, inputs=samples, batch_size=batch_size,
+                                   concurrency=concurrency, progress=progress, cancel=cancel, **args)
+    except (PerfAnalyzerError, InferenceServerException) as err:
+        return {"error": f"perf_analyzer failed: {err}", "measured_at": _now()}
+    us = lambda key: row.get(key, math.nan)  # noqa: E731
+    return {
+        "throughput": row["throughput"],
+        "p50_ms": _ms(us("p50_us")), "p90_ms": _ms(us("p90_us")), "p95_ms": _ms(us("p95_us")),
+        "p99_ms": _ms(us("p99_us")), "mean_ms": _ms(us("latency_avg_us")),
+        "stable": True,  # perf_analyzer fails a point it cannot stabilise
+        "windows": math.nan, "requests": math.nan, "failures": 0,
+        "outputs_ok": outputs_ok,
+        "max_abs_diff": checker.max_abs_diff,
+        "queue_ms": _ms(us("server_queue_us")), "compute_input_ms": _ms(us("server_compute_input_us")),
+        "compute_infer_ms": _ms(us("server_compute_infer_us")),
+        "compute_output_ms": _ms(us("server_compute_output_us")),
+        "overhead_ms": math.nan, "avg_batch": math.nan,
+        "error": None, "measured_at": _now(), "warnings": "measured by perf_analyzer",
+    }
