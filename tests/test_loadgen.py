@@ -16,6 +16,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from workbench.measure import LoadResult, MeasureError, measure
+from workbench.measure.loadgen import BLOCKING_MAX_CONCURRENCY
 from workbench.measure.stats import server_breakdown
 from workbench.tasks import Cancelled
 
@@ -146,7 +147,9 @@ def assert_consistent(result: LoadResult, batch_size: int) -> None:
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
-def test_concurrency_mode_counts_add_up(server, protocol):
+@pytest.mark.parametrize("concurrency", [3, BLOCKING_MAX_CONCURRENCY + 2])
+def test_concurrency_mode_counts_add_up(server, protocol, concurrency):
+    """Both client paths: one blocking thread per slot (low concurrency) and the asyncio loop."""
     before = server.stats("double")
     checked = []
 
@@ -155,9 +158,9 @@ def test_concurrency_mode_counts_add_up(server, protocol):
         return np.allclose(outputs["Y"], 2.0)
 
     result = measure(url(server, protocol), "double", [np.ones(4, np.float32)], protocol=protocol,
-                     batch_size=4, concurrency=3, check=check, **FAST)
+                     batch_size=4, concurrency=concurrency, check=check, **FAST)
     assert_consistent(result, 4)
-    assert result.concurrency == 3 and result.request_rate is None
+    assert result.concurrency == concurrency and result.request_rate is None
     assert result.failed == 0 and result.errors == {}
     # server side: every inference the client saw, and nothing else
     delta = settled_delta(server, "double", before, result.sent)
