@@ -5,6 +5,7 @@ one run; they are not tests and assert nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import sys
@@ -20,7 +21,8 @@ import torch
 
 from workbench import zoo
 from workbench.compiler import compile_model
-from workbench.generate import GenerateSettings, render, write
+from workbench.generate import render, write
+from workbench.quickstart import quickstart_settings
 from workbench.server import TritonServer
 
 # Reference MLP sizes. Serving adds a fixed cost per request (client, network, scheduler, the
@@ -55,15 +57,9 @@ def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", max_bat
     artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=workdir / "artifacts",
                              name=name, overwrite=True)
     repository = workdir / "repository"
-    settings = GenerateSettings(
-        triton_model_dir=str(repository / name),
-        compiled_model=str(artifact.path),
-        copy_compiled_model=True,
-        framework="pytorch",
-        target="cpu",
-        neuron_core_range=f"0:{CORES - 1}",
+    settings = dataclasses.replace(
+        quickstart_settings(artifact, repository, name, max_batch_size=max_batch_size, cores=CORES),
         triton_model_instance_count=instances,
-        max_batch_size=max_batch_size,
         enable_dynamic_batching=dynamic_batching,
         max_queue_delay_microseconds=queue_delay_us,
     )
