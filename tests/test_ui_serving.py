@@ -185,6 +185,38 @@ def test_sweep_refuses_to_start_without_a_server(tmp_path):
     assert "allocation '2y1' is malformed" in _text(app["sweep"].controls["grid_size"].value)
 
 
+def test_the_perf_analyzer_engine_is_refused_inline_when_there_is_none(app, monkeypatch, tmp_path):
+    monkeypatch.delenv("PERF_ANALYZER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    sweep = _sweep(app, label="pa-missing", engine="perf_analyzer")
+    try:
+        assert sweep.start() is None
+        assert "perf_analyzer" in _text(sweep.controls["error"].value)
+        assert not (Path(sweep.controls["runs_dir"].value) / "pa-missing").exists()
+    finally:
+        sweep.controls["engine"].value = "workbench"
+
+
+def test_the_sweep_panel_can_measure_with_perf_analyzer(app):
+    """Triton's real perf_analyzer where one is available ($PERF_ANALYZER: .ci/run sets the shared wrapper)."""
+    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+
+    try:
+        find_perf_analyzer()
+    except PerfAnalyzerNotFound as err:
+        pytest.skip(f"{err} (set PERF_ANALYZER to run it)")
+    sweep = _sweep(app, label="pa-run", batch_sizes="2", engine="perf_analyzer", window_s=0.5, max_windows=10)
+    try:
+        task = sweep.start()
+        assert task is not None, sweep.controls["error"].value
+        assert task.join(timeout=300) and task.state == "done", task.error_text
+        frame = sweep.result.frame
+        assert frame["error"].isna().all() and frame["outputs_ok"].tolist() == [True], frame.to_dict("records")
+        assert sweep.result.record["settings"]["engine"] == "perf_analyzer"
+    finally:
+        sweep.controls["engine"].value = "workbench"
+
+
 def test_stop_leaves_no_server_process(app):
     panel = app["server"]
     pid = app.state.server.pid

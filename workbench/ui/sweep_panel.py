@@ -16,7 +16,8 @@ import ipywidgets as widgets
 
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, SweepResult, load_run
-from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
+from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+from workbench.measure.sweep import ENGINES, SweepError, SweepPlan, run_sweep
 from workbench.ui.background import TaskControls
 from workbench.ui.render import error_list, figure_png, preformatted
 from workbench.ui.state import WorkbenchState
@@ -59,6 +60,9 @@ class SweepPanel:
         c["max_windows"] = widgets.BoundedIntText(value=10, min=1, max=100, description="max windows", style=style)
         c["stable_windows"] = widgets.BoundedIntText(value=3, min=1, max=20, description="stable windows", style=style)
         c["protocol"] = widgets.Dropdown(options=("grpc", "http"), description="protocol", style=style)
+        c["engine"] = widgets.Dropdown(options=ENGINES, value="workbench", description="measured by", style=style)
+        c["perf_analyzer"] = widgets.Text(value="", description="perf_analyzer", style=style,
+                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
@@ -86,6 +90,7 @@ class SweepPanel:
             widgets.HBox([c["batch_sizes"], c["allocations"], c["concurrency"]]),
             widgets.HBox([c["core_range"], c["protocol"], c["budget_ms"]]),
             widgets.HBox([c["window_s"], c["stable_windows"], c["max_windows"]]),
+            widgets.HBox([c["engine"], c["perf_analyzer"]]),
             widgets.HBox([c["runs_dir"], c["label"]]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
             widgets.HBox([c["export"], c["exported"]]),
@@ -130,6 +135,12 @@ class SweepPanel:
         except SweepError as err:
             plan = None
             problems.append(str(err))
+        engine, perf_analyzer = c["engine"].value, c["perf_analyzer"].value.strip() or None
+        if engine == "perf_analyzer":
+            try:
+                find_perf_analyzer(perf_analyzer)
+            except PerfAnalyzerNotFound as err:
+                problems.append(str(err))
         if problems:
             c["error"].value = error_list(problems)
             return None
@@ -141,7 +152,7 @@ class SweepPanel:
         return self.run.start(
             run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, protocol=c["protocol"].value,
             window_s=c["window_s"].value, stable_windows=c["stable_windows"].value,
-            max_windows=c["max_windows"].value, on_done=self._finished,
+            max_windows=c["max_windows"].value, engine=engine, perf_analyzer=perf_analyzer, on_done=self._finished,
             on_progress=lambda _done, _total, _message: self._refresh_live(),
         )
 
