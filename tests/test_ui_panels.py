@@ -346,3 +346,30 @@ def test_workbench_app_shares_one_state_between_its_tabs(tmp_path):
     assert (tmp_path / "repo" / "mlp" / "config.pbtxt").is_file()
     assert app["server"].controls["model"].value == "mlp"
     assert "text/plain" in app._repr_mimebundle_()
+
+
+def test_transformers_neuronx_settings_have_their_own_controls(tmp_path):
+    """The TNX_* sampling settings: shown only for that framework, blank = the compile's value,
+    a bad value named inline, given values written as config parameters."""
+    pytest.importorskip("transformers")
+    from workbench.compiler.tnx import package_causal_lm, tiny_causal_lm
+
+    artifact = package_causal_lm(tiny_causal_lm("llama"), out_dir=tmp_path / "compiled", name="lm")
+    state = WorkbenchState(tmp_path / "repo")
+    settings = SettingsPanel(state)
+    c = settings.controls
+    assert settings.tnx_box.layout.display == "none"
+    state.name = "lm"
+    state.artifact = artifact
+    assert c["framework"].value == "transformers_neuronx" and settings.tnx_box.layout.display is None
+    assert settings.problems == [], settings.problems
+    c["tnx_batch_size"].value = "two"
+    assert "transformers-neuronx batch size: 'two' is not a whole number" in _text(c["problems"].value)
+    c["tnx_batch_size"].value = "2"
+    c["tnx_amp"].value = "bf16"
+    c["tnx_sequence_length"].value = "16"
+    assert settings.problems == [], settings.problems
+    params = {k: v.string_value for k, v in state.generated.config.parameters.items()}
+    assert params["TNX_BATCH_SIZE"] == "2" and params["TNX_AMP"] == "bf16" and params["TNX_SEQUENCE_LENGTH"] == "16"
+    c["framework"].value = "pytorch"
+    assert settings.tnx_box.layout.display == "none"

@@ -27,6 +27,27 @@ _BATCHING_MODES = {
 }
 
 
+_TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
+    ("tnx_model_class", "model class", "e.g. LlamaForSampling"),
+    ("tnx_batch_size", "batch size", "from the compile"),
+    ("tnx_tp_degree", "tp degree", "the instance's cores"),
+    ("tnx_n_positions", "n_positions", "from the compile"),
+    ("tnx_sequence_length", "sequence length", "n_positions"),
+    ("tnx_unroll", "unroll", "SDK default"),
+)
+
+
+def _tnx_value(key: str, label: str, text: str):
+    """Blank -> None (use the recorded or default value); the class stays text; the rest are whole numbers."""
+    text = text.strip()
+    if not text or key == "tnx_model_class":
+        return text or None
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecError(f"transformers-neuronx {label}: {text!r} is not a whole number") from None
+
+
 def _parse_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.replace(" ", ",").split(","):
@@ -80,12 +101,16 @@ class SettingsPanel:
                                               layout=widgets.Layout(width="520px"))
         c["cpu_affinity"] = widgets.Checkbox(value=False, description="pin CPU instances to their cores",
                                              indent=False)
+        # transformers-neuronx sampling settings: blank means "what the compile recorded, else model.py's default"
+        for key, label, hint in _TNX_FIELDS:
+            c[key] = widgets.Text(value="", description=label, placeholder=hint, **on_enter)
+        c["tnx_amp"] = widgets.Dropdown(options=("", *generate.TNX_AMPS), value="", description="amp", style=style)
         c["core_map"] = widgets.HTML()
         c["problems"] = widgets.HTML()
         c["warnings"] = widgets.HTML()
         for key in ("name", "compiled_model", "copy_compiled_model", "target", "framework", "dynamic_batching",
                     "preferred_batch_sizes", "max_queue_delay_us", "core_range", "instance_count",
-                    "threads_per_core", "batching_mode", "cpu_affinity"):
+                    "threads_per_core", "batching_mode", "cpu_affinity", "tnx_amp", *(f[0] for f in _TNX_FIELDS)):
             c[key].observe(lambda _change: self._changed(), names="value")
         c["max_batch_size"].observe(self._batch_size_changed, names="value")
         self.widget = widgets.VBox([
@@ -99,8 +124,14 @@ class SettingsPanel:
             c["batching_mode"],
             widgets.HTML("<h4 style='margin:4px 0'>Cores and instances</h4>"),
             widgets.HBox([c["core_range"], c["instance_count"], c["threads_per_core"]]),
-            c["cpu_affinity"], c["core_map"], c["problems"], c["warnings"],
+            c["cpu_affinity"], c["core_map"],
         ])
+        self.tnx_box = widgets.VBox([
+            widgets.HTML("<h4 style='margin:4px 0'>transformers-neuronx sampling</h4>"),
+            widgets.HBox([c["tnx_model_class"], c["tnx_batch_size"], c["tnx_tp_degree"]]),
+            widgets.HBox([c["tnx_n_positions"], c["tnx_sequence_length"], c["tnx_unroll"], c["tnx_amp"]]),
+        ])
+        self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
         self.state.observe(self._artifact_changed, names="artifact")
         self.state.observe(self._model_file_changed, names="model_file")
         self.state.observe(lambda change: self._set_quietly("name", change["new"]), names="name")
@@ -202,6 +233,8 @@ class SettingsPanel:
             max_queue_delay_microseconds=delay,
             disable_batch_requests_to_neuron=_BATCHING_MODES[c["batching_mode"].value],
             cpu_affinity=c["cpu_affinity"].value,
+            tnx_amp=c["tnx_amp"].value or None,
+            **{key: _tnx_value(key, label, c[key].value) for key, label, _hint in _TNX_FIELDS},
         )
 
     def _show_core_map(self) -> None:
@@ -218,6 +251,7 @@ class SettingsPanel:
         c = self.controls
         c["preferred_batch_sizes"].disabled = c["max_queue_delay_us"].disabled = not c["dynamic_batching"].value
         c["cpu_affinity"].disabled = c["target"].value != "cpu"
+        self.tnx_box.layout.display = None if c["framework"].value == "transformers_neuronx" else "none"
         self._show_core_map()
         generated = None
         try:
