@@ -16,3 +16,20 @@ def test_import_is_light_and_names_resolve():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_a_subcommand_loads_only_what_it_needs():
+    """`workbench generate` must not pay for torch, which only the quickstart's module imports."""
+    code = (
+        "import sys\n"
+        "from workbench.cli import main\n"
+        "try:\n"
+        "    main(['generate', '--help'])\n"
+        "except SystemExit as done:\n"
+        "    assert done.code == 0\n"
+        "assert 'torch' not in sys.modules, 'generate --help imported torch'\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok") and "--triton_model_dir" in done.stdout

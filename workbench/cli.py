@@ -17,7 +17,9 @@ SUBCOMMANDS = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole CLI, or only ``command``'s subparser: each module imports what its command needs
+    (the quickstart loads torch), and `workbench generate` should not wait for that."""
     parser = argparse.ArgumentParser(
         prog="workbench",
         description="Compile, generate, serve and sweep Triton models for AWS Neuron and the CPU.",
@@ -26,13 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, module in SUBCOMMANDS.items():
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name is None or not module.startswith(err.name):
-                raise
-            continue  # subcommand not built yet
-        mod.register(sub)
+        if command in (None, name):
+            importlib.import_module(module).register(sub)
     return parser
 
 
@@ -50,7 +47,9 @@ def _user_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
