@@ -599,8 +599,13 @@ def test_torchscript_layout_passes_inputs_by_index(served):
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((2, 4)).astype(np.float32), rng.standard_normal((2, 2)).astype(np.float32)
     got = _infer(server, "add_sub_ts", {"INPUT__1": b, "INPUT__0": a}, ["OUTPUT__0", "OUTPUT__1"])
+    _assert_matches_add_sub(got, served["add_sub"], a, b)
+
+
+def _assert_matches_add_sub(got, module, a, b):
+    """Served OUTPUT__0/1 equal the eager module's outputs for the same inputs."""
     with torch.no_grad():
-        out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
+        out0, out1 = module(torch.from_numpy(a), torch.from_numpy(b))
     np.testing.assert_allclose(got["OUTPUT__0"], out0.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got["OUTPUT__1"], out1.numpy(), rtol=1e-5, atol=1e-5)
 
@@ -613,10 +618,7 @@ def test_torchscript_inputs_by_forward_argument_name(served):
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((1, 4)).astype(np.float32), rng.standard_normal((1, 2)).astype(np.float32)
     got = _infer(server, "add_sub_args", {"a": a, "b": b}, ["OUTPUT__0", "OUTPUT__1"])
-    with torch.no_grad():
-        out0, out1 = served["add_sub"](torch.from_numpy(a), torch.from_numpy(b))
-    np.testing.assert_allclose(got["OUTPUT__0"], out0.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(got["OUTPUT__1"], out1.numpy(), rtol=1e-5, atol=1e-5)
+    _assert_matches_add_sub(got, served["add_sub"], a, b)
     server.unload("add_sub_args")
 
 
