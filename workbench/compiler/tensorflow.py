@@ -26,7 +26,8 @@ import numpy as np
 
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
 from workbench.compiler.cpu import CompileError
-from workbench.compiler.neuron import exit_with_parent, normalize_compiler_args, run_command_isolated
+from workbench.compiler.isolation import exit_with_parent, run_command_isolated
+from workbench.compiler.neuron import normalize_compiler_args
 from workbench.system import MissingSDKError, TARGET_PACKAGES, installed_versions
 from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
 from workbench.tasks import check_cancel
