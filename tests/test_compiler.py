@@ -225,7 +225,7 @@ def test_served_zoo_model_matches_eager(served_zoo, name):
     from concurrent.futures import ThreadPoolExecutor
 
     from workbench.check import connect, infer
-    from workbench.config import read_config, spec_from_config
+    from workbench.generate.config import read_config, spec_from_config
 
     server, models = served_zoo
     model = models[name]

@@ -7,7 +7,7 @@ import pytest
 from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2
 
-from workbench.config import (
+from workbench.generate.config import (
     ConfigError,
     ModelConfig,
     build_config,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.coremap import CoreRangeError, parse_core_range, split_cores
+from workbench.coremap import Allocation, CoreRange, CoreRangeError, parse_allocations, split_cores
 
 
 def test_even_split():
@@ -47,5 +47,43 @@ def test_threads_per_core_must_be_positive():
 @pytest.mark.parametrize("text", ["0-3", "a:b", "1:2:3", ""])
 def test_malformed_range(text):
     with pytest.raises(CoreRangeError, match="malformed"):
-        parse_core_range(text)
-    assert parse_core_range("0:3") == (0, 3)
+        CoreRange.parse(text)
+    assert CoreRange.parse("0:3") == CoreRange(0, 3) == CoreRange.parse((0, 3))
+    assert str(CoreRange(0, 3)) == "0:3"
+
+
+def test_a_range_goes_to_config_parameters_and_back():
+    cores = CoreRange(2, 5)
+    assert cores.parameters() == {"NEURON_CORE_START_INDEX": "2", "NEURON_CORE_END_INDEX": "5"}
+    assert CoreRange.from_parameters(cores.parameters()) == cores
+    assert CoreRange.from_parameters({"NEURON_CORE_START_INDEX": "3"}) == CoreRange(3, 3)  # as model.py reads it
+    assert CoreRange.from_parameters({}) is None
+    with pytest.raises(CoreRangeError, match="NEURON_CORE_START_INDEX is missing"):
+        CoreRange.from_parameters({"NEURON_CORE_END_INDEX": "3"})
+    with pytest.raises(CoreRangeError, match="NEURON_CORE_START_INDEX = 'x' is not an integer"):
+        CoreRange.from_parameters({"NEURON_CORE_START_INDEX": "x", "NEURON_CORE_END_INDEX": "3"})
+
+
+@pytest.mark.parametrize("value", [1.0, True, "1"])
+def test_numbers_that_are_not_whole_are_refused_not_converted(value):
+    with pytest.raises(CoreRangeError, match="whole number"):
+        CoreRange(0, 3).split(value)
+
+
+def test_an_allocation_is_packed_from_the_start_of_the_range():
+    packed = CoreRange(2, 7).pack(Allocation(2, 2))
+    assert packed.core_range == CoreRange(2, 5) and [list(packed.cores(k)) for k in range(2)] == [[2, 3], [4, 5]]
+    with pytest.raises(CoreRangeError, match="2x4 needs 8 core"):
+        CoreRange(0, 3).pack(Allocation.parse("2x4"))
+
+
+def test_allocations_parse_once_each():
+    assert parse_allocations("1x1, 2X1") == (Allocation(1, 1), Allocation(2, 1))
+    assert str(Allocation(2, 1)) == "2x1" and Allocation(2, 3).cores == 6
+    for text, message in (("2by1", "malformed"), ("0x1", ">= 1"), ("1x1,1x1", "listed twice"), ("", "at least one")):
+        with pytest.raises(CoreRangeError, match=message):
+            parse_allocations(text)
+
+
+def test_missing_cores_are_named():
+    assert CoreRange(0, 3).missing_from({0, 1}) == [2, 3]

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from workbench import generate as gen
-from workbench.config import from_text, parameters_of, read_config, to_json, validate_config
+from workbench.generate.config import from_text, parameters_of, read_config, to_json, validate_config
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate, write
 from workbench.spec import ModelSpec
 

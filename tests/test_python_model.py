@@ -1,6 +1,6 @@
-"""The generated model.py (workbench/templates/python_model.py) on the cpu target.
+"""The generated model.py (workbench/generate/templates/python_model.py) on the cpu target.
 
-Server tests write real model directories (config.pbtxt from workbench.config, TorchScript models
+Server tests write real model directories (config.pbtxt from workbench.generate.config, TorchScript models
 traced or scripted here, the template copied as 1/model.py), load them into one real tritonserver
 and compare what it serves with the same modules run in this process. The pure parts of the
 template (core split, settings) are also imported directly: they must run outside Triton too.
@@ -23,12 +23,12 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 import workbench
-from workbench.config import build_config, read_config, to_text
+from workbench.generate.config import build_config, read_config, to_text
 from workbench.coremap import CoreRangeError, split_cores
 from workbench.server import ModelLoadError, TritonServer, find_tritonserver
 from workbench.spec import ModelSpec
 
-TEMPLATE = Path(workbench.__file__).parent / "templates" / "python_model.py"
+TEMPLATE = Path(workbench.__file__).parent / "generate" / "templates" / "python_model.py"
 QUEUE_DELAY_US = 1_000_000  # long enough that a concurrent burst lands in shared execute() calls, even on a busy machine
 
 

@@ -19,9 +19,9 @@ import pytest
 import torch
 import tritonclient.http as httpclient
 
-from workbench import pytorch_backend as ptb
-from workbench.config import from_text, parameters_of, read_config, to_text
-from workbench.repository import RepositoryError
+from workbench.generate import pytorch_backend as ptb
+from workbench.generate.config import from_text, parameters_of, read_config, to_text
+from workbench.generate.repository import RepositoryError
 from workbench.spec import ModelSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "pytorch_backend"

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from workbench.config import to_text
-from workbench.repository import RepositoryError, diff_model_dir, read_model_dir, write_model_dir
+from workbench.generate.config import to_text
+from workbench.generate.repository import RepositoryError, diff_model_dir, read_model_dir, write_model_dir
 
 CONFIG = 'name: "m"\nbackend: "python"\n'
 
@@ -122,7 +122,7 @@ def test_diff_is_empty_when_identical_and_everything_is_new_for_a_missing_dir(tm
 
 
 def test_read_model_dir_returns_config_and_other_files(tmp_path):
-    from workbench.config import build_config
+    from workbench.generate.config import build_config
     from workbench.spec import ModelSpec
 
     cfg = build_config("m", ModelSpec.parse(["INPUT__0,FP32,4"], ["OUTPUT__0,FP32,4"]))

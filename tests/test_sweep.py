@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 from workbench import generate, zoo
+from workbench.coremap import Allocation
 from workbench.cli import main
 from workbench.compiler import compile_model
-from workbench.config import parameters_of, read_config
+from workbench.generate.config import parameters_of, read_config
 from workbench.measure.plots import plot_run
 from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
 from workbench.measure.sweep import (
-    Allocation,
     Batching,
     SweepError,
     SweepPlan,
@@ -155,8 +155,8 @@ def test_plan_checks_batching_against_the_model(model_dir):
 
 def test_cpu_range_beyond_this_machine_is_refused(model_dir):
     plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:5")
-    with pytest.raises(SweepError, match="this machine has cores 0..1"):
-        plan.variants(read_config(model_dir), available_cores=2)
+    with pytest.raises(SweepError, match=r"includes CPU\(s\) \[2, 3, 4, 5\] that this machine does not let the server use"):
+        plan.variants(read_config(model_dir), available_cores={0, 1})
 
 
 # ---- real sweeps on one server ----------------------------------------------------------------

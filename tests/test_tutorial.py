@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from workbench import tutorial, zoo
+from workbench.coremap import CoreRange, parse_allocations
 from workbench.compiler import compile_model
 from workbench.system import SystemInfo
 from workbench.generate import GenerateSettings, render
@@ -42,7 +43,7 @@ def test_without_the_sdk_the_cpu_stands_in_and_says_so():
     assert "Every number below is a CPU number, not a Neuron number." in choice.message
     assert "pip install torch-neuronx neuronx-cc" in choice.message
     assert choice.tolerances == {"rtol": 1e-4, "atol": 1e-5}
-    assert choice.all_cores(cpus=4) == "0:3"
+    assert choice.all_cores(cpus=4) == CoreRange(0, 3)
 
 
 def test_sdk_without_a_device_compiles_for_neuron_and_serves_the_cpu_twin():
@@ -55,11 +56,11 @@ def test_sdk_and_device_serve_on_neuroncores():
     choice = tutorial.choose_target("trn1", system=machine(NEURONX, device=True))
     assert (choice.compile_target, choice.serve_target, choice.on_neuron) == ("trn1", "trn1", True)
     assert choice.message == "Neuron SDK and device found: compiling pytorch for trn1 and serving on NeuronCores."
-    assert choice.core_range("0:3", 2) == "0:3"
+    assert choice.core_range("0:3", 2) == CoreRange(0, 3)
     assert choice.tolerances == {"rtol": 1e-2, "atol": 1e-2}
     with pytest.raises(ValueError, match="NeuronCore count is unknown"):
         choice.all_cores()
-    assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == "0:11"
+    assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == CoreRange(0, 11)
 
 
 def test_the_pypi_placeholder_is_not_the_sdk():
@@ -94,7 +95,7 @@ def test_bad_choices_are_named(args, message):
 ])
 def test_cpu_core_range_fits_the_machine_and_splits_evenly(neuron_range, instances, cpus, expected):
     choice = tutorial.choose_target("inf1", system=NO_SDK)
-    assert choice.core_range(neuron_range, instances, cpus=cpus) == expected
+    assert choice.core_range(neuron_range, instances, cpus=cpus) == CoreRange.parse(expected)
 
 
 def test_each_run_gets_a_new_folder(tmp_path):
@@ -135,7 +136,7 @@ def test_bad_sweep_labels_are_refused(tmp_path):
     (1, "1x1"), (2, "1x1,2x1,1x2"), (4, "1x1,2x1,4x1,1x2,2x2,1x4"),
 ])
 def test_allocations_use_the_cores_evenly(cores, expected):
-    assert tutorial.allocations(cores) == expected
+    assert tutorial.allocations(cores) == parse_allocations(expected)
 
 
 def saved_run(folder, model, started, points, status="complete", outputs_ok=True):

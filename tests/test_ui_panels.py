@@ -22,7 +22,7 @@ import torch
 
 from workbench import zoo
 from workbench.compiler import Artifact, compile_model
-from workbench.config import from_text
+from workbench.generate.config import from_text
 from workbench.ui import ModelPanel, PreviewPanel, SettingsPanel, Workbench, WorkbenchState
 from workbench.ui.background import TaskControls
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from workbench.config import read_config
+from workbench.generate.config import read_config
 from workbench.ui import Workbench
 
 pytestmark = pytest.mark.server

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from workbench.coremap import CoreMap, CoreRangeError, split_cores
+from workbench.coremap import Allocation, CoreMap, CoreRange, CoreRangeError, split_cores
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 
 __version__ = "0.1.0"
@@ -32,7 +32,8 @@ _LAZY = {
     "compare_runs": ("workbench.measure.results", "compare_runs"),
 }
 
-__all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreMap", "CoreRangeError", "split_cores", *_LAZY]
+__all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreRange", "Allocation", "CoreMap", "CoreRangeError", "split_cores",
+           *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -38,7 +38,7 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from workbench.compiler import ArtifactError, CompileError, MissingSDKError
     from workbench.coremap import CoreRangeError
     from workbench.generate import GenerateError
-    from workbench.repository import RepositoryError
+    from workbench.generate.repository import RepositoryError
     from workbench.server import ServerError, TritonNotFoundError
     from workbench.spec import SpecError
 

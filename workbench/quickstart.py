@@ -17,9 +17,11 @@ from typing import Any, Callable
 from workbench import zoo
 from workbench.check import CheckResult, check_served
 from workbench.compiler import Artifact, compile_model
+from workbench.coremap import CoreRange
 from workbench.generate import GeneratedModel, GenerateSettings, render, write
-from workbench.repository import RepositoryError, WriteResult
+from workbench.generate.repository import RepositoryError, WriteResult
 from workbench.server import TritonServer
+from workbench.system import usable_cpu_ids
 from workbench.tasks import check_cancel
 
 Progress = Callable[[int, int, str], None]
@@ -60,14 +62,14 @@ class QuickstartResult:
 def quickstart_settings(artifact: Artifact, repository: Path, name: str, *, max_batch_size: int = 8,
                         cores: int | None = None) -> GenerateSettings:
     """CPU settings for a traced zoo model: dynamic batching on, one instance over this machine's cores."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or len(usable_cpu_ids())
     return GenerateSettings(
         triton_model_dir=str(repository / name),
         compiled_model=str(artifact.path),
         copy_compiled_model=True,
         framework="pytorch",
         target="cpu",
-        neuron_core_range=f"0:{cores - 1}",
+        neuron_core_range=CoreRange(0, cores - 1),
         max_batch_size=max_batch_size,
         enable_dynamic_batching=True,
         max_queue_delay_microseconds=1000,

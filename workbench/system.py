@@ -21,7 +21,8 @@ from pathlib import Path
 __all__ = [
     "MissingSDKError",
     "SystemInfo",
-    "NEURON_CORES_BY_INSTANCE",
+    "CORES_PER_DEVICE",
+    "DEVICES_BY_INSTANCE",
     "SDK_PACKAGES",
     "TARGET_PACKAGES",
     "detect",
@@ -32,14 +33,20 @@ __all__ = [
     "install_hint",
     "require_sdk",
     "cores_for_instance",
+    "cores_per_device",
+    "usable_cpu_ids",
 ]
 
-# NeuronCores per instance type (AWS Neuron architecture pages; trn2 at the default LNC=2).
-NEURON_CORES_BY_INSTANCE = {
-    "inf1.xlarge": 4, "inf1.2xlarge": 4, "inf1.6xlarge": 16, "inf1.24xlarge": 64,
-    "inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.48xlarge": 24,
-    "trn1.2xlarge": 2, "trn1.32xlarge": 32, "trn1n.32xlarge": 32,
-    "trn2.48xlarge": 64,
+# NeuronCores per Neuron device (chip), by instance family; trn2 at its default logical NeuronCore
+# config (LNC=2: two physical cores per logical one). AWS Neuron architecture pages.
+CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4}
+
+# Neuron devices per instance type (the same pages); cores = devices x CORES_PER_DEVICE[family].
+DEVICES_BY_INSTANCE = {
+    "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
+    "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
+    "trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16,
+    "trn2.48xlarge": 16,
 }
 
 SDK_PACKAGES = (
@@ -165,8 +172,28 @@ def neuron_ls(executable: str | None = None, timeout: float = 30.0) -> list[dict
     return data if isinstance(data, list) else None
 
 
+def cores_per_device(instance_type: str) -> int:
+    """NeuronCores per device for ``inf2.xlarge`` (or just the family, ``inf2``)."""
+    family = instance_type.strip().lower().split(".", 1)[0]
+    if family not in CORES_PER_DEVICE:
+        raise ValueError(
+            f"unknown Neuron instance type {instance_type!r}; known families: {', '.join(sorted(CORES_PER_DEVICE))}"
+        )
+    return CORES_PER_DEVICE[family]
+
+
 def cores_for_instance(instance_type: str) -> int | None:
-    return NEURON_CORES_BY_INSTANCE.get(instance_type.strip().lower())
+    """NeuronCores of an instance type (``inf2.24xlarge`` -> 12); None when the type is unknown."""
+    devices = DEVICES_BY_INSTANCE.get(instance_type.strip().lower())
+    return None if devices is None else devices * cores_per_device(instance_type)
+
+
+def usable_cpu_ids() -> frozenset[int]:
+    """The CPUs this process may run on (its affinity mask, which a container or taskset narrows);
+    what a CPU core range is checked against."""
+    if hasattr(os, "sched_getaffinity"):
+        return frozenset(os.sched_getaffinity(0))
+    return frozenset(range(os.cpu_count() or 1))
 
 
 def _cpu_model(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str:
@@ -281,7 +308,7 @@ def detect(
         packages=packages,
         cpu_model=_cpu_model(cpuinfo),
         cpu_count=os.cpu_count() or 1,
-        usable_cpus=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1),
+        usable_cpus=len(usable_cpu_ids()),
         default_target=_default_target(bool(devices or driver), instance_type, packages),
         notes=notes,
     )

@@ -31,7 +31,9 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from workbench.system import MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint, require_sdk
+from workbench.coremap import Allocation, CoreRange
+from workbench.system import (MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint, require_sdk,
+                             usable_cpu_ids)
 from workbench.generate import GenerateSettings
 from workbench.measure.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
 
@@ -207,24 +209,23 @@ class TargetChoice:
         return (f"No Neuron SDK here for {self.wanted} (missing {', '.join(self.missing)}): running the same "
                 f"steps with the CPU target. {cpu_numbers} On a Neuron host: {self.hint}.")
 
-    def core_range(self, neuron_range: str, instances: int = 1, *, cpus: int | None = None) -> str:
+    def core_range(self, neuron_range: str | CoreRange, instances: int = 1, *, cpus: int | None = None) -> CoreRange:
         """``neuron_range`` on NeuronCores; on the CPU as many of this machine's cores as the range
         asks for (at least one per instance), so the instances still split them evenly."""
+        wanted = CoreRange.parse(neuron_range)
         if self.on_neuron:
-            return neuron_range
-        start, _, end = neuron_range.partition(":")
-        wanted = int(end or start) - int(start) + 1
-        cpus = cpus or _usable_cpus()
-        count = max(instances, min(wanted, cpus) // instances * instances)
-        return f"0:{count - 1}"
+            return wanted
+        cpus = cpus or len(usable_cpu_ids())
+        count = max(instances, min(wanted.size, cpus) // instances * instances)
+        return CoreRange(0, count - 1)
 
-    def all_cores(self, *, cpus: int | None = None) -> str:
+    def all_cores(self, *, cpus: int | None = None) -> CoreRange:
         """Every core the serving target has here: all NeuronCores, or all usable CPUs."""
         if self.on_neuron:
             if not self.neuron_cores:
                 raise ValueError("the NeuronCore count is unknown here (no neuron-ls): give the core range yourself")
-            return f"0:{self.neuron_cores - 1}"
-        return f"0:{(cpus or _usable_cpus()) - 1}"
+            return CoreRange(0, self.neuron_cores - 1)
+        return CoreRange(0, (cpus or len(usable_cpu_ids())) - 1)
 
     @property
     def tolerances(self) -> dict[str, float]:
@@ -238,9 +239,6 @@ class TargetChoice:
             return artifact
         return artifact.cpu_artifact
 
-
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _sdk_key(wanted: str, framework: str) -> str:
@@ -281,7 +279,7 @@ def choose_target(wanted: str, framework: str = "pytorch", *, system: SystemInfo
     )
 
 
-def for_neuron_host(settings: GenerateSettings, choice: TargetChoice, artifact: Any, *, core_range: str,
+def for_neuron_host(settings: GenerateSettings, choice: TargetChoice, artifact: Any, *, core_range: str | CoreRange,
                     repository: str | os.PathLike) -> GenerateSettings:
     """``settings`` (what is served here) retargeted to ``choice.wanted`` on NeuronCores ``core_range``,
     written under ``repository``. The Neuron artifact is copied in when it was compiled here; otherwise
@@ -323,12 +321,13 @@ def progress_bar(description: str) -> Iterator[Callable[[int, int, str], None]]:
         bar.close()
 
 
-def allocations(cores: int) -> str:
-    """Every INSTANCESxCORES split whose cores divide ``cores`` evenly (``4`` -> ``1x1,2x1,4x1,1x2,2x2,1x4``),
+def allocations(cores: int) -> tuple[Allocation, ...]:
+    """Every INSTANCESxCORES split whose cores divide ``cores`` evenly (``4`` -> 1x1, 2x1, 4x1, 1x2, 2x2, 1x4),
     for a sweep over core allocations."""
     if cores < 1:
         raise ValueError(f"cores must be at least 1, got {cores}")
-    return ",".join(f"{n}x{c}" for c in range(1, cores + 1) for n in range(1, cores // c + 1) if cores % (n * c) == 0)
+    return tuple(Allocation(n, c) for c in range(1, cores + 1) for n in range(1, cores // c + 1)
+                 if cores % (n * c) == 0)
 
 
 def tiny_saved_model(path: str | os.PathLike) -> Path:

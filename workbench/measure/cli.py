@@ -110,7 +110,7 @@ class _Bar:
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
-    from workbench.config import ConfigError, read_config
+    from workbench.generate.config import ConfigError, read_config
     from workbench.coremap import CoreRangeError
     from workbench.measure.plots import plot_run
     from workbench.measure.sweep import (

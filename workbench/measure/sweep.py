@@ -13,13 +13,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import platform
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 from google.protobuf import json_format
@@ -28,9 +27,9 @@ from tritonclient.utils import InferenceServerException
 
 from workbench.check import InputMaker, connect, infer, torch_eager
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
-from workbench.system import detect, has_neuron_device, installed_versions
-from workbench.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
-from workbench.coremap import CoreRangeError, parse_core_range, split_cores
+from workbench.system import detect, has_neuron_device, installed_versions, usable_cpu_ids
+from workbench.generate.config import ModelConfig, check_config, parameters_of, read_config, spec_from_config, to_json
+from workbench.coremap import Allocation, CoreRange, CoreRangeError, parse_allocations
 from workbench.measure.loadgen import LoadResult, MeasureError, measure
 from workbench.measure.perf_analyzer import PerfAnalyzerError, find_perf_analyzer, run_perf_analyzer
 from workbench.measure.results import (
@@ -90,60 +89,6 @@ def _positive_ints(values: Any, what: str) -> tuple[int, ...]:
     if not out:
         raise SweepError(f"{what}: give at least one value")
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """``instances`` model instances with ``cores_per_instance`` cores each, packed from the start
-    of the core range (NeuronCores on Neuron targets, CPU cores on the CPU)."""
-
-    instances: int
-    cores_per_instance: int
-
-    def __post_init__(self) -> None:
-        for name in ("instances", "cores_per_instance"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SweepError(f"allocation {name} must be a whole number >= 1, got {value!r}")
-
-    @classmethod
-    def parse(cls, text: str | "Allocation") -> "Allocation":
-        """``"2x1"``: 2 instances of 1 core each."""
-        if isinstance(text, Allocation):
-            return text
-        parts = str(text).strip().lower().split("x")
-        try:
-            if len(parts) != 2:
-                raise ValueError
-            instances, cores = int(parts[0]), int(parts[1])
-        except ValueError:
-            raise SweepError(f"allocation {text!r} is malformed; write INSTANCESxCORES, e.g. 2x1") from None
-        try:
-            return cls(instances, cores)
-        except SweepError as err:
-            raise SweepError(f"allocation {text!r}: {err}") from None
-
-    @property
-    def label(self) -> str:
-        return f"{self.instances}x{self.cores_per_instance}"
-
-    @property
-    def cores(self) -> int:
-        return self.instances * self.cores_per_instance
-
-
-def parse_allocations(text: str | Iterable[str | Allocation]) -> tuple[Allocation, ...]:
-    """``"1x1,2x1,1x2"`` or a list of such items / Allocations."""
-    items = [p for p in text.split(",") if p.strip()] if isinstance(text, str) else list(text)
-    allocations = tuple(Allocation.parse(item) for item in items)
-    if not allocations:
-        raise SweepError("allocations: give at least one, e.g. 1x1,2x1")
-    seen = set()
-    for alloc in allocations:
-        if alloc in seen:
-            raise SweepError(f"allocation {alloc.label} is listed twice")
-        seen.add(alloc)
-    return allocations
 
 
 @dataclass(frozen=True)
@@ -212,8 +157,8 @@ def variant_config(
     cfg.CopyFrom(base)
     group = cfg.instance_group[0] if cfg.instance_group else cfg.instance_group.add(kind="KIND_MODEL")
     group.count = allocation.instances
-    cfg.parameters["NEURON_CORE_START_INDEX"].string_value = str(core_start)
-    cfg.parameters["NEURON_CORE_END_INDEX"].string_value = str(core_start + allocation.cores - 1)
+    for key, value in CoreRange(core_start, core_start + allocation.cores - 1).parameters().items():
+        cfg.parameters[key].string_value = value
     if max_batch_size is not None:
         cfg.max_batch_size = int(max_batch_size)
     if batching is not None:
@@ -266,20 +211,6 @@ class Variant:
         return json.loads(to_json(self.config))
 
 
-def _core_range(value: Any) -> tuple[int, int] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        start, end = parse_core_range(value)
-    else:
-        start, end = (int(v) for v in value)
-    try:
-        split_cores(start, end)
-    except CoreRangeError as err:
-        raise SweepError(str(err)) from None
-    return start, end
-
-
 @dataclass(frozen=True)
 class SweepPlan:
     """The grid: batch sizes x allocations x concurrency, optionally x dynamic-batching settings
@@ -293,7 +224,7 @@ class SweepPlan:
     batch_sizes: tuple[int, ...]
     allocations: tuple[Allocation, ...]
     concurrency: tuple[int, ...] = (1,)
-    core_range: tuple[int, int] | None = None
+    core_range: CoreRange | None = None
     batching: tuple[Batching | None, ...] = (None,)
     parameters: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     max_batch_size: int | None = None
@@ -301,8 +232,12 @@ class SweepPlan:
     def __post_init__(self) -> None:
         object.__setattr__(self, "batch_sizes", _positive_ints(self.batch_sizes, "batch sizes"))
         object.__setattr__(self, "concurrency", _positive_ints(self.concurrency, "concurrency"))
-        object.__setattr__(self, "allocations", parse_allocations(self.allocations))
-        object.__setattr__(self, "core_range", _core_range(self.core_range))
+        try:
+            object.__setattr__(self, "allocations", parse_allocations(self.allocations))
+            if self.core_range is not None:
+                object.__setattr__(self, "core_range", CoreRange.parse(self.core_range))
+        except CoreRangeError as err:
+            raise SweepError(str(err)) from None
         batching = tuple(self.batching) or (None,)
         if len(set(batching)) != len(batching):
             raise SweepError("a dynamic-batching setting is listed twice")
@@ -330,31 +265,33 @@ class SweepPlan:
             variants *= len(values)
         return variants * len(self.batch_sizes) * len(self.concurrency)
 
-    def resolve_core_range(self, base: ModelConfig) -> tuple[int, int]:
+    def resolve_core_range(self, base: ModelConfig) -> CoreRange:
         if self.core_range is not None:
             return self.core_range
-        params = parameters_of(base)
         try:
-            return _core_range((params["NEURON_CORE_START_INDEX"], params["NEURON_CORE_END_INDEX"]))
-        except KeyError:
+            core_range = CoreRange.from_parameters(parameters_of(base))
+        except CoreRangeError as err:
+            raise SweepError(f"model {base.name!r}: {err}") from None
+        if core_range is None:
             raise SweepError(f"model {base.name!r} has no NEURON_CORE_START_INDEX/END_INDEX parameters; "
-                             "give the sweep a core range such as 0:1") from None
-        except ValueError as err:
-            raise SweepError(f"model {base.name!r}: core range parameters: {err}") from None
+                             "give the sweep a core range such as 0:1")
+        return core_range
 
-    def variants(self, base: ModelConfig, *, available_cores: int | None = None) -> list[Variant]:
+    def variants(self, base: ModelConfig, *, available_cores: Collection[int] | None = None) -> list[Variant]:
         """Every variant's config, or one SweepError naming every allocation that does not fit.
 
-        ``available_cores`` (CPU targets: the cores this machine has) also bounds the range.
+        ``available_cores`` (CPU targets: the CPUs this process may use) also bounds the range.
         """
-        start, end = self.resolve_core_range(base)
-        total = end - start + 1
+        core_range = self.resolve_core_range(base)
+        start = core_range.start
         problems = [
-            f"{a.label} needs {a.cores} core(s) but core range {start}:{end} has {total}"
-            for a in self.allocations if a.cores > total
+            f"{a.label} needs {a.cores} core(s) but core range {core_range} has {core_range.size}"
+            for a in self.allocations if a.cores > core_range.size
         ]
-        if available_cores is not None and end >= available_cores:
-            problems.append(f"core range {start}:{end} reaches core {end} but this machine has cores 0..{available_cores - 1}")
+        missing = core_range.missing_from(available_cores) if available_cores is not None else []
+        if missing:
+            problems.append(f"core range {core_range} includes CPU(s) {missing} that this machine does not let "
+                            f"the server use (usable: {sorted(available_cores)})")
         if base.max_batch_size == 0:
             # Its dims already include the batch dim: Triton would add a second one.
             unbatched = f"model {base.name!r} has max_batch_size 0 (its dims include the batch dim)"
@@ -392,7 +329,7 @@ class SweepPlan:
             "batch_sizes": list(self.batch_sizes),
             "allocations": [a.label for a in self.allocations],
             "concurrency": list(self.concurrency),
-            "core_range": list(self.core_range) if self.core_range else None,
+            "core_range": self.core_range.to_list() if self.core_range else None,
             "batching": [b.to_dict() if b is not None else None for b in self.batching],
             "parameters": {k: list(v) for k, v in self.parameters.items()},
             "max_batch_size": self.max_batch_size,
@@ -404,7 +341,7 @@ class SweepPlan:
             batch_sizes=tuple(data["batch_sizes"]),
             allocations=tuple(data["allocations"]),
             concurrency=tuple(data["concurrency"]),
-            core_range=tuple(data["core_range"]) if data.get("core_range") else None,
+            core_range=data.get("core_range") or None,
             batching=tuple(Batching.from_dict(b) if b is not None else None for b in data.get("batching", [None])),
             parameters=data.get("parameters", {}),
             max_batch_size=data.get("max_batch_size"),
@@ -614,7 +551,7 @@ def plan_variants(plan: SweepPlan, base: ModelConfig) -> list[Variant]:
     """``plan.variants`` bounded by this machine's cores when the model runs on the CPU (the server
     is local), so a range model.py could not pin to is refused before anything starts."""
     cpu_target = parameters_of(base).get("WORKBENCH_TARGET") == "cpu"
-    return plan.variants(base, available_cores=os.cpu_count() if cpu_target else None)
+    return plan.variants(base, available_cores=usable_cpu_ids() if cpu_target else None)
 
 
 def run_sweep(

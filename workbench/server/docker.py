@@ -16,34 +16,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from pathlib import Path, PurePosixPath
 
-from workbench.coremap import CoreRangeError, parse_core_range
+from workbench.coremap import CoreRange, CoreRangeError
+from workbench.system import cores_for_instance, cores_per_device
 
 if TYPE_CHECKING:
     from workbench.generate import GeneratedModel
 
 __all__ = [
     "DEFAULT_IMAGE",
-    "CORES_PER_DEVICE",
-    "INSTANCE_CORES",
     "DockerRun",
-    "cores_per_device_for",
     "neuron_devices",
     "docker_run_command",
     "docker_run_for_model",
 ]
 
 DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.06-py3"
-
-# NeuronCores per Neuron device (chip); trn2 at its default logical NeuronCore config (LNC=2).
-CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4}
-
-# NeuronCores per instance size, to reject a core range the instance does not have.
-INSTANCE_CORES = {
-    "inf1.xlarge": 4, "inf1.2xlarge": 4, "inf1.6xlarge": 16, "inf1.24xlarge": 64,
-    "inf2.xlarge": 2, "inf2.8xlarge": 2, "inf2.24xlarge": 12, "inf2.48xlarge": 24,
-    "trn1.2xlarge": 2, "trn1.32xlarge": 32, "trn1n.32xlarge": 32,
-    "trn2.48xlarge": 64,
-}
 
 CONTAINER_REPOSITORY = "/models"
 
@@ -86,60 +73,40 @@ class DockerRun:
         return self.command
 
 
-def cores_per_device_for(instance_type: str) -> int:
-    """NeuronCores per device for ``inf2.xlarge`` (or just the family, ``inf2``)."""
-    family = instance_type.strip().lower().split(".", 1)[0]
-    if family not in CORES_PER_DEVICE:
-        raise ValueError(
-            f"unknown Neuron instance type {instance_type!r}; known families: {', '.join(sorted(CORES_PER_DEVICE))}"
-        )
-    return CORES_PER_DEVICE[family]
-
-
-def _core_range(core_range: str | tuple[int, int]) -> tuple[int, int]:
-    if isinstance(core_range, str):
-        start, end = parse_core_range(core_range)
-    else:
-        start, end = (int(v) for v in core_range)
-    if start < 0 or end < start:
-        raise CoreRangeError(f"core range {start}:{end} must satisfy 0 <= start <= end")
-    return start, end
-
-
 def neuron_devices(
-    core_range: str | tuple[int, int],
+    core_range: str | CoreRange | tuple[int, int],
     *,
     instance_type: str | None = None,
     cores_per_device: int | None = None,
 ) -> list[int]:
     """Indices N of the ``/dev/neuronN`` devices holding cores ``a:b`` (inclusive); none for
     ``instance_type="cpu"``."""
-    start, end = _core_range(core_range)
+    cores = CoreRange.parse(core_range)
     if instance_type is not None and instance_type.strip().lower() == "cpu":
         return []
     per_device = _per_device(instance_type, cores_per_device)
     if instance_type is not None and "." in instance_type:
-        total = INSTANCE_CORES.get(instance_type.strip().lower())
-        if total is not None and end >= total:
+        total = cores_for_instance(instance_type)
+        if total is not None and cores.end >= total:
             raise CoreRangeError(
-                f"core range {start}:{end} needs core {end}, but {instance_type} has cores 0..{total - 1}"
+                f"core range {cores} needs core {cores.end}, but {instance_type} has cores 0..{total - 1}"
             )
-    return list(range(start // per_device, end // per_device + 1))
+    return list(range(cores.start // per_device, cores.end // per_device + 1))
 
 
-def _per_device(instance_type: str | None, cores_per_device: int | None) -> int:
-    if cores_per_device is not None:
-        if isinstance(cores_per_device, bool) or not isinstance(cores_per_device, int) or cores_per_device < 1:
-            raise ValueError(f"cores_per_device must be a positive integer, got {cores_per_device!r}")
-        if instance_type is not None and cores_per_device != cores_per_device_for(instance_type):
+def _per_device(instance_type: str | None, given: int | None) -> int:
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise ValueError(f"cores_per_device must be a positive integer, got {given!r}")
+        if instance_type is not None and given != cores_per_device(instance_type):
             raise ValueError(
-                f"cores_per_device={cores_per_device} contradicts {instance_type} "
-                f"({cores_per_device_for(instance_type)} per device); give one of them"
+                f"cores_per_device={given} contradicts {instance_type} "
+                f"({cores_per_device(instance_type)} per device); give one of them"
             )
-        return cores_per_device
+        return given
     if instance_type is None:
         raise ValueError("give instance_type (e.g. 'inf2.24xlarge') or cores_per_device")
-    return cores_per_device_for(instance_type)
+    return cores_per_device(instance_type)
 
 
 def _port(value: int, what: str) -> int:
@@ -150,7 +117,7 @@ def _port(value: int, what: str) -> int:
 
 def docker_run_command(
     model_repository: str | os.PathLike[str],
-    core_range: str | tuple[int, int],
+    core_range: str | CoreRange | tuple[int, int],
     *,
     instance_type: str | None = None,
     cores_per_device: int | None = None,
@@ -177,8 +144,8 @@ def docker_run_command(
     other hosts). Triton runs with explicit model control and loads ``load_models``, or every
     model in the repository when none are named, so the workbench can still load/unload later.
     """
-    start, end = _core_range(core_range)
-    devices = neuron_devices((start, end), instance_type=instance_type, cores_per_device=cores_per_device)
+    cores = CoreRange.parse(core_range)
+    devices = neuron_devices(cores, instance_type=instance_type, cores_per_device=cores_per_device)
     ports = {
         "http_port": _port(http_port, "http_port"),
         "grpc_port": _port(grpc_port, "grpc_port"),
@@ -199,7 +166,7 @@ def docker_run_command(
     for n in devices:
         argv += ["--device", f"/dev/neuron{n}"]
     if instance_type is not None and instance_type.strip().lower() == "cpu":
-        argv.append(f"--cpuset-cpus={start}-{end}")
+        argv.append(f"--cpuset-cpus={cores.start}-{cores.end}")
     argv += [
         f"--shm-size={shm_size}",
         "--ulimit", "memlock=-1",
@@ -218,7 +185,7 @@ def docker_run_command(
     ]
     argv += [f"--load-model={name}" for name in load_models] or ["--load-model=*"]
     argv += list(extra_tritonserver_args)
-    return DockerRun(argv=tuple(argv), devices=tuple(devices), cores=range(start, end + 1), image=image)
+    return DockerRun(argv=tuple(argv), devices=tuple(devices), cores=cores.cores, image=image)
 
 
 def docker_run_for_model(
@@ -232,4 +199,4 @@ def docker_run_for_model(
         options.setdefault("instance_type", generated.settings.target)
     core_map = generated.core_map
     where = Path(generated.dest).parent if repository is None else repository
-    return docker_run_command(where, (core_map.start, core_map.end), **options)
+    return docker_run_command(where, core_map.core_range, **options)

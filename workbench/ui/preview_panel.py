@@ -12,10 +12,11 @@ import html
 
 import ipywidgets as widgets
 
-from workbench.config import ConfigError, from_text, validate_config
+from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.coremap import CoreRangeError
-from workbench.repository import RepositoryError, diff_model_dir, write_model_dir
-from workbench.server.docker import INSTANCE_CORES, docker_run_command
+from workbench.generate.repository import RepositoryError, diff_model_dir, write_model_dir
+from workbench.server.docker import docker_run_command
+from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.render import core_map_html, error_list, highlight, preformatted
 from workbench.ui.state import WorkbenchState
@@ -42,7 +43,7 @@ class PreviewPanel:
         c["model_py"] = widgets.HTML()
         c["core_map"] = widgets.HTML()
         c["docker"] = widgets.HTML()
-        c["instance_type"] = widgets.Dropdown(options=sorted(INSTANCE_CORES), value="inf2.xlarge",
+        c["instance_type"] = widgets.Dropdown(options=sorted(DEVICES_BY_INSTANCE), value="inf2.xlarge",
                                               description="Neuron host")
         c["diff"] = widgets.HTML()
         c["tabs"] = widgets.Tab(children=[
@@ -105,8 +106,7 @@ class PreviewPanel:
         else:
             c["config_text"].value = generated.config_text
         c["model_py"].value = highlight(generated.model_py, "python")
-        c["core_map"].value = core_map_html(generated.core_map.start, generated.core_map.end,
-                                            generated.core_map.instances, generated.core_map.threads_per_core)
+        c["core_map"].value = core_map_html(generated.core_map)
         c["instance_type"].value = self._default_instance()
         c["docker"].value = self._docker_html(generated)
         self._config_edited()
@@ -131,7 +131,7 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None else 0
-        sizes = sorted((cores, name) for name, cores in INSTANCE_CORES.items() if name.split(".")[0] == family)
+        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if name.split(".")[0] == family)
         return next((name for cores, name in sizes if cores > end), sizes[-1][1])
 
     def _instance_changed(self, _change) -> None:

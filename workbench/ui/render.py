@@ -14,7 +14,7 @@ from pygments import highlight as _pygments_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
-from workbench.coremap import split_cores
+from workbench.coremap import CoreMap
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
 _FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
@@ -49,9 +49,8 @@ def figure_png(figure) -> bytes:
     return buffer.getvalue()
 
 
-def core_map_html(start: int, end: int, instances: int, threads_per_core: int) -> str:
+def core_map_html(cmap: CoreMap) -> str:
     """A row of cells per core coloured by owning instance; idle cores are flagged in red."""
-    cmap = split_cores(start, end, instances, threads_per_core)
     palette = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#e15759"]
     owner = {core: k for k in range(cmap.instances) for core in cmap.cores(k)}
     cells = []

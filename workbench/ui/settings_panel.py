@@ -14,8 +14,8 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench import generate
-from workbench.config import FRAMEWORKS, TARGETS
-from workbench.coremap import CoreRangeError, parse_core_range
+from workbench.generate.config import FRAMEWORKS, TARGETS
+from workbench.coremap import CoreRange, CoreRangeError
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
@@ -240,8 +240,8 @@ class SettingsPanel:
     def _show_core_map(self) -> None:
         c = self.controls
         try:
-            start, end = parse_core_range(c["core_range"].value.strip())
-            c["core_map"].value = core_map_html(start, end, c["instance_count"].value, c["threads_per_core"].value)
+            core_map = CoreRange.parse(c["core_range"].value).split(c["instance_count"].value, c["threads_per_core"].value)
+            c["core_map"].value = core_map_html(core_map)
         except CoreRangeError as err:
             c["core_map"].value = error_list([f"core map: {err}"])
 

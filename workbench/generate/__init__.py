@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import importlib.resources
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field, fields, replace
@@ -21,8 +20,8 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.system import detect
-from workbench.config import (
+from workbench.system import detect, usable_cpu_ids
+from workbench.generate.config import (
     FRAMEWORKS,
     TARGETS,
     ModelConfig,
@@ -32,8 +31,8 @@ from workbench.config import (
     to_text,
     validate_config,
 )
-from workbench.coremap import CoreMap, CoreRangeError, parse_core_range, split_cores
-from workbench.repository import FileContent, WriteResult, diff_model_dir, write_model_dir
+from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreMap, CoreRange, CoreRangeError
+from workbench.generate.repository import FileContent, WriteResult, diff_model_dir, write_model_dir
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 
 __all__ = [
@@ -94,7 +93,7 @@ class GenerateSettings:
     target: str = field(default_factory=default_target)
     triton_input: list = field(default_factory=list)
     triton_output: list = field(default_factory=list)
-    neuron_core_range: str = "0:0"
+    neuron_core_range: str | CoreRange = "0:0"
     triton_model_instance_count: int = 1
     threads_per_core: int = 1
     model_version: int = 1
@@ -397,13 +396,12 @@ def _plan_spec(settings: GenerateSettings, plan: _Plan) -> None:
 
 def _plan_cores(settings: GenerateSettings, plan: _Plan) -> None:
     try:
-        start, end = parse_core_range(settings.neuron_core_range)
+        core_range = CoreRange.parse(settings.neuron_core_range)
     except CoreRangeError as err:
         plan.problems.append(f"--neuron_core_range: {err}")
         return
     try:
-        plan.core_map = split_cores(start, end, int(settings.triton_model_instance_count),
-                                    int(settings.threads_per_core))
+        plan.core_map = core_range.split(settings.triton_model_instance_count, settings.threads_per_core)
     except CoreRangeError as err:
         flag = ("--threads_per_core" if "threads per core" in str(err) else
                 "--triton_model_instance_count" if "instance" in str(err) else "--neuron_core_range")
@@ -412,14 +410,15 @@ def _plan_cores(settings: GenerateSettings, plan: _Plan) -> None:
     idle = plan.core_map.idle
     if len(idle):
         plan.warnings.append(
-            f"cores {idle[0]}-{idle[-1]} of {start}:{end} stay idle: {plan.core_map.total} cores do not split evenly "
+            f"cores {idle[0]}-{idle[-1]} of {core_range} stay idle: {plan.core_map.total} cores do not split evenly "
             f"over {plan.core_map.instances} instances ({plan.core_map.cores_per_instance} each)"
         )
-    if settings.target == "cpu":
-        available = os.cpu_count() or 1
-        if end >= available and not settings.for_other_machine:
-            plan.warnings.append(f"core range {start}:{end} goes beyond this machine's {available} CPU(s) "
-                                 f"(0:{available - 1})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
+    if settings.target == "cpu" and not settings.for_other_machine:
+        usable = usable_cpu_ids()
+        missing = core_range.missing_from(usable)
+        if missing:
+            plan.warnings.append(f"core range {core_range} includes CPU(s) {missing} that this process cannot use "
+                                 f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
 
 
 def _plan_batching(settings: GenerateSettings, plan: _Plan) -> None:
@@ -540,8 +539,7 @@ def _parameters(settings: GenerateSettings, plan: _Plan) -> dict[str, object]:
     core_map = plan.core_map
     params: dict[str, object] = {
         "COMPILED_MODEL": plan.compiled_ref,
-        "NEURON_CORE_START_INDEX": core_map.start,
-        "NEURON_CORE_END_INDEX": core_map.end,
+        **core_map.core_range.parameters(),
         "NUM_THREADS_PER_CORE": core_map.threads_per_core,
         "WORKBENCH_TARGET": settings.target,
         "WORKBENCH_FRAMEWORK": settings.framework,
@@ -555,8 +553,8 @@ def _parameters(settings: GenerateSettings, plan: _Plan) -> dict[str, object]:
 
 
 def model_py_text() -> str:
-    """The one model.py (workbench/templates/python_model.py), copied verbatim into every model."""
-    return (importlib.resources.files("workbench") / "templates" / "python_model.py").read_text(encoding="utf-8")
+    """The one model.py (workbench/generate/templates/python_model.py), copied verbatim into every model."""
+    return (importlib.resources.files("workbench.generate") / "templates" / "python_model.py").read_text(encoding="utf-8")
 
 
 def render(settings: GenerateSettings) -> GeneratedModel:
@@ -643,8 +641,11 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         value = params.get(key, "").strip()
         return int(value) if re.fullmatch(r"-?\d+", value) else None
 
-    start = params.get("NEURON_CORE_START_INDEX", "0")
-    end = params.get("NEURON_CORE_END_INDEX", start)
+    try:
+        core_range = str(CoreRange.from_parameters(params) or CoreRange(0, 0))
+    except CoreRangeError:  # kept as written, so validation names it
+        start = params.get(START_PARAMETER, "0")
+        core_range = f"{start}:{params.get(END_PARAMETER, start)}"
     settings = GenerateSettings(
         triton_model_dir=str(model_dir),
         compiled_model=compiled,
@@ -652,7 +653,7 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         target=target,
         triton_input=[_upstream_item(t) for t in config.input],
         triton_output=[_upstream_item(t) for t in config.output],
-        neuron_core_range=f"{start}:{end}",
+        neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
         threads_per_core=integer("NUM_THREADS_PER_CORE") or 1,
         model_version=version,
@@ -805,7 +806,7 @@ def _upstream_target_note(args: argparse.Namespace, target: str) -> str | None:
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file system."""
-    from workbench.repository import RepositoryError
+    from workbench.generate.repository import RepositoryError
 
     try:
         settings = settings_from_args(args)

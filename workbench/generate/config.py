@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from workbench.coremap import CoreRangeError, split_cores
+from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype
 
 __all__ = [
@@ -261,21 +261,24 @@ def _parameter_problems(cfg: ModelConfig) -> list[str]:
     """The upstream model.py contract: its core and thread parameters must make a valid split."""
     problems: list[str] = []
     params = parameters_of(cfg)
-    start = _int_parameter(params, "NEURON_CORE_START_INDEX", problems)
-    end = _int_parameter(params, "NEURON_CORE_END_INDEX", problems)
     threads = _int_parameter(params, "NUM_THREADS_PER_CORE", problems)
     if threads is not None and threads < 1:
         problems.append(f"parameter NUM_THREADS_PER_CORE = {threads} must be at least 1")
-    has_start, has_end = "NEURON_CORE_START_INDEX" in params, "NEURON_CORE_END_INDEX" in params
-    if has_start != has_end:
-        missing = "NEURON_CORE_END_INDEX" if has_start else "NEURON_CORE_START_INDEX"
+    has_start = START_PARAMETER in params
+    if has_start != (END_PARAMETER in params):
+        missing = END_PARAMETER if has_start else START_PARAMETER
         problems.append(f"parameter {missing} is missing; the core range needs both ends")
-    if start is not None and end is not None:
-        count = sum(group.count or 1 for group in cfg.instance_group) or 1
+    else:
         try:
-            split_cores(start, end, count)
+            core_range = CoreRange.from_parameters(params)
         except CoreRangeError as err:
-            problems.append(f"parameters NEURON_CORE_START_INDEX/END_INDEX: {err}")
+            problems.append(str(err))
+            core_range = None
+        if core_range is not None:
+            try:
+                core_range.split(sum(group.count or 1 for group in cfg.instance_group) or 1)
+            except CoreRangeError as err:
+                problems.append(f"parameters {START_PARAMETER}/{END_PARAMETER}: {err}")
     if "COMPILED_MODEL" in params and not params["COMPILED_MODEL"].strip():
         problems.append("parameter COMPILED_MODEL is empty; give the compiled model's path")
     if "WORKBENCH_TARGET" in params and params["WORKBENCH_TARGET"] not in TARGETS:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Union
 
-from workbench.config import ModelConfig, read_config
+from workbench.generate.config import ModelConfig, read_config
 
 __all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir"]
 

@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.config import (
+from workbench.generate.config import (
     ConfigError,
     ModelConfig,
     build_config,
@@ -52,7 +52,7 @@ from workbench.config import (
     to_text,
     validate_config,
 )
-from workbench.repository import FileContent, WriteResult, write_model_dir
+from workbench.generate.repository import FileContent, WriteResult, write_model_dir
 from workbench.spec import ModelSpec, SpecError
 
 __all__ = [
