@@ -80,7 +80,7 @@ def test_an_allocation_is_packed_from_the_start_of_the_range():
 def test_allocations_parse_once_each():
     assert parse_allocations("1x1, 2X1") == (Allocation(1, 1), Allocation(2, 1))
     assert str(Allocation(2, 1)) == "2x1" and Allocation(2, 3).cores == 6
-    for text, message in (("2by1", "malformed"), ("0x1", ">= 1"), ("1x1,1x1", "listed twice"), ("", "at least one")):
+    for text, message in (("2by1", "malformed"), ("0x1", "instances must be a whole number >= 1"), ("1x1,1x1", "listed twice"), ("", "at least one")):
         with pytest.raises(CoreRangeError, match=message):
             parse_allocations(text)
 

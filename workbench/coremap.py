@@ -147,8 +147,10 @@ class Allocation:
     cores_per_instance: int
 
     def __post_init__(self) -> None:
-        _whole(self.instances, "allocation instances", 1)
-        _whole(self.cores_per_instance, "allocation cores per instance", 1)
+        for name in ("instances", "cores_per_instance"):
+            value = getattr(self, name)
+            if not _is_whole(value) or value < 1:
+                raise CoreRangeError(f"allocation {name} must be a whole number >= 1, got {value!r}")
 
     @classmethod
     def parse(cls, value: "str | Allocation") -> "Allocation":
