@@ -1,4 +1,4 @@
-"""generate.py: golden configs for upstream's QA matrix, every validation message, the CLI as a
+"""workbench.generate: golden configs for upstream's QA matrix, every validation message, the CLI as a
 subprocess, read-back of upstream-style and generated directories, and a generated CPU model
 served by a real tritonserver.
 
@@ -21,11 +21,13 @@ import pytest
 from workbench import generate as gen
 from workbench.generate.config import from_text, parameters_of, read_config, to_json, validate_config
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate, write
+from workbench.generate import cli as generate_cli
+from workbench.generate.python_backend import model_py_text
 from workbench.spec import ModelSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "generate"
 REGEN = os.environ.get("WORKBENCH_REGENERATE_GOLDEN") == "1"
-TEMPLATE_TEXT = gen.model_py_text()
+TEMPLATE_TEXT = model_py_text()
 COMPILED = "/opt/models/add_sub.pt"  # absolute and absent: goldens use --for-other-machine
 
 
@@ -585,7 +587,7 @@ def test_triton_accepts_the_json_override_and_rejects_what_validation_rejects(se
 
 def test_default_target_on_a_neuron_host_is_flagged_against_upstreams_inf1(tmp_path, monkeypatch, capsys):
     """The machine's detection is replaced (this host has no /dev/neuron*); nothing Neuron is imported."""
-    monkeypatch.setattr(gen, "default_target", lambda: "inf2")
+    monkeypatch.setattr(generate_cli, "default_target", lambda: "inf2")  # where the CLI looks it up
     flags = ["--triton_input", "INPUT__0,INT64,4", "--triton_output", "OUTPUT__0,INT64,4", "--compiled_model",
              COMPILED, "--for-other-machine"]
     assert run_generate([*flags, "--triton_model_dir", str(tmp_path / "a")]) == 0

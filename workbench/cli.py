@@ -11,7 +11,7 @@ import sys
 # name -> module that defines register(subparsers)
 SUBCOMMANDS = {
     "quickstart": "workbench.quickstart",
-    "generate": "workbench.generate",
+    "generate": "workbench.generate.cli",
     "serve": "workbench.server.cli",
     "sweep": "workbench.measure.cli",
 }
