@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from workbench.system import MissingSDKError, SystemInfo, detect, require_sdk, usable_cpu_ids
+from workbench.system import TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, require_sdk, usable_cpu_ids
 
 __all__ = ["Check", "DoctorReport", "run_doctor", "register", "FRAMEWORKS"]
 
@@ -100,12 +100,12 @@ def _device_checks(report: DoctorReport, system: SystemInfo) -> int | None:
 
 
 def _sdk_key(framework: str, target: str) -> str | None:
-    """`workbench.system.TARGET_PACKAGES` key of a framework's Neuron SDK for ``target``."""
-    if framework == "pytorch":
-        return target
-    if framework == "tensorflow":
-        return f"tensorflow-{target}"
-    return "transformers_neuronx" if target in ("inf2", "trn1") else None
+    """`workbench.system.TARGET_PACKAGES` key of a framework's Neuron SDK for ``target``; None when
+    the framework has none for it (TensorFlow or transformers-neuronx on Trn2)."""
+    key = {"pytorch": target, "tensorflow": f"tensorflow-{target}"}.get(framework)
+    if framework == "transformers_neuronx" and target in ("inf2", "trn1"):
+        key = "transformers_neuronx"
+    return key if key in TARGET_PACKAGES else None
 
 
 def _plan(report: DoctorReport, system: SystemInfo, frameworks: tuple[str, ...]) -> tuple[str, list[str]]:
