@@ -120,3 +120,44 @@ def test_written_beside_the_repository_never_over_a_users_files(tmp_path):
     replaced = write_recipe(recipe, folder, overwrite=True)
     assert replaced.backup is not None and (replaced.backup / "Dockerfile").read_text() == "# my edits\n"
     assert (folder / "Dockerfile").read_text() == recipe.dockerfile() and written.path == folder
+
+
+def _release_manifest():
+    """The Neuron SDK's own release manifest (aws-neuron-sdk src/helperscripts/n2-manifest.json):
+    $NEURON_RELEASE_MANIFEST, or ../shared/reference/n2-manifest.json beside the repository."""
+    import json
+    from pathlib import Path
+
+    candidates = [os.environ.get("NEURON_RELEASE_MANIFEST"),
+                  Path(__file__).resolve().parents[2] / "shared" / "reference" / "n2-manifest.json"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return json.loads(Path(candidate).read_text())
+    pytest.skip("the Neuron release manifest is not here (set NEURON_RELEASE_MANIFEST to n2-manifest.json)")
+
+
+def test_every_pin_is_in_the_sdks_release_manifest_for_its_targets_and_python():
+    """The reference, not our table: each pinned Neuron package exists in a release, for the stack's
+    instances and (for wheels) the container stub's Python."""
+    manifest = _release_manifest()
+    listed: dict[str, list[dict]] = {}
+    for release in manifest["neuron_releases"]:
+        for package in release["packages"]:
+            listed.setdefault(package["name"], []).append(dict(package, release=release["neuron_version"]))
+    checked = 0
+    for stack in STACKS:
+        for fact in stack.pip + stack.container_apt + stack.host_apt:
+            match = re.fullmatch(r"([a-z0-9_-]+)(?:\[[a-z]+\])?(==|=)([0-9.]+)(\.\*|\*)?", fact.value)
+            if match is None or match[1] in ("protobuf", "numpy"):
+                continue  # linux-headers, and the non-Neuron bounds cited elsewhere
+            name, version, wildcard = match[1], match[3], match[4]
+            hits = [p for p in listed.get(name, [])
+                    if (p["version"].startswith(version) if wildcard else p["version"] == version)]
+            assert hits, f"{stack.key}: {fact.value} is in no release of the manifest"
+            fits = [p for p in hits if set(stack.targets) <= set(p["supported_instances"])
+                    and (not p["supported_python_versions"]
+                         or stack.stub_python.value in p["supported_python_versions"])]
+            where = [(p["release"], p["supported_instances"], p["supported_python_versions"]) for p in hits]
+            assert fits, f"{stack.key}: {fact.value} is listed only for {where}"
+            checked += 1
+    assert checked >= 20
