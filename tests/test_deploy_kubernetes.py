@@ -108,7 +108,8 @@ def test_the_guard_stops_a_pod_given_other_cores_than_the_config_pins(tmp_path):
     assert wrong.returncode == 1 and "gave this pod cores 0,1 but the model config pins cores 2-3" in wrong.stderr
     (tmp_path / "neuron1").unlink()
     missing = start("2-3")
-    assert missing.returncode == 1 and "neuron1 is not in this pod" in missing.stderr
+    assert missing.returncode == 1 and "pins cores 2-3, which sit on" in missing.stderr
+    assert "neuron1, but this pod has no" in missing.stderr
 
 
 def test_bad_input_errors_before_anything_is_made(tmp_path):
@@ -125,6 +126,8 @@ def test_bad_input_errors_before_anything_is_made(tmp_path):
         kubernetes_manifests("t", "0:1", resource="neurondevice", **ok)
     with pytest.raises(ManifestError, match="trn1.2xlarge is not a inf2 instance"):
         kubernetes_manifests("t", "0:1", instance_type="trn1.2xlarge", **ok)
+    with pytest.raises(ManifestError, match="docker image reference"):
+        kubernetes_manifests("t", "0:1", image="my image", **ok)
     with pytest.raises(ManifestError, match="target cpu"):
         kubernetes_manifests("t", "0:1", target="cpu", repository="s3://b/r")
     with pytest.raises(ValueError, match="inf2.xlarge has cores 0..1"):

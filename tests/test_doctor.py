@@ -132,7 +132,8 @@ def test_neuron_doctor_against_fakes_finds_the_free_core_compiles_serves_and_che
     assert "FAKE neuronx-cc: compiler_args=['--target', 'inf2'] cpu_backend=True" in log  # inf2, no device
     (check,) = _lines(report, "pytorch serve+check")
     assert check.status == "ok" and check.detail.startswith("inf2 core 2: served outputs match eager outputs")
-    assert _lines(report, "tensorflow")[0].status == "skip" and "tensorflow-neuronx" in _lines(report, "tensorflow")[0].detail
+    (tensorflow,) = _lines(report, "tensorflow")
+    assert tensorflow.status == "skip" and "tensorflow-neuronx" in tensorflow.detail
     assert _lines(report, "transformers_neuronx")[0].status == "skip"
     # what the served model.py asked the FAKE SDK for: the free core, set before the SDK was imported
     (record_file,) = records.glob("doctor_pytorch_0_0.json")

@@ -29,10 +29,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "and framework (every pin with its source), the docker run line, and with --kubernetes a "
                     "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
         allow_abbrev=False)
-    parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR", help="a model directory (config.pbtxt + 1/model.py)")
+    parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
+                        help="a generated model directory (config.pbtxt + 1/model.py)")
     parser.add_argument("--out", type=Path, help="folder for the files (default: neuron-host/ beside the repository)")
     parser.add_argument("--no-recipe", action="store_true", help="write only the manifests")
-    parser.add_argument("--kubernetes", action="store_true", help="also write Kubernetes manifests (needs --repository)")
+    parser.add_argument("--kubernetes", action="store_true",
+                        help="also write Kubernetes manifests (needs --repository)")
     parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
                                              "pvc:CLAIM[/subpath]")
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.system import cores_for_instance, cores_per_device
 
-__all__ = ["DEFAULT_LNC", "is_cpu", "lnc_of", "cores_per_device_at", "instance_cores_at", "neuron_devices"]
+__all__ = ["DEFAULT_LNC", "is_cpu", "family_of", "lnc_of", "cores_per_device_at", "instance_cores_at",
+           "neuron_devices"]
 
 # Families with a logical NeuronCore config, and its default (SDK-lnc: "LNC=2 (default)" on Trn2).
 DEFAULT_LNC = {"trn2": 2}
@@ -22,9 +23,13 @@ def is_cpu(instance_type: str | None) -> bool:
     return instance_type is not None and instance_type.strip().lower() == "cpu"
 
 
-def _family(instance_type: str) -> str:
+def family_of(instance_type: str) -> str:
+    """The target an instance type (or family) belongs to: ``trn1n.32xlarge`` -> ``trn1``,
+    ``trn2u.48xlarge`` -> ``trn2``, ``inf2`` -> ``inf2``."""
     family = instance_type.strip().lower().split(".", 1)[0]
-    return "trn2" if family.startswith("trn2") else family  # trn2u / trn2n are Trn2 too
+    if family.startswith("trn2"):
+        return "trn2"
+    return "trn1" if family == "trn1n" else family
 
 
 def lnc_of(instance_type: str | None, lnc: int | None = None) -> int | None:
@@ -32,7 +37,7 @@ def lnc_of(instance_type: str | None, lnc: int | None = None) -> int | None:
     for families without one (Inf1, Inf2, Trn1) or no instance type."""
     if lnc is not None and (isinstance(lnc, bool) or lnc not in (1, 2)):
         raise ValueError(f"lnc must be 1 or 2 (the only logical NeuronCore configs), got {lnc!r}")
-    family = _family(instance_type) if instance_type else None
+    family = family_of(instance_type) if instance_type else None
     if family not in DEFAULT_LNC:
         if lnc is not None:
             where = instance_type or "an unnamed instance type"
@@ -47,7 +52,7 @@ def cores_per_device_at(instance_type: str, lnc: int | None = None) -> int:
     effective = lnc_of(instance_type, lnc)
     if effective is None:
         return per_device
-    return per_device * DEFAULT_LNC[_family(instance_type)] // effective
+    return per_device * DEFAULT_LNC[family_of(instance_type)] // effective
 
 
 def instance_cores_at(instance_type: str, lnc: int | None = None) -> int | None:

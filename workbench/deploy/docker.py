@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from pathlib import Path, PurePosixPath
 
 from workbench.coremap import CoreRange
-from workbench.deploy.devices import is_cpu, lnc_of, neuron_devices
+from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
 from workbench.deploy.facts import TRITON_IMAGE
 from workbench.deploy.recipe import Recipe, recipe_for
 
@@ -126,7 +126,7 @@ def docker_run_command(
     effective_lnc = None if is_cpu(instance_type) else lnc_of(instance_type, lnc)
     recipe = None
     if not is_cpu(instance_type) and instance_type is not None:
-        family = instance_type.split(".", 1)[0].lower()
+        family = family_of(instance_type)
         recipe = recipe_for(family, framework)
         if image is not None and image != recipe.image:
             recipe_for(family, framework, image=image)  # refuses a stock image whose Python cannot run it

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from workbench.coremap import CoreRange
-from workbench.deploy.devices import cores_per_device_at, instance_cores_at, is_cpu, lnc_of, neuron_devices
+from workbench.deploy.devices import (cores_per_device_at, family_of, instance_cores_at, is_cpu, lnc_of,
+                                      neuron_devices)
 from workbench.deploy.recipe import recipe_for
 from workbench.system import DEVICES_BY_INSTANCE
 
@@ -56,8 +57,7 @@ def _dns_label(text: str, what: str) -> str:
 
 def instance_types_for(family: str, core_range: CoreRange, lnc: int | None = None) -> list[str]:
     """Instance types of ``family`` that have every core of the range (the node affinity)."""
-    wanted = "trn2" if family.startswith("trn2") else family
-    names = [n for n in DEVICES_BY_INSTANCE if n.split(".")[0].replace("trn1n", "trn1").startswith(wanted)]
+    names = [n for n in DEVICES_BY_INSTANCE if family_of(n) == family_of(family)]
     return sorted(n for n in names if (instance_cores_at(n, lnc) or 0) > core_range.end)
 
 
@@ -85,8 +85,8 @@ def _core_guard(cores: CoreRange, devices: list[int]) -> str:
     listed = ",".join(str(c) for c in cores.cores)
     fix = "regenerate the model for the cores the pod gets, or give the pod all of a node's cores from core 0"
     nodes = " ".join(f"/dev/neuron{n}" for n in devices)
-    return (f'for d in {nodes}; do [ -e "$d" ] || {{ echo "$d is not in this pod but the model config pins cores '
-            f'{ranged} (on it): {fix}" >&2; exit 1; }}; done; '
+    return (f'for d in {nodes}; do [ -e "$d" ] || {{ echo "the model config pins cores {ranged}, which sit on '
+            f'$d, but this pod has no $d: {fix}" >&2; exit 1; }}; done; '
             f'got="${{NEURON_RT_VISIBLE_CORES:-}}"; '
             f'if [ -n "$got" ] && [ "$got" != {shlex.quote(ranged)} ] && [ "$got" != {shlex.quote(listed)} ]; then '
             f'echo "the Neuron device plugin gave this pod cores $got but the model config pins cores {ranged}: '
@@ -120,8 +120,8 @@ def kubernetes_manifests(
     if is_cpu(target):
         raise ManifestError("target cpu: these manifests are for Neuron nodes")
     cores = CoreRange.parse(core_range)
-    family = (instance_type or target).split(".", 1)[0].lower()
-    if instance_type is not None and family.replace("trn1n", "trn1")[:4] != target[:4]:
+    family = family_of(instance_type or target)
+    if family != family_of(target):
         raise ManifestError(f"instance type {instance_type} is not a {target} instance")
     if resource not in _RESOURCES:
         raise ManifestError(f"resource {resource!r} must be 'neuroncore' (cores) or 'neuron' (whole devices)")
@@ -152,24 +152,11 @@ def kubernetes_manifests(
         env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": str(effective_lnc)})
     if s3_region:
         env.append({"name": "AWS_DEFAULT_REGION", "value": s3_region})
-    labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "triton",
-              "app.kubernetes.io/managed-by": "workbench"}
-    prometheus = {"prometheus.io/scrape": "true", "prometheus.io/port": "8002", "prometheus.io/path": "/metrics"}
-    probe = lambda path, **more: {"httpGet": {"path": path, "port": "http"}, **more}  # noqa: E731
-    container = {
-        "name": "triton",
-        "image": image or recipe.image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", f"{_core_guard(cores, devices)}; exec {shlex.join(serve)}"],
-        "ports": [{"name": port_name, "containerPort": port} for port_name, port in _PORTS],
-        "resources": {"limits": {_RESOURCES[resource]: count}},
-        "startupProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=60),
-        "livenessProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=3),
-        "readinessProbe": probe("/v2/health/ready", periodSeconds=5, failureThreshold=3),
-        "volumeMounts": [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}],
-    }
-    if env:
-        container["env"] = env
+    image = image or recipe.image
+    if not image.strip() or any(c.isspace() for c in image):
+        raise ManifestError(f"image must be a docker image reference, got {image!r}")
+    container = _container(image, f"{_core_guard(cores, devices)}; exec {shlex.join(serve)}",
+                           {_RESOURCES[resource]: count}, env, mounts)
     pod_spec: dict[str, Any] = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": nodes}]},
@@ -179,6 +166,33 @@ def kubernetes_manifests(
     }
     if service_account:
         pod_spec["serviceAccountName"] = _dns_label(service_account, "service account")
+    return _deployment_and_service(app, namespace, replicas, pod_spec)
+
+
+def _container(image: str, command: str, limits: dict, env: list[dict], mounts: list[dict]) -> dict:
+    probe = lambda path, **more: {"httpGet": {"path": path, "port": "http"}, **more}  # noqa: E731
+    container = {
+        "name": "triton",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["/bin/sh", "-c", command],
+        "ports": [{"name": port_name, "containerPort": port} for port_name, port in _PORTS],
+        "resources": {"limits": limits},
+        # a Neuron model can take minutes to load: liveness only counts once startup has passed
+        "startupProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=60),
+        "livenessProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=3),
+        "readinessProbe": probe("/v2/health/ready", periodSeconds=5, failureThreshold=3),
+        "volumeMounts": [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    if env:
+        container["env"] = env
+    return container
+
+
+def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_spec: dict) -> list[dict]:
+    labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "triton",
+              "app.kubernetes.io/managed-by": "workbench"}
+    prometheus = {"prometheus.io/scrape": "true", "prometheus.io/port": "8002", "prometheus.io/path": "/metrics"}
     metadata: dict[str, Any] = {"name": app, "labels": dict(labels)}
     if namespace:
         metadata["namespace"] = _dns_label(namespace, "namespace")

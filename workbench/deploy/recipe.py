@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.deploy.devices import family_of
 from workbench.deploy.facts import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
                                     Fact, Stack, stub_python_of)
 from workbench.generate.repository import WriteResult, write_model_dir
@@ -168,7 +169,7 @@ def _execution_env_help(stack: Stack, image: str, python: str) -> str:
 def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = None) -> Recipe:
     """The recipe for ``target`` and ``framework``; ``image`` replaces the stack's Triton image when its
     stub's Python fits the framework (a custom image is taken at the user's word)."""
-    target = "trn2" if target.startswith("trn2") else ("trn1" if target == "trn1n" else target)
+    target = family_of(target)
     if target == "cpu":
         raise RecipeError("target cpu needs no Neuron host recipe: serve it with the stock Triton image or here")
     stacks = [s for s in STACKS if target in s.targets]
