@@ -542,7 +542,7 @@ def test_start_can_be_cancelled_and_reports_progress(tmp_path):
 
 
 def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
-    from workbench.server.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
+    from workbench.deploy.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
 
     # inf1: 4 cores per device, so cores 51-52 sit on devices 12 and 13 (the Neuron container guide's example).
     assert neuron_devices("51:52", instance_type="inf1.24xlarge") == [12, 13]
@@ -571,7 +571,7 @@ def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
 
 def test_docker_run_rejects_what_the_host_cannot_do():
     from workbench.coremap import CoreRangeError
-    from workbench.server.docker import docker_run_command
+    from workbench.deploy.docker import docker_run_command
 
     with pytest.raises(CoreRangeError, match=r"inf2.xlarge has cores 0..1"):
         docker_run_command("/r", "0:3", instance_type="inf2.xlarge")
@@ -590,7 +590,7 @@ def test_docker_run_rejects_what_the_host_cannot_do():
 
 
 def test_docker_run_for_a_cpu_target_pins_cpus_instead_of_devices():
-    from workbench.server.docker import docker_run_command
+    from workbench.deploy.docker import docker_run_command
 
     run = docker_run_command("/r", "2:5", instance_type="cpu")
     assert run.devices == () and "--cpuset-cpus=2-5" in run.argv
@@ -676,7 +676,7 @@ def test_serve_command_prints_the_docker_run(tmp_path):
 
 def test_docker_run_for_a_generated_model_uses_its_cores_target_and_name(tmp_path):
     from workbench.generate import GenerateSettings, render
-    from workbench.server.docker import docker_run_for_model
+    from workbench.deploy.docker import docker_run_for_model
 
     generated = render(GenerateSettings(
         triton_model_dir=str(tmp_path / "repo" / "resnet"), compiled_model="model.pt", target="inf2",

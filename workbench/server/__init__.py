@@ -1,5 +1,5 @@
-"""Run a local tritonserver from Python or a notebook (see process.TritonServer), find one
-(discovery), and preview the ``docker run`` for a Neuron host (docker)."""
+"""Run a local tritonserver from Python or a notebook (see process.TritonServer) and find one
+(discovery). The ``docker run`` for a Neuron host is in `workbench.deploy.docker`."""
 
 from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
 from workbench.server.process import (
