@@ -670,6 +670,7 @@ def test_gathered_requests_get_their_own_outputs(served):
 def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
     """The sweep engine runs a grid from sweep_grid on the twin: two INTRA_OP_THREAD_COUNT
     variants, each loaded as a config override, outputs checked at every point against eager."""
+    from workbench.measure.settings import MeasureSettings
     from workbench.measure.sweep import SweepPlan, run_sweep
 
     server, plan = served["server"], served["plans"]["add_sub_ts"]
@@ -682,7 +683,7 @@ def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
 
     start = len(server.log_tail(1_000_000))
     result = run_sweep(sweep, server, plan.repository / "add_sub_ts", out_dir=tmp_path / "run", reference=reference,
-                       window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1)
+                       settings=MeasureSettings(window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1))
     frame = result.frame
     assert sorted(frame["parameters"]) == ["INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
     assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["parameters", "error", "outputs_ok"]]

@@ -26,6 +26,7 @@ from tritonclient.grpc import model_config_pb2
 from workbench.server import (
     ModelLoadError,
     PortInUseError,
+    RunningServer,
     ServerError,
     ServerStartError,
     TritonNotFoundError,
@@ -34,7 +35,7 @@ from workbench.server import (
 )
 from workbench.server.discovery import python_backend_dir
 from workbench.server.metrics import metric_value, parse_metrics
-from workbench.server.process import config_to_json
+from workbench.server.control import config_to_json
 
 ADD_ONE = """
 import numpy as np
@@ -398,6 +399,35 @@ def test_works_from_worker_threads(server):
     assert len(results) == 3 and all(isinstance(r, list) and "add" in r for r in results)
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_server_started_elsewhere_is_driven_by_the_same_client(server, protocol):
+    """RunningServer: no process or log of ours, the same model-control calls over either protocol."""
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    remote = RunningServer(url, protocol)
+    try:
+        assert remote.version == server.version and remote.server_metadata()["name"] == "triton"
+        remote.load("other", config=model_config("other", count=2))
+        assert remote.is_model_ready("other") and server.is_model_ready("other")
+        assert remote.model_config("other")["instance_group"][0]["count"] == 2
+        assert remote.model_config("other", as_proto=True).instance_group[0].count == 2
+        assert next(m for m in remote.index() if m["name"] == "other") == \
+            {"name": "other", "version": "1", "state": "READY", "reason": ""}
+        assert [m["name"] for m in remote.stats("other")["model_stats"]] == ["other"]
+        with pytest.raises(ModelLoadError, match="deliberate failure 7f3a") as info:
+            remote.load("broken")
+        assert "deliberate failure 7f3a" in info.value.reason and info.value.log_lines == []
+        remote.unload("other")
+        assert not server.is_model_ready("other")
+        other = "http" if protocol == "grpc" else "grpc"
+        with pytest.raises(ValueError, match=f"was given as {protocol}; measure with protocol='{protocol}'"):
+            getattr(remote, f"{other}_url")
+        with pytest.raises(ServerError, match="no metrics URL"):
+            remote.metrics()
+    finally:
+        remote.close()
+
+
 # ---- lifecycle: ports, several servers, stop -----------------------------------------------
 
 
@@ -418,11 +448,11 @@ def test_taken_port_is_a_clear_error_and_nothing_starts(tmp_path):
 def test_a_free_port_taken_before_triton_binds_it_is_retried(tmp_path, monkeypatch):
     """Engineers and notebooks start servers at the same time: a port picked as free can be
     taken before Triton binds it. The picker is rigged to hand out a port a real socket holds."""
-    import workbench.server.process as process_module
+    import workbench.server.ports as ports_module
 
     repo = make_repo(tmp_path)
     picks = []
-    real_pick = process_module.find_free_port
+    real_pick = ports_module.find_free_port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
@@ -432,7 +462,7 @@ def test_a_free_port_taken_before_triton_binds_it_is_retried(tmp_path, monkeypat
             picks.append(taken if not picks else real_pick(host))
             return picks[-1]
 
-        monkeypatch.setattr(process_module, "find_free_port", pick)
+        monkeypatch.setattr(ports_module, "find_free_port", pick)
         with TritonServer(repo) as server:
             assert taken not in server.ports.values()
             assert any(f"'127.0.0.1:{taken}' already in use" in line for line in server.log_tail(500))

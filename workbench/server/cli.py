@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 
 from workbench.deploy.docker import docker_run_command
-from workbench.server.process import ModelLoadError, TritonServer
+from workbench.server.errors import ModelLoadError
+from workbench.server.process import TritonServer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
