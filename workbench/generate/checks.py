@@ -10,13 +10,13 @@ is worked out twice.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS
+from workbench.limits import dataclass_problems, model_name_problem
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import usable_cpu_ids
@@ -312,6 +312,15 @@ def _flag(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
+def _setting_flag(field_name: str) -> str:
+    """The CLI flag of a GenerateSettings field: upstream's spelling, ours with dashes."""
+    if field_name == "framework":
+        return "--model_type"
+    if field_name.startswith("tnx_") or field_name in ("copy_compiled_model", "for_other_machine", "cpu_affinity"):
+        return _flag(field_name)
+    return "--" + field_name
+
+
 def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
     """TNX_* values: given ones, else what the compile recorded, else model.py's defaults (left out)."""
     if settings.framework != "transformers_neuronx":
@@ -361,6 +370,9 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
 def make_plan(settings: GenerateSettings) -> Plan:
     """Check ``settings`` as a whole; the plan holds every problem and what `render` builds from."""
     plan = Plan()
+    plan.problems += dataclass_problems(settings, _setting_flag)
+    if plan.problems:
+        return plan  # the checks below compare and count: they need the right types first
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -368,8 +380,8 @@ def make_plan(settings: GenerateSettings) -> Plan:
     name = settings.model_name
     if not str(settings.triton_model_dir).strip():
         plan.problems.append("--triton_model_dir is required: the model directory to write")
-    elif not name or name in (".", "..") or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-        plan.problems.append(f"model name {name!r} is not usable; use letters, digits, '_', '-' or '.'")
+    elif model_name_problem(name):
+        plan.problems.append(model_name_problem(name))
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Mapping, Union
 
 from workbench.generate.config import ModelConfig, read_config
+from workbench.limits import LimitError, triton_version
 
 __all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir",
            "version_folders"]
@@ -206,8 +207,15 @@ def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
 
 
 def version_folders(model_dir: str | Path) -> list[Path]:
-    """The folders of ``model_dir`` that Triton loads as versions, lowest first: ASCII-digit names
-    without a leading zero (Triton 2.51 skips ``01`` with a warning; core's model_lifecycle.cc)."""
-    found = [p for p in Path(model_dir).iterdir()
-             if p.is_dir() and p.name.isascii() and p.name.isdigit() and (p.name == "0" or p.name[0] != "0")]
+    """The folders of ``model_dir`` that Triton loads as versions, lowest first: those whose name is
+    the version Triton reads from it (`workbench.limits.triton_version`; ``01`` is skipped, and
+    ``1.5`` -- read as 1 -- is not a version folder but a load the guard refuses)."""
+    found = []
+    for p in Path(model_dir).iterdir():
+        try:
+            version = triton_version(p.name) if p.is_dir() else None
+        except LimitError:
+            continue
+        if version is not None and version >= 0 and str(version) == p.name:
+            found.append(p)
     return sorted(found, key=lambda p: int(p.name))
