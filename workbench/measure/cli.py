@@ -62,6 +62,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
+    out.add_argument("--new-run", action="store_true", dest="new_run",
+                     help="start afresh in --out; the run there is moved to OUT.replaced-N beside it")
     out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
     out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
     out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
@@ -140,7 +142,7 @@ def run_cli(args: argparse.Namespace) -> int:
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
-        check_out_dir(args.out, args.resume)
+        check_out_dir(args.out, args.resume or args.new_run)
     except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
@@ -151,7 +153,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     bar = _Bar(plan.size)
     task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                label=args.label, restore=bool(args.url), on_progress=bar)
+                new_run=args.new_run, label=args.label, restore=bool(args.url), on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):

@@ -179,7 +179,9 @@ def load_run(path: str | Path) -> SweepResult:
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise ResultsError(f"{record_path} is not valid JSON: {err}") from None
-    return SweepResult(frame_from_rows(read_points(path / POINTS_FILE)), record, path)
+    from workbench.measure.resume import unique_rows
+
+    return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
 
 
 def list_runs(folder: str | Path) -> pd.DataFrame:
