@@ -113,6 +113,7 @@ class _CountingSignature:
         with _COUNT_LOCK:
             _CONCURRENCY["now"] += 1
             _CONCURRENCY["calls"] += 1
+            number = _CONCURRENCY["calls"]
             _CONCURRENCY["max"] = max(_CONCURRENCY["max"], _CONCURRENCY["now"])
         try:
             time.sleep(float(os.environ.get("FAKE_TF_CALL_SECONDS", "0")))
@@ -120,9 +121,10 @@ class _CountingSignature:
         finally:
             with _COUNT_LOCK:
                 _CONCURRENCY["now"] -= 1
-        rows = [int(v.shape[0]) for v in kwargs.values() if getattr(v.shape, "rank", 0)]
-        record(max_concurrent_calls=_CONCURRENCY["max"], signature_calls=_CONCURRENCY["calls"],
-               **{f"rows_call_{_CONCURRENCY['calls']}": rows})
+        rows = {int(v.shape[0]) for v in kwargs.values() if getattr(v.shape, "rank", 0)}
+        with _COUNT_LOCK:  # held while recording, so a slower thread cannot write older counts last
+            record(max_concurrent_calls=_CONCURRENCY["max"], signature_calls=_CONCURRENCY["calls"],
+                   **{f"rows_call_{number}": rows.pop() if len(rows) == 1 else sorted(rows)})
         return result
 
 

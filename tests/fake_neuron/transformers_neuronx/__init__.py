@@ -325,7 +325,7 @@ class NeuronAutoModelForCausalLM:
 
         config = transformers.AutoConfig.from_pretrained(pretrained_model_name_or_path)
         if config.model_type not in _CAUSAL_LM_MAPPING:
-            raise NotImplementedError(f"{config.model_type} is not supported")
+            raise AssertionError(f"The configuration model type '{config.model_type}' is not supported by Neuron")
         return _CAUSAL_LM_MAPPING[config.model_type].from_pretrained(pretrained_model_name_or_path, *model_args,
                                                                      **kwargs)
 
