@@ -20,7 +20,7 @@ from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.system import detect, usable_cpu_ids
+from workbench.system import detect, target_problem, usable_cpu_ids
 from workbench.generate.config import (
     FRAMEWORKS,
     TARGETS,
@@ -95,7 +95,7 @@ class GenerateSettings:
     triton_output: list = field(default_factory=list)
     neuron_core_range: str | CoreRange = "0:0"
     triton_model_instance_count: int = 1
-    threads_per_core: int = 1
+    threads_per_core: int | None = None  # None: NUM_THREADS_PER_CORE left out (SDK default workers)
     model_version: int = 1
     max_batch_size: int = 0
     enable_dynamic_batching: bool = False
@@ -401,7 +401,8 @@ def _plan_cores(settings: GenerateSettings, plan: _Plan) -> None:
         plan.problems.append(f"--neuron_core_range: {err}")
         return
     try:
-        plan.core_map = core_range.split(settings.triton_model_instance_count, settings.threads_per_core)
+        plan.core_map = core_range.split(settings.triton_model_instance_count,
+                                         1 if settings.threads_per_core is None else settings.threads_per_core)
     except CoreRangeError as err:
         flag = ("--threads_per_core" if "threads per core" in str(err) else
                 "--triton_model_instance_count" if "instance" in str(err) else "--neuron_core_range")
@@ -465,8 +466,6 @@ def _plan_tnx(settings: GenerateSettings, plan: _Plan) -> None:
     """TNX_* values: given ones, else what the compile recorded, else model.py's defaults (left out)."""
     if settings.framework != "transformers_neuronx":
         return
-    if settings.target == "inf1":
-        plan.problems.append("transformers_neuronx runs on inf2/trn1 (or cpu), not inf1")
     record = plan.record if plan.record and plan.record.get("framework") == "transformers_neuronx" else {}
     recorded = record.get("extra") or {}
     recorded_graphs = recorded.get("compiled_dir") if settings.target != "cpu" else None
@@ -522,7 +521,10 @@ def _plan(settings: GenerateSettings) -> _Plan:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)
     _plan_batching(settings, plan)
-    if settings.framework in FRAMEWORKS and settings.target in TARGETS:
+    unservable = target_problem(settings.framework, settings.target)
+    if unservable:
+        plan.problems.append(unservable)
+    elif settings.framework in FRAMEWORKS and settings.target in TARGETS:
         _plan_compiled(settings, plan)
         _plan_spec(settings, plan)
         _plan_tnx(settings, plan)
@@ -540,7 +542,7 @@ def _parameters(settings: GenerateSettings, plan: _Plan) -> dict[str, object]:
     params: dict[str, object] = {
         "COMPILED_MODEL": plan.compiled_ref,
         **core_map.core_range.parameters(),
-        "NUM_THREADS_PER_CORE": core_map.threads_per_core,
+        **({} if settings.threads_per_core is None else {"NUM_THREADS_PER_CORE": settings.threads_per_core}),
         "WORKBENCH_TARGET": settings.target,
         "WORKBENCH_FRAMEWORK": settings.framework,
         "BATCH_REQUESTS": not settings.disable_batch_requests_to_neuron,
@@ -614,14 +616,26 @@ def _target_from_model_py(text: str) -> str | None:
 
 def load_settings(model_dir: str | Path) -> GenerateSettings:
     """Settings that regenerate ``model_dir``: one written by this package, by upstream's
-    gen_triton_model.py (its parameters, dims and dynamic_batching block) or by hand."""
+    gen_triton_model.py (its parameters, dims and dynamic_batching block) or by hand.
+
+    Upstream meanings are kept: an upstream inf1 directory's relative COMPILED_MODEL is relative
+    to the server's working directory (taken as this process's), so it is made absolute; its
+    ``NUM_THREADS_PER_CORE "1"`` is upstream's default, read as not given (None)."""
     model_dir = Path(model_dir)
     config = read_config(model_dir)
     params = parameters_of(config)
     versions = _version_dirs(model_dir)
     version = next((v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()),
                    versions[-1] if versions else 1)
+    upstream = not params.get("WORKBENCH_TARGET", "")
+    target = params.get("WORKBENCH_TARGET", "")
+    if not target:
+        model_py = model_dir / str(version) / "model.py"
+        target = (_target_from_model_py(model_py.read_text(errors="replace")) if model_py.is_file() else None) \
+            or default_target()
     compiled = params.get("COMPILED_MODEL", "")
+    if upstream and target == "inf1" and compiled and not Path(compiled).is_absolute():
+        compiled = str(Path.cwd() / compiled)  # upstream's inf1 model.py opened it as written
     compiled_path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
     framework = params.get("WORKBENCH_FRAMEWORK", "")
     if not framework:
@@ -629,11 +643,6 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         is_saved_model = compiled and (compiled_path / "saved_model.pb").is_file()
         indexed = names and all(re.fullmatch(r".+__\d+", n) for n in names)
         framework = "tensorflow" if is_saved_model or not indexed else "pytorch"
-    target = params.get("WORKBENCH_TARGET", "")
-    if not target:
-        model_py = model_dir / str(version) / "model.py"
-        target = (_target_from_model_py(model_py.read_text(errors="replace")) if model_py.is_file() else None) \
-            or default_target()
     group = config.instance_group[0] if len(config.instance_group) else None
     batching = config.dynamic_batching if config.HasField("dynamic_batching") else None
 
@@ -655,7 +664,8 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         triton_output=[_upstream_item(t) for t in config.output],
         neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
-        threads_per_core=integer("NUM_THREADS_PER_CORE") or 1,
+        threads_per_core=None if upstream and params.get("NUM_THREADS_PER_CORE", "").strip() == "1"
+        else integer("NUM_THREADS_PER_CORE"),
         model_version=version,
         max_batch_size=config.max_batch_size,
         enable_dynamic_batching=batching is not None,
@@ -720,7 +730,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     up = parser.add_argument_group("gen_triton_model.py flags")
     up.add_argument("--model_type", choices=FRAMEWORKS, default="pytorch",
                     help="framework of the compiled model (default pytorch)")
-    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1 with --target trn1)")
+    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1/trn2 with --target trn1/trn2)")
     up.add_argument("--triton_input", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
                     help="input tensor, e.g. INPUT__0,INT64,4x384 (no batch dim when --max_batch_size > 0); repeatable, "
                          "several items each; omitted: read from the compiled model's .workbench.json or SavedModel")
@@ -732,8 +742,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     help="cores A..B (inclusive) split evenly over the instances (default 0:0)")
     up.add_argument("--triton_model_instance_count", type=int, default=1, metavar="N",
                     help="model instances sharing the core range (default 1)")
-    up.add_argument("--threads_per_core", type=int, default=1, metavar="N",
-                    help="threads per core of each instance (default 1)")
+    up.add_argument("--threads_per_core", type=int, default=None, metavar="N",
+                    help="Neuron: DataParallel workers per core (default: the SDK's, 2); cpu: threads per core "
+                         "(default 1)")
     up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
     up.add_argument("--model_version", type=int, default=1, metavar="N", help="writes N/model.py (default 1)")
     up.add_argument("--max_batch_size", type=int, default=0, metavar="N",
@@ -748,7 +759,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--tag_set", default="serve", help="SavedModel tag set (TensorFlow auto-detection)")
     up.add_argument("--signature_def_key", default="serving_default", help="SavedModel signature")
     own = parser.add_argument_group("workbench options")
-    own.add_argument("--target", choices=TARGETS, help="cpu, inf1, inf2 or trn1 (default: this machine's)")
+    own.add_argument("--target", choices=TARGETS, help=f"{', '.join(TARGETS)} (default: this machine's)")
     own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
                                     "directory is the repository and the model goes to DIR/NAME")
     own.add_argument("--dry-run", action="store_true", dest="dry_run",
