@@ -30,7 +30,8 @@ from workbench.compiler.cpu import (
     operator_counts,
     trace_cpu,
 )
-from workbench.compiler.neuron import analyze_neuron, compile_neuron
+from workbench.compiler.analysis import analyze_neuron
+from workbench.compiler.neuron import compile_neuron
 from workbench.system import TARGETS, MissingSDKError, SystemInfo, detect, install_hint
 
 __all__ = [
