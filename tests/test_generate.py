@@ -733,3 +733,20 @@ def test_transformers_neuronx_takes_an_unbatched_prompt_too(tmp_path):
     for dims in ("-1", "-1x-1"):
         items = dict(triton_input=[f"input_ids,INT64,{dims}"], triton_output=[f"output_ids,INT64,{dims}"])
         assert validate(lm_settings(tmp_path, folder, max_batch_size=0, enable_dynamic_batching=False, **items)) == []
+
+
+def test_trn2_generates_and_previews_a_docker_run_on_the_devices_of_its_cores(tmp_path):
+    """trn2 at LNC=2: 4 logical cores per device, so cores 4-11 live on /dev/neuron1 and /dev/neuron2
+    (core ids stay global inside the container: SDK deploy/tutorials/build-run-container.rst)."""
+    from workbench.server.docker import docker_run_for_model
+
+    generated = render(settings(tmp_path, target="trn2", neuron_core_range="4:11", triton_model_instance_count=2,
+                                triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,4"], max_batch_size=8))
+    params = parameters_of(generated.config)
+    assert params["WORKBENCH_TARGET"] == "trn2" and "NUM_THREADS_PER_CORE" not in params
+    assert [generated.core_map.visible_cores(k) for k in range(2)] == ["4-7", "8-11"]
+    run = docker_run_for_model(generated)
+    assert run.devices == (1, 2)
+    assert run.argv[run.argv.index("--device") + 1] == "/dev/neuron1" and "/dev/neuron2" in run.argv
+    wide = docker_run_for_model(generated, instance_type="trn2.48xlarge")
+    assert wide.devices == (1, 2)
