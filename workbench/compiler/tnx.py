@@ -25,7 +25,7 @@ from workbench.spec import ModelSpec, TensorSpec
 from workbench.tasks import check_cancel
 
 __all__ = ["LM_SPEC", "TNX_TARGETS", "SAMPLING_CLASSES", "STOPS_AT_EOS", "NOT_SERIALIZABLE", "tiny_causal_lm",
-           "package_causal_lm"]
+           "sampling_options", "package_causal_lm"]
 
 TNX_TARGETS = FRAMEWORK_TARGETS["transformers_neuronx"]
 # What the sampling model.py takes and gives: prompt ids in, prompt + generated ids out.
@@ -78,8 +78,7 @@ def tiny_causal_lm(arch: str = "llama", *, seed: int = 0, vocab_size: int = 128,
     return cls(config).eval()
 
 
-def sampling_options(model_class: str, batch_size: int, tp_degree: int, n_positions: int, amp: str,
-                     unroll: int | None = None) -> dict[str, Any]:
+def sampling_options(model_class: str, batch_size: int, tp_degree: int, n_positions: int, amp: str) -> dict[str, Any]:
     """``from_pretrained`` keywords for a sampling class. GPT-2's context-broadcasting class gets
     ``prompt_batch_size=batch_size``: its default of 1 encodes one prompt and broadcasts its cache to
     every row (``share_caches = prompt_batch_size == batch_size``, transformers-neuronx gpt2/model.py),
@@ -87,9 +86,7 @@ def sampling_options(model_class: str, batch_size: int, tp_degree: int, n_positi
     options: dict[str, Any] = {"batch_size": batch_size, "tp_degree": tp_degree, "n_positions": n_positions,
                                "amp": amp}
     if model_class == "GPT2ForSamplingWithContextBroadcasting":
-        options["prompt_batch_size"] = batch_size
-    if unroll is not None:
-        options["unroll"] = unroll
+        options["prompt_batch_size"] = batch_size  # model.py passes the same
     return options
 
 

@@ -47,12 +47,12 @@ Parameters (config.pbtxt ``parameters``, all strings):
 
 import gc
 import importlib
-from concurrent.futures import ThreadPoolExecutor
 import importlib.metadata
 import json
 import importlib.util
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -444,9 +444,9 @@ def load_pytorch_cpu(settings, layout):
     return _torch_runner(torch.jit.load(settings["path"], map_location="cpu"), torch)
 
 
-def _data_parallel(module, settings):
-    """DataParallel over the instance's cores (ids from 0 within NEURON_RT_VISIBLE_CORES: DataParallel
-    API pages, "Specifying NeuronCores"); num_workers only when NUM_THREADS_PER_CORE asks for it."""
+def _with_workers(module, settings):
+    """A DataParallel module (device ids count from 0 within NEURON_RT_VISIBLE_CORES: DataParallel API
+    pages) with num_workers set only when NUM_THREADS_PER_CORE asks for it."""
     if settings["num_workers"] is not None:
         module.num_workers = settings["num_workers"]
     return module
@@ -458,7 +458,7 @@ def load_pytorch_inf1(settings, layout):
     importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
 
     model = torch.neuron.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    return _torch_runner(_data_parallel(model, settings), torch)
+    return _torch_runner(_with_workers(model, settings), torch)
 
 
 def load_pytorch_neuronx(settings, layout):
@@ -469,7 +469,7 @@ def load_pytorch_neuronx(settings, layout):
 
     # DataParallel over all of the instance's cores; a bare jit.load would use only one of them.
     model = torch_neuronx.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    return _torch_runner(_data_parallel(model, settings), torch)
+    return _torch_runner(_with_workers(model, settings), torch)
 
 
 def _tf_signature(loaded, settings, layout):
