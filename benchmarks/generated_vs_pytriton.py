@@ -18,15 +18,15 @@ import numpy as np
 import torch
 from _common import CORES, MLP_SIZES, add_size_option, header, ratio, served_mlp
 
-from workbench.measure import measure
+from workbench.measure import MeasureSettings, measure
 from workbench.server import find_free_port, find_tritonserver
 
 POINTS = ((1, 1), (1, 4), (8, 1))  # (batch size, concurrency)
 
 
 def measure_points(url: str, model: str, inputs: dict[int, np.ndarray], window: float) -> dict:
-    return {(b, c): measure(url, model, [inputs[b]], batch_size=b, concurrency=c, window_s=window)
-            for b, c in POINTS}
+    settings = MeasureSettings(window_s=window)
+    return {(b, c): measure(url, model, [inputs[b]], settings, batch_size=b, concurrency=c) for b, c in POINTS}
 
 
 def pytriton_points(artifact, size: dict, inputs: dict[int, np.ndarray], window: float) -> dict:

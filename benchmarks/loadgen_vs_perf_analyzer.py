@@ -14,8 +14,8 @@ import time
 
 from _common import add_size_option, header, ratio, served_mlp
 
-from workbench.measure import measure
-from workbench.measure.perf_analyzer import PerfAnalyzerError, find_perf_analyzer, run_perf_analyzer
+from workbench.measure import MeasureSettings, measure
+from workbench.measure.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 
 POINTS = ((1, 1), (8, 1), (1, 4), (8, 4))  # (batch size, concurrency)
 
@@ -28,20 +28,21 @@ def main() -> None:
     parser.add_argument("--protocol", default="grpc", choices=("grpc", "http"))
     add_size_option(parser, "medium")
     args = parser.parse_args()
-    command = find_perf_analyzer(args.perf_analyzer)
+    # one settings value for both engines: the same windows, stability and warm-up
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=args.perf_analyzer, protocol=args.protocol,
+                               window_s=args.window, stability=args.stability, max_windows=10, warmup_requests=50)
+    command = settings.engine_command()
     header(f"load generator vs perf_analyzer ({' '.join(command)}), MLP, {args.protocol}, window {args.window:g} s")
-    settings = dict(protocol=args.protocol, window_s=args.window, stability=args.stability, max_windows=10,
-                    warmup_requests=50)
     with served_mlp(size=args.size) as (server, served):
         url = server.grpc_url if args.protocol == "grpc" else server.http_url
         for batch, concurrency in POINTS:
             x = served.model.example_inputs(batch)[0].numpy()
             cpu = time.process_time()
-            ours = measure(url, served.name, [x], batch_size=batch, concurrency=concurrency, **settings)
+            ours = measure(url, served.name, [x], settings, batch_size=batch, concurrency=concurrency)
             cpu_us = (time.process_time() - cpu) / ours.sent * 1e6  # this process: loop + gRPC/HTTP threads
             try:
-                (pa,) = run_perf_analyzer(url, served.name, command=command, batch_size=batch,
-                                          concurrency=concurrency, inputs={"INPUT__0": x[0]}, **settings)
+                (pa,) = run_perf_analyzer(url, served.name, settings, batch_size=batch, concurrency=concurrency,
+                                          inputs={"INPUT__0": x[0]})
             except PerfAnalyzerError as err:
                 print(f"batch {batch} concurrency {concurrency}: perf_analyzer failed: {str(err).splitlines()[-1]}")
                 continue

@@ -15,7 +15,7 @@ import argparse
 
 from _common import CORES, add_size_option, header, in_process, ratio, served_mlp
 
-from workbench.measure import measure
+from workbench.measure import MeasureSettings, measure
 
 
 def main() -> None:
@@ -35,8 +35,8 @@ def main() -> None:
                   flush=True)
             for protocol in protocols:
                 url = server.grpc_url if protocol == "grpc" else server.http_url
-                result = measure(url, served.name, [x], protocol=protocol, batch_size=batch, concurrency=1,
-                                 window_s=args.window)
+                result = measure(url, served.name, [x], MeasureSettings(protocol=protocol, window_s=args.window),
+                                 batch_size=batch, concurrency=1)
                 served_rows[protocol, batch] = result
                 s = result.server
                 # client = p50 minus the server's request time: what the load generator and the network add

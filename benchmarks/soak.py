@@ -9,7 +9,7 @@ import argparse
 
 from _common import add_size_option, header, served_mlp
 
-from workbench.measure import measure
+from workbench.measure import MeasureSettings, measure
 
 
 def main() -> None:
@@ -24,9 +24,9 @@ def main() -> None:
         url = server.grpc_url if args.protocol == "grpc" else server.http_url
         x = served.model.example_inputs(1)[0].numpy()
         # three windows that together last the soak: always exactly three, stable or not
-        result = measure(url, served.name, [x], protocol=args.protocol, concurrency=args.concurrency,
-                         window_s=args.seconds / 3, stable_windows=3, max_windows=3,
-                         warmup_requests=2 * args.concurrency,
+        settings = MeasureSettings(protocol=args.protocol, window_s=args.seconds / 3, stable_windows=3, max_windows=3,
+                                   warmup_requests=2 * args.concurrency)
+        result = measure(url, served.name, [x], settings, concurrency=args.concurrency,
                          progress=lambda done, total, message: print(f"  [{done}/{total}] {message}", flush=True))
     seconds = sum(w.duration_s for w in result.windows)
     print(f"measured {seconds:.1f} s: sent {result.sent}, succeeded {result.succeeded}, failed {result.failed} "

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from _common import add_size_option, header, served_mlp
 
-import workbench.measure.sweep as sweep_module
+import workbench.measure.point as point_module
+from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     # the load generator and the server's load call the sweep makes.
     windows: list[float] = []
     spent = {"measure": 0.0, "load": 0.0}
-    measure = sweep_module.measure
+    measure = point_module.measure
 
     def recording_measure(*a, **kw):
         start = time.perf_counter()
@@ -44,7 +45,7 @@ def main() -> None:
         windows.extend(w.duration_s for w in result.windows)
         return result
 
-    sweep_module.measure = recording_measure
+    point_module.measure = recording_measure
     with served_mlp(size=args.size) as (server, served), tempfile.TemporaryDirectory() as out:
         load = server.load
 
@@ -58,7 +59,7 @@ def main() -> None:
         server.load = timed_load
         start = time.perf_counter()
         result = run_sweep(plan, server, served.repository / served.name, out_dir=Path(out) / "run",
-                           window_s=args.window)
+                           settings=MeasureSettings(window_s=args.window))
         wall = time.perf_counter() - start
     frame = result.frame
     print(frame[["allocation", "batch_size", "concurrency", "throughput", "p50_ms", "stable", "windows",

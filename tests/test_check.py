@@ -8,6 +8,7 @@ from workbench import zoo
 from workbench.check import check_served, connect, infer
 from workbench.compiler import compile_model
 from workbench.generate import GenerateSettings, render, write
+from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 from workbench.server import TritonServer
 
@@ -57,6 +58,7 @@ def test_sweep_uses_the_model_inputs(bert_served):
     server, model, generated, work = bert_served
     plan = SweepPlan(batch_sizes=(2,), allocations="1x1", concurrency=(1,), core_range="0:0")
     result = run_sweep(plan, server, generated.dest, out_dir=work / "sweep", inputs=model.example_inputs,
-                       reference=model.eager, window_s=0.2, stable_windows=2, max_windows=2)
+                       reference=model.eager,
+                       settings=MeasureSettings(window_s=0.2, stable_windows=2, max_windows=2))
     row = result.frame.iloc[0]
     assert bool(row["outputs_ok"]) and int(row["failures"]) == 0, row.to_dict()

@@ -311,6 +311,10 @@ def test_cancel_kills_the_compiler_process(tmp_path, neuron_fakes, monkeypatch):
         time.sleep(0.1)
     assert pid_file.exists(), task.error_text
     compiler_pid = int(pid_file.read_text())
+    # the pid is known before the child's interpreter has started; on a busy box wait for its line
+    while "fake compiler running" not in logged and task.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "fake compiler running" in logged, logged
     task.cancel()
     assert task.join(timeout=60)
     assert task.state == "cancelled", task.error_text

@@ -13,6 +13,7 @@ from workbench.generate.config import (
     build_config,
     check_config,
     from_text,
+    parameter_string,
     parameters_of,
     read_config,
     spec_from_config,
@@ -229,3 +230,13 @@ def test_name_must_equal_the_directory_name():
                         "to equal the directory name"]
     with pytest.raises(ConfigError, match="differs from its directory"):
         check_config(cfg, directory_name="add-sub")
+
+
+@pytest.mark.parametrize("value, text", [
+    (True, "true"), (False, "false"), (8, "8"), ("0:3", "0:3"),
+    ({"mode": "default", "dynamic": False}, '{"dynamic": false, "mode": "default"}'), ([1, 2], "[1, 2]"),
+])
+def test_parameter_values_have_one_spelling_for_both_backends(value, text):
+    """The Python backend's model.py and the PyTorch backend read the same strings."""
+    assert parameter_string(value) == text
+    assert parameters_of(build_config("m", ADD_SUB, parameters={"KEY": value})) == {"KEY": text}

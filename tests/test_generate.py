@@ -1,4 +1,4 @@
-"""generate.py: golden configs for upstream's QA matrix, every validation message, the CLI as a
+"""workbench.generate: golden configs for upstream's QA matrix, every validation message, the CLI as a
 subprocess, read-back of upstream-style and generated directories, and a generated CPU model
 served by a real tritonserver.
 
@@ -21,11 +21,13 @@ import pytest
 from workbench import generate as gen
 from workbench.generate.config import from_text, parameters_of, read_config, to_json, validate_config
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate, write
+from workbench.generate import cli as generate_cli
+from workbench.generate.python_backend import model_py_text
 from workbench.spec import ModelSpec
 
 GOLDEN = Path(__file__).parent / "golden" / "generate"
 REGEN = os.environ.get("WORKBENCH_REGENERATE_GOLDEN") == "1"
-TEMPLATE_TEXT = gen.model_py_text()
+TEMPLATE_TEXT = model_py_text()
 COMPILED = "/opt/models/add_sub.pt"  # absolute and absent: goldens use --for-other-machine
 
 
@@ -629,7 +631,7 @@ def test_triton_accepts_the_json_override_and_rejects_what_validation_rejects(se
 
 def test_default_target_on_a_neuron_host_is_flagged_against_upstreams_inf1(tmp_path, monkeypatch, capsys):
     """The machine's detection is replaced (this host has no /dev/neuron*); nothing Neuron is imported."""
-    monkeypatch.setattr(gen, "default_target", lambda: "inf2")
+    monkeypatch.setattr(generate_cli, "default_target", lambda: "inf2")  # where the CLI looks it up
     flags = ["--triton_input", "INPUT__0,INT64,4", "--triton_output", "OUTPUT__0,INT64,4", "--compiled_model",
              COMPILED, "--for-other-machine"]
     assert run_generate([*flags, "--triton_model_dir", str(tmp_path / "a")]) == 0
@@ -738,7 +740,7 @@ def test_transformers_neuronx_takes_an_unbatched_prompt_too(tmp_path):
 def test_trn2_generates_and_previews_a_docker_run_on_the_devices_of_its_cores(tmp_path):
     """trn2 at LNC=2: 4 logical cores per device, so cores 4-11 live on /dev/neuron1 and /dev/neuron2
     (core ids stay global inside the container: SDK deploy/tutorials/build-run-container.rst)."""
-    from workbench.server.docker import docker_run_for_model
+    from workbench.deploy.docker import docker_run_for_model
 
     generated = render(settings(tmp_path, target="trn2", neuron_core_range="4:11", triton_model_instance_count=2,
                                 triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,4"], max_batch_size=8))

@@ -15,7 +15,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from workbench.measure import LoadResult, MeasureError, measure
+from dataclasses import replace
+
+from workbench.measure import LoadResult, MeasureError, MeasureSettings, measure
 from workbench.measure.loadgen import BLOCKING_MAX_CONCURRENCY
 from workbench.measure.stats import server_breakdown
 from workbench.tasks import Cancelled
@@ -75,7 +77,7 @@ class TritonPythonModel:
         return out
 '''
 
-FAST = dict(window_s=0.2, max_windows=4, warmup_requests=10)
+FAST = MeasureSettings(window_s=0.2, max_windows=4, warmup_requests=10)
 
 
 def write_model(repo: Path, name: str, code: str, *, max_batch_size: int, dynamic_batching: bool = False) -> None:
@@ -157,8 +159,8 @@ def test_concurrency_mode_counts_add_up(server, protocol, concurrency):
         checked.append(outputs)
         return np.allclose(outputs["Y"], 2.0)
 
-    result = measure(url(server, protocol), "double", [np.ones(4, np.float32)], protocol=protocol,
-                     batch_size=4, concurrency=concurrency, check=check, **FAST)
+    result = measure(url(server, protocol), "double", [np.ones(4, np.float32)], replace(FAST, protocol=protocol),
+                     batch_size=4, concurrency=concurrency, check=check)
     assert_consistent(result, 4)
     assert result.concurrency == concurrency and result.request_rate is None
     assert result.failed == 0 and result.errors == {}
@@ -181,8 +183,8 @@ def test_concurrency_mode_counts_add_up(server, protocol, concurrency):
 @pytest.mark.parametrize("protocol, distribution", [("grpc", "constant"), ("http", "poisson")])
 def test_rate_mode_counts_add_up_and_records_send_delays(server, protocol, distribution):
     before = server.stats("double")
-    result = measure(url(server, protocol), "double", {"X": np.ones((2, 4), np.float32)}, protocol=protocol,
-                     batch_size=2, request_rate=200, distribution=distribution, seed=7, **FAST)
+    result = measure(url(server, protocol), "double", {"X": np.ones((2, 4), np.float32)},
+                     replace(FAST, protocol=protocol, seed=7), batch_size=2, request_rate=200, distribution=distribution)
     assert_consistent(result, 2)
     assert result.concurrency is None and result.request_rate == 200 and result.distribution == distribution
     delta = settled_delta(server, "double", before, result.sent)
@@ -197,8 +199,8 @@ def test_rate_mode_counts_add_up_and_records_send_delays(server, protocol, distr
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_failures_are_counted_never_dropped(server, protocol):
     before = server.stats("flaky")
-    result = measure(url(server, protocol), "flaky", [np.ones(4, np.float32)], protocol=protocol,
-                     concurrency=2, **FAST)
+    result = measure(url(server, protocol), "flaky", [np.ones(4, np.float32)], replace(FAST, protocol=protocol),
+                     concurrency=2)
     assert result.failed > 0 and result.succeeded > 0
     assert result.sent == result.succeeded + result.failed
     assert sum(result.errors.values()) == result.failed
@@ -216,7 +218,7 @@ def test_error_responses_are_failures_even_where_server_stats_say_success(server
     """Triton counts a python-backend error *response* as a successful request in its statistics;
     only the client sees it fail, which is why the client's count is the one reported."""
     before = server.stats("error_response")
-    result = measure(server.grpc_url, "error_response", [np.ones(4, np.float32)], concurrency=2, **FAST)
+    result = measure(server.grpc_url, "error_response", [np.ones(4, np.float32)], FAST, concurrency=2)
     assert result.failed > 0 and result.succeeded > 0
     assert all("error response on purpose" in message for message in result.errors)
     delta = settled_delta(server, "error_response", before, result.sent)
@@ -224,8 +226,8 @@ def test_error_responses_are_failures_even_where_server_stats_say_success(server
 
 
 def test_failed_check_is_counted_and_reported(server):
-    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)],
-                     check=lambda outputs: np.allclose(outputs["Y"], 3.0), **FAST)
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], FAST,
+                     check=lambda outputs: np.allclose(outputs["Y"], 3.0))
     assert result.checked > 0 and result.check_failures == result.checked
     assert result.failed == 0  # the server answered; only the outputs are wrong
     assert any("failed the check" in w for w in result.warnings)
@@ -233,7 +235,7 @@ def test_failed_check_is_counted_and_reported(server):
 
 def test_dynamic_batching_breakdown_is_consistent(server):
     before = server.stats("batched")
-    result = measure(server.grpc_url, "batched", [np.ones(4, np.float32)], concurrency=6, **FAST)
+    result = measure(server.grpc_url, "batched", [np.ones(4, np.float32)], FAST, concurrency=6)
     delta = settled_delta(server, "batched", before, result.sent)
     assert delta.inferences == result.succeeded
     # identities of the statistics extension, whatever batches the scheduler formed
@@ -244,11 +246,12 @@ def test_dynamic_batching_breakdown_is_consistent(server):
 
 
 def test_model_without_batching(server):
-    result = measure(server.http_url, "single", [np.arange(4, dtype=np.float64)], protocol="http",
-                     check=lambda o: np.array_equal(o["Y"], np.arange(4, dtype=np.float32) * 2), **FAST)
+    http = replace(FAST, protocol="http")
+    result = measure(server.http_url, "single", [np.arange(4, dtype=np.float64)], http,
+                     check=lambda o: np.array_equal(o["Y"], np.arange(4, dtype=np.float32) * 2))
     assert result.failed == 0 and result.check_failures == 0 and result.checked > 0
     with pytest.raises(MeasureError, match="does not batch"):
-        measure(server.http_url, "single", [np.ones(4, np.float32)], protocol="http", batch_size=2, **FAST)
+        measure(server.http_url, "single", [np.ones(4, np.float32)], http, batch_size=2)
 
 
 def test_callable_inputs_get_the_batch_size(server):
@@ -258,8 +261,8 @@ def test_callable_inputs_get_the_batch_size(server):
         calls.append(batch)
         return [np.full((batch, 4), 0.5, np.float32)]
 
-    result = measure(server.grpc_url, "double", make, batch_size=3,
-                     check=lambda o: o["Y"].shape == (3, 4) and np.allclose(o["Y"], 1.0), **FAST)
+    result = measure(server.grpc_url, "double", make, FAST, batch_size=3,
+                     check=lambda o: o["Y"].shape == (3, 4) and np.allclose(o["Y"], 1.0))
     assert calls == [3]  # built once per load level, not per request
     assert result.check_failures == 0 and result.failed == 0
 
@@ -276,25 +279,34 @@ def test_callable_inputs_get_the_batch_size(server):
         (dict(model="absent"), "not ready"),
         (dict(model_version="7"), "not ready"),
         (dict(concurrency=2, request_rate=10), "not both"),
-        (dict(protocol="udp"), "protocol 'udp'"),
-        (dict(max_windows=2), "max_windows"),
+        (dict(settings=dict(protocol="udp")), "protocol 'udp'"),
+        (dict(settings=dict(max_windows=2)), "max_windows"),
+        (dict(settings=dict(window_s=float("inf"))), "window_s must be a positive number"),
+        (dict(settings=dict(warmup_requests=-1)), "warmup_requests"),
+        (dict(settings=dict(seed=1.5)), "seed"),
         (dict(percentile=0), "percentile"),
     ],
 )
 def test_bad_input_is_refused_before_any_request(server, kwargs, message):
     before = server.stats("double")
     args = dict(model="double", inputs=[np.ones(4, np.float32)]) | kwargs
+    changes = args.pop("settings", {})
     with pytest.raises(MeasureError, match=message):
-        measure(server.grpc_url, args.pop("model"), args.pop("inputs"), **(FAST | args))
+        measure(server.grpc_url, args.pop("model"), args.pop("inputs"), replace(FAST, **changes), **args)
     after = server.stats("double")
     assert server_breakdown(before, after, "double").requests == 0
+
+
+def test_settings_are_one_checked_value_not_a_dict(server):
+    with pytest.raises(MeasureError, match="settings must be a MeasureSettings, got dict"):
+        measure(server.grpc_url, "double", [np.ones(4, np.float32)], FAST.to_dict())
 
 
 def test_unreachable_server_is_a_clear_error(server):
     from workbench.server import find_free_port
 
     with pytest.raises(MeasureError, match="cannot reach Triton at grpc://"):
-        measure(f"127.0.0.1:{find_free_port()}", "double", [np.ones(4, np.float32)], **FAST)
+        measure(f"127.0.0.1:{find_free_port()}", "double", [np.ones(4, np.float32)], FAST)
 
 
 def test_cancel_stops_and_drains(server):
@@ -308,8 +320,9 @@ def test_cancel_stops_and_drains(server):
             cancel.set()
 
     with pytest.raises(Cancelled):
-        measure(server.grpc_url, "double", [np.ones(4, np.float32)], concurrency=4, progress=progress,
-                cancel=cancel, window_s=0.2, max_windows=10, warmup_requests=5)
+        measure(server.grpc_url, "double", [np.ones(4, np.float32)],
+                MeasureSettings(window_s=0.2, max_windows=10, warmup_requests=5), concurrency=4, progress=progress,
+                cancel=cancel)
     assert seen[0][0] == 0 and seen[-1][0] == 1 and seen[-1][1] == 10
     # every request that went out came back before measure() returned: the server has none left
     first = server.stats("double")
@@ -321,14 +334,14 @@ def test_cancel_stops_and_drains(server):
 def test_works_from_inside_a_running_event_loop(server):
     """A Jupyter cell runs inside an event loop; measure() must still work there."""
     async def cell():
-        return measure(server.grpc_url, "double", [np.ones(4, np.float32)], **FAST)
+        return measure(server.grpc_url, "double", [np.ones(4, np.float32)], FAST)
 
     result = asyncio.run(cell())
     assert result.succeeded > 0 and result.sent == result.succeeded + result.failed
 
 
 def test_percentile_drives_stability_and_is_reported(server):
-    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], percentile=75, model_version="1", **FAST)
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], FAST, percentile=75, model_version="1")
     assert result.server is not None and result.server.requests > 0  # version-1 statistics were found
     assert "p75" in result.latency
     lat = np.sort(result.latencies_us)
@@ -339,8 +352,8 @@ def test_percentile_drives_stability_and_is_reported(server):
 def test_a_rate_the_generator_cannot_keep_is_flagged(server):
     """100000 requests/s is far beyond what one Python event loop can send: the schedule slips,
     the send delays show it and the result says so (the requests that did go out all count)."""
-    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)], request_rate=100_000,
-                     window_s=0.1, max_windows=3, warmup_requests=10)
+    result = measure(server.grpc_url, "double", [np.ones(4, np.float32)],
+                     MeasureSettings(window_s=0.1, max_windows=3, warmup_requests=10), request_rate=100_000)
     assert result.sent == result.succeeded + result.failed
     assert result.late_fraction > 0.5
     assert any("could not keep 100000 requests/s" in w for w in result.warnings)

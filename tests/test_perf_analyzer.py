@@ -15,6 +15,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from workbench.measure.settings import MeasureSettings
 from workbench.measure.perf_analyzer import (
     PerfAnalyzerError,
     PerfAnalyzerNotFound,
@@ -80,8 +81,8 @@ def test_not_a_perf_analyzer_csv():
 
 
 def test_arguments_mirror_measure_settings(tmp_path):
-    args = perf_analyzer_args("127.0.0.1:8001", "mlp", batch_size=8, concurrency=[1, 2, 3], window_s=0.5,
-                              stability=0.1, max_windows=10, percentile=99, warmup_requests=20,
+    settings = MeasureSettings(window_s=0.5, stability=0.1, max_windows=10, warmup_requests=20)
+    args = perf_analyzer_args("127.0.0.1:8001", "mlp", settings, batch_size=8, concurrency=[1, 2, 3], percentile=99,
                               csv_path=tmp_path / "x.csv")
     text = " ".join(args)
     assert "-m mlp -u 127.0.0.1:8001 -i grpc -b 8" in text
@@ -89,8 +90,9 @@ def test_arguments_mirror_measure_settings(tmp_path):
     assert "--max-trials 10" in text and "--warmup-request-count 20" in text
     assert "--percentile=99" in args and "--concurrency-range 1:3:1" in text
     assert f"-f {tmp_path / 'x.csv'} --verbose-csv" in text
-    rate = perf_analyzer_args("h:8000", "m", protocol="http", request_rate=[100, 300], distribution="poisson",
-                              csv_path="y.csv")
+    rate = perf_analyzer_args("h:8000", "m", MeasureSettings(protocol="http"), request_rate=[100, 300],
+                              distribution="poisson", csv_path="y.csv")
+    assert "-i http" in " ".join(rate) and "--warmup-request-count" not in rate  # default warm-up: perf_analyzer's
     assert "--request-rate-range 100:300:200" in " ".join(rate) and "--request-distribution poisson" in " ".join(rate)
     with pytest.raises(ValueError, match="not evenly spaced"):
         perf_analyzer_args("h:1", "m", concurrency=[1, 2, 4], csv_path="z")
@@ -131,7 +133,7 @@ def test_failure_quotes_the_output(tmp_path):
     script.write_text("#!/bin/sh\necho 'Failed to obtain stable measurement.'\nexit 99\n")
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     with pytest.raises(PerfAnalyzerError, match="exit 99") as err:
-        run_perf_analyzer("127.0.0.1:1", "m", command=script)
+        run_perf_analyzer("127.0.0.1:1", "m", MeasureSettings(engine="perf_analyzer", perf_analyzer=script))
     assert "Failed to obtain stable measurement" in str(err.value)
 
 
@@ -160,8 +162,9 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     server.load("add")
     before = server.stats("add")
     seen = []
-    rows = run_perf_analyzer(server.grpc_url, "add", command=command, batch_size=2, concurrency=[1, 2],
-                             window_s=0.5, stability=0.5, max_windows=10,
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=command, window_s=0.5, stability=0.5,
+                               max_windows=10)
+    rows = run_perf_analyzer(server.grpc_url, "add", settings, batch_size=2, concurrency=[1, 2],
                              inputs={"X": np.ones(4, np.float32)}, progress=lambda *a: seen.append(a))
     assert [r["concurrency"] for r in rows] == [1, 2]
     assert all(r["throughput"] > 0 and r["p50_us"] > 0 for r in rows)
@@ -172,4 +175,4 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
-        run_perf_analyzer(server.grpc_url, "add", command=command, cancel=cancel)
+        run_perf_analyzer(server.grpc_url, "add", settings, cancel=cancel)

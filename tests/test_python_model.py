@@ -84,7 +84,7 @@ def write_model(
     instance_count: int = 1,
     **parameters,
 ) -> Path:
-    """A model directory as generate.py lays it out: config.pbtxt, 1/model.py, the model file.
+    """A model directory as workbench.generate lays it out: config.pbtxt, 1/model.py, the model file.
     A parameter given as None is left out (as in upstream-generated directories)."""
     directory = repo / name
     (directory / "1").mkdir(parents=True, exist_ok=True)

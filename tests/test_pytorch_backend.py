@@ -1,4 +1,4 @@
-"""pytorch_backend.py and templates/pytorch_runtime.py: Triton's PyTorch backend.
+"""workbench.generate.pytorch_backend and templates/pytorch_runtime.py: Triton's PyTorch backend.
 
 Golden files in tests/golden/pytorch_backend/ pin the config.pbtxt of every parameter, instance
 kind and layout; they are rewritten only with WORKBENCH_REGENERATE_GOLDEN=1. The server tests run
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import tritonclient.http as httpclient
+from tritonclient.grpc import model_config_pb2
 
 from workbench.generate import pytorch_backend as ptb
 from workbench.generate.config import from_text, parameters_of, read_config, to_text
@@ -114,7 +115,7 @@ def test_layouts_and_defaults():
     ts, pt2 = CASES["torchscript_default"], CASES["pytorch2_default"]
     assert (ts.runtime, ptb.layout_of(ts)) == ("", ptb.TORCHSCRIPT)
     assert (pt2.runtime, ptb.layout_of(pt2)) == ("model.py", ptb.PYTORCH2)
-    assert ts.instance_group[0].kind == ptb.model_config_pb2.ModelInstanceGroup.KIND_CPU
+    assert ts.instance_group[0].kind == model_config_pb2.ModelInstanceGroup.KIND_CPU
     torch_compile = parameters_of(CASES["pytorch2_torch_compile_optional_parameters"])["TORCH_COMPILE_OPTIONAL_PARAMETERS"]
     assert json.loads(torch_compile) == {"backend": "inductor", "dynamic": False, "fullgraph": True}
 
@@ -669,6 +670,7 @@ def test_gathered_requests_get_their_own_outputs(served):
 def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
     """The sweep engine runs a grid from sweep_grid on the twin: two INTRA_OP_THREAD_COUNT
     variants, each loaded as a config override, outputs checked at every point against eager."""
+    from workbench.measure.settings import MeasureSettings
     from workbench.measure.sweep import SweepPlan, run_sweep
 
     server, plan = served["server"], served["plans"]["add_sub_ts"]
@@ -681,7 +683,7 @@ def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
 
     start = len(server.log_tail(1_000_000))
     result = run_sweep(sweep, server, plan.repository / "add_sub_ts", out_dir=tmp_path / "run", reference=reference,
-                       window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1)
+                       settings=MeasureSettings(window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1))
     frame = result.frame
     assert sorted(frame["parameters"]) == ["INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
     assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["parameters", "error", "outputs_ok"]]

@@ -5,7 +5,13 @@ import re
 import pytest
 
 from workbench.generate.config import to_text
-from workbench.generate.repository import RepositoryError, diff_model_dir, read_model_dir, write_model_dir
+from workbench.generate.repository import (
+    RepositoryError,
+    diff_model_dir,
+    read_model_dir,
+    version_folders,
+    write_model_dir,
+)
 
 CONFIG = 'name: "m"\nbackend: "python"\n'
 
@@ -132,3 +138,11 @@ def test_read_model_dir_returns_config_and_other_files(tmp_path):
     assert files == {"1/model.py": tmp_path / "m" / "1" / "model.py"}
     with pytest.raises(RepositoryError, match="is not a model directory"):
         read_model_dir(tmp_path / "absent")
+
+
+def test_version_folders_are_the_ones_triton_loads(tmp_path):
+    """Numeric names without a leading zero (Triton 2.51 skips `01`), in numeric order; files and other names are not versions."""
+    for name in ("10", "2", "1", "0", "01", "v3", "1a", "__pycache__"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "3").write_text("a file, not a folder")
+    assert [p.name for p in version_folders(tmp_path)] == ["0", "1", "2", "10"]

@@ -26,6 +26,7 @@ from tritonclient.grpc import model_config_pb2
 from workbench.server import (
     ModelLoadError,
     PortInUseError,
+    RunningServer,
     ServerError,
     ServerStartError,
     TritonNotFoundError,
@@ -34,7 +35,7 @@ from workbench.server import (
 )
 from workbench.server.discovery import python_backend_dir
 from workbench.server.metrics import metric_value, parse_metrics
-from workbench.server.process import config_to_json
+from workbench.server.control import config_to_json
 
 ADD_ONE = """
 import numpy as np
@@ -398,6 +399,35 @@ def test_works_from_worker_threads(server):
     assert len(results) == 3 and all(isinstance(r, list) and "add" in r for r in results)
 
 
+@pytest.mark.server
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_server_started_elsewhere_is_driven_by_the_same_client(server, protocol):
+    """RunningServer: no process or log of ours, the same model-control calls over either protocol."""
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    remote = RunningServer(url, protocol)
+    try:
+        assert remote.version == server.version and remote.server_metadata()["name"] == "triton"
+        remote.load("other", config=model_config("other", count=2))
+        assert remote.is_model_ready("other") and server.is_model_ready("other")
+        assert remote.model_config("other")["instance_group"][0]["count"] == 2
+        assert remote.model_config("other", as_proto=True).instance_group[0].count == 2
+        assert next(m for m in remote.index() if m["name"] == "other") == \
+            {"name": "other", "version": "1", "state": "READY", "reason": ""}
+        assert [m["name"] for m in remote.stats("other")["model_stats"]] == ["other"]
+        with pytest.raises(ModelLoadError, match="deliberate failure 7f3a") as info:
+            remote.load("broken")
+        assert "deliberate failure 7f3a" in info.value.reason and info.value.log_lines == []
+        remote.unload("other")
+        assert not server.is_model_ready("other")
+        other = "http" if protocol == "grpc" else "grpc"
+        with pytest.raises(ValueError, match=f"was given as {protocol}; measure with protocol='{protocol}'"):
+            getattr(remote, f"{other}_url")
+        with pytest.raises(ServerError, match="no metrics URL"):
+            remote.metrics()
+    finally:
+        remote.close()
+
+
 # ---- lifecycle: ports, several servers, stop -----------------------------------------------
 
 
@@ -418,11 +448,11 @@ def test_taken_port_is_a_clear_error_and_nothing_starts(tmp_path):
 def test_a_free_port_taken_before_triton_binds_it_is_retried(tmp_path, monkeypatch):
     """Engineers and notebooks start servers at the same time: a port picked as free can be
     taken before Triton binds it. The picker is rigged to hand out a port a real socket holds."""
-    import workbench.server.process as process_module
+    import workbench.server.ports as ports_module
 
     repo = make_repo(tmp_path)
     picks = []
-    real_pick = process_module.find_free_port
+    real_pick = ports_module.find_free_port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
@@ -432,7 +462,7 @@ def test_a_free_port_taken_before_triton_binds_it_is_retried(tmp_path, monkeypat
             picks.append(taken if not picks else real_pick(host))
             return picks[-1]
 
-        monkeypatch.setattr(process_module, "find_free_port", pick)
+        monkeypatch.setattr(ports_module, "find_free_port", pick)
         with TritonServer(repo) as server:
             assert taken not in server.ports.values()
             assert any(f"'127.0.0.1:{taken}' already in use" in line for line in server.log_tail(500))
@@ -542,7 +572,7 @@ def test_start_can_be_cancelled_and_reports_progress(tmp_path):
 
 
 def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
-    from workbench.server.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
+    from workbench.deploy.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
 
     # inf1: 4 cores per device, so cores 51-52 sit on devices 12 and 13 (the Neuron container guide's example).
     assert neuron_devices("51:52", instance_type="inf1.24xlarge") == [12, 13]
@@ -571,7 +601,7 @@ def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
 
 def test_docker_run_rejects_what_the_host_cannot_do():
     from workbench.coremap import CoreRangeError
-    from workbench.server.docker import docker_run_command
+    from workbench.deploy.docker import docker_run_command
 
     with pytest.raises(CoreRangeError, match=r"inf2.xlarge has cores 0..1"):
         docker_run_command("/r", "0:3", instance_type="inf2.xlarge")
@@ -590,7 +620,7 @@ def test_docker_run_rejects_what_the_host_cannot_do():
 
 
 def test_docker_run_for_a_cpu_target_pins_cpus_instead_of_devices():
-    from workbench.server.docker import docker_run_command
+    from workbench.deploy.docker import docker_run_command
 
     run = docker_run_command("/r", "2:5", instance_type="cpu")
     assert run.devices == () and "--cpuset-cpus=2-5" in run.argv
@@ -676,7 +706,7 @@ def test_serve_command_prints_the_docker_run(tmp_path):
 
 def test_docker_run_for_a_generated_model_uses_its_cores_target_and_name(tmp_path):
     from workbench.generate import GenerateSettings, render
-    from workbench.server.docker import docker_run_for_model
+    from workbench.deploy.docker import docker_run_for_model
 
     generated = render(GenerateSettings(
         triton_model_dir=str(tmp_path / "repo" / "resnet"), compiled_model="model.pt", target="inf2",

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, numpy_dtype, parse_dtype
+from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, numpy_dtype, parse_dtype, tensor_spec
 
 
 @pytest.mark.parametrize(
@@ -95,3 +95,14 @@ def test_batch_dim_helpers_and_dict_round_trip():
     assert ModelSpec.from_dict(spec.to_dict()) == spec
     with pytest.raises(SpecError, match="no batch dim"):
         ModelSpec.parse(["INPUT__0,FP32,4"], ["OUTPUT__0,FP32,4"]).without_batch_dim()
+
+
+def test_one_reader_for_every_tensor_item_form():
+    expected = TensorSpec("INPUT__0", "INT64", (4, 384))
+    for item in ("INPUT__0,INT64,4x384", {"name": "INPUT__0", "dtype": "int64", "dims": [4, 384]},
+                 ("INPUT__0", "TYPE_INT64", (4, 384)), expected):
+        assert tensor_spec(item) == expected
+    with pytest.raises(SpecError, match="bad input {'name': 'x', 'shape': \\[4\\]}: .*unexpected keyword argument 'shape'"):
+        tensor_spec({"name": "x", "shape": [4]}, "input")
+    with pytest.raises(SpecError, match="bad output 7: give NAME,DTYPE,SHAPE, a dict or a TensorSpec"):
+        tensor_spec(7, "output")

@@ -9,30 +9,34 @@ import os
 import subprocess
 import sys
 import threading
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from workbench import generate, zoo
+from workbench.check import eager_reference
 from workbench.coremap import Allocation
 from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.plots import plot_run
 from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
+from workbench.measure.settings import MeasureError, MeasureSettings
 from workbench.measure.sweep import (
     Batching,
     SweepError,
     SweepPlan,
-    eager_reference,
     run_sweep,
     variant_config,
 )
 from workbench.server import TritonServer
 
+DATA = Path(__file__).parent / "data" / "perf_analyzer"
 # Short windows keep the suite quick; stability is reported, never asserted (busy shared machine).
-FAST = dict(window_s=0.2, max_windows=3, warmup_requests=5)
+FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=5)
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +163,57 @@ def test_cpu_range_beyond_this_machine_is_refused(model_dir):
         plan.variants(read_config(model_dir), available_cores={0, 1})
 
 
+# ---- the settings and the row, one value each ------------------------------------------------
+
+
+def test_settings_are_checked_once_naming_every_bad_value():
+    with pytest.raises(MeasureError) as err:
+        MeasureSettings(engine="locust", protocol="udp", window_s=0, stability=-1, max_windows=2,
+                        warmup_requests=-1, seed=-1, rtol=-1)
+    message = str(err.value)
+    for part in ("engine must be one of workbench, perf_analyzer, got 'locust'", "protocol 'udp' is not grpc or http",
+                 "window_s must be a positive number, got 0", "stability must be a positive number, got -1",
+                 "max_windows must be a whole number >= stable_windows (3), got 2", "warmup_requests must be",
+                 "seed must be a whole number >= 0", "rtol must be >= 0"):
+        assert part in message
+    with pytest.raises(MeasureError, match="stable_windows must be a whole number >= 1, got True"):
+        MeasureSettings(stable_windows=True)
+
+
+def test_settings_round_trip_through_a_record_and_name_what_would_change_a_number():
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=["/opt/pa.sh", "--x"],
+                               window_s=np.float32(0.5), max_windows=np.int64(4))
+    recorded = json.loads(json.dumps({"model": "add_sub", **settings.to_dict()}))  # as run.json holds them
+    assert MeasureSettings.from_dict(recorded) == settings and settings.differences(recorded) == []
+    assert replace(settings, perf_analyzer="/elsewhere/pa").differences(recorded) == []  # the same tool
+    assert replace(settings, window_s=0.25, seed=3).differences(recorded) == ["window_s 0.5 -> 0.25", "seed 0 -> 3"]
+    assert replace(settings, engine="workbench").differences({"engine": "perf_analyzer"}) == [
+        "engine 'perf_analyzer' -> 'workbench'"]
+
+
+def test_a_point_row_is_made_in_one_place_and_read_back_as_written(model_dir, tmp_path):
+    from workbench.measure.perf_analyzer import parse_csv
+    from workbench.measure.plan import Point
+    from workbench.measure.results import COLUMNS, append_point, frame_from_rows, read_points
+    from workbench.measure.rows import PointRow
+
+    (variant,) = SweepPlan(batch_sizes=[4], allocations="2x1", core_range="0:1").variants(read_config(model_dir))
+    point = Point(variant, 4, 2)
+    (measured,) = parse_csv(DATA / "concurrency_grpc_b4.csv")[:1]
+    rows = [PointRow.from_perf_analyzer(point, measured, True, 0.0), PointRow.failed(point, "load failed: no")]
+    assert [list(r.to_dict()) for r in rows] == [list(COLUMNS)] * 2
+    by_pa, failed = rows
+    assert by_pa.key == ("2x1", 4, 2) == failed.key and (by_pa.instances, by_pa.core_end) == (2, 1)
+    assert (by_pa.throughput, by_pa.p50_ms, by_pa.p99_ms, by_pa.compute_infer_ms) == (17177, 0.205, 0.322, 0.048)
+    assert by_pa.summary() == "17177.0 infer/s, p99 0.32 ms" and failed.summary() == "load failed: no"
+    assert np.isnan(failed.throughput) and failed.outputs_ok is None and failed.measured_at
+    for row in rows:
+        append_point(tmp_path / POINTS_FILE, row.to_dict())
+    back = [PointRow.from_dict(r) for r in read_points(tmp_path / POINTS_FILE)]
+    pd.testing.assert_frame_equal(frame_from_rows(r.to_dict() for r in back),
+                                  frame_from_rows(r.to_dict() for r in rows))
+
+
 # ---- real sweeps on one server ----------------------------------------------------------------
 
 
@@ -174,7 +229,7 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
             seen_counts[allocation] = server.model_config("add_sub")["instance_group"][0]["count"]
 
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[2], core_range="0:1")
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, **FAST)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST)
 
     assert result.complete and seen_counts == {"1x1": 1, "2x1": 2}
     frame = result.frame
@@ -200,6 +255,7 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
 
     again = load_run(run_dir)
     pd.testing.assert_frame_equal(again.frame, result.frame)
+    assert again.settings == FAST  # measured as asked, and can be measured again the same way
     written = plot_run(again)
     assert all(path.stat().st_size > 0 for paths in written.values() for path in paths)
     assert result.best(latency_budget_ms=10_000) is not None
@@ -219,18 +275,18 @@ def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_
         if done >= 1:
             cancel.set()
 
-    first = run_sweep(plan, server, model_dir, out_dir=out, progress=stop_after_first, cancel=cancel, **FAST)
+    first = run_sweep(plan, server, model_dir, out_dir=out, progress=stop_after_first, cancel=cancel, settings=FAST)
     assert first.status == "cancelled" and len(first.frame) == 1
     first_row = (out / POINTS_FILE).read_text().splitlines()[0]
 
     with pytest.raises(SweepError, match="already holds a sweep run"):
-        run_sweep(plan, server, model_dir, out_dir=out, **FAST)
+        run_sweep(plan, server, model_dir, out_dir=out, settings=FAST)
     with pytest.raises(SweepError, match="window_s 0.2 -> 0.5"):
-        run_sweep(plan, server, model_dir, out_dir=out, resume=True, **{**FAST, "window_s": 0.5})
+        run_sweep(plan, server, model_dir, out_dir=out, resume=True, settings=replace(FAST, window_s=0.5))
 
     measured = []
     second = run_sweep(plan, server, model_dir, out_dir=out, resume=True,
-                       progress=lambda d, t, m: measured.append(m), **FAST)
+                       progress=lambda d, t, m: measured.append(m), settings=FAST)
     assert second.complete
     lines = (out / POINTS_FILE).read_text().splitlines()
     assert len(lines) == 2 and lines[0] == first_row  # the first point is kept byte for byte
@@ -251,7 +307,7 @@ def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, mode
 
     plan = SweepPlan(batch_sizes=[2], allocations="1x1", core_range="0:1",
                      parameters={"COMPILED_MODEL": ["1/missing.pt", "1/add_sub.cpu.pt"]})
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, **FAST)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, settings=FAST)
     refused, served = result.frame.iloc[0], result.frame.iloc[1]
     assert "load failed" in refused["error"] and "missing.pt" in refused["error"]
     assert pd.isna(refused["throughput"])
@@ -340,8 +396,8 @@ def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
     except PerfAnalyzerNotFound as err:
         pytest.skip(f"{err} (set PERF_ANALYZER to run it)")
     plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(2,), core_range="0:1")
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "pa-run", engine="perf_analyzer",
-                       window_s=0.5, max_windows=10, stability=0.5, restore=False)
+    settings = MeasureSettings(engine="perf_analyzer", window_s=0.5, max_windows=10, stability=0.5)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "pa-run", settings=settings, restore=False)
     frame = result.frame
     assert frame["error"].isna().all(), frame["error"].tolist()
     assert frame["outputs_ok"].tolist() == [True, True]

@@ -23,6 +23,7 @@ from workbench.compiler import compile_model
 from workbench.system import SystemInfo
 from workbench.generate import GenerateSettings, render
 from workbench.measure.results import append_point, compare_runs, load_run, write_record
+from workbench.measure.settings import MeasureSettings
 
 
 def machine(packages: dict[str, str | None], device: bool, cores: int | None = None) -> SystemInfo:
@@ -43,6 +44,8 @@ def test_without_the_sdk_the_cpu_stands_in_and_says_so():
     assert "Every number below is a CPU number, not a Neuron number." in choice.message
     assert "pip install torch-neuronx neuronx-cc" in choice.message
     assert choice.tolerances == {"rtol": 1e-4, "atol": 1e-5}
+    settings = choice.measure_settings(window_s=0.3)
+    assert (settings.rtol, settings.atol, settings.window_s) == (1e-4, 1e-5, 0.3)
     assert choice.all_cores(cpus=4) == CoreRange(0, 3)
 
 
@@ -58,6 +61,7 @@ def test_sdk_and_device_serve_on_neuroncores():
     assert choice.message == "Neuron SDK and device found: compiling pytorch for trn1 and serving on NeuronCores."
     assert choice.core_range("0:3", 2) == CoreRange(0, 3)
     assert choice.tolerances == {"rtol": 1e-2, "atol": 1e-2}
+    assert (choice.measure_settings().rtol, choice.measure_settings(atol=0.5).atol) == (1e-2, 0.5)
     with pytest.raises(ValueError, match="NeuronCore count is unknown"):
         choice.all_cores()
     assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == CoreRange(0, 11)
@@ -90,7 +94,7 @@ def test_a_missing_framework_extra_is_named(monkeypatch):
 @pytest.mark.parametrize("args, message", [
     (("inf3",), "target 'inf3': choose one of inf1, inf2, trn1, trn2"),
     (("inf2", "onnx"), "framework 'onnx': choose one of pytorch, tensorflow, transformers_neuronx"),
-    (("inf1", "transformers_neuronx"), "transformers-neuronx runs on inf2 or trn1, not inf1"),
+    (("inf1", "transformers_neuronx"), "transformers_neuronx runs on inf2/trn1 \\(or cpu\\), not inf1"),
     (("trn2", "transformers_neuronx"), "transformers_neuronx runs on inf2/trn1 \\(or cpu\\), not trn2"),
     (("trn2", "tensorflow"), "tensorflow runs on inf1/inf2/trn1 \\(or cpu\\), not trn2"),
 ])
@@ -266,7 +270,7 @@ def test_greedy_generate_extends_the_prompt_to_the_length():
 @pytest.mark.server
 def test_example_runs_are_two_comparable_complete_sweeps(tmp_path):
     older, newer = tutorial.make_example_runs(tutorial.workspace("07-compare-runs", root=tmp_path),
-                                              window_s=0.2, max_windows=3)
+                                              settings=MeasureSettings(window_s=0.2, max_windows=3))
     assert (older.label, newer.label) == ("mlp_batching_off", "mlp_batching_on")
     for run in (older, newer):
         assert run.complete and "served outputs match the reference at every point" in tutorial.describe_run(run)

@@ -185,6 +185,19 @@ def test_sweep_refuses_to_start_without_a_server(tmp_path):
     assert "allocation '2y1' is malformed" in _text(app["sweep"].controls["grid_size"].value)
 
 
+def test_the_sweep_panel_hands_its_controls_over_as_one_settings_value(tmp_path):
+    sweep = Workbench(tmp_path / "repo")["sweep"]
+    for key, value in {"engine": "perf_analyzer", "perf_analyzer": " /opt/pa.sh ", "protocol": "http",
+                       "window_s": 0.4, "stable_windows": 2, "max_windows": 5}.items():
+        sweep.controls[key].value = value
+    settings = sweep.settings()
+    assert (settings.engine, settings.perf_analyzer, settings.protocol) == ("perf_analyzer", "/opt/pa.sh", "http")
+    assert (settings.window_s, settings.stable_windows, settings.max_windows) == (0.4, 2, 5)
+    sweep.controls["max_windows"].value = 1  # fewer than the stable windows: refused, named, nothing started
+    assert sweep.start() is None
+    assert "max_windows must be a whole number >= stable_windows (2), got 1" in _text(sweep.controls["error"].value)
+
+
 def test_the_perf_analyzer_engine_is_refused_inline_when_there_is_none(app, monkeypatch, tmp_path):
     monkeypatch.delenv("PERF_ANALYZER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

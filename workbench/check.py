@@ -1,24 +1,33 @@
-"""Does the served model give what the model gives in-process?
+"""Does the served model give what the model gives in-process? The reference outputs and the check.
 
 The check sends requests of several batch sizes at once (so dynamic batching merges them into one
 `execute()` and the concatenate/split code is exercised) and compares each served output with the
-eager output for the same request.
+eager output for the same request. ``eager_reference`` builds that eager model from a generated
+model directory, as the sweep does for every point it checks.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
+from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
+from workbench.generate.config import parameters_of, read_config
 from workbench.spec import ModelSpec
+from workbench.system import has_neuron_device
 
 Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
 # inputs(batch_size, seed=...) -> arrays in argument order; for models whose valid inputs are not
 # any random tensor of the right dtype (token ids below the vocabulary size, 0/1 masks)
 InputMaker = Callable[..., Sequence[np.ndarray]]
+
+
+class CheckError(ValueError):
+    """No reference can be built for a model; the message says why and what to pass instead."""
 
 
 @dataclass
@@ -74,6 +83,29 @@ def torch_eager(module) -> Eager:
         return [r.detach().cpu().numpy() for r in result]
 
     return run
+
+
+def eager_reference(model_dir: str | Path) -> Eager:
+    """In-process outputs for a generated model directory: its COMPILED_MODEL loaded on the CPU
+    (a Neuron artifact's CPU twin when there is no Neuron device), run eagerly on numpy inputs."""
+    model_dir = Path(model_dir)
+    params = parameters_of(read_config(model_dir))
+    compiled = params.get("COMPILED_MODEL", "")
+    if not compiled:
+        raise CheckError(f"{model_dir}/config.pbtxt has no COMPILED_MODEL; pass reference= to check outputs")
+    path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
+    if params.get("WORKBENCH_FRAMEWORK", "pytorch") != "pytorch":
+        raise CheckError(f"{model_dir}: only PyTorch models get an automatic reference; pass reference=")
+    try:
+        artifact = read_artifact(path)
+    except ArtifactError as err:
+        raise CheckError(f"{model_dir}: {err}; pass reference= (a function from inputs to outputs)") from None
+    if not artifact.runs_on_cpu and artifact.cpu_artifact is not None and not has_neuron_device():
+        artifact = artifact.cpu_artifact
+    try:
+        return torch_eager(load_artifact(artifact))
+    except ArtifactError as err:
+        raise CheckError(f"{model_dir}: cannot build a reference: {err}") from None
 
 
 def connect(url: str, protocol: str = "grpc"):

@@ -11,9 +11,11 @@ import sys
 # name -> module that defines register(subparsers)
 SUBCOMMANDS = {
     "quickstart": "workbench.quickstart",
-    "generate": "workbench.generate",
+    "generate": "workbench.generate.cli",
     "serve": "workbench.server.cli",
     "sweep": "workbench.measure.cli",
+    "deploy": "workbench.deploy.cli",
+    "doctor": "workbench.deploy.doctor",
 }
 
 
@@ -37,13 +39,16 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "your input or your machine", reported in one line with exit status 2."""
     from workbench.compiler import ArtifactError, CompileError, MissingSDKError
     from workbench.coremap import CoreRangeError
+    from workbench.deploy.kubernetes import ManifestError
+    from workbench.deploy.recipe import RecipeError
     from workbench.generate import GenerateError
     from workbench.generate.repository import RepositoryError
     from workbench.server import ServerError, TritonNotFoundError
     from workbench.spec import SpecError
 
     return (ArtifactError, CompileError, MissingSDKError, CoreRangeError, GenerateError, RepositoryError,
-            ServerError, TritonNotFoundError, SpecError, FileNotFoundError)
+            ServerError, TritonNotFoundError, SpecError, FileNotFoundError, FileExistsError, RecipeError,
+            ManifestError)
 
 
 def main(argv: list[str] | None = None) -> int:

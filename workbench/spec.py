@@ -9,7 +9,6 @@ rejects anything else with a message that names the bad item.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
@@ -24,6 +23,9 @@ __all__ = [
     "numpy_dtype",
     "torch_dtype",
     "config_dtype",
+    "tensor_index",
+    "tensor_spec",
+    "upstream_item",
 ]
 
 
@@ -122,7 +124,25 @@ def config_dtype(dtype: str) -> str:
     return "TYPE_STRING" if dtype == "BYTES" else f"TYPE_{dtype}"
 
 
-_INDEXED = re.compile(r"^(?P<stem>.+)__(?P<index>\d+)$")
+def tensor_index(name: str) -> int | None:
+    """The ``i`` of a ``NAME__i`` tensor name, else None: the one rule for the whole package.
+
+    It is the PyTorch backend's (libtorch.cc, r24.10): the name splits at its *first* ``__`` and
+    the rest must be ASCII digits, so ``a__1__2`` and ``a___0`` have no index and fall back to
+    config order; upstream gen_triton_model.py's model.py (``name.split('__')`` into exactly two
+    parts, the second numeric) agrees. One deliberate difference: LibTorch reads an empty rest
+    (``INPUT__``) as index 0 through ``atoi``; here that name has no index. The self-contained
+    templates keep copies of this rule (tests/test_request_handling.py holds them to it).
+    """
+    _, sep, digits = name.partition("__")
+    if sep and digits and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return None
+
+
+def upstream_item(name: str, dtype: str, dims: Iterable[int]) -> str:
+    """``NAME,DTYPE,SHAPE`` as gen_triton_model.py takes it (``INPUT__0,INT64,4x384``), values as given."""
+    return f"{name},{dtype},{'x'.join(str(d) for d in dims)}"
 
 
 def _parse_dims(text: str, item: str) -> tuple[int, ...]:
@@ -176,32 +196,36 @@ class TensorSpec:
 
     def upstream(self) -> str:
         """The ``NAME,DTYPE,SHAPE`` form gen_triton_model.py takes."""
-        return f"{self.name},{self.dtype},{'x'.join(str(d) for d in self.dims)}"
+        return upstream_item(self.name, self.dtype, self.dims)
 
     @property
     def index(self) -> int | None:
         """The ``i`` of an upstream ``NAME__i`` name (the position PyTorch passes it in), else None."""
-        match = _INDEXED.match(self.name)
-        return int(match["index"]) if match else None
+        return tensor_index(self.name)
 
     def numpy_dtype(self) -> Any:
         return numpy_dtype(self.dtype)
 
 
+def tensor_spec(item: Any, kind: str = "tensor") -> TensorSpec:
+    """A TensorSpec from any accepted form: upstream ``NAME,DTYPE,SHAPE``, a dict of its fields,
+    a ``(name, dtype, dims)`` triple, or a TensorSpec."""
+    if isinstance(item, TensorSpec):
+        return item
+    if isinstance(item, str):
+        return TensorSpec.parse(item)
+    try:
+        if isinstance(item, dict):
+            return TensorSpec(**item)
+        if isinstance(item, (tuple, list)) and len(item) == 3:
+            return TensorSpec(*item)
+    except TypeError as err:
+        raise SpecError(f"bad {kind} {item!r}: {err}") from None
+    raise SpecError(f"bad {kind} {item!r}: give NAME,DTYPE,SHAPE, a dict or a TensorSpec")
+
+
 def _tensors(items: Iterable[Any], kind: str) -> tuple[TensorSpec, ...]:
-    out = []
-    for item in items:
-        if isinstance(item, TensorSpec):
-            out.append(item)
-        elif isinstance(item, str):
-            out.append(TensorSpec.parse(item))
-        elif isinstance(item, dict):
-            out.append(TensorSpec(**item))
-        elif isinstance(item, (tuple, list)) and len(item) == 3:
-            out.append(TensorSpec(*item))
-        else:
-            raise SpecError(f"bad {kind} {item!r}: give NAME,DTYPE,SHAPE, a dict or a TensorSpec")
-    return tuple(out)
+    return tuple(tensor_spec(item, kind) for item in items)
 
 
 @dataclass(frozen=True)

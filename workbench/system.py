@@ -25,6 +25,7 @@ __all__ = [
     "NEURON_TARGETS",
     "FRAMEWORK_TARGETS",
     "DEFAULT_LNC",
+    "LNC_VALUES",
     "CORES_PER_DEVICE",
     "DEVICES_BY_INSTANCE",
     "SDK_PACKAGES",
@@ -66,10 +67,11 @@ def target_problem(framework: str, target: str) -> str | None:
     return f"{framework} runs on {'/'.join(t for t in allowed if t != 'cpu')} (or cpu), not {target}"
 
 
-# trn2's default logical NeuronCore config: two physical cores per logical core (SDK
-# about-neuron/arch/neuron-features/logical-neuroncore-config.rst: "LNC=2 (default)"; compiler
-# ``--logical-nc-config``/``-lnc`` in {1, 2}, "Only available on trn2; Default: 2").
-DEFAULT_LNC = 2
+# Families with a logical NeuronCore config (LNC), and its default: two physical cores per logical
+# core on Trn2 (SDK about-neuron/arch/neuron-features/logical-neuroncore-config.rst: "LNC=2
+# (default)"; compiler ``--logical-nc-config``/``-lnc`` in {1, 2}, "Only available on trn2; Default: 2").
+DEFAULT_LNC = {"trn2": 2}
+LNC_VALUES = (1, 2)
 
 # NeuronCores per Neuron device (chip), by instance family, as the runtime numbers them (logical
 # cores: trn2 at LNC=2 has 4 of its 8 physical cores). SDK about-neuron/arch/neuron-hardware/

@@ -36,6 +36,7 @@ from workbench.system import (NEURON_TARGETS, MissingSDKError, SystemInfo, TARGE
                              require_sdk, target_problem, usable_cpu_ids)
 from workbench.generate import GenerateSettings
 from workbench.measure.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
+from workbench.measure.settings import MeasureSettings
 
 __all__ = [
     "RUNS_ENV",
@@ -235,6 +236,10 @@ class TargetChoice:
         lower precision on request."""
         return {"rtol": 1e-2, "atol": 1e-2} if self.on_neuron else {"rtol": 1e-4, "atol": 1e-5}
 
+    def measure_settings(self, **settings: Any) -> MeasureSettings:
+        """`MeasureSettings` for a sweep here: this target's ``tolerances`` and the ``settings`` given."""
+        return MeasureSettings(**{**self.tolerances, **settings})
+
     def servable(self, artifact):
         """The artifact to serve here: the Neuron one on a device, else its CPU twin."""
         if self.on_neuron or artifact.cpu_artifact is None:
@@ -258,8 +263,6 @@ def choose_target(wanted: str, framework: str = "pytorch", *, system: SystemInfo
         raise ValueError(f"target {wanted!r}: choose one of {', '.join(NEURON_TARGETS)}")
     if framework not in _FRAMEWORK_MODULES:
         raise ValueError(f"framework {framework!r}: choose one of {', '.join(_FRAMEWORK_MODULES)}")
-    if framework == "transformers_neuronx" and wanted == "inf1":
-        raise ValueError("transformers-neuronx runs on inf2 or trn1, not inf1")
     if target_problem(framework, wanted):
         raise ValueError(target_problem(framework, wanted))
     system = system or detect()
@@ -388,15 +391,17 @@ def runs_table(root: str | os.PathLike | None = None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).sort_values("started", ascending=False, ignore_index=True)
 
 
-def make_example_runs(space: Workspace, *, window_s: float = 0.5, max_windows: int = 4,
+def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = None,
                       progress: Callable[[int, int, str], None] | None = None,
                       cancel: threading.Event | None = None) -> tuple[SweepResult, SweepResult]:
     """Two small sweeps to compare when none are saved: the zoo's mlp on one server, the same grid
-    (1 instance, batch 1 and 4, concurrency 4) with the dynamic batcher off, then on."""
+    (1 instance, batch 1 and 4, concurrency 4) with the dynamic batcher off, then on, both measured
+    as ``settings`` say (default: half-second windows, at most 4)."""
     from workbench import zoo
     from workbench.compiler import compile_model
     from workbench.generate import render, write
-    from workbench.measure.sweep import SweepPlan, run_sweep
+    from workbench.measure.plan import SweepPlan
+    from workbench.measure.sweep import run_sweep
     from workbench.server import TritonServer
 
     model = zoo.get("mlp")
@@ -409,11 +414,12 @@ def make_example_runs(space: Workspace, *, window_s: float = 0.5, max_windows: i
             copy_compiled_model=True, target="cpu", neuron_core_range="0:0", max_batch_size=8,
             enable_dynamic_batching=batching, max_queue_delay_microseconds=500 if batching else None)))
     plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(4,))
+    settings = MeasureSettings(window_s=0.5, max_windows=4) if settings is None else settings
     runs = []
     with TritonServer(space.repository) as server:
         for name in variants:
             server.load(name)
             runs.append(run_sweep(plan, server, space.repository / name, out_dir=space.sweep_dir(name), label=name,
-                                  window_s=window_s, max_windows=max_windows, progress=progress, cancel=cancel))
+                                  settings=settings, progress=progress, cancel=cancel))
             server.unload(name)
     return runs[0], runs[1]

@@ -28,7 +28,7 @@ from typing import Any, Callable, Sequence
 from workbench.compiler.artifact import Artifact, atomic_write
 from workbench.compiler.isolation import run_isolated
 from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
-from workbench.system import (DEFAULT_LNC, NEURON_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
+from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
                               installed_versions)
 from workbench.tasks import Cancelled, check_cancel
 
@@ -112,19 +112,19 @@ def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, ln
     """
     given = _flag_value(normalize_compiler_args(compiler_args), _LNC_FLAGS, "1 or 2")
     if given is not None:
-        if not given.isdigit() or int(given) not in (1, 2):
+        if not given.isdigit() or int(given) not in LNC_VALUES:
             raise CompileError(f"compiler args give logical NeuronCore config {given!r}; use 1 or 2")
         if lnc is not None and int(given) != lnc:
             raise CompileError(f"lnc={lnc} contradicts the compiler args' logical NeuronCore config {given}")
         lnc = int(given)
-    if target != "trn2":
+    if target not in DEFAULT_LNC:
         if lnc is not None:
             raise CompileError(f"a logical NeuronCore config (lnc={lnc}) is a trn2 setting; {target} takes none")
         return None
     if lnc is None:
-        return DEFAULT_LNC
-    if lnc not in (1, 2):
-        raise CompileError(f"lnc={lnc}: trn2 runs at a logical NeuronCore config of 1 or 2")
+        return DEFAULT_LNC[target]
+    if lnc not in LNC_VALUES:
+        raise CompileError(f"lnc={lnc}: {target} runs at a logical NeuronCore config of 1 or 2")
     return lnc
 
 
@@ -150,7 +150,7 @@ def neuronx_trace_arguments(
     chosen = logical_nc_config(target, args, lnc)
     if given is None:
         args += ["--target", target]
-    if chosen is not None and chosen != DEFAULT_LNC and _flag_value(args, _LNC_FLAGS, "1 or 2") is None:
+    if chosen is not None and chosen != DEFAULT_LNC[target] and _flag_value(args, _LNC_FLAGS, "1 or 2") is None:
         args += ["--logical-nc-config", str(chosen)]
     kwargs: dict[str, Any] = {"compiler_args": args}
     if not has_device:

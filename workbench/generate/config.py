@@ -8,6 +8,7 @@ failures to generation time and lets a hand-edited config be read back and regen
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -30,6 +31,7 @@ __all__ = [
     "to_json",
     "spec_from_config",
     "parameters_of",
+    "parameter_string",
     "validate_config",
     "check_config",
 ]
@@ -78,13 +80,18 @@ def build_config(
         entry.dims.extend(tensor.dims)
     cfg.instance_group.add(kind=kind, count=int(instance_count))
     for key, value in (parameters or {}).items():
-        cfg.parameters[str(key)].string_value = _string(value)
+        cfg.parameters[str(key)].string_value = parameter_string(value)
     return cfg
 
 
-def _string(value: object) -> str:
+def parameter_string(value: object) -> str:
+    """A config parameter value as the string Triton stores: ``true``/``false`` for booleans (what
+    model.py and both PyTorch-backend runtimes read), JSON for a dict or list (e.g.
+    ``TORCH_COMPILE_OPTIONAL_PARAMETERS``), ``str`` otherwise."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
     return str(value)
 
 

@@ -19,7 +19,8 @@ from typing import Mapping, Union
 
 from workbench.generate.config import ModelConfig, read_config
 
-__all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir"]
+__all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir",
+           "version_folders"]
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
@@ -202,3 +203,11 @@ def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
     config = read_config(path / "config.pbtxt")
     files = {rel: path / rel for rel in _listing(path) if rel != "config.pbtxt"}
     return config, files
+
+
+def version_folders(model_dir: str | Path) -> list[Path]:
+    """The folders of ``model_dir`` that Triton loads as versions, lowest first: ASCII-digit names
+    without a leading zero (Triton 2.51 skips ``01`` with a warning; core's model_lifecycle.cc)."""
+    found = [p for p in Path(model_dir).iterdir()
+             if p.is_dir() and p.name.isascii() and p.name.isdigit() and (p.name == "0" or p.name[0] != "0")]
+    return sorted(found, key=lambda p: int(p.name))

@@ -52,7 +52,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                      help="measure with the built-in load generator (default) or Triton's perf_analyzer")
     run.add_argument("--perf-analyzer", metavar="CMD",
                      help="perf_analyzer to run (path or wrapper; default $PERF_ANALYZER, then PATH)")
+    run.add_argument("--stable-windows", type=int, default=3,
+                     help="windows that must agree to call a point stable (default 3)")
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
+    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the output check (default 1e-4)")
+    run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the output check (default 1e-5)")
     run.add_argument("--url", metavar="HOST:PORT",
                      help="use this running tritonserver (explicit model control) instead of starting one")
     out = parser.add_argument_group("output")
@@ -68,7 +72,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def plan_from_args(args: argparse.Namespace):
     """The SweepPlan the flags describe (SweepError names a bad flag value)."""
-    from workbench.measure.sweep import Batching, SweepError, SweepPlan
+    from workbench.measure.plan import Batching, SweepError, SweepPlan
 
     batching: tuple = (None,)
     preferred = tuple(args.preferred_batch_sizes.split(",")) if args.preferred_batch_sizes else ()
@@ -89,6 +93,16 @@ def plan_from_args(args: argparse.Namespace):
     return SweepPlan(batch_sizes=args.batch_sizes, allocations=args.allocations, concurrency=args.concurrency,
                      core_range=args.core_range, batching=batching, parameters=parameters,
                      max_batch_size=args.max_batch_size)
+
+
+def settings_from_args(args: argparse.Namespace):
+    """The MeasureSettings the flags describe (MeasureError names a bad value)."""
+    from workbench.measure.settings import MeasureSettings
+
+    return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
+                           window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,
+                           stable_windows=args.stable_windows, max_windows=args.max_windows,
+                           warmup_requests=args.warmup, seed=args.seed, rtol=args.rtol, atol=args.atol)
 
 
 class _Bar:
@@ -113,41 +127,31 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.generate.config import ConfigError, read_config
     from workbench.coremap import CoreRangeError
     from workbench.measure.plots import plot_run
-    from workbench.measure.sweep import (
-        RunningServer,
-        SweepError,
-        check_out_dir,
-        check_settings,
-        plan_variants,
-        run_sweep,
-    )
-    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
-    from workbench.server import TritonServer
+    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
+    from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.sweep import check_out_dir, run_sweep
+    from workbench.server import RunningServer, TritonServer
 
     model_dir = Path(args.model_dir)
-    settings = dict(protocol=args.protocol, window_s=args.window_ms / 1000.0, max_windows=args.max_windows,
-                    stability=args.stability / 100.0, warmup_requests=args.warmup)
     try:  # everything checked before a server starts
-        if args.engine == "perf_analyzer":
-            find_perf_analyzer(args.perf_analyzer)
+        settings = settings_from_args(args)
+        settings.engine_command()
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
-        check_settings(**settings)
         check_out_dir(args.out, args.resume)
     except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        server = RunningServer(args.url, args.protocol) if args.url else TritonServer(model_dir.resolve().parent).start()
+        server = RunningServer(args.url, settings.protocol) if args.url else TritonServer(model_dir.resolve().parent).start()
     except Exception as err:  # no binary, port clash, start failure: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size)
-    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, seed=args.seed, resume=args.resume,
-                label=args.label, restore=bool(args.url), on_progress=bar, engine=args.engine,
-                perf_analyzer=args.perf_analyzer, **settings)
+    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                label=args.label, restore=bool(args.url), on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):

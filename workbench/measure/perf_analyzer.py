@@ -3,7 +3,8 @@ the same rows the workbench's own load generator gives (``LoadResult.to_row``).
 
 Why: perf_analyzer is the reference the field trusts. Running the same load levels through both
 (same windows, stability, percentile, warm-up) shows whether the Python generator's numbers can
-be believed on a given machine, and lets a user keep their perf_analyzer habits.
+be believed on a given machine, and lets a user keep their perf_analyzer habits. Both engines
+take the same `MeasureSettings`.
 
 perf_analyzer has no Python API (its pip package only wraps the binary), so this is a
 subprocess with ``-f FILE --verbose-csv``. The command may be a path or a command prefix (e.g. a
@@ -28,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from workbench.measure.settings import MeasureSettings
 from workbench.tasks import Cancelled
 
 __all__ = [
@@ -108,42 +110,38 @@ def find_perf_analyzer(command: str | os.PathLike[str] | Sequence[str] | None = 
 def perf_analyzer_args(
     url: str,
     model: str,
+    settings: MeasureSettings | None = None,
     *,
-    protocol: str = "grpc",
     batch_size: int = 1,
     concurrency: int | Sequence[int] | None = None,
     request_rate: float | Sequence[float] | None = None,
     distribution: str = "constant",
-    window_s: float = 1.0,
-    stability: float = 0.10,
-    max_windows: int = 10,
     percentile: float | None = None,
-    warmup_requests: int = 0,
     csv_path: str | os.PathLike[str],
     input_data: str | os.PathLike[str] | None = None,
     model_version: str = "",
     extra_args: Sequence[str] = (),
 ) -> list[str]:
-    """perf_analyzer arguments for the load levels ``measure()`` would run with the same settings.
+    """perf_analyzer arguments for the load levels ``measure()`` would run with the same ``settings``
+    (protocol, window, stability, max windows, warm-up; perf_analyzer's stable windows are 3).
 
     ``concurrency`` / ``request_rate``: one level or a list of levels (each list becomes one
     perf_analyzer run over ``start:end:step``, so the list must be evenly spaced).
     """
-    if protocol not in ("grpc", "http"):
-        raise ValueError(f"protocol {protocol!r} is not grpc or http")
+    settings = MeasureSettings() if settings is None else settings
     if concurrency is not None and request_rate is not None:
         raise ValueError("give concurrency or request_rate, not both")
     if percentile is not None and float(percentile) != int(percentile):
         raise ValueError(f"perf_analyzer takes whole percentiles, got {percentile}")
-    args = ["-m", model, "-u", url, "-i", protocol, "-b", str(int(batch_size)),
-            "--measurement-interval", str(max(1, round(window_s * 1000))),
-            "--stability-percentage", f"{stability * 100:g}",
-            "--max-trials", str(int(max_windows)),
+    args = ["-m", model, "-u", url, "-i", settings.protocol, "-b", str(int(batch_size)),
+            "--measurement-interval", str(max(1, round(settings.window_s * 1000))),
+            "--stability-percentage", f"{settings.stability * 100:g}",
+            "--max-trials", str(settings.max_windows),
             "-f", os.fspath(csv_path), "--verbose-csv"]
     if model_version:
         args += ["-x", str(model_version)]
-    if warmup_requests:
-        args += ["--warmup-request-count", str(int(warmup_requests))]
+    if settings.warmup_requests:
+        args += ["--warmup-request-count", str(settings.warmup_requests)]
     if percentile is not None:
         args += [f"--percentile={int(percentile)}"]
     if request_rate is not None:
@@ -227,30 +225,31 @@ def _number(value: str) -> Any:
 def run_perf_analyzer(
     url: str,
     model: str,
+    settings: MeasureSettings | None = None,
     *,
-    command: str | os.PathLike[str] | Sequence[str] | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
     timeout_s: float = 900.0,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
-    **settings: Any,
+    **load: Any,
 ) -> list[dict[str, Any]]:
-    """Run perf_analyzer for the load levels in ``settings`` (see ``perf_analyzer_args``) and
+    """Run perf_analyzer (``settings.perf_analyzer``, else ``$PERF_ANALYZER``, else PATH) for the
+    load levels in ``load`` (``batch_size``, ``concurrency``... see ``perf_analyzer_args``) and
     return its rows. ``inputs`` (name -> per-sample array) makes it send those values.
     Raises PerfAnalyzerError with its output when it fails (e.g. it could not stabilize: larger
     ``window_s`` or ``stability`` help), Cancelled when ``cancel`` is set."""
-    argv = find_perf_analyzer(command)
-    levels = settings.get("concurrency") if settings.get("request_rate") is None else settings["request_rate"]
+    settings = MeasureSettings() if settings is None else settings
+    argv = find_perf_analyzer(settings.perf_analyzer)
+    levels = load.get("concurrency") if load.get("request_rate") is None else load["request_rate"]
     total = 1 if levels is None or np.isscalar(levels) else len(list(levels))
     with tempfile.TemporaryDirectory(prefix="workbench-pa-") as scratch:
         csv_path = Path(scratch) / "results.csv"
         input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
-        args = perf_analyzer_args(url, model, csv_path=csv_path, input_data=input_data, **settings)
+        args = perf_analyzer_args(url, model, settings, csv_path=csv_path, input_data=input_data, **load)
         output = _run(argv + args, timeout_s, total, progress, cancel)
         if not csv_path.exists():
             raise PerfAnalyzerError(f"perf_analyzer wrote no CSV; its output ends:\n{_tail(output)}", output)
-        return parse_csv(csv_path, model=model, protocol=settings.get("protocol", "grpc"),
-                         batch_size=int(settings.get("batch_size", 1)))
+        return parse_csv(csv_path, model=model, protocol=settings.protocol, batch_size=int(load.get("batch_size", 1)))
 
 
 def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str:

@@ -19,6 +19,9 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from workbench.measure.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.settings import MeasureSettings
+
 __all__ = [
     "POINTS_FILE", "RECORD_FILE", "CSV_FILE", "JSON_FILE",
     "KEY_COLUMNS", "COLUMNS",
@@ -32,20 +35,6 @@ RECORD_FILE = "run.json"
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"
 
-# A point is identified by its variant (allocation + batching + parameters) and its load.
-KEY_COLUMNS = ("variant", "batch_size", "concurrency")
-_VARIANT_COLUMNS = ("variant", "allocation", "instances", "cores_per_instance", "core_start", "core_end",
-                    "batching", "parameters")
-_METRIC_COLUMNS = (
-    "throughput", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "mean_ms",
-    "stable", "windows", "requests", "failures", "outputs_ok", "max_abs_diff",
-    "queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms", "overhead_ms", "avg_batch",
-    "warnings", "error", "measured_at",
-)
-COLUMNS = _VARIANT_COLUMNS + ("batch_size", "concurrency") + _METRIC_COLUMNS
-_INT_COLUMNS = ("instances", "cores_per_instance", "core_start", "core_end", "batch_size", "concurrency")
-
-
 class ResultsError(ValueError):
     """A run folder or table that cannot be read or compared; the message names the file or column."""
 
@@ -58,7 +47,7 @@ def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
             frame[column] = None
     extra = [c for c in frame.columns if c not in COLUMNS]
     frame = frame[list(COLUMNS) + extra]
-    for column in _INT_COLUMNS:
+    for column in INT_COLUMNS:
         if frame[column].notna().all():
             frame[column] = frame[column].astype("int64")
     return frame
@@ -150,6 +139,12 @@ class SweepResult:
     @property
     def label(self) -> str:
         return self.record.get("label") or (self.path.name if self.path else "run")
+
+    @property
+    def settings(self) -> MeasureSettings | None:
+        """How the run was measured (to measure again the same way); None without a record of it."""
+        recorded = self.record.get("settings")
+        return MeasureSettings.from_dict(recorded) if recorded else None
 
     def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
         return best_point(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)

@@ -12,8 +12,10 @@ import sys
 import threading
 from pathlib import Path
 
-from workbench.server.docker import DEFAULT_IMAGE, docker_run_command
-from workbench.server.process import ModelLoadError, TritonServer
+from workbench.deploy.docker import docker_run_command
+from workbench.server.errors import ModelLoadError
+from workbench.server.process import TritonServer
+from workbench.system import LNC_VALUES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     docker.add_argument("--docker", metavar="CORES", help="print the docker run for NeuronCores a:b and exit")
     docker.add_argument("--instance-type", help="e.g. inf2.24xlarge (or a family: inf1, inf2, trn1, trn2; cpu)")
     docker.add_argument("--cores-per-device", type=int, help="instead of --instance-type")
-    docker.add_argument("--image", default=DEFAULT_IMAGE, help=f"Triton image (default {DEFAULT_IMAGE})")
+    docker.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
+    docker.add_argument("--framework", default="pytorch", choices=("pytorch", "tensorflow", "transformers_neuronx"),
+                        help="picks the host recipe's image (default pytorch)")
+    docker.add_argument("--image", help="image to run (default: the one `workbench deploy` writes the recipe for)")
     parser.set_defaults(func=run)
 
 
@@ -47,6 +52,8 @@ def _print_docker(args: argparse.Namespace) -> int:
         args.docker,
         instance_type=args.instance_type,
         cores_per_device=args.cores_per_device,
+        lnc=args.lnc,
+        framework=args.framework,
         image=args.image,
         http_port=args.http_port or 8000,
         grpc_port=args.grpc_port or 8001,

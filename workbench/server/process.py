@@ -1,58 +1,47 @@
-"""`TritonServer`: one local tritonserver process that a notebook can start, drive and stop.
+"""`TritonServer`: the lifecycle of one local tritonserver process (find, start, ports, guard, stop).
 
 Why it looks like this:
 
 * Explicit model control only, so the workbench decides what is loaded (load/unload/reload with a
-  config override instead of restarts).
+  config override instead of restarts: `control.ModelControl`, which this class hands over to).
 * Free ports by default and a per-server shared-memory prefix for the python backend, so several
   servers (several engineers, several notebooks) run side by side.
 * The server runs in its own process group (its python backend stubs join it) watched by a small
   guard process (``guard.py``): when the Python process that started it dies, even by SIGKILL,
   the guard takes the whole group down. ``stop()`` does the same on purpose.
-* Output goes to a log file in a per-server run directory: ``log_tail`` / ``follow_log`` read it,
-  and load or start failures quote it.
+* Output goes to a log file in a per-server run directory (`log.ServerLog` reads and follows
+  it); load or start failures quote it.
 """
 
 from __future__ import annotations
 
 import atexit
-import errno
+import functools
 import itertools
-import json
 import os
-import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 import weakref
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2
 import tritonclient.http as httpclient
-from tritonclient.utils import InferenceServerException
 
 from workbench.server import guard as guard_module
+from workbench.server.control import ModelControl
 from workbench.server.discovery import TritonInstall, find_tritonserver
-from workbench.server.metrics import parse_metrics
+from workbench.server.errors import ServerError, ServerStartError
+from workbench.server.log import ServerLog
+from workbench.server.ports import check_port_free, hostport, is_listening, pick_ports, requested_ports
 from workbench.tasks import Cancelled
 
-__all__ = [
-    "ServerError",
-    "ServerStartError",
-    "PortInUseError",
-    "ModelLoadError",
-    "TritonServer",
-    "find_free_port",
-]
+__all__ = ["TritonServer"]
 
 Progress = Callable[[int, int, str], None]
 
@@ -63,116 +52,19 @@ _OWNED_FLAGS = (
     "--http-address", "--grpc-address", "--metrics-address",
 )
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
-_KEEP_LOG_LINES = 2000
 _EXIT_TIMEOUT_SECS = 3
-_ERROR_LINE = re.compile(r"^E\d{4} ")  # Triton's glog-style prefix: severity, month, day
 _counter = itertools.count()
 _running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
 
 
-class ServerError(RuntimeError):
-    """Something went wrong with the server process; the message quotes its log."""
+def _handed_to_control(name: str) -> Callable[..., Any]:
+    """A method of TritonServer that is ``ModelControl``'s method ``name`` on its ``control``."""
+    @functools.wraps(getattr(ModelControl, name))
+    def method(self: "TritonServer", *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.control, name)(*args, **kwargs)
 
-
-class ServerStartError(ServerError):
-    """The server exited or never became ready."""
-
-
-class PortInUseError(ServerError):
-    """A requested port is taken; the message names it."""
-
-
-class ModelLoadError(ServerError):
-    """Triton refused to load a model. ``reason`` is Triton's reason from the repository index,
-    ``log_lines`` the server log lines written during the load."""
-
-    def __init__(self, model: str, message: str, reason: str, log_lines: list[str]) -> None:
-        self.model, self.reason, self.log_lines = model, reason, log_lines
-        text = f"model {model!r} failed to load: {reason or message}"
-        if message and message not in text:
-            text += f"\nTriton said: {message}"
-        if log_lines:
-            text += "\nServer log during the load:\n" + "\n".join(log_lines)
-        super().__init__(text)
-
-
-def find_free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on right now (the kernel's choice)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _check_port_free(host: str, port: int, what: str) -> None:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as err:
-            if err.errno in (errno.EADDRINUSE, errno.EACCES):
-                raise PortInUseError(f"{what} port {port} on {host} is already in use") from None
-            raise
-
-
-def _validate_port(value: int | None, what: str) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise ValueError(f"{what} must be an integer port between 1 and 65535, got {value!r}")
-    return value
-
-
-def config_to_json(config: Any) -> str:
-    """A model config as the JSON string Triton's load-with-override expects.
-
-    Accepts a ``model_config_pb2.ModelConfig``, a dict or a JSON string; dicts and strings are
-    checked against the ModelConfig schema first so a typo fails here, naming the field.
-    """
-    if isinstance(config, model_config_pb2.ModelConfig):
-        message = config
-    else:
-        if isinstance(config, (str, bytes)):
-            try:
-                data = json.loads(config)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"config is not valid JSON: {err}") from None
-        elif isinstance(config, Mapping):
-            data = dict(config)
-        else:
-            raise TypeError(f"config must be a ModelConfig, a dict or a JSON string, not {type(config).__name__}")
-        if not isinstance(data, dict):
-            raise ValueError("config JSON must be an object")
-        message = model_config_pb2.ModelConfig()
-        try:
-            json_format.ParseDict(data, message)
-        except json_format.ParseError as err:
-            raise ValueError(f"config is not a valid Triton ModelConfig: {err}") from None
-    return json_format.MessageToJson(message, preserving_proto_field_name=True, indent=None)
-
-
-def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict[str, bytes]:
-    """``{"1/model.py": bytes | path}`` -> ``{"file:1/model.py": bytes}`` (tritonclient base64s it)."""
-    out: dict[str, bytes] = {}
-    for key, value in files.items():
-        rel = key[len("file:"):] if key.startswith("file:") else key
-        if not rel or rel.startswith("/") or ".." in Path(rel).parts:
-            raise ValueError(f"file key {key!r} must be a relative path inside the model directory, e.g. '1/model.py'")
-        if isinstance(value, bytes):
-            out["file:" + rel] = value
-        elif isinstance(value, (str, os.PathLike)):
-            path = Path(value)
-            if not path.is_file():
-                raise FileNotFoundError(f"file for {rel!r} not found: {path}")
-            out["file:" + rel] = path.read_bytes()
-        else:
-            raise TypeError(f"file {rel!r} must be bytes or a path, not {type(value).__name__}")
-    return out
-
-
-def _hostport(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    method.__qualname__ = f"TritonServer.{name}"
+    return method
 
 
 class TritonServer:
@@ -180,7 +72,9 @@ class TritonServer:
 
     ``http_url`` and ``grpc_url`` are ``host:port`` (what tritonclient's clients take);
     ``metrics_url`` is the full Prometheus URL. Use as a context manager, or call ``start()`` and
-    ``stop()``; the process never outlives this Python process.
+    ``stop()``; the process never outlives this Python process. Model control (``load``,
+    ``index``, ``stats``...) is ``control``'s (a `ModelControl` over HTTP), the output is ``log``'s
+    (a `ServerLog`); the methods of the same names here hand over to them.
     """
 
     def __init__(
@@ -201,14 +95,7 @@ class TritonServer:
             raise FileNotFoundError(f"model repository {repo} is not a directory")
         self.model_repository = repo.resolve()
         self.host = host
-        self._requested_ports = {
-            "http": _validate_port(http_port, "http_port"),
-            "grpc": _validate_port(grpc_port, "grpc_port"),
-            "metrics": _validate_port(metrics_port, "metrics_port"),
-        }
-        given = [p for p in self._requested_ports.values() if p is not None]
-        if len(given) != len(set(given)):
-            raise ValueError(f"http, grpc and metrics ports must differ, got {self._requested_ports}")
+        self._requested_ports = requested_ports(http=http_port, grpc=grpc_port, metrics=metrics_port)
         if not isinstance(log_verbose, int) or log_verbose < 0:
             raise ValueError(f"log_verbose must be a non-negative integer, got {log_verbose!r}")
         self.log_verbose = log_verbose
@@ -228,13 +115,10 @@ class TritonServer:
         self._process: subprocess.Popen[bytes] | None = None
         self._owner_pid = os.getpid()
         self._guard: subprocess.Popen[bytes] | None = None
-        self._log_file: Path | None = None
-        self._final_log: list[str] = []
+        self.log = ServerLog()
+        self._control: ModelControl | None = None
         self._version: str | None = self.install.version
         self._lock = threading.RLock()
-        self._local = threading.local()
-        self._clients: list[httpclient.InferenceServerClient] = []
-        self._clients_lock = threading.Lock()
 
     # ---- addresses -------------------------------------------------------------------------
 
@@ -245,15 +129,15 @@ class TritonServer:
 
     @property
     def http_url(self) -> str:
-        return _hostport(self.host, self._port("http"))
+        return hostport(self.host, self._port("http"))
 
     @property
     def grpc_url(self) -> str:
-        return _hostport(self.host, self._port("grpc"))
+        return hostport(self.host, self._port("grpc"))
 
     @property
     def metrics_url(self) -> str:
-        return f"http://{_hostport(self.host, self._port('metrics'))}/metrics"
+        return f"http://{hostport(self.host, self._port('metrics'))}/metrics"
 
     @property
     def pid(self) -> int | None:
@@ -267,12 +151,12 @@ class TritonServer:
     def version(self) -> str:
         """Triton's release, from the running server's metadata."""
         if self._version is None:
-            self._version = str(self._client().get_server_metadata()["version"])
+            self._version = self.control.version
         return self._version
 
     @property
     def log_path(self) -> Path | None:
-        return self._log_file
+        return self.log.path
 
     def command(self) -> list[str]:
         """The tritonserver command line (ports must be chosen, i.e. after ``start``)."""
@@ -322,13 +206,13 @@ class TritonServer:
                 raise ServerError(f"server already running (pid {self.pid})")
             for name, port in self._requested_ports.items():
                 if port is not None:
-                    _check_port_free(self.host, port, name)
+                    check_port_free(self.host, port, name)
             self.run_dir = Path(tempfile.mkdtemp(prefix="workbench-triton-"))
-            self._log_file = self.run_dir / "tritonserver.log"
-            self._final_log = []
+            self.log.start(self.run_dir / "tritonserver.log")
             attempts = 1 if all(p is not None for p in self._requested_ports.values()) else 3
             for attempt in range(attempts):
-                self.ports = self._pick_ports()
+                self.ports = pick_ports(self.host, self._requested_ports)
+                self._control = ModelControl(self.http_url, "http", metrics_url=self.metrics_url, process=self)
                 try:
                     self._spawn()
                     self.wait_ready(timeout, progress=progress, cancel=cancel)
@@ -347,22 +231,11 @@ class TritonServer:
                 return self
             raise AssertionError("unreachable")
 
-    def _pick_ports(self) -> dict[str, int]:
-        """The requested ports, and distinct free ones for the rest."""
-        taken = {p for p in self._requested_ports.values() if p is not None}
-        ports = {}
-        for name, port in self._requested_ports.items():
-            while port is None or (port in taken and port != self._requested_ports[name]):
-                port = find_free_port(self.host)
-            taken.add(port)
-            ports[name] = port
-        return ports
-
     def _spawn(self) -> None:
-        assert self._log_file is not None
+        assert self.log.path is not None
         env = self.install.env()
         env.update(self.extra_env)
-        with open(self._log_file, "ab") as log:
+        with open(self.log.path, "ab") as log:
             log.write(("$ " + " ".join(self.command()) + "\n").encode())
             log.flush()
             self._process = subprocess.Popen(
@@ -409,7 +282,7 @@ class TritonServer:
                     raise Cancelled("server start cancelled")
                 if self._process is None or self._process.poll() is not None:
                     code = None if self._process is None else self._process.returncode
-                    raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self._failure_report())
+                    raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self.log.failure_report())
                 try:
                     # Triton opens the metrics port last; a ready server whose metrics() fails would surprise.
                     if probe.is_server_ready() and self._metrics_listening():
@@ -417,7 +290,7 @@ class TritonServer:
                 except Exception:  # refused / reset / timed out while the server is still coming up
                     pass
                 if time.monotonic() > deadline:
-                    raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self._failure_report())
+                    raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self.log.failure_report())
                 if progress is not None:
                     progress(0, 1, f"waiting for tritonserver ({time.monotonic() - started:.0f}s)")
                 time.sleep(0.1)
@@ -429,11 +302,7 @@ class TritonServer:
     def _metrics_listening(self) -> bool:
         if any(a.replace(" ", "=") in ("--allow-metrics=false", "--allow-metrics=0") for a in self.extra_args):
             return True
-        try:
-            socket.create_connection((self.host, self._port("metrics")), timeout=1).close()
-        except OSError:
-            return False
-        return True
+        return is_listening(self.host, self._port("metrics"))
 
     def stop(self, timeout: float = 30.0) -> None:
         """Graceful SIGTERM (Triton unloads its models), SIGKILL of the whole group after
@@ -443,32 +312,11 @@ class TritonServer:
             self._cleanup_run_dir()
             _running.discard(self)
 
-    def _unload_all(self, timeout: float) -> None:
-        """Unload every model through the API so each one's finalize() runs even when Triton's
-        exit timeout then cuts its shutdown short. Bounded by ``timeout``, even on a hung server."""
-        deadline = time.monotonic() + timeout
-        client = httpclient.InferenceServerClient(
-            self.http_url, connection_timeout=min(5.0, timeout), network_timeout=max(timeout, 1.0)
-        )
-
-        def busy() -> list[str]:
-            rows = client.get_model_repository_index()
-            return [r["name"] for r in rows if r.get("state") in ("READY", "LOADING", "UNLOADING")]
-
-        try:
-            for name in busy():
-                client.unload_model(name)
-            while time.monotonic() < deadline and busy():
-                time.sleep(0.1)
-        except Exception:  # a hung or dying server: the signals in _stop_process still stop it
-            pass
-        finally:
-            client.close()
-
     def _stop_process(self, timeout: float) -> None:
-        if self.running:
-            self._unload_all(timeout / 2)
-        self._close_clients()
+        if self._control is not None:
+            if self.running:
+                self._control.unload_all(timeout / 2)
+            self._control.close()
         process = self._process
         if process is not None:
             if process.poll() is None:
@@ -514,37 +362,20 @@ class TritonServer:
     def _cleanup_run_dir(self) -> None:
         if self.run_dir is None:
             return
-        self._final_log = self._read_log_lines()[-_KEEP_LOG_LINES:]
+        self.log.keep_and_forget()
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir = None
-        self._log_file = None
 
-    # ---- protocol --------------------------------------------------------------------------
+    # ---- what the model-control client asks of the process ----------------------------------
 
-    def _client(self) -> httpclient.InferenceServerClient:
-        """One tritonclient HTTP client per thread: it is gevent-based and must stay on the
-        thread that made it (notebook UIs call from worker threads)."""
-        client = getattr(self._local, "client", None)
-        if client is None or getattr(self._local, "url", None) != self.http_url:
-            client = httpclient.InferenceServerClient(self.http_url, connection_timeout=10.0, network_timeout=120.0)
-            self._local.client, self._local.url = client, self.http_url
-            with self._clients_lock:
-                self._clients.append(client)
-        return client
+    def require_running(self) -> None:
+        """ServerError (with the exit code and log, if it exited) unless the process runs."""
+        if not self.running:
+            raise ServerError("the server is not running" + self.exit_note())
 
-    def _close_clients(self) -> None:
-        with self._clients_lock:
-            clients, self._clients = self._clients, []
-        for client in clients:
-            try:
-                client.close()
-            except Exception:  # a client of a thread that is gone may already be unusable
-                pass
-        self._local = threading.local()
-
-    def _process_gone_within(self, seconds: float) -> bool:
-        """True once the server process has exited (a dropped connection arrives a moment
-        before the exit is visible)."""
+    def gone_within(self, seconds: float) -> bool:
+        """True once the process has exited, waiting up to ``seconds`` (a dropped connection
+        arrives a moment before the exit is visible)."""
         deadline = time.monotonic() + seconds
         while self.running:
             if time.monotonic() > deadline:
@@ -552,204 +383,42 @@ class TritonServer:
             time.sleep(0.05)
         return True
 
-    def _require_running(self) -> None:
-        if not self.running:
-            raise ServerError("the server is not running" + self._exit_note())
-
-    def _exit_note(self) -> str:
+    def exit_note(self) -> str:
         if self._process is not None and self._process.returncode is not None:
-            return f" (tritonserver exited with code {self._process.returncode}).\n" + self._failure_report()
+            return f" (tritonserver exited with code {self._process.returncode}).\n" + self.log.failure_report()
         return ""
 
-    def load(
-        self,
-        name: str,
-        config: Any = None,
-        files: Mapping[str, bytes | str | os.PathLike[str]] | None = None,
-        *,
-        timeout: float = 3600.0,
-    ) -> None:
-        """Load (or reload) model ``name``; ``config`` overrides its config.pbtxt (ModelConfig,
-        dict or JSON string); ``files`` (``{"1/model.py": bytes or path}``, needs ``config``)
-        replace its directory. Raises ModelLoadError with Triton's reason and log lines.
-        ``timeout`` is generous: loading a large model onto NeuronCores takes minutes."""
-        if not isinstance(name, str) or not name or "/" in name:
-            raise ValueError(f"model name must be a non-empty string without '/', got {name!r}")
-        config_json = None if config is None else config_to_json(config)
-        load_files = None
-        if files:
-            if config_json is None:
-                raise ValueError("files need a config: Triton loads an override directory only together with its config")
-            load_files = _files_for_load(files)
-        self._require_running()
-        log_start = self._log_size()
-        # Its own client: the shared ones time out sooner than a Neuron model load takes.
-        client = httpclient.InferenceServerClient(self.http_url, connection_timeout=10.0, network_timeout=timeout)
-        try:
-            client.load_model(name, config=config_json, files=load_files)
-        except InferenceServerException as err:
-            if not self.running:
-                raise ServerError(f"tritonserver died while loading {name!r}" + self._exit_note()) from None
-            reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
-            raise ModelLoadError(name, err.message(), reason, self._log_lines_since(log_start, name)) from None
-        except Exception as err:  # transport errors: a timeout, or the server died mid-load
-            if not self._process_gone_within(2.0):
-                if isinstance(err, OSError):
-                    raise ServerError(
-                        f"no answer to the load of {name!r} within {timeout:.0f}s ({err}); Triton may still "
-                        "be loading it: watch index() and the log"
-                    ) from None
-                raise
-            raise ServerError(f"tritonserver died while loading {name!r}" + self._exit_note()) from None
-        finally:
-            client.close()
+    # ---- model control and log, handed over -------------------------------------------------
 
-    def unload(self, name: str, timeout: float = 60.0) -> None:
-        """Unload ``name`` and wait until Triton reports it unloaded."""
-        self._require_running()
-        self._client().unload_model(name)
-        deadline = time.monotonic() + timeout
-        while True:
-            states = [m.get("state") for m in self.index() if m.get("name") == name]
-            if not any(state in ("READY", "UNLOADING", "LOADING") for state in states):
-                return
-            if time.monotonic() > deadline:
-                raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
-            time.sleep(0.1)
+    @property
+    def control(self) -> ModelControl:
+        """The model-control client of the running server (HTTP)."""
+        if self._control is None:
+            raise ServerError("the server has not been started")
+        return self._control
 
-    def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
-        """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
-        Triton swaps in the new model when it is ready. A change of instance count only is
-        applied in place (statistics keep counting); anything else (even no change, on 2.51)
-        creates a new model object whose statistics start from zero."""
-        self.load(name, config=config, files=files)
-
-    def index(self) -> list[dict[str, str]]:
-        """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""
-        self._require_running()
-        rows = self._client().get_model_repository_index()
-        return [
-            {"name": r.get("name", ""), "version": r.get("version", ""), "state": r.get("state", ""), "reason": r.get("reason", "")}
-            for r in rows
-        ]
-
-    def is_model_ready(self, name: str) -> bool:
-        self._require_running()
-        return bool(self._client().is_model_ready(name))
-
-    def stats(self, name: str = "") -> dict[str, Any]:
-        """Triton's statistics for ``name`` (all models when empty): the ``model_stats`` JSON."""
-        self._require_running()
-        return self._client().get_inference_statistics(name)
-
-    def model_config(self, name: str, *, as_proto: bool = False) -> Any:
-        """The config Triton is serving ``name`` with (after auto-complete): a dict, or a
-        ``model_config_pb2.ModelConfig`` with ``as_proto=True``."""
-        self._require_running()
-        data = self._client().get_model_config(name)
-        if not as_proto:
-            return data
-        message = model_config_pb2.ModelConfig()
-        json_format.ParseDict(data, message, ignore_unknown_fields=True)
-        return message
-
-    def metrics(self) -> dict[str, list[dict[str, Any]]]:
-        """The Prometheus metrics endpoint, parsed (see ``metrics.parse_metrics``)."""
-        self._require_running()
-        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
-            return parse_metrics(response.read().decode("utf-8", "replace"))
-
-    # ---- log -------------------------------------------------------------------------------
-
-    def _read_log_lines(self) -> list[str]:
-        if self._log_file is None:
-            return list(self._final_log)
-        try:
-            return self._log_file.read_text(errors="replace").splitlines()
-        except FileNotFoundError:
-            return list(self._final_log)
-
-    def _log_size(self) -> int:
-        try:
-            return self._log_file.stat().st_size if self._log_file is not None else 0
-        except FileNotFoundError:
-            return 0
-
-    def _log_lines_since(self, offset: int, name: str, limit: int = 30) -> list[str]:
-        if self._log_file is None:
-            return []
-        with open(self._log_file, "rb") as log:
-            log.seek(offset)
-            lines = log.read().decode(errors="replace").splitlines()
-        # Triton's log prefix is the severity letter; keep errors, warnings and lines about the model.
-        keep = [line for line in lines if line[:1] in ("E", "W") or name in line or "Traceback" in line or line.startswith(" ")]
-        return keep[-limit:]
-
-    def _failure_report(self, tail: int = 20) -> str:
-        """Triton's error lines, then the last lines: enough to see why without the whole log
-        (a bad flag makes Triton print its whole usage text after the one line that matters)."""
-        lines = self._read_log_lines()
-        usage = next((i for i, line in enumerate(lines) if line.startswith("Usage: tritonserver")), None)
-        if usage is not None:
-            lines = lines[:usage]
-        errors = [line for line in lines if _ERROR_LINE.match(line) or "unrecognized option" in line]
-        report = ""
-        if errors:
-            report += "Errors:\n" + "\n".join(errors[-15:]) + "\n"
-        return report + "Last log lines:\n" + "\n".join(lines[-tail:])
+    load = _handed_to_control("load")
+    unload = _handed_to_control("unload")
+    reload = _handed_to_control("reload")
+    index = _handed_to_control("index")
+    is_model_ready = _handed_to_control("is_model_ready")
+    stats = _handed_to_control("stats")
+    model_config = _handed_to_control("model_config")
+    metrics = _handed_to_control("metrics")
 
     def log_tail(self, n: int = 50) -> list[str]:
         """The last ``n`` lines of the server's output (kept after ``stop``)."""
-        return self._read_log_lines()[-n:] if n > 0 else []
+        return self.log.tail(n)
 
-    def follow_log(
-        self,
-        *,
-        from_start: bool = False,
-        stop: threading.Event | None = None,
-        poll_interval: float = 0.2,
-    ) -> Iterator[str]:
-        """Yield log lines as the server writes them, until ``stop`` is set or the server has
-        stopped and the log is drained. Lines written after this call are all seen, however late
-        the iteration starts (in a thread, say): the position is taken here, not at first use."""
-        if self._log_file is None:
-            raise ServerError("the server has not been started")
-        log = open(self._log_file, "rb")  # an open handle keeps reading after stop() deletes the file
-        if not from_start:
-            log.seek(0, os.SEEK_END)
-        return self._follow(log, stop, poll_interval)
+    def follow_log(self, *, from_start: bool = False, stop: threading.Event | None = None,
+                   poll_interval: float = 0.2) -> Iterator[str]:
+        """Log lines as the server writes them, until ``stop`` is set or the server has stopped
+        and the log is drained (see `ServerLog.follow`)."""
+        return self.log.follow(lambda: self.running, from_start=from_start, stop=stop, poll_interval=poll_interval)
 
-    def _follow(self, log: Any, stop: threading.Event | None, poll_interval: float) -> Iterator[str]:
-        with log:
-            partial = b""
-            while stop is None or not stop.is_set():
-                chunk = log.readline()
-                if chunk:
-                    partial += chunk
-                    if partial.endswith(b"\n"):
-                        yield partial.decode(errors="replace").rstrip("\n")
-                        partial = b""
-                    continue
-                if not self.running:
-                    if partial:
-                        yield partial.decode(errors="replace")
-                    return
-                time.sleep(poll_interval)
-
-    def follow_log_in_thread(
-        self, callback: Callable[[str], None], *, from_start: bool = False
-    ) -> threading.Event:
-        """Call ``callback(line)`` from a daemon thread for each new log line; set the returned
-        event to stop following."""
-        stop = threading.Event()
-        lines = self.follow_log(from_start=from_start, stop=stop)
-
-        def run() -> None:
-            for line in lines:
-                callback(line)
-
-        threading.Thread(target=run, name="workbench-triton-log", daemon=True).start()
-        return stop
+    def follow_log_in_thread(self, callback: Callable[[str], None], *, from_start: bool = False) -> threading.Event:
+        """``callback(line)`` from a daemon thread for each new line; set the event to stop."""
+        return self.log.follow_in_thread(callback, lambda: self.running, from_start=from_start)
 
     def __repr__(self) -> str:
         state = f"running pid {self.pid} http {self.http_url}" if self.running else "stopped"

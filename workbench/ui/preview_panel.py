@@ -1,5 +1,6 @@
 """What generation will write, before it is written: config.pbtxt (editable, validated inline),
-model.py, the core map, the ``docker run`` for a Neuron host and a diff against the disk.
+model.py, the core map, the ``docker run`` for a Neuron host beside its host recipe, and a diff
+against the disk.
 
 Writing never replaces a model directory silently: an existing one needs an explicit second
 click, and then the repository module keeps the old directory as a backup. Hand edits to
@@ -15,7 +16,8 @@ import ipywidgets as widgets
 from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, diff_model_dir, write_model_dir
-from workbench.server.docker import docker_run_command
+from workbench.deploy.docker import docker_run_command
+from workbench.deploy.recipe import RecipeError
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.render import core_map_html, error_list, highlight, preformatted
@@ -112,7 +114,8 @@ class PreviewPanel:
         self._config_edited()
 
     def _docker_html(self, generated) -> str:
-        """The command for the Neuron host, or why there is none (its core range, instance type)."""
+        """The command for the Neuron host and the recipe of its image, or why there is none (its
+        core range, instance type, a framework without an SDK for it)."""
         cmap = generated.core_map
         note = ""
         if generated.settings.target == "cpu":
@@ -121,10 +124,12 @@ class PreviewPanel:
         try:
             run = docker_run_command(self.state.repository.resolve(), (cmap.start, cmap.end),
                                      instance_type=self.controls["instance_type"].value,
+                                     framework=generated.settings.framework,
                                      load_models=[generated.config.name])
-        except (ValueError, CoreRangeError) as err:
+        except (ValueError, CoreRangeError, RecipeError) as err:
             return note + error_list([f"docker run: {err}"])
-        return note + highlight(run.pretty, "bash")
+        recipe = preformatted(run.recipe.text()) if run.recipe is not None else ""
+        return note + highlight(run.pretty, "bash") + recipe
 
     def _default_instance(self) -> str:
         """The smallest instance of the target's family that has the core range."""

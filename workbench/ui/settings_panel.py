@@ -15,6 +15,7 @@ import ipywidgets as widgets
 
 from workbench import generate
 from workbench.generate.config import FRAMEWORKS, TARGETS
+from workbench.generate.settings import TNX_AMPS
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 from workbench.ui.render import core_map_html, error_list
@@ -107,7 +108,7 @@ class SettingsPanel:
         # transformers-neuronx sampling settings: blank means "what the compile recorded, else model.py's default"
         for key, label, hint in _TNX_FIELDS:
             c[key] = widgets.Text(value="", description=label, placeholder=hint, **on_enter)
-        c["tnx_amp"] = widgets.Dropdown(options=("", *generate.TNX_AMPS), value="", description="amp", style=style)
+        c["tnx_amp"] = widgets.Dropdown(options=("", *TNX_AMPS), value="", description="amp", style=style)
         c["core_map"] = widgets.HTML()
         c["problems"] = widgets.HTML()
         c["warnings"] = widgets.HTML()

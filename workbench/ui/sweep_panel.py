@@ -16,8 +16,10 @@ import ipywidgets as widgets
 
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, SweepResult, load_run
-from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
-from workbench.measure.sweep import ENGINES, SweepError, SweepPlan, run_sweep
+from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
+from workbench.measure.plan import SweepError, SweepPlan
+from workbench.measure.settings import ENGINES, MeasureError, MeasureSettings
+from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
 from workbench.ui.render import error_list, figure_png, preformatted
 from workbench.ui.state import WorkbenchState
@@ -106,6 +108,13 @@ class SweepPanel:
         return SweepPlan(batch_sizes=c["batch_sizes"].value, allocations=c["allocations"].value,
                          concurrency=c["concurrency"].value, core_range=c["core_range"].value.strip() or None)
 
+    def settings(self) -> MeasureSettings:
+        """How to measure, as the controls say; MeasureError names the bad control value."""
+        c = self.controls
+        return MeasureSettings(engine=c["engine"].value, perf_analyzer=c["perf_analyzer"].value.strip() or None,
+                               protocol=c["protocol"].value, window_s=c["window_s"].value,
+                               stable_windows=c["stable_windows"].value, max_windows=c["max_windows"].value)
+
     def _show_grid_size(self) -> None:
         try:
             plan = self.plan()
@@ -135,12 +144,11 @@ class SweepPanel:
         except SweepError as err:
             plan = None
             problems.append(str(err))
-        engine, perf_analyzer = c["engine"].value, c["perf_analyzer"].value.strip() or None
-        if engine == "perf_analyzer":
-            try:
-                find_perf_analyzer(perf_analyzer)
-            except PerfAnalyzerNotFound as err:
-                problems.append(str(err))
+        try:
+            settings = self.settings()
+            settings.engine_command()
+        except (MeasureError, PerfAnalyzerNotFound) as err:
+            problems.append(str(err))
         if problems:
             c["error"].value = error_list(problems)
             return None
@@ -150,10 +158,8 @@ class SweepPanel:
         c["table"].value, c["best"].value = "", ""
         c["export"].disabled = True
         return self.run.start(
-            run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, protocol=c["protocol"].value,
-            window_s=c["window_s"].value, stable_windows=c["stable_windows"].value,
-            max_windows=c["max_windows"].value, engine=engine, perf_analyzer=perf_analyzer, on_done=self._finished,
-            on_progress=lambda _done, _total, _message: self._refresh_live(),
+            run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, settings=settings,
+            on_done=self._finished, on_progress=lambda _done, _total, _message: self._refresh_live(),
         )
 
     def _refresh_live(self) -> None:

@@ -85,10 +85,6 @@ class SettingsError(ValueError):
     """A config.pbtxt value model.py cannot serve; initialize() re-raises it as TritonModelException."""
 
 
-class RequestError(ValueError):
-    """One request that cannot be served; only that request's response carries the error."""
-
-
 # --- core split: must equal workbench/coremap.py split_cores (a test checks many ranges) ----------
 
 def split_cores(start, end, instances=1, threads_per_core=1):
@@ -295,16 +291,67 @@ def _tnx_settings(params, cores_per_instance, target, path):
     return tnx
 
 
+# --- request reading: the same code in templates/pytorch_runtime.py (tests/test_request_handling.py
+# holds the two copies equal, and tensor_index to workbench/spec.py's rule) --------------------------
+
+class RequestError(ValueError):
+    """One request that cannot be served; only that request's response carries the error."""
+
+
+def tensor_index(name):
+    """The i of a NAME__i tensor name, else None: split at the first "__", the rest ASCII digits."""
+    _, sep, digits = name.partition("__")
+    return int(digits) if sep and digits and digits.isascii() and digits.isdigit() else None
+
+
+def tensor_entry(entry, max_batch_size):
+    """A config input or output as requests are checked against it: name, numpy dtype, the dims a
+    request carries (the batch dim first when max_batch_size > 0; a reshape replaces the dims, as
+    Triton reshapes before the backend sees the tensor) and whether it may be absent."""
+    shape = entry["reshape"].get("shape", []) if "reshape" in entry else entry.get("dims", [])
+    return {
+        "name": entry["name"],
+        "dtype": np.dtype(pb_utils.triton_string_to_numpy(entry["data_type"])),
+        "dims": ([-1] if max_batch_size > 0 else []) + [int(d) for d in shape],
+        "optional": bool(entry.get("optional", False)),
+    }
+
+
+def read_request(request, inputs, batched):
+    """The request's arrays for ``inputs`` (tensor_entry dicts), in that order, None for an absent
+    optional one; with ``batched`` every input must have the same dim 0. RequestError names the bad input."""
+    arrays, rows = [], {}
+    for spec in inputs:
+        tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
+        if tensor is None:
+            if spec["optional"]:
+                arrays.append(None)
+                continue
+            raise RequestError(f"input {spec['name']!r} is missing")
+        array = tensor.as_numpy()
+        if array.dtype != spec["dtype"]:
+            raise RequestError(f"input {spec['name']!r} has dtype {array.dtype}, expected {spec['dtype']}")
+        dims = spec["dims"]
+        if len(array.shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, array.shape)):
+            raise RequestError(f"input {spec['name']!r} has shape {list(array.shape)}, expected {dims}")
+        if batched:
+            rows[spec["name"]] = array.shape[0]
+        arrays.append(array)
+    if len(set(rows.values())) > 1:
+        detail = ", ".join(f"{name} has {count}" for name, count in rows.items())
+        raise RequestError(f"inputs disagree on the batch size (dim 0): {detail}")
+    return arrays
+
+
+def error_response(message):
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
+
+
 # --- tensor layout ----------------------------------------------------------------------------------
-
-def _index(name):
-    match = re.match(r"^.+__(\d+)$", name)
-    return int(match.group(1)) if match else None
-
 
 def _by_index(entries, kind):
     """PyTorch passes tensors by position: the ``__i`` suffix, not the config order, is the position."""
-    indices = [_index(entry["name"]) for entry in entries]
+    indices = [tensor_index(entry["name"]) for entry in entries]
     for entry, index in zip(entries, indices):
         if index is None:
             raise SettingsError(
@@ -332,49 +379,17 @@ class Layout:
             if entry["data_type"] in ("TYPE_STRING", "TYPE_BF16"):
                 raise SettingsError(f"{entry['name']!r}: {entry['data_type']} tensors are not supported by this model.py")
         self.max_batch_size = int(model_config.get("max_batch_size", 0))
-        self.inputs = [self._tensor(entry) for entry in inputs]
-        self.outputs = [self._tensor(entry) for entry in outputs]
+        self.inputs = [tensor_entry(entry, self.max_batch_size) for entry in inputs]
+        self.outputs = [tensor_entry(entry, self.max_batch_size) for entry in outputs]
         # With max_batch_size 0, dim 0 is a batch only if every tensor declares it variable and has more
         # dims (e.g. [-1, 4]); otherwise concatenating requests would change the shape the model sees.
         self.batched = self.max_batch_size > 0 or all(
             len(t["dims"]) >= 2 and t["dims"][0] == -1 for t in self.inputs + self.outputs
         )
 
-    def _tensor(self, entry):
-        dims = [int(d) for d in entry.get("dims", [])]
-        if self.max_batch_size > 0:
-            dims = [-1] + dims
-        return {
-            "name": entry["name"],
-            "dtype": np.dtype(pb_utils.triton_string_to_numpy(entry["data_type"])),
-            "dims": dims,
-            "optional": bool(entry.get("optional", False)),
-        }
-
     def read(self, request):
-        """The request's inputs in model order (None for an absent optional input), checked against the
-        config; RequestError names the bad input."""
-        arrays, rows = [], {}
-        for spec in self.inputs:
-            tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
-            if tensor is None:
-                if spec["optional"]:
-                    arrays.append(None)
-                    continue
-                raise RequestError(f"input {spec['name']!r} is missing")
-            array = tensor.as_numpy()
-            if array.dtype != spec["dtype"]:
-                raise RequestError(f"input {spec['name']!r} has dtype {array.dtype}, expected {spec['dtype']}")
-            dims = spec["dims"]
-            if len(array.shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, array.shape)):
-                raise RequestError(f"input {spec['name']!r} has shape {list(array.shape)}, expected {dims}")
-            if self.batched:
-                rows[spec["name"]] = array.shape[0]
-            arrays.append(array)
-        if len(set(rows.values())) > 1:
-            detail = ", ".join(f"{name} has {count}" for name, count in rows.items())
-            raise RequestError(f"inputs disagree on the batch size (dim 0): {detail}")
-        return arrays
+        """The request's inputs in model order, checked against the config (`read_request`)."""
+        return read_request(request, self.inputs, self.batched)
 
     def response(self, results):
         if len(results) != len(self.outputs):
@@ -384,10 +399,6 @@ class Layout:
             for spec, result in zip(self.outputs, results)
         ]
         return pb_utils.InferenceResponse(output_tensors=tensors)
-
-
-def _error(message):
-    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
 
 
 def _log(message, warning=False):
@@ -682,7 +693,7 @@ class TritonPythonModel:
             try:
                 arrays = self.layout.read(request)
             except RequestError as err:
-                responses[position] = _error(str(err))
+                responses[position] = error_response(str(err))
                 continue
             if not (self.settings["batch_requests"] and self.layout.batched):
                 groups[("single", position)] = [(position, arrays)]
@@ -703,7 +714,7 @@ class TritonPythonModel:
                 try:
                     responses[position] = self.layout.response(self.run(arrays))
                 except Exception as err:
-                    responses[position] = _error(f"inference failed: {type(err).__name__}: {err}")
+                    responses[position] = error_response(f"inference failed: {type(err).__name__}: {err}")
         return responses
 
     def _forward_batched(self, members):

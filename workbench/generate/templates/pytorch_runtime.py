@@ -12,9 +12,11 @@ PyTorch-backend model directory, next to the user's files:
   ``model.pt`` its optional state dict; NUM_THREADS / NUM_INTEROP_THREADS (default 1, as upstream)
   and ``torch.compile(**TORCH_COMPILE_OPTIONAL_PARAMETERS)``.
 
-Every instance logs the settings it really runs with (``PyTorch emulation ...`` at INFO), so a
-sweep can confirm which variant was loaded. Self-contained: numpy, torch and
-triton_python_backend_utils only.
+Requests are handled as the real backend handles them: one forward for the requests Triton hands
+over together, and a forward that raises fails all of them (see ``execute``); a request that is
+malformed fails alone, with the words the generated model.py uses. Every instance logs the
+settings it really runs with (``PyTorch emulation ...`` at INFO), so a sweep can confirm which
+variant was loaded. Self-contained: numpy, torch and triton_python_backend_utils only.
 """
 
 import importlib.util
@@ -80,19 +82,13 @@ def _set_threads(intra, inter):
         torch.set_num_threads(intra)
 
 
-def _index(name):
-    """The i of NAME__i (LibTorch splits at the first "__"), or None."""
-    stem, sep, index = name.partition("__")
-    return int(index) if sep and index.isdigit() else None
-
-
 def _positions(names, arguments=None):
     """LibTorch's naming conventions: forward-argument names (inputs only), else NAME__i,
     else the config order."""
     if arguments is not None and all(name in arguments for name in names):
         return [arguments.index(name) for name in names]
-    if all(_index(name) is not None for name in names):
-        return [_index(name) for name in names]
+    if all(tensor_index(name) is not None for name in names):
+        return [tensor_index(name) for name in names]
     return list(range(len(names)))
 
 
@@ -104,6 +100,62 @@ def _pick_module_class(module):
     raise pb_utils.TritonModelException("model module defines no torch.nn.Module subclass")
 
 
+# --- request reading: the same code in templates/python_model.py (tests/test_request_handling.py
+# holds the two copies equal, and tensor_index to workbench/spec.py's rule) --------------------------
+
+class RequestError(ValueError):
+    """One request that cannot be served; only that request's response carries the error."""
+
+
+def tensor_index(name):
+    """The i of a NAME__i tensor name, else None: split at the first "__", the rest ASCII digits."""
+    _, sep, digits = name.partition("__")
+    return int(digits) if sep and digits and digits.isascii() and digits.isdigit() else None
+
+
+def tensor_entry(entry, max_batch_size):
+    """A config input or output as requests are checked against it: name, numpy dtype, the dims a
+    request carries (the batch dim first when max_batch_size > 0; a reshape replaces the dims, as
+    Triton reshapes before the backend sees the tensor) and whether it may be absent."""
+    shape = entry["reshape"].get("shape", []) if "reshape" in entry else entry.get("dims", [])
+    return {
+        "name": entry["name"],
+        "dtype": np.dtype(pb_utils.triton_string_to_numpy(entry["data_type"])),
+        "dims": ([-1] if max_batch_size > 0 else []) + [int(d) for d in shape],
+        "optional": bool(entry.get("optional", False)),
+    }
+
+
+def read_request(request, inputs, batched):
+    """The request's arrays for ``inputs`` (tensor_entry dicts), in that order, None for an absent
+    optional one; with ``batched`` every input must have the same dim 0. RequestError names the bad input."""
+    arrays, rows = [], {}
+    for spec in inputs:
+        tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
+        if tensor is None:
+            if spec["optional"]:
+                arrays.append(None)
+                continue
+            raise RequestError(f"input {spec['name']!r} is missing")
+        array = tensor.as_numpy()
+        if array.dtype != spec["dtype"]:
+            raise RequestError(f"input {spec['name']!r} has dtype {array.dtype}, expected {spec['dtype']}")
+        dims = spec["dims"]
+        if len(array.shape) != len(dims) or any(d != -1 and d != s for d, s in zip(dims, array.shape)):
+            raise RequestError(f"input {spec['name']!r} has shape {list(array.shape)}, expected {dims}")
+        if batched:
+            rows[spec["name"]] = array.shape[0]
+        arrays.append(array)
+    if len(set(rows.values())) > 1:
+        detail = ", ".join(f"{name} has {count}" for name, count in rows.items())
+        raise RequestError(f"inputs disagree on the batch size (dim 0): {detail}")
+    return arrays
+
+
+def error_response(message):
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(message))
+
+
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
@@ -111,9 +163,15 @@ class TritonPythonModel:
         self.layout = params.get("PYTORCH_LAYOUT", "torchscript")
         version_dir = os.path.join(args["model_repository"], args["model_version"])
         artifact = os.path.join(version_dir, params.get("PYTORCH_MODEL_FILENAME", "model.pt"))
-        self.batching = config.get("max_batch_size", 0) > 0
-        self.inputs = [(t["name"], t["data_type"]) for t in config["input"]]
-        self.outputs = [(t["name"], t["data_type"]) for t in config["output"]]
+        max_batch_size = config.get("max_batch_size", 0)
+        self.batching = max_batch_size > 0
+        for entry in config["input"] + config["output"]:
+            if entry["data_type"] == "TYPE_BF16":
+                raise pb_utils.TritonModelException(
+                    f"{entry['name']!r}: TYPE_BF16 tensors are not emulated (numpy, which carries the tensors "
+                    "here, has no bfloat16); serve this model on the real PyTorch backend")
+        self.inputs = [tensor_entry(t, max_batch_size) for t in config["input"]]
+        self.outputs = [tensor_entry(t, max_batch_size) for t in config["output"]]
         kind = args["model_instance_kind"]
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if kind == "GPU" else "cpu")
         self.cache_cleaning = False
@@ -153,9 +211,9 @@ class TritonPythonModel:
         if kind == "MODEL":
             self.device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
         arguments = [a.name for a in self.model.forward.schema.arguments if a.name != "self"]
-        positions = _positions([name for name, _ in self.inputs], arguments)
-        self.call_inputs = [tensor for _, tensor in sorted(zip(positions, self.inputs))]
-        self.result_positions = _positions([name for name, _ in self.outputs])
+        positions = _positions([t["name"] for t in self.inputs], arguments)
+        self.call_inputs = [t for _, t in sorted(zip(positions, self.inputs), key=lambda pair: pair[0])]
+        self.result_positions = _positions([t["name"] for t in self.outputs])
         return settings
 
     def _load_pytorch2(self, params, artifact, version_dir, kind, model_name):
@@ -180,11 +238,11 @@ class TritonPythonModel:
         return {"torch_compile": json.dumps(compile_params, sort_keys=True).replace(" ", ""),
                 "module_class": type(raw).__name__, "inference_mode": True}
 
-    def _tensor(self, request, name, data_type):
-        tensor = pb_utils.get_input_tensor_by_name(request, name)
-        if data_type == "TYPE_STRING":  # LibTorch hands 1-D strings over as a List[str]
-            return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in tensor.as_numpy().reshape(-1)]
-        return torch.from_dlpack(tensor.to_dlpack()).to(self.device)
+    def _torch_input(self, spec, array):
+        if spec["dtype"] == np.object_:  # TYPE_STRING: LibTorch hands 1-D strings over as a List[str]
+            return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in array.reshape(-1)]
+        # Triton's input buffers are read-only; torch wants memory it may write (LibTorch copies too).
+        return torch.from_numpy(array if array.flags.writeable else array.copy()).to(self.device)
 
     def _run(self, inputs):
         with torch.no_grad(), torch.inference_mode(self.inference_mode), torch.jit.optimized_execution(self.optimized):
@@ -193,33 +251,43 @@ class TritonPythonModel:
             results = [results]
         return [results[position] for position in self.result_positions]
 
-    def _output(self, name, data_type, value):
-        if data_type == "TYPE_STRING":
-            return pb_utils.Tensor(name, np.array([str(v).encode("utf-8") for v in value], dtype=np.object_))
+    def _output(self, spec, value):
+        if spec["dtype"] == np.object_:
+            return pb_utils.Tensor(spec["name"], np.array([str(v).encode("utf-8") for v in value], dtype=np.object_))
         array = value.detach().cpu().numpy()
-        wanted = pb_utils.triton_string_to_numpy(data_type)
-        return pb_utils.Tensor(name, array if array.dtype == wanted else array.astype(wanted))
+        return pb_utils.Tensor(spec["name"], array if array.dtype == spec["dtype"] else array.astype(spec["dtype"]))
 
     def execute(self, requests):
+        """A bad request (missing input, wrong dtype or shape) fails alone, as Triton's own checks make
+        it fail before LibTorch sees it. A forward that raises fails every request it ran for: both
+        real runtimes do that (libtorch.cc answers every response of the execution with the error;
+        the PyTorch 2 runtime's model.py lets the exception leave execute), measured on r24.10."""
+        responses = [None] * len(requests)
+        members = []  # (position, torch inputs) of the requests that were read
+        for position, request in enumerate(requests):
+            try:
+                arrays = read_request(request, self.call_inputs, self.batching)
+            except RequestError as err:
+                responses[position] = error_response(str(err))
+                continue
+            members.append((position, [self._torch_input(spec, array) for spec, array in zip(self.call_inputs, arrays)]))
         try:
-            per_request = [[self._tensor(r, name, dtype) for name, dtype in self.call_inputs] for r in requests]
-            if self.batching and len(requests) > 1 and all(dtype != "TYPE_STRING" for _, dtype in self.call_inputs):
-                sizes = [inputs[0].shape[0] for inputs in per_request]
-                joined = [torch.cat(column) for column in zip(*per_request)]
-                outputs = self._run(joined)
+            strings = any(spec["dtype"] == np.object_ for spec in self.call_inputs)
+            if self.batching and len(members) > 1 and not strings:
+                sizes = [inputs[0].shape[0] for _, inputs in members]
+                outputs = self._run([torch.cat(column) for column in zip(*(inputs for _, inputs in members))])
                 split = [torch.split(output, sizes) for output in outputs]
-                results = [[chunks[i] for chunks in split] for i in range(len(requests))]
+                results = [[chunks[i] for chunks in split] for i in range(len(members))]
             else:
-                results = [self._run(inputs) for inputs in per_request]
-            responses = [
-                pb_utils.InferenceResponse(output_tensors=[
-                    self._output(name, dtype, value) for (name, dtype), value in zip(self.outputs, outputs)
-                ])
-                for outputs in results
-            ]
-        except Exception as err:  # every request gets the reason, none is dropped
-            message = f"{type(err).__name__}: {err}"
-            responses = [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+                results = [self._run(inputs) for _, inputs in members]
+            for (position, _), outputs in zip(members, results):
+                responses[position] = pb_utils.InferenceResponse(
+                    output_tensors=[self._output(spec, value) for spec, value in zip(self.outputs, outputs)])
+        except Exception as err:
+            if self.layout == "pytorch2":
+                raise  # as that runtime does: the Python backend answers every request with the exception
+            for position, _ in members:
+                responses[position] = error_response(f"PyTorch execute failure: {err}")  # LibTorch's words
         if self.cache_cleaning:
             torch.cuda.empty_cache()
         return responses

@@ -1,11 +1,13 @@
-"""The ``docker run`` that serves a model repository with the stock Triton container on a Neuron host.
+"""The ``docker run`` that serves a model repository on a Neuron host, in the recipe's image.
 
 There is no Neuron device (and no docker engine) where the workbench is usually developed, so
 this only builds the command, for the user to copy to the Neuron host. What it gets right that is
 easy to get wrong by hand: the container sees only the ``/dev/neuronN`` devices passed with
-``--device``, and NeuronCore ids stay global inside it (the Neuron container guide's example runs
-cores 51-52 of an inf1.24xlarge with ``--device=/dev/neuron12 --device=/dev/neuron13``), so the
-devices must be exactly those that hold the chosen core range.
+``--device``, and NeuronCore ids stay global inside it (the Neuron container guide runs cores
+51-52 of an inf1.24xlarge with ``--device=/dev/neuron12 --device=/dev/neuron13 --env
+NEURON_RT_VISIBLE_CORES=51,52``), so the devices must be exactly those that hold the core range
+at the instance's LNC (`devices`); the image is the one the host recipe builds for the target and
+framework, since the stock Triton image has no Neuron packages (`recipe`).
 """
 
 from __future__ import annotations
@@ -16,21 +18,27 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from pathlib import Path, PurePosixPath
 
-from workbench.coremap import CoreRange, CoreRangeError
-from workbench.system import cores_for_instance, cores_per_device
+from workbench.coremap import CoreRange
+from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
+from workbench.deploy.facts import TRITON_IMAGE
+from workbench.deploy.recipe import Recipe, recipe_for
 
 if TYPE_CHECKING:
     from workbench.generate import GeneratedModel
 
 __all__ = [
     "DEFAULT_IMAGE",
+    "CPU_IMAGE",
     "DockerRun",
     "neuron_devices",
     "docker_run_command",
     "docker_run_for_model",
 ]
 
-DEFAULT_IMAGE = "nvcr.io/nvidia/tritonserver:26.06-py3"
+# The image the recipe builds for the default Neuron target and framework (inf2, PyTorch).
+DEFAULT_IMAGE = recipe_for("inf2", "pytorch").image
+# A CPU model needs no Neuron packages; the image must still hold the framework model.py imports.
+CPU_IMAGE = TRITON_IMAGE.format(tag=recipe_for("inf2", "pytorch").stack.container.value)
 
 CONTAINER_REPOSITORY = "/models"
 
@@ -43,6 +51,7 @@ class DockerRun:
     devices: tuple[int, ...]
     cores: range
     image: str
+    recipe: Recipe | None = None  # how to build ``image`` (None for the CPU or a caller's own image)
 
     @property
     def command(self) -> str:
@@ -73,42 +82,6 @@ class DockerRun:
         return self.command
 
 
-def neuron_devices(
-    core_range: str | CoreRange | tuple[int, int],
-    *,
-    instance_type: str | None = None,
-    cores_per_device: int | None = None,
-) -> list[int]:
-    """Indices N of the ``/dev/neuronN`` devices holding cores ``a:b`` (inclusive); none for
-    ``instance_type="cpu"``."""
-    cores = CoreRange.parse(core_range)
-    if instance_type is not None and instance_type.strip().lower() == "cpu":
-        return []
-    per_device = _per_device(instance_type, cores_per_device)
-    if instance_type is not None and "." in instance_type:
-        total = cores_for_instance(instance_type)
-        if total is not None and cores.end >= total:
-            raise CoreRangeError(
-                f"core range {cores} needs core {cores.end}, but {instance_type} has cores 0..{total - 1}"
-            )
-    return list(range(cores.start // per_device, cores.end // per_device + 1))
-
-
-def _per_device(instance_type: str | None, given: int | None) -> int:
-    if given is not None:
-        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
-            raise ValueError(f"cores_per_device must be a positive integer, got {given!r}")
-        if instance_type is not None and given != cores_per_device(instance_type):
-            raise ValueError(
-                f"cores_per_device={given} contradicts {instance_type} "
-                f"({cores_per_device(instance_type)} per device); give one of them"
-            )
-        return given
-    if instance_type is None:
-        raise ValueError("give instance_type (e.g. 'inf2.24xlarge') or cores_per_device")
-    return cores_per_device(instance_type)
-
-
 def _port(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise ValueError(f"{what} must be a port between 1 and 65535, got {value!r}")
@@ -121,7 +94,9 @@ def docker_run_command(
     *,
     instance_type: str | None = None,
     cores_per_device: int | None = None,
-    image: str = DEFAULT_IMAGE,
+    lnc: int | None = None,
+    framework: str = "pytorch",
+    image: str | None = None,
     http_port: int = 8000,
     grpc_port: int = 8001,
     metrics_port: int = 8002,
@@ -136,16 +111,28 @@ def docker_run_command(
     """The ``docker run`` for serving ``model_repository`` on NeuronCores ``core_range``.
 
     ``instance_type="cpu"`` serves on CPU cores instead: no devices, ``--cpuset-cpus`` pins the
-    container to the range. The image must hold the framework the models import (the stock
-    Triton image has no Neuron packages; upstream installs them with python_backend's
-    inferentia/scripts/setup.sh).
+    container to the range. Otherwise the image defaults to the one the host recipe builds for the
+    instance's family and ``framework`` (`recipe_for`; a given ``image`` must fit it too), the
+    runtime sees only the range (``NEURON_RT_VISIBLE_CORES``; model.py narrows it per instance)
+    and a non-default Trn2 ``lnc`` is passed as ``NEURON_LOGICAL_NC_CONFIG`` (it must match the
+    LNC the model was compiled for).
 
     Ports are published on ``publish_address`` (loopback by default; use ``0.0.0.0`` to serve
     other hosts). Triton runs with explicit model control and loads ``load_models``, or every
     model in the repository when none are named, so the workbench can still load/unload later.
     """
     cores = CoreRange.parse(core_range)
-    devices = neuron_devices(cores, instance_type=instance_type, cores_per_device=cores_per_device)
+    devices = neuron_devices(cores, instance_type=instance_type, cores_per_device=cores_per_device, lnc=lnc)
+    effective_lnc = None if is_cpu(instance_type) else lnc_of(instance_type, lnc)
+    recipe = None
+    if not is_cpu(instance_type) and instance_type is not None:
+        family = family_of(instance_type)
+        recipe = recipe_for(family, framework)
+        if image is not None and image != recipe.image:
+            recipe_for(family, framework, image=image)  # refuses a stock image whose Python cannot run it
+            recipe = None  # the caller's own image: the recipe does not say how it was built
+    if image is None:
+        image = CPU_IMAGE if is_cpu(instance_type) else recipe.image if recipe is not None else DEFAULT_IMAGE
     ports = {
         "http_port": _port(http_port, "http_port"),
         "grpc_port": _port(grpc_port, "grpc_port"),
@@ -153,7 +140,7 @@ def docker_run_command(
     }
     if len(set(ports.values())) != 3:
         raise ValueError(f"http, grpc and metrics ports must differ, got {ports}")
-    if not image or any(c.isspace() for c in image):
+    if not image.strip() or any(c.isspace() for c in image):
         raise ValueError(f"image must be a docker image reference, got {image!r}")
     repo = os.path.abspath(os.fspath(model_repository))
     for name in load_models:
@@ -165,8 +152,13 @@ def docker_run_command(
         argv += ["--name", container_name]
     for n in devices:
         argv += ["--device", f"/dev/neuron{n}"]
-    if instance_type is not None and instance_type.strip().lower() == "cpu":
+    if is_cpu(instance_type):
         argv.append(f"--cpuset-cpus={cores.start}-{cores.end}")
+    else:
+        visible = str(cores.start) if cores.size == 1 else f"{cores.start}-{cores.end}"
+        argv += ["--env", f"NEURON_RT_VISIBLE_CORES={visible}"]
+    if effective_lnc is not None and effective_lnc != lnc_of(instance_type):
+        argv += ["--env", f"NEURON_LOGICAL_NC_CONFIG={effective_lnc}"]
     argv += [
         f"--shm-size={shm_size}",
         "--ulimit", "memlock=-1",
@@ -185,16 +177,17 @@ def docker_run_command(
     ]
     argv += [f"--load-model={name}" for name in load_models] or ["--load-model=*"]
     argv += list(extra_tritonserver_args)
-    return DockerRun(argv=tuple(argv), devices=tuple(devices), cores=cores.cores, image=image)
+    return DockerRun(argv=tuple(argv), devices=tuple(devices), cores=cores.cores, image=image, recipe=recipe)
 
 
 def docker_run_for_model(
     generated: "GeneratedModel", *, repository: str | os.PathLike[str] | None = None, **options: Any
 ) -> DockerRun:
     """The ``docker run`` for a generated model directory: its repository (or ``repository``,
-    where it will be on the Neuron host), its core range and its target, loading just that
+    where it will be on the Neuron host), its core range, target and framework, loading just that
     model. ``options`` go to ``docker_run_command``."""
     options.setdefault("load_models", (generated.dest.name,))
+    options.setdefault("framework", generated.settings.framework)
     if "cores_per_device" not in options:
         options.setdefault("instance_type", generated.settings.target)
     core_map = generated.core_map

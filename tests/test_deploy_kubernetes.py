@@ -1,0 +1,162 @@
+"""Kubernetes manifests for generated model directories, validated against the Kubernetes API schema.
+
+The schema check is kubernetes-validate's bundled OpenAPI schemas in strict mode (unknown fields are
+errors). No cluster runs here; the guard in the container's command is run with /bin/sh for real.
+"""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import yaml
+
+from workbench.cli import main
+from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, ManifestError, kubernetes_manifests,
+                                         manifests_for_model, to_yaml)
+from workbench.generate import GenerateSettings, render, write
+from workbench.system import cores_for_instance
+
+kubernetes_validate = pytest.importorskip("kubernetes_validate", reason="the test extra brings kubernetes-validate")
+K8S_VERSION = "1.31"
+
+
+def _model(repo, name, target, core_range, count=1):
+    generated = render(GenerateSettings(
+        triton_model_dir=str(repo / name), compiled_model=f"{name}.{target}.pt", for_other_machine=True,
+        target=target, neuron_core_range=core_range, triton_model_instance_count=count, max_batch_size=8,
+        triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,4"]))
+    return write(generated).path
+
+
+def _validate(documents):
+    for document in documents:
+        assert kubernetes_validate.validate(document, K8S_VERSION, strict=True) == K8S_VERSION
+    return documents
+
+
+def _container(documents):
+    return documents[0]["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("target,core_range,resource,expected", [
+    ("inf2", "0:1", "neuroncore", {CORE_RESOURCE: 2}),
+    ("inf2", "2:5", "neuroncore", {CORE_RESOURCE: 4}),
+    ("trn1", "4:7", "neuron", {DEVICE_RESOURCE: 2}),
+    ("trn1", "0:31", "neuroncore", {CORE_RESOURCE: 32}),
+])
+def test_manifests_validate_and_ask_for_the_core_range(tmp_path, target, core_range, resource, expected):
+    model_dir = _model(tmp_path / "model_repository", "bert", target, core_range, count=2)
+    documents = _validate(manifests_for_model(model_dir, repository="s3://models-bucket/model_repository",
+                                              resource=resource, s3_region="us-west-2"))
+    deployment, service = documents
+    assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+    container = _container(documents)
+    assert container["resources"] == {"limits": expected}
+    start, end = (int(x) for x in core_range.split(":"))
+    nodes = deployment["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert nodes and all(n.startswith(target) and cores_for_instance(n) > end for n in nodes)
+    assert [n for n in ("inf2.xlarge", "trn1.2xlarge") if n.startswith(target) and end < 2] == \
+        [n for n in nodes if n in ("inf2.xlarge", "trn1.2xlarge")]
+    command = container["command"][-1]
+    assert "--model-repository=s3://models-bucket/model_repository" in command and "--load-model=bert" in command
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/scrape"] == "true"
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "metrics": 8002}
+    assert {"name": "AWS_DEFAULT_REGION", "value": "us-west-2"} in container["env"]
+    assert container["image"].startswith("workbench/tritonserver-neuron:26.07-neuronx-pytorch")
+
+
+def test_a_volume_repository_and_trn2_lnc(tmp_path):
+    documents = _validate(kubernetes_manifests("triton-llm", "0:7", target="trn2", instance_type="trn2.48xlarge",
+                                               lnc=1, repository="pvc:models/llm", namespace="serving",
+                                               service_account="s3-reader", replicas=2))
+    container, pod = _container(documents), documents[0]["spec"]["template"]["spec"]
+    assert container["resources"]["limits"] == {CORE_RESOURCE: 8}
+    assert {"name": "NEURON_LOGICAL_NC_CONFIG", "value": "1"} in container["env"]
+    assert {"name": "model-repository", "mountPath": "/models", "readOnly": True, "subPath": "llm"} in \
+        container["volumeMounts"]
+    assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "models"
+    assert pod["serviceAccountName"] == "s3-reader" and documents[0]["metadata"]["namespace"] == "serving"
+    assert "for d in /dev/neuron0; do" in container["command"][-1]  # 8 cores per device at LNC=1: one device
+    default_lnc = kubernetes_manifests("t", "0:7", target="trn2", repository="s3://b/r")
+    assert "env" not in _container(default_lnc)
+    assert "for d in /dev/neuron0 /dev/neuron1; do" in _container(default_lnc)["command"][-1]  # 4 per device
+
+
+def _guard(documents, dev: str) -> str:
+    command = _container(documents)["command"][-1]
+    guard, _, serve = command.partition("; exec ")
+    assert serve.startswith("tritonserver ")
+    return guard.replace("/dev/neuron", f"{dev}/neuron")
+
+
+def test_the_guard_stops_a_pod_given_other_cores_than_the_config_pins(tmp_path):
+    documents = kubernetes_manifests("t", "2:3", target="inf2", instance_type="inf2.24xlarge", repository="s3://b/r")
+    (tmp_path / "neuron1").touch()
+    guard = _guard(documents, str(tmp_path))
+
+    def start(visible: str | None) -> subprocess.CompletedProcess:
+        env = {"PATH": "/usr/bin:/bin"} | ({} if visible is None else {"NEURON_RT_VISIBLE_CORES": visible})
+        return subprocess.run(["/bin/sh", "-c", guard], env=env, capture_output=True, text=True)
+
+    assert start("2-3").returncode == 0 and start("2,3").returncode == 0 and start(None).returncode == 0
+    wrong = start("0,1")
+    assert wrong.returncode == 1 and "gave this pod cores 0,1 but the model config pins cores 2-3" in wrong.stderr
+    (tmp_path / "neuron1").unlink()
+    missing = start("2-3")
+    assert missing.returncode == 1 and "pins cores 2-3, which sit on" in missing.stderr
+    assert "neuron1, but this pod has no" in missing.stderr
+
+
+def test_bad_input_errors_before_anything_is_made(tmp_path):
+    ok = dict(target="inf2", repository="s3://b/r")
+    with pytest.raises(ManifestError, match="not whole devices; use resource 'neuroncore'"):
+        kubernetes_manifests("t", "1:2", resource="neuron", **ok)
+    with pytest.raises(ManifestError, match="give s3://bucket/path .* or pvc:CLAIM"):
+        kubernetes_manifests("t", "0:1", target="inf2", repository="/srv/models")
+    with pytest.raises(ManifestError, match="must be a DNS label"):
+        kubernetes_manifests("Triton_BERT", "0:1", **ok)
+    with pytest.raises(ManifestError, match="replicas must be"):
+        kubernetes_manifests("t", "0:1", replicas=0, **ok)
+    with pytest.raises(ManifestError, match="resource 'neurondevice' must be 'neuroncore'"):
+        kubernetes_manifests("t", "0:1", resource="neurondevice", **ok)
+    with pytest.raises(ManifestError, match="trn1.2xlarge is not a inf2 instance"):
+        kubernetes_manifests("t", "0:1", instance_type="trn1.2xlarge", **ok)
+    with pytest.raises(ManifestError, match="docker image reference"):
+        kubernetes_manifests("t", "0:1", image="my image", **ok)
+    with pytest.raises(ManifestError, match="target cpu"):
+        kubernetes_manifests("t", "0:1", target="cpu", repository="s3://b/r")
+    with pytest.raises(ValueError, match="inf2.xlarge has cores 0..1"):
+        kubernetes_manifests("t", "0:3", instance_type="inf2.xlarge", **ok)
+    with pytest.raises(ManifestError, match="no inf2 instance type has core 30"):
+        kubernetes_manifests("t", "0:30", **ok)
+
+
+def test_workbench_deploy_writes_recipe_and_manifests_and_keeps_what_was_there(tmp_path, capsys):
+    model_dir = _model(tmp_path / "model_repository", "resnet", "inf2", "0:1")
+    args = ["deploy", str(model_dir), "--kubernetes", "--repository", "s3://b/model_repository"]
+    assert main(args + ["--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert "kubernetes-resnet/triton.yaml (dry run: not written)" in shown and "FROM nvcr.io" in shown
+    assert not (tmp_path / "neuron-host").exists()
+    assert main(args) == 0
+    written = tmp_path / "neuron-host" / "kubernetes-resnet" / "triton.yaml"
+    _validate(list(yaml.safe_load_all(written.read_text())))
+    assert (tmp_path / "neuron-host" / "neuronx-pytorch" / "Dockerfile").is_file()
+    assert "--device /dev/neuron0" in (tmp_path / "neuron-host" / "neuronx-pytorch" / "RECIPE.md").read_text()
+    written.write_text("# edited\n")
+    capsys.readouterr()
+    assert main(args) == 2
+    assert "already exist(s); nothing was written" in capsys.readouterr().err
+    assert written.read_text() == "# edited\n"
+    assert main(args + ["--force"]) == 0
+    backups = list((tmp_path / "neuron-host.backups").glob("kubernetes-resnet.bak-*"))
+    assert len(backups) == 1 and (backups[0] / "triton.yaml").read_text() == "# edited\n"
+    assert main(["deploy", str(model_dir), "--kubernetes"]) == 2
+    assert main(["deploy", str(model_dir), "--lnc", "1"]) == 2
+    assert "lnc=1 applies only to Trn2" in capsys.readouterr().err
+    assert to_yaml([{"a": 1}]) == "a: 1\n"

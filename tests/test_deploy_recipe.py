@@ -1,0 +1,163 @@
+"""The host recipe: its fact table, the files it writes and what it refuses.
+
+No Neuron host, docker engine or Neuron package index is reachable here, so these tests cannot
+build the image; they hold the recipe to its own table (every value cited and dated, the stub's
+Python inside every framework's range, the Inf1 driver pin), check the host script with bash's
+parser, and check that nothing a user made is overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+from workbench.deploy.facts import SOURCES, STACKS, TRITON_IMAGE, Fact, stub_python_of
+from workbench.deploy.recipe import RECIPE_FILES, RecipeError, host_folder, recipe_for, write_recipe
+from workbench.generate.repository import RepositoryError
+
+
+def test_every_fact_cites_a_dated_source():
+    for stack in STACKS:
+        recipe = recipe_for(stack.targets[0], stack.framework)
+        rows = recipe.table()
+        assert len(rows) >= 6
+        for row in rows:
+            assert row["source"] in SOURCES
+            assert re.fullmatch(r"20\d\d-\d\d-\d\d", row["date"]), row
+    with pytest.raises(ValueError, match="unknown source 'nowhere'"):
+        Fact("1.0", "nowhere")
+
+
+def test_each_stack_fits_its_stub_python_and_its_targets():
+    """The point of the table: the container's stub Python runs the framework's Neuron wheels."""
+    pairs = {(t, s.framework) for s in STACKS for t in s.targets}
+    assert pairs == {("inf1", "pytorch"), ("inf1", "tensorflow"), ("inf2", "pytorch"), ("trn1", "pytorch"),
+                     ("trn2", "pytorch"), ("inf2", "tensorflow"), ("trn1", "tensorflow"),
+                     ("inf2", "transformers_neuronx"), ("trn1", "transformers_neuronx")}
+    for stack in STACKS:
+        assert stack.stub_python.value in stack.pythons, stack.key
+        image = TRITON_IMAGE.format(tag=stack.container.value)
+        assert stub_python_of(image).value == stack.stub_python.value, stack.key
+    assert recipe_for("inf1").stack.container.value == "24.10"
+    assert recipe_for("trn2").stack.container.value == recipe_for("inf2").stack.container.value
+
+
+def test_inf1_pins_the_last_driver_that_supports_it():
+    for framework in ("pytorch", "tensorflow"):
+        recipe = recipe_for("inf1", framework)
+        host = [f.value for f in recipe.stack.host_apt]
+        assert "aws-neuronx-dkms=2.24.*" in host
+        assert not recipe.stack.container_apt  # libnrt ships inside torch-neuron / tensorflow-neuron
+        assert "'aws-neuronx-dkms=2.24.*'" in recipe.host_script()
+    assert "aws-neuronx-dkms=2.30.2.0*" in [f.value for f in recipe_for("inf2").stack.host_apt]
+
+
+def test_the_dockerfile_builds_from_the_fitting_image_with_the_pins():
+    recipe = recipe_for("inf2", "pytorch")
+    text = recipe.dockerfile()
+    assert text.splitlines()[3] == "FROM nvcr.io/nvidia/tritonserver:26.07-py3"
+    assert "sys.version_info[:2] == (3, 12)" in text  # the build fails if the stub's Python is not the table's
+    for fact in recipe.stack.pip + recipe.stack.container_apt:
+        assert fact.value in text
+    assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in text
+    assert "signed-by=/usr/share/keyrings/aws-neuron.gpg" in text
+    tf = recipe_for("trn1", "tensorflow").dockerfile()
+    assert "FROM nvcr.io/nvidia/tritonserver:24.10-py3" in tf and "(3, 10)" in tf and "'protobuf<3.20'" in tf
+    assert recipe.image != recipe_for("inf1").image  # one image per stack, not one for all
+
+
+def test_unverified_facts_are_marked_in_every_rendering():
+    recipe = recipe_for("inf2", "transformers_neuronx")
+    unverified = [row for row in recipe.table() if not row["verified"]]
+    assert unverified
+    assert recipe.text().count("UNVERIFIED") == len(unverified)
+    assert recipe.markdown().count("| **no** |") == len(unverified)
+
+
+def test_the_host_script_parses_as_bash(tmp_path):
+    for stack in STACKS:
+        script = tmp_path / f"{stack.key}.sh"
+        script.write_text(recipe_for(stack.targets[0], stack.framework).host_script())
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+
+
+def test_what_has_no_recipe_is_refused_with_the_reason():
+    with pytest.raises(RecipeError, match="tensorflow has no Neuron SDK for trn2.*use pytorch"):
+        recipe_for("trn2", "tensorflow")
+    with pytest.raises(RecipeError, match="transformers_neuronx has no Neuron SDK for inf1"):
+        recipe_for("inf1", "transformers_neuronx")
+    with pytest.raises(RecipeError, match="target cpu needs no"):
+        recipe_for("cpu")
+    with pytest.raises(RecipeError, match="no host recipe for target 'p4d'"):
+        recipe_for("p4d")
+    # a Python 3.12 container cannot run torch-neuron: the message says both ways out
+    with pytest.raises(RecipeError, match=r"(?s)Python 3.12.*3.9-3.10.*24.10-py3.*EXECUTION_ENV_PATH.*stub built"):
+        recipe_for("inf1", "pytorch", image="nvcr.io/nvidia/tritonserver:26.06-py3")
+    assert recipe_for("inf1", image="nvcr.io/nvidia/tritonserver:23.08-py3").base_image.endswith("23.08-py3")
+    assert recipe_for("inf2", image="my.registry/triton:custom").base_image == "my.registry/triton:custom"
+    with pytest.raises(RecipeError, match="docker image reference"):
+        recipe_for("inf2", image="bad image")
+
+
+def test_written_beside_the_repository_never_over_a_users_files(tmp_path):
+    repository = tmp_path / "model_repository"
+    repository.mkdir()
+    folder = host_folder(repository) / "neuronx-pytorch"
+    assert folder.parent == tmp_path / "neuron-host"
+    recipe = recipe_for("trn1")
+    written = write_recipe(recipe, folder, docker_run="docker run ...")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(RECIPE_FILES)
+    assert os.access(folder / "setup-host.sh", os.X_OK)
+    assert "docker run ..." in (folder / "RECIPE.md").read_text()
+    (folder / "Dockerfile").write_text("# my edits\n")
+    with pytest.raises(RepositoryError, match="already exists; nothing was written"):
+        write_recipe(recipe, folder)
+    assert (folder / "Dockerfile").read_text() == "# my edits\n"
+    replaced = write_recipe(recipe, folder, overwrite=True)
+    assert replaced.backup is not None and (replaced.backup / "Dockerfile").read_text() == "# my edits\n"
+    assert (folder / "Dockerfile").read_text() == recipe.dockerfile() and written.path == folder
+
+
+def _release_manifest():
+    """The Neuron SDK's own release manifest (aws-neuron-sdk src/helperscripts/n2-manifest.json):
+    $NEURON_RELEASE_MANIFEST, or ../shared/reference/n2-manifest.json beside the repository."""
+    import json
+    from pathlib import Path
+
+    candidates = [os.environ.get("NEURON_RELEASE_MANIFEST"),
+                  Path(__file__).resolve().parents[2] / "shared" / "reference" / "n2-manifest.json"]
+    for candidate in candidates:
+        if candidate and Path(candidate).is_file():
+            return json.loads(Path(candidate).read_text())
+    pytest.skip("the Neuron release manifest is not here (set NEURON_RELEASE_MANIFEST to n2-manifest.json)")
+
+
+def test_every_pin_is_in_the_sdks_release_manifest_for_its_targets_and_python():
+    """The reference, not our table: each pinned Neuron package exists in a release, for the stack's
+    instances and (for wheels) the container stub's Python."""
+    manifest = _release_manifest()
+    listed: dict[str, list[dict]] = {}
+    for release in manifest["neuron_releases"]:
+        for package in release["packages"]:
+            listed.setdefault(package["name"], []).append(dict(package, release=release["neuron_version"]))
+    checked = 0
+    for stack in STACKS:
+        for fact in stack.pip + stack.container_apt + stack.host_apt:
+            match = re.fullmatch(r"([a-z0-9_-]+)(?:\[[a-z]+\])?(==|=)([0-9.]+)(\.\*|\*)?", fact.value)
+            if match is None or match[1] in ("protobuf", "numpy"):
+                continue  # linux-headers, and the non-Neuron bounds cited elsewhere
+            name, version, wildcard = match[1], match[3], match[4]
+            hits = [p for p in listed.get(name, [])
+                    if (p["version"].startswith(version) if wildcard else p["version"] == version)]
+            assert hits, f"{stack.key}: {fact.value} is in no release of the manifest"
+            fits = [p for p in hits if set(stack.targets) <= set(p["supported_instances"])
+                    and (not p["supported_python_versions"]
+                         or stack.stub_python.value in p["supported_python_versions"])]
+            where = [(p["release"], p["supported_instances"], p["supported_python_versions"]) for p in hits]
+            assert fits, f"{stack.key}: {fact.value} is listed only for {where}"
+            checked += 1
+    assert checked >= 20

@@ -1,0 +1,121 @@
+"""`workbench deploy`: write the host recipe and/or Kubernetes manifests for a generated model directory.
+
+Everything is derived from the model directory's config (target, framework, core range), so what
+is deployed is what was generated. Files go to ``neuron-host/`` beside the model repository (or
+``--out``): ``<stack>/`` holds the Dockerfile, setup-host.sh and RECIPE.md, ``kubernetes-<model>/``
+the manifests. An existing folder is refused unless ``--force`` (then kept as a backup in
+``neuron-host.backups/``); ``--dry-run`` prints instead of writing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from workbench.deploy.docker import docker_run_command
+from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_yaml
+from workbench.deploy.recipe import host_folder, recipe_for, write_recipe
+from workbench.generate.repository import WriteResult, write_model_dir
+from workbench.system import LNC_VALUES
+
+__all__ = ["register", "plan_files", "Planned"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "deploy", help="write the Neuron host recipe (Dockerfile, set-up script) and/or Kubernetes manifests",
+        description="For a generated model directory: the Dockerfile and host set-up script that fit its target "
+                    "and framework (every pin with its source), the docker run line, and with --kubernetes a "
+                    "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
+        allow_abbrev=False)
+    parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
+                        help="a generated model directory (config.pbtxt + 1/model.py)")
+    parser.add_argument("--out", type=Path, help="folder for the files (default: neuron-host/ beside the repository)")
+    parser.add_argument("--no-recipe", action="store_true", help="write only the manifests")
+    parser.add_argument("--kubernetes", action="store_true",
+                        help="also write Kubernetes manifests (needs --repository)")
+    parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
+                                             "pvc:CLAIM[/subpath]")
+    parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
+    parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
+    parser.add_argument("--image", help="image to run (default: the one the recipe builds; push it to your registry)")
+    parser.add_argument("--resource", choices=("neuroncore", "neuron"), default="neuroncore",
+                        help="device plugin resource: cores (default) or whole devices")
+    parser.add_argument("--replicas", type=int, default=1)
+    parser.add_argument("--namespace")
+    parser.add_argument("--s3-region", help="AWS_DEFAULT_REGION for an s3:// repository")
+    parser.add_argument("--service-account", help="service account with the S3 permissions (IRSA)")
+    parser.add_argument("--dry-run", action="store_true", help="print the files; write nothing")
+    parser.add_argument("--force", action="store_true", help="replace existing folders (kept as backups)")
+    parser.set_defaults(func=run)
+    return parser
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One folder to write: its files as text, and the call that writes them."""
+
+    folder: Path
+    files: dict[str, str]
+    write: Callable[[bool], WriteResult]
+
+
+def plan_files(args: argparse.Namespace) -> list[Planned]:
+    """What ``args`` ask for, checked whole before anything is written."""
+    from workbench.generate import load_settings
+
+    model_dir = args.model_dir.resolve()
+    if not (model_dir / "config.pbtxt").is_file():
+        raise FileNotFoundError(f"{model_dir} has no config.pbtxt: give a generated model directory")
+    if args.no_recipe and not args.kubernetes:
+        raise ManifestError("--no-recipe without --kubernetes leaves nothing to write")
+    if args.kubernetes and not args.repository:
+        raise ManifestError("--kubernetes needs --repository s3://bucket/path or pvc:CLAIM[/subpath]")
+    settings = load_settings(model_dir)
+    root = args.out.resolve() if args.out else host_folder(model_dir.parent)
+    instance = args.instance_type or settings.target
+    run = docker_run_command(model_dir.parent, settings.neuron_core_range, instance_type=instance, lnc=args.lnc,
+                             framework=settings.framework, image=args.image, load_models=[model_dir.name])
+    planned: list[Planned] = []
+    if not args.no_recipe:
+        recipe = recipe_for(settings.target, settings.framework)
+        folder = root / recipe.stack.key
+        planned.append(Planned(folder, recipe.files(run.pretty),
+                               lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty,
+                                                                         overwrite=force)))
+    if args.kubernetes:
+        documents = manifests_for_model(model_dir, repository=args.repository, instance_type=args.instance_type,
+                                        lnc=args.lnc, resource=args.resource, image=args.image,
+                                        replicas=args.replicas, namespace=args.namespace, s3_region=args.s3_region,
+                                        service_account=args.service_account)
+        folder = root / f"kubernetes-{model_dir.name}"
+        files = {"triton.yaml": to_yaml(documents)}
+        planned.append(Planned(folder, files,
+                               lambda force, folder=folder: write_model_dir(folder, files, overwrite=force)))
+    return planned
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        planned = plan_files(args)
+    except ManifestError:
+        raise
+    except ValueError as err:  # a setting the host cannot take (an LNC, a core range, an image): one line
+        raise ManifestError(str(err)) from None
+    if args.dry_run:
+        for item in planned:
+            for name, text in item.files.items():
+                print(f"# ---- {item.folder / name} (dry run: not written)")
+                print(text.rstrip("\n"))
+        return 0
+    taken = [str(item.folder) for item in planned if item.folder.exists()]
+    if taken and not args.force:
+        raise FileExistsError(f"{', '.join(taken)} already exist(s); nothing was written. Pass --force to replace "
+                              "them (the old folders are kept as timestamped backups)")
+    for item in planned:
+        result = item.write(args.force)
+        backup = f" (previous kept as {result.backup})" if result.backup else ""
+        print(f"wrote {result.path}{backup}")
+    return 0

@@ -1,0 +1,389 @@
+"""The checks: every problem with a GenerateSettings, collected before anything is written.
+
+Upstream's generator accepted anything and let Triton or model.py fail at load time. `make_plan`
+checks the settings as a whole -- names, core range, batching, the compiled model and its
+``.workbench.json`` record, the tensors, the transformers-neuronx values -- and returns a `Plan`
+holding every problem (one message each, naming the flag) and what the renderer needs, so nothing
+is worked out twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
+from workbench.coremap import CoreMap, CoreRange, CoreRangeError
+from workbench.generate.config import FRAMEWORKS, TARGETS
+from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
+from workbench.system import target_problem, usable_cpu_ids
+
+__all__ = ["Plan", "make_plan", "validate"]
+
+# model.py refuses these data types (it has no wire conversion for them)
+_UNSERVED_DTYPES = ("BYTES", "BF16")
+
+
+@dataclass
+class Plan:
+    """What validation worked out, reused by render so nothing is computed twice."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    spec: ModelSpec | None = None
+    core_map: CoreMap | None = None
+    compiled_ref: str = ""  # the COMPILED_MODEL value
+    compiled_source: Path | None = None  # where the artifact is on this machine (None if unknown)
+    carried: dict[str, Path] = field(default_factory=dict)  # files copied into the new directory
+    record: dict | None = None  # the compile step's sidecar for the compiled model
+    tnx: dict[str, object] = field(default_factory=dict)  # TNX_* parameters to write
+
+
+def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
+    tensors = []
+    for item in items:
+        try:
+            tensors.append(tensor_spec(item, kind))
+        except SpecError as err:
+            problems.append(f"--triton_{kind} {err}")
+    return tensors
+
+
+def _read_sidecar(artifact: Path | None, problems: list[str]) -> dict | None:
+    """The compile step's record beside the artifact, or None when there is none."""
+    if artifact is None:
+        return None
+    side = sidecar_path(artifact)
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text())
+        data["spec"] = ModelSpec.from_dict(data["spec"])
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        problems.append(f"{side}: unreadable compile record ({err})")
+        return None
+    return data
+
+
+def _dims_match(given: tuple[int, ...], expected: tuple[int, ...]) -> bool:
+    return len(given) == len(expected) and all(g == e or -1 in (g, e) for g, e in zip(given, expected))
+
+
+def _check_against_sidecar(settings: GenerateSettings, spec: ModelSpec, record: dict, where: str) -> list[str]:
+    """Config dims, names and dtypes against what the compiled model takes (dims there exclude the batch)."""
+    problems = []
+    compiled: ModelSpec = record["spec"]
+    batch_dim = bool(record.get("batch_dim", True))
+    mbs = settings.max_batch_size
+    if record.get("target") and record["target"] != settings.target:
+        problems.append(f"--compiled_model was compiled for {record['target']} ({where}), but the target is "
+                        f"{settings.target}; use --target {record['target']} or compile for {settings.target}")
+    if record.get("framework") and record["framework"] != settings.framework:
+        problems.append(f"--compiled_model is a {record['framework']} model ({where}), but --model_type is "
+                        f"{settings.framework}")
+    if not batch_dim and mbs > 0:
+        problems.append(f"--max_batch_size {mbs}: the compiled model has no batch dim ({where}); "
+                        "Triton cannot batch it, use --max_batch_size 0")
+    for kind, given, known in (("input", spec.inputs, compiled.inputs), ("output", spec.outputs, compiled.outputs)):
+        by_name = {t.name: t for t in known}
+        for tensor in given:
+            model_tensor = by_name.get(tensor.name)
+            if model_tensor is None:
+                names = ", ".join(by_name)
+                problems.append(f"{kind} {tensor.name!r} is not one of the compiled model's {kind}s ({names}; {where})")
+                continue
+            if model_tensor.dtype != tensor.dtype:
+                problems.append(f"{kind} {tensor.name!r}: dtype {tensor.dtype}, but the compiled model's is "
+                                f"{model_tensor.dtype} ({where})")
+            expected = model_tensor.dims if (mbs > 0 or not batch_dim) else (-1, *model_tensor.dims)
+            if _dims_match(tensor.dims, expected):
+                continue
+            if settings.framework == "transformers_neuronx" and _dims_match(tensor.dims, model_tensor.dims):
+                continue  # its model.py also takes one unbatched prompt
+            if mbs > 0 and _dims_match(tensor.dims[1:], model_tensor.dims):
+                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} include a batch dim, but with "
+                                f"max_batch_size {mbs} Triton adds it; use {list(model_tensor.dims)}")
+            elif mbs == 0 and batch_dim and _dims_match(tensor.dims, model_tensor.dims):
+                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} lack the batch dim the compiled "
+                                f"model takes; with max_batch_size 0 use {[-1, *model_tensor.dims]}")
+            else:
+                shown = ("[batch] + " if batch_dim else "") + str(list(model_tensor.dims))
+                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} disagree with the compiled "
+                                f"model's {shown} ({where})")
+        missing = [name for name in by_name if name not in {t.name for t in given}]
+        if missing:
+            problems.append(f"the compiled model also takes {kind}(s) {', '.join(missing)} ({where})")
+    return problems
+
+
+def _spec_from_record(settings: GenerateSettings, record: dict) -> ModelSpec:
+    spec: ModelSpec = record["spec"]
+    if settings.max_batch_size == 0 and record.get("batch_dim", True):
+        return spec.with_batch_dim(-1)
+    return spec
+
+
+def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
+    try:
+        from workbench.compiler.tensorflow import spec_from_saved_model
+    except ImportError as err:
+        raise GenerateError([
+            f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
+            "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
+        ]) from None
+    from workbench.system import MissingSDKError
+
+    try:
+        return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,
+                                     drop_batch_dim=settings.max_batch_size > 0)
+    except (ImportError, MissingSDKError) as err:
+        raise GenerateError([
+            f"TensorFlow is needed to read the inputs and outputs of {path} ({err}); pass --triton_input and "
+            "--triton_output, or install the tensorflow extra (pip install 'workbench[tensorflow]')"
+        ]) from None
+    except (SpecError, ValueError, OSError) as err:
+        raise GenerateError([f"--compiled_model {path}: {err}"]) from None
+
+
+def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tuple[str, Path | None]:
+    """Where a file the model needs goes: (the reference written in config.pbtxt, its path here or
+    None). Copied into ``<version>/`` with --copy-compiled-model; otherwise a relative path is the
+    model directory's, and one already inside an existing directory is carried into the new one."""
+    path, dest = Path(value), settings.model_dir
+    if settings.copy_compiled_model:
+        ref = f"{settings.model_version}/{path.name}"
+        if not path.exists():
+            plan.problems.append(f"{flag} {value} does not exist, so it cannot be copied (--copy-compiled-model)")
+            return ref, None
+        _carry(plan, ref, path)
+        return ref, path
+    resolved = path if path.is_absolute() else dest / path
+    if resolved.exists():
+        if not path.is_absolute() and ".." not in path.parts and dest.is_dir():
+            _carry(plan, path.as_posix(), resolved)
+        return value, resolved
+    if not settings.for_other_machine:
+        hint = ""
+        if not path.is_absolute() and path.exists():
+            hint = (f"; {value} exists relative to the current directory, but model.py resolves relative "
+                    "paths against the model directory: give an absolute path or use --copy-compiled-model")
+        plan.problems.append(f"{flag} {value} not found (looked at {resolved}){hint}; "
+                             "use --for-other-machine if it only exists on the serving host")
+    return value, None
+
+
+def _carry(plan: Plan, ref: str, source: Path) -> None:
+    plan.carried[ref] = source
+    sidecar = sidecar_path(source)
+    if sidecar.is_file():
+        plan.carried[ref + SIDECAR_SUFFIX] = sidecar
+
+
+def _plan_compiled(settings: GenerateSettings, plan: Plan) -> None:
+    compiled = str(settings.compiled_model).strip()
+    if not compiled:
+        plan.problems.append("--compiled_model is required: the path of the compiled model")
+        return
+    plan.compiled_ref, plan.compiled_source = _place("--compiled_model", compiled, settings, plan)
+    plan.record = _read_sidecar(plan.compiled_source, plan.problems)
+
+
+def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
+    inputs = _tensor_items(list(settings.triton_input), "input", plan.problems)
+    outputs = _tensor_items(list(settings.triton_output), "output", plan.problems)
+    if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
+        return  # malformed items already reported
+    record = plan.record
+    where = f"per {plan.compiled_source}{SIDECAR_SUFFIX}" if record else ""
+    if not inputs and not outputs:
+        if record is not None:
+            plan.spec = _spec_from_record(settings, record)
+        elif settings.framework == "tensorflow":
+            if plan.compiled_source is None:
+                plan.problems.append("--triton_input/--triton_output are needed: the SavedModel is not on this "
+                                     "machine to read them from")
+                return
+            try:
+                plan.spec = _spec_from_saved_model(settings, plan.compiled_source)
+            except GenerateError as err:
+                plan.problems += err.problems
+                return
+        elif settings.framework == "transformers_neuronx":
+            plan.spec = ModelSpec.parse(["input_ids,INT64,-1"], ["output_ids,INT64,-1"])
+        else:
+            plan.problems.append("--triton_input and --triton_output are required for PyTorch models "
+                                 "(TorchScript keeps no names, dtypes or shapes), e.g. --triton_input INPUT__0,INT64,4x384")
+            return
+        record = None  # the spec came from it (or from the model): nothing to compare
+    elif not inputs or not outputs:
+        missing = "--triton_output" if inputs else "--triton_input"
+        plan.problems.append(f"{missing} is missing: give both --triton_input and --triton_output"
+                             + (", or neither to read them from the SavedModel" if settings.framework == "tensorflow"
+                                else ""))
+        return
+    else:
+        try:
+            plan.spec = ModelSpec(tuple(inputs), tuple(outputs))
+        except SpecError as err:
+            plan.problems.append(str(err))
+            return
+    spec = plan.spec
+    if settings.framework == "pytorch":
+        try:
+            spec.check_indexed_names()
+        except SpecError as err:
+            plan.problems.append(str(err))
+    if settings.framework == "transformers_neuronx":
+        names = [t.name for t in spec.inputs]
+        if "input_ids" not in names or set(names) - {"input_ids", "sequence_length"} or len(spec.outputs) != 1:
+            plan.problems.append(f"transformers_neuronx models take input_ids (and optionally sequence_length) and "
+                                 f"return one output; got inputs {names} and {len(spec.outputs)} output(s)")
+    for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
+        for t in tensors:
+            if t.dtype in _UNSERVED_DTYPES:
+                plan.problems.append(f"{kind} {t.name!r}: {t.dtype} tensors are not supported by the generated "
+                                     "model.py; use a numeric type")
+    if record is not None:
+        plan.problems += _check_against_sidecar(settings, spec, record, where)
+
+
+def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
+    try:
+        core_range = CoreRange.parse(settings.neuron_core_range)
+    except CoreRangeError as err:
+        plan.problems.append(f"--neuron_core_range: {err}")
+        return
+    try:
+        plan.core_map = core_range.split(settings.triton_model_instance_count,
+                                         1 if settings.threads_per_core is None else settings.threads_per_core)
+    except CoreRangeError as err:
+        flag = ("--threads_per_core" if "threads per core" in str(err) else
+                "--triton_model_instance_count" if "instance" in str(err) else "--neuron_core_range")
+        plan.problems.append(f"{flag}: {err}")
+        return
+    idle = plan.core_map.idle
+    if len(idle):
+        plan.warnings.append(
+            f"cores {idle[0]}-{idle[-1]} of {core_range} stay idle: {plan.core_map.total} cores do not split evenly "
+            f"over {plan.core_map.instances} instances ({plan.core_map.cores_per_instance} each)"
+        )
+    if settings.target == "cpu" and not settings.for_other_machine:
+        usable = usable_cpu_ids()
+        missing = core_range.missing_from(usable)
+        if missing:
+            plan.warnings.append(f"core range {core_range} includes CPU(s) {missing} that this process cannot use "
+                                 f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
+
+
+def _plan_batching(settings: GenerateSettings, plan: Plan) -> None:
+    mbs = settings.max_batch_size
+    if mbs < 0:
+        plan.problems.append(f"--max_batch_size {mbs} is negative; use 0 (no batching) or more")
+    sizes = list(settings.preferred_batch_size)
+    delay = settings.max_queue_delay_microseconds
+    if delay is not None and delay < 0:
+        plan.problems.append(f"--max_queue_delay_microseconds {delay} is negative")
+    if not settings.enable_dynamic_batching:
+        ignored = [flag for flag, value in (("--preferred_batch_size", sizes),
+                                            ("--max_queue_delay_microseconds", delay is not None)) if value]
+        if ignored:
+            plan.warnings.append(f"{' and '.join(ignored)} ignored without --enable_dynamic_batching (as upstream)")
+        return
+    for size in sizes:
+        if size < 1:
+            plan.problems.append(f"--preferred_batch_size {size} must be at least 1")
+        elif mbs == 0:
+            plan.problems.append(f"--preferred_batch_size {size} needs --max_batch_size > 0 (it is 0: batching off)")
+        elif size > mbs:
+            plan.problems.append(f"--preferred_batch_size {size} is larger than --max_batch_size {mbs}")
+    if mbs == 0:
+        plan.warnings.append("--enable_dynamic_batching with --max_batch_size 0: Triton still runs each "
+                             "request alone; set --max_batch_size > 0 to batch requests")
+
+
+# what saved Neuron graphs were compiled with: loading them with other values fails
+_TNX_GRAPH_FIELDS = ("tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp")
+_TNX_DEFAULT_N_POSITIONS = 2048  # model.py's default
+
+
+def _flag(field_name: str) -> str:
+    return "--" + field_name.replace("_", "-")
+
+
+def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
+    """TNX_* values: given ones, else what the compile recorded, else model.py's defaults (left out)."""
+    if settings.framework != "transformers_neuronx":
+        return
+    record = plan.record if plan.record and plan.record.get("framework") == "transformers_neuronx" else {}
+    recorded = record.get("extra") or {}
+    recorded_graphs = recorded.get("compiled_dir") if settings.target != "cpu" else None
+    values: dict[str, object] = {}
+    for name in TNX_PARAMETERS:
+        given, known = getattr(settings, name), recorded.get(name.removeprefix("tnx_"))
+        if given is not None and known is not None and given != known and recorded_graphs and \
+                settings.tnx_compiled_dir is None and name in _TNX_GRAPH_FIELDS:
+            plan.problems.append(f"{_flag(name)} {given} differs from the {known} its saved Neuron graphs were "
+                                 f"compiled with ({recorded_graphs}); recompile, or leave {_flag(name)} out")
+        values[name] = given if given is not None else known
+    for name in ("tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_sequence_length", "tnx_unroll"):
+        if values[name] is not None and int(values[name]) < 1:
+            plan.problems.append(f"{_flag(name)} {values[name]} must be at least 1")
+    positions = values["tnx_n_positions"] or _TNX_DEFAULT_N_POSITIONS
+    if values["tnx_sequence_length"] is not None and values["tnx_sequence_length"] > positions:
+        plan.problems.append(f"--tnx-sequence-length {values['tnx_sequence_length']} exceeds --tnx-n-positions "
+                             f"{positions}")
+    if values["tnx_amp"] is not None and values["tnx_amp"] not in TNX_AMPS:
+        plan.problems.append(f"--tnx-amp {values['tnx_amp']!r} is not one of {', '.join(TNX_AMPS)}")
+    if values["tnx_model_class"] is not None and not str(values["tnx_model_class"]).strip():
+        plan.problems.append("--tnx-model-class is empty; e.g. LlamaForSampling")
+    plan.tnx = {TNX_PARAMETERS[name]: value for name, value in values.items() if value is not None}
+    if settings.tnx_compiled_dir is not None:
+        if settings.target == "cpu":
+            plan.warnings.append("--tnx-compiled-dir is ignored on the cpu target (it holds Neuron graphs)")
+        else:
+            plan.tnx["TNX_COMPILED_DIR"], _ = _place("--tnx-compiled-dir", settings.tnx_compiled_dir, settings, plan)
+    elif recorded_graphs and plan.compiled_source is not None:
+        # the compile saves its graphs beside the checkpoint: keep them beside it here too
+        source = plan.compiled_source.parent / Path(recorded_graphs).name
+        if source.exists():
+            value = str(source) if settings.copy_compiled_model else \
+                (Path(plan.compiled_ref).parent / source.name).as_posix()
+            plan.tnx["TNX_COMPILED_DIR"], _ = _place("--tnx-compiled-dir", value, settings, plan)
+        else:
+            plan.warnings.append(f"the saved Neuron graphs {source} recorded by the compile are missing; "
+                                 "model.py will compile the model at load time")
+
+
+def make_plan(settings: GenerateSettings) -> Plan:
+    """Check ``settings`` as a whole; the plan holds every problem and what `render` builds from."""
+    plan = Plan()
+    if settings.framework not in FRAMEWORKS:
+        plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
+    if settings.target not in TARGETS:
+        plan.problems.append(f"--target {settings.target!r} is not one of {', '.join(TARGETS)}")
+    name = settings.model_name
+    if not str(settings.triton_model_dir).strip():
+        plan.problems.append("--triton_model_dir is required: the model directory to write")
+    elif not name or name in (".", "..") or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
+        plan.problems.append(f"model name {name!r} is not usable; use letters, digits, '_', '-' or '.'")
+    if settings.model_version < 1:
+        plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
+    _plan_cores(settings, plan)
+    _plan_batching(settings, plan)
+    unservable = target_problem(settings.framework, settings.target)
+    if unservable:
+        plan.problems.append(unservable)
+    elif settings.framework in FRAMEWORKS and settings.target in TARGETS:
+        _plan_compiled(settings, plan)
+        _plan_spec(settings, plan)
+        _plan_tnx(settings, plan)
+    return plan
+
+
+def validate(settings: GenerateSettings) -> list[str]:
+    """Every problem with ``settings``, one message each naming the bad item; empty when fine.
+    Nothing is written. (Warnings, e.g. idle cores, come with `render`.)"""
+    return make_plan(settings).problems

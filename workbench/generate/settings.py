@@ -1,0 +1,108 @@
+"""Generation settings: every gen_triton_model.py option with its upstream name, plus the workbench's own.
+
+`GenerateSettings` is the one value that travels from the CLI, the settings panel, the notebooks
+and `load_settings` to the checks and the renderer; `GenerateError` carries every problem found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workbench.coremap import CoreRange
+from workbench.spec import TensorSpec
+from workbench.system import detect
+
+__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS"]
+
+TNX_AMPS = ("f32", "f16", "bf16")
+# GenerateSettings field -> model.py parameter; the compile step records the same keys (without
+# the tnx_ prefix) in its sidecar's "extra"
+TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
+                  "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
+                  "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
+
+class GenerateError(ValueError):
+    """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def default_target() -> str:
+    """What this machine serves: ``cpu`` without a Neuron device, else its instance family
+    (`workbench.system.detect`, the one place that decides)."""
+    return detect().default_target
+
+
+@dataclass
+class GenerateSettings:
+    """Every gen_triton_model.py option (same names and meaning) plus the workbench's own.
+
+    ``triton_input``/``triton_output`` take upstream ``NAME,DTYPE,SHAPE`` items (or TensorSpecs);
+    with ``max_batch_size > 0`` the dims leave out the batch dim, as upstream required. When both
+    are empty they come from the compiled model: its ``.workbench.json`` sidecar, or for TensorFlow
+    the SavedModel signature. A relative ``compiled_model`` is resolved against the model directory
+    (what model.py does), unless ``copy_compiled_model`` copies it there from the current directory.
+    ``name`` defaults to the directory's name; when it differs, ``triton_model_dir`` is taken as the
+    model repository and the model goes to ``<triton_model_dir>/<name>``.
+
+    Parameters written for model.py: ``WORKBENCH_TARGET``/``WORKBENCH_FRAMEWORK`` from target and
+    framework, ``BATCH_REQUESTS`` = not ``disable_batch_requests_to_neuron``, ``CPU_AFFINITY``,
+    ``TF_SIGNATURE_DEF_KEY`` (tensorflow), and for transformers_neuronx each ``tnx_x`` field as
+    ``TNX_X`` (``tnx_model_class`` -> ``TNX_MODEL_CLASS`` ...); a None field is left out so model.py
+    uses its default.
+    """
+
+    triton_model_dir: str = ""
+    compiled_model: str = ""
+    framework: str = "pytorch"  # upstream --model_type (plus transformers_neuronx)
+    target: str = field(default_factory=default_target)
+    triton_input: list = field(default_factory=list)
+    triton_output: list = field(default_factory=list)
+    neuron_core_range: str | CoreRange = "0:0"
+    triton_model_instance_count: int = 1
+    threads_per_core: int | None = None  # None: NUM_THREADS_PER_CORE left out (SDK default workers)
+    model_version: int = 1
+    max_batch_size: int = 0
+    enable_dynamic_batching: bool = False
+    preferred_batch_size: list = field(default_factory=list)
+    max_queue_delay_microseconds: int | None = None
+    disable_batch_requests_to_neuron: bool = False
+    tag_set: str = "serve"
+    signature_def_key: str = "serving_default"
+    name: str | None = None
+    copy_compiled_model: bool = False
+    for_other_machine: bool = False
+    cpu_affinity: bool = False
+    # transformers-neuronx; None: what the compile recorded, else model.py's default (LlamaForSampling,
+    # batch 1, tp degree = the instance's cores, 2048 positions, f32, sequence length = positions)
+    tnx_model_class: str | None = None
+    tnx_batch_size: int | None = None
+    tnx_tp_degree: int | None = None
+    tnx_n_positions: int | None = None
+    tnx_amp: str | None = None
+    tnx_unroll: int | None = None
+    tnx_sequence_length: int | None = None
+    tnx_compiled_dir: str | None = None  # graphs saved by .save(); loaded instead of recompiling
+
+    def __post_init__(self) -> None:
+        # single values are accepted where upstream took one (notebook callers pass 8, not [8])
+        if isinstance(self.preferred_batch_size, int):
+            self.preferred_batch_size = [self.preferred_batch_size]
+        for name in ("triton_input", "triton_output"):
+            if isinstance(getattr(self, name), (str, TensorSpec)):
+                setattr(self, name, [getattr(self, name)])
+
+    @property
+    def model_dir(self) -> Path:
+        base = Path(self.triton_model_dir)
+        if self.name and self.name != base.name:
+            return base / self.name
+        return base
+
+    @property
+    def model_name(self) -> str:
+        return self.name or Path(self.triton_model_dir).name
+

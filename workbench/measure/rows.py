@@ -1,0 +1,151 @@
+"""One result-row type: a sweep point's row, made in one place from whatever measured it (the
+built-in load generator, perf_analyzer) or from why it could not be measured, and read back from
+a run's ``points.jsonl`` on resume.
+
+Its fields are the table's columns, in the documented order (``COLUMNS``): first what identifies
+the point (variant, batch size, concurrency), then what was measured. Times are milliseconds,
+throughput inferences per second; a number not measured is NaN, a flag not known None.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Mapping
+
+if TYPE_CHECKING:
+    from workbench.measure.loadgen.results import LoadResult
+    from workbench.measure.plan import Point
+
+__all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now"]
+
+NAN = math.nan
+
+
+def now() -> str:
+    """The time a row or a run record is stamped with: UTC, to the second."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _ms(value_us: Any) -> float:
+    return float(value_us) / 1000.0 if value_us is not None else NAN
+
+
+@dataclass(frozen=True)
+class PointRow:
+    """A point's row. Make it with ``measured``, ``from_perf_analyzer`` or ``failed``; write it
+    with ``to_dict``, read it back with ``from_dict``."""
+
+    variant: str
+    allocation: str
+    instances: int
+    cores_per_instance: int
+    core_start: int
+    core_end: int
+    batching: str
+    parameters: str
+    batch_size: int
+    concurrency: int
+    throughput: float = NAN
+    p50_ms: float = NAN
+    p90_ms: float = NAN
+    p95_ms: float = NAN
+    p99_ms: float = NAN
+    mean_ms: float = NAN
+    stable: bool | None = None
+    windows: float = NAN  # counts: whole numbers where the engine reports them, NaN where not
+    requests: float = NAN
+    failures: float = NAN
+    outputs_ok: bool | None = None
+    max_abs_diff: float = NAN
+    queue_ms: float = NAN
+    compute_input_ms: float = NAN
+    compute_infer_ms: float = NAN
+    compute_output_ms: float = NAN
+    overhead_ms: float = NAN
+    avg_batch: float = NAN
+    warnings: str | None = None
+    error: str | None = None
+    measured_at: str | None = None
+
+    @classmethod
+    def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> "PointRow":
+        """The row of a point the built-in load generator measured."""
+        server, latency = result.server, result.latency
+        breakdown = {}
+        if server is not None:
+            breakdown = dict(queue_ms=_ms(server.queue_us), compute_input_ms=_ms(server.compute_input_us),
+                             compute_infer_ms=_ms(server.compute_infer_us),
+                             compute_output_ms=_ms(server.compute_output_us), overhead_ms=_ms(server.overhead_us),
+                             avg_batch=server.avg_batch)
+        return cls(
+            **point.columns(),
+            throughput=result.throughput,
+            p50_ms=_ms(latency["p50"]), p90_ms=_ms(latency["p90"]), p95_ms=_ms(latency["p95"]),
+            p99_ms=_ms(latency["p99"]), mean_ms=_ms(latency["avg"]),
+            stable=bool(result.stable), windows=len(result.windows), requests=result.requests,
+            failures=result.failed,
+            outputs_ok=result.checked > 0 and result.check_failures == 0,
+            max_abs_diff=max_abs_diff,
+            **breakdown,
+            measured_at=now(),
+            warnings=" | ".join(result.warnings),
+        )
+
+    @classmethod
+    def from_perf_analyzer(cls, point: Point, row: Mapping[str, Any], outputs_ok: bool,
+                           max_abs_diff: float) -> "PointRow":
+        """The row of a point perf_analyzer measured (``row``: one of ``perf_analyzer.parse_csv``'s,
+        in microseconds); its outputs were checked with one request before it ran."""
+        us = lambda key: row.get(key, NAN)  # noqa: E731
+        return cls(
+            **point.columns(),
+            throughput=row["throughput"],
+            p50_ms=_ms(us("p50_us")), p90_ms=_ms(us("p90_us")), p95_ms=_ms(us("p95_us")),
+            p99_ms=_ms(us("p99_us")), mean_ms=_ms(us("latency_avg_us")),
+            stable=True,  # perf_analyzer fails a point it cannot stabilise
+            failures=0,
+            outputs_ok=outputs_ok,
+            max_abs_diff=max_abs_diff,
+            queue_ms=_ms(us("server_queue_us")), compute_input_ms=_ms(us("server_compute_input_us")),
+            compute_infer_ms=_ms(us("server_compute_infer_us")),
+            compute_output_ms=_ms(us("server_compute_output_us")),
+            measured_at=now(), warnings="measured by perf_analyzer",
+        )
+
+    @classmethod
+    def failed(cls, point: Point, error: str) -> "PointRow":
+        """The row of a point that could not be measured, saying why."""
+        return cls(**point.columns(), error=error, measured_at=now())
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.variant, self.batch_size, self.concurrency)
+
+    def summary(self) -> str:
+        """``"123.4 infer/s, p99 5.67 ms"``, or the error."""
+        return self.error if self.error else f"{self.throughput:.1f} infer/s, p99 {self.p99_ms:.2f} ms"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a table row (``COLUMNS`` order); NaN is written as null in JSON files."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "PointRow":
+        """A row as ``to_dict`` wrote it and JSON read it back (null numbers are NaN again).
+        Columns this type does not know are left out."""
+        values = {}
+        for f in fields(cls):
+            if f.name not in data:
+                continue
+            value = data[f.name]
+            values[f.name] = NAN if value is None and f.name in _NUMBER_COLUMNS else value
+        return cls(**values)
+
+
+COLUMNS = tuple(f.name for f in fields(PointRow))
+# A point is identified by its variant (allocation + batching + parameters) and its load.
+KEY_COLUMNS = ("variant", "batch_size", "concurrency")
+INT_COLUMNS = ("instances", "cores_per_instance", "core_start", "core_end", "batch_size", "concurrency")
+_NUMBER_COLUMNS = frozenset(f.name for f in fields(PointRow) if isinstance(f.default, float) and math.isnan(f.default))

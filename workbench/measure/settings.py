@@ -1,0 +1,126 @@
+"""How to measure: one settings value for the engine, the windows, the seed and the output tolerances.
+
+Made once (from a CLI's flags, a panel's controls, a notebook's arguments), checked once when it
+is made, and handed whole to the built-in load generator, to perf_analyzer and to the sweep,
+which records it and compares it when a run is resumed.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping, Sequence
+
+__all__ = ["MeasureError", "MeasureSettings", "ENGINES", "PROTOCOLS"]
+
+ENGINES = ("workbench", "perf_analyzer")
+PROTOCOLS = ("grpc", "http")
+# What a number means depends on these: a resumed run must use the same ones. (The perf_analyzer
+# command may differ: another path to the same tool measures the same way.)
+_MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "max_windows", "warmup_requests",
+            "seed", "rtol", "atol")
+
+
+class MeasureError(ValueError):
+    """A measurement that cannot start: bad settings or arguments, unreachable server, inputs
+    that do not fit the model. Raised before any load is sent; the message names the bad item."""
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How every point is measured.
+
+    ``engine``: ``"workbench"`` (the built-in load generator) or ``"perf_analyzer"`` (Triton's, run
+    as ``perf_analyzer``: a path, a command prefix or an argv list; default ``$PERF_ANALYZER``,
+    then PATH). ``protocol``: ``grpc`` or ``http``. Windows of ``window_s`` seconds run until the
+    last ``stable_windows`` agree within ``stability`` (0.10 = 10%) or ``max_windows`` have run;
+    ``warmup_requests`` responses come first (None: max(20, 2 x concurrency)). ``seed`` draws the
+    request inputs; served outputs must match the reference within ``rtol``/``atol``.
+    """
+
+    engine: str = "workbench"
+    perf_analyzer: str | os.PathLike[str] | tuple[str, ...] | None = None
+    protocol: str = "grpc"
+    window_s: float = 1.0
+    stability: float = 0.10
+    stable_windows: int = 3
+    max_windows: int = 10
+    warmup_requests: int | None = None
+    seed: int = 0
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if isinstance(self.perf_analyzer, Sequence) and not isinstance(self.perf_analyzer, str):
+            object.__setattr__(self, "perf_analyzer", tuple(os.fspath(part) for part in self.perf_analyzer))
+        problems = []
+        if self.engine not in ENGINES:
+            problems.append(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.protocol not in PROTOCOLS:
+            problems.append(f"protocol {self.protocol!r} is not grpc or http")
+        for name in ("window_s", "stability"):
+            value = getattr(self, name)
+            if not _number(value) or not value > 0:
+                problems.append(f"{name} must be a positive number, got {value!r}")
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if not _number(value) or value < 0:
+                problems.append(f"{name} must be >= 0, got {value!r}")
+        if not _whole(self.stable_windows) or self.stable_windows < 1:
+            problems.append(f"stable_windows must be a whole number >= 1, got {self.stable_windows!r}")
+        elif not _whole(self.max_windows) or self.max_windows < self.stable_windows:
+            problems.append(f"max_windows must be a whole number >= stable_windows ({self.stable_windows}), "
+                            f"got {self.max_windows!r}")
+        if self.warmup_requests is not None and (not _whole(self.warmup_requests) or self.warmup_requests < 0):
+            problems.append(f"warmup_requests must be a whole number >= 0, got {self.warmup_requests!r}")
+        if not _whole(self.seed) or self.seed < 0:
+            problems.append(f"seed must be a whole number >= 0, got {self.seed!r}")
+        if problems:
+            raise MeasureError("; ".join(problems))
+        # plain Python numbers from here on (numpy scalars would not survive a JSON record)
+        for name in ("window_s", "stability", "rtol", "atol"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("stable_windows", "max_windows", "seed") + (("warmup_requests",) if self.warmup_requests is not None else ()):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
+    def engine_command(self) -> list[str] | None:
+        """perf_analyzer's command prefix when it is the engine (PerfAnalyzerNotFound, naming
+        where it looked, when there is none), None for the built-in engine. Call it before
+        anything starts, so a missing tool is said first."""
+        if self.engine != "perf_analyzer":
+            return None
+        from workbench.measure.perf_analyzer import find_perf_analyzer
+
+        return find_perf_analyzer(self.perf_analyzer)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values, for a run record."""
+        data = asdict(self)
+        command = data["perf_analyzer"]
+        data["perf_analyzer"] = list(command) if isinstance(command, tuple) else (
+            None if command is None else os.fspath(command))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MeasureSettings":
+        """The settings a record holds; keys that are not settings (a record's ``model``) are
+        left out, missing ones take their defaults."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def differences(self, recorded: Mapping[str, Any]) -> list[str]:
+        """``"window_s 0.2 -> 0.5"`` for every setting that changes what a number means and
+        differs from ``recorded`` (a run record's settings; keys it lacks are not compared)."""
+        mine = self.to_dict()
+        return [f"{key} {recorded[key]!r} -> {mine[key]!r}" for key in _MEANING
+                if key in recorded and recorded[key] != mine[key]]

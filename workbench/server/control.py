@@ -1,0 +1,295 @@
+"""Model control of a running tritonserver, local or remote: load with a config override, unload,
+index, statistics, config, readiness, metadata and metrics, through tritonclient.
+
+One client for both kinds of server: a `TritonServer` this process started hands itself in as
+``process``, so a call first checks that the process still runs and a refused load quotes the
+server log written during it; a server someone else started (`RunningServer`) has no process
+and no log here, only its answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+import weakref
+from pathlib import Path
+from typing import Any, Mapping, Protocol
+
+from google.protobuf import json_format
+from tritonclient.utils import InferenceServerException
+
+from workbench.generate.config import ModelConfig, to_json
+from workbench.server.errors import ModelLoadError, ServerError
+from workbench.server.log import ServerLog
+from workbench.server.metrics import parse_metrics
+
+__all__ = ["ModelControl", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS"]
+
+PROTOCOLS = ("grpc", "http")
+_BUSY_STATES = ("READY", "UNLOADING", "LOADING")
+
+
+class LocalProcess(Protocol):
+    """What the client asks of a server process it can see (`TritonServer`)."""
+
+    log: ServerLog
+
+    def require_running(self) -> None: ...
+
+    def gone_within(self, seconds: float) -> bool: ...
+
+    def exit_note(self) -> str: ...
+
+
+def as_model_config(config: Any) -> ModelConfig:
+    """A ``ModelConfig`` from a ModelConfig, a dict or a JSON string; dicts and strings are
+    checked against the ModelConfig schema, so a typo fails here, naming the field."""
+    if isinstance(config, ModelConfig):
+        return config
+    if isinstance(config, (str, bytes)):
+        try:
+            data = json.loads(config)
+        except json.JSONDecodeError as err:
+            raise ValueError(f"config is not valid JSON: {err}") from None
+    elif isinstance(config, Mapping):
+        data = dict(config)
+    else:
+        raise TypeError(f"config must be a ModelConfig, a dict or a JSON string, not {type(config).__name__}")
+    if not isinstance(data, dict):
+        raise ValueError("config JSON must be an object")
+    message = ModelConfig()
+    try:
+        json_format.ParseDict(data, message)
+    except json_format.ParseError as err:
+        raise ValueError(f"config is not a valid Triton ModelConfig: {err}") from None
+    return message
+
+
+def config_to_json(config: Any) -> str:
+    """A model config (ModelConfig, dict or JSON string) as the JSON Triton's load-with-override takes."""
+    return to_json(as_model_config(config))
+
+
+def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict[str, bytes]:
+    """``{"1/model.py": bytes | path}`` -> ``{"file:1/model.py": bytes}`` (tritonclient base64s it)."""
+    out: dict[str, bytes] = {}
+    for key, value in files.items():
+        rel = key[len("file:"):] if key.startswith("file:") else key
+        if not rel or rel.startswith("/") or ".." in Path(rel).parts:
+            raise ValueError(f"file key {key!r} must be a relative path inside the model directory, e.g. '1/model.py'")
+        if isinstance(value, bytes):
+            out["file:" + rel] = value
+        elif isinstance(value, (str, os.PathLike)):
+            path = Path(value)
+            if not path.is_file():
+                raise FileNotFoundError(f"file for {rel!r} not found: {path}")
+            out["file:" + rel] = path.read_bytes()
+        else:
+            raise TypeError(f"file {rel!r} must be bytes or a path, not {type(value).__name__}")
+    return out
+
+
+class ModelControl:
+    """The model-control calls of one server at ``url`` (``host:port``) over ``protocol``.
+
+    ``metrics_url`` (the full Prometheus URL) enables ``metrics()``. ``process``: the local
+    server process, when this process started it (held weakly, so a dropped server still goes).
+    """
+
+    def __init__(self, url: str, protocol: str = "http", *, metrics_url: str | None = None,
+                 process: LocalProcess | None = None) -> None:
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
+        self.url, self.protocol, self.metrics_url = url, protocol, metrics_url
+        self._process = weakref.proxy(process) if process is not None else None
+        self._json = {"as_json": True} if protocol == "grpc" else {}
+        self._local = threading.local()
+        self._clients: list[Any] = []
+        self._clients_lock = threading.Lock()
+
+    # ---- clients ---------------------------------------------------------------------------
+
+    def _new_client(self, network_timeout: float = 120.0, connection_timeout: float = 10.0) -> Any:
+        if self.protocol == "grpc":
+            import tritonclient.grpc as grpcclient
+
+            return grpcclient.InferenceServerClient(self.url)
+        import tritonclient.http as httpclient
+
+        return httpclient.InferenceServerClient(self.url, connection_timeout=connection_timeout,
+                                                network_timeout=network_timeout)
+
+    def _client(self) -> Any:
+        """One tritonclient client per thread: the HTTP one is gevent-based and must stay on the
+        thread that made it (notebook UIs call from worker threads)."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._new_client()
+            self._local.client = client
+            with self._clients_lock:
+                self._clients.append(client)
+        return client
+
+    def close(self) -> None:
+        """Close every thread's client; later calls open new ones."""
+        with self._clients_lock:
+            clients, self._clients = self._clients, []
+        for client in clients:
+            try:
+                client.close()
+            except Exception:  # a client of a thread that is gone may already be unusable
+                pass
+        self._local = threading.local()
+
+    def _check(self) -> None:
+        if self._process is not None:
+            self._process.require_running()
+
+    # ---- calls -----------------------------------------------------------------------------
+
+    def server_metadata(self) -> dict[str, Any]:
+        """Triton's server metadata: ``name``, ``version``, ``extensions``."""
+        self._check()
+        return dict(self._client().get_server_metadata(**self._json))
+
+    @property
+    def version(self) -> str:
+        """Triton's release, from the server's metadata."""
+        return str(self.server_metadata()["version"])
+
+    def load(
+        self,
+        name: str,
+        config: Any = None,
+        files: Mapping[str, bytes | str | os.PathLike[str]] | None = None,
+        *,
+        timeout: float = 3600.0,
+    ) -> None:
+        """Load (or reload) model ``name``; ``config`` overrides its config.pbtxt (ModelConfig,
+        dict or JSON string); ``files`` (``{"1/model.py": bytes or path}``, needs ``config``)
+        replace its directory. Raises ModelLoadError with Triton's reason (and the local log).
+        ``timeout`` is generous: loading a large model onto NeuronCores takes minutes."""
+        if not isinstance(name, str) or not name or "/" in name:
+            raise ValueError(f"model name must be a non-empty string without '/', got {name!r}")
+        config_json = None if config is None else config_to_json(config)
+        load_files = None
+        if files:
+            if config_json is None:
+                raise ValueError("files need a config: Triton loads an override directory only together with its config")
+            load_files = _files_for_load(files)
+        self._check()
+        log_start = self._process.log.size() if self._process is not None else 0
+        try:
+            if self.protocol == "grpc":
+                self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout)
+            else:
+                # Its own client: the shared ones time out sooner than a Neuron model load takes.
+                client = self._new_client(network_timeout=timeout)
+                try:
+                    client.load_model(name, config=config_json, files=load_files)
+                finally:
+                    client.close()
+        except InferenceServerException as err:
+            self._raise_if_died(f"while loading {name!r}", within=0.0)
+            reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
+            log_lines = self._process.log.lines_since(log_start, name) if self._process is not None else []
+            raise ModelLoadError(name, err.message(), reason, log_lines) from None
+        except Exception as err:  # transport errors: a timeout, or the server died mid-load
+            self._raise_if_died(f"while loading {name!r}", within=2.0)
+            if isinstance(err, OSError):
+                raise ServerError(f"no answer to the load of {name!r} within {timeout:.0f}s ({err}); Triton may "
+                                  "still be loading it: watch index() and the log") from None
+            raise
+
+    def _raise_if_died(self, during: str, within: float) -> None:
+        """ServerError with the process's exit when it is gone (within ``within`` seconds: a
+        dropped connection arrives a moment before the exit is visible)."""
+        if self._process is not None and self._process.gone_within(within):
+            raise ServerError(f"tritonserver died {during}" + self._process.exit_note()) from None
+
+    def unload(self, name: str, timeout: float = 60.0) -> None:
+        """Unload ``name`` and wait until Triton reports it unloaded."""
+        self._check()
+        self._client().unload_model(name)
+        deadline = time.monotonic() + timeout
+        while True:
+            states = [m.get("state") for m in self.index() if m.get("name") == name]
+            if not any(state in _BUSY_STATES for state in states):
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
+            time.sleep(0.1)
+
+    def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
+        """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
+        Triton swaps in the new model when it is ready. A change of instance count only is
+        applied in place (statistics keep counting); anything else (even no change, on 2.51)
+        creates a new model object whose statistics start from zero."""
+        self.load(name, config=config, files=files)
+
+    def unload_all(self, timeout: float) -> None:
+        """Unload every model, bounded by ``timeout`` even on a hung server, so each one's
+        finalize() runs even when Triton's exit timeout then cuts its shutdown short. Errors are
+        swallowed: this is the polite first step of a stop, and the signals after it still stop it."""
+        deadline = time.monotonic() + timeout
+        client = self._new_client(network_timeout=max(timeout, 1.0), connection_timeout=min(5.0, timeout))
+        bounded = {"client_timeout": max(timeout, 1.0)} if self.protocol == "grpc" else {}
+
+        def busy() -> list[str]:
+            rows = _index_rows(client.get_model_repository_index(**self._json, **bounded))
+            return [r["name"] for r in rows if r["state"] in _BUSY_STATES]
+
+        try:
+            for name in busy():
+                client.unload_model(name, **bounded)
+            while time.monotonic() < deadline and busy():
+                time.sleep(0.1)
+        except Exception:  # a hung or dying server
+            pass
+        finally:
+            client.close()
+
+    def index(self) -> list[dict[str, str]]:
+        """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""
+        self._check()
+        return _index_rows(self._client().get_model_repository_index(**self._json))
+
+    def is_model_ready(self, name: str) -> bool:
+        self._check()
+        return bool(self._client().is_model_ready(name))
+
+    def stats(self, name: str = "") -> dict[str, Any]:
+        """Triton's statistics for ``name`` (all models when empty): the ``model_stats`` JSON
+        (over gRPC its 64-bit counts are strings, as protobuf's JSON writes them)."""
+        self._check()
+        return self._client().get_inference_statistics(name, **self._json)
+
+    def model_config(self, name: str, *, as_proto: bool = False) -> Any:
+        """The config Triton is serving ``name`` with (after auto-complete): a dict, or a
+        ``ModelConfig`` with ``as_proto=True``."""
+        self._check()
+        data = self._client().get_model_config(name, **self._json)
+        data = data.get("config", data) if self.protocol == "grpc" else data  # gRPC wraps the config
+        if not as_proto:
+            return data
+        return json_format.ParseDict(data, ModelConfig(), ignore_unknown_fields=True)
+
+    def metrics(self) -> dict[str, list[dict[str, Any]]]:
+        """The Prometheus metrics endpoint, parsed (see ``metrics.parse_metrics``)."""
+        if self.metrics_url is None:
+            raise ServerError(f"no metrics URL is known for the server at {self.url}")
+        self._check()
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            return parse_metrics(response.read().decode("utf-8", "replace"))
+
+
+def _index_rows(rows: Any) -> list[dict[str, str]]:
+    if isinstance(rows, Mapping):  # gRPC wraps the list
+        rows = rows.get("models", [])
+    return [
+        {"name": r.get("name", ""), "version": r.get("version", ""), "state": r.get("state", ""), "reason": r.get("reason", "")}
+        for r in rows
+    ]
