@@ -149,6 +149,22 @@ def test_the_one_target_list():
     assert system.target_problem("pytorch", "trn2") is None and system.target_problem("pytorch", "gpu") is None
 
 
+def test_deploy_and_the_ui_read_the_system_facts():
+    """One place per fact: deploy's families, LNC defaults, core counts and recipe targets, and the UI's
+    target dropdowns, come from workbench.system."""
+    from workbench.deploy import devices, facts
+    from workbench.ui import ModelPanel, SettingsPanel
+
+    assert devices.family_of is system.instance_family and devices.DEFAULT_LNC is system.DEFAULT_LNC
+    assert {(t, s.framework) for s in facts.STACKS for t in s.targets} == \
+        {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets if t != "cpu"}
+    for instance in system.DEVICES_BY_INSTANCE:
+        assert devices.instance_cores_at(instance) == system.cores_for_instance(instance), instance
+    assert devices.instance_cores_at("trn2.48xlarge", lnc=1) == 2 * system.cores_for_instance("trn2.48xlarge")
+    assert tuple(SettingsPanel().controls["target"].options) == system.TARGETS
+    assert tuple(ModelPanel().controls["target"].options.values()) == system.TARGETS
+
+
 @pytest.mark.parametrize("package, placeholder", [
     ("torch-neuron", "1.0"), ("torch-neuronx", "1.0"), ("neuron-cc", "1.0.post1"), ("neuronx-cc", "1.0.post1"),
     ("tensorflow-neuron", "1.0"), ("tensorflow-neuronx", "1.0"), ("libneuronxla", "1.0"),
