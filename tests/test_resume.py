@@ -176,3 +176,81 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
     kept = tmp_path / "run.replaced-1"
     assert (kept / POINTS_FILE).read_bytes() == before  # the old run is kept beside the new one
     assert fresh.record["sessions"][0]["reused"] == 0
+
+
+# ---- issue 17, point 5: a corrupted run folder, a server that dies under the sweep ----------------
+
+def _sweep_args(model_dir: Path, out: Path) -> list[str]:
+    return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,2x1", "--core-range", "0:1",
+            "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "3", "--no-plots",
+            "--out", str(out)]
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda out: (out / POINTS_FILE).write_text('{"variant": "1x1", "batch_size": 1, "concurrency": 1}\n'
+                                                'not json\n{"variant": "1x1", "batch_size": 2, "concurrency": 1}\n'),
+     f"{POINTS_FILE} line 2 is not a JSON row"),
+    (lambda out: (out / POINTS_FILE).write_text('{"variant": "1x1", "batch_size": 1, "concurrency": 1}\n[1, 2]\n\n'),
+     f"{POINTS_FILE} line 2 is not a point row"),
+    (lambda out: (out / "run.json").write_text('{\n  "status": "failed",\n  oops\n}\n'), "run.json line 3 is not valid JSON"),
+])
+def test_a_corrupted_run_folder_is_named_before_a_server_starts(model_dir, tmp_path, capsys, monkeypatch, damage,
+                                                                message):
+    from workbench.cli import main
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"status": "failed", "settings": {}}))
+    damage(out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def no_server(self, *args, **kwargs):
+        raise AssertionError("a server was started for a corrupted run folder")
+
+    monkeypatch.setattr(TritonServer, "start", no_server)
+    assert main(_sweep_args(model_dir, out) + ["--resume"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(out) in err and "Traceback" not in err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # nothing rewritten
+
+
+def _children_named(pid: int, name: str) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        if comm == name and int(text[text.rindex(")") + 2:].split()[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.server
+def test_a_server_that_dies_under_the_sweep_ends_it_with_a_reason_and_its_log_tail(model_dir, tmp_path):
+    out = tmp_path / "died"
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    sweep = subprocess.Popen([sys.executable, "-m", "workbench", *_sweep_args(model_dir, out)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and sweep.poll() is None:
+            if (out / POINTS_FILE).exists() and (out / POINTS_FILE).read_text().count("\n") >= 1:
+                break
+            time.sleep(0.05)
+        servers = _children_named(sweep.pid, "tritonserver")
+        assert servers, "no tritonserver under the sweep"
+        os.kill(servers[0], signal.SIGKILL)
+        _, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait(30)
+    assert sweep.returncode == 1, err
+    assert "Traceback" not in err
+    reason = [line for line in err.splitlines() if line.startswith("workbench sweep: error: ")]
+    assert len(reason) == 1 and "the server is not running (tritonserver exited with code -9)" in reason[0]
+    assert "the measured points are kept" in reason[0] and "tritonserver log (last lines):" in err
+    run = load_run(out)
+    assert run.status == "failed" and len(run.frame) >= 1 and run.frame["outputs_ok"].iloc[0]

@@ -131,8 +131,9 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.plots import plot_run
     from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
     from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.results import ResultsError, load_run
     from workbench.measure.sweep import check_out_dir, run_sweep
-    from workbench.server import RunningServer, TritonServer
+    from workbench.server import RunningServer, ServerError, TritonServer
 
     model_dir = Path(args.model_dir)
     try:  # everything checked before a server starts
@@ -142,8 +143,9 @@ def run_cli(args: argparse.Namespace) -> int:
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
-        check_out_dir(args.out, args.resume or args.new_run)
-    except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
+        if check_out_dir(args.out, args.resume or args.new_run) and not args.new_run:
+            load_run(args.out)  # a corrupted run folder is named (file, line) before a server starts
+    except (SweepError, ResultsError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
@@ -173,6 +175,14 @@ def run_cli(args: argparse.Namespace) -> int:
         if isinstance(err, (SweepError, ConfigError, CoreRangeError)):
             print(f"workbench sweep: error: {err}", file=sys.stderr)
             return _EXIT_BAD_INPUT
+        if isinstance(err, ServerError):  # the server died under the sweep: say so, no traceback
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            print(f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
+                  "(continue with --resume)", file=sys.stderr)
+            tail = server.log_tail(15) if hasattr(server, "log_tail") else []
+            if tail:
+                print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
+            return 1
         print(task.error_text, file=sys.stderr)
         return 1
     result = task.result
