@@ -16,8 +16,8 @@ from pathlib import Path
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS
-from workbench.limits import dataclass_problems, model_name_problem
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.limits import dataclass_problems, model_name_problem
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
@@ -162,8 +162,9 @@ def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tup
         return ref, path
     resolved = path if path.is_absolute() else dest / path
     if resolved.exists():
-        if not path.is_absolute() and ".." not in path.parts and dest.is_dir():
-            _carry(plan, path.as_posix(), resolved)
+        inside = _inside(resolved, dest)
+        if inside is not None:  # carried into the new directory, so the path stays valid after --force
+            _carry(plan, inside, resolved)
         return value, resolved
     if not settings.for_other_machine:
         hint = ""
@@ -173,6 +174,18 @@ def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tup
         plan.problems.append(f"{flag} {value} not found (looked at {resolved}){hint}; "
                              "use --for-other-machine if it only exists on the serving host")
     return value, None
+
+
+def _inside(path: Path, dest: Path) -> str | None:
+    """``path`` relative to an existing ``dest`` (POSIX), when it lies inside it -- written
+    relative or absolute -- else None."""
+    if not dest.is_dir():
+        return None
+    try:
+        rel = path.resolve().relative_to(dest.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix() if rel.parts else None
 
 
 def _carry(plan: Plan, ref: str, source: Path) -> None:

@@ -1,7 +1,7 @@
 """The `workbench generate` command: gen_triton_model.py's flags, spelled as upstream, plus ours.
 
-Exit status 0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file
-system. Loaded through `workbench.cli.SUBCOMMANDS` only when the command is ``generate``, and it
+Exit status 0 written (or dry run), 2 bad settings or a file system that refuses the write
+(nothing written), 1 an existing directory refused without --force. Loaded through `workbench.cli.SUBCOMMANDS` only when the command is ``generate``, and it
 imports nothing heavy (no torch), so ``workbench generate --help`` answers at once.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.python_backend import render, write
-from workbench.generate.repository import RepositoryError, diff_model_dir
+from workbench.generate.repository import FileSystemRefusal, RepositoryError, diff_model_dir
 from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
 
 __all__ = ["register", "run_cli", "settings_from_args"]
@@ -136,7 +136,8 @@ def _upstream_target_note(args: argparse.Namespace, target: str) -> str | None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file system."""
+    """0 written (or dry run), 2 bad settings or a file-system refusal (nothing written), 1 an
+    existing directory without --force."""
     try:
         settings = settings_from_args(args)
         generated = render(settings)
@@ -155,7 +156,10 @@ def run_cli(args: argparse.Namespace) -> int:
         return 0
     try:
         result = write(generated, overwrite=args.force)
-    except (RepositoryError, OSError) as err:
+    except (FileSystemRefusal, OSError) as err:
+        print(f"workbench generate: error: {err}", file=sys.stderr)
+        return 2
+    except RepositoryError as err:
         print(f"workbench generate: error: {err}", file=sys.stderr)
         return 1
     for warning in generated.warnings:
