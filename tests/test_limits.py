@@ -90,6 +90,24 @@ def test_wrong_types_and_out_of_range_numbers_name_the_field_and_write_nothing(t
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("target, largest", [("inf1", "0:63"), ("inf2", "0:23"), ("trn1", "0:31"), ("trn2", "0:127")])
+def test_neuron_core_ranges_past_the_largest_instance_are_refused(tmp_path, target, largest):
+    """inf1.24xlarge 16 x 4, inf2.48xlarge 12 x 2, trn1.32xlarge 16 x 2, trn2.48xlarge 16 x 8 physical."""
+    ok = GenerateSettings(triton_model_dir=str(tmp_path / "m"), **{**BASE, "target": target, "neuron_core_range": largest})
+    assert not any("--neuron_core_range" in p for p in validate(ok))
+    end = int(largest.split(":")[1]) + 1
+    past = replace_range(ok, f"0:{end}")
+    assert any(f"core {end} exists on no {target} instance" in p for p in validate(past)), validate(past)
+    huge = replace_range(ok, f"0:{2 ** 40}")
+    assert any("exists on no" in p for p in validate(huge))
+
+
+def replace_range(settings: GenerateSettings, core_range: str) -> GenerateSettings:
+    from dataclasses import replace
+
+    return replace(settings, neuron_core_range=core_range)
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--model_version", "99999999999999999999"], "--model_version 99999999999999999999 is too large"),
     (["--max_batch_size", "3000000000"], "--max_batch_size 3000000000 is too large: at most 2147483647"),

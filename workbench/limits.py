@@ -23,6 +23,7 @@ __all__ = [
     "TENSOR_NAME_RULE",
     "MODEL_NAME_RULE",
     "field_range",
+    "is_whole",
     "integer_problem",
     "tensor_name_problem",
     "model_name_problem",
@@ -217,3 +218,19 @@ def dataclass_problems(obj: Any, flag=lambda name: f"--{name}") -> list[str]:
         if problem:
             problems.append(problem)
     return problems
+
+
+def neuron_core_limit(target: str) -> tuple[str, int] | None:
+    """(largest instance type, its NeuronCores) of a Neuron target family, counting physical cores
+    (trn2's LNC=1 view, the most any setting exposes); None for cpu or an unknown target. A core
+    index at or past it exists on no instance (`workbench.system`'s instance tables)."""
+    from workbench.system import CORES_PER_DEVICE, DEFAULT_LNC, DEVICES_BY_INSTANCE, instance_family
+
+    if target not in CORES_PER_DEVICE:
+        return None
+    sizes = [(devices * CORES_PER_DEVICE[target] * DEFAULT_LNC.get(target, 1), name)
+             for name, devices in DEVICES_BY_INSTANCE.items() if instance_family(name) == target]
+    if not sizes:
+        return None
+    cores, name = max(sizes)
+    return name, cores

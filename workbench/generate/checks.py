@@ -17,7 +17,7 @@ from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
-from workbench.limits import dataclass_problems, model_name_problem
+from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
@@ -268,6 +268,11 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
         core_range = CoreRange.parse(settings.neuron_core_range)
     except CoreRangeError as err:
         plan.problems.append(f"--neuron_core_range: {err}")
+        return
+    limit = neuron_core_limit(settings.target)
+    if limit is not None and core_range.end >= limit[1]:
+        plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no {settings.target} "
+                             f"instance; the largest, {limit[0]}, has {limit[1]} NeuronCores (0:{limit[1] - 1})")
         return
     try:
         plan.core_map = core_range.split(settings.triton_model_instance_count,
