@@ -105,8 +105,7 @@ def test_a_sweep_killed_with_its_server_and_resumed_again_and_again_has_one_row_
                 run_sweep(PLAN, server, model_dir, out_dir=out, settings=FAST, resume=kill_after > 1,
                           progress=_kill_server_after(server, kill_after))
         assert load_run(out).status == "failed"
-        # the point after the kill failed against the dead server: the row a resume measures again
-        assert any(r["error"] for r in _lines(out))
+        assert sum(not r["error"] for r in _lines(out)) < PLAN.size  # the kill left points to measure
     for _ in range(3):  # resumed to the end, then again on a complete run
         with TritonServer(model_dir.parent) as server:
             result = run_sweep(PLAN, server, model_dir, out_dir=out, settings=FAST, resume=True, restore=False)
