@@ -19,6 +19,7 @@ import atexit
 import functools
 import itertools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -53,6 +54,7 @@ _OWNED_FLAGS = (
 )
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
 _EXIT_TIMEOUT_SECS = 3
+_RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
 _counter = itertools.count()
 _running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
 
@@ -74,7 +76,10 @@ class TritonServer:
     ``metrics_url`` is the full Prometheus URL. Use as a context manager, or call ``start()`` and
     ``stop()``; the process never outlives this Python process. Model control (``load``,
     ``index``, ``stats``...) is ``control``'s (a `ModelControl` over HTTP), the output is ``log``'s
-    (a `ServerLog`); the methods of the same names here hand over to them.
+    (a `ServerLog`); the methods of the same names here hand over to them. ``model_config_name``
+    serves each model with its ``configs/<name>.pbtxt`` (config.pbtxt where it has none);
+    ``response_cache`` None starts the server with a local response cache when a model's config
+    enables one.
     """
 
     def __init__(
@@ -89,6 +94,8 @@ class TritonServer:
         log_verbose: int = 0,
         extra_args: tuple[str, ...] | list[str] = (),
         env: Mapping[str, str] | None = None,
+        model_config_name: str | None = None,
+        response_cache: bool | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -108,6 +115,13 @@ class TritonServer:
                 raise ValueError(f"extra_args may not set {arg!r}: each server gets its own shm prefix")
         self.extra_args = tuple(extra)
         self.extra_env = dict(env or {})
+        if model_config_name is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]+", model_config_name):
+            raise ValueError(f"model_config_name {model_config_name!r} must be a configs/<name>.pbtxt name")
+        # --model-config-name: each model is served with configs/<name>.pbtxt where it has one
+        self.model_config_name = model_config_name
+        # None: enable the response cache when a model's config asks for it (Triton ignores the field
+        # otherwise, silently); True/False: always/never
+        self.response_cache = response_cache
         self.install: TritonInstall = find_tritonserver(binary)
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
@@ -180,7 +194,24 @@ class TritonServer:
             args.append(f"--exit-timeout-secs={_EXIT_TIMEOUT_SECS}")
         if self.install.backend_dir is not None:
             args.append(f"--backend-directory={self.install.backend_dir}")
-        return args + list(self.extra_args)
+        if self.model_config_name:
+            args.append(f"--model-config-name={self.model_config_name}")
+        return args + self._cache_args() + list(self.extra_args)
+
+    def _cache_args(self) -> list[str]:
+        """A local response cache when asked, or (by default) when a model's config asks for one; both
+        flags are server-start flags, so the repository is scanned when the server starts."""
+        from workbench.generate.repository import response_cache_models
+
+        given = {a.split("=", 1)[0] for a in self.extra_args}
+        wanted = self.response_cache if self.response_cache is not None else bool(
+            response_cache_models(self.model_repository, self.model_config_name))
+        if not wanted:
+            return []
+        args = [] if "--cache-config" in given else [f"--cache-config=local,size={_RESPONSE_CACHE_BYTES}"]
+        if self.install.cache_dir is not None and "--cache-directory" not in given:
+            args.append(f"--cache-directory={self.install.cache_dir}")
+        return args
 
     # ---- lifecycle -------------------------------------------------------------------------
 
