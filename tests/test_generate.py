@@ -353,20 +353,24 @@ UPSTREAM_CONFIG = (
     'parameters: {key: "NEURON_CORE_END_INDEX", value: {string_value: "7"}} \n'
     'parameters: {key: "NUM_THREADS_PER_CORE", value: {string_value: "1"}} \n'
 )
-UPSTREAM_MODEL_PY_HEAD = (
-    # the import block of upstream's inf2 PyTorch model.py (the part load_settings reads)
+HAND_MODEL_PY = (
+    # a model.py rewritten by hand around torch_neuronx: not one of upstream's variants (those are
+    # recognised against the real script in test_upstream_oracle.py), so it is kept as written
     "import json\nimport numpy as np\nimport os\nimport sys\nimport torch\nimport torch_neuronx\n\n"
     "import triton_python_backend_utils as pb_utils\n"
 )
 
 
-def test_upstream_directory_reads_back_and_regenerates(tmp_path):
+def test_upstream_config_with_a_rewritten_model_py_reads_back_and_keeps_it(tmp_path):
     model_dir = tmp_path / "add-sub-1x4"
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "config.pbtxt").write_text(UPSTREAM_CONFIG)
-    (model_dir / "1" / "model.py").write_text(UPSTREAM_MODEL_PY_HEAD)
-    loaded = load_settings(model_dir)
-    assert loaded.framework == "pytorch" and loaded.target == "inf2"
+    (model_dir / "1" / "model.py").write_text(HAND_MODEL_PY)
+    back = gen.read_back(model_dir)
+    loaded = back.settings
+    assert any("1/model.py is neither the workbench's nor one of upstream's: kept as written" in n for n in back.notes)
+    assert loaded.model_py == str((model_dir / "1" / "model.py").resolve()) and loaded.extra_files == {}
+    assert loaded.framework == "pytorch" and loaded.target == "inf2"  # from what it imports
     assert loaded.triton_input == ["INPUT__0,INT64,4", "INPUT__1,INT64,4"]
     assert loaded.triton_output == ["OUTPUT__0,INT64,4", "OUTPUT__1,INT64,4"]
     assert (loaded.neuron_core_range, loaded.triton_model_instance_count, loaded.threads_per_core) == ("0:7", 3, 1)
@@ -381,10 +385,12 @@ def test_upstream_directory_reads_back_and_regenerates(tmp_path):
     for key in ("WORKBENCH_TARGET", "WORKBENCH_FRAMEWORK", "BATCH_REQUESTS", "CPU_AFFINITY"):
         del ours.parameters[key]
     assert ours == upstream  # same model, same semantics; only the workbench parameters are added
+    assert any("1/model.py is kept as written" in w for w in generated.warnings)
     changes = gen.diff(loaded)
-    assert "+    string_value: \"inf2\"" in changes and "-import torch_neuronx" in changes
+    assert "+    string_value: \"inf2\"" in changes and "model.py" not in changes
     result = write(generated, overwrite=True)
     assert (result.backup / "config.pbtxt").read_text() == UPSTREAM_CONFIG
+    assert (model_dir / "1" / "model.py").read_text() == HAND_MODEL_PY
     assert load_settings(model_dir) == loaded
 
 
