@@ -11,7 +11,6 @@ each configs/<name>.pbtxt served by --model-config-name.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -21,7 +20,7 @@ import pytest
 
 from workbench import generate as gen
 from workbench.generate import options
-from workbench.generate.config import from_text, parameters_of, read_config
+from workbench.generate.config import parameters_of, read_config
 from workbench.generate.repository import RepositoryError
 from workbench.generate import GenerateSettings, QueuePolicy, RateLimiter, RateLimiterResource, VersionPolicy, Warmup
 

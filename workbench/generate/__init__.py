@@ -15,7 +15,8 @@ Modules, one concern each:
   (``templates/python_model.py``), `write`, `diff`, `changes`;
 * `readback`: a model directory -> the settings that regenerate it, keeping what they do not model
   (`preserve`) and recognising upstream's model.py variants (`upstream`);
-* `options`: the Triton config fields users tune (queue policies, rate limiter, warm-up ...), typed;
+* `options`: the Triton config fields users tune (queue policies, rate limiter, warm-up ...), typed,
+  and `rules`, Triton's rules for them;
 * `cli`: the ``workbench generate`` command;
 * `pytorch_backend/`: the same for Triton's PyTorch (LibTorch) backend, beside the Python backend;
 * `config` and `repository`: what both paths share (the ModelConfig protobuf, atomic writes).

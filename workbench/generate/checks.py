@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
-from workbench.generate import options, preserve
+from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
@@ -397,8 +397,8 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
 def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
     written = _written(settings, plan)
     plan.problems += preserve.problems(settings, plan.spec, written)
-    plan.problems += options.problems(settings, plan.spec, written | set(settings.extra_files))
-    plan.warnings += options.warnings(settings)
+    plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
+    plan.warnings += rules.warnings(settings)
 
 
 def make_plan(settings: GenerateSettings) -> Plan:
