@@ -22,7 +22,7 @@ from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError,
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate"]
+__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS"]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -361,7 +361,7 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
 
 
 # what a configs/<name>.pbtxt variant may change: everything but where and what the directory is
-_FIXED_IN_VARIANTS = ("triton_model_dir", "name", "model_version", "variants", "extra_files", "model_py")
+FIXED_IN_VARIANTS = ("triton_model_dir", "name", "model_version", "variants", "extra_files", "model_py")
 
 
 def _written(settings: GenerateSettings, plan: Plan) -> set[str]:
@@ -371,7 +371,7 @@ def _written(settings: GenerateSettings, plan: Plan) -> set[str]:
 
 def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
     """Each variant is the settings with its overrides, checked as a whole; its problems name it."""
-    allowed = {f.name for f in fields(GenerateSettings)} - set(_FIXED_IN_VARIANTS)
+    allowed = {f.name for f in fields(GenerateSettings)} - set(FIXED_IN_VARIANTS)
     for name, overrides in settings.variants.items():
         label = f"configs/{name}.pbtxt"
         if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(name)) or name in (".", ".."):

@@ -20,7 +20,7 @@ from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.generate import options, preserve
-from workbench.generate.checks import _FIXED_IN_VARIANTS, make_plan
+from workbench.generate.checks import FIXED_IN_VARIANTS, make_plan
 from workbench.generate.config import ConfigError, ModelConfig, parameters_of, read_config, spec_from_config
 from workbench.generate.repository import version_folders
 from workbench.generate.settings import GenerateSettings, default_target
@@ -68,7 +68,7 @@ def read_back(model_dir: str | Path) -> ReadBack:
     for path in sorted((model_dir / "configs").glob("*.pbtxt")) if (model_dir / "configs").is_dir() else []:
         variant = _from_config(model_dir, read_config(path), version, upstream, [], hint)
         variants[path.stem] = {f.name: getattr(variant, f.name) for f in fields(GenerateSettings)
-                               if f.name not in _FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)}
+                               if f.name not in FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)}
     settings = replace(base, model_py=kept_model_py, variants=variants)
     owned = {"config.pbtxt", f"{version}/model.py", *(f"configs/{name}.pbtxt" for name in variants),
              *make_plan(settings).carried}
