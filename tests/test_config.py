@@ -217,6 +217,9 @@ IO = ('input { name: "INPUT__0" data_type: TYPE_FP32 dims: [4] } '
         ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { preserve_ordering: true '
          'default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5 } } ' + IO,
          "preserve_ordering cannot be used with a DELAY queue policy timeout"),
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { preserve_ordering: true } '
+         'response_cache { enable: true } ' + IO,
+         "dynamic_batching preserve_ordering cannot be used with response_cache: on Triton 2.51 the first cache hit"),
         ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { priority_levels: 2 } ' + IO,
          "default_priority_level 0 must be in 1..2"),
         ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 '

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -53,6 +54,9 @@ INTENDED_DIFFERENCES = {
                                       "the workbench writes the signature keys",
     "tensorflow auto-detected order": "upstream's order is protobuf map order and changed between runs on one "
                                       "SavedModel; the workbench sorts by key (so compare by name, never position)",
+    "tensorflow auto-detected dims with max_batch_size": "upstream keeps the SavedModel's batch dim ([-1, 4] under "
+                                                         "max_batch_size 8, so Triton adds a second one); the "
+                                                         "workbench leaves it to max_batch_size ([4])",
     "lowercase dtype": "upstream writes TYPE_int64, which is not a ModelConfig enum (the config does not parse); "
                        "the workbench writes TYPE_INT64",
     "--model_version 2": "upstream creates 2/, writes config.pbtxt, then fails writing 1/model.py (half-written "
@@ -248,8 +252,21 @@ def test_workbench_matches_upstream_and_reads_its_directory_back(tmp_path, capsy
     assert regenerated.model_py == (wb_dir / "1" / "model.py").read_text()
 
 
-def test_upstream_tensorflow_auto_detection_on_a_real_saved_model(tmp_path, capsys):
-    """The README's TensorFlow example (no IO flags: both tools read the SavedModel)."""
+# The README's TensorFlow example (no IO flags: both tools read the SavedModel), the same with batching,
+# and --inf2 with the SavedModel inside the model folder (upstream reads it from its CWD, then).
+TF_AUTO_CASES = {
+    "readme_tensorflow": ["--model_type", "tensorflow", "--neuron_core_range", "0:3"],
+    "batched_two_instances": ["--model_type", "tensorflow", "--neuron_core_range", "0:1", "--max_batch_size", "8",
+                              "--enable_dynamic_batching", "--preferred_batch_size", "4",
+                              "--triton_model_instance_count", "2"],
+    "inf2_relative_in_model_dir": ["--inf2", "--model_type", "tensorflow", "--neuron_core_range", "0:0"],
+}
+
+
+@pytest.fixture(scope="module")
+def tensorflow_upstream(tmp_path_factory):
+    """A TF2 SavedModel, and upstream run over it for every TF_AUTO_CASES entry at once (each run
+    imports TensorFlow for seconds)."""
     tf = pytest.importorskip("tensorflow")
 
     class AddSub(tf.Module):
@@ -258,27 +275,59 @@ def test_upstream_tensorflow_auto_detection_on_a_real_saved_model(tmp_path, caps
         def serve(self, INPUT__0, INPUT__1):  # noqa: N803 - the signature keys
             return {"OUTPUT__0": INPUT__0 + INPUT__1, "OUTPUT__1": INPUT__0 - INPUT__1}
 
-    saved = tmp_path / "add_sub_tf2"
+    root = tmp_path_factory.mktemp("tf-upstream")
+    saved = root / "add_sub_tf2"
     module = AddSub()
     tf.saved_model.save(module, str(saved), signatures={"serving_default": module.serve})
-    args = ["--model_type", "tensorflow", "--compiled_model", str(saved), "--neuron_core_range", "0:3"]
-    up_dir, wb_dir = tmp_path / "upstream" / "rn50-1neuroncores-bs1x1", tmp_path / "wb" / "rn50-1neuroncores-bs1x1"
-    done = run_upstream(args, up_dir, tmp_path)
-    assert done.returncode == 0, done.stderr
-    code, err = run_workbench(args, wb_dir, capsys)
+    running = {}
+    for name, args in TF_AUTO_CASES.items():
+        model_dir, cwd, compiled = root / "upstream" / name / "add-sub-tf", root, str(saved)
+        if name == "inf2_relative_in_model_dir":
+            shutil.copytree(saved, model_dir / "add_sub_tf2")
+            cwd, compiled = model_dir, "add_sub_tf2"
+        full = [*args, "--compiled_model", compiled]
+        running[name] = (full, model_dir, subprocess.Popen(
+            [sys.executable, str(SCRIPT), *full, "--triton_model_dir", str(model_dir)], cwd=cwd,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    done = {}
+    for name, (full, model_dir, process) in running.items():
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-2000:]
+        done[name] = (full, model_dir)
+    return saved, done
+
+
+@pytest.mark.parametrize("name", list(TF_AUTO_CASES))
+def test_upstream_tensorflow_auto_detection_on_a_real_saved_model(tmp_path, capsys, tensorflow_upstream, name):
+    saved, done = tensorflow_upstream
+    args, up_dir = done[name]
+    wb_dir = tmp_path / "wb" / "add-sub-tf"
+    extra = []
+    if name == "inf2_relative_in_model_dir":  # the SavedModel is already in the model folder: replace around it
+        shutil.copytree(saved, wb_dir / "add_sub_tf2")
+        extra = ["--force"]
+    code, err = run_workbench(args + extra, wb_dir, capsys)
     assert code == 0, err
     upstream, ours = read_config(up_dir), without_intended_differences(read_config(wb_dir))
     # INTENDED_DIFFERENCES["tensorflow auto-detected names"] and ["... order"]: compare by name set and tensors
     assert sorted(t.name for t in upstream.input) == ["serving_default_INPUT__0:0", "serving_default_INPUT__1:0"]
     assert [t.name for t in ours.input] == ["INPUT__0", "INPUT__1"]
     assert [t.name for t in ours.output] == ["OUTPUT__0", "OUTPUT__1"]
+    if upstream.max_batch_size:  # INTENDED_DIFFERENCES["tensorflow auto-detected dims with max_batch_size"]
+        assert {tuple(t.dims) for t in upstream.input} == {(-1, 4)}
+        for t in list(upstream.input) + list(upstream.output):
+            assert t.dims[0] == -1
+            del t.dims[0]
     assert tensors(upstream) == tensors(ours)
     for cfg in (upstream, ours):
         cfg.ClearField("input")
         cfg.ClearField("output")
     assert upstream == ours
     back = gen.read_back(up_dir)
-    assert (back.settings.framework, back.settings.target) == ("tensorflow", "inf1")
+    target = "inf2" if "--inf2" in args else "inf1"
+    assert (back.settings.framework, back.settings.target) == ("tensorflow", target)
+    assert back.settings.compiled_model == args[args.index("--compiled_model") + 1]
+    assert back.settings.compiled_model_base == "model_dir"  # absolute, or inf2 (model-folder relative)
     assert any("graph tensor names" in note for note in back.notes)
 
 

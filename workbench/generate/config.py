@@ -46,6 +46,13 @@ _KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 class ConfigError(ValueError):
     """A config.pbtxt that cannot be parsed or would not serve; the message names the bad item."""
 
+# Measured on Triton 2.51 (r24.10): a request answered from the cache leaves the ordered batcher
+# waiting for its slot, so the next request to the model never returns (HTTP timeout; without
+# preserve_ordering, or without the cache, the same requests are answered)
+PRESERVE_ORDERING_WITH_CACHE = ("{ordering} cannot be used with {cache}: on Triton 2.51 the first cache hit stalls "
+                                "every later request to the model (measured); choose one")
+
+
 
 def build_config(
     name: str,
@@ -260,6 +267,9 @@ def _scheduling_problems(cfg: ModelConfig) -> list[str]:
         policies = [batching.default_queue_policy, *batching.priority_queue_policy.values()]
         if any(p.timeout_action == p.DELAY and p.default_timeout_microseconds for p in policies):
             problems.append("dynamic_batching preserve_ordering cannot be used with a DELAY queue policy timeout")
+        if cfg.response_cache.enable:
+            problems.append(PRESERVE_ORDERING_WITH_CACHE.format(ordering="dynamic_batching preserve_ordering",
+                                                                cache="response_cache"))
     return problems
 
 

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from workbench.generate.config import ConfigError, ModelConfig, from_text, to_text
+from workbench.generate.repository import files_under
 from workbench.generate.settings import TNX_PARAMETERS
 from workbench.spec import ModelSpec
 
@@ -156,14 +157,11 @@ def problems(settings: Any, spec: ModelSpec | None, generated_files: set[str]) -
 
 def unowned_files(model_dir: Path, owned: set[str]) -> dict[str, str]:
     """Files under ``model_dir`` that are neither in ``owned`` nor inside an owned folder (a SavedModel),
-    relative path -> absolute path; ``__pycache__`` is left out (Python writes it beside a loaded model.py)."""
+    relative path -> absolute path (files in symlinked folders too, copied when written); ``__pycache__`` is
+    left out (Python writes it beside a loaded model.py)."""
     found = {}
-    for path in sorted(model_dir.rglob("*")):
-        rel = path.relative_to(model_dir)
-        if not path.is_file() or "__pycache__" in rel.parts:
-            continue
-        text = rel.as_posix()
+    for text in files_under(model_dir):
         if text in owned or any(text.startswith(prefix.rstrip("/") + "/") for prefix in owned):
             continue
-        found[text] = str(path.resolve())
+        found[text] = str((model_dir / text).resolve())
     return found

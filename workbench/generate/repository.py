@@ -25,7 +25,7 @@ from google.protobuf import json_format
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
 
 __all__ = ["RepositoryError", "WriteResult", "FileContent", "Changes", "write_model_dir", "diff_model_dir",
-           "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models"]
+           "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models", "files_under"]
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
@@ -202,23 +202,33 @@ def _expand(files: Mapping[str, FileContent]) -> dict[str, bytes]:
     flat: dict[str, bytes] = {}
     for rel, content in _check_files(files).items():
         if isinstance(content, Path) and content.is_dir():
-            for inner in sorted(p for p in content.rglob("*") if p.is_file()):
-                flat[str(rel / inner.relative_to(content).as_posix())] = inner.read_bytes()
+            for inner in files_under(content):
+                flat[str(rel / inner)] = (content / inner).read_bytes()
         else:
             flat[str(rel)] = _content_bytes(content)
     return flat
 
 
-def _listing(root: Path) -> list[str]:
-    """Files under ``root``, without the ``__pycache__`` Python leaves next to a loaded model.py."""
-    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.relative_to(root).parts]
+def files_under(root: Path) -> list[str]:
+    """Relative paths of the files under ``root``, sorted, through symlinked folders too (a package
+    linked into a model folder is the user's as much as a copied one; pathlib's rglob skips it),
+    without the ``__pycache__`` Python leaves next to a loaded model.py."""
+    found: list[str] = []
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
+        above = {os.path.realpath(root.joinpath(*rel.parts[:n])) for n in range(len(rel.parts))}
+        if os.path.realpath(folder) in above:  # a link back up the tree
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found += [str(rel / name) for name in names if os.path.isfile(os.path.join(folder, name))]
+    return sorted(found)
 
 
 def _on_disk(dest: Path) -> dict[str, bytes]:
     if not dest.is_dir():
         return {}
-    return {rel: (dest / rel).read_bytes() for rel in _listing(dest)}
+    return {rel: (dest / rel).read_bytes() for rel in files_under(dest)}
 
 
 def _text(data: bytes) -> list[str] | None:
@@ -308,7 +318,7 @@ def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
     if not path.is_dir():
         raise RepositoryError(f"{path} is not a model directory")
     config = read_config(path / "config.pbtxt")
-    files = {rel: path / rel for rel in _listing(path) if rel != "config.pbtxt"}
+    files = {rel: path / rel for rel in files_under(path) if rel != "config.pbtxt"}
     return config, files
 
 

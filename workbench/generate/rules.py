@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from workbench.generate.config import PRESERVE_ORDERING_WITH_CACHE
 from workbench.generate.options import KINDS, QueuePolicy
 from workbench.spec import ModelSpec, SpecError, parse_dtype
 
@@ -64,6 +65,8 @@ def _batcher_problems(settings: Any) -> list[str]:
         for label, policy in policies.items():
             if policy.timeout_action == "DELAY" and policy.default_timeout_microseconds:
                 problems.append(f"{label}: timeout_action DELAY with a timeout cannot be used with --preserve-ordering")
+        if settings.response_cache:
+            problems.append(PRESERVE_ORDERING_WITH_CACHE.format(ordering="--preserve-ordering", cache="--response-cache"))
     return problems
 
 
