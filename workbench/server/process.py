@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Mapping
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
+from workbench.server.cache import cache_args
 from workbench.server.control import ModelControl
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
@@ -54,7 +55,6 @@ _OWNED_FLAGS = (
 )
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
 _EXIT_TIMEOUT_SECS = 3
-_RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
 _counter = itertools.count()
 _running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
 
@@ -119,9 +119,7 @@ class TritonServer:
             raise ValueError(f"model_config_name {model_config_name!r} must be a configs/<name>.pbtxt name")
         # --model-config-name: each model is served with configs/<name>.pbtxt where it has one
         self.model_config_name = model_config_name
-        # None: enable the response cache when a model's config asks for it (Triton ignores the field
-        # otherwise, silently); True/False: always/never
-        self.response_cache = response_cache
+        self.response_cache = response_cache  # None: when a model asks (workbench.server.cache)
         self.install: TritonInstall = find_tritonserver(binary)
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
@@ -199,19 +197,8 @@ class TritonServer:
         return args + self._cache_args() + list(self.extra_args)
 
     def _cache_args(self) -> list[str]:
-        """A local response cache when asked, or (by default) when a model's config asks for one; both
-        flags are server-start flags, so the repository is scanned when the server starts."""
-        from workbench.generate.repository import response_cache_models
-
-        given = {a.split("=", 1)[0] for a in self.extra_args}
-        wanted = self.response_cache if self.response_cache is not None else bool(
-            response_cache_models(self.model_repository, self.model_config_name))
-        if not wanted:
-            return []
-        args = [] if "--cache-config" in given else [f"--cache-config=local,size={_RESPONSE_CACHE_BYTES}"]
-        if self.install.cache_dir is not None and "--cache-directory" not in given:
-            args.append(f"--cache-directory={self.install.cache_dir}")
-        return args
+        return cache_args(self.model_repository, self.model_config_name, self.response_cache,
+                          self.install.cache_dir, self.extra_args)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
