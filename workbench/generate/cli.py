@@ -71,7 +71,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, variant: bool) -> Non
     """The flags that describe a model's config; a ``--variant`` takes the same ones (all optional)."""
     up = parser.add_argument_group("gen_triton_model.py flags")
     up.add_argument("--model_type", choices=FRAMEWORKS, help="framework of the compiled model (default pytorch)")
-    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1 with --target trn1)")
+    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1/trn2 with --target trn1/trn2)")
     up.add_argument("--triton_input", action="extend", nargs="+", metavar="NAME,DTYPE,SHAPE",
                     help="input tensor, e.g. INPUT__0,INT64,4x384 (no batch dim when --max_batch_size > 0); repeatable, "
                          "several items each; omitted: read from the compiled model's .workbench.json or SavedModel")
@@ -83,7 +83,9 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, variant: bool) -> Non
                     help="cores A..B (inclusive) split evenly over the instances (default 0:0)")
     up.add_argument("--triton_model_instance_count", type=int, metavar="N",
                     help="model instances sharing the core range (default 1)")
-    up.add_argument("--threads_per_core", type=int, metavar="N", help="threads per core of each instance (default 1)")
+    up.add_argument("--threads_per_core", type=int, metavar="N",
+                    help="Neuron: DataParallel workers per core (default: the SDK's, 2); cpu: threads per core "
+                         "(default 1)")
     if not variant:
         up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
         up.add_argument("--model_version", type=int, metavar="N", help="writes N/model.py (default 1)")
@@ -99,7 +101,7 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, variant: bool) -> Non
     up.add_argument("--tag_set", help="SavedModel tag set (TensorFlow auto-detection; default serve)")
     up.add_argument("--signature_def_key", help="SavedModel signature (default serving_default)")
     own = parser.add_argument_group("workbench options")
-    own.add_argument("--target", choices=TARGETS, help="cpu, inf1, inf2 or trn1 (default: inf1 as upstream, or inf2 "
+    own.add_argument("--target", choices=TARGETS, help=f"{', '.join(TARGETS)} (default: inf1 as upstream, or inf2 "
                                                        "with --inf2; transformers_neuronx: this machine's)")
     own.add_argument("--for-other-machine", action="store_true", dest="for_other_machine",
                      help="the compiled model exists only on the serving host: do not check for it")
@@ -198,7 +200,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _target(values: dict[str, Any], framework: str, notes: list[str]) -> str:
-    """Upstream's rule: --inf2 means inf2 (trn1 with --target trn1); neither --inf2 nor --target means
+    """Upstream's rule: --inf2 means inf2 (trn1/trn2 with --target trn1/trn2); neither --inf2 nor --target means
     inf1, as upstream generated on every host. transformers_neuronx (not upstream's) defaults to this machine."""
     inf2, target = values.pop("inf2", False), values.pop("target", None)
     if inf2:
@@ -210,7 +212,7 @@ def _target(values: dict[str, Any], framework: str, notes: list[str]) -> str:
     if framework == "transformers_neuronx":
         return default_target()
     notes.append(f"no --target or --inf2: generating for {UPSTREAM_DEFAULT_TARGET}, as upstream gen_triton_model.py "
-                 "did (--target cpu|inf2|trn1 for another)")
+                 "did (--target cpu|inf2|trn1|trn2 for another)")
     return UPSTREAM_DEFAULT_TARGET
 
 

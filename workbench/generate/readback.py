@@ -109,10 +109,16 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         target = default_target()
         notes.append(f"no WORKBENCH_TARGET and no upstream model.py to tell the target: using this machine's, {target}")
     base = "model_dir"
-    if not ours and upstream is not None and upstream.target == "inf1" and relative:
-        base = "server_cwd"
-        notes.append(f"COMPILED_MODEL {compiled!r} is relative to tritonserver's working directory (upstream inf1); "
-                     "regenerating needs its absolute path")
+    if not ours and target == "inf1" and relative:  # upstream's inf1 model.py opened it from the server's CWD
+        if (Path.cwd() / compiled).exists():  # taken as this process's when the file is there
+            compiled = str(Path.cwd() / compiled)
+            compiled_path = Path(compiled)
+            notes.append(f"COMPILED_MODEL {params['COMPILED_MODEL']!r} is relative to tritonserver's working directory "
+                         f"(upstream inf1): read as {compiled}, where it is")
+        else:
+            base = "server_cwd"
+            notes.append(f"COMPILED_MODEL {compiled!r} is relative to tritonserver's working directory (upstream "
+                         "inf1), and not in this one: regenerating needs its absolute path")
     if framework == "tensorflow" and any(":" in t.name for t in config.input):
         notes.append("tensor names like 'x:0' are graph tensor names (upstream's SavedModel reading); the generated "
                      "model.py feeds the signature by its keys")
@@ -143,7 +149,9 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         triton_output=[_config_item(t) for t in config.output],
         neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
-        threads_per_core=integer("NUM_THREADS_PER_CORE") or 1,
+        # upstream writes "1" whether asked or not: read as not given (the SDK's workers)
+        threads_per_core=None if not ours and params.get("NUM_THREADS_PER_CORE", "").strip() == "1"
+        else integer("NUM_THREADS_PER_CORE"),
         model_version=version,
         max_batch_size=config.max_batch_size,
         enable_dynamic_batching=batching is not None,
