@@ -424,7 +424,7 @@ def test_upstream_inf1_relative_compiled_model_keeps_its_meaning(tmp_path, monke
     inf2 = tmp_path / "inf2"
     (inf2 / "1").mkdir(parents=True)
     (inf2 / "config.pbtxt").write_text(UPSTREAM_CONFIG.replace("/home/ubuntu/add_sub.pt", "traced/add_sub.pt"))
-    (inf2 / "1" / "model.py").write_text(UPSTREAM_MODEL_PY_HEAD)
+    (inf2 / "1" / "model.py").write_text(HAND_MODEL_PY)  # imports torch_neuronx: inf2
     assert load_settings(inf2).compiled_model == "traced/add_sub.pt"  # --inf2: the model folder's, as written
 
 
