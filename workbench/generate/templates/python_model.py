@@ -440,9 +440,14 @@ def _pin_cpu_cores(settings):
 
 def _torch_runner(module, torch):
     def run(arrays):
+        # An absent optional input is passed as None (Optional[Tensor] in the model); trailing ones are
+        # left out so the model's own defaults apply.
+        while arrays and arrays[-1] is None:
+            arrays = arrays[:-1]
         with torch.inference_mode():
             # Triton's input buffers are read-only; torch wants to own writable memory.
-            result = module(*[torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays])
+            result = module(*[None if a is None else torch.from_numpy(a if a.flags.writeable else a.copy())
+                              for a in arrays])
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         return [r.detach().cpu().numpy() if hasattr(r, "detach") else np.asarray(r) for r in results]
     return run
