@@ -57,8 +57,9 @@ def app(tmp_path_factory):
 
 def _sweep(app, **values):
     sweep = app["sweep"]
+    # the built-in engine, stopping after max_windows: quick plumbing tests (perf_analyzer has its own)
     defaults = {"batch_sizes": "1,2", "allocations": "1x1", "concurrency": "1", "window_s": 0.2,
-                "stable_windows": 2, "max_windows": 3, "label": ""}
+                "stable_windows": 2, "max_windows": 3, "time_limit_s": 0, "engine": "workbench", "label": ""}
     for key, value in {**defaults, **values}.items():
         sweep.controls[key].value = value
     return sweep

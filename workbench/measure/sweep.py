@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
+from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.plan import Batching, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
@@ -63,7 +64,8 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     return has_run
 
 
-def _open_run(out_dir: Path, model: str, settings: MeasureSettings, resume: bool) -> tuple[dict | None, list[PointRow]]:
+def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
+              resume: bool) -> tuple[dict | None, list[PointRow]]:
     """The earlier record and rows in ``out_dir`` when resuming; refuse to mix runs or overwrite one."""
     if not check_out_dir(out_dir, resume):
         return None, []
@@ -72,6 +74,9 @@ def _open_run(out_dir: Path, model: str, settings: MeasureSettings, resume: bool
     old_model = record.get("model", old.get("model"))
     different = ([f"model {old_model!r} -> {model!r}"] if old_model is not None and old_model != model else [])
     different += settings.differences(old)
+    old_engine = (record.get("engine") or {}).get("engine")
+    if old_engine is not None and old_engine != choice.engine:
+        different.append(f"measured by {old_engine} -> {choice.engine} ({choice.reason})")
     if different:
         raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
                          "use the same settings or another folder")
@@ -126,7 +131,8 @@ def run_sweep(
     cancel: threading.Event | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
-    as ``settings`` say (default ``MeasureSettings()``: the built-in load generator over gRPC).
+    as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
+    built-in load generator, over gRPC; the choice and its reason go into the run record).
 
     ``model``: a generated model directory inside the server's repository, or the name of a
     model the server has loaded. Each variant is loaded as a config override (no restart); at each
@@ -157,10 +163,11 @@ def run_sweep(
             raise SweepError(str(err)) from None
     variants = plan_variants(plan, base)
     url = _url(server, settings.protocol)
-    settings.engine_command()  # perf_analyzer not found: say so before anything is loaded
+    choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
+    measuring = resolved(settings, choice)
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous, rows = _open_run(out_dir, name, settings, resume)
+    previous, rows = _open_run(out_dir, name, settings, choice, resume)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
 
@@ -175,6 +182,7 @@ def run_sweep(
         "plan": plan.to_dict(),
         "planned_points": plan.size,
         "settings": {"model": name, **settings.to_dict()},
+        "engine": choice.to_dict(),
         "seed": settings.seed,
         "base_config": json.loads(to_json(base)),
         "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
@@ -203,6 +211,7 @@ def run_sweep(
 
     status = "failed"
     loaded = False
+    report(f"measured by {choice.engine}: {choice.reason}")
     try:
         for variant in variants:
             points = plan.points(variant)
@@ -223,7 +232,7 @@ def run_sweep(
             for point in todo:
                 check_cancel(cancel)
                 if load_error is None:
-                    row = measure_point(target, point, settings, cancel=cancel,
+                    row = measure_point(target, point, measuring, cancel=cancel,
                                         progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
                 else:
                     row = PointRow.failed(point, load_error)
