@@ -317,6 +317,23 @@ def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, mode
     assert "none of 2 point(s) is usable" in result.describe_best()
 
 
+@pytest.mark.server
+def test_a_load_that_gets_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(server, model_dir, tmp_path):
+    """A stub that hangs while it initializes would make every load wait forever: the sweep bounds
+    each load, fails that variant's points naming the stuck load, and loads nothing after it.
+    (A 0.05 s bound stands in for the hang: no stub starts that fast.)"""
+    plan = SweepPlan(batch_sizes=[1, 2], allocations="1x1,2x1", core_range="0:1")
+    try:
+        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, load_timeout_s=0.05)
+        frame = result.frame
+        assert len(frame) == 4 and frame["throughput"].isna().all()
+        first, rest = frame[frame["allocation"] == "1x1"], frame[frame["allocation"] == "2x1"]
+        assert all("got no answer within 0.05 s" in e and e.startswith("load failed") for e in first["error"])
+        assert all(e.startswith("not loaded: the load of") for e in rest["error"])
+    finally:
+        server.load("add_sub")  # the module's server back as configured (waits out the load still running)
+
+
 # ---- the command line ---------------------------------------------------------------------------
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import platform
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -49,6 +50,11 @@ __all__ = [
 
 _RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
                     "matplotlib", "nvidia-pytriton")
+
+
+# A variant load that takes longer than this is taken as hung (generous: a large model on
+# NeuronCores loads in minutes).
+LOAD_TIMEOUT_S = 900.0
 
 
 def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
@@ -127,6 +133,7 @@ def run_sweep(
     resume: bool = False,
     label: str | None = None,
     restore: bool = True,
+    load_timeout_s: float = LOAD_TIMEOUT_S,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> SweepResult:
@@ -143,7 +150,10 @@ def run_sweep(
     ``settings.engine == "perf_analyzer"`` Triton's perf_analyzer measures each point instead of
     the built-in load generator, into the same columns. Rows are appended to ``out_dir`` as they
     are measured; with ``resume`` the points already there are kept, not measured again.
-    Cancelling returns the partial result (status ``cancelled``). At the end the model is loaded
+    A variant load that gets no answer within ``load_timeout_s`` fails its points, and the
+    variants after it are not loaded (their points fail naming the stuck load): a hung stub would
+    only make each of them wait as long. Cancelling returns the partial result (status
+    ``cancelled``). At the end the model is loaded
     again with its own config (``restore=False`` skips that, e.g. when the server is stopped
     right after).
     """
@@ -211,6 +221,7 @@ def run_sweep(
 
     status = "failed"
     loaded = False
+    stuck: str | None = None  # why loads stopped: one got no answer in time
     report(f"measured by {choice.engine}: {choice.reason}")
     try:
         for variant in variants:
@@ -221,14 +232,22 @@ def run_sweep(
                 continue
             check_cancel(cancel)
             report(f"loading {variant.label}")
-            try:
-                server.load(name, config=variant.config)
-                loaded = True
-                load_error = None
-            except Exception as err:  # Triton refused this variant: record it and go on with the rest
-                if not getattr(server, "running", True):
-                    raise
-                load_error = f"load failed: {err}"
+            if stuck is not None:
+                load_error = f"not loaded: {stuck}"
+            else:
+                started = time.monotonic()
+                try:
+                    server.load(name, config=variant.config, timeout=load_timeout_s)
+                    loaded = True
+                    load_error = None
+                except Exception as err:  # Triton refused this variant: record it and go on with the rest
+                    if not getattr(server, "running", True):
+                        raise
+                    load_error = f"load failed: {err}"
+                    if time.monotonic() - started >= 0.95 * load_timeout_s:
+                        stuck = (f"the load of {variant.label} got no answer within {load_timeout_s:g} s (a hung "
+                                 "backend stub? see the server log); the variants after it were not loaded")
+                        load_error = f"load failed: {stuck} ({err})"
             for point in todo:
                 check_cancel(cancel)
                 if load_error is None:
@@ -249,7 +268,7 @@ def run_sweep(
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = now()
         result = save()
-        if restore and loaded and getattr(server, "running", True):
+        if restore and loaded and stuck is None and getattr(server, "running", True):
             try:
                 server.load(name, config=base)  # leave the model as the user configured it
             except Exception:
