@@ -6,6 +6,7 @@ perf_analyzer_here.sh); otherwise that test is skipped with the reason."""
 
 from __future__ import annotations
 
+import math
 import stat
 import sys
 import threading
@@ -228,7 +229,7 @@ def test_an_unstable_run_is_run_again_with_a_window_1000_ms_longer(tmp_path):
     script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=2)
     seen = []
     settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, min_latencies=300,
-                               time_limit_s=None)
+                               time_limit_s=120)
     rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2],
                              progress=lambda *a: seen.append(a[2]))
     calls = _calls(log)
@@ -243,12 +244,14 @@ def test_an_unstable_run_is_run_again_with_a_window_1000_ms_longer(tmp_path):
 def test_a_stable_run_short_of_latencies_runs_again_with_windows_that_hold_them(tmp_path):
     script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=0)
     settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, min_latencies=1000,
-                               time_limit_s=None)
+                               time_limit_s=600)
     rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2])
     intervals = [int(_value(c, "--measurement-interval")) for c in _calls(log)]
-    # the replayed output never holds 1000 latencies: the windows grow by 1.1 x 1000 / 391 each run, 10 runs
-    assert len(intervals) == 10 and intervals[:2] == [100, 282]
-    assert all(b > a for a, b in zip(intervals, intervals[1:]))
+    # the replayed output never holds 1000 latencies: the windows grow by 1.1 x 1000 / 391 each run,
+    # until three windows of the next length (1.2 x each, + 1 s) would not fit in the 600 s limit
+    assert intervals[:2] == [100, 282] and all(b > a for a, b in zip(intervals, intervals[1:]))
+    after = math.ceil(intervals[-1] * 1.1 * 1000 / 391)
+    assert len(intervals) == 8 and 3 * 1.2 * intervals[-1] / 1000 + 1 < 600 < 3 * 1.2 * after / 1000 + 1
     assert all(r["stable"] for r in rows)
     assert [w for w in rows[1]["warnings"]] == ["p99 from 391 latencies, fewer than the 1000 asked for"]
 
@@ -265,6 +268,16 @@ def test_never_stable_within_the_time_limit_keeps_the_point_as_unstable(tmp_path
     assert _value(calls[-1], "--request-count") is not None and _value(calls[0], "--request-count") is None
     assert [r["stable"] for r in rows] == [False, False]
     assert "could not stabilise in 2 run(s) (last window 2000 ms)" in rows[0]["warnings"][-1]
+
+
+def test_without_a_time_limit_perf_analyzer_runs_once_then_keeps_the_point_unstable(tmp_path):
+    """time_limit_s=None stops after max_windows, as perf_analyzer alone does: no longer windows."""
+    script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=1)
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, time_limit_s=None)
+    rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2])
+    calls = _calls(log)
+    assert len(calls) == 2 and _value(calls[1], "--request-count") is not None
+    assert [r["stable"] for r in rows] == [False, False]
 
 
 def test_a_failure_that_is_not_instability_is_not_retried(tmp_path):

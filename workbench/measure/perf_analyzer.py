@@ -282,7 +282,7 @@ def run_perf_analyzer(
     A run that cannot stabilise is run again as Model Analyzer does (a window 1000 ms longer, up
     to 10 runs); a stable run whose pooled windows hold fewer than ``settings.min_latencies``
     requests, with windows long enough to hold them. Both within ``settings.time_limit_s`` (None:
-    no limit). When no run was stable by then, one last run measures a fixed request count
+    one run, no retry, as with the built-in engine). When no run was stable by then, one last run measures a fixed request count
     (``--request-count``, no stability check) so the point is not lost: its rows say
     ``stable False``. Each row also has ``requests`` (pooled), ``windows`` (perf_analyzer's
     throughput per window), ``window_s`` and ``attempts``.
@@ -297,11 +297,12 @@ def run_perf_analyzer(
         csv_path = Path(scratch) / "results.csv"
         input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
 
-        def attempt(number: int, **extra: Any) -> tuple[list[dict[str, Any]] | None, str]:
+        def attempt(number: int, budget_s: float | None = None, **extra: Any) -> tuple[list[dict[str, Any]] | None, str]:
             nonlocal failure
             csv_path.unlink(missing_ok=True)
             args = perf_analyzer_args(url, model, settings, csv_path=csv_path, input_data=input_data, **load, **extra)
-            budget = timeout_s if deadline is None else max(5.0, min(timeout_s, deadline - time.monotonic() + 5.0))
+            budget = budget_s or (timeout_s if deadline is None else
+                                  max(5.0, min(timeout_s, deadline - time.monotonic() + 5.0)))
             try:
                 output = _run(argv + args + ["-v"], budget, total, progress, cancel)
             except PerfAnalyzerError as err:
@@ -315,7 +316,8 @@ def run_perf_analyzer(
             return _with_passes(rows, output, number, extra.get("interval_ms", interval_ms)), output
 
         best, output, failure = None, "", None
-        for number in range(1, MAX_ADJUSTS + 1):
+        # no time limit: one run, as perf_analyzer alone would (then the fallback below, bounded)
+        for number in range(1, (MAX_ADJUSTS if deadline is not None else 1) + 1):
             rows, output = attempt(number, interval_ms=interval_ms)
             if rows is not None:
                 best = rows
@@ -325,7 +327,7 @@ def run_perf_analyzer(
                 longer = math.ceil(interval_ms * 1.1 * settings.min_latencies / max(short, 1))
             else:
                 longer = interval_ms + WINDOW_STEP_MS
-            if not _time_for(deadline, longer):
+            if deadline is None or not _time_for(deadline, longer):
                 break
             _say(progress, total, f"perf_analyzer run {number} {'was short of latencies' if rows else 'did not stabilise'}"
                                   f"; again with {longer} ms windows")
@@ -337,7 +339,9 @@ def run_perf_analyzer(
         rate = _rate(output, int(load.get("batch_size", 1)))
         count = max(50, min(settings.min_latencies, int(rate * max(2.0, 2 * settings.window_s)))) if rate else 200
         _say(progress, total, f"perf_analyzer never stabilised; measuring {count} requests without a stability check")
-        rows, _ = attempt(number + 1, request_count=count)
+        # its own budget, past the time limit: the point is kept only if this run may finish
+        expected_s = total * count / rate if rate else 60.0
+        rows, _ = attempt(number + 1, budget_s=min(timeout_s, 30.0 + 5 * expected_s), request_count=count)
         if rows is None:
             raise PerfAnalyzerError(f"{failure} (after {number} run(s) with longer windows and one without a "
                                     "stability check)", output)
