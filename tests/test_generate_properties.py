@@ -144,4 +144,4 @@ def test_cli_arguments_give_status_2_naming_the_flag_or_a_model_triton_loads(wor
 
 def test_the_properties_reached_the_server():
     """Runs after both properties (file order): the valid side of each was exercised on Triton."""
-    assert sum(n.startswith("api") for n in LOADED) >= 6 and sum(n.startswith("cli") for n in LOADED) >= 6, LOADED
+    assert sum(n.startswith("api") for n in LOADED) >= 4 and sum(n.startswith("cli") for n in LOADED) >= 4, LOADED
