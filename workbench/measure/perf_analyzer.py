@@ -323,7 +323,7 @@ def run_perf_analyzer(
                 best = rows
                 short = min(r["requests"] for r in rows)
                 if short >= settings.min_latencies:
-                    return rows
+                    return _done(progress, total, rows)
                 longer = math.ceil(interval_ms * 1.1 * settings.min_latencies / max(short, 1))
             else:
                 longer = interval_ms + WINDOW_STEP_MS
@@ -333,8 +333,8 @@ def run_perf_analyzer(
                                   f"; again with {longer} ms windows")
             interval_ms = longer
         if best is not None:
-            return [dict(r, warnings=r["warnings"] + [f"p99 from {r['requests']} latencies, fewer than the "
-                                                      f"{settings.min_latencies} asked for"]) for r in best]
+            return _done(progress, total, [dict(r, warnings=r["warnings"] + [f"p99 from {r['requests']} latencies, fewer than the "
+                                                      f"{settings.min_latencies} asked for"]) for r in best])
         # nothing stable in time: one window of a fixed request count, so the point is kept
         rate = _rate(output, int(load.get("batch_size", 1)))
         count = max(50, min(settings.min_latencies, int(rate * max(2.0, 2 * settings.window_s)))) if rate else 200
@@ -345,9 +345,9 @@ def run_perf_analyzer(
         if rows is None:
             raise PerfAnalyzerError(f"{failure} (after {number} run(s) with longer windows and one without a "
                                     "stability check)", output)
-        return [dict(r, stable=False, warnings=r["warnings"] + [
+        return _done(progress, total, [dict(r, stable=False, warnings=r["warnings"] + [
             f"perf_analyzer could not stabilise in {number} run(s) (last window {interval_ms} ms); these numbers are "
-            f"one window of {count} requests without a stability check"]) for r in rows]
+            f"one window of {count} requests without a stability check"]) for r in rows])
 
 
 def _with_passes(rows: list[dict[str, Any]], output: str, attempts: int, interval_ms: int) -> list[dict[str, Any]]:
@@ -373,6 +373,13 @@ def _time_for(deadline: float | None, interval_ms: int) -> bool:
     """Whether the limit leaves room for the three windows a stable run needs at least (each
     lasts about 1.2 windows: perf_analyzer sleeps that long, then times what it got)."""
     return deadline is None or deadline - time.monotonic() > 3 * 1.2 * interval_ms / 1000.0 + 1.0
+
+
+def _done(progress: Callable[[int, int, str], None] | None, total: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows, once progress says every level is done (a failed retry may have spoken last)."""
+    if progress is not None:
+        progress(total, total, "perf_analyzer done")
+    return rows
 
 
 def _say(progress: Callable[[int, int, str], None] | None, total: int, message: str) -> None:
