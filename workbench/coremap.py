@@ -10,10 +10,11 @@ anything is written. NeuronCores on Neuron targets, CPU cores on the CPU.
 
 from __future__ import annotations
 
-import numbers
 import re
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
+
+from workbench.limits import is_whole
 
 __all__ = [
     "CoreRangeError",
@@ -35,9 +36,7 @@ class CoreRangeError(ValueError):
     """A core range, allocation or instance count that cannot be served; the message says which."""
 
 
-def _is_whole(value: Any) -> bool:
-    """An integer (numpy's too), not a bool and not a float that happens to be integral."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+_is_whole = is_whole  # an integer (numpy's too), not a bool and not a float that happens to be integral
 
 
 def _whole(value: Any, what: str, low: int) -> int:

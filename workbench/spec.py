@@ -14,6 +14,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from workbench.limits import integer_problem, setting_range, tensor_name_problem
+
 __all__ = [
     "SpecError",
     "TRITON_DTYPES",
@@ -167,13 +169,18 @@ class TensorSpec:
     dims: tuple[int, ...]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name.strip() or any(c in self.name for c in ' ,"\n'):
-            raise SpecError(f"bad tensor name {self.name!r}: use letters, digits, '_' or '-'")
+        problem = tensor_name_problem(self.name)
+        if problem:
+            raise SpecError(problem)
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))
-        try:
-            dims = tuple(int(d) for d in self.dims)
-        except (TypeError, ValueError):
-            raise SpecError(f"{self.name}: dims must be integers, got {self.dims!r}") from None
+        if isinstance(self.dims, (str, bytes)) or not isinstance(self.dims, Iterable):
+            raise SpecError(f"{self.name}: dims must be a list of whole numbers, got {self.dims!r}")
+        low, high, kind = setting_range("dims")
+        for d in self.dims:
+            problem = integer_problem(d, f"{self.name}: dim", low, high, kind)
+            if problem:
+                raise SpecError(problem)
+        dims = tuple(int(d) for d in self.dims)
         if not dims:
             raise SpecError(f"{self.name}: needs at least one dim")
         bad = [d for d in dims if d == 0 or d < -1]

@@ -19,6 +19,7 @@ from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
@@ -164,8 +165,9 @@ def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tup
         return ref, path
     resolved = path if path.is_absolute() else dest / path
     if resolved.exists():
-        if not path.is_absolute() and ".." not in path.parts and dest.is_dir():
-            _carry(plan, path.as_posix(), resolved)
+        inside = _inside(resolved, dest)
+        if inside is not None:  # carried into the new directory, so the path stays valid after --force
+            _carry(plan, inside, resolved)
         return value, resolved
     if not settings.for_other_machine:
         hint = ""
@@ -175,6 +177,18 @@ def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tup
         plan.problems.append(f"{flag} {value} not found (looked at {resolved}){hint}; "
                              "use --for-other-machine if it only exists on the serving host")
     return value, None
+
+
+def _inside(path: Path, dest: Path) -> str | None:
+    """``path`` relative to an existing ``dest`` (POSIX), when it lies inside it -- written
+    relative or absolute -- else None."""
+    if not dest.is_dir():
+        return None
+    try:
+        rel = path.resolve().relative_to(dest.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix() if rel.parts else None
 
 
 def _carry(plan: Plan, ref: str, source: Path) -> None:
@@ -258,6 +272,11 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
     except CoreRangeError as err:
         plan.problems.append(f"--neuron_core_range: {err}")
         return
+    limit = neuron_core_limit(settings.target)
+    if limit is not None and core_range.end >= limit[1]:
+        plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no {settings.target} "
+                             f"instance; the largest, {limit[0]}, has {limit[1]} NeuronCores (0:{limit[1] - 1})")
+        return
     try:
         plan.core_map = core_range.split(settings.triton_model_instance_count,
                                          1 if settings.threads_per_core is None else settings.threads_per_core)
@@ -313,6 +332,15 @@ _TNX_DEFAULT_N_POSITIONS = 2048  # model.py's default
 
 def _flag(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
+
+
+def _setting_flag(field_name: str) -> str:
+    """The CLI flag of a GenerateSettings field: upstream's spelling, ours with dashes."""
+    if field_name == "framework":
+        return "--model_type"
+    if field_name.startswith("tnx_") or field_name in ("copy_compiled_model", "for_other_machine", "cpu_affinity"):
+        return _flag(field_name)
+    return "--" + field_name
 
 
 def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
@@ -403,6 +431,9 @@ def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
 def make_plan(settings: GenerateSettings) -> Plan:
     """Check ``settings`` as a whole; the plan holds every problem and what `render` builds from."""
     plan = Plan()
+    plan.problems += dataclass_problems(settings, _setting_flag)
+    if plan.problems:
+        return plan  # the checks below compare and count: they need the right types first
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -410,8 +441,8 @@ def make_plan(settings: GenerateSettings) -> Plan:
     name = settings.model_name
     if not str(settings.triton_model_dir).strip():
         plan.problems.append("--triton_model_dir is required: the model directory to write")
-    elif not name or name in (".", "..") or not re.fullmatch(r"[A-Za-z0-9_.\-]+", name):
-        plan.problems.append(f"model name {name!r} is not usable; use letters, digits, '_', '-' or '.'")
+    elif model_name_problem(name):
+        plan.problems.append(model_name_problem(name))
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)

@@ -1,7 +1,8 @@
 """The `workbench generate` command: gen_triton_model.py's flags, spelled and meant as upstream, plus ours.
 
-Exit status 0 written, unchanged or dry run; 2 bad settings, or an existing directory that would
-change without ``--force`` (the changes are printed; nothing written); 1 refused by the file system.
+Exit status 0 written, unchanged or dry run; 2 bad settings, an existing directory that would
+change without ``--force`` (the changes are printed; nothing written), or a file system that
+refuses the write (read-only, not a directory, another device; nothing written); 1 any other refusal.
 Loaded through `workbench.cli.SUBCOMMANDS` only when the command is ``generate``, and it imports
 nothing heavy (no torch), so ``workbench generate --help`` answers at once.
 """
@@ -17,7 +18,7 @@ from typing import Any, Callable
 from workbench.generate import options
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.python_backend import render, write
-from workbench.generate.repository import RepositoryError
+from workbench.generate.repository import FileSystemRefusal, RepositoryError
 from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
 from workbench.generate.upstream import UPSTREAM_DEFAULT_TARGET
 
@@ -260,7 +261,8 @@ def settings_from_args(args: argparse.Namespace, notes: list[str] | None = None)
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """0 written, unchanged or dry run; 2 bad settings or changes without --force; 1 refused by the file system."""
+    """0 written, unchanged or dry run; 2 bad settings, changes without --force or a file-system
+    refusal (nothing written); 1 any other refusal."""
     notes: list[str] = []
     try:
         generated = render(settings_from_args(args, notes))
@@ -284,7 +286,10 @@ def run_cli(args: argparse.Namespace) -> int:
         return 2
     try:
         result = write(generated, overwrite=args.force)
-    except (RepositoryError, OSError) as err:
+    except (FileSystemRefusal, OSError) as err:
+        print(f"workbench generate: error: {err}", file=sys.stderr)
+        return 2
+    except RepositoryError as err:
         print(f"workbench generate: error: {err}", file=sys.stderr)
         return 1
     for warning in generated.warnings:

@@ -16,6 +16,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
+from workbench.limits import tensor_name_problem
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype
 from workbench.system import TARGETS
 
@@ -227,6 +228,8 @@ def _tensor_problems(cfg: ModelConfig) -> list[str]:
             label = f"{kind} {entry.name!r}" if entry.name else f"{kind} #{position}"
             if not entry.name:
                 problems.append(f"{label} has no name")
+            elif tensor_name_problem(entry.name):
+                problems.append(f"{kind}: {tensor_name_problem(entry.name)}")
             elif entry.name in seen:
                 problems.append(f"{label}: duplicate name (already an {seen[entry.name]})")
             else:

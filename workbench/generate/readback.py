@@ -25,6 +25,7 @@ from workbench.generate.config import ConfigError, ModelConfig, parameters_of, r
 from workbench.generate.repository import version_folders
 from workbench.generate.settings import GenerateSettings, default_target
 from workbench.generate.upstream import UpstreamModelPy, is_workbench_model_py, recognise
+from workbench.limits import tensor_name_problem
 from workbench.spec import tensor_index, upstream_item
 
 __all__ = ["ReadBack", "read_back", "load_settings"]
@@ -181,8 +182,12 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
     return settings
 
 
-def _config_item(entry: Any) -> str:
-    """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES)."""
+def _config_item(entry: Any) -> str | tuple[str, str, list[int]]:
+    """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES). A
+    name outside the tensor-name rule comes back as a (name, dtype, dims) triple, so the checks
+    name it by that rule instead of failing to split an item."""
     dtype = model_config_pb2.DataType.Name(entry.data_type).removeprefix("TYPE_")
     dtype = "BYTES" if dtype == "STRING" else dtype
+    if tensor_name_problem(entry.name):
+        return (entry.name, dtype, list(entry.dims))
     return upstream_item(entry.name, dtype, entry.dims)

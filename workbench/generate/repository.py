@@ -9,6 +9,7 @@ refused unless asked, and then kept as a timestamped backup that is never delete
 from __future__ import annotations
 
 import difflib
+import errno
 import hashlib
 import json
 import os
@@ -23,9 +24,11 @@ from typing import Mapping, Union
 from google.protobuf import json_format
 
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
+from workbench.limits import LimitError, triton_version
 
-__all__ = ["RepositoryError", "WriteResult", "FileContent", "Changes", "write_model_dir", "diff_model_dir",
-           "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models", "files_under"]
+__all__ = ["RepositoryError", "FileSystemRefusal", "WriteResult", "FileContent", "Changes", "write_model_dir",
+           "diff_model_dir", "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models",
+           "files_under"]
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
@@ -34,6 +37,11 @@ FileContent = Union[bytes, str, Path]
 
 class RepositoryError(ValueError):
     """A model directory that cannot be written as asked; the message names the path."""
+
+
+class FileSystemRefusal(RepositoryError):
+    """The file system refused the write (read-only, not a directory, another device, no space);
+    nothing was written and no folder the write made is left behind."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,29 @@ def _backup_name(dest: Path) -> Path:
     return candidate
 
 
+def _make_folder(folder: Path, made: list[Path]) -> None:
+    """``mkdir -p folder``, noting each folder it creates (outermost first)."""
+    missing = [p for p in [folder, *folder.parents] if not p.exists()][::-1]
+    for path in missing:
+        path.mkdir()
+        made.append(path)
+
+
+def _remove_empty(made: list[Path]) -> None:
+    for path in reversed(made):
+        try:
+            path.rmdir()
+        except OSError:
+            pass
+
+
+def _refusal(dest: Path, err: OSError) -> str:
+    where = f" ({err.filename})" if err.filename else ""
+    hint = {errno.EXDEV: "; the backup folder is on another device: move the repository, or write elsewhere",
+            errno.EROFS: "; the file system is read-only", errno.ENOTDIR: "; a part of the path is a file"}
+    return (f"cannot write {dest}: {err.strerror or err}{where}{hint.get(err.errno, '')}; nothing was written")
+
+
 def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False,
                     confirm: Changes | None = None) -> WriteResult:
     """Write ``files`` (relative path -> content) as the directory ``dest``, all or nothing.
@@ -153,7 +184,7 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
     if not dest.name or dest.name in (".", ".."):
         raise RepositoryError(f"{dest}: give a model directory path whose last part is the model name")
     if dest.exists() and not dest.is_dir():
-        raise RepositoryError(f"{dest} exists and is not a directory; nothing was written")
+        raise FileSystemRefusal(f"{dest} exists and is not a directory; nothing was written")
     if dest.exists() and (confirm is not None or not overwrite):
         changes = compare_model_dir(dest, files)
         if confirm is not None and confirm.fingerprint != changes.fingerprint:
@@ -167,8 +198,13 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
                 "review the changes and write with confirm=<those changes>, or overwrite it (--force / "
                 "overwrite=True); the old directory is kept as a timestamped backup"
             )
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    made: list[Path] = []  # folders this write creates, removed again if it fails
+    try:
+        _make_folder(dest.parent, made)
+        staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
+    except OSError as err:
+        _remove_empty(made)
+        raise FileSystemRefusal(_refusal(dest, err)) from None
     try:
         for rel, content in checked.items():
             _write_one(staging, rel, content)
@@ -176,7 +212,7 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
         backup = None
         if dest.exists():
             backup = _backup_name(dest)
-            backup.parent.mkdir(parents=True, exist_ok=True)
+            _make_folder(backup.parent, made)
             os.rename(dest, backup)
         try:
             os.rename(staging, dest)
@@ -184,8 +220,11 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
             if backup is not None:
                 os.rename(backup, dest)
             raise
-    except BaseException:
+    except BaseException as err:
         shutil.rmtree(staging, ignore_errors=True)
+        _remove_empty(made)
+        if isinstance(err, OSError):
+            raise FileSystemRefusal(_refusal(dest, err)) from None
         raise
     return WriteResult(dest, backup)
 
@@ -323,10 +362,17 @@ def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
 
 
 def version_folders(model_dir: str | Path) -> list[Path]:
-    """The folders of ``model_dir`` that Triton loads as versions, lowest first: ASCII-digit names
-    without a leading zero (Triton 2.51 skips ``01`` with a warning; core's model_lifecycle.cc)."""
-    found = [p for p in Path(model_dir).iterdir()
-             if p.is_dir() and p.name.isascii() and p.name.isdigit() and (p.name == "0" or p.name[0] != "0")]
+    """The folders of ``model_dir`` that Triton loads as versions, lowest first: those whose name is
+    the version Triton reads from it (`workbench.limits.triton_version`; ``01`` is skipped, and
+    ``1.5`` -- read as 1 -- is not a version folder but a load the guard refuses)."""
+    found = []
+    for p in Path(model_dir).iterdir():
+        try:
+            version = triton_version(p.name) if p.is_dir() else None
+        except LimitError:
+            continue
+        if version is not None and version >= 0 and str(version) == p.name:
+            found.append(p)
     return sorted(found, key=lambda p: int(p.name))
 
 

@@ -70,6 +70,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
+    out.add_argument("--new-run", action="store_true", dest="new_run",
+                     help="start afresh in --out; the run there is moved to OUT.replaced-N beside it")
     out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
     out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
     out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
@@ -139,8 +141,9 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.plots import plot_run
     from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
     from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.results import ResultsError, load_run
     from workbench.measure.sweep import check_out_dir, run_sweep
-    from workbench.server import RunningServer, TritonServer
+    from workbench.server import RunningServer, ServerError, TritonServer
 
     model_dir = Path(args.model_dir)
     try:  # everything checked before a server starts
@@ -150,8 +153,9 @@ def run_cli(args: argparse.Namespace) -> int:
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
-        check_out_dir(args.out, args.resume)
-    except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
+        if check_out_dir(args.out, args.resume or args.new_run) and not args.new_run:
+            load_run(args.out)  # a corrupted run folder is named (file, line) before a server starts
+    except (SweepError, ResultsError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
@@ -161,7 +165,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     bar = _Bar(plan.size)
     task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                label=args.label, restore=bool(args.url), on_progress=bar)
+                new_run=args.new_run, label=args.label, restore=bool(args.url), on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):
@@ -181,6 +185,14 @@ def run_cli(args: argparse.Namespace) -> int:
         if isinstance(err, (SweepError, ConfigError, CoreRangeError)):
             print(f"workbench sweep: error: {err}", file=sys.stderr)
             return _EXIT_BAD_INPUT
+        if isinstance(err, ServerError):  # the server died under the sweep: say so, no traceback
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            print(f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
+                  "(continue with --resume)", file=sys.stderr)
+            tail = server.log_tail(15) if hasattr(server, "log_tail") else []
+            if tail:
+                print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
+            return 1
         print(task.error_text, file=sys.stderr)
         return 1
     result = task.result

@@ -71,11 +71,16 @@ def read_points(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             if number == len(lines):
                 break
             raise ResultsError(f"{path} line {number} is not a JSON row; fix or remove it") from None
+        missing = [c for c in KEY_COLUMNS if c not in row] if isinstance(row, dict) else list(KEY_COLUMNS)
+        if missing:
+            raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
+                               "fix or remove it")
+        rows.append(row)
     return rows
 
 
@@ -188,8 +193,13 @@ def load_run(path: str | Path) -> SweepResult:
     try:
         record = json.loads(record_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ResultsError(f"{record_path} is not valid JSON: {err}") from None
-    return SweepResult(frame_from_rows(read_points(path / POINTS_FILE)), record, path)
+        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
+                           "start a new run (--new-run)") from None
+    if not isinstance(record, dict):
+        raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    from workbench.measure.resume import unique_rows
+
+    return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
 
 
 def list_runs(folder: str | Path) -> pd.DataFrame:

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
-from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
+from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.plan import Batching, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
@@ -32,6 +33,7 @@ from workbench.measure.results import (
     write_exports,
     write_record,
 )
+from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
 from workbench.measure.rows import PointRow, now
 from workbench.measure.settings import MeasureSettings
 from workbench.system import detect, installed_versions
@@ -71,8 +73,10 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
 
 
 def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
-              resume: bool) -> tuple[dict | None, list[PointRow]]:
-    """The earlier record and rows in ``out_dir`` when resuming; refuse to mix runs or overwrite one."""
+              resume: bool, measured: dict) -> tuple[dict | None, list[PointRow]]:
+    """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
+    runs, overwrite one, or resume one whose model, config or versions changed (``measured``: the
+    fingerprint of what this session measures)."""
     if not check_out_dir(out_dir, resume):
         return None, []
     record = load_run(out_dir).record
@@ -86,7 +90,13 @@ def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: Engi
     if different:
         raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
                          "use the same settings or another folder")
-    return record, [PointRow.from_dict(row) for row in read_points(out_dir / POINTS_FILE)]
+    changed = fingerprint_changes(record.get("fingerprint"), measured)
+    if changed:
+        raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
+                         "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
+                         "one is kept beside it) or use another folder")
+    compact_points(out_dir / POINTS_FILE)
+    return record, [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
 
 
 def _machine() -> dict:
@@ -131,6 +141,7 @@ def run_sweep(
     reference: Eager | None = None,
     inputs: InputMaker | None = None,
     resume: bool = False,
+    new_run: bool = False,
     label: str | None = None,
     restore: bool = True,
     load_timeout_s: float = LOAD_TIMEOUT_S,
@@ -149,7 +160,10 @@ def run_sweep(
     ``example_inputs``); the default draws them from the config's spec. With
     ``settings.engine == "perf_analyzer"`` Triton's perf_analyzer measures each point instead of
     the built-in load generator, into the same columns. Rows are appended to ``out_dir`` as they
-    are measured; with ``resume`` the points already there are kept, not measured again.
+    are measured; with ``resume`` the points already there are kept, not measured again (one row
+    per point however often it resumes), unless the model's files, its config or the workbench or
+    server version changed since: that is refused, naming what changed. ``new_run`` starts afresh
+    in ``out_dir``, the run there moved to ``<out_dir>.replaced-<n>`` beside it.
     A variant load that gets no answer within ``load_timeout_s`` fails its points, and the
     variants after it are not loaded (their points fail naming the stuck load): a hung stub would
     only make each of them wait as long. Cancelling returns the partial result (status
@@ -161,7 +175,7 @@ def run_sweep(
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
     out_dir = Path(out_dir)
-    check_out_dir(out_dir, resume)
+    check_out_dir(out_dir, resume or new_run)
     name, base, model_dir = _base_config(server, model)
     if reference is None:
         if model_dir is None:
@@ -176,8 +190,13 @@ def run_sweep(
     choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
     measuring = resolved(settings, choice)
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
+
+    measured = fingerprint(model_dir, to_json(base), server_version=server.version, package_version=__version__,
+                           compiled_model=parameters_of(base).get("COMPILED_MODEL"))
+    if new_run and check_out_dir(out_dir, True):
+        set_aside(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous, rows = _open_run(out_dir, name, settings, choice, resume)
+    previous, rows = _open_run(out_dir, name, settings, choice, resume, measured)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
 
@@ -197,6 +216,7 @@ def run_sweep(
         "base_config": json.loads(to_json(base)),
         "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
         "server_version": server.version,
+        "fingerprint": measured,
         "url": url,
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),

@@ -4,7 +4,7 @@ read its log (log) and find one (discovery). The ``docker run`` for a Neuron hos
 
 from workbench.server.control import ModelControl
 from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
-from workbench.server.errors import ModelLoadError, PortInUseError, ServerError, ServerStartError
+from workbench.server.errors import ModelLoadError, ModelRefusedError, PortInUseError, ServerError, ServerStartError
 from workbench.server.log import ServerLog
 from workbench.server.ports import find_free_port
 from workbench.server.process import TritonServer
@@ -22,5 +22,6 @@ __all__ = [
     "ServerStartError",
     "PortInUseError",
     "ModelLoadError",
+    "ModelRefusedError",
     "find_free_port",
 ]

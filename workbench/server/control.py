@@ -22,7 +22,8 @@ from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
 
 from workbench.generate.config import ModelConfig, to_json
-from workbench.server.errors import ModelLoadError, ServerError
+from workbench.limits import model_dir_problems, version_folder_problems
+from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerError
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
 
@@ -36,6 +37,7 @@ class LocalProcess(Protocol):
     """What the client asks of a server process it can see (`TritonServer`)."""
 
     log: ServerLog
+    model_repository: Path
 
     def require_running(self) -> None: ...
 
@@ -180,6 +182,7 @@ class ModelControl:
             if config_json is None:
                 raise ValueError("files need a config: Triton loads an override directory only together with its config")
             load_files = _files_for_load(files)
+        self._refuse_what_would_break(name, load_files)
         self._check()
         log_start = self._process.log.size() if self._process is not None else 0
         try:
@@ -203,6 +206,20 @@ class ModelControl:
                 raise ServerError(f"no answer to the load of {name!r} within {timeout:.0f}s ({err}); Triton may "
                                   "still be loading it: watch index() and the log") from None
             raise
+
+    def _refuse_what_would_break(self, name: str, load_files: Mapping[str, bytes] | None) -> None:
+        """ModelRefusedError, before Triton sees it, for a model whose folders would abort the server
+        or hang its load (`workbench.limits.version_folder_problems`): the override's files, else
+        the directory in a local server's repository."""
+        if load_files is not None:
+            folders = {key[len("file:"):].split("/")[0] for key in load_files if "/" in key}
+            problems = version_folder_problems(folders, f"{name}/")
+        elif self._process is not None:
+            problems = model_dir_problems(Path(self._process.model_repository) / name)
+        else:
+            return
+        if problems:
+            raise ModelRefusedError(name, problems)
 
     def _raise_if_died(self, during: str, within: float) -> None:
         """ServerError with the process's exit when it is gone (within ``within`` seconds: a

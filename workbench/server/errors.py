@@ -6,7 +6,7 @@ reader can share them without importing each other.
 
 from __future__ import annotations
 
-__all__ = ["ServerError", "ServerStartError", "PortInUseError", "ModelLoadError"]
+__all__ = ["ServerError", "ServerStartError", "PortInUseError", "ModelLoadError", "ModelRefusedError"]
 
 
 class ServerError(RuntimeError):
@@ -33,3 +33,13 @@ class ModelLoadError(ServerError):
         if log_lines:
             text += "\nServer log during the load:\n" + "\n".join(log_lines)
         super().__init__(text)
+
+
+class ModelRefusedError(ModelLoadError):
+    """A load refused before Triton saw it, because it would abort the server or hang the load;
+    ``problems`` names each folder or field."""
+
+    def __init__(self, model: str, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__(model, "not sent to Triton: it would abort the server or hang the load",
+                         "; ".join(self.problems), [])
