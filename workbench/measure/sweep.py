@@ -13,7 +13,7 @@ import json
 import platform
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
@@ -32,6 +32,7 @@ from workbench.measure.results import (
 )
 from workbench.measure.rows import PointRow, now
 from workbench.measure.settings import MeasureSettings
+from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
@@ -110,6 +111,14 @@ def _url(server: Any, protocol: str) -> str:
         raise SweepError(str(err)) from None
 
 
+def _check_reachable_by_engine(server: Any) -> None:
+    """The load generators reach a server in the clear and without headers: say so before anything loads."""
+    options = getattr(server, "options", None)
+    if options is not None and (options.ssl or options.headers):
+        raise SweepError(f"the server at {server.url} needs TLS or headers, which the sweep's load generators "
+                         "do not send yet; measure it through a plain endpoint (e.g. from inside its network)")
+
+
 def run_sweep(
     plan: SweepPlan,
     server: Any,
@@ -124,6 +133,7 @@ def run_sweep(
     restore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
+    variants: Collection[str] | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: the built-in load generator over gRPC).
@@ -137,9 +147,11 @@ def run_sweep(
     ``settings.engine == "perf_analyzer"`` Triton's perf_analyzer measures each point instead of
     the built-in load generator, into the same columns. Rows are appended to ``out_dir`` as they
     are measured; with ``resume`` the points already there are kept, not measured again.
-    Cancelling returns the partial result (status ``cancelled``). At the end the model is loaded
-    again with its own config (``restore=False`` skips that, e.g. when the server is stopped
-    right after).
+    Cancelling returns the partial result (status ``cancelled``). At the end the model is left
+    as it was before: loaded again with the config it was served with, or unloaded if it was not
+    loaded (``restore=False`` skips that, e.g. when the server is stopped right after); no other
+    model on the server is touched. ``variants``: labels of the plan's variants to measure (a
+    fan-out's share, `fanout.run_fanout`); default all.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -155,8 +167,9 @@ def run_sweep(
             reference = eager_reference(model_dir)
         except CheckError as err:
             raise SweepError(str(err)) from None
-    variants = plan_variants(plan, base)
+    variants = _chosen(plan_variants(plan, base), variants)
     url = _url(server, settings.protocol)
+    _check_reachable_by_engine(server)
     settings.engine_command()  # perf_analyzer not found: say so before anything is loaded
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -173,13 +186,14 @@ def run_sweep(
         "ended": None,
         "status": "running",
         "plan": plan.to_dict(),
-        "planned_points": plan.size,
+        "planned_points": sum(len(plan.points(v)) for v in variants),
         "settings": {"model": name, **settings.to_dict()},
         "seed": settings.seed,
         "base_config": json.loads(to_json(base)),
         "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
         "server_version": server.version,
         "url": url,
+        "server": describe_server(server, url),
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),
     })
@@ -194,7 +208,7 @@ def run_sweep(
         write_exports(out_dir, result.frame, record)
         return result
 
-    total = plan.size
+    total = record["planned_points"]
     count = 0
 
     def report(message: str) -> None:
@@ -203,6 +217,7 @@ def run_sweep(
 
     status = "failed"
     loaded = False
+    before = snapshot(server, [name]) if restore else None
     try:
         for variant in variants:
             points = plan.points(variant)
@@ -237,12 +252,23 @@ def run_sweep(
     except Cancelled:
         status = "cancelled"
     finally:
+        if before is not None and loaded and getattr(server, "running", True):
+            try:
+                session["restored"] = restore_state(server, before)
+            except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
+                session["restored"] = f"failed: {err}"
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = now()
         result = save()
-        if restore and loaded and getattr(server, "running", True):
-            try:
-                server.load(name, config=base)  # leave the model as the user configured it
-            except Exception:
-                pass  # the sweep's own outcome (and its error, if any) is what the caller needs
     return result
+
+
+def _chosen(variants: list[Variant], labels: Collection[str] | None) -> list[Variant]:
+    """The plan's variants named by ``labels`` (all when None); an unknown label is an error."""
+    if labels is None:
+        return variants
+    known = {v.label for v in variants}
+    unknown = [label for label in labels if label not in known]
+    if unknown:
+        raise SweepError(f"variant(s) {unknown} are not in the plan (its variants: {sorted(known)})")
+    return [v for v in variants if v.label in set(labels)]
