@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,10 +26,11 @@ from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.generate.config import read_config, spec_from_config, to_json
 from workbench.generate.push import PushError, push_repository
+from workbench.measure.fanout import deal_variants, run_fanout
 from workbench.measure.results import load_run
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
-from workbench.server import ClientOptions, ModelLoadError, RunningServer, TritonServer
+from workbench.server import ClientOptions, RunningServer, TritonServer
 from workbench.server.remote import parse_server_url
 
 pytestmark = pytest.mark.server
@@ -87,17 +89,16 @@ def lab(tmp_path_factory):
 
 
 def _state(url: str, protocol: str = "http") -> dict:
-    """Each model's state and, when loaded, its served instance count and parameters."""
+    """The loaded models, each with its served instance count and parameters (what a sweep must
+    leave as it found; an unloaded model reads "" or UNAVAILABLE in the index, both not loaded)."""
     server = RunningServer(url, protocol)
     try:
         out = {}
         for row in server.index():
-            entry = {"state": row["state"]}
             if row["state"] == "READY":
                 served = server.model_config(row["name"])
-                entry["count"] = served["instance_group"][0]["count"]
-                entry["parameters"] = served.get("parameters")
-            out[row["name"]] = entry
+                out[row["name"]] = {"count": served["instance_group"][0]["count"],
+                                    "parameters": served.get("parameters")}
         return out
     finally:
         server.close()
@@ -174,7 +175,7 @@ def test_the_cli_lists_loads_and_checks_a_remote(lab, capsys):
     assert main(["remote", f"http://{b.http_url}", "load", "keep", "--config", to_json(override_config)]) == 0
     assert _state(b.http_url)["keep"]["count"] == 2
     assert main(["remote", f"http://{b.http_url}", "unload", "keep"]) == 0
-    assert _state(b.http_url)["keep"]["state"] == "UNAVAILABLE"
+    assert "keep" not in _state(b.http_url)
     assert main(["remote", f"http://{b.http_url}", "load", "keep", "--config", '{"name": "keep", "bogus": 1}']) == 2
     assert "not a valid Triton ModelConfig" in capsys.readouterr().err
     assert _state(a.http_url) == before_a
@@ -232,7 +233,7 @@ def test_a_sweep_unloads_a_model_that_was_not_loaded(lab, tmp_path):
     model_dir, a, b, _ = lab
     push_repository(model_dir, b.model_repository, overwrite=True)
     before_b = _state(b.http_url)
-    assert before_b.get("add_sub", {}).get("state") != "READY"
+    assert "add_sub" not in before_b
     server = RunningServer(b.http_url, "http")
     plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:0")
     try:
@@ -240,4 +241,76 @@ def test_a_sweep_unloads_a_model_that_was_not_loaded(lab, tmp_path):
     finally:
         server.close()
     assert result.complete and result.record["sessions"][-1]["restored"] == ["unloaded add_sub"]
-    assert _state(b.http_url)["add_sub"]["state"] != "READY"
+    assert _state(b.http_url) == before_b
+
+
+def test_a_fanned_out_sweep_deals_variants_merges_and_resumes_per_server(lab, tmp_path, capsys):
+    model_dir, a, b, _ = lab
+    push_repository(model_dir, b.model_repository, overwrite=True)
+    before_a, before_b = _state(a.http_url), _state(b.http_url)
+    servers = [RunningServer(a.http_url, "http"), RunningServer(b.http_url, "http")]  # named by their URLs
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1,1x2", core_range="0:1")
+    assert deal_variants(["1x1", "2x1", "1x2"], ["A", "B"]) == {"A": ["1x1", "1x2"], "B": ["2x1"]}
+    out = tmp_path / "fan"
+    cancel = threading.Event()
+    seen: list[str] = []
+
+    def progress(done: int, total: int, message: str) -> None:
+        seen.append(message)
+        assert total == 3
+        if done >= 1:  # a point was measured: stop both servers' threads
+            cancel.set()
+
+    try:
+        first = run_fanout(plan, servers, model_dir, out_dir=out, settings=FAST, progress=progress, cancel=cancel)
+    finally:
+        for server in servers:
+            server.close()
+    assert first.status == "cancelled" and 1 <= len(first.frame) < 3
+    assert {m.split(": ")[0] for m in seen} == {a.http_url, b.http_url}
+    assert _state(a.http_url) == before_a and _state(b.http_url) == before_b  # restored even when cancelled
+    with pytest.raises(SweepError, match="cannot resume the fan-out"):
+        run_fanout(plan, {"C": RunningServer(a.http_url, "http")}, model_dir, out_dir=out, settings=FAST, resume=True)
+
+    # resumed from the CLI with both URLs: only the missing points are measured
+    code = main(["sweep", str(model_dir), "--url", a.http_url, "--url", b.http_url, "--protocol", "http",
+                 "--allocations", "1x1,2x1,1x2", "--core-range", "0:1", "--window-ms", "200", "--max-windows", "3",
+                 "--warmup", "5", "--out", str(out), "--resume", "--no-plots"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    run = load_run(out)
+    assert run.complete and run.record["kind"] == "fanout" and len(run.frame) == 3
+    by_server = dict(zip(run.frame["variant"], run.frame["server"]))
+    assert by_server == {"1x1": a.http_url, "1x2": a.http_url, "2x1": b.http_url}
+    assert run.frame["outputs_ok"].map(bool).all() and "server" in captured.out
+    servers_record = run.record["servers"]
+    assert servers_record[a.http_url]["server"]["url"] == a.http_url
+    assert servers_record[b.http_url]["server"]["version"] == b.version
+    # each share kept what it had measured: reused + measured over its sessions = its points
+    measured_first = first.frame.groupby("server").size().to_dict()
+    measured_again = 0
+    for name, entry in servers_record.items():
+        share = load_run(out / entry["folder"])
+        assert len(share.frame) == len(entry["variants"]) and share.frame["variant"].is_unique
+        assert share.record["sessions"][-1]["reused"] == measured_first.get(name, 0)
+        measured_again += share.record["sessions"][-1]["measured"]
+    assert measured_again == 3 - len(first.frame)
+    assert _state(a.http_url) == before_a and _state(b.http_url) == before_b
+
+
+def test_the_server_panel_connects_to_a_url_and_never_stops_that_server(lab):
+    from workbench.ui.server_panel import ServerPanel
+
+    _, a, _, _ = lab
+    panel = ServerPanel()
+    panel.connect("ftp://nowhere:1")
+    assert "scheme must be one of" in panel.controls["error"].value and panel.server is None
+    panel.connect(f"http://{a.http_url}")
+    assert panel.ops.join(60)
+    assert isinstance(panel.server, RunningServer) and panel.server.url == a.http_url
+    assert f"Triton {a.version} at http://{a.http_url}" in panel.controls["server_info"].value
+    assert panel.controls["stop"].description == "disconnect" and not panel.controls["load"].disabled
+    assert any(row["name"] == "keep" and row["state"] == "READY" for row in panel.refresh())
+    panel.stop()
+    assert panel.server is None and a.running and "keep" in _state(a.http_url)
+    panel.close()

@@ -57,8 +57,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the output check (default 1e-4)")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the output check (default 1e-5)")
-    run.add_argument("--url", metavar="HOST:PORT",
-                     help="use this running tritonserver (explicit model control) instead of starting one")
+    run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
+                     help="use this running tritonserver (explicit model control) instead of starting one; "
+                          "repeat to fan the variants out over several servers (one thread each, one merged run)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
@@ -129,6 +130,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.plots import plot_run
     from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
     from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.fanout import run_fanout
     from workbench.measure.sweep import check_out_dir, run_sweep
     from workbench.server import RunningServer, TritonServer
 
@@ -145,12 +147,14 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        server = RunningServer(args.url, settings.protocol) if args.url else TritonServer(model_dir.resolve().parent).start()
-    except Exception as err:  # no binary, port clash, start failure: say so without a traceback
+        servers = [RunningServer(url, settings.protocol) for url in args.url]
+        server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
+    except Exception as err:  # no binary, port clash, start failure, bad URL: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size)
-    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+    sweep, target = (run_fanout, servers) if len(servers) > 1 else (run_sweep, server)
+    task = Task(sweep, plan, target, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
                 label=args.label, restore=bool(args.url), on_progress=bar)
     try:
         task.start()
@@ -163,7 +167,8 @@ def run_cli(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         if args.url:
-            server.close()
+            for remote in servers:
+                remote.close()
         else:
             server.stop()
     if task.state == "failed":

@@ -156,9 +156,11 @@ class SweepResult:
         """The columns people read first, one row per point."""
         columns = ["allocation", "batching", "parameters", "batch_size", "concurrency", "throughput",
                    "p50_ms", "p99_ms", "stable", "outputs_ok", "failures", "avg_batch", "error"]
+        if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
+            columns = ["server"] + columns
         table = self.frame[columns]
         # Columns that say the same thing on every row only add width.
-        keep = [c for c in columns if c in ("allocation", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms")
+        keep = [c for c in columns if c in ("server", "allocation", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms")
                 or table[c].astype(str).nunique() > 1 or c in ("stable", "outputs_ok")]
         return table[keep]
 

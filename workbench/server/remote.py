@@ -27,7 +27,7 @@ class ParsedUrl:
 
 def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
     """``grpcs://h:8001`` -> (``h:8001``, grpc, TLS). A bare ``host:port`` takes ``protocol``
-    (default gRPC); a scheme that contradicts ``protocol`` is an error naming both."""
+    (default HTTP, as before); a scheme that contradicts ``protocol`` is an error naming both."""
     text = str(url).strip().rstrip("/")
     scheme, sep, rest = text.partition("://")
     if sep:
@@ -38,7 +38,7 @@ def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
             raise ValueError(f"server URL {url!r} is {given} but protocol {protocol!r} was asked for")
         text = rest
     else:
-        given, ssl = (protocol or "grpc"), False
+        given, ssl = (protocol or "http"), False
     if given not in PROTOCOLS:
         raise ValueError(f"protocol must be grpc or http, got {given!r}")
     host, colon, port = text.rpartition(":")

@@ -20,7 +20,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """The flags that say how to reach a remote server (shared with ``workbench sweep --url``)."""
     group = parser.add_argument_group("connection (TLS and headers go to tritonclient)")
     group.add_argument("--protocol", choices=("grpc", "http"),
-                       help="for a bare host:port (default grpc); a URL scheme (grpcs://, https://) says it itself")
+                       help="for a bare host:port (default http); a URL scheme (grpcs://, https://) says it itself")
     group.add_argument("--ssl", action="store_true", help="use TLS (implied by grpcs:// and https://)")
     group.add_argument("--root-certificates", metavar="PEM", help="CA certificates to trust (TLS)")
     group.add_argument("--client-key", metavar="PEM", help="client private key (gRPC mutual TLS)")
