@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -314,3 +315,11 @@ def test_the_server_panel_connects_to_a_url_and_never_stops_that_server(lab):
     panel.stop()
     assert panel.server is None and a.running and "keep" in _state(a.http_url)
     panel.close()
+
+
+def test_remote_help_does_not_load_torch():
+    code = ("import sys\nfrom workbench.cli import main\ntry:\n    main(['remote', '--help'])\n"
+            "except SystemExit as done:\n    assert done.code == 0\nassert 'torch' not in sys.modules\nprint('ok')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("ok") and "grpcs://" in done.stdout and "--header" in done.stdout
