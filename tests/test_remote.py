@@ -323,3 +323,77 @@ def test_remote_help_does_not_load_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ok") and "grpcs://" in done.stdout and "--header" in done.stdout
+
+
+class _TlsProxy:
+    """An HTTPS endpoint in front of a server's plain HTTP port (Triton's HTTP server has no TLS of
+    its own; production puts a proxy or load balancer there), so the HTTP TLS path is real."""
+
+    def __init__(self, target: str, cert: Path, key: Path) -> None:
+        import socket
+        import ssl
+
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.target = target.rsplit(":", 1)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self.closed:
+            try:
+                raw, _ = self.listener.accept()
+                client = self.context.wrap_socket(raw, server_side=True)
+            except OSError:  # closed, or a client that refused our certificate
+                continue
+            upstream = socket.create_connection((self.target[0], int(self.target[1])))
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (src, dst):
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+
+
+def test_http_over_tls_checks_the_certificate(lab):
+    _, a, _, cert = lab
+    proxy = _TlsProxy(a.http_url, cert, cert.with_name("server.key"))
+    try:
+        trusted = RunningServer(f"https://{proxy.url}", options=ClientOptions(ssl=True, root_certificates=str(cert)))
+        assert trusted.version == a.version and any(r["name"] == "keep" for r in trusted.index())
+        assert trusted.describe()["ssl"] is True
+        trusted.close()
+        untrusted = RunningServer(f"https://{proxy.url}")  # the system CAs do not know our certificate
+        with pytest.raises(Exception, match="(?i)certificate"):
+            untrusted.version
+        untrusted.close()
+        # the certificate names 127.0.0.1: "localhost" fails the hostname check unless insecure
+        by_name = "localhost:" + proxy.url.rsplit(":", 1)[1]
+        wrong_name = RunningServer(f"https://{by_name}", options=ClientOptions(ssl=True, root_certificates=str(cert)))
+        with pytest.raises(Exception, match="(?i)hostname|match"):
+            wrong_name.version
+        wrong_name.close()
+        unchecked = RunningServer(f"https://{by_name}", options=ClientOptions(ssl=True, root_certificates=str(cert),
+                                                                             insecure=True))
+        assert unchecked.version == a.version
+        unchecked.close()
+    finally:
+        proxy.close()

@@ -40,7 +40,8 @@ class ClientOptions:
     ``ssl`` turns TLS on; ``root_certificates`` (a PEM file) is the CA to trust instead of the
     system's (gRPC: ``root_certificates``; HTTP: ``ssl_options={"ca_certs": ...}``);
     ``private_key``/``certificate_chain`` are gRPC's client certificate (mutual TLS);
-    ``insecure`` skips HTTP's certificate check. ``headers`` go with every request (e.g.
+    ``insecure`` skips HTTP's hostname check (tritonclient's ``insecure``; the certificate itself
+    is still verified against the CA). ``headers`` go with every request (e.g.
     ``{"Authorization": "Bearer ..."}``, or the key of Triton's ``--grpc-restricted-protocol``).
     """
 

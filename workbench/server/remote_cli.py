@@ -25,7 +25,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--root-certificates", metavar="PEM", help="CA certificates to trust (TLS)")
     group.add_argument("--client-key", metavar="PEM", help="client private key (gRPC mutual TLS)")
     group.add_argument("--client-cert", metavar="PEM", help="client certificate chain (gRPC mutual TLS)")
-    group.add_argument("--insecure", action="store_true", help="HTTP over TLS without checking the certificate")
+    group.add_argument("--insecure", action="store_true", help="HTTP over TLS without checking that the certificate names the host")
     group.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                        help="header sent with every request, e.g. Authorization=Bearer... (repeatable)")
 
