@@ -32,7 +32,7 @@ from workbench.measure.results import load_run
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ClientOptions, RunningServer, TritonServer
-from workbench.server.remote import parse_server_url
+from workbench.server.remote import ParsedUrl, parse_server_url
 
 pytestmark = pytest.mark.server
 
@@ -106,8 +106,8 @@ def _state(url: str, protocol: str = "http") -> dict:
 
 
 def test_urls_name_protocol_and_tls():
-    assert parse_server_url("grpcs://10.0.0.5:8001") == parse_server_url("10.0.0.5:8001", "grpc").__class__(
-        "10.0.0.5:8001", "grpc", True)
+    assert parse_server_url("grpcs://10.0.0.5:8001") == ParsedUrl("10.0.0.5:8001", "grpc", True)
+    assert parse_server_url("10.0.0.5:8000") == ParsedUrl("10.0.0.5:8000", "http", False)  # bare: HTTP, as before
     assert parse_server_url("http://h:8000/").protocol == "http" and not parse_server_url("http://h:8000").ssl
     assert parse_server_url("h:8000", "http").hostport == "h:8000"
     with pytest.raises(ValueError, match="is grpc but protocol 'http'"):
