@@ -36,7 +36,8 @@ from workbench.server.remote import ParsedUrl, parse_server_url
 
 pytestmark = pytest.mark.server
 
-FAST = MeasureSettings(protocol="http", window_s=0.2, max_windows=3, warmup_requests=5)
+FAST = MeasureSettings(engine="workbench", protocol="http", window_s=0.2, max_windows=3, warmup_requests=5,
+                       time_limit_s=None)
 # Triton's restricted gRPC protocols want the header "triton-grpc-protocol-<key>" (its --help)
 HEADER = {"triton-grpc-protocol-x-workbench-key": "s3cret"}
 
@@ -276,7 +277,8 @@ def test_a_fanned_out_sweep_deals_variants_merges_and_resumes_per_server(lab, tm
     # resumed from the CLI with both URLs: only the missing points are measured
     code = main(["sweep", str(model_dir), "--url", a.http_url, "--url", b.http_url, "--protocol", "http",
                  "--allocations", "1x1,2x1,1x2", "--core-range", "0:1", "--window-ms", "200", "--max-windows", "3",
-                 "--warmup", "5", "--out", str(out), "--resume", "--no-plots"])
+                 "--warmup", "5", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out), "--resume",
+                 "--no-plots"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     run = load_run(out)
