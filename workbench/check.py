@@ -108,27 +108,30 @@ def eager_reference(model_dir: str | Path) -> Eager:
         raise CheckError(f"{model_dir}: cannot build a reference: {err}") from None
 
 
-def connect(url: str, protocol: str = "grpc"):
-    """(tritonclient module, client) for ``protocol``; the module builds that protocol's request objects."""
+def connect(url: str, protocol: str = "grpc", options=None):
+    """(tritonclient module, client, headers) for ``protocol``; the module builds that protocol's
+    request objects. ``options``: a `ClientOptions` (TLS, headers) for a remote server."""
     if protocol == "grpc":
         import tritonclient.grpc as module
     elif protocol == "http":
         import tritonclient.http as module
     else:
         raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
-    return module, module.InferenceServerClient(url=url)
+    kwargs = options.client_kwargs(protocol) if options is not None else {}
+    headers = dict(options.headers) if options is not None and options.headers else None
+    return module, module.InferenceServerClient(url=url, **kwargs), headers
 
 
 def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """One request: arrays in argument (``__i``) order in, outputs in output-index order out."""
-    module, client = connection
+    module, client, headers = connection
     inputs = []
     for t, a in zip(spec.by_index("input"), arrays):
         item = module.InferInput(t.name, list(a.shape), t.dtype)
         item.set_data_from_numpy(a)
         inputs.append(item)
     outputs = [module.InferRequestedOutput(t.name) for t in spec.by_index("output")]
-    result = client.infer(model, inputs, outputs=outputs)
+    result = client.infer(model, inputs, outputs=outputs, headers=headers)
     return [result.as_numpy(t.name) for t in spec.by_index("output")]
 
 
@@ -145,13 +148,15 @@ def check_served(
     atol: float = 1e-5,
     batch_dim: bool = True,
     inputs: InputMaker | None = None,
+    options=None,
 ) -> CheckResult:
     """Send one request per batch size, all at once, and compare each with ``eager`` on the same inputs.
 
     ``spec`` holds dims without the batch dim when ``batch_dim`` (max_batch_size > 0); otherwise the
     requests are sent with the spec's dims as they are, one request per entry of ``batch_sizes``
     replacing a leading -1. ``inputs(size, seed=...)`` replaces the spec's random inputs where a
-    model needs valid ones (e.g. a zoo model's ``example_inputs``).
+    model needs valid ones (e.g. a zoo model's ``example_inputs``). ``options``: TLS and headers
+    of a remote server (`workbench.server.ClientOptions`).
     """
     requests = []
     for i, size in enumerate(batch_sizes):
@@ -164,7 +169,7 @@ def check_served(
         requests.append(arrays)
 
     def send(arrays):
-        connection = connect(url, protocol)
+        connection = connect(url, protocol, options)
         try:
             return infer(connection, model, spec, arrays), ""
         except Exception as err:  # a failed request is a result to report, not a crash

@@ -13,6 +13,7 @@ SUBCOMMANDS = {
     "quickstart": "workbench.quickstart",
     "generate": "workbench.generate.cli",
     "serve": "workbench.server.cli",
+    "remote": "workbench.server.remote_cli",
     "sweep": "workbench.measure.cli",
     "deploy": "workbench.deploy.cli",
     "doctor": "workbench.deploy.doctor",

@@ -65,8 +65,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
     run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the output check (default 1e-4)")
     run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the output check (default 1e-5)")
-    run.add_argument("--url", metavar="HOST:PORT",
-                     help="use this running tritonserver (explicit model control) instead of starting one")
+    run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
+                     help="use this running tritonserver (explicit model control) instead of starting one; "
+                          "repeat to fan the variants out over several servers (one thread each, one merged run)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
@@ -141,6 +142,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.plots import plot_run
     from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
     from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.fanout import run_fanout
     from workbench.measure.results import ResultsError, load_run
     from workbench.measure.sweep import check_out_dir, run_sweep
     from workbench.server import RunningServer, ServerError, TritonServer
@@ -153,19 +155,26 @@ def run_cli(args: argparse.Namespace) -> int:
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
         plan_variants(plan, read_config(model_dir))
+        if args.new_run and len(args.url) > 1:
+            raise SweepError("--new-run replaces one server's run; for a fan-out use a new --out folder")
         if check_out_dir(args.out, args.resume or args.new_run) and not args.new_run:
             load_run(args.out)  # a corrupted run folder is named (file, line) before a server starts
     except (SweepError, ResultsError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        server = RunningServer(args.url, settings.protocol) if args.url else TritonServer(model_dir.resolve().parent).start()
-    except Exception as err:  # no binary, port clash, start failure: say so without a traceback
+        servers = [RunningServer(url, settings.protocol) for url in args.url]
+        server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
+    except Exception as err:  # no binary, port clash, start failure, bad URL: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size)
-    task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                new_run=args.new_run, label=args.label, restore=bool(args.url), on_progress=bar)
+    if len(servers) > 1:  # a fan-out resumes per server; a new run there is a new --out folder
+        task = Task(run_fanout, plan, servers, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                    label=args.label, restore=True, on_progress=bar)
+    else:
+        task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                    new_run=args.new_run, label=args.label, restore=bool(args.url), on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):
@@ -177,7 +186,8 @@ def run_cli(args: argparse.Namespace) -> int:
     finally:
         bar.close()
         if args.url:
-            server.close()
+            for remote in servers:
+                remote.close()
         else:
             server.stop()
     if task.state == "failed":

@@ -166,6 +166,9 @@ class SweepResult:
         always = {"allocation", "batch_size", "concurrency", "throughput", "throughput_low", "throughput_high",
                   "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable", "requests", "send_delay_us",
                   "client_cpu_us", "outputs_ok"}
+        if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
+            columns = ["server"] + columns
+            always.add("server")
         table = self.frame[columns]
         # Columns that say the same thing on every row only add width.
         keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]

@@ -14,7 +14,7 @@ import platform
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
@@ -36,6 +36,7 @@ from workbench.measure.results import (
 from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
 from workbench.measure.rows import PointRow, now
 from workbench.measure.settings import MeasureSettings
+from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
@@ -131,6 +132,14 @@ def _url(server: Any, protocol: str) -> str:
         raise SweepError(str(err)) from None
 
 
+def _check_reachable_by_engine(server: Any) -> None:
+    """The load generators reach a server in the clear and without headers: say so before anything loads."""
+    options = getattr(server, "options", None)
+    if options is not None and (options.ssl or options.headers):
+        raise SweepError(f"the server at {server.url} needs TLS or headers, which the sweep's load generators "
+                         "do not send yet; measure it through a plain endpoint (e.g. from inside its network)")
+
+
 def run_sweep(
     plan: SweepPlan,
     server: Any,
@@ -147,6 +156,7 @@ def run_sweep(
     load_timeout_s: float = LOAD_TIMEOUT_S,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
+    variants: Collection[str] | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
@@ -167,9 +177,10 @@ def run_sweep(
     A variant load that gets no answer within ``load_timeout_s`` fails its points, and the
     variants after it are not loaded (their points fail naming the stuck load): a hung stub would
     only make each of them wait as long. Cancelling returns the partial result (status
-    ``cancelled``). At the end the model is loaded
-    again with its own config (``restore=False`` skips that, e.g. when the server is stopped
-    right after).
+    ``cancelled``). At the end the model is left as it was before: loaded again with the config it
+    was served with, or unloaded if it was not loaded (``restore=False`` skips that, e.g. when the
+    server is stopped right after); no other model on the server is touched. ``variants``: labels
+    of the plan's variants to measure (a fan-out's share, `fanout.run_fanout`); default all.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -185,8 +196,9 @@ def run_sweep(
             reference = eager_reference(model_dir)
         except CheckError as err:
             raise SweepError(str(err)) from None
-    variants = plan_variants(plan, base)
+    variants = _chosen(plan_variants(plan, base), variants)
     url = _url(server, settings.protocol)
+    _check_reachable_by_engine(server)
     choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
     measuring = resolved(settings, choice)
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
@@ -209,7 +221,7 @@ def run_sweep(
         "ended": None,
         "status": "running",
         "plan": plan.to_dict(),
-        "planned_points": plan.size,
+        "planned_points": sum(len(plan.points(v)) for v in variants),
         "settings": {"model": name, **settings.to_dict()},
         "engine": choice.to_dict(),
         "seed": settings.seed,
@@ -218,6 +230,7 @@ def run_sweep(
         "server_version": server.version,
         "fingerprint": measured,
         "url": url,
+        "server": describe_server(server, url),
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),
     })
@@ -232,7 +245,7 @@ def run_sweep(
         write_exports(out_dir, result.frame, record)
         return result
 
-    total = plan.size
+    total = record["planned_points"]
     count = 0
 
     def report(message: str) -> None:
@@ -242,6 +255,7 @@ def run_sweep(
     status = "failed"
     loaded = False
     stuck: str | None = None  # why loads stopped: one got no answer in time
+    before = snapshot(server, [name]) if restore else None
     report(f"measured by {choice.engine}: {choice.reason}")
     try:
         for variant in variants:
@@ -285,12 +299,24 @@ def run_sweep(
     except Cancelled:
         status = "cancelled"
     finally:
+        # not after a stuck load: restoring would only wait as long again
+        if before is not None and loaded and stuck is None and getattr(server, "running", True):
+            try:
+                session["restored"] = restore_state(server, before)
+            except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
+                session["restored"] = f"failed: {err}"
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = now()
         result = save()
-        if restore and loaded and stuck is None and getattr(server, "running", True):
-            try:
-                server.load(name, config=base)  # leave the model as the user configured it
-            except Exception:
-                pass  # the sweep's own outcome (and its error, if any) is what the caller needs
     return result
+
+
+def _chosen(variants: list[Variant], labels: Collection[str] | None) -> list[Variant]:
+    """The plan's variants named by ``labels`` (all when None); an unknown label is an error."""
+    if labels is None:
+        return variants
+    known = {v.label for v in variants}
+    unknown = [label for label in labels if label not in known]
+    if unknown:
+        raise SweepError(f"variant(s) {unknown} are not in the plan (its variants: {sorted(known)})")
+    return [v for v in variants if v.label in set(labels)]

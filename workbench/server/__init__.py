@@ -2,7 +2,7 @@
 read its log (log) and find one (discovery). The ``docker run`` for a Neuron host is in
 `workbench.deploy.docker`."""
 
-from workbench.server.control import ModelControl
+from workbench.server.control import ClientOptions, ModelControl
 from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
 from workbench.server.errors import ModelLoadError, ModelRefusedError, PortInUseError, ServerError, ServerStartError
 from workbench.server.log import ServerLog
@@ -16,6 +16,7 @@ __all__ = [
     "find_tritonserver",
     "TritonServer",
     "RunningServer",
+    "ClientOptions",
     "ModelControl",
     "ServerLog",
     "ServerError",

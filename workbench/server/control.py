@@ -15,6 +15,7 @@ import threading
 import time
 import urllib.request
 import weakref
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
@@ -27,10 +28,56 @@ from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerErr
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
 
-__all__ = ["ModelControl", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS"]
+__all__ = ["ModelControl", "ClientOptions", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS"]
 
 PROTOCOLS = ("grpc", "http")
 _BUSY_STATES = ("READY", "UNLOADING", "LOADING")
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """How tritonclient reaches a server: TLS and headers for auth, as its clients take them.
+
+    ``ssl`` turns TLS on; ``root_certificates`` (a PEM file) is the CA to trust instead of the
+    system's (gRPC: ``root_certificates``; HTTP: ``ssl_options={"ca_certs": ...}``);
+    ``private_key``/``certificate_chain`` are gRPC's client certificate (mutual TLS);
+    ``insecure`` skips HTTP's hostname check (tritonclient's ``insecure``; the certificate itself
+    is still verified against the CA). ``headers`` go with every request (e.g.
+    ``{"Authorization": "Bearer ..."}``, or the key of Triton's ``--grpc-restricted-protocol``).
+    """
+
+    ssl: bool = False
+    root_certificates: str | None = None
+    private_key: str | None = None
+    certificate_chain: str | None = None
+    insecure: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "headers", {str(k): str(v) for k, v in dict(self.headers).items()})
+        for what in ("root_certificates", "private_key", "certificate_chain"):
+            path = getattr(self, what)
+            if path is not None and not Path(path).is_file():
+                raise FileNotFoundError(f"{what} file not found: {path}")
+        if not self.ssl and (self.root_certificates or self.private_key or self.certificate_chain or self.insecure):
+            raise ValueError("certificates and insecure apply to TLS only: set ssl=True (or use https:// / grpcs://)")
+
+    def with_ssl(self) -> "ClientOptions":
+        return replace(self, ssl=True)
+
+    def client_kwargs(self, protocol: str) -> dict[str, Any]:
+        """Keyword arguments of tritonclient's ``InferenceServerClient`` for ``protocol``."""
+        if not self.ssl:
+            return {}
+        if protocol == "grpc":
+            if self.insecure:
+                raise ValueError("gRPC has no insecure mode: give root_certificates for a self-signed server")
+            return {"ssl": True, "root_certificates": self.root_certificates,  # tritonclient reads the files
+                    "private_key": self.private_key, "certificate_chain": self.certificate_chain}
+        if self.private_key or self.certificate_chain:
+            raise ValueError("client certificates are supported over gRPC only (tritonclient's HTTP client has none)")
+        options = {"ca_certs": self.root_certificates} if self.root_certificates else {}
+        return {"ssl": True, "ssl_options": options, "insecure": self.insecure}
 
 
 class LocalProcess(Protocol):
@@ -102,10 +149,13 @@ class ModelControl:
     """
 
     def __init__(self, url: str, protocol: str = "http", *, metrics_url: str | None = None,
-                 process: LocalProcess | None = None) -> None:
+                 process: LocalProcess | None = None, options: ClientOptions | None = None) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
         self.url, self.protocol, self.metrics_url = url, protocol, metrics_url
+        self.options = options or ClientOptions()
+        self.options.client_kwargs(protocol)  # a combination the protocol cannot do fails here
+        self._headers = {"headers": dict(self.options.headers)} if self.options.headers else {}
         self._process = weakref.proxy(process) if process is not None else None
         self._json = {"as_json": True} if protocol == "grpc" else {}
         self._local = threading.local()
@@ -118,11 +168,12 @@ class ModelControl:
         if self.protocol == "grpc":
             import tritonclient.grpc as grpcclient
 
-            return grpcclient.InferenceServerClient(self.url)
+            return grpcclient.InferenceServerClient(self.url, **self.options.client_kwargs("grpc"))
         import tritonclient.http as httpclient
 
         return httpclient.InferenceServerClient(self.url, connection_timeout=connection_timeout,
-                                                network_timeout=network_timeout)
+                                                network_timeout=network_timeout,
+                                                **self.options.client_kwargs("http"))
 
     def _client(self) -> Any:
         """One tritonclient client per thread: the HTTP one is gevent-based and must stay on the
@@ -155,7 +206,7 @@ class ModelControl:
     def server_metadata(self) -> dict[str, Any]:
         """Triton's server metadata: ``name``, ``version``, ``extensions``."""
         self._check()
-        return dict(self._client().get_server_metadata(**self._json))
+        return dict(self._client().get_server_metadata(**self._json, **self._headers))
 
     @property
     def version(self) -> str:
@@ -187,12 +238,13 @@ class ModelControl:
         log_start = self._process.log.size() if self._process is not None else 0
         try:
             if self.protocol == "grpc":
-                self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout)
+                self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout,
+                                          **self._headers)
             else:
                 # Its own client: the shared ones time out sooner than a Neuron model load takes.
                 client = self._new_client(network_timeout=timeout)
                 try:
-                    client.load_model(name, config=config_json, files=load_files)
+                    client.load_model(name, config=config_json, files=load_files, **self._headers)
                 finally:
                     client.close()
         except InferenceServerException as err:
@@ -230,7 +282,7 @@ class ModelControl:
     def unload(self, name: str, timeout: float = 60.0) -> None:
         """Unload ``name`` and wait until Triton reports it unloaded."""
         self._check()
-        self._client().unload_model(name)
+        self._client().unload_model(name, **self._headers)
         deadline = time.monotonic() + timeout
         while True:
             states = [m.get("state") for m in self.index() if m.get("name") == name]
@@ -256,12 +308,12 @@ class ModelControl:
         bounded = {"client_timeout": max(timeout, 1.0)} if self.protocol == "grpc" else {}
 
         def busy() -> list[str]:
-            rows = _index_rows(client.get_model_repository_index(**self._json, **bounded))
+            rows = _index_rows(client.get_model_repository_index(**self._json, **bounded, **self._headers))
             return [r["name"] for r in rows if r["state"] in _BUSY_STATES]
 
         try:
             for name in busy():
-                client.unload_model(name, **bounded)
+                client.unload_model(name, **bounded, **self._headers)
             while time.monotonic() < deadline and busy():
                 time.sleep(0.1)
         except Exception:  # a hung or dying server
@@ -272,23 +324,23 @@ class ModelControl:
     def index(self) -> list[dict[str, str]]:
         """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""
         self._check()
-        return _index_rows(self._client().get_model_repository_index(**self._json))
+        return _index_rows(self._client().get_model_repository_index(**self._json, **self._headers))
 
     def is_model_ready(self, name: str) -> bool:
         self._check()
-        return bool(self._client().is_model_ready(name))
+        return bool(self._client().is_model_ready(name, **self._headers))
 
     def stats(self, name: str = "") -> dict[str, Any]:
         """Triton's statistics for ``name`` (all models when empty): the ``model_stats`` JSON
         (over gRPC its 64-bit counts are strings, as protobuf's JSON writes them)."""
         self._check()
-        return self._client().get_inference_statistics(name, **self._json)
+        return self._client().get_inference_statistics(name, **self._json, **self._headers)
 
     def model_config(self, name: str, *, as_proto: bool = False) -> Any:
         """The config Triton is serving ``name`` with (after auto-complete): a dict, or a
         ``ModelConfig`` with ``as_proto=True``."""
         self._check()
-        data = self._client().get_model_config(name, **self._json)
+        data = self._client().get_model_config(name, **self._json, **self._headers)
         data = data.get("config", data) if self.protocol == "grpc" else data  # gRPC wraps the config
         if not as_proto:
             return data

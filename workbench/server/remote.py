@@ -1,22 +1,71 @@
-"""A tritonserver someone else started (``workbench sweep --url``), driven through the same
-model-control client as a local one."""
+"""A tritonserver someone else started, reached by its URL (``workbench sweep --url``,
+``workbench remote``), driven through the same model-control client as a local one.
+
+A URL is ``host:port`` with the protocol given apart, or carries it as a scheme: ``http://``,
+``https://`` (HTTP over TLS), ``grpc://``, ``grpcs://`` (gRPC over TLS). TLS and headers go to
+tritonclient as its clients take them (`ClientOptions`); the headers ride on every request.
+"""
 
 from __future__ import annotations
 
-from workbench.server.control import ModelControl
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
-__all__ = ["RunningServer"]
+from workbench.server.control import PROTOCOLS, ClientOptions, ModelControl
+
+__all__ = ["RunningServer", "ClientOptions", "parse_server_url"]
+
+_SCHEMES = {"http": ("http", False), "https": ("http", True), "grpc": ("grpc", False), "grpcs": ("grpc", True)}
+
+
+@dataclass(frozen=True)
+class ParsedUrl:
+    hostport: str
+    protocol: str
+    ssl: bool = field(default=False)
+
+
+def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
+    """``grpcs://h:8001`` -> (``h:8001``, grpc, TLS). A bare ``host:port`` takes ``protocol``
+    (default HTTP, as before); a scheme that contradicts ``protocol`` is an error naming both."""
+    text = str(url).strip().rstrip("/")
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        if scheme.lower() not in _SCHEMES:
+            raise ValueError(f"server URL {url!r}: scheme must be one of {', '.join(_SCHEMES)}")
+        given, ssl = _SCHEMES[scheme.lower()]
+        if protocol is not None and protocol != given:
+            raise ValueError(f"server URL {url!r} is {given} but protocol {protocol!r} was asked for")
+        text = rest
+    else:
+        given, ssl = (protocol or "http"), False
+    if given not in PROTOCOLS:
+        raise ValueError(f"protocol must be grpc or http, got {given!r}")
+    host, colon, port = text.rpartition(":")
+    if not colon or not host or not port.isdigit() or "/" in text:
+        raise ValueError(f"server URL {url!r} needs host:port (e.g. 10.0.0.5:8001), without a path")
+    return ParsedUrl(text, given, ssl)
 
 
 class RunningServer(ModelControl):
-    """The server at ``url`` (``host:port``) over ``protocol``. It must run with
-    ``--model-control-mode=explicit`` so models (and a sweep's variants) can be loaded.
+    """The server at ``url`` over ``protocol``. It must run with ``--model-control-mode=explicit``
+    so models (and a sweep's variants) can be loaded. ``options``: TLS and headers
+    (`ClientOptions`); a ``https://`` or ``grpcs://`` URL turns TLS on by itself.
 
     It answers on the one protocol it was given: ``grpc_url`` or ``http_url`` for the other
     one is an error (its port is not known here).
     """
 
     running = True  # not ours to watch: as far as this process knows, it runs
+
+    def __init__(self, url: str, protocol: str | None = None, *, options: ClientOptions | None = None,
+                 metrics_url: str | None = None, name: str | None = None) -> None:
+        parsed = parse_server_url(url, protocol)
+        options = options or ClientOptions()
+        if parsed.ssl and not options.ssl:
+            options = options.with_ssl()
+        super().__init__(parsed.hostport, parsed.protocol, metrics_url=metrics_url, options=options)
+        self.name = name or parsed.hostport
 
     @property
     def grpc_url(self) -> str:
@@ -32,5 +81,22 @@ class RunningServer(ModelControl):
                              f"measure with protocol={self.protocol!r}")
         return self.url
 
+    def describe(self) -> dict[str, Any]:
+        """What a run record says about this server: name, URL, protocol, version, TLS and the
+        names (never the values) of the headers sent."""
+        return {"name": self.name, "url": self.url, "protocol": self.protocol, "version": self.version,
+                "remote": True, "ssl": self.options.ssl, "headers": sorted(self.options.headers)}
+
     def __repr__(self) -> str:
         return f"RunningServer({self.url!r}, {self.protocol!r})"
+
+
+def headers_from_items(items: list[str] | tuple[str, ...]) -> Mapping[str, str]:
+    """``["Authorization=Bearer x"]`` (``--header``) -> ``{"Authorization": "Bearer x"}``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"header {item!r}: write NAME=VALUE")
+        out[key.strip()] = value
+    return out

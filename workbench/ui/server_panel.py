@@ -14,7 +14,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from workbench.server import ServerError, TritonServer
+from workbench.server import RunningServer, ServerError, TritonServer
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.render import error_list
 from workbench.ui.state import WorkbenchState
@@ -44,6 +44,7 @@ class ServerPanel:
     def __init__(self, state: WorkbenchState | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
         self._log_stop: threading.Event | None = None
+        self._remote_version = "?"
         self.index: list[dict] = []
         c = self.controls = {}
         self.ops = TaskControls("start server", run_tooltip="start tritonserver on this repository",
@@ -60,6 +61,9 @@ class ServerPanel:
         c["reload"] = widgets.Button(description="reload", icon="refresh", disabled=True,
                                      tooltip="load again from disk (after writing a new version of the directory)")
         c["refresh"] = widgets.Button(description="refresh", icon="sync", disabled=True)
+        c["url"] = widgets.Text(placeholder="grpc://host:8001 or http://host:8000", description="remote URL")
+        c["connect"] = widgets.Button(description="connect", icon="plug",
+                                      tooltip="use a tritonserver someone else runs (explicit model control)")
         c["models"] = widgets.HTML()
         c["notice"] = widgets.HTML()
         c["error"] = widgets.HTML()
@@ -71,13 +75,15 @@ class ServerPanel:
         c["unload"].on_click(lambda _b: self._model_op("unload"))
         c["reload"].on_click(lambda _b: self._model_op("reload"))
         c["refresh"].on_click(lambda _b: self.refresh())
+        c["connect"].on_click(lambda _b: self.connect(c["url"].value))
         self.state.observe(lambda change: setattr(c["model"], "value", change["new"]), names="name")
         # a server started in code (app.state.server = TritonServer(...).start()) is shown too
         self.state.observe(lambda change: self._show_running(change["new"] is not None and change["new"].running),
                            names="server")
         self.state.observe(self._rewritten, names="written")
         self.widget = widgets.VBox([
-            widgets.HBox([self.ops.widget, c["stop"]]), c["load_on_start"], c["server_info"],
+            widgets.HBox([self.ops.widget, c["stop"]]), c["load_on_start"], widgets.HBox([c["url"], c["connect"]]),
+            c["server_info"],
             widgets.HBox([c["model"], c["load"], c["unload"], c["reload"], c["refresh"]]),
             c["models"], c["notice"], c["error"], c["log"],
         ])
@@ -97,7 +103,13 @@ class ServerPanel:
         for key in ("load", "unload", "reload", "refresh"):
             c[key].disabled = not running
         server = self.server
-        if running and server is not None:
+        c["connect"].disabled = running and not isinstance(server, RunningServer)
+        c["stop"].description = "disconnect" if isinstance(server, RunningServer) else "stop server"
+        if running and isinstance(server, RunningServer):
+            c["server_info"].value = (f"<b style='color:#1b5e20'>connected</b> to Triton "
+                                      f"{html.escape(self._remote_version)} at {html.escape(server.protocol)}://"
+                                      f"{html.escape(server.url)} (someone else's server: it is never stopped here)")
+        elif running and server is not None:
             ports = ", ".join(f"{k} {v}" for k, v in server.ports.items())
             try:
                 version = server.version
@@ -163,10 +175,35 @@ class ServerPanel:
 
         self._run("start", start_and_load)
 
+    def connect(self, url: str) -> None:
+        """Use the server at ``url`` (see `RunningServer`): load, unload and the sweep then act on it,
+        and "disconnect" only forgets it. Refused while this panel's own server runs."""
+        if self.server is not None and self.server.running and not isinstance(self.server, RunningServer):
+            self.controls["error"].value = error_list(["stop the local server before connecting to another"])
+            return
+        try:
+            remote = RunningServer(url.strip())
+        except (ValueError, OSError) as err:
+            self.controls["error"].value = error_list([f"cannot connect: {err}"])
+            return
+
+        def reach(progress, cancel):
+            progress(0, 1, f"connecting to {remote.url}")
+            self._remote_version = remote.version  # unreachable: the task fails and says why
+            self.state.server = remote
+            progress(1, 1, f"connected to Triton {self._remote_version}")
+
+        self._run(f"connect to {url}", reach)
+
     def stop(self) -> None:
-        """Stop the server in the background (its models are unloaded first)."""
+        """Stop the server in the background (its models are unloaded first); a remote one is only
+        forgotten."""
         server = self.server
         if server is None:
+            return
+        if isinstance(server, RunningServer):
+            server.close()
+            self.state.server = None
             return
 
         def stop_server(progress, cancel):
@@ -215,6 +252,8 @@ class ServerPanel:
         """Stop the server now (blocking): for notebook teardown and tests."""
         if self._log_stop is not None:
             self._log_stop.set()
-        if self.server is not None:
+        if isinstance(self.server, RunningServer):
+            self.server.close()
+        elif self.server is not None:
             self.server.stop()
         self._show_running(False)

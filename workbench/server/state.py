@@ -1,0 +1,66 @@
+"""What a server has loaded, so work that loads its own variants (a sweep) can leave it as it was.
+
+A snapshot holds, per model it was asked about, the config the server was serving it with (or
+that it was not loaded); restoring loads each one back with that config, or unloads it. Only the
+models named are read and touched: every other model on the server is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+__all__ = ["ModelState", "snapshot", "restore", "describe_server"]
+
+_LOADED = ("READY",)
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """``configs``: model name -> the config JSON it was served with, or None when not loaded."""
+
+    configs: Mapping[str, dict | None]
+
+    def loaded(self) -> list[str]:
+        return sorted(name for name, config in self.configs.items() if config is not None)
+
+
+def snapshot(server: Any, names: Iterable[str]) -> ModelState:
+    """The state of models ``names`` on ``server`` (a `TritonServer` or `RunningServer`)."""
+    ready = {row["name"] for row in server.index() if row.get("state") in _LOADED}
+    configs: dict[str, dict | None] = {}
+    for name in names:
+        configs[name] = _served_config(server, name) if name in ready else None
+    return ModelState(configs)
+
+
+def _served_config(server: Any, name: str) -> dict:
+    """The served config as a load override takes it (Triton's JSON, checked by ModelConfig)."""
+    from workbench.server.control import config_to_json
+
+    return json.loads(config_to_json(server.model_config(name)))
+
+
+def restore(server: Any, state: ModelState) -> list[str]:
+    """Put every model of ``state`` back: loaded with its config, or unloaded. Returns what was
+    done (``"loaded m"``/``"unloaded m"``); an error names the model and stops."""
+    done = []
+    ready = {row["name"] for row in server.index() if row.get("state") in _LOADED}
+    for name, config in state.configs.items():
+        if config is not None:
+            server.load(name, config=config)
+            done.append(f"loaded {name}")
+        elif name in ready:
+            server.unload(name)
+            done.append(f"unloaded {name}")
+    return done
+
+
+def describe_server(server: Any, url: str) -> dict[str, Any]:
+    """The run record's entry for the server measured: its own description where it has one
+    (`RunningServer.describe`), else the URL and version of a server this process started."""
+    describe = getattr(server, "describe", None)
+    if callable(describe):
+        return describe()
+    return {"name": url, "url": url, "version": server.version, "remote": False}
