@@ -36,7 +36,8 @@ from workbench.server import TritonServer
 from workbench.server.errors import ModelLoadError
 from workbench.spec import ModelSpec
 
-pytestmark = pytest.mark.server
+# The first test here may build the backend (about 2 min on 2 idle cores, 15 on a crowded box).
+pytestmark = [pytest.mark.server, pytest.mark.timeout(1800)]
 
 ADD_SPEC = ModelSpec.parse(["INPUT__0,FP32,4", "INPUT__1,FP32,2"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,2"])
 

@@ -14,7 +14,8 @@ from workbench.generate.config import to_text
 from workbench.server.errors import ModelLoadError
 from workbench.spec import ModelSpec
 
-pytestmark = pytest.mark.server
+# The first test here may build the backend (about 2 min on 2 idle cores, 15 on a crowded box).
+pytestmark = [pytest.mark.server, pytest.mark.timeout(1800)]
 
 # --- the PyTorch 2 layout: #11, #14, #18, #19, #20 --------------------------------------------------
 
