@@ -240,7 +240,7 @@ def test_08_jit_switches_that_would_stick_restart_the_server(servers):
 
 def test_17_name_index_gaps_are_refused_before_any_load(servers, tmp_path):
     gap = ModelSpec.parse(["INPUT__0,FP32,4", "INPUT__2,FP32,2"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,2"])
-    with pytest.raises(ptb.PyTorchConfigError, match=r"input indices \[0, 2\] of the NAME__i names must cover 0..1"):
+    with pytest.raises(ptb.PyTorchConfigError, match=r"input indices.* must cover 0..1"):
         ptb.build_pytorch_config("gap", gap)
     cfg = ptb.build_pytorch_config("gap", ADD_SPEC)
     cfg.input[1].name = "INPUT__2"
