@@ -9,7 +9,7 @@ the research (notes/libtorch_findings.md §4) is a test here, named by its numbe
 
 * the same in both, asserted on both: outputs (#27), seed parameters, naming rules, strings,
   KIND_GPU refused (#10), LibTorch's output refusals (#13, #14, #15), Dict inputs (#12), the
-  PyTorch 2 file and device rules (#11, #18, #19), which backend served (#26);
+  PyTorch 2 file and device rules (#11, #19), which backend served (#26);
 * refused before loading because r24.10 would crash or misserve (#7, #16, #17), with the premise
   shown on the bare backend where it costs no server (#1, #5, #16);
 * made true by the launcher: INTRA_OP_THREAD_COUNT measured as busy threads (#6); the stub

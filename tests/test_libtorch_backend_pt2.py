@@ -1,5 +1,5 @@
 """Triton's real PyTorch backend's PyTorch 2 layout (``runtime: "model.py"``) against the twin:
-rows #11, #14, #18, #19 and #20 of the difference table (see tests/test_libtorch_backend.py, whose
+rows #11, #14, #19 and #20 of the difference table (see tests/test_libtorch_backend.py, whose
 fixture and helpers this module shares: a real-backend and a twin server on one repository)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from workbench.spec import ModelSpec
 # The first test here may build the backend (about 2 min on 2 idle cores, 15 on a crowded box).
 pytestmark = [pytest.mark.server, pytest.mark.timeout(1800)]
 
-# --- the PyTorch 2 layout: #11, #14, #18, #19, #20 --------------------------------------------------
+# --- the PyTorch 2 layout: #11, #14, #19, #20 ------------------------------------------------------
 
 PT2_SOURCE = '''
 import torch
@@ -36,8 +36,7 @@ PT2_SPEC = ModelSpec.parse(["x,FP32,4"], ["y,FP32,4", "k,FP32,4"])
 
 def test_pytorch2_layout_alike_on_both(servers):
     """A state dict under the runtime's file rule (net.py -> net.pt, #19), torch.compile off, and
-    an INT64 result for an FP32 output sent as INT64 on both (#14); a TorchScript model.pt alone
-    with runtime model.py is served too (#18)."""
+    an INT64 result for an FP32 output sent as INT64 on both (#14)."""
     torch.manual_seed(1)
     exec_ns: dict = {}
     exec(PT2_SOURCE, exec_ns)

@@ -163,6 +163,17 @@ def test_invalid_parameter_values_name_the_key(layout, key, value, expected):
     assert expected in str(err.value)
 
 
+def test_compile_modes_are_torchs_own():
+    """torch 2.13's error for a bad mode lists its modes; "lite" is one of them (difference #30)."""
+    from workbench.generate.pytorch_backend.layouts import TORCH_COMPILE_MODES, parameter_problems
+
+    with pytest.raises(RuntimeError) as err:
+        torch.compile(torch.nn.Identity(), mode="fastest")
+    listed = str(err.value).split("should be one of:")[1]
+    assert sorted(m.strip() for m in listed.split(",")) == sorted(TORCH_COMPILE_MODES)
+    assert not parameter_problems("TORCH_COMPILE_OPTIONAL_PARAMETERS", '{"mode": "lite"}', ptb.PYTORCH2)
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ptb.PyTorchConfigError) as err:
         ptb.build_pytorch_config("m", TS_SPEC, parameters={"INFERENCE_MODE": "maybe", "INTRA_OP_THREAD_COUNT": "0"})
