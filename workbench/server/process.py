@@ -23,6 +23,7 @@ import atexit
 import dataclasses
 import itertools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -38,6 +39,7 @@ from typing import Callable, Mapping
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
+from workbench.server.cache import cache_args
 from workbench.server.control import ModelControl
 from workbench.server.handover import HandedOver
 from workbench.server.discovery import TritonInstall, find_tritonserver
@@ -70,7 +72,10 @@ class TritonServer(HandedOver):
     ``metrics_url`` is the full Prometheus URL. Use as a context manager, or call ``start()`` and
     ``stop()``; the process never outlives this Python process. Model control (``load``,
     ``index``, ``stats``...) is ``control``'s (a `ModelControl` over HTTP), the output is ``log``'s
-    (a `ServerLog`); the methods of the same names here hand over to them.
+    (a `ServerLog`); the methods of the same names here hand over to them. ``model_config_name``
+    serves each model with its ``configs/<name>.pbtxt`` (config.pbtxt where it has none);
+    ``response_cache`` None starts the server with a local response cache when a model's config
+    enables one.
     """
 
     def __init__(
@@ -85,6 +90,8 @@ class TritonServer(HandedOver):
         log_verbose: int = 0,
         extra_args: tuple[str, ...] | list[str] = (),
         env: Mapping[str, str] | None = None,
+        model_config_name: str | None = None,
+        response_cache: bool | None = None,
         pytorch_backend: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
@@ -105,6 +112,11 @@ class TritonServer(HandedOver):
                 raise ValueError(f"extra_args may not set {arg!r}: each server gets its own shm prefix")
         self.extra_args = tuple(extra)
         self.extra_env = dict(env or {})
+        if model_config_name is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]+", model_config_name):
+            raise ValueError(f"model_config_name {model_config_name!r} must be a configs/<name>.pbtxt name")
+        # --model-config-name: each model is served with configs/<name>.pbtxt where it has one
+        self.model_config_name = model_config_name
+        self.response_cache = response_cache  # None: when a model asks (workbench.server.cache)
         self.install: TritonInstall = find_tritonserver(binary)
         backend = find_pytorch_backend(self.install, pytorch_backend)
         if backend is not None and backend.backend_dir != self.install.backend_dir:
@@ -182,7 +194,13 @@ class TritonServer(HandedOver):
             args.append(f"--exit-timeout-secs={_EXIT_TIMEOUT_SECS}")
         if self.install.backend_dir is not None:
             args.append(f"--backend-directory={self.install.backend_dir}")
-        return args + list(self.extra_args)
+        if self.model_config_name:
+            args.append(f"--model-config-name={self.model_config_name}")
+        return args + self._cache_args() + list(self.extra_args)
+
+    def _cache_args(self) -> list[str]:
+        return cache_args(self.model_repository, self.model_config_name, self.response_cache,
+                          self.install.cache_dir, self.extra_args)
 
     # ---- lifecycle -------------------------------------------------------------------------
 

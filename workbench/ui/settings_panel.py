@@ -14,6 +14,7 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench import generate
+from workbench.generate import options
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS
 from workbench.coremap import CoreRange, CoreRangeError
@@ -27,6 +28,10 @@ _BATCHING_MODES = {
     "one model call per request": True,  # upstream --disable_batch_requests_to_neuron
 }
 
+
+_TRITON_CONTROLS = ("instance_group_kind", "rate_limiter_resources", "rate_limiter_priority", "preserve_ordering",
+                    "priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy",
+                    "optional_inputs", "warmup", "warmup_data", "response_cache", "version_policy")
 
 _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_model_class", "model class", "e.g. LlamaForSampling"),
@@ -47,6 +52,35 @@ def _tnx_value(key: str, label: str, text: str):
         return int(text)
     except ValueError:
         raise SpecError(f"transformers-neuronx {label}: {text!r} is not a whole number") from None
+
+
+def _triton_fields(c: dict) -> dict:
+    """The Triton config fields of the "Triton config" controls, as GenerateSettings keywords; blank
+    text means the field is not written. OptionError names a malformed value."""
+    def items(text: str, separator: str = ",") -> list[str]:
+        return [part.strip() for part in text.split(separator) if part.strip()]
+
+    resources = tuple(options.parse_resource(r) for r in items(c["rate_limiter_resources"].value))
+    priority = c["rate_limiter_priority"].value
+    queue = c["default_queue_policy"].value.strip()
+    version = c["version_policy"].value.strip()
+    batcher = dict(
+        preserve_ordering=c["preserve_ordering"].value,
+        priority_levels=c["priority_levels"].value,
+        default_priority_level=c["default_priority_level"].value,
+        default_queue_policy=options.parse_queue_policy(queue) if queue else None,
+        priority_queue_policy=dict(options.parse_priority_queue_policy(p)
+                                   for p in items(c["priority_queue_policy"].value, ";")),
+    ) if c["dynamic_batching"].value else {}  # greyed out (and not applied) without the dynamic batcher
+    return dict(
+        instance_group_kind=c["instance_group_kind"].value,
+        rate_limiter=options.RateLimiter(resources, priority) if resources or priority else None,
+        **batcher,
+        optional_inputs=items(c["optional_inputs"].value),
+        model_warmup=[options.Warmup(count=c["warmup"].value, data=c["warmup_data"].value)] if c["warmup"].value else [],
+        response_cache=True if c["response_cache"].value else None,
+        version_policy=options.parse_version_policy(version) if version else None,
+    )
 
 
 def _parse_sizes(text: str) -> list[int]:
@@ -109,12 +143,38 @@ class SettingsPanel:
         for key, label, hint in _TNX_FIELDS:
             c[key] = widgets.Text(value="", description=label, placeholder=hint, **on_enter)
         c["tnx_amp"] = widgets.Dropdown(options=("", *TNX_AMPS), value="", description="amp", style=style)
+        # Triton config fields (model_config.proto); blank or 0 leaves a field out
+        c["instance_group_kind"] = widgets.Dropdown(options=("KIND_MODEL", "KIND_CPU", "KIND_AUTO"),
+                                                    description="instance kind", style=style)
+        c["rate_limiter_resources"] = widgets.Text(description="rate limiter resources", placeholder="e.g. R1:1,R2:2",
+                                                   **on_enter)
+        c["rate_limiter_priority"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
+                                                            description="rate limiter priority", style=style)
+        c["preserve_ordering"] = widgets.Checkbox(value=False, description="preserve ordering", indent=False)
+        c["priority_levels"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000, description="priority levels",
+                                                      style=style)
+        c["default_priority_level"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
+                                                             description="default priority", style=style)
+        c["default_queue_policy"] = widgets.Text(description="default queue policy",
+                                                 placeholder="e.g. max_queue_size=16,timeout_action=REJECT",
+                                                 layout=widgets.Layout(width="640px"), **on_enter)
+        c["priority_queue_policy"] = widgets.Text(description="priority queue policies",
+                                                  placeholder="e.g. 2:max_queue_size=4; 1:timeout_action=DELAY",
+                                                  layout=widgets.Layout(width="640px"), **on_enter)
+        c["optional_inputs"] = widgets.Text(description="optional inputs", placeholder="e.g. INPUT__1", **on_enter)
+        c["warmup"] = widgets.BoundedIntText(value=0, min=0, max=1000, description="warm-up runs", style=style,
+                                             tooltip="runs of a sample built from the inputs before READY (0: none)")
+        c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
+        c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False)
+        c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
+                                           **on_enter)
         c["core_map"] = widgets.HTML()
         c["problems"] = widgets.HTML()
         c["warnings"] = widgets.HTML()
         for key in ("name", "compiled_model", "copy_compiled_model", "target", "framework", "dynamic_batching",
                     "preferred_batch_sizes", "max_queue_delay_us", "core_range", "instance_count",
-                    "threads_per_core", "batching_mode", "cpu_affinity", "tnx_amp", *(f[0] for f in _TNX_FIELDS)):
+                    "threads_per_core", "batching_mode", "cpu_affinity", "tnx_amp", *(f[0] for f in _TNX_FIELDS),
+                    *_TRITON_CONTROLS):
             c[key].observe(lambda _change: self._changed(), names="value")
         c["max_batch_size"].observe(self._batch_size_changed, names="value")
         self.widget = widgets.VBox([
@@ -129,6 +189,12 @@ class SettingsPanel:
             widgets.HTML("<h4 style='margin:4px 0'>Cores and instances</h4>"),
             widgets.HBox([c["core_range"], c["instance_count"], c["threads_per_core"]]),
             c["cpu_affinity"], c["core_map"],
+            widgets.HTML("<h4 style='margin:4px 0'>Triton config</h4>"),
+            widgets.HBox([c["instance_group_kind"], c["rate_limiter_resources"], c["rate_limiter_priority"]]),
+            widgets.HBox([c["preserve_ordering"], c["priority_levels"], c["default_priority_level"]]),
+            c["default_queue_policy"], c["priority_queue_policy"],
+            widgets.HBox([c["optional_inputs"], c["warmup"], c["warmup_data"]]),
+            widgets.HBox([c["response_cache"], c["version_policy"]]),
         ])
         self.tnx_box = widgets.VBox([
             widgets.HTML("<h4 style='margin:4px 0'>transformers-neuronx sampling</h4>"),
@@ -209,7 +275,7 @@ class SettingsPanel:
     # --- settings out ----------------------------------------------------------------------------
 
     def build_settings(self) -> generate.GenerateSettings:
-        """The settings the controls describe; a SpecError names a malformed control value."""
+        """The settings the controls describe; a SpecError (or OptionError) names a malformed control value."""
         c = self.controls
         delay_text = c["max_queue_delay_us"].value.strip()
         try:
@@ -239,6 +305,7 @@ class SettingsPanel:
             cpu_affinity=c["cpu_affinity"].value,
             tnx_amp=c["tnx_amp"].value or None,
             **{key: _tnx_value(key, label, c[key].value) for key, label, _hint in _TNX_FIELDS},
+            **_triton_fields(c),
         )
 
     def _show_core_map(self) -> None:
@@ -254,7 +321,9 @@ class SettingsPanel:
         if self._building:
             return
         c = self.controls
-        c["preferred_batch_sizes"].disabled = c["max_queue_delay_us"].disabled = not c["dynamic_batching"].value
+        for key in ("preferred_batch_sizes", "max_queue_delay_us", "preserve_ordering", "priority_levels",
+                    "default_priority_level", "default_queue_policy", "priority_queue_policy"):
+            c[key].disabled = not c["dynamic_batching"].value  # dynamic batcher fields
         c["cpu_affinity"].disabled = c["target"].value != "cpu"
         self.tnx_box.layout.display = None if c["framework"].value == "transformers_neuronx" else "none"
         self._show_core_map()
@@ -263,7 +332,7 @@ class SettingsPanel:
             settings = self.build_settings()
             generated = generate.render(settings)
             problems = []
-        except SpecError as err:
+        except (SpecError, options.OptionError) as err:
             settings, problems = None, [str(err)]
         except generate.GenerateError as err:
             problems = err.problems

@@ -29,10 +29,11 @@ PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": pl
 
 
 def table_html(result: SweepResult) -> str:
-    """The readable columns of a run, floats rounded."""
+    """The readable columns of a run, floats rounded, under which engine measured it and why."""
     if result.frame.empty:
         return "<i>no points yet</i>"
-    return result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
+    note = f"<div><i>{html.escape(result.engine_note)}</i></div>" if result.engine_note else ""
+    return note + result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
 
 
 def best_html(result: SweepResult, budget_ms: float | None) -> str:
@@ -61,8 +62,12 @@ class SweepPanel:
                                                  style=style)
         c["max_windows"] = widgets.BoundedIntText(value=10, min=1, max=100, description="max windows", style=style)
         c["stable_windows"] = widgets.BoundedIntText(value=3, min=1, max=20, description="stable windows", style=style)
+        c["time_limit_s"] = widgets.BoundedFloatText(value=30.0, min=0, max=3600, step=5, description="time limit (s)",
+                                                     style=style, tooltip="seconds a point may keep measuring until it "
+                                                     "is stable (0: stop after max windows)")
         c["protocol"] = widgets.Dropdown(options=("grpc", "http"), description="protocol", style=style)
-        c["engine"] = widgets.Dropdown(options=ENGINES, value="workbench", description="measured by", style=style)
+        c["engine"] = widgets.Dropdown(options=ENGINES, value="auto", description="measured by", style=style,
+                                       tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
         c["perf_analyzer"] = widgets.Text(value="", description="perf_analyzer", style=style,
                                           placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
@@ -91,7 +96,7 @@ class SweepPanel:
         self.widget = widgets.VBox([
             widgets.HBox([c["batch_sizes"], c["allocations"], c["concurrency"]]),
             widgets.HBox([c["core_range"], c["protocol"], c["budget_ms"]]),
-            widgets.HBox([c["window_s"], c["stable_windows"], c["max_windows"]]),
+            widgets.HBox([c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]]),
             widgets.HBox([c["engine"], c["perf_analyzer"]]),
             widgets.HBox([c["runs_dir"], c["label"]]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
@@ -113,7 +118,8 @@ class SweepPanel:
         c = self.controls
         return MeasureSettings(engine=c["engine"].value, perf_analyzer=c["perf_analyzer"].value.strip() or None,
                                protocol=c["protocol"].value, window_s=c["window_s"].value,
-                               stable_windows=c["stable_windows"].value, max_windows=c["max_windows"].value)
+                               stable_windows=c["stable_windows"].value, max_windows=c["max_windows"].value,
+                               time_limit_s=c["time_limit_s"].value or None)
 
     def _show_grid_size(self) -> None:
         try:
