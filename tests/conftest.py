@@ -7,12 +7,17 @@ the test fails. Use the module-scoped one to share one server across a test modu
 ``neuron_fakes`` makes the FAKE Neuron SDK packages of tests/fake_neuron/ importable in this
 process (fresh for each test) and gives the fake_neuron_record module, whose ``CALLS`` lists the
 SDK calls made.
+
+``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by ../shared's
+script), or a skip that says why.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -77,3 +82,32 @@ def neuron_fakes(monkeypatch) -> Iterator[Any]:
         yield fake_neuron_record
     finally:
         _forget_fakes()
+
+
+# --- Triton's real PyTorch (LibTorch) backend ------------------------------------------------
+
+_BUILD_SCRIPT = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "build_libtorch_backend.sh"
+
+
+@pytest.fixture(scope="session")
+def libtorch_backend_dir() -> Path:
+    """A backend directory with Triton's real PyTorch backend for the wheel's tritonserver:
+    ``$WORKBENCH_LIBTORCH_BACKEND``, else what ``../shared/tools/build_libtorch_backend.sh`` builds
+    for this interpreter (once: it caches by tag under ~/.cache, so a rerun takes seconds). Skips,
+    saying why, where neither exists (tests then cover the Python-backend twin alone)."""
+    from workbench.server.pytorch import ENV_VAR
+
+    named = os.environ.get(ENV_VAR)
+    if named:
+        return Path(named)
+    if not _BUILD_SCRIPT.is_file():
+        pytest.skip(f"no real PyTorch backend: ${ENV_VAR} is unset and {_BUILD_SCRIPT} is absent "
+                    "(the PyTorch-backend tests cover the Python-backend twin only)")
+    started = time.monotonic()
+    done = subprocess.run(["bash", str(_BUILD_SCRIPT), sys.executable], capture_output=True, text=True,
+                          timeout=1500)
+    if done.returncode != 0:
+        pytest.fail(f"{_BUILD_SCRIPT} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    backend_dir = Path(done.stdout.strip().splitlines()[-1])
+    print(f"\nLibTorch backend: {backend_dir} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
+    return backend_dir

@@ -163,6 +163,17 @@ def test_invalid_parameter_values_name_the_key(layout, key, value, expected):
     assert expected in str(err.value)
 
 
+def test_compile_modes_are_torchs_own():
+    """torch 2.13's error for a bad mode lists its modes; "lite" is one of them (difference #30)."""
+    from workbench.generate.pytorch_backend.layouts import TORCH_COMPILE_MODES, parameter_problems
+
+    with pytest.raises(RuntimeError) as err:
+        torch.compile(torch.nn.Identity(), mode="fastest")
+    listed = str(err.value).split("should be one of:")[1]
+    assert sorted(m.strip() for m in listed.split(",")) == sorted(TORCH_COMPILE_MODES)
+    assert not parameter_problems("TORCH_COMPILE_OPTIONAL_PARAMETERS", '{"mode": "lite"}', ptb.PYTORCH2)
+
+
 def test_every_problem_is_reported_at_once():
     with pytest.raises(ptb.PyTorchConfigError) as err:
         ptb.build_pytorch_config("m", TS_SPEC, parameters={"INFERENCE_MODE": "maybe", "INTRA_OP_THREAD_COUNT": "0"})
@@ -342,11 +353,16 @@ def test_libtorch_layouts_read_the_backend_directory(tmp_path):
     assert ptb.libtorch_layouts(None) == ()
     assert ptb.libtorch_layouts(tmp_path) == ()
     (tmp_path / "pytorch").mkdir()
+    assert ptb.libtorch_layouts(tmp_path) == (), "a pytorch/ folder without the library serves nothing natively"
     (tmp_path / "pytorch" / "libtriton_pytorch.so").write_bytes(b"")
     assert ptb.libtorch_layouts(tmp_path) == (ptb.TORCHSCRIPT,)
     (tmp_path / "pytorch" / "model.py").write_text("")
     (tmp_path / "python").mkdir()
+    assert ptb.libtorch_layouts(tmp_path) == (ptb.TORCHSCRIPT,), "the PyTorch 2 runtime needs the python backend"
+    (tmp_path / "python" / "libtriton_python.so").write_bytes(b"")
     assert ptb.libtorch_layouts(tmp_path) == (ptb.TORCHSCRIPT, ptb.PYTORCH2)
+    (tmp_path / "pytorch" / "libtriton_pytorch.so").unlink()
+    assert ptb.libtorch_layouts(tmp_path) == (ptb.PYTORCH2,)
 
 
 def test_preview_says_which_backend_serves(tmp_path):
@@ -354,18 +370,24 @@ def test_preview_says_which_backend_serves(tmp_path):
     emulated = ptb.preview_serving(cfg, gpu_available=False)
     assert emulated.served_as == ptb.SERVED_AS_PYTHON == "Python backend emulating the PyTorch backend"
     assert "served as: Python backend emulating the PyTorch backend" in emulated.text()
-    assert "KIND_GPU instance group served as KIND_CPU: no GPU on this machine" in emulated.notes
+    assert any(n.startswith("KIND_GPU instance group: no GPU on this machine, so Triton refuses to load it")
+               for n in emulated.notes), emulated.notes
+    assert "kind: KIND_GPU" in emulated.served_config_text, "the twin is not rewritten to KIND_CPU: Triton refuses both"
     assert 'backend: "python"' in emulated.served_config_text and 'backend: "pytorch"' in emulated.config_text
     (tmp_path / "pytorch").mkdir()
+    (tmp_path / "pytorch" / "libtriton_pytorch.so").write_bytes(b"")
     real = ptb.preview_serving(cfg, backend_dir=tmp_path)
     assert real.served_as == ptb.SERVED_AS_LIBTORCH == "PyTorch backend (LibTorch)"
     assert real.served_config_text == real.config_text and "twin" not in real.text()
+    assert f"backend directory {tmp_path}" in real.notes
+    assert "KIND_GPU: Triton refuses it on a machine without a GPU" in real.notes
 
 
 def test_plan_serving_real_backend_or_twin(tmp_path):
     repo, twins, backends = tmp_path / "repo", tmp_path / "twins", tmp_path / "backends"
     ptb.write_torchscript_model(repo, CASES["torchscript_default"], torch.jit.script(AddSub().eval()))
     (backends / "pytorch").mkdir(parents=True)
+    (backends / "pytorch" / "libtriton_pytorch.so").write_bytes(b"")
     real = ptb.plan_serving(repo / "ts_model", backend_dir=backends, twin_repository=twins)
     assert (real.served_as, real.repository) == (ptb.SERVED_AS_LIBTORCH, repo)
     assert not twins.exists(), "the real backend needs no twin"
@@ -401,7 +423,8 @@ def test_twin_notes_what_differs_from_libtorch():
     cfg = ptb.build_pytorch_config("m", TS_SPEC, instance_count=2, parameters={
         "INTRA_OP_THREAD_COUNT": 1, "ENABLE_WEIGHT_SHARING": True, "ENABLE_CACHE_CLEANING": True})
     twin, notes = ptb.emulation_config(cfg, gpu_available=False)
-    assert any("thread counts apply per instance here" in n for n in notes)
+    assert any(n.startswith("INTRA_OP_THREAD_COUNT: the twin sets torch's threads in each instance's own process")
+               and "OMP_NUM_THREADS" in n for n in notes), notes
     assert any("ENABLE_WEIGHT_SHARING is not emulated" in n for n in notes)
     assert "ENABLE_CACHE_CLEANING has no effect without a GPU" in notes
     assert parameters_of(twin)["INTRA_OP_THREAD_COUNT"] == "1"

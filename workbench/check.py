@@ -87,9 +87,15 @@ def torch_eager(module) -> Eager:
 
 def eager_reference(model_dir: str | Path) -> Eager:
     """In-process outputs for a generated model directory: its COMPILED_MODEL loaded on the CPU
-    (a Neuron artifact's CPU twin when there is no Neuron device), run eagerly on numpy inputs."""
+    (a Neuron artifact's CPU twin when there is no Neuron device), or the module of a PyTorch-backend
+    directory, run eagerly on numpy inputs."""
     model_dir = Path(model_dir)
-    params = parameters_of(read_config(model_dir))
+    config = read_config(model_dir)
+    if config.backend == "pytorch" or config.platform == "pytorch_libtorch":  # Triton's PyTorch backend
+        from workbench.generate.pytorch_backend import eager_module
+
+        return torch_eager(eager_module(model_dir))
+    params = parameters_of(config)
     compiled = params.get("COMPILED_MODEL", "")
     if not compiled:
         raise CheckError(f"{model_dir}/config.pbtxt has no COMPILED_MODEL; pass reference= to check outputs")

@@ -116,8 +116,9 @@ def variant_config(
     cfg.CopyFrom(base)
     group = cfg.instance_group[0] if cfg.instance_group else cfg.instance_group.add(kind="KIND_MODEL")
     group.count = allocation.instances
-    for key, value in CoreRange(core_start, core_start + allocation.cores - 1).parameters().items():
-        cfg.parameters[key].string_value = value
+    if cfg.backend != "pytorch":  # Triton's PyTorch backend pins no cores and reads no such keys
+        for key, value in CoreRange(core_start, core_start + allocation.cores - 1).parameters().items():
+            cfg.parameters[key].string_value = value
     if max_batch_size is not None:
         cfg.max_batch_size = int(max_batch_size)
     if batching is not None:
@@ -253,6 +254,9 @@ class SweepPlan:
             core_range = CoreRange.from_parameters(parameters_of(base))
         except CoreRangeError as err:
             raise SweepError(f"model {base.name!r}: {err}") from None
+        if core_range is None and base.backend == "pytorch":
+            # Triton's PyTorch backend pins no cores: its allocations count instances on this machine's CPUs
+            return CoreRange(0, max(len(usable_cpu_ids()), 1) - 1)
         if core_range is None:
             raise SweepError(f"model {base.name!r} has no NEURON_CORE_START_INDEX/END_INDEX parameters; "
                              "give the sweep a core range such as 0:1")

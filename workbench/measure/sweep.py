@@ -274,6 +274,8 @@ def run_sweep(
                     server.load(name, config=variant.config, timeout=load_timeout_s)
                     loaded = True
                     load_error = None
+                    if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
+                        record.setdefault("served_by", {})[variant.label] = server.served_by(name)
                 except Exception as err:  # Triton refused this variant: record it and go on with the rest
                     if not getattr(server, "running", True):
                         raise

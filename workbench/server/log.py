@@ -39,6 +39,12 @@ class ServerLog:
             self._kept = self.lines()[-_KEEP_LOG_LINES:]
             self.path = None
 
+    def note(self, text: str) -> None:
+        """Add a line of the workbench's own to the log (why it restarted the server, say)."""
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as log:
+                log.write(text.rstrip("\n") + "\n")
+
     def lines(self) -> list[str]:
         if self.path is None:
             return list(self._kept)

@@ -11,12 +11,16 @@ Why it looks like this:
   the guard takes the whole group down. ``stop()`` does the same on purpose.
 * Output goes to a log file in a per-server run directory (`log.ServerLog` reads and follows
   it); load or start failures quote it.
+* Loads go through `pytorch.PyTorchServing`: a PyTorch-backend model is served by Triton's real
+  PyTorch backend where one is found (``pytorch_backend=``, ``$WORKBENCH_LIBTORCH_BACKEND``, the
+  server's own backend directory), else by its Python-backend twin; settings that backend takes
+  only at process start may restart the server (``restart``: same ports, same log).
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
+import dataclasses
 import itertools
 import os
 import re
@@ -30,17 +34,19 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
 from workbench.server.cache import cache_args
 from workbench.server.control import ModelControl
+from workbench.server.handover import HandedOver
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
 from workbench.server.log import ServerLog
 from workbench.server.ports import check_port_free, hostport, is_listening, pick_ports, requested_ports
+from workbench.server.pytorch import PyTorchServing, find_pytorch_backend
 from workbench.tasks import Cancelled
 
 __all__ = ["TritonServer"]
@@ -59,17 +65,7 @@ _counter = itertools.count()
 _running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
 
 
-def _handed_to_control(name: str) -> Callable[..., Any]:
-    """A method of TritonServer that is ``ModelControl``'s method ``name`` on its ``control``."""
-    @functools.wraps(getattr(ModelControl, name))
-    def method(self: "TritonServer", *args: Any, **kwargs: Any) -> Any:
-        return getattr(self.control, name)(*args, **kwargs)
-
-    method.__qualname__ = f"TritonServer.{name}"
-    return method
-
-
-class TritonServer:
+class TritonServer(HandedOver):
     """A tritonserver process with explicit model control.
 
     ``http_url`` and ``grpc_url`` are ``host:port`` (what tritonclient's clients take);
@@ -96,6 +92,7 @@ class TritonServer:
         env: Mapping[str, str] | None = None,
         model_config_name: str | None = None,
         response_cache: bool | None = None,
+        pytorch_backend: str | os.PathLike[str] | bool | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -121,6 +118,11 @@ class TritonServer:
         self.model_config_name = model_config_name
         self.response_cache = response_cache  # None: when a model asks (workbench.server.cache)
         self.install: TritonInstall = find_tritonserver(binary)
+        backend = find_pytorch_backend(self.install, pytorch_backend)
+        if backend is not None and backend.backend_dir != self.install.backend_dir:
+            self.install = dataclasses.replace(self.install, backend_dir=backend.backend_dir)
+        self.pytorch = PyTorchServing(self, backend)
+        self._restarting = False
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
         self.run_dir: Path | None = None
@@ -252,6 +254,7 @@ class TritonServer:
     def _spawn(self) -> None:
         assert self.log.path is not None
         env = self.install.env()
+        env.update(self.pytorch.environment())
         env.update(self.extra_env)
         with open(self.log.path, "ab") as log:
             log.write(("$ " + " ".join(self.command()) + "\n").encode())
@@ -321,6 +324,31 @@ class TritonServer:
         if any(a.replace(" ", "=") in ("--allow-metrics=false", "--allow-metrics=0") for a in self.extra_args):
             return True
         return is_listening(self.host, self._port("metrics"))
+
+    def restart(self, timeout: float = 120.0) -> None:
+        """Stop the process (its models are unloaded) and start it again on the same ports, run
+        directory and log, with the environment worked out again: for what Triton's backends read
+        only when the process starts. Log followers keep following."""
+        with self._lock:
+            self.require_running()
+            self._restarting = True
+            try:
+                self._stop_process(timeout=30)
+                for attempt in range(3):  # the old sockets may linger a moment
+                    self._spawn()
+                    try:
+                        self.wait_ready(timeout)
+                        return
+                    except ServerStartError:
+                        if attempt == 2 or not self._lost_port_race():
+                            raise
+                        self._stop_process(timeout=10)
+                        time.sleep(1.0)
+            except BaseException:
+                self.stop()
+                raise
+            finally:
+                self._restarting = False
 
     def stop(self, timeout: float = 30.0) -> None:
         """Graceful SIGTERM (Triton unloads its models), SIGKILL of the whole group after
@@ -405,38 +433,6 @@ class TritonServer:
         if self._process is not None and self._process.returncode is not None:
             return f" (tritonserver exited with code {self._process.returncode}).\n" + self.log.failure_report()
         return ""
-
-    # ---- model control and log, handed over -------------------------------------------------
-
-    @property
-    def control(self) -> ModelControl:
-        """The model-control client of the running server (HTTP)."""
-        if self._control is None:
-            raise ServerError("the server has not been started")
-        return self._control
-
-    load = _handed_to_control("load")
-    unload = _handed_to_control("unload")
-    reload = _handed_to_control("reload")
-    index = _handed_to_control("index")
-    is_model_ready = _handed_to_control("is_model_ready")
-    stats = _handed_to_control("stats")
-    model_config = _handed_to_control("model_config")
-    metrics = _handed_to_control("metrics")
-
-    def log_tail(self, n: int = 50) -> list[str]:
-        """The last ``n`` lines of the server's output (kept after ``stop``)."""
-        return self.log.tail(n)
-
-    def follow_log(self, *, from_start: bool = False, stop: threading.Event | None = None,
-                   poll_interval: float = 0.2) -> Iterator[str]:
-        """Log lines as the server writes them, until ``stop`` is set or the server has stopped
-        and the log is drained (see `ServerLog.follow`)."""
-        return self.log.follow(lambda: self.running, from_start=from_start, stop=stop, poll_interval=poll_interval)
-
-    def follow_log_in_thread(self, callback: Callable[[str], None], *, from_start: bool = False) -> threading.Event:
-        """``callback(line)`` from a daemon thread for each new line; set the event to stop."""
-        return self.log.follow_in_thread(callback, lambda: self.running, from_start=from_start)
 
     def __repr__(self) -> str:
         state = f"running pid {self.pid} http {self.http_url}" if self.running else "stopped"

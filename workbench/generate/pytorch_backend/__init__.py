@@ -11,8 +11,10 @@ Two layouts share ``backend: "pytorch"``:
   ``NUM_INTEROP_THREADS`` and ``TORCH_COMPILE_OPTIONAL_PARAMETERS`` (JSON for ``torch.compile``).
 
 Modules, one concern each: `layouts` (the layouts and the parameters each reads), `configs`
-(build and check a config), `files` (the layouts on disk), `serving` (the real backend or the
-Python-backend twin), `sweep` (parameter grids). What this path shares with the Python backend's
+(build and check a config), `files` (the layouts on disk), `real_backend` (what the real r24.10
+backend does process-wide and what it misserves), `serving` (the real backend or the
+Python-backend twin), `sweep` (parameter grids), `generate` (settings -> the files, for the CLI
+and the settings panel). What this path shares with the Python backend's
 lives once in `workbench.generate.config` (the ModelConfig, parameter strings) and
 `workbench.generate.repository` (atomic writes, version folders).
 """
@@ -27,6 +29,7 @@ from workbench.generate.pytorch_backend.configs import (
     pytorch_problems,
 )
 from workbench.generate.pytorch_backend.files import (
+    eager_module,
     load_pytorch2_module,
     pytorch2_files,
     torchscript_files,
@@ -50,10 +53,13 @@ from workbench.generate.pytorch_backend.serving import (
     SERVED_AS_PYTHON,
     ServingPlan,
     ServingPreview,
+    Twin,
     emulation_config,
     libtorch_layouts,
     plan_serving,
     preview_serving,
+    pytorch2_module_file,
+    twin_of,
     write_emulation_twin,
 )
 from workbench.generate.pytorch_backend.sweep import SWEEP_SETTINGS, sweep_grid, sweep_variant, variant_label
@@ -82,8 +88,12 @@ __all__ = [
     "pytorch2_files",
     "write_pytorch2_model",
     "load_pytorch2_module",
+    "eager_module",
     "libtorch_layouts",
+    "pytorch2_module_file",
     "emulation_config",
+    "Twin",
+    "twin_of",
     "write_emulation_twin",
     "ServingPreview",
     "preview_serving",

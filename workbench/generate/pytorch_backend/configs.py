@@ -68,7 +68,13 @@ def build_pytorch_config(
         for entry in list(cfg.input) + list(cfg.output):
             if entry.data_type == model_config_pb2.TYPE_STRING and list(entry.dims) == [1]:
                 entry.reshape.SetInParent()
-    return check_pytorch_config(cfg)
+    check_pytorch_config(cfg)
+    from workbench.generate.pytorch_backend.real_backend import misserved
+
+    problems = misserved(cfg)  # what the r24.10 backend would answer wrongly is not generated
+    if problems:
+        raise PyTorchConfigError("; ".join(problems))
+    return cfg
 
 
 def check_pytorch_config(cfg: ModelConfig) -> ModelConfig:

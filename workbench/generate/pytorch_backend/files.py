@@ -24,6 +24,7 @@ __all__ = [
     "pytorch2_files",
     "write_pytorch2_model",
     "load_pytorch2_module",
+    "eager_module",
 ]
 
 
@@ -79,8 +80,11 @@ def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict
 
 def _check_forward_signature(cfg: ModelConfig, model: Any) -> None:
     """The config's inputs must fill forward()'s arguments: by name when every input is one of
-    them (LibTorch's first rule), otherwise by count."""
+    them (LibTorch's first rule), otherwise by count. A single ``Dict[str, Tensor]`` argument takes
+    every input, keyed by its config name (libtorch.cc ValidateInputs)."""
     arguments = [a for a in model.forward.schema.arguments if a.name != "self"]
+    if len(arguments) == 1 and arguments[0].type.kind() == "DictType":
+        return
     names = [a.name for a in arguments]
     required = [a.name for a in arguments if not a.has_default_value()]
     inputs = [entry.name for entry in cfg.input]
@@ -178,21 +182,22 @@ def _defined_module_classes(source: str, origin: str) -> list[str]:
     return [node.name for node in tree.body if isinstance(node, ast.ClassDef)]
 
 
-def load_pytorch2_module(version_dir: str | Path, *, name: str = "model") -> Any:
-    """Import ``model.py`` from a PyTorch 2 version folder the way Triton's runtime does (the first
-    ``nn.Module`` subclass in ``dir(module)`` order, built without arguments, ``model.pt`` loaded
-    as its state dict) and return the module in eval mode: the eager reference for a check.
+def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module_file: str = "model.py") -> Any:
+    """Import ``module_file`` from a PyTorch 2 version folder the way Triton's runtime does (the
+    first ``nn.Module`` subclass in ``dir(module)`` order, built without arguments, the file of the
+    same stem with ``.pt`` loaded as its state dict) and return the module in eval mode: the eager
+    reference for a check.
 
     The runtime's rule picks alphabetically, so an *imported* class such as ``Linear`` can win over
     the one the file defines; that is refused here with the class names."""
     import torch
 
     version_dir = Path(version_dir)
-    path = version_dir / "model.py"
+    path = version_dir / module_file
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; the PyTorch 2 layout needs <version>/model.py")
+        raise FileNotFoundError(f"{path} does not exist; the PyTorch 2 layout needs <version>/{module_file}")
     source = path.read_text(encoding="utf-8")
-    defined = _defined_module_classes(source, f"{name} model.py")
+    defined = _defined_module_classes(source, f"{name} {module_file}")
     module_name = f"_workbench_pt2_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
@@ -217,7 +222,7 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model") -> Any
         raise PyTorchConfigError(
             f"{name} model.py: class {picked} must be constructible without arguments (the runtime calls {picked}()): {err}"
         ) from None
-    weights = version_dir / "model.pt"
+    weights = path.with_suffix(".pt")
     if weights.is_file():
         try:
             state = torch.load(weights, map_location="cpu")
@@ -231,3 +236,27 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model") -> Any
         except RuntimeError as err:
             raise PyTorchConfigError(f"{name} model.pt does not fit class {picked}: {err}") from None
     return model.eval()
+
+
+def eager_module(model_dir: str | Path) -> Any:
+    """The module a PyTorch-backend model directory serves, loaded in this process for comparing
+    outputs: the latest version's TorchScript archive, or its PyTorch 2 module (as the runtime picks
+    it: `serving.pytorch2_module_file`) with its state dict."""
+    import torch
+
+    from workbench.generate.config import read_config
+    from workbench.generate.pytorch_backend.serving import pytorch2_module_file
+    from workbench.generate.repository import version_folders
+
+    model_dir = Path(model_dir)
+    cfg = check_pytorch_config(read_config(model_dir))
+    versions = version_folders(model_dir)
+    if not versions:
+        raise PyTorchConfigError(f"{model_dir} has no numeric version folder (e.g. 1/)")
+    latest = versions[-1]
+    artifact = cfg.default_model_filename or "model.pt"
+    if layout_of(cfg) == PYTORCH2:
+        artifact = pytorch2_module_file(cfg, latest)
+        if artifact.endswith(".py"):
+            return load_pytorch2_module(latest, name=cfg.name, module_file=artifact)
+    return torch.jit.load(str(latest / artifact), map_location="cpu").eval()

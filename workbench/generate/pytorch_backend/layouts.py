@@ -25,6 +25,8 @@ __all__ = [
     "TORCH_COMPILE_KEYS",
     "TORCH_COMPILE_MODES",
     "TRUE_SPELLINGS",
+    "FALSE_SPELLINGS",
+    "WORKBENCH_KEYS",
     "layout_of",
     "parameter_table",
     "parameter_problems",
@@ -89,11 +91,17 @@ TORCH_COMPILE_KEYS: dict[str, tuple[type | None, ...]] = {
     "options": (dict,),
     "disable": (bool,),
 }
-TORCH_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+# torch 2.13's list (its error for a bad mode names these five, "lite" included).
+TORCH_COMPILE_MODES = ("default", "lite", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
-# Spellings LibTorch's ParseBoolValue accepts (case-insensitive).
+# Spellings LibTorch's ParseBoolValue accepts: any case, but no surrounding spaces (r24.10 refuses
+# ' true' with "failed to convert ' true' to boolean").
 TRUE_SPELLINGS = ("true", "on", "1")
 FALSE_SPELLINGS = ("false", "off", "0")
+
+# Keys the workbench itself writes into a config it loads (measure/plan.py marks each sweep
+# variant with one, so every variant is a full reload); both runtimes ignore unknown keys.
+WORKBENCH_KEYS = ("WORKBENCH_SWEEP_VARIANT",)
 
 
 def layout_of(cfg: ModelConfig) -> str:
@@ -107,6 +115,8 @@ def parameter_table(layout: str) -> dict[str, Parameter]:
 
 def parameter_problems(key: str, value: str, layout: str) -> list[str]:
     table = parameter_table(layout)
+    if key in WORKBENCH_KEYS:
+        return []
     if key not in table:
         other = TORCHSCRIPT_PARAMETERS if layout == PYTORCH2 else PYTORCH2_PARAMETERS
         if key in other:
@@ -116,8 +126,9 @@ def parameter_problems(key: str, value: str, layout: str) -> list[str]:
         return [f"parameter {key} is not read by the PyTorch backend ({layout} layout); "
                 f"known keys: {', '.join(table)}"]
     spec = table[key]
-    if spec.kind == "bool" and value.strip().lower() not in TRUE_SPELLINGS + FALSE_SPELLINGS:
-        return [f"parameter {key} = {value!r} is not a boolean; use \"true\" or \"false\""]
+    if spec.kind == "bool" and value.lower() not in TRUE_SPELLINGS + FALSE_SPELLINGS:
+        spaces = " (without spaces: Triton refuses them)" if value.strip().lower() in TRUE_SPELLINGS + FALSE_SPELLINGS else ""
+        return [f"parameter {key} = {value!r} is not a boolean; use \"true\" or \"false\"{spaces}"]
     if spec.kind == "count":
         try:
             number = int(value.strip())

@@ -1,13 +1,14 @@
 """Serving a PyTorch-backend model here: the real backend when the server has it, else a Python-backend twin.
 
-The tritonserver in the nvidia-pytriton wheel has no LibTorch backend. What is written for the user
-is always the real layout (``model_repository/<name>``, ready for a Triton container); to serve it
-locally a *twin* is generated from it in a separate repository: the same config with
-``backend: "python"``, the user's files copied next to ``templates/pytorch_runtime.py`` as
-``model.py``, which honours the same parameters. A separate repository keeps the user's directory
-untouched and loadable by a real Triton, and keeps the twin out of the user's repository (Triton
-would otherwise try to load both). Where a tritonserver's backend directory has a ``pytorch``
-folder, the real layout is served as is. ``ServingPlan.served_as`` says which one is running.
+What is written for the user is always the real layout (``model_repository/<name>``, ready for a
+Triton container or a server whose backend directory has the PyTorch backend). Where the server
+has no such backend (the nvidia-pytriton wheel's, unless given the one the shared build script
+makes), the layout is served by a *twin*: the same config with ``backend: "python"``, the user's
+files next to ``templates/pytorch_runtime.py`` as ``model.py``, which honours the same parameters
+and answers as the real backend does (the differences it cannot remove are in its notes).
+`twin_of` builds it in memory (the launcher loads it under the model's own name with Triton's
+load-with-files override, so the user's directory stays untouched); `plan_serving` writes it into
+a separate repository instead. ``served_as`` says which one runs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tritonclient.grpc import model_config_pb2
 from workbench.generate.config import ModelConfig, parameters_of, read_config, to_text
 from workbench.generate.pytorch_backend.configs import check_pytorch_config
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, TRUE_SPELLINGS, PyTorchConfigError, layout_of
+from workbench.generate.pytorch_backend.real_backend import JIT_KEYS, misserved, real_backend_notes, needs_inductor
 from workbench.generate.repository import FileContent, version_folders, write_model_dir
 
 __all__ = [
@@ -31,7 +33,10 @@ __all__ = [
     "RUNTIME_TEMPLATE",
     "TWIN_MODULE_FILE",
     "libtorch_layouts",
+    "pytorch2_module_file",
     "emulation_config",
+    "Twin",
+    "twin_of",
     "write_emulation_twin",
     "ServingPreview",
     "preview_serving",
@@ -47,26 +52,49 @@ TWIN_MODULE_FILE = "pytorch_module.py"
 
 
 def libtorch_layouts(backend_dir: str | Path | None) -> tuple[str, ...]:
-    """The layouts a tritonserver with this ``--backend-directory`` serves natively: TorchScript
-    when it has a ``pytorch`` backend folder, PyTorch 2 as well when that folder carries the
-    Python runtime (``model.py``) and the python backend is installed."""
+    """The layouts a tritonserver with this ``--backend-directory`` serves natively, told by the
+    files: TorchScript needs ``pytorch/libtriton_pytorch.so``; PyTorch 2 needs the backend's runtime
+    ``pytorch/model.py`` and the python backend (``python/libtriton_python.so``), which runs it.
+    (A ``pytorch/`` folder without the library sends even TorchScript configs to that runtime.)"""
     if backend_dir is None:
         return ()
-    pytorch = Path(backend_dir) / "pytorch"
-    if not pytorch.is_dir():
-        return ()
-    layouts = [TORCHSCRIPT]
-    if (pytorch / "model.py").is_file() and (Path(backend_dir) / "python").is_dir():
+    root = Path(backend_dir)
+    layouts = []
+    if (root / "pytorch" / "libtriton_pytorch.so").is_file():
+        layouts.append(TORCHSCRIPT)
+    if (root / "pytorch" / "model.py").is_file() and (root / "python" / "libtriton_python.so").is_file():
         layouts.append(PYTORCH2)
     return tuple(layouts)
 
 
-def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None) -> tuple[ModelConfig, list[str]]:
+def pytorch2_module_file(cfg: ModelConfig, version_dir: str | Path | None = None) -> str:
+    """The file the PyTorch 2 runtime loads from a version folder: ``default_model_filename``, else
+    ``model.py``, else ``model.pt`` (a TorchScript archive), the first that exists (src/model.py
+    ``_get_model_path``); without a folder to look in, the one it tries first."""
+    names = ([cfg.default_model_filename] if cfg.default_model_filename else []) + ["model.py", "model.pt"]
+    if version_dir is not None:
+        found = [name for name in names if (Path(version_dir) / name).is_file()]
+        if not found:
+            raise FileNotFoundError(f"{version_dir} has none of {names}: the PyTorch 2 runtime loads the first of them")
+        return found[0]
+    return names[0]
+
+
+def _state_dict_name(module_file: str) -> str:
+    """The runtime's state dict for a module file: the same stem with ``.pt`` (net.py -> net.pt)."""
+    return module_file.rsplit(".", 1)[0] + ".pt"
+
+
+def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None,
+                     module_file: str | None = None) -> tuple[ModelConfig, list[str]]:
     """The twin's config for the Python backend, and notes on what differs from LibTorch.
 
-    Tensors, batching and parameters are kept; ``PYTORCH_LAYOUT`` and ``PYTORCH_MODEL_FILENAME``
-    tell the runtime what to load (``default_model_filename`` is cleared: the Python backend would
-    look for its own model.py under that name)."""
+    Tensors, batching, instance groups and parameters are kept (a KIND_GPU group on a machine
+    without a GPU is refused by Triton's core for the twin as for the real backend);
+    ``PYTORCH_LAYOUT``, ``PYTORCH_MODEL_FILENAME`` and, for a PyTorch 2 module, ``PYTORCH_STATE_DICT``
+    tell the runtime what to load (``module_file``: what the real runtime would pick, see
+    `pytorch2_module_file`). ``default_model_filename`` is cleared: the Python backend would look
+    for its own model.py under that name."""
     check_pytorch_config(cfg)
     if gpu_available is None:
         import torch
@@ -80,8 +108,15 @@ def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None) -> 
     twin.ClearField("runtime")
     twin.ClearField("default_model_filename")
     twin.parameters["PYTORCH_LAYOUT"].string_value = layout
-    twin.parameters["PYTORCH_MODEL_FILENAME"].string_value = (
-        TWIN_MODULE_FILE if layout == PYTORCH2 else (cfg.default_model_filename or "model.pt"))
+    if layout == PYTORCH2:
+        module_file = module_file or pytorch2_module_file(cfg)
+        if module_file.endswith(".py"):
+            twin.parameters["PYTORCH_MODEL_FILENAME"].string_value = TWIN_MODULE_FILE
+            twin.parameters["PYTORCH_STATE_DICT"].string_value = _state_dict_name(module_file)
+        else:
+            twin.parameters["PYTORCH_MODEL_FILENAME"].string_value = module_file
+    else:
+        twin.parameters["PYTORCH_MODEL_FILENAME"].string_value = cfg.default_model_filename or "model.pt"
     notes = [f"served by the Python backend running templates/pytorch_runtime.py ({layout} layout)"]
     bf16 = [entry.name for entry in list(cfg.input) + list(cfg.output) if entry.data_type == model_config_pb2.TYPE_BF16]
     if bf16:
@@ -89,24 +124,76 @@ def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None) -> 
                      "serve this model on the real PyTorch backend")
     for group in twin.instance_group:
         if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU and not gpu_available:
-            group.kind = model_config_pb2.ModelInstanceGroup.KIND_CPU
-            group.ClearField("gpus")
-            notes.append("KIND_GPU instance group served as KIND_CPU: no GPU on this machine")
+            notes.append("KIND_GPU instance group: no GPU on this machine, so Triton refuses to load it (the real "
+                         "backend's server does the same); use KIND_CPU to serve it here")
         if group.kind == model_config_pb2.ModelInstanceGroup.KIND_AUTO:
             group.kind = (model_config_pb2.ModelInstanceGroup.KIND_GPU if gpu_available
                           else model_config_pb2.ModelInstanceGroup.KIND_CPU)
     params = parameters_of(cfg)
-    count = sum(g.count or 1 for g in cfg.instance_group)
     if layout == TORCHSCRIPT:
-        if count > 1 and any(k in params for k in ("INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT")):
-            notes.append("thread counts apply per instance here (each Python-backend instance is its own process); "
-                         "LibTorch applies the first model's counts once for the whole server")
+        if "INTRA_OP_THREAD_COUNT" in params:
+            notes.append("INTRA_OP_THREAD_COUNT: the twin sets torch's threads in each instance's own process; "
+                         "r24.10's LibTorch runs inference with the server's OMP_NUM_THREADS instead, which the "
+                         "launcher sets from this count when it serves the real backend")
+        if "INTER_OP_THREAD_COUNT" in params:
+            notes.append("INTER_OP_THREAD_COUNT: each twin instance sets it in its own process; r24.10's LibTorch "
+                         "can set it once per server and aborts on a second model or changed reload with it")
+        if any(key in params for key in JIT_KEYS):
+            notes.append("the JIT switches apply to each twin instance process; LibTorch sets them for the whole "
+                         "server and never resets them")
         if params.get("ENABLE_WEIGHT_SHARING", "false").lower() in TRUE_SPELLINGS:
             notes.append("ENABLE_WEIGHT_SHARING is not emulated: each instance process loads its own weights")
         for key in ("DISABLE_CUDNN", "ENABLE_CACHE_CLEANING"):
             if key in params and not gpu_available:
                 notes.append(f"{key} has no effect without a GPU")
+    notes += [f"the real backend would misserve this: {problem}" for problem in misserved(cfg)]
+    if needs_inductor(cfg):
+        notes.append("torch.compile with inductor: the twin gives its stub a UTF-8 locale itself; the real r24.10 "
+                     "runtime needs a .pth for that and fails to load without one")
     return twin, notes
+
+
+@dataclass(frozen=True)
+class Twin:
+    """The Python-backend twin of a model directory: its config, its files (``<version>/<name>`` ->
+    bytes or the user's file) and the notes on what differs from the real backend."""
+
+    config: ModelConfig
+    files: dict[str, FileContent]
+    notes: tuple[str, ...]
+
+
+def twin_of(model_dir: str | Path, *, config: ModelConfig | None = None,
+            gpu_available: bool | None = None) -> Twin:
+    """The twin of ``model_dir`` (its config, or ``config`` in its place: a sweep variant), in
+    memory: the runtime as every version's model.py, the user's files beside it."""
+    model_dir = Path(model_dir)
+    cfg = config if config is not None else read_config(model_dir)
+    layout = layout_of(cfg)
+    versions = version_folders(model_dir)
+    if not versions:
+        raise PyTorchConfigError(f"{model_dir} has no numeric version folder (e.g. 1/)")
+    main = cfg.default_model_filename or "model.pt"
+    if layout == PYTORCH2:
+        main = pytorch2_module_file(cfg, versions[-1])
+    twin_cfg, notes = emulation_config(cfg, gpu_available=gpu_available, module_file=main)
+    # The artifact the runtime loads; a PyTorch 2 module moves aside for the runtime's model.py.
+    renamed = TWIN_MODULE_FILE if main.endswith(".py") else main
+    runtime = RUNTIME_TEMPLATE.read_bytes()
+    files: dict[str, FileContent] = {}
+    for version in versions:
+        if not (version / main).is_file():
+            raise FileNotFoundError(f"{version / main} is missing: the {layout} layout loads <version>/{main}")
+        files[f"{version.name}/model.py"] = runtime
+        # Everything else in the version folder comes along (files the model reads next to itself).
+        for item in sorted(version.iterdir()):
+            if item.name == "__pycache__" or item.is_dir():
+                continue
+            name = renamed if item.name == main else item.name
+            if name in (TWIN_MODULE_FILE, "model.py") and item.name != main:
+                raise PyTorchConfigError(f"{item} would clash with the twin's {name}; rename it")
+            files[f"{version.name}/{name}"] = item
+    return Twin(twin_cfg, files, tuple(notes))
 
 
 def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
@@ -114,36 +201,14 @@ def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
     """Generate the Python-backend twin of a PyTorch-backend model directory in ``twin_repository``
     (replacing an earlier twin of it); return the twin's directory and the notes."""
     model_dir = Path(model_dir)
-    cfg = read_config(model_dir)
-    twin_cfg, notes = emulation_config(cfg, gpu_available=gpu_available)
-    layout = layout_of(cfg)
-    artifact = cfg.default_model_filename or "model.pt"
-    runtime = RUNTIME_TEMPLATE.read_bytes()
-    files: dict[str, FileContent] = {"config.pbtxt": to_text(twin_cfg)}
-    # The artifact the runtime loads; PyTorch 2's model.py moves aside for the runtime's model.py.
-    main, renamed = (artifact, artifact) if layout == TORCHSCRIPT else ("model.py", TWIN_MODULE_FILE)
-    versions = version_folders(model_dir)
-    if not versions:
-        raise PyTorchConfigError(f"{model_dir} has no numeric version folder (e.g. 1/)")
-    for version in versions:
-        if not (version / main).is_file():
-            raise FileNotFoundError(f"{version / main} is missing: the {layout} layout loads <version>/{main}")
-        files[f"{version.name}/model.py"] = runtime
-        # Everything else in the version folder comes along (files the model reads next to itself).
-        for item in sorted(version.iterdir()):
-            if item.name == "__pycache__":
-                continue
-            name = renamed if item.name == main else item.name
-            if name in (TWIN_MODULE_FILE, "model.py") and item.name != main:
-                raise PyTorchConfigError(f"{item} would clash with the twin's {name}; rename it")
-            files[f"{version.name}/{name}"] = item
-    target = Path(twin_repository) / cfg.name
+    twin = twin_of(model_dir, gpu_available=gpu_available)
+    target = Path(twin_repository) / twin.config.name
     if target.resolve() == model_dir.resolve():
         raise PyTorchConfigError(f"the twin repository {twin_repository} is the model's own repository")
-    result = write_model_dir(target, files, overwrite=True)
+    result = write_model_dir(target, {"config.pbtxt": to_text(twin.config), **twin.files}, overwrite=True)
     if result.backup is not None:
         shutil.rmtree(result.backup)  # a twin is derived data: nothing of the user's to keep
-    return target, notes
+    return target, list(twin.notes)
 
 
 @dataclass(frozen=True)
@@ -169,14 +234,17 @@ class ServingPreview:
 
 
 def preview_serving(cfg: ModelConfig, *, backend_dir: str | Path | None = None,
-                    gpu_available: bool | None = None) -> ServingPreview:
+                    gpu_available: bool | None = None, locale_utf8: bool | None = None) -> ServingPreview:
     """Say how ``cfg`` would be served by a tritonserver with ``backend_dir`` (None: the wheel's
-    server, which has no PyTorch backend), without writing anything."""
+    server, which has no PyTorch backend), without writing anything: on the real backend, what it
+    does process-wide and what it would refuse or misserve; on the twin, what differs.
+    ``locale_utf8``: whether the backend stub gets a UTF-8 locale (default: found out)."""
     check_pytorch_config(cfg)
     layout = layout_of(cfg)
     text = to_text(cfg)
     if layout in libtorch_layouts(backend_dir):
-        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text)
+        notes = [f"backend directory {backend_dir}"] + real_backend_notes(cfg, locale_utf8=locale_utf8)
+        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text, tuple(notes))
     twin, notes = emulation_config(cfg, gpu_available=gpu_available)
     return ServingPreview(cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin), tuple(notes))
 

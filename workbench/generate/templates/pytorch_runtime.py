@@ -9,12 +9,16 @@ PyTorch-backend model directory, next to the user's files:
   the same torch calls LibTorch makes.
 * ``PYTORCH_LAYOUT = pytorch2``: ``<version>/<PYTORCH_MODEL_FILENAME>`` defines the nn.Module class
   (Triton's rule: first nn.Module subclass in ``dir()`` order, built without arguments),
-  ``model.pt`` its optional state dict; NUM_THREADS / NUM_INTEROP_THREADS (default 1, as upstream)
-  and ``torch.compile(**TORCH_COMPILE_OPTIONAL_PARAMETERS)``.
+  ``<PYTORCH_STATE_DICT>`` its optional state dict (the real runtime's ``<stem>.pt``), or is a
+  TorchScript archive loaded as it is; NUM_THREADS / NUM_INTEROP_THREADS (default 1, as upstream)
+  and ``torch.compile(**TORCH_COMPILE_OPTIONAL_PARAMETERS)``; outputs leave with the dtype the
+  module gives, as upstream's runtime sends them (no conversion to the config's).
 
 Requests are handled as the real backend handles them: one forward for the requests Triton hands
 over together, and a forward that raises fails all of them (see ``execute``); a request that is
-malformed fails alone, with the words the generated model.py uses. Every instance logs the
+malformed fails alone, with the words the generated model.py uses. What LibTorch refuses is refused
+here in its words (pytorch_backend r24.10 libtorch.cc): List[Tensor] results, 0-d outputs, an
+output dtype other than the config's; a single ``Dict[str, Tensor]`` argument gets the inputs by name. Every instance logs the
 settings it really runs with (``PyTorch emulation ...`` at INFO), so a sweep can confirm which
 variant was loaded. Self-contained: numpy, torch and triton_python_backend_utils only.
 """
@@ -47,10 +51,10 @@ _FALSE = ("false", "off", "0")
 
 
 def _flag(params, key, default):
-    """LibTorch's boolean spelling: true/on/1 or false/off/0, any case."""
+    """LibTorch's boolean spelling: true/on/1 or false/off/0, any case, no spaces around."""
     if key not in params:
         return default
-    value = params[key].strip().lower()
+    value = params[key].lower()
     if value in _TRUE:
         return True
     if value in _FALSE:
@@ -90,6 +94,40 @@ def _positions(names, arguments=None):
     if all(tensor_index(name) is not None for name in names):
         return [tensor_index(name) for name in names]
     return list(range(len(names)))
+
+
+# torch dtype -> Triton's name for it (TRITONSERVER_DataTypeString), for LibTorch's dtype check.
+_TRITON_TYPES = {torch.bool: "BOOL", torch.uint8: "UINT8", torch.int8: "INT8", torch.int16: "INT16",
+                 torch.int32: "INT32", torch.int64: "INT64", torch.float16: "FP16", torch.float32: "FP32",
+                 torch.float64: "FP64", torch.bfloat16: "BF16"}
+
+
+class OutputError(Exception):
+    """An execution whose outputs LibTorch refuses; every response of it carries the message."""
+
+
+def _list_type(values):
+    return "str" if all(isinstance(v, str) for v in values) else \
+        "Tensor" if all(isinstance(v, torch.Tensor) for v in values) else type(values[0]).__name__
+
+
+def _libtorch_results(results):
+    """forward()'s result as LibTorch takes it (libtorch.cc Execute): a Tensor, a List[str], or a
+    tuple of those; anything else fails the execution in LibTorch's words."""
+    if isinstance(results, tuple):
+        for index, value in enumerate(results):
+            if isinstance(value, list) and value and _list_type(value) != "str":
+                raise ValueError(f"output at index {index} must be of type Tensor or List[str], "
+                                 f"received List[{_list_type(value)}]")
+        return list(results)
+    if isinstance(results, torch.Tensor):
+        return [results]
+    if isinstance(results, list):
+        if results and _list_type(results) != "str":
+            raise ValueError(f"output must be of type Tensor or List[str], received List[{_list_type(results)}]")
+        return [results]
+    raise ValueError("output must be of type Tensor, List[str] or Tuple containing one of these two types. "
+                     "It should not be a List / Dictionary of Tensors or a Scalar")
 
 
 def _pick_module_class(module):
@@ -172,6 +210,7 @@ class TritonPythonModel:
                     "here, has no bfloat16); serve this model on the real PyTorch backend")
         self.inputs = [tensor_entry(t, max_batch_size) for t in config["input"]]
         self.outputs = [tensor_entry(t, max_batch_size) for t in config["output"]]
+        self.output_types = [t["data_type"].removeprefix("TYPE_") for t in config["output"]]
         kind = args["model_instance_kind"]
         self.device = torch.device(f"cuda:{args['model_instance_device_id']}" if kind == "GPU" else "cpu")
         self.cache_cleaning = False
@@ -210,33 +249,52 @@ class TritonPythonModel:
         self.model.eval()
         if kind == "MODEL":
             self.device = next((p.device for p in self.model.parameters()), torch.device("cpu"))
-        arguments = [a.name for a in self.model.forward.schema.arguments if a.name != "self"]
-        positions = _positions([t["name"] for t in self.inputs], arguments)
-        self.call_inputs = [t for _, t in sorted(zip(positions, self.inputs), key=lambda pair: pair[0])]
+        schema = [a for a in self.model.forward.schema.arguments if a.name != "self"]
+        # One Dict[str, Tensor] argument: LibTorch hands it every input, keyed by its config name.
+        self.dict_input = len(schema) == 1 and schema[0].type.kind() == "DictType"
+        if self.dict_input:
+            self.call_inputs = list(self.inputs)
+        else:
+            positions = _positions([t["name"] for t in self.inputs], [a.name for a in schema])
+            self.call_inputs = [t for _, t in sorted(zip(positions, self.inputs), key=lambda pair: pair[0])]
         self.result_positions = _positions([t["name"] for t in self.outputs])
         return settings
 
     def _load_pytorch2(self, params, artifact, version_dir, kind, model_name):
         _utf8_locale()
         _set_threads(_count(params, "NUM_THREADS", 1), _count(params, "NUM_INTEROP_THREADS", 1))
-        self.inference_mode, self.optimized = True, True
+        self.inference_mode, self.optimized, self.dict_input = True, True, False
         compile_params = json.loads(params.get("TORCH_COMPILE_OPTIONAL_PARAMETERS", "{}"))
-        spec = importlib.util.spec_from_file_location(model_name, artifact)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        with torch.inference_mode():
-            raw = _pick_module_class(module)()
-            if kind == "MODEL":
-                self.device = next((p.device for p in raw.parameters()), torch.device("cpu"))
-            weights = os.path.join(version_dir, "model.pt")
-            if os.path.isfile(weights):
-                raw.load_state_dict(torch.load(weights, map_location=self.device))
-            raw.to(self.device).eval()
-        self.model = torch.compile(raw, **compile_params)
         self.call_inputs = list(self.inputs)
         self.result_positions = list(range(len(self.outputs)))
+        with torch.inference_mode():
+            if not artifact.endswith(".py"):  # a TorchScript archive: loaded and run as it is, not compiled
+                self.model = torch.jit.load(artifact)
+                self.device = self._pytorch2_device(kind, self.model)
+                self.model.to(self.device).eval()
+                return {"torchscript": os.path.basename(artifact), "inference_mode": True}
+            spec = importlib.util.spec_from_file_location(model_name, artifact)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            raw = _pick_module_class(module)()
+            self.device = self._pytorch2_device(kind, raw)
+            weights = os.path.join(version_dir, params.get("PYTORCH_STATE_DICT", "model.pt"))
+            if os.path.isfile(weights):
+                raw.load_state_dict(torch.load(weights, map_location=self.device))
+            else:
+                pb_utils.Logger.log_info(f"Model parameter file not found for '{model_name}'")  # upstream's words
+            raw.to(self.device).eval()
+        self.model = torch.compile(raw, **compile_params)
         return {"torch_compile": json.dumps(compile_params, sort_keys=True).replace(" ", ""),
                 "module_class": type(raw).__name__, "inference_mode": True}
+
+    def _pytorch2_device(self, kind, model):
+        """The runtime's device rule: the instance's, or for KIND_MODEL the first parameter's."""
+        if kind != "MODEL":
+            return self.device
+        for parameter in model.parameters():
+            return parameter.device
+        raise pb_utils.TritonModelException("Cannot determine model device")  # upstream's words
 
     def _torch_input(self, spec, array):
         if spec["dtype"] == np.object_:  # TYPE_STRING: LibTorch hands 1-D strings over as a List[str]
@@ -246,16 +304,35 @@ class TritonPythonModel:
 
     def _run(self, inputs):
         with torch.no_grad(), torch.inference_mode(self.inference_mode), torch.jit.optimized_execution(self.optimized):
-            results = self.model(*inputs)
-        if not isinstance(results, (tuple, list)) or (results and isinstance(results[0], str)):
+            if self.dict_input:
+                results = self.model({spec["name"]: value for spec, value in zip(self.call_inputs, inputs)})
+            else:
+                results = self.model(*inputs)
+        if self.layout == "torchscript":
+            results = _libtorch_results(results)
+        elif not isinstance(results, (tuple, list)):
             results = [results]
         return [results[position] for position in self.result_positions]
+
+    def _check_outputs(self, outputs):
+        """What LibTorch's ReadOutputTensors refuses for the whole execution: a 0-d output, or a dtype
+        other than the config's (the PyTorch 2 runtime sends whatever dtype the module gives)."""
+        if self.layout != "torchscript":
+            return
+        for spec, want, value in zip(self.outputs, self.output_types, outputs):
+            if not isinstance(value, torch.Tensor):
+                continue
+            if value.dim() == 0:
+                raise OutputError(f"output '{spec['name']}' is a scalar which is not supported.")
+            got = _TRITON_TYPES.get(value.dtype, str(value.dtype).removeprefix("torch.").upper())
+            if got != want:
+                raise OutputError(f"configuration expects datatype TYPE_{want} for output '{spec['name']}', "
+                                  f"model provides TYPE_{got}")
 
     def _output(self, spec, value):
         if spec["dtype"] == np.object_:
             return pb_utils.Tensor(spec["name"], np.array([str(v).encode("utf-8") for v in value], dtype=np.object_))
-        array = value.detach().cpu().numpy()
-        return pb_utils.Tensor(spec["name"], array if array.dtype == spec["dtype"] else array.astype(spec["dtype"]))
+        return pb_utils.Tensor(spec["name"], value.detach().cpu().numpy())
 
     def execute(self, requests):
         """A bad request (missing input, wrong dtype or shape) fails alone, as Triton's own checks make
@@ -276,13 +353,19 @@ class TritonPythonModel:
             if self.batching and len(members) > 1 and not strings:
                 sizes = [inputs[0].shape[0] for _, inputs in members]
                 outputs = self._run([torch.cat(column) for column in zip(*(inputs for _, inputs in members))])
+                self._check_outputs(outputs)
                 split = [torch.split(output, sizes) for output in outputs]
                 results = [[chunks[i] for chunks in split] for i in range(len(members))]
             else:
                 results = [self._run(inputs) for _, inputs in members]
+                for outputs in results:
+                    self._check_outputs(outputs)
             for (position, _), outputs in zip(members, results):
                 responses[position] = pb_utils.InferenceResponse(
                     output_tensors=[self._output(spec, value) for spec, value in zip(self.outputs, outputs)])
+        except OutputError as err:  # LibTorch's ReadOutputTensors answers every response with its words
+            for position, _ in members:
+                responses[position] = error_response(str(err))
         except Exception as err:
             if self.layout == "pytorch2":
                 raise  # as that runtime does: the Python backend answers every request with the exception
