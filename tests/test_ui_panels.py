@@ -378,3 +378,37 @@ def test_transformers_neuronx_settings_have_their_own_controls(tmp_path):
     assert params["TNX_BATCH_SIZE"] == "2" and params["TNX_AMP"] == "bf16" and params["TNX_SEQUENCE_LENGTH"] == "16"
     c["framework"].value = "pytorch"
     assert settings.tnx_box.layout.display == "none"
+
+
+def test_settings_controls_are_linked_to_one_generate_settings(panels, add_sub_artifact):
+    """Widget -> field through the logic layer's parsers; field -> widget when the logic value changes."""
+    from workbench.coremap import CoreRange
+    from workbench.spec import TensorSpec
+
+    state, settings, _ = panels
+    c = settings.controls
+    value = settings.link.value
+    assert state.settings is value and value.model_dir == state.repository / "add_sub"
+    assert value.triton_input == (TensorSpec("INPUT__0", "FP32", (4,)), TensorSpec("INPUT__1", "FP32", (4,)))
+    c["core_range"].value = " 0 : 1 "
+    c["dynamic_batching"].value = True
+    c["preferred_batch_sizes"].value = "2 4"
+    c["max_queue_delay_us"].value = ""
+    c["batching_mode"].value = True  # "one model call per request"
+    value = settings.link.value
+    assert value.neuron_core_range == CoreRange(0, 1) and value.preferred_batch_size == [2, 4]
+    assert value.max_queue_delay_microseconds is None and value.disable_batch_requests_to_neuron is True
+    assert value.tnx_batch_size is None and value.tnx_amp is None  # blank: the compile's or model.py's value
+    assert state.settings is value and state.settings_problems == []
+    c["name"].value = "renamed"
+    assert settings.link.value.model_dir == state.repository / "renamed" and state.name == "renamed"
+    # the logic value changes (as a published artifact changes it): the controls follow
+    settings.link.update(max_queue_delay_microseconds=250, neuron_core_range=CoreRange(0, 0))
+    assert c["max_queue_delay_us"].value == "250" and c["core_range"].value == "0:0"
+    assert state.generated.config.dynamic_batching.max_queue_delay_microseconds == 250
+    state.target = "inf2"
+    assert c["target"].value == "inf2" and settings.link.value.target == "inf2"
+    c["threads_per_core"].value = 2
+    c["outputs"].rows[0].dims.value = "x"
+    assert state.settings is None and state.settings_problems == settings.problems
+    assert settings.link.value.threads_per_core == 2  # the good edit is kept beside the bad one

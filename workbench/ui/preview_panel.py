@@ -16,6 +16,7 @@ import ipywidgets as widgets
 from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, diff_model_dir, write_model_dir
+from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
@@ -136,7 +137,7 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None else 0
-        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if name.split(".")[0] == family)
+        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if family_of(name) == family)
         return next((name for cores, name in sizes if cores > end), sizes[-1][1])
 
     def _instance_changed(self, _change) -> None:

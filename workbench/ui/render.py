@@ -15,6 +15,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
+from workbench.measure.results import SweepResult
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
 _FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
@@ -64,3 +65,14 @@ def core_map_html(cmap: CoreMap) -> str:
                      f"text-align:center;font-size:11px'>{core}<br>{label}</td>")
     table = f"<table style='border-collapse:collapse'><tr>{''.join(cells)}</tr></table>"
     return table + preformatted(cmap.describe())
+
+
+def table_html(result: SweepResult) -> str:
+    """The readable columns of a run, floats rounded."""
+    if result.frame.empty:
+        return "<i>no points yet</i>"
+    return result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
+
+
+def best_html(result: SweepResult, budget_ms: float | None) -> str:
+    return f"<div style='font-weight:bold'>{html.escape(result.describe_best(budget_ms))}</div>"

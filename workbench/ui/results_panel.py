@@ -14,9 +14,8 @@ import ipywidgets as widgets
 
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
-from workbench.ui.render import error_list, figure_png, preformatted
+from workbench.ui.render import best_html, error_list, figure_png, preformatted, table_html
 from workbench.ui.state import WorkbenchState
-from workbench.ui.sweep_panel import best_html, table_html
 
 
 class ResultsPanel:
@@ -52,6 +51,7 @@ class ResultsPanel:
         c["open"].on_click(lambda _b: self.open())
         c["compare"].on_click(lambda _b: self.compare())
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
+        c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
         self.widget = widgets.VBox([
             widgets.HBox([c["runs_dir"], c["scan"]]), c["runs"], c["error"],
@@ -80,12 +80,14 @@ class ResultsPanel:
         c["runs"].value = frame.drop(columns=["path"]).to_html(index=False, border=0, na_rep="",
                                                                float_format=lambda v: f"{v:.1f}")
         options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
+        paths = list(options.values())
+        picks = {key: c[key].value for key in ("run", "run_a", "run_b")}
+        defaults = {"run": paths[0] if paths else None,  # newest first
+                    "run_a": paths[1] if len(paths) >= 2 else None, "run_b": paths[0] if len(paths) >= 2 else None}
         for key in ("run", "run_a", "run_b"):
-            c[key].options = options
-        if len(options) >= 2:
-            paths = list(options.values())
-            c["run_a"].value, c["run_b"].value = paths[1], paths[0]
-        return list(options.values())
+            c[key].options = options  # this clears the pick: keep the user's while it is still listed
+            c[key].value = picks[key] if picks[key] in paths else defaults[key]
+        return paths
 
     def _budget(self) -> float | None:
         value = self.controls["budget_ms"].value

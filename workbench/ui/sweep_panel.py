@@ -8,35 +8,26 @@ keeps its finished points.
 
 from __future__ import annotations
 
-import html
 import time
+from functools import partial
 from pathlib import Path
 
 import ipywidgets as widgets
 
+from workbench.coremap import CoreRange, parse_allocations
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, SweepResult, load_run
 from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
-from workbench.measure.plan import SweepError, SweepPlan
-from workbench.measure.settings import ENGINES, MeasureError, MeasureSettings
+from workbench.measure.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
-from workbench.ui.render import error_list, figure_png, preformatted
+from workbench.ui.links import Linked, blank_if_none, comma_joined
+from workbench.ui.render import best_html, error_list, figure_png, preformatted, table_html
 from workbench.ui.state import WorkbenchState
 
 PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
          "server breakdown": plots.server_breakdown}
-
-
-def table_html(result: SweepResult) -> str:
-    """The readable columns of a run, floats rounded."""
-    if result.frame.empty:
-        return "<i>no points yet</i>"
-    return result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
-
-
-def best_html(result: SweepResult, budget_ms: float | None) -> str:
-    return f"<div style='font-weight:bold'>{html.escape(result.describe_best(budget_ms))}</div>"
 
 
 class SweepPanel:
@@ -51,20 +42,32 @@ class SweepPanel:
         style = {"description_width": "150px"}
         c = self.controls = {}
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
-        c["batch_sizes"] = widgets.Text(value="1,4", description="batch sizes", **on_enter)
-        c["allocations"] = widgets.Text(value="1x1", description="allocations",
-                                        placeholder="INSTANCESxCORES, e.g. 1x1,2x1", **on_enter)
-        c["concurrency"] = widgets.Text(value="1,2", description="concurrency", **on_enter)
-        c["core_range"] = widgets.Text(value="", description="core range a:b", placeholder="from the config",
-                                       **on_enter)
-        c["window_s"] = widgets.BoundedFloatText(value=1.0, min=0.05, max=60, step=0.1, description="window (s)",
-                                                 style=style)
-        c["max_windows"] = widgets.BoundedIntText(value=10, min=1, max=100, description="max windows", style=style)
-        c["stable_windows"] = widgets.BoundedIntText(value=3, min=1, max=20, description="stable windows", style=style)
-        c["protocol"] = widgets.Dropdown(options=("grpc", "http"), description="protocol", style=style)
-        c["engine"] = widgets.Dropdown(options=ENGINES, value="workbench", description="measured by", style=style)
-        c["perf_analyzer"] = widgets.Text(value="", description="perf_analyzer", style=style,
+        c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
+        c["allocations"] = widgets.Text(description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
+                                        **on_enter)
+        c["concurrency"] = widgets.Text(description="concurrency", **on_enter)
+        c["core_range"] = widgets.Text(description="core range a:b", placeholder="from the config", **on_enter)
+        c["window_s"] = widgets.BoundedFloatText(min=0.05, max=60, step=0.1, description="window (s)", style=style)
+        c["max_windows"] = widgets.BoundedIntText(min=1, max=100, description="max windows", style=style)
+        c["stable_windows"] = widgets.BoundedIntText(min=1, max=20, description="stable windows", style=style)
+        c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
+        c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style)
+        c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
                                           placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
+        # the grid and how each point is measured: one logic value each, every control linked to a field
+        self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1",
+                                                             concurrency=(1, 2)))
+        self.plan_link.link("batch_sizes", c["batch_sizes"], parse=partial(parse_counts, what="batch sizes"),
+                            show=comma_joined)
+        self.plan_link.link("allocations", c["allocations"], parse=parse_allocations, show=comma_joined)
+        self.plan_link.link("concurrency", c["concurrency"], parse=partial(parse_counts, what="concurrency"),
+                            show=comma_joined)
+        self.plan_link.link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none)
+        self.measure_link: Linked[MeasureSettings] = Linked(MeasureSettings(window_s=1.0, stable_windows=3,
+                                                                            max_windows=10))
+        for key in ("engine", "protocol", "window_s", "stable_windows", "max_windows"):
+            self.measure_link.link(key, c[key])
+        self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
@@ -86,8 +89,7 @@ class SweepPanel:
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
-        for key in ("batch_sizes", "allocations", "concurrency", "core_range"):
-            c[key].observe(lambda _change: self._show_grid_size(), names="value")
+        self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
             widgets.HBox([c["batch_sizes"], c["allocations"], c["concurrency"]]),
             widgets.HBox([c["core_range"], c["protocol"], c["budget_ms"]]),
@@ -103,25 +105,21 @@ class SweepPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def plan(self) -> SweepPlan:
-        """The grid as the controls describe it; SweepError names the bad control value."""
-        c = self.controls
-        return SweepPlan(batch_sizes=c["batch_sizes"].value, allocations=c["allocations"].value,
-                         concurrency=c["concurrency"].value, core_range=c["core_range"].value.strip() or None)
+        """The grid the controls describe (``plan_link.value``); SweepError names every bad control value."""
+        if self.plan_link.problems:
+            raise SweepError("; ".join(self.plan_link.problems))
+        return self.plan_link.value
 
     def settings(self) -> MeasureSettings:
-        """How to measure, as the controls say; MeasureError names the bad control value."""
-        c = self.controls
-        return MeasureSettings(engine=c["engine"].value, perf_analyzer=c["perf_analyzer"].value.strip() or None,
-                               protocol=c["protocol"].value, window_s=c["window_s"].value,
-                               stable_windows=c["stable_windows"].value, max_windows=c["max_windows"].value)
+        """How to measure, as the controls say (``measure_link.value``); MeasureError names the bad value."""
+        if self.measure_link.problems:
+            raise MeasureError("; ".join(self.measure_link.problems))
+        return self.measure_link.value
 
     def _show_grid_size(self) -> None:
-        try:
-            plan = self.plan()
-        except SweepError as err:
-            self.controls["grid_size"].value = error_list([str(err)])
-            return
-        self.controls["grid_size"].value = f"<i>{plan.size} point(s)</i>"
+        problems = self.plan_link.problems
+        self.controls["grid_size"].value = error_list(problems) if problems else \
+            f"<i>{self.plan_link.value.size} point(s)</i>"
 
     def _budget(self) -> float | None:
         value = self.controls["budget_ms"].value
