@@ -67,7 +67,7 @@ class ModelPanel:
         self.compile = TaskControls("compile", run_tooltip="trace/compile in the background")
         c["compile"], c["cancel"] = self.compile.run_button, self.compile.cancel_button
         c["progress"], c["status"] = self.compile.progress, self.compile.status
-        self.log = LogView(rows=8, placeholder="compile log")
+        self.log = LogView(height="220px", placeholder="compile log: it appears here as the compiler writes it")
         c["log"] = self.log.widget
         c["result"] = widgets.HTML()
         c["use_cpu_twin"] = widgets.Button(description="serve the CPU twin here", icon="exchange",
