@@ -412,3 +412,24 @@ def test_settings_controls_are_linked_to_one_generate_settings(panels, add_sub_a
     c["outputs"].rows[0].dims.value = "x"
     assert state.settings is None and state.settings_problems == settings.problems
     assert settings.link.value.threads_per_core == 2  # the good edit is kept beside the bad one
+
+
+def test_invalid_settings_hide_the_stale_preview_and_say_why_at_the_top(panels):
+    state, settings, preview = panels
+    assert preview.controls["tabs"].layout.display is None and preview.controls["invalid"].value == ""
+    settings.controls["core_range"].value = "3:1"
+    assert state.generated is None and preview.controls["tabs"].layout.display == "none"
+    assert "not valid" in _text(preview.controls["invalid"].value)
+    assert state.settings_problems and state.settings_problems[0] in _text(preview.controls["invalid"].value)
+    assert preview.controls["write"].disabled
+    settings.controls["core_range"].value = "0:0"
+    assert preview.controls["tabs"].layout.display is None and preview.controls["invalid"].value == ""
+
+
+def test_empty_plot_slots_take_no_room_until_they_have_a_picture():
+    from workbench.ui.layout import plot_image
+
+    image = plot_image()
+    assert image.layout.display == "none"  # an empty Image is a broken-image icon in the browser
+    image.value = b"\x89PNG\r\n"
+    assert image.layout.display is None

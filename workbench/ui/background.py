@@ -14,13 +14,11 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from workbench.tasks import Task
-from workbench.ui.layout import button, row
+from workbench.ui.layout import SCROLL_CLASS, button, row
 
 
 # Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes configs monospace.
 MONOSPACE_CLASS = "workbench-mono"
-# Views whose content is meant to scroll inside them (logs, files); the browser test allows their scrollbars.
-SCROLL_CLASS = "workbench-scroll"
 _LOG_FLUSH_S = 0.25  # a burst of lines (a server starting) is sent to the browser as one update
 
 
@@ -39,7 +37,7 @@ class LogView:
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
         self._placeholder, self._note, self._height = placeholder, note, height
-        self.view = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.view = widgets.HTML()  # a column stretches it; a 100% width plus its margins would overflow
         self.view.add_class("workbench-log")
         self.widget = self.view
         self.flush()

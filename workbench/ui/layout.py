@@ -12,9 +12,12 @@ from typing import Any
 
 import ipywidgets as widgets
 
-__all__ = ["row", "button", "description_style", "heading", "scroll_box", "hidden", "shown"]
+__all__ = ["SCROLL_CLASS", "row", "button", "description_style", "heading", "scroll_box", "hidden", "shown", "plot_image", "table_view"]
 
-_ROW = dict(flex_flow="row wrap", align_items="center", grid_gap="4px 12px", width="100%")
+# Views whose content is meant to scroll inside them (logs, files, wide tables); the browser test allows their scrollbars.
+SCROLL_CLASS = "workbench-scroll"
+# no width: a column stretches its rows, and a 100% width plus the widgets' margins overflows by 4 px
+_ROW = dict(flex_flow="row wrap", align_items="center", grid_gap="4px 12px")
 
 
 def row(*children: Any, **layout: Any) -> widgets.HBox:
@@ -52,3 +55,19 @@ def hidden(widget: Any) -> Any:
 def shown(widget: Any, visible: bool = True) -> Any:
     widget.layout.display = None if visible else "none"
     return widget
+
+
+def plot_image() -> widgets.Image:
+    """A PNG slot that takes no room until it has a picture (an empty Image is a broken-image icon);
+    it never grows wider than the panel."""
+    image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto", display="none"))
+    image.observe(lambda change: shown(image, bool(change["new"])), names="value")
+    return image
+
+
+def table_view() -> widgets.HTML:
+    """An HTML slot for a table: a table wider than the panel scrolls inside this box, not the page
+    (an HTML widget otherwise grows to its table's width)."""
+    view = widgets.HTML(layout=widgets.Layout(overflow="auto"))
+    view.add_class(SCROLL_CLASS)
+    return view

@@ -16,6 +16,7 @@ from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
 from workbench.measure.results import SweepResult
+from workbench.ui.layout import SCROLL_CLASS
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
 _FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
@@ -67,11 +68,18 @@ def core_map_html(cmap: CoreMap) -> str:
     return table + preformatted(cmap.describe())
 
 
+def frame_html(frame, digits: int = 2) -> str:
+    """A table, floats rounded, in a box that scrolls sideways by itself when the table is wider
+    than the panel (the page around it never does)."""
+    table = frame.to_html(index=False, float_format=lambda v: f"{v:.{digits}f}", na_rep="", border=0)
+    return f"<div class='{SCROLL_CLASS}' style='overflow-x:auto;max-width:100%'>{table}</div>"
+
+
 def table_html(result: SweepResult) -> str:
     """The readable columns of a run, floats rounded."""
     if result.frame.empty:
         return "<i>no points yet</i>"
-    return result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
+    return frame_html(result.table())
 
 
 def best_html(result: SweepResult, budget_ms: float | None) -> str:

@@ -22,12 +22,13 @@ from workbench.measure.plan import SweepError, SweepPlan, parse_counts
 from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
+from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
 from workbench.ui.render import best_html, error_list, figure_png, preformatted, table_html
 from workbench.ui.state import WorkbenchState
 
 PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
-         "server breakdown": plots.server_breakdown}
+         "server breakdown": plots.server_breakdown, "throughput heat map": plots.throughput_heatmap}
 
 
 class SweepPanel:
@@ -39,7 +40,7 @@ class SweepPanel:
         self._out_dir: Path | None = None
         self._last_plot = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
-        style = {"description_width": "150px"}
+        style = description_style("150px")
         c = self.controls = {}
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
         c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
@@ -69,7 +70,7 @@ class SweepPanel:
             self.measure_link.link(key, c[key])
         self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px"))
+                                     layout=widgets.Layout(width="560px", max_width="100%"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style,
                                            tooltip="0 = no budget: the highest throughput wins")
@@ -78,12 +79,12 @@ class SweepPanel:
         c["run"], c["cancel"], c["progress"], c["status"] = (self.run.run_button, self.run.cancel_button,
                                                              self.run.progress, self.run.status)
         c["error"] = widgets.HTML()
-        c["table"] = widgets.HTML()
+        c["table"] = table_view()
         c["best"] = widgets.HTML()
-        c["plots"] = widgets.Tab(children=[widgets.Image(format="png") for _ in PLOTS])
+        c["plots"] = hidden(widgets.Tab(children=[plot_image() for _ in PLOTS]))  # shown with the first result
         for index, title in enumerate(PLOTS):
             c["plots"].set_title(index, title)
-        c["export"] = widgets.Button(description="export plots", icon="download", disabled=True,
+        c["export"] = button("export plots", icon="download", disabled=True,
                                      tooltip="write PNG and SVG of every plot into the run folder")
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
@@ -91,13 +92,13 @@ class SweepPanel:
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
-            widgets.HBox([c["batch_sizes"], c["allocations"], c["concurrency"]]),
-            widgets.HBox([c["core_range"], c["protocol"], c["budget_ms"]]),
-            widgets.HBox([c["window_s"], c["stable_windows"], c["max_windows"]]),
-            widgets.HBox([c["engine"], c["perf_analyzer"]]),
-            widgets.HBox([c["runs_dir"], c["label"]]),
+            row(c["batch_sizes"], c["allocations"], c["concurrency"]),
+            row(c["core_range"], c["protocol"], c["budget_ms"]),
+            row(c["window_s"], c["stable_windows"], c["max_windows"]),
+            row(c["engine"], c["perf_analyzer"]),
+            row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
-            widgets.HBox([c["export"], c["exported"]]),
+            row(c["export"], c["exported"]),
         ])
         self._show_grid_size()
 
@@ -198,6 +199,7 @@ class SweepPanel:
         self._last_plot = time.monotonic()
         for image, draw in zip(self.controls["plots"].children, PLOTS.values()):
             image.value = figure_png(draw(result))
+        shown(self.controls["plots"])
 
     def _show_best(self) -> None:
         if self.result is not None:
