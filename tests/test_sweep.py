@@ -93,7 +93,7 @@ def test_a_model_outside_the_servers_repository_is_refused(server, model_dir, tm
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(batch_sizes=[1], allocations="2by1"), "allocation '2by1' is malformed"),
-    (dict(batch_sizes=[1], allocations="0x1"), "instances must be >= 1"),
+    (dict(batch_sizes=[1], allocations="0x1"), "instances must be a whole number >= 1"),
     (dict(batch_sizes=[1, 1], allocations="1x1"), "batch sizes: 1 is listed twice"),
     (dict(batch_sizes=[1], allocations="1x1,1x1"), "allocation 1x1 is listed twice"),
     (dict(batch_sizes=[1], allocations="1x1", concurrency=[0]), "concurrency: 0 must be at least 1"),

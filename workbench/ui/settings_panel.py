@@ -78,7 +78,10 @@ class SettingsPanel:
         c["max_queue_delay_us"] = widgets.Text(description="max queue delay (µs)", placeholder="e.g. 100", **on_enter)
         c["core_range"] = widgets.Text(description="core range a:b", **live)
         c["instance_count"] = widgets.BoundedIntText(min=1, max=1024, description="instances", **live)
-        c["threads_per_core"] = widgets.BoundedIntText(min=1, max=64, description="threads per core", **live)
+        # 0 leaves NUM_THREADS_PER_CORE out: the SDK's DataParallel workers on Neuron, 1 thread per core on the cpu
+        c["threads_per_core"] = widgets.BoundedIntText(min=0, max=64, description="threads per core",
+                                                       tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)",
+                                                       **live)
         c["batching_mode"] = widgets.Dropdown(options=_BATCHING_MODES, description="batching mode", style=style,
                                               layout=widgets.Layout(width="520px", max_width="100%"))
         c["cpu_affinity"] = widgets.Checkbox(description="pin CPU instances to their cores", indent=False,
@@ -111,7 +114,7 @@ class SettingsPanel:
              label="max queue delay")
         link("neuron_core_range", c["core_range"], parse=CoreRange.parse, show=str, label="--neuron_core_range")
         link("triton_model_instance_count", c["instance_count"])
-        link("threads_per_core", c["threads_per_core"])
+        link("threads_per_core", c["threads_per_core"], parse=lambda n: n or None, show=lambda n: n or 0)
         link("disable_batch_requests_to_neuron", c["batching_mode"])
         link("cpu_affinity", c["cpu_affinity"])
         for key, label, _hint in _TNX_FIELDS:
@@ -212,7 +215,7 @@ class SettingsPanel:
             return
         try:
             core_map = CoreRange.parse(settings.neuron_core_range).split(settings.triton_model_instance_count,
-                                                                         settings.threads_per_core)
+                                                                         settings.threads_per_core or 1)
         except CoreRangeError as err:
             self.controls["core_map"].value = error_list([f"core map: {err}"])
             return
