@@ -188,3 +188,18 @@ def test_comparing_runs_says_how_they_differ_before_the_ratios():
     assert text.startswith("How the runs differ:") and text.index("window_s") < text.index("Throughput x")
     same = compare_runs(a, SweepResult(frame_from_rows(rows), dict(record_a, label="a2")))
     assert same.differences() == [] and same.summary().startswith("Both runs were measured alike")
+
+
+def test_the_table_explains_unstable_points_and_p50_falling_with_batch_size():
+    rows = [point("1x1", 1, 1, p99=10.0, queue_ms=0.2, compute_infer_ms=2.0),
+            point("1x1", 4, 1, p99=6.0, queue_ms=0.1, compute_infer_ms=1.5, avg_batch=4.0),  # p50 3 < 5
+            point("1x1", 8, 1, p99=40.0, stable=False, windows=10, queue_ms=12.0, compute_infer_ms=4.0)]
+    table = SweepResult(frame_from_rows(rows), {"label": "r"}).table()
+    notes = table["note"].tolist()
+    assert notes[0] == ""
+    assert notes[1] == ("p50 below batch 1's (5.00 ms): compute 1.70 vs 2.20 ms, queue 0.10 vs 0.20 ms, "
+                        "executed batch 4.0 vs 1.0")
+    assert notes[2].startswith("unstable after 10 windows: in the server queue 12.00 ms + compute 4.20 ms of p50 "
+                               "20.00 ms, executed batch 8.0; requests waited longer than they computed")
+    calm = SweepResult(frame_from_rows(KNOWN[:2]), {"label": "k"}).table()
+    assert "note" not in calm.columns  # nothing surprising: no column

@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from workbench.measure.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.notes import point_notes
 from workbench.measure.settings import MeasureSettings
 
 __all__ = [
@@ -160,7 +161,9 @@ class SweepResult:
         # Columns that say the same thing on every row only add width.
         keep = [c for c in columns if c in ("allocation", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms")
                 or table[c].astype(str).nunique() > 1 or c in ("stable", "outputs_ok")]
-        return table[keep]
+        table = table[keep]
+        notes = point_notes(self.frame)  # unstable points, p50 falling with batch: what the server shows
+        return table.assign(note=notes) if notes.astype(bool).any() else table
 
 
 def load_run(path: str | Path) -> SweepResult:
