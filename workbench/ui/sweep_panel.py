@@ -48,7 +48,8 @@ class SweepPanel:
                                         **on_enter)
         c["concurrency"] = widgets.Text(description="concurrency", **on_enter)
         c["core_range"] = widgets.Text(description="core range a:b", placeholder="from the config", **on_enter)
-        c["window_s"] = widgets.BoundedFloatText(min=0.05, max=60, step=0.1, description="window (s)", style=style)
+        c["window_s"] = widgets.BoundedFloatText(min=0.05, max=60, step=0.1, description="window (s)", style=style,
+                                                 tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
         c["max_windows"] = widgets.BoundedIntText(min=1, max=100, description="max windows", style=style)
         c["stable_windows"] = widgets.BoundedIntText(min=1, max=20, description="stable windows", style=style)
         c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
