@@ -59,6 +59,7 @@ def test_sweep_uses_the_model_inputs(bert_served):
     plan = SweepPlan(batch_sizes=(2,), allocations="1x1", concurrency=(1,), core_range="0:0")
     result = run_sweep(plan, server, generated.dest, out_dir=work / "sweep", inputs=model.example_inputs,
                        reference=model.eager,
-                       settings=MeasureSettings(window_s=0.2, stable_windows=2, max_windows=2))
+                       settings=MeasureSettings(engine="workbench", window_s=0.2, stable_windows=2, max_windows=2,
+                                               time_limit_s=None))
     row = result.frame.iloc[0]
     assert bool(row["outputs_ok"]) and int(row["failures"]) == 0, row.to_dict()

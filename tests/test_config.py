@@ -211,6 +211,23 @@ IO = ('input { name: "INPUT__0" data_type: TYPE_FP32 dims: [4] } '
          "WORKBENCH_FRAMEWORK = 'jax' is not one of"),
         ('name: "m" backend: "python" parameters { key: "BATCH_REQUESTS" value { string_value: "yes" } } ' + IO,
          'BATCH_REQUESTS = \'yes\' must be "true" or "false"'),
+        # Triton's own rules (core's model_config_utils.cc ValidateModelConfig), measured on 2.51 for the first
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { preserve_ordering: true priority_levels: 2 '
+         'default_priority_level: 1 } ' + IO, "preserve_ordering allows one priority level only, not priority_levels 2"),
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { preserve_ordering: true '
+         'default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5 } } ' + IO,
+         "preserve_ordering cannot be used with a DELAY queue policy timeout"),
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { preserve_ordering: true } '
+         'response_cache { enable: true } ' + IO,
+         "dynamic_batching preserve_ordering cannot be used with response_cache: on Triton 2.51 the first cache hit"),
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { priority_levels: 2 } ' + IO,
+         "default_priority_level 0 must be in 1..2"),
+        ('name: "m" backend: "python" max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 '
+         'priority_queue_policy { key: 3 value { } } } ' + IO, "priority_queue_policy level 3 must be in 1..2"),
+        ('name: "m" backend: "python" response_cache { enable: true } model_transaction_policy { decoupled: true } ' + IO,
+         "response_cache cannot be enabled for a decoupled model"),
+        ('name: "m" backend: "python" response_cache { enable: true } sequence_batching { } ' + IO,
+         "response_cache cannot be enabled with sequence_batching"),
     ],
 )
 def test_each_problem_has_a_specific_message(text, message):

@@ -362,20 +362,24 @@ UPSTREAM_CONFIG = (
     'parameters: {key: "NEURON_CORE_END_INDEX", value: {string_value: "7"}} \n'
     'parameters: {key: "NUM_THREADS_PER_CORE", value: {string_value: "1"}} \n'
 )
-UPSTREAM_MODEL_PY_HEAD = (
-    # the import block of upstream's inf2 PyTorch model.py (the part load_settings reads)
+HAND_MODEL_PY = (
+    # a model.py rewritten by hand around torch_neuronx: not one of upstream's variants (those are
+    # recognised against the real script in test_upstream_oracle.py), so it is kept as written
     "import json\nimport numpy as np\nimport os\nimport sys\nimport torch\nimport torch_neuronx\n\n"
     "import triton_python_backend_utils as pb_utils\n"
 )
 
 
-def test_upstream_directory_reads_back_and_regenerates(tmp_path):
+def test_upstream_config_with_a_rewritten_model_py_reads_back_and_keeps_it(tmp_path):
     model_dir = tmp_path / "add-sub-1x4"
     (model_dir / "1").mkdir(parents=True)
     (model_dir / "config.pbtxt").write_text(UPSTREAM_CONFIG)
-    (model_dir / "1" / "model.py").write_text(UPSTREAM_MODEL_PY_HEAD)
-    loaded = load_settings(model_dir)
-    assert loaded.framework == "pytorch" and loaded.target == "inf2"
+    (model_dir / "1" / "model.py").write_text(HAND_MODEL_PY)
+    back = gen.read_back(model_dir)
+    loaded = back.settings
+    assert any("1/model.py is neither the workbench's nor one of upstream's: kept as written" in n for n in back.notes)
+    assert loaded.model_py == str((model_dir / "1" / "model.py").resolve()) and loaded.extra_files == {}
+    assert loaded.framework == "pytorch" and loaded.target == "inf2"  # from what it imports
     assert loaded.triton_input == ["INPUT__0,INT64,4", "INPUT__1,INT64,4"]
     assert loaded.triton_output == ["OUTPUT__0,INT64,4", "OUTPUT__1,INT64,4"]
     # upstream writes NUM_THREADS_PER_CORE "1" whether asked or not: read as not given
@@ -392,10 +396,12 @@ def test_upstream_directory_reads_back_and_regenerates(tmp_path):
         del ours.parameters[key]
     del upstream.parameters["NUM_THREADS_PER_CORE"]  # upstream's default "1": model.py reads both as not given
     assert ours == upstream  # same model, same semantics; only the workbench parameters are added
+    assert any("1/model.py is kept as written" in w for w in generated.warnings)
     changes = gen.diff(loaded)
-    assert "+    string_value: \"inf2\"" in changes and "-import torch_neuronx" in changes
+    assert "+    string_value: \"inf2\"" in changes and "model.py" not in changes
     result = write(generated, overwrite=True)
     assert (result.backup / "config.pbtxt").read_text() == UPSTREAM_CONFIG
+    assert (model_dir / "1" / "model.py").read_text() == HAND_MODEL_PY
     assert load_settings(model_dir) == loaded
 
 
@@ -418,7 +424,7 @@ def test_upstream_inf1_relative_compiled_model_keeps_its_meaning(tmp_path, monke
     inf2 = tmp_path / "inf2"
     (inf2 / "1").mkdir(parents=True)
     (inf2 / "config.pbtxt").write_text(UPSTREAM_CONFIG.replace("/home/ubuntu/add_sub.pt", "traced/add_sub.pt"))
-    (inf2 / "1" / "model.py").write_text(UPSTREAM_MODEL_PY_HEAD)
+    (inf2 / "1" / "model.py").write_text(HAND_MODEL_PY)  # imports torch_neuronx: inf2
     assert load_settings(inf2).compiled_model == "traced/add_sub.pt"  # --inf2: the model folder's, as written
 
 
@@ -493,15 +499,21 @@ QA_FLAGS = ["--model_type", "pytorch", "--triton_input", "INPUT__0,INT64,-1x4", 
             "--copy-compiled-model", "--target", "cpu", "--triton_model_dir", "repo/add-sub"]
 
 
-def test_cli_writes_refuses_and_backs_up(tmp_path):
+def test_cli_writes_refuses_with_the_changes_and_backs_up(tmp_path):
     (tmp_path / "add_sub.pt").write_bytes(b"w")
     done = cli(*QA_FLAGS, "--model_version", "2", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "wrote repo/add-sub" in done.stdout and "instance 0: cores 0" in done.stdout
     assert (tmp_path / "repo" / "add-sub" / "2" / "model.py").read_text() == TEMPLATE_TEXT
     assert (tmp_path / "repo" / "add-sub" / "2" / "add_sub.pt").read_bytes() == b"w"
+    same = cli(*QA_FLAGS, "--model_version", "2", cwd=tmp_path)
+    assert same.returncode == 0 and "unchanged repo/add-sub" in same.stdout, same.stderr
     again = cli(*QA_FLAGS, cwd=tmp_path)
-    assert again.returncode == 1 and "already exists; nothing was written" in again.stderr
+    assert again.returncode == 2 and "already exists; nothing was written" in again.stderr
+    assert "rerun with --force" in again.stderr and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert "removes 2/model.py" in again.stdout and "adds 1/model.py" in again.stdout
+    assert 'changes parameters.COMPILED_MODEL.string_value: "2/add_sub.pt" -> "1/add_sub.pt"' in again.stdout
+    assert "--- a/2/model.py\n+++ /dev/null" in again.stdout
     assert not (tmp_path / "repo" / "add-sub" / "1").exists()
     forced = cli(*QA_FLAGS, "--force", cwd=tmp_path)
     assert forced.returncode == 0 and "previous directory kept as" in forced.stdout
@@ -629,16 +641,24 @@ def test_triton_accepts_the_json_override_and_rejects_what_validation_rejects(se
         server.load("add-sub-plain", config=to_json(bad))
 
 
-def test_default_target_on_a_neuron_host_is_flagged_against_upstreams_inf1(tmp_path, monkeypatch, capsys):
-    """The machine's detection is replaced (this host has no /dev/neuron*); nothing Neuron is imported."""
-    monkeypatch.setattr(generate_cli, "default_target", lambda: "inf2")  # where the CLI looks it up
-    flags = ["--triton_input", "INPUT__0,INT64,4", "--triton_output", "OUTPUT__0,INT64,4", "--compiled_model",
-             COMPILED, "--for-other-machine"]
+@pytest.mark.parametrize("machine", ["cpu", "inf2"])
+def test_an_upstream_command_line_keeps_upstreams_inf1_on_every_host(tmp_path, monkeypatch, capsys, machine):
+    """Upstream without --inf2 generated inf1 code wherever it ran; the machine's detection is replaced
+    (this host has no /dev/neuron*) to show the machine does not matter. --target overrides, --inf2 is inf2."""
+    monkeypatch.setattr(generate_cli, "default_target", lambda: machine)
+    flags = ["--model_type", "pytorch", "--triton_input", "INPUT__0,INT64,4", "--triton_output", "OUTPUT__0,INT64,4",
+             "--compiled_model", COMPILED, "--for-other-machine"]
     assert run_generate([*flags, "--triton_model_dir", str(tmp_path / "a")]) == 0
-    assert "using this machine's target inf2 (upstream gen_triton_model.py generated inf1" in capsys.readouterr().err
-    assert parameters_of(read_config(tmp_path / "a"))["WORKBENCH_TARGET"] == "inf2"
-    assert run_generate([*flags, "--target", "inf1", "--triton_model_dir", str(tmp_path / "b")]) == 0
-    assert "upstream" not in capsys.readouterr().err
+    notes = [line for line in capsys.readouterr().err.splitlines() if "note:" in line]
+    assert notes == ["workbench generate: note: no --target or --inf2: generating for inf1, as upstream "
+                     "gen_triton_model.py did (--target cpu|inf2|trn1|trn2 for another)"]
+    assert parameters_of(read_config(tmp_path / "a"))["WORKBENCH_TARGET"] == "inf1"
+    assert run_generate([*flags, "--target", "cpu", "--triton_model_dir", str(tmp_path / "b")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert parameters_of(read_config(tmp_path / "b"))["WORKBENCH_TARGET"] == "cpu"
+    assert run_generate([*flags, "--inf2", "--triton_model_dir", str(tmp_path / "c")]) == 0
+    assert "note:" not in capsys.readouterr().err
+    assert parameters_of(read_config(tmp_path / "c"))["WORKBENCH_TARGET"] == "inf2"
 
 
 def test_tensorflow_inputs_and_outputs_come_from_a_real_saved_model(tmp_path):

@@ -77,7 +77,8 @@ class TritonPythonModel:
         return out
 '''
 
-FAST = MeasureSettings(window_s=0.2, max_windows=4, warmup_requests=10)
+# time_limit_s=None: stop after max_windows windows, as perf_analyzer does (the counts below rely on it)
+FAST = MeasureSettings(window_s=0.2, max_windows=4, warmup_requests=10, time_limit_s=None)
 
 
 def write_model(repo: Path, name: str, code: str, *, max_batch_size: int, dynamic_batching: bool = False) -> None:
@@ -353,7 +354,8 @@ def test_a_rate_the_generator_cannot_keep_is_flagged(server):
     """100000 requests/s is far beyond what one Python event loop can send: the schedule slips,
     the send delays show it and the result says so (the requests that did go out all count)."""
     result = measure(server.grpc_url, "double", [np.ones(4, np.float32)],
-                     MeasureSettings(window_s=0.1, max_windows=3, warmup_requests=10), request_rate=100_000)
+                     MeasureSettings(window_s=0.1, max_windows=3, warmup_requests=10, time_limit_s=None),
+                     request_rate=100_000)
     assert result.sent == result.succeeded + result.failed
     assert result.late_fraction > 0.5
     assert any("could not keep 100000 requests/s" in w for w in result.warnings)

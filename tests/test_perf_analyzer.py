@@ -6,7 +6,9 @@ perf_analyzer_here.sh); otherwise that test is skipped with the reason."""
 
 from __future__ import annotations
 
+import math
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -176,3 +178,113 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     cancel.set()
     with pytest.raises(Cancelled):
         run_perf_analyzer(server.grpc_url, "add", settings, cancel=cancel)
+
+
+# --- runs that cannot stabilise: retried as Model Analyzer does -----------------------------------
+# A stand-in perf_analyzer replays real perf_analyzer 2.60 console output (tests/data/perf_analyzer,
+# see its README): unstable_grpc_c1.txt (exit 2, no CSV) or verbose_grpc_b2_c1-2.txt with its CSV,
+# and logs every command line it was given. What is tested is the workbench's retry rule, not the tool.
+
+def _replaying_perf_analyzer(tmp_path: Path, unstable_runs: int) -> tuple[Path, Path]:
+    """A script that is unstable for its first ``unstable_runs`` runs (all of them when -1, except a
+    run with --request-count), then stable; and the file its command lines go to."""
+    log = tmp_path / "calls.txt"
+    script = tmp_path / "perf_analyzer"
+    script.write_text(f"""#!{sys.executable}
+import shutil, sys
+args = sys.argv[1:]
+with open({str(log)!r}, "a") as f:
+    f.write(" ".join(args) + "\\n")
+runs = sum(1 for _ in open({str(log)!r}))
+if "--request-count" not in args and ({unstable_runs} < 0 or runs <= {unstable_runs}):
+    sys.stdout.write(open({str(DATA / "unstable_grpc_c1.txt")!r}).read())
+    sys.exit(2)
+shutil.copy({str(DATA / "verbose_grpc_b2_c1-2.csv")!r}, args[args.index("-f") + 1])
+sys.stdout.write(open({str(DATA / "verbose_grpc_b2_c1-2.txt")!r}).read())
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script, log
+
+
+def _calls(log: Path) -> list[list[str]]:
+    return [line.split() for line in log.read_text().splitlines()]
+
+
+def _value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+def test_the_console_output_gives_each_window_and_the_pooled_request_count():
+    from workbench.measure.perf_analyzer import parse_passes, unstable
+
+    passes = parse_passes((DATA / "verbose_grpc_b2_c1-2.txt").read_text())
+    assert passes == {1.0: {"passes": [540.797, 562.451, 390.317], "requests": 451},
+                      2.0: {"passes": [567.42, 360.387, 354.426], "requests": 391}}
+    failed = (DATA / "unstable_grpc_c1.txt").read_text()
+    assert parse_passes(failed) == {1.0: {"passes": [176.559, 145.921, 155.813, 128.282]}}
+    assert unstable(failed) and not unstable((DATA / "verbose_grpc_b2_c1-2.txt").read_text())
+
+
+def test_an_unstable_run_is_run_again_with_a_window_1000_ms_longer(tmp_path):
+    script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=2)
+    seen = []
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, min_latencies=300,
+                               time_limit_s=120)
+    rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2],
+                             progress=lambda *a: seen.append(a[2]))
+    calls = _calls(log)
+    assert [_value(c, "--measurement-interval") for c in calls] == ["100", "1100", "2100"]
+    assert all(_value(c, "--request-count") is None for c in calls)
+    assert [(r["concurrency"], r["stable"], r["attempts"], r["window_s"], r["requests"]) for r in rows] == [
+        (1, True, 3, 2.1, 451), (2, True, 3, 2.1, 391)]
+    assert rows[0]["windows"] == [540.797, 562.451, 390.317] and rows[0]["warnings"] == []
+    assert sum("did not stabilise; again with 1100 ms windows" in m for m in seen) == 1
+
+
+def test_a_stable_run_short_of_latencies_runs_again_with_windows_that_hold_them(tmp_path):
+    script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=0)
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, min_latencies=1000,
+                               time_limit_s=600)
+    rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2])
+    intervals = [int(_value(c, "--measurement-interval")) for c in _calls(log)]
+    # the replayed output never holds 1000 latencies: the windows grow by 1.1 x 1000 / 391 each run,
+    # until three windows of the next length (1.2 x each, + 1 s) would not fit in the 600 s limit
+    assert intervals[:2] == [100, 282] and all(b > a for a, b in zip(intervals, intervals[1:]))
+    after = math.ceil(intervals[-1] * 1.1 * 1000 / 391)
+    assert len(intervals) == 8 and 3 * 1.2 * intervals[-1] / 1000 + 1 < 600 < 3 * 1.2 * after / 1000 + 1
+    assert all(r["stable"] for r in rows)
+    assert [w for w in rows[1]["warnings"]] == ["p99 from 391 latencies, fewer than the 1000 asked for"]
+
+
+def test_never_stable_within_the_time_limit_keeps_the_point_as_unstable(tmp_path):
+    script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=-1)
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=1.0, min_latencies=300,
+                               time_limit_s=10.0)
+    rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2])
+    calls = _calls(log)
+    # 10 s leave room for one retry with 2 s windows (3 x 1.2 x 2 s + 1 s), not for 3 s ones (11.8 s);
+    # then one --request-count run
+    assert [_value(c, "--measurement-interval") for c in calls] == ["1000", "2000", "1000"]
+    assert _value(calls[-1], "--request-count") is not None and _value(calls[0], "--request-count") is None
+    assert [r["stable"] for r in rows] == [False, False]
+    assert "could not stabilise in 2 run(s) (last window 2000 ms)" in rows[0]["warnings"][-1]
+
+
+def test_without_a_time_limit_perf_analyzer_runs_once_then_keeps_the_point_unstable(tmp_path):
+    """time_limit_s=None stops after max_windows, as perf_analyzer alone does: no longer windows."""
+    script, log = _replaying_perf_analyzer(tmp_path, unstable_runs=1)
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, time_limit_s=None)
+    rows = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=[1, 2])
+    calls = _calls(log)
+    assert len(calls) == 2 and _value(calls[1], "--request-count") is not None
+    assert [r["stable"] for r in rows] == [False, False]
+
+
+def test_a_failure_that_is_not_instability_is_not_retried(tmp_path):
+    script = tmp_path / "broken.sh"
+    calls = tmp_path / "calls.txt"
+    script.write_text(f"#!/bin/sh\necho run >> '{calls}'\necho 'error: failed to get model metadata'\nexit 1\n")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    with pytest.raises(PerfAnalyzerError, match="failed to get model metadata"):
+        run_perf_analyzer("127.0.0.1:1", "m", MeasureSettings(engine="perf_analyzer", perf_analyzer=script))
+    assert calls.read_text().count("run") == 1

@@ -147,3 +147,23 @@ def test_an_outlier_gets_a_log_axis_unstable_points_are_hollow_and_legends_sit_o
     calm = plots.latency_vs_batch(frame_from_rows(rows()))  # 1..11 ms: a linear axis reads best
     assert calm.axes[1].get_yscale() == "linear"
     assert plots.throughput_vs_latency(frame_from_rows(table)).axes[0].get_xscale() == "log"
+
+
+def test_each_points_spread_is_drawn_as_error_bars(tmp_path):
+    """A run with spread columns: throughput vs p99 gets bars in both directions, p99 vs batch in
+    y, each as long as the interval; a run without them (older runs) draws none."""
+    spread = [dict(r, throughput_low=r["throughput"] - 10, throughput_high=r["throughput"] + 30,
+                   p99_low_ms=r["p99_ms"] - 0.5, p99_high_ms=r["p99_ms"] + 1.0) for r in rows()]
+    frame = frame_from_rows(spread)
+    fig = plots.throughput_vs_latency(frame[frame["concurrency"] == 1])
+    bars = fig.axes[0].containers
+    assert len(bars) == 2  # one per allocation
+    assert bars[0].has_xerr and bars[0].has_yerr
+    segments = [seg for collection in bars[0].lines[2] for seg in collection.get_segments()]
+    lengths = sorted({round(float(np.ptp(seg[:, 0]) + np.ptp(seg[:, 1])), 6) for seg in segments})
+    assert lengths == [1.5, 40.0]  # p99 0.5 below + 1.0 above; throughput 10 below + 30 above
+    legend = {t.get_text() for t in fig.axes[0].get_legend().get_texts()}
+    assert legend == {"1x1", "2x1"}
+    fig = plots.latency_vs_batch(frame)
+    assert len(fig.axes[1].containers) == 4 and not fig.axes[0].containers  # p99 only, one per line
+    assert not plots.throughput_vs_latency(frame_from_rows(rows())).axes[0].containers

@@ -330,6 +330,59 @@ def test_cores_the_process_may_not_use_are_skipped_with_a_warning(server, repo):
     assert f"cpu affinity [{last}] model {repo / 'pinned_past' / 'model.pt'}" in log
 
 
+class MatMul(torch.nn.Module):
+    """Big enough for torch to run its intra-op thread pool."""
+
+    def forward(self, x):
+        return x @ x.t() @ x
+
+
+def _thread_affinities(pid: int) -> dict[int, set[int]]:
+    """thread id -> the CPUs the kernel lets it run on, for every thread of process ``pid``."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            out[int(tid)] = os.sched_getaffinity(int(tid))
+        except ProcessLookupError:
+            pass  # ended meanwhile
+    return out
+
+
+@pytest.mark.server
+def test_pinning_moves_the_compute_threads_and_leaves_the_stubs_own_threads_alone(server, repo):
+    """CPU_AFFINITY pins the thread that runs the model and the intra-op pool torch starts from it;
+    the stub's own threads (health check, IPC) keep the server's CPUs, so a busy core cannot make
+    them miss the health check during initialize (which hangs r24.10's load for good)."""
+    allowed = os.sched_getaffinity(0)
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs: one to pin, one the stub's own threads keep")
+    core = min(allowed)
+    save_module(MatMul(), repo / "pinned_pool" / "model.pt", (torch.ones(64, 64),))
+    write_model(repo, "pinned_pool", ["INPUT__0,FP32,64x64"], ["OUTPUT__0,FP32,64x64"], NEURON_CORE_START_INDEX=core,
+                NEURON_CORE_END_INDEX=core, NUM_THREADS_PER_CORE=2, CPU_AFFINITY="true")
+    server.load("pinned_pool")
+    (pid,) = _stub_processes(repo / "pinned_pool" / "1" / "model.py").values()
+    before = _thread_affinities(pid)
+    x = np.random.default_rng(3).standard_normal((64, 64)).astype(np.float32)
+    for result in burst(server, "pinned_pool", [{"INPUT__0": x}] * 3):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), x @ x.T @ x, rtol=1e-3, atol=1e-3)
+    after = _thread_affinities(pid)
+    stubs_own = {tid for tid, cpus in before.items() if cpus == server_cpus(pid)}
+    pinned = {tid for tid, cpus in after.items() if cpus == {core}}
+    started = set(after) - set(before)  # threads the first forward started: torch's intra-op pool
+    assert pid in pinned, "the stub's main thread (which loads and runs the model) is not on its core"
+    assert started and started <= pinned, f"torch's pool threads {started} did not inherit the pin: {after}"
+    assert stubs_own, f"every thread of the stub was pinned to core {core}: {after}"
+    assert not stubs_own & pinned
+
+
+def server_cpus(pid: int) -> set[int]:
+    """The CPUs tritonserver (the stub's parent) may use: what an unpinned stub thread keeps."""
+    parent = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    return os.sched_getaffinity(parent)
+
+
 def _stub_processes(model_py: Path) -> dict[str, int]:
     """instance name -> pid of the python backend stubs running ``model_py`` (the stub's command
     line is: stub, model.py path, ..., instance name, runtime)."""

@@ -683,7 +683,8 @@ def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
 
     start = len(server.log_tail(1_000_000))
     result = run_sweep(sweep, server, plan.repository / "add_sub_ts", out_dir=tmp_path / "run", reference=reference,
-                       settings=MeasureSettings(window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1))
+                       settings=MeasureSettings(engine="workbench", window_s=0.2, stable_windows=2, max_windows=2,
+                                                warmup_requests=1, time_limit_s=None))
     frame = result.frame
     assert sorted(frame["parameters"]) == ["INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
     assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["parameters", "error", "outputs_ok"]]

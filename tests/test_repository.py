@@ -7,8 +7,10 @@ import pytest
 from workbench.generate.config import to_text
 from workbench.generate.repository import (
     RepositoryError,
+    compare_model_dir,
     diff_model_dir,
     read_model_dir,
+    response_cache_models,
     version_folders,
     write_model_dir,
 )
@@ -146,3 +148,53 @@ def test_version_folders_are_the_ones_triton_loads(tmp_path):
         (tmp_path / name).mkdir()
     (tmp_path / "3").write_text("a file, not a folder")
     assert [p.name for p in version_folders(tmp_path)] == ["0", "1", "2", "10"]
+
+
+def test_an_unchanged_directory_is_left_alone_and_changes_are_listed(tmp_path):
+    dest = tmp_path / "m"
+    files = {"config.pbtxt": 'name: "m"\nbackend: "python"\nmax_batch_size: 4\n', "1/model.py": "x = 1\n"}
+    write_model_dir(dest, files)
+    stamp = (dest / "config.pbtxt").stat().st_mtime_ns
+    again = write_model_dir(dest, files)
+    assert again.unchanged and again.backup is None and (dest / "config.pbtxt").stat().st_mtime_ns == stamp
+    (dest / "notes.txt").write_text("mine")
+    changes = compare_model_dir(dest, {**files, "config.pbtxt": 'name: "m"\nbackend: "python"\n', "2/model.py": "y\n"})
+    assert (changes.added, changes.removed, changes.modified) == (("2/model.py",), ("notes.txt",), ("config.pbtxt",))
+    assert changes.config_changes == ("drops max_batch_size (was 4)",)
+    assert changes.summary().splitlines() == ["removes notes.txt", "drops max_batch_size (was 4)", "adds 2/model.py",
+                                              "changes config.pbtxt"]
+    assert changes.headline() == "1 file(s) removed; 1 file(s) changed; 1 file(s) added; drops config fields in " \
+                                 "max_batch_size"
+    assert "--- a/notes.txt\n+++ /dev/null" in changes.diff
+    reformatted = compare_model_dir(dest, {**files, "notes.txt": "mine",
+                                           "config.pbtxt": 'backend: "python" name: "m" max_batch_size: 4'})
+    assert reformatted.config_changes == ("rewrites config.pbtxt with the same ModelConfig (its layout and comments "
+                                          "change)",)
+    assert not compare_model_dir(tmp_path / "absent", files).exists
+
+
+def test_a_confirmation_writes_exactly_what_was_reviewed(tmp_path):
+    dest = tmp_path / "m"
+    write_model_dir(dest, {"config.pbtxt": "old\n", "keep.txt": "mine\n"})
+    new = {"config.pbtxt": "new\n"}
+    changes = compare_model_dir(dest, new)
+    (dest / "keep.txt").write_text("edited after the review\n")
+    with pytest.raises(RepositoryError, match="changed since those changes were reviewed; nothing was written"):
+        write_model_dir(dest, new, confirm=changes)
+    with pytest.raises(RepositoryError, match="changed since those changes were reviewed"):
+        write_model_dir(dest, {"config.pbtxt": "newer\n"}, confirm=compare_model_dir(dest, new))
+    assert (dest / "config.pbtxt").read_text() == "old\n"
+    result = write_model_dir(dest, new, confirm=compare_model_dir(dest, new))
+    assert (dest / "config.pbtxt").read_text() == "new\n" and (result.backup / "keep.txt").read_text() == \
+        "edited after the review\n"
+
+
+def test_response_cache_models_reads_the_config_tritonserver_would(tmp_path):
+    for name, text in (("a", "response_cache { enable: true }"), ("b", ""), ("c", "not a config {")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.pbtxt").write_text(f'name: "{name}"\n{text}')
+    (tmp_path / "b" / "configs").mkdir()
+    (tmp_path / "b" / "configs" / "x.pbtxt").write_text('name: "b"\nresponse_cache { enable: true }')
+    assert response_cache_models(tmp_path) == ["a"]
+    assert response_cache_models(tmp_path, "x") == ["a", "b"]
+    assert response_cache_models(tmp_path / "absent") == []

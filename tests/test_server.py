@@ -212,6 +212,32 @@ def test_bad_arguments_fail_before_a_process_starts(tmp_path):
     assert processes_using(tmp_path) == []
 
 
+def test_the_response_cache_is_enabled_when_a_model_asks_with_the_wheels_cache_directory(tmp_path):
+    """With the wheel, --cache-config alone makes the server fail to start (it looks for
+    libtritoncache_local.so in /opt/tritonserver/caches): --cache-directory must come with it."""
+    def model(name: str, text: str, rel: str = "config.pbtxt") -> None:
+        (tmp_path / name / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name / rel).write_text(f'name: "{name}"\nbackend: "python"\n{text}')
+
+    model("plain", "")
+    server = TritonServer(tmp_path)
+    assert server._cache_args() == [] and server.install.cache_dir is not None
+    assert (server.install.cache_dir / "local" / "libtritoncache_local.so").is_file()
+    model("cached_alt", "", "config.pbtxt")
+    model("cached_alt", "response_cache { enable: true }", "configs/alt.pbtxt")
+    assert server._cache_args() == []  # only configs/alt.pbtxt asks, and it is not the one served
+    alt = TritonServer(tmp_path, model_config_name="alt")
+    assert alt._cache_args() == [f"--cache-config=local,size={64 * 1024 * 1024}",
+                                 f"--cache-directory={alt.install.cache_dir}"]
+    model("cached", "response_cache { enable: true }")
+    assert server._cache_args()[1] == f"--cache-directory={server.install.cache_dir}"
+    assert TritonServer(tmp_path, response_cache=False)._cache_args() == []
+    own = TritonServer(tmp_path, extra_args=["--cache-config=local,size=1024"])
+    assert own._cache_args() == [f"--cache-directory={own.install.cache_dir}"]
+    with pytest.raises(ValueError, match="model_config_name"):
+        TritonServer(tmp_path, model_config_name="../x")
+
+
 def test_config_to_json_accepts_proto_dict_and_json_and_names_bad_fields():
     proto = model_config("m", count=2)
     as_json = config_to_json(proto)

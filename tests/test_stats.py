@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from workbench.measure.stats import (
+    Spread,
     StatsError,
+    bootstrap_spread,
     is_stable,
     model_counters,
     percentile,
@@ -182,3 +184,48 @@ def test_missing_model_and_counters_going_back_are_refused():
     later = grpc_snapshot(9, 0, 1, 1, 1, 1, 1, 9, 9, {})
     with pytest.raises(StatsError, match="went backwards"):
         server_breakdown(later, snap, "m")
+
+
+# ---- spread (block bootstrap) --------------------------------------------------------------------
+
+
+def test_a_steady_measurement_has_no_spread():
+    """100 requests spread evenly over 1 s, every latency 5: every resample is the same."""
+    done = (np.arange(100) + 0.5) / 100
+    spread = bootstrap_spread(done, np.full(100, 5.0), span_s=1.0, blocks=10, resamples=200)
+    assert (spread.throughput_low, spread.throughput_high, spread.latency_low, spread.latency_high) == (100, 100, 5, 5)
+    assert (spread.blocks, spread.resamples, spread.percentile, spread.confidence) == (10, 200, 99.0, 0.95)
+
+
+def test_two_unlike_blocks_bound_the_interval_by_hand():
+    """Block 0 (first second): 10 requests of latency 1; block 1: 30 of latency 3. A resample of two
+    blocks is (0,0), (0,1), (1,0) or (1,1): 20, 40, 40 or 60 requests in 2 s, times batch 2 ->
+    20, 40, 40, 60 inferences/s; p99 1, 3, 3, 3. Each extreme has probability 1/4, far above 2.5%."""
+    done = np.concatenate([np.linspace(0.05, 0.95, 10), np.linspace(1.05, 1.95, 30)])
+    latencies = np.concatenate([np.full(10, 1.0), np.full(30, 3.0)])
+    spread = bootstrap_spread(done, latencies, span_s=2.0, batch_size=2, blocks=2, resamples=2000, seed=1)
+    assert (spread.throughput_low, spread.throughput_high) == (20.0, 60.0)
+    assert (spread.latency_low, spread.latency_high) == (1.0, 3.0)
+
+
+def test_the_spread_is_deterministic_per_seed_and_holds_the_estimate():
+    rng = np.random.default_rng(7)
+    done = np.sort(rng.uniform(0, 3.0, 3000))
+    latencies = rng.lognormal(0, 0.5, 3000)
+    first = bootstrap_spread(done, latencies, span_s=3.0, seed=4)
+    assert first == bootstrap_spread(done, latencies, span_s=3.0, seed=4)
+    assert first.throughput_low <= 1000 <= first.throughput_high
+    p99 = percentile(np.sort(latencies), 99)
+    assert first.latency_low <= p99 <= first.latency_high
+    assert first.latency_high > first.latency_low  # real noise: a real interval
+
+
+def test_nothing_to_resample_is_nan_and_bad_arguments_are_refused():
+    empty = bootstrap_spread([], [], span_s=1.0)
+    assert math.isnan(empty.throughput_low) and math.isnan(empty.latency_high)
+    assert math.isnan(bootstrap_spread([0.1], [1.0], span_s=0).throughput_low)
+    assert math.isnan(Spread.unknown().latency_low)
+    with pytest.raises(ValueError, match="one completion time per latency"):
+        bootstrap_spread([0.1, 0.2], [1.0], span_s=1.0)
+    with pytest.raises(ValueError, match="confidence"):
+        bootstrap_spread([0.1], [1.0], span_s=1.0, confidence=1.0)

@@ -36,7 +36,7 @@ from workbench.server import TritonServer
 
 DATA = Path(__file__).parent / "data" / "perf_analyzer"
 # Short windows keep the suite quick; stability is reported, never asserted (busy shared machine).
-FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=5)
+FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None)
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +171,7 @@ def test_settings_are_checked_once_naming_every_bad_value():
         MeasureSettings(engine="locust", protocol="udp", window_s=0, stability=-1, max_windows=2,
                         warmup_requests=-1, seed=-1, rtol=-1)
     message = str(err.value)
-    for part in ("engine must be one of workbench, perf_analyzer, got 'locust'", "protocol 'udp' is not grpc or http",
+    for part in ("engine must be one of auto, workbench, perf_analyzer, got 'locust'", "protocol 'udp' is not grpc or http",
                  "window_s must be a positive number, got 0", "stability must be a positive number, got -1",
                  "max_windows must be a whole number >= stable_windows (3), got 2", "warmup_requests must be",
                  "seed must be a whole number >= 0", "rtol must be >= 0"):
@@ -317,6 +317,23 @@ def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, mode
     assert "none of 2 point(s) is usable" in result.describe_best()
 
 
+@pytest.mark.server
+def test_a_load_that_gets_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(server, model_dir, tmp_path):
+    """A stub that hangs while it initializes would make every load wait forever: the sweep bounds
+    each load, fails that variant's points naming the stuck load, and loads nothing after it.
+    (A 0.05 s bound stands in for the hang: no stub starts that fast.)"""
+    plan = SweepPlan(batch_sizes=[1, 2], allocations="1x1,2x1", core_range="0:1")
+    try:
+        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, load_timeout_s=0.05)
+        frame = result.frame
+        assert len(frame) == 4 and frame["throughput"].isna().all()
+        first, rest = frame[frame["allocation"] == "1x1"], frame[frame["allocation"] == "2x1"]
+        assert all("got no answer within 0.05 s" in e and e.startswith("load failed") for e in first["error"])
+        assert all(e.startswith("not loaded: the load of") for e in rest["error"])
+    finally:
+        server.load("add_sub")  # the module's server back as configured (waits out the load still running)
+
+
 # ---- the command line ---------------------------------------------------------------------------
 
 
@@ -330,7 +347,8 @@ def _cli(*args, timeout=300):
 def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path, capsys):
     out = tmp_path / "cli-run"
     done = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "1x1", "--core-range", "0:1",
-                "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "5",
+                "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--time-limit-s", "0",
+                "--engine", "workbench", "--warmup", "5",
                 "--out", out, "--latency-budget-ms", "10000")
     assert done.returncode == 0, done.stderr
     assert "throughput" in done.stdout and "Best (highest throughput with p99 <= 10000 ms" in done.stdout
@@ -366,7 +384,8 @@ def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path, ca
 def test_cli_uses_a_running_server_with_url(server, model_dir, tmp_path, capsys):
     out = tmp_path / "url-run"
     code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--allocations", "2x1", "--core-range", "0:1",
-                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--out", str(out), "--no-plots"])
+                 "--window-ms", "200", "--max-windows", "3", "--time-limit-s", "0", "--engine", "workbench",
+                 "--warmup", "5", "--out", str(out), "--no-plots"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     run = load_run(out)

@@ -388,7 +388,7 @@ def test_settings_controls_are_linked_to_one_generate_settings(panels, add_sub_a
     state, settings, _ = panels
     c = settings.controls
     value = settings.link.value
-    assert state.settings is value and value.model_dir == state.repository / "add_sub"
+    assert state.settings == settings.build_settings() and value.model_dir == state.repository / "add_sub"
     assert value.triton_input == (TensorSpec("INPUT__0", "FP32", (4,)), TensorSpec("INPUT__1", "FP32", (4,)))
     c["core_range"].value = " 0 : 1 "
     c["dynamic_batching"].value = True
@@ -399,7 +399,8 @@ def test_settings_controls_are_linked_to_one_generate_settings(panels, add_sub_a
     assert value.neuron_core_range == CoreRange(0, 1) and value.preferred_batch_size == [2, 4]
     assert value.max_queue_delay_microseconds is None and value.disable_batch_requests_to_neuron is True
     assert value.tnx_batch_size is None and value.tnx_amp is None  # blank: the compile's or model.py's value
-    assert state.settings is value and state.settings_problems == []
+    assert state.settings == settings.build_settings() and state.settings.neuron_core_range == CoreRange(0, 1)
+    assert state.settings_problems == []
     c["name"].value = "renamed"
     assert settings.link.value.model_dir == state.repository / "renamed" and state.name == "renamed"
     # the logic value changes (as a published artifact changes it): the controls follow
@@ -433,3 +434,55 @@ def test_empty_plot_slots_take_no_room_until_they_have_a_picture():
     assert image.layout.display == "none"  # an empty Image is a broken-image icon in the browser
     image.value = b"\x89PNG\r\n"
     assert image.layout.display is None
+
+
+def test_triton_config_fields_have_controls_and_the_preview_shows_each_config(panels):
+    """The settings panel's Triton config fields reach the generated config (a bad value named
+    inline); the preview lists config.pbtxt and every configs/<name>.pbtxt variant."""
+    state, settings, preview = panels
+    c = settings.controls
+    c["dynamic_batching"].value = True
+    c["instance_group_kind"].value = "KIND_CPU"
+    c["rate_limiter_resources"].value = "R1:1, MEM:2:global"
+    c["rate_limiter_priority"].value = 2
+    c["priority_levels"].value = 2
+    c["default_priority_level"].value = 1
+    c["default_queue_policy"].value = "max_queue_size=16"
+    c["priority_queue_policy"].value = "2:timeout_action=DELAY,default_timeout_microseconds=100"
+    c["optional_inputs"].value = "INPUT__1"
+    c["warmup"].value = 2
+    c["response_cache"].value = True
+    c["version_policy"].value = "latest:1"
+    assert settings.problems == [], settings.problems
+    cfg = state.generated.config
+    group = cfg.instance_group[0]
+    assert group.kind == group.KIND_CPU and [r.name for r in group.rate_limiter.resources] == ["R1", "MEM"]
+    assert cfg.dynamic_batching.priority_levels == 2 and cfg.dynamic_batching.default_queue_policy.max_queue_size == 16
+    assert cfg.dynamic_batching.priority_queue_policy[2].default_timeout_microseconds == 100
+    assert cfg.input[1].optional and cfg.model_warmup[0].count == 2 and cfg.response_cache.enable
+    assert cfg.version_policy.latest.num_versions == 1
+    c["preserve_ordering"].value = True  # Triton refuses it with two priority levels
+    assert "--preserve-ordering allows one priority level only" in _text(c["problems"].value)
+    assert state.generated is None
+    c["preserve_ordering"].value = False
+    c["version_policy"].value = "newest"
+    assert "version policy 'newest': expected latest[:N], all or specific:V[,V]" in _text(c["problems"].value)
+    c["version_policy"].value = ""
+    c["dynamic_batching"].value = False  # the batcher's fields grey out and are not applied
+    assert c["priority_levels"].disabled and settings.problems == []
+    assert not state.generated.config.HasField("dynamic_batching")
+
+    choice = preview.controls["config_choice"]
+    assert choice.options == (("config.pbtxt", ""),)
+    from dataclasses import replace
+    from workbench import generate
+
+    state.generated = generate.render(replace(state.settings, variants={"one": {"triton_model_instance_count": 1},
+                                                                       "cpu": {"cpu_affinity": True}}))
+    assert [label for label, _ in choice.options] == ["config.pbtxt", "configs/one.pbtxt", "configs/cpu.pbtxt"]
+    choice.value = "cpu"
+    assert "CPU_AFFINITY" in _text(preview.controls["config_view"].value)
+    assert 'string_value: "true"' in state.generated.files["configs/cpu.pbtxt"]
+    assert preview.controls["config_text"].layout.display == "none"
+    choice.value = ""
+    assert preview.controls["config_text"].layout.display is None

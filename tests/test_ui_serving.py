@@ -57,8 +57,9 @@ def app(tmp_path_factory):
 
 def _sweep(app, **values):
     sweep = app["sweep"]
+    # the built-in engine, stopping after max_windows: quick plumbing tests (perf_analyzer has its own)
     defaults = {"batch_sizes": "1,2", "allocations": "1x1", "concurrency": "1", "window_s": 0.2,
-                "stable_windows": 2, "max_windows": 3, "label": ""}
+                "stable_windows": 2, "max_windows": 3, "time_limit_s": 0, "engine": "workbench", "label": ""}
     for key, value in {**defaults, **values}.items():
         sweep.controls[key].value = value
     return sweep
@@ -218,7 +219,10 @@ def test_the_sweep_panel_can_measure_with_perf_analyzer(app):
         find_perf_analyzer()
     except PerfAnalyzerNotFound as err:
         pytest.skip(f"{err} (set PERF_ANALYZER to run it)")
-    sweep = _sweep(app, label="pa-run", batch_sizes="2", engine="perf_analyzer", window_s=0.5, max_windows=10)
+    # a time limit: a run that cannot stabilise on a busy machine is retried with longer windows,
+    # then kept as one unstable window, never dropped
+    sweep = _sweep(app, label="pa-run", batch_sizes="2", engine="perf_analyzer", window_s=0.5, max_windows=10,
+                   time_limit_s=60)
     try:
         task = sweep.start()
         assert task is not None, sweep.controls["error"].value
@@ -226,6 +230,8 @@ def test_the_sweep_panel_can_measure_with_perf_analyzer(app):
         frame = sweep.result.frame
         assert frame["error"].isna().all() and frame["outputs_ok"].tolist() == [True], frame.to_dict("records")
         assert sweep.result.record["settings"]["engine"] == "perf_analyzer"
+        assert sweep.result.record["engine"]["engine"] == "perf_analyzer"
+        assert frame["engine"].tolist() == ["perf_analyzer"] and frame["requests"].tolist()[0] > 0
     finally:
         sweep.controls["engine"].value = "workbench"
 

@@ -414,7 +414,7 @@ def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = No
             copy_compiled_model=True, target="cpu", neuron_core_range="0:0", max_batch_size=8,
             enable_dynamic_batching=batching, max_queue_delay_microseconds=500 if batching else None)))
     plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(4,))
-    settings = MeasureSettings(window_s=0.5, max_windows=4) if settings is None else settings
+    settings = MeasureSettings(window_s=0.5, max_windows=4, time_limit_s=3, min_latencies=500) if settings is None else settings
     runs = []
     with TritonServer(space.repository) as server:
         for name in variants:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
+from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate"]
+__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS"]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -40,6 +41,7 @@ class Plan:
     carried: dict[str, Path] = field(default_factory=dict)  # files copied into the new directory
     record: dict | None = None  # the compile step's sidecar for the compiled model
     tnx: dict[str, object] = field(default_factory=dict)  # TNX_* parameters to write
+    variants: dict[str, tuple[GenerateSettings, "Plan"]] = field(default_factory=dict)  # configs/<name>.pbtxt
 
 
 def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
@@ -357,6 +359,47 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
                                  "model.py will compile the model at load time")
 
 
+# what a configs/<name>.pbtxt variant may change: everything but where and what the directory is
+FIXED_IN_VARIANTS = ("triton_model_dir", "name", "model_version", "variants", "extra_files", "model_py")
+
+
+def _written(settings: GenerateSettings, plan: Plan) -> set[str]:
+    return {"config.pbtxt", f"{settings.model_version}/model.py", *plan.carried,
+            *(f"configs/{name}.pbtxt" for name in settings.variants)}
+
+
+def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
+    """Each variant is the settings with its overrides, checked as a whole; its problems name it."""
+    allowed = {f.name for f in fields(GenerateSettings)} - set(FIXED_IN_VARIANTS)
+    for name, overrides in settings.variants.items():
+        label = f"configs/{name}.pbtxt"
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(name)) or name in (".", ".."):
+            plan.problems.append(f"config variant name {name!r} is not usable; use letters, digits, '_', '-' or '.'")
+            continue
+        wrong = sorted(set(overrides) - allowed)
+        if wrong:
+            plan.problems.append(f"{label}: {', '.join(wrong)} cannot differ between configs of one model directory "
+                                 f"(a variant may set {', '.join(sorted(allowed))})")
+            continue
+        variant = replace(settings, variants={}, **overrides)
+        sub = make_plan(variant)
+        plan.problems += [f"{label}: {problem}" for problem in sub.problems]
+        plan.warnings += [f"{label}: {warning}" for warning in sub.warnings]
+        for rel, source in sub.carried.items():
+            if rel in plan.carried and Path(plan.carried[rel]).resolve() != Path(source).resolve():
+                plan.problems.append(f"{label}: {rel} would be both {plan.carried[rel]} and {source}; give the "
+                                     "compiled models different file names")
+            plan.carried.setdefault(rel, source)
+        plan.variants[name] = (variant, sub)
+
+
+def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
+    written = _written(settings, plan)
+    plan.problems += preserve.problems(settings, plan.spec, written)
+    plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
+    plan.warnings += rules.warnings(settings)
+
+
 def make_plan(settings: GenerateSettings) -> Plan:
     """Check ``settings`` as a whole; the plan holds every problem and what `render` builds from."""
     plan = Plan()
@@ -380,6 +423,8 @@ def make_plan(settings: GenerateSettings) -> Plan:
         _plan_compiled(settings, plan)
         _plan_spec(settings, plan)
         _plan_tnx(settings, plan)
+    _plan_variants(settings, plan)
+    _plan_kept(settings, plan)
     return plan
 
 

@@ -1,21 +1,25 @@
-"""The `workbench generate` command: gen_triton_model.py's flags, spelled as upstream, plus ours.
+"""The `workbench generate` command: gen_triton_model.py's flags, spelled and meant as upstream, plus ours.
 
-Exit status 0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file
-system. Loaded through `workbench.cli.SUBCOMMANDS` only when the command is ``generate``, and it
-imports nothing heavy (no torch), so ``workbench generate --help`` answers at once.
+Exit status 0 written, unchanged or dry run; 2 bad settings, or an existing directory that would
+change without ``--force`` (the changes are printed; nothing written); 1 refused by the file system.
+Loaded through `workbench.cli.SUBCOMMANDS` only when the command is ``generate``, and it imports
+nothing heavy (no torch), so ``workbench generate --help`` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from dataclasses import fields
-from typing import Any
+from typing import Any, Callable
 
+from workbench.generate import options
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.python_backend import render, write
-from workbench.generate.repository import RepositoryError, diff_model_dir
+from workbench.generate.repository import RepositoryError
 from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
+from workbench.generate.upstream import UPSTREAM_DEFAULT_TARGET
 
 __all__ = ["register", "run_cli", "settings_from_args"]
 
@@ -38,60 +42,110 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> None:
     parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "generate",
-        help="write a Triton model directory (config.pbtxt + model.py); gen_triton_model.py flags",
-        description="Generate a Triton Python-backend model directory for a compiled model. Takes every "
-                    "gen_triton_model.py flag with its upstream spelling; everything is checked before "
-                    "anything is written.",
-        allow_abbrev=False,
-    )
+def _typed(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type from an options parser: its message becomes the usage error."""
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except options.OptionError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    convert.__name__ = parse.__name__.removeprefix("parse_").replace("_", " ")
+    return convert
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise options.OptionError(f"{text!r}: expected KEY=VALUE")
+    return key.strip(), value
+
+
+def _variant(text: str) -> tuple[str, str]:
+    name, sep, flags = text.partition("=")
+    if not sep or not name.strip():
+        raise options.OptionError(f"{text!r}: expected NAME='FLAGS', e.g. cpu='--target cpu --neuron_core_range 0:1'")
+    return name.strip(), flags
+
+
+def _add_setting_flags(parser: argparse.ArgumentParser, *, variant: bool) -> None:
+    """The flags that describe a model's config; a ``--variant`` takes the same ones (all optional)."""
     up = parser.add_argument_group("gen_triton_model.py flags")
-    up.add_argument("--model_type", choices=FRAMEWORKS, default="pytorch",
-                    help="framework of the compiled model (default pytorch)")
+    up.add_argument("--model_type", choices=FRAMEWORKS, help="framework of the compiled model (default pytorch)")
     up.add_argument("--inf2", action="store_true", help="target inf2 (trn1/trn2 with --target trn1/trn2)")
-    up.add_argument("--triton_input", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
+    up.add_argument("--triton_input", action="extend", nargs="+", metavar="NAME,DTYPE,SHAPE",
                     help="input tensor, e.g. INPUT__0,INT64,4x384 (no batch dim when --max_batch_size > 0); repeatable, "
                          "several items each; omitted: read from the compiled model's .workbench.json or SavedModel")
-    up.add_argument("--triton_output", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
+    up.add_argument("--triton_output", action="extend", nargs="+", metavar="NAME,DTYPE,SHAPE",
                     help="output tensor, same form as --triton_input")
-    up.add_argument("--compiled_model", required=True,
+    up.add_argument("--compiled_model", required=not variant,
                     help="compiled model path; relative paths are resolved against the model directory")
-    up.add_argument("--neuron_core_range", default="0:0", metavar="A:B",
+    up.add_argument("--neuron_core_range", metavar="A:B",
                     help="cores A..B (inclusive) split evenly over the instances (default 0:0)")
-    up.add_argument("--triton_model_instance_count", type=int, default=1, metavar="N",
+    up.add_argument("--triton_model_instance_count", type=int, metavar="N",
                     help="model instances sharing the core range (default 1)")
-    up.add_argument("--threads_per_core", type=int, default=None, metavar="N",
+    up.add_argument("--threads_per_core", type=int, metavar="N",
                     help="Neuron: DataParallel workers per core (default: the SDK's, 2); cpu: threads per core "
                          "(default 1)")
-    up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
-    up.add_argument("--model_version", type=int, default=1, metavar="N", help="writes N/model.py (default 1)")
-    up.add_argument("--max_batch_size", type=int, default=0, metavar="N",
+    if not variant:
+        up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
+        up.add_argument("--model_version", type=int, metavar="N", help="writes N/model.py (default 1)")
+    up.add_argument("--max_batch_size", type=int, metavar="N",
                     help="0 (default): requests carry their own batch dim; N > 0: Triton adds a batch dim up to N")
     up.add_argument("--enable_dynamic_batching", action="store_true", help="add a dynamic_batching block")
-    up.add_argument("--preferred_batch_size", type=int, action="extend", nargs="+", default=[], metavar="N",
+    up.add_argument("--preferred_batch_size", type=int, action="extend", nargs="+", metavar="N",
                     help="dynamic batcher preferred size(s), each <= --max_batch_size")
     up.add_argument("--max_queue_delay_microseconds", type=int, metavar="US",
                     help="dynamic batcher queue delay in microseconds")
     up.add_argument("--disable_batch_requests_to_neuron", action="store_true",
                     help="one model call per request instead of one per batch of requests")
-    up.add_argument("--tag_set", default="serve", help="SavedModel tag set (TensorFlow auto-detection)")
-    up.add_argument("--signature_def_key", default="serving_default", help="SavedModel signature")
+    up.add_argument("--tag_set", help="SavedModel tag set (TensorFlow auto-detection; default serve)")
+    up.add_argument("--signature_def_key", help="SavedModel signature (default serving_default)")
     own = parser.add_argument_group("workbench options")
-    own.add_argument("--target", choices=TARGETS, help=f"{', '.join(TARGETS)} (default: this machine's)")
-    own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
-                                    "directory is the repository and the model goes to DIR/NAME")
-    own.add_argument("--dry-run", action="store_true", dest="dry_run",
-                     help="print the files and the core map; write nothing")
-    own.add_argument("--force", action="store_true",
-                     help="replace an existing directory (the old one is kept in <repository>.backups/)")
+    own.add_argument("--target", choices=TARGETS, help=f"{', '.join(TARGETS)} (default: inf1 as upstream, or inf2 "
+                                                       "with --inf2; transformers_neuronx: this machine's)")
     own.add_argument("--for-other-machine", action="store_true", dest="for_other_machine",
                      help="the compiled model exists only on the serving host: do not check for it")
     own.add_argument("--copy-compiled-model", action="store_true", dest="copy_compiled_model",
                      help="copy the compiled model into DIR/VERSION/ and reference it relatively")
     own.add_argument("--cpu-affinity", action="store_true", dest="cpu_affinity",
                      help="cpu target: pin each instance to its cores")
+    own.add_argument("--parameter", action="append", type=_typed(_key_value), dest="parameter", metavar="KEY=VALUE",
+                     help="a config parameter of your own (repeatable)")
+    tuned = parser.add_argument_group("Triton config fields (model_config.proto)")
+    tuned.add_argument("--instance-group-kind", dest="instance_group_kind", choices=options.KINDS,
+                       help="instance_group kind (default KIND_MODEL, as upstream)")
+    tuned.add_argument("--instance-group-name", dest="instance_group_name", metavar="NAME")
+    tuned.add_argument("--rate-limiter-resource", action="append", type=_typed(options.parse_resource),
+                       dest="rate_limiter_resource", metavar="NAME:COUNT[:global]",
+                       help="a resource each instance needs to run (repeatable; needs --rate-limit=execution_count)")
+    tuned.add_argument("--rate-limiter-priority", type=int, dest="rate_limiter_priority", metavar="N")
+    tuned.add_argument("--preserve-ordering", action="store_true", dest="preserve_ordering",
+                       help="dynamic batcher: responses in request order")
+    tuned.add_argument("--priority-levels", type=int, dest="priority_levels", metavar="N")
+    tuned.add_argument("--default-priority-level", type=int, dest="default_priority_level", metavar="N")
+    tuned.add_argument("--default-queue-policy", type=_typed(options.parse_queue_policy), dest="default_queue_policy",
+                       metavar="KEY=VALUE,...", help="e.g. max_queue_size=16,timeout_action=REJECT,"
+                                                     "default_timeout_microseconds=5000000,allow_timeout_override=true")
+    tuned.add_argument("--priority-queue-policy", action="append", type=_typed(options.parse_priority_queue_policy),
+                       dest="priority_queue_policy", metavar="LEVEL:KEY=VALUE,...", help="repeatable")
+    tuned.add_argument("--optional-input", action="append", dest="optional_inputs", metavar="NAME",
+                       help="an input requests may leave out (repeatable); model.py passes None in its place")
+    tuned.add_argument("--warmup", type=int, dest="warmup", metavar="COUNT",
+                       help="warm every instance up before READY: COUNT runs of a sample built from the inputs' dtypes "
+                            "and dims (a variable dim as 1)")
+    tuned.add_argument("--warmup-batch-size", type=int, dest="warmup_batch_size", metavar="N",
+                       help="requests per warm-up run (default 1)")
+    tuned.add_argument("--warmup-data", choices=("zero", "random"), dest="warmup_data", help="default zero")
+    tuned.add_argument("--response-cache", action="store_true", dest="response_cache",
+                       help="response_cache { enable: true } (the workbench's server launcher enables its cache)")
+    tuned.add_argument("--version-policy", type=_typed(options.parse_version_policy), dest="version_policy",
+                       metavar="latest[:N]|all|specific:V,...")
+    tuned.add_argument("--decoupled", action="store_true", dest="decoupled",
+                       help="model_transaction_policy { decoupled: true } (needs --model-py)")
+    if variant:
+        # a variant carries only what its flags give (None and False are left out by _values)
+        parser.set_defaults(**{a.dest: None for a in parser._actions if a.dest != "help"})
+        return
     tnx = parser.add_argument_group("transformers-neuronx (--model_type transformers_neuronx)")
     tnx.add_argument("--tnx-model-class", dest="tnx_model_class",
                      help="transformers_neuronx sampling class (default: the compile's, else LlamaForSampling)")
@@ -105,54 +159,129 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                      help="longest output (default: --tnx-n-positions)")
     tnx.add_argument("--tnx-compiled-dir", dest="tnx_compiled_dir",
                      help="Neuron graphs saved by the compile (default: the compile's, beside the checkpoint)")
+
+
+def _variant_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="--variant", allow_abbrev=False, add_help=False)
+    _add_setting_flags(parser, variant=True)
+
+    def error(message: str) -> None:
+        raise options.OptionError(message)
+
+    parser.error = error  # type: ignore[method-assign]
+    return parser
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "generate",
+        help="write a Triton model directory (config.pbtxt + model.py); gen_triton_model.py flags",
+        description="Generate a Triton Python-backend model directory for a compiled model. Takes every "
+                    "gen_triton_model.py flag with its upstream spelling and meaning; everything is checked before "
+                    "anything is written, and an existing directory is only changed with --force.",
+        allow_abbrev=False,
+    )
+    _add_setting_flags(parser, variant=False)
+    own = parser.add_argument_group("writing")
+    own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
+                                    "directory is the repository and the model goes to DIR/NAME")
+    own.add_argument("--variant", action="append", type=_typed(_variant), default=[], metavar="NAME='FLAGS'",
+                     help="also write configs/NAME.pbtxt: these settings with FLAGS changed (served with "
+                          "tritonserver --model-config-name=NAME), e.g. cpu='--target cpu --neuron_core_range 0:1'")
+    own.add_argument("--model-py", dest="model_py", metavar="FILE", help="use this model.py instead of the generated one")
+    own.add_argument("--dry-run", action="store_true", dest="dry_run",
+                     help="print the files, configs and core map, and the changes to an existing directory; write nothing")
+    own.add_argument("--force", action="store_true",
+                     help="write over an existing directory that would change (the old one is kept in "
+                          "<repository>.backups/)")
     _one_line_errors(parser)
     parser.set_defaults(func=run_cli)
     return parser
 
 
-def _target_from_args(args: argparse.Namespace) -> str:
-    if args.inf2:
-        if args.target in ("cpu", "inf1"):
-            raise GenerateError([f"--inf2 contradicts --target {args.target}"])
-        return args.target or "inf2"
-    return args.target or default_target()
+def _target(values: dict[str, Any], framework: str, notes: list[str]) -> str:
+    """Upstream's rule: --inf2 means inf2 (trn1/trn2 with --target trn1/trn2); neither --inf2 nor --target means
+    inf1, as upstream generated on every host. transformers_neuronx (not upstream's) defaults to this machine."""
+    inf2, target = values.pop("inf2", False), values.pop("target", None)
+    if inf2:
+        if target in ("cpu", "inf1"):
+            raise GenerateError([f"--inf2 contradicts --target {target}"])
+        return target or "inf2"
+    if target:
+        return target
+    if framework == "transformers_neuronx":
+        return default_target()
+    notes.append(f"no --target or --inf2: generating for {UPSTREAM_DEFAULT_TARGET}, as upstream gen_triton_model.py "
+                 "did (--target cpu|inf2|trn1|trn2 for another)")
+    return UPSTREAM_DEFAULT_TARGET
 
 
-def settings_from_args(args: argparse.Namespace) -> GenerateSettings:
+def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dict[str, Any]:
+    """GenerateSettings keyword arguments from parsed flags (only the given ones for a variant)."""
+    given = {key: value for key, value in vars(args).items() if value is not None and value is not False}
     names = {f.name for f in fields(GenerateSettings)}
-    values = {key: value for key, value in vars(args).items() if key in names}
-    values["framework"] = args.model_type
-    values["target"] = _target_from_args(args)
-    return GenerateSettings(**values)
+    values = {key: value for key, value in given.items() if key in names}
+    framework = given.get("model_type") or (None if variant else "pytorch")
+    if framework is not None:
+        values["framework"] = framework
+    values.pop("target", None)
+    if not variant or "target" in given or "inf2" in given:
+        values["target"] = _target({k: given.get(k) for k in ("inf2", "target")}, framework or "pytorch", notes)
+    if given.get("parameter"):
+        values["parameters"] = dict(given["parameter"])
+    resources, priority = given.get("rate_limiter_resource"), given.get("rate_limiter_priority")
+    if resources or priority is not None:
+        values["rate_limiter"] = options.RateLimiter(tuple(resources or ()), priority or 0)
+    if given.get("priority_queue_policy"):
+        values["priority_queue_policy"] = dict(given["priority_queue_policy"])
+    if given.get("warmup") is not None:
+        values["model_warmup"] = [options.Warmup(batch_size=given.get("warmup_batch_size", 1) or 1,
+                                                 count=given["warmup"], data=given.get("warmup_data") or "zero")]
+    elif "warmup_batch_size" in given or "warmup_data" in given:
+        raise GenerateError(["--warmup-batch-size and --warmup-data need --warmup COUNT"])
+    for flag in ("response_cache", "decoupled"):
+        if given.get(flag):
+            values[flag] = True
+    return values
 
 
-def _upstream_target_note(args: argparse.Namespace, target: str) -> str | None:
-    """Upstream had no --target: without --inf2 it generated inf1 code, on any host. Say so when the
-    machine's default differs, so a copied upstream command line is not silently reinterpreted."""
-    if args.target or args.inf2 or target in ("cpu", "inf1"):
-        return None
-    return (f"no --target/--inf2: using this machine's target {target} (upstream gen_triton_model.py "
-            "generated inf1 code without --inf2; pass --target inf1 for that)")
+def settings_from_args(args: argparse.Namespace, notes: list[str] | None = None) -> GenerateSettings:
+    """The settings the command line describes; ``notes`` collects what was decided for the user."""
+    notes = [] if notes is None else notes
+    values = _values(args, notes, variant=False)
+    variants = {}
+    for name, flags in args.variant:
+        try:
+            parsed = _variant_parser().parse_args(shlex.split(flags))
+        except (options.OptionError, ValueError) as err:
+            raise GenerateError([f"--variant {name}: {flags!r}: {err}"]) from None
+        variants[name] = _values(parsed, notes, variant=True)
+    return GenerateSettings(**values, variants=variants)
 
 
 def run_cli(args: argparse.Namespace) -> int:
-    """0 written (or dry run), 2 bad settings (nothing written), 1 refused by the file system."""
+    """0 written, unchanged or dry run; 2 bad settings or changes without --force; 1 refused by the file system."""
+    notes: list[str] = []
     try:
-        settings = settings_from_args(args)
-        generated = render(settings)
+        generated = render(settings_from_args(args, notes))
     except GenerateError as err:
         for problem in err.problems:
             print(f"workbench generate: error: {problem}", file=sys.stderr)
         return 2
-    note = _upstream_target_note(args, settings.target)
-    if note:
-        generated.warnings.insert(0, note)
+    for note in notes:
+        print(f"workbench generate: note: {note}", file=sys.stderr)
+    changes = generated.changes()
     if args.dry_run:
         sys.stdout.write(generated.dry_run())
-        if generated.dest.exists():
-            changes = diff_model_dir(generated.dest, generated.files) or "(no changes)\n"
-            sys.stdout.write(f"\n# ---- changes against {generated.dest}\n{changes}")
+        if changes.exists:
+            sys.stdout.write(f"\n# ---- changes against {generated.dest}\n{changes.summary()}\n{changes.diff}")
         return 0
+    if changes.exists and not changes.empty and not args.force:
+        sys.stdout.write(f"# ---- changes against {generated.dest}\n{changes.summary()}\n{changes.diff}")
+        print(f"workbench generate: error: {generated.dest} already exists; nothing was written. Writing would change "
+              f"it ({changes.headline()}; shown above): rerun with --force to write it (the old directory is kept "
+              "in <repository>.backups/)", file=sys.stderr)
+        return 2
     try:
         result = write(generated, overwrite=args.force)
     except (RepositoryError, OSError) as err:
@@ -160,6 +289,9 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     for warning in generated.warnings:
         print(f"workbench generate: warning: {warning}", file=sys.stderr)
-    print(f"wrote {result.path}" + (f" (previous directory kept as {result.backup})" if result.backup else ""))
+    if result.unchanged:
+        print(f"unchanged {result.path}: it already holds exactly these files")
+    else:
+        print(f"wrote {result.path}" + (f" (previous directory kept as {result.backup})" if result.backup else ""))
     print(generated.core_map.describe())
     return 0

@@ -46,6 +46,13 @@ _KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 class ConfigError(ValueError):
     """A config.pbtxt that cannot be parsed or would not serve; the message names the bad item."""
 
+# Measured on Triton 2.51 (r24.10): a request answered from the cache leaves the ordered batcher
+# waiting for its slot, so the next request to the model never returns (HTTP timeout; without
+# preserve_ordering, or without the cache, the same requests are answered)
+PRESERVE_ORDERING_WITH_CACHE = ("{ordering} cannot be used with {cache}: on Triton 2.51 the first cache hit stalls "
+                                "every later request to the model (measured); choose one")
+
+
 
 def build_config(
     name: str,
@@ -188,6 +195,7 @@ def validate_config(cfg: ModelConfig, *, directory_name: str | None = None) -> l
         problems.append(f"max_batch_size {cfg.max_batch_size} is negative; use 0 (no batching) or more")
     problems += _tensor_problems(cfg)
     problems += _batching_problems(cfg)
+    problems += _scheduling_problems(cfg)
     for group in cfg.instance_group:
         label = f"instance_group {group.name!r}" if group.name else "instance_group"
         if group.count < 0:
@@ -231,6 +239,37 @@ def _tensor_problems(cfg: ModelConfig) -> list[str]:
                 if dim == 0 or dim < -1:
                     problems.append(f"{label}: dim {dim} in {list(entry.dims)} is invalid; dims are positive or -1")
                     break
+    return problems
+
+
+def _scheduling_problems(cfg: ModelConfig) -> list[str]:
+    """Triton's rules for the dynamic batcher's priorities and the response cache (core's
+    model_config_utils.cc ValidateModelConfig), for configs edited by hand."""
+    problems: list[str] = []
+    if cfg.response_cache.enable and cfg.model_transaction_policy.decoupled:
+        problems.append("response_cache cannot be enabled for a decoupled model (model_transaction_policy)")
+    if cfg.response_cache.enable and cfg.HasField("sequence_batching"):
+        problems.append("response_cache cannot be enabled with sequence_batching")
+    if not cfg.HasField("dynamic_batching"):
+        return problems
+    batching, levels = cfg.dynamic_batching, cfg.dynamic_batching.priority_levels
+    if levels and not 1 <= batching.default_priority_level <= levels:
+        problems.append(f"dynamic_batching default_priority_level {batching.default_priority_level} must be in "
+                        f"1..{levels} (priority_levels)")
+    for level in batching.priority_queue_policy:
+        if not 1 <= level <= levels:
+            problems.append(f"dynamic_batching priority_queue_policy level {level} must be in 1..{levels} "
+                            "(priority_levels)")
+    if batching.preserve_ordering:
+        if levels > 1:
+            problems.append("dynamic_batching preserve_ordering allows one priority level only, not "
+                            f"priority_levels {levels}")
+        policies = [batching.default_queue_policy, *batching.priority_queue_policy.values()]
+        if any(p.timeout_action == p.DELAY and p.default_timeout_microseconds for p in policies):
+            problems.append("dynamic_batching preserve_ordering cannot be used with a DELAY queue policy timeout")
+        if cfg.response_cache.enable:
+            problems.append(PRESERVE_ORDERING_WITH_CACHE.format(ordering="dynamic_batching preserve_ordering",
+                                                                cache="response_cache"))
     return problems
 
 

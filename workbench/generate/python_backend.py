@@ -9,22 +9,25 @@ from what the checks (`workbench.generate.checks`) worked out. `render` builds t
 from __future__ import annotations
 
 import importlib.resources
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.coremap import CoreMap
+from workbench.generate import options, preserve
 from workbench.generate.checks import Plan, make_plan
-from workbench.generate.config import ModelConfig, build_config, to_text, validate_config
-from workbench.generate.repository import FileContent, WriteResult, diff_model_dir, write_model_dir
+from workbench.generate.config import ConfigError, ModelConfig, build_config, from_text, to_text, validate_config
+from workbench.generate.repository import (Changes, FileContent, WriteResult, compare_model_dir, diff_model_dir,
+                                           write_model_dir)
 from workbench.generate.settings import GenerateError, GenerateSettings
 from workbench.spec import ModelSpec
 
-__all__ = ["GeneratedModel", "model_py_text", "render", "write", "diff"]
+__all__ = ["GeneratedModel", "model_py_text", "render", "write", "diff", "changes"]
 
 
 @dataclass
 class GeneratedModel:
-    """Everything a generation produces, before it is written."""
+    """Everything a generation produces, before it is written. ``variants`` holds the
+    ``configs/<name>.pbtxt`` configs (tritonserver ``--model-config-name=<name>``)."""
 
     settings: GenerateSettings
     dest: Path
@@ -35,15 +38,26 @@ class GeneratedModel:
     core_map: CoreMap
     files: dict[str, FileContent]
     warnings: list[str]
+    variants: dict[str, ModelConfig] = field(default_factory=dict)
+
+    def config_files(self) -> dict[str, str]:
+        """Every config this directory holds, by the name tritonserver selects it with ("" = config.pbtxt)."""
+        return {"": self.config_text, **{name: self.files[f"configs/{name}.pbtxt"] for name in self.variants}}
+
+    def changes(self) -> Changes:
+        """What writing would change in the directory on disk; pass it to `write` as ``confirm``."""
+        return compare_model_dir(self.dest, self.files)
 
     def dry_run(self) -> str:
-        """What would be written: the file list, config.pbtxt, model.py and the per-instance cores."""
+        """What would be written: the file list, every config, model.py and the per-instance cores."""
         version = self.settings.model_version
         parts = [f"# model directory {self.dest} (nothing written)"]
         parts += [f"#   {rel}" + (f"  <- copy of {content}" if isinstance(content, Path) else "")
                   for rel, content in self.files.items()]
-        parts += ["", f"# ---- {self.dest / 'config.pbtxt'}", self.config_text.rstrip("\n"),
-                  "", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n"),
+        for name, text in self.config_files().items():
+            rel = f"configs/{name}.pbtxt" if name else "config.pbtxt"
+            parts += ["", f"# ---- {self.dest / rel}", text.rstrip("\n")]
+        parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n"),
                   "", "# ---- core map", self.core_map.describe()]
         parts += [f"warning: {w}" for w in self.warnings]
         return "\n".join(parts) + "\n"
@@ -63,6 +77,7 @@ def _parameters(settings: GenerateSettings, plan: Plan) -> dict[str, object]:
     if settings.framework == "tensorflow":
         params["TF_SIGNATURE_DEF_KEY"] = settings.signature_def_key
     params.update(plan.tnx)
+    params.update(settings.parameters)  # the user's own: never one of the above (checked)
     return params
 
 
@@ -71,11 +86,7 @@ def model_py_text() -> str:
     return (importlib.resources.files("workbench.generate") / "templates" / "python_model.py").read_text(encoding="utf-8")
 
 
-def render(settings: GenerateSettings) -> GeneratedModel:
-    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem."""
-    plan = make_plan(settings)
-    if plan.problems:
-        raise GenerateError(plan.problems)
+def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     config = build_config(
         settings.model_name,
         plan.spec,
@@ -86,20 +97,58 @@ def render(settings: GenerateSettings) -> GeneratedModel:
         instance_count=settings.triton_model_instance_count,
         parameters=_parameters(settings, plan),
     )
+    options.apply(config, settings, plan.spec)
+    preserve.merge(config, settings.extra_config)
     problems = validate_config(config, directory_name=settings.model_dir.name)
-    if problems:  # a gap between the checks above and the config's own: still refuse to write
+    if problems:  # a gap between the checks and the config's own: still refuse to write
         raise GenerateError(problems)
-    config_text = to_text(config)
-    model_py = model_py_text()
-    files: dict[str, FileContent] = {"config.pbtxt": config_text, f"{settings.model_version}/model.py": model_py}
+    return config
+
+
+def _text(config: ModelConfig, on_disk: Path) -> str:
+    """The config's text: the file on disk as it is (comments, layout) when it already says exactly
+    this ModelConfig, so regenerating an unchanged hand-edited directory rewrites nothing."""
+    if on_disk.is_file():
+        try:
+            text = on_disk.read_text(encoding="utf-8")
+            if from_text(text) == config:
+                return text
+        except (ConfigError, UnicodeDecodeError):
+            pass
+    return to_text(config)
+
+
+def render(settings: GenerateSettings) -> GeneratedModel:
+    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem."""
+    plan = make_plan(settings)
+    if plan.problems:
+        raise GenerateError(plan.problems)
+    config = _config(settings, plan)
+    config_text = _text(config, settings.model_dir / "config.pbtxt")
+    model_py_source = Path(settings.model_py) if settings.model_py is not None else None
+    model_py = model_py_source.read_text(encoding="utf-8", errors="replace") if model_py_source else model_py_text()
+    files: dict[str, FileContent] = {"config.pbtxt": config_text,
+                                     f"{settings.model_version}/model.py": model_py_source or model_py}
+    variants = {name: _config(variant, sub) for name, (variant, sub) in plan.variants.items()}
+    files.update({f"configs/{name}.pbtxt": _text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
+                  for name, cfg in variants.items()})
     files.update(plan.carried)
+    files.update({rel: Path(source) for rel, source in settings.extra_files.items()})
+    warnings = list(plan.warnings)
+    if settings.model_py is not None:
+        warnings.append(f"{settings.model_version}/model.py is kept as written ({settings.model_py}), not generated: "
+                        "it may not read the generated parameters")
     return GeneratedModel(settings, settings.model_dir, plan.spec, config, config_text, model_py, plan.core_map,
-                          files, plan.warnings)
+                          files, warnings, variants)
 
 
-def write(generated: GeneratedModel, dest: str | Path | None = None, overwrite: bool = False) -> WriteResult:
-    """Write the directory atomically; an existing one is refused unless ``overwrite`` (then backed up)."""
-    return write_model_dir(generated.dest if dest is None else dest, generated.files, overwrite=overwrite)
+def write(generated: GeneratedModel, dest: str | Path | None = None, overwrite: bool = False,
+          confirm: Changes | None = None) -> WriteResult:
+    """Write the directory atomically. An existing one is replaced (and backed up) only with
+    ``overwrite``, or with ``confirm=generated.changes()`` reviewed while the disk stays as it was;
+    an existing directory that would not change is left alone."""
+    return write_model_dir(generated.dest if dest is None else dest, generated.files, overwrite=overwrite,
+                           confirm=confirm)
 
 
 def diff(settings: GenerateSettings) -> str:
@@ -107,3 +156,7 @@ def diff(settings: GenerateSettings) -> str:
     generated = render(settings)
     return diff_model_dir(generated.dest, generated.files)
 
+
+def changes(settings: GenerateSettings) -> Changes:
+    """What regenerating with ``settings`` would change on disk (files and config fields)."""
+    return render(settings).changes()

@@ -9,7 +9,10 @@ refused unless asked, and then kept as a timestamped backup that is never delete
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -17,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Mapping, Union
 
-from workbench.generate.config import ModelConfig, read_config
+from google.protobuf import json_format
 
-__all__ = ["RepositoryError", "WriteResult", "FileContent", "write_model_dir", "diff_model_dir", "read_model_dir",
-           "version_folders"]
+from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
+
+__all__ = ["RepositoryError", "WriteResult", "FileContent", "Changes", "write_model_dir", "diff_model_dir",
+           "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models", "files_under"]
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
@@ -35,6 +40,46 @@ class RepositoryError(ValueError):
 class WriteResult:
     path: Path
     backup: Path | None  # where the previous directory went, when one was replaced
+    unchanged: bool = False  # the directory already held exactly these files: nothing was written
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What writing ``files`` would change in the directory ``dest``: files added, removed and
+    modified, the config fields dropped, added or changed (in config.pbtxt and configs/*.pbtxt),
+    and the unified diff. ``fingerprint`` ties a confirmation to exactly this disk state and content."""
+
+    dest: Path
+    exists: bool
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    modified: tuple[str, ...]
+    config_changes: tuple[str, ...]
+    diff: str
+    fingerprint: str
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.modified)
+
+    def summary(self) -> str:
+        """One line per change that matters: dropped files first, then config fields, then the rest."""
+        if not self.exists:
+            return f"{self.dest} is new"
+        if self.empty:
+            return f"{self.dest}: no changes"
+        lines = [f"removes {rel}" for rel in self.removed] + list(self.config_changes)
+        lines += [f"adds {rel}" for rel in self.added] + [f"changes {rel}" for rel in self.modified]
+        return "\n".join(lines)
+
+    def headline(self) -> str:
+        parts = [f"{len(items)} file(s) {verb}" for verb, items in
+                 (("removed", self.removed), ("changed", self.modified), ("added", self.added)) if items]
+        dropped = dict.fromkeys(re.split(r"[.\[]", c.split(" ", 2)[1])[0]
+                                for c in self.config_changes if c.startswith("drops "))
+        if dropped:
+            parts.append("drops config fields in " + ", ".join(dropped))
+        return "; ".join(parts)
 
 
 def _checked_relative(rel: str) -> PurePosixPath:
@@ -93,10 +138,13 @@ def _backup_name(dest: Path) -> Path:
     return candidate
 
 
-def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False) -> WriteResult:
+def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False,
+                    confirm: Changes | None = None) -> WriteResult:
     """Write ``files`` (relative path -> content) as the directory ``dest``, all or nothing.
 
-    An existing ``dest`` is refused unless ``overwrite``; then it is moved to
+    An existing ``dest`` holding exactly these files is left alone (``unchanged``). One that would
+    change is refused unless ``overwrite``, or ``confirm`` is the `Changes` the caller reviewed
+    (`compare_model_dir`) and the disk still matches it; then it is moved to
     ``<repository>.backups/<name>.bak-YYYYmmdd-HHMMSS[-n]`` (kept for good, see `backup_folder`)
     before the new directory takes its place.
     """
@@ -106,11 +154,19 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
         raise RepositoryError(f"{dest}: give a model directory path whose last part is the model name")
     if dest.exists() and not dest.is_dir():
         raise RepositoryError(f"{dest} exists and is not a directory; nothing was written")
-    if dest.exists() and not overwrite:
-        raise RepositoryError(
-            f"{dest} already exists; nothing was written. Overwrite it (--force / overwrite=True): "
-            "the old directory is kept as a timestamped backup"
-        )
+    if dest.exists() and (confirm is not None or not overwrite):
+        changes = compare_model_dir(dest, files)
+        if confirm is not None and confirm.fingerprint != changes.fingerprint:
+            raise RepositoryError(f"{dest} or the files to write changed since those changes were reviewed; nothing "
+                                  "was written. Review the changes again and confirm those")
+        if changes.empty:
+            return WriteResult(dest, None, unchanged=True)
+        if confirm is None:
+            raise RepositoryError(
+                f"{dest} already exists; nothing was written. Writing would change it ({changes.headline()}): "
+                "review the changes and write with confirm=<those changes>, or overwrite it (--force / "
+                "overwrite=True); the old directory is kept as a timestamped backup"
+            )
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=dest.parent))
     try:
@@ -146,23 +202,33 @@ def _expand(files: Mapping[str, FileContent]) -> dict[str, bytes]:
     flat: dict[str, bytes] = {}
     for rel, content in _check_files(files).items():
         if isinstance(content, Path) and content.is_dir():
-            for inner in sorted(p for p in content.rglob("*") if p.is_file()):
-                flat[str(rel / inner.relative_to(content).as_posix())] = inner.read_bytes()
+            for inner in files_under(content):
+                flat[str(rel / inner)] = (content / inner).read_bytes()
         else:
             flat[str(rel)] = _content_bytes(content)
     return flat
 
 
-def _listing(root: Path) -> list[str]:
-    """Files under ``root``, without the ``__pycache__`` Python leaves next to a loaded model.py."""
-    return [p.relative_to(root).as_posix() for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.relative_to(root).parts]
+def files_under(root: Path) -> list[str]:
+    """Relative paths of the files under ``root``, sorted, through symlinked folders too (a package
+    linked into a model folder is the user's as much as a copied one; pathlib's rglob skips it),
+    without the ``__pycache__`` Python leaves next to a loaded model.py."""
+    found: list[str] = []
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        rel = PurePosixPath(Path(folder).relative_to(root).as_posix())
+        above = {os.path.realpath(root.joinpath(*rel.parts[:n])) for n in range(len(rel.parts))}
+        if os.path.realpath(folder) in above:  # a link back up the tree
+            dirs[:] = []
+            continue
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found += [str(rel / name) for name in names if os.path.isfile(os.path.join(folder, name))]
+    return sorted(found)
 
 
 def _on_disk(dest: Path) -> dict[str, bytes]:
     if not dest.is_dir():
         return {}
-    return {rel: (dest / rel).read_bytes() for rel in _listing(dest)}
+    return {rel: (dest / rel).read_bytes() for rel in files_under(dest)}
 
 
 def _text(data: bytes) -> list[str] | None:
@@ -172,27 +238,78 @@ def _text(data: bytes) -> list[str] | None:
         return None
 
 
+def _unified(rel: str, before: bytes | None, after: bytes | None) -> str:
+    a_name = f"a/{rel}" if before is not None else "/dev/null"
+    b_name = f"b/{rel}" if after is not None else "/dev/null"
+    a_text = _text(before) if before is not None else []
+    b_text = _text(after) if after is not None else []
+    if a_text is None or b_text is None:
+        return f"Binary files {a_name} and {b_name} differ\n"
+    lines = list(difflib.unified_diff(a_text, b_text, a_name, b_name))
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+
 def diff_model_dir(dest: str | Path, files: Mapping[str, FileContent]) -> str:
     """Unified diff from what is on disk at ``dest`` to what ``write_model_dir`` would write,
     including new and removed files; empty when they are the same."""
+    return compare_model_dir(dest, files).diff
+
+
+def _flat(config: ModelConfig) -> dict[str, object]:
+    """A config as {dotted.path: value}; inputs, outputs and instance groups keyed by their name."""
+    out: dict[str, object] = {}
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict):
+            if not value:
+                out[prefix] = "{}"
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for position, inner in enumerate(value):
+                walk(f"{prefix}[{inner.get('name', position)}]", inner)
+        else:
+            out[prefix] = value
+
+    walk("", json_format.MessageToDict(config, preserving_proto_field_name=True))
+    return out
+
+
+def _config_changes(rel: str, before: bytes, after: bytes) -> list[str]:
+    try:
+        old, new = (_flat(from_text(data.decode("utf-8"), source=rel)) for data in (before, after))
+    except (ConfigError, UnicodeDecodeError):
+        return []
+    where = "" if rel == "config.pbtxt" else f" ({rel})"
+    found = []
+    for key in sorted(set(old) | set(new)):
+        if key not in new:
+            found.append(f"drops {key}{where} (was {json.dumps(old[key])})")
+        elif key not in old:
+            found.append(f"adds {key}{where} = {json.dumps(new[key])}")
+        elif old[key] != new[key]:
+            found.append(f"changes {key}{where}: {json.dumps(old[key])} -> {json.dumps(new[key])}")
+    return found or [f"rewrites {rel} with the same ModelConfig (its layout and comments change)"]
+
+
+def compare_model_dir(dest: str | Path, files: Mapping[str, FileContent]) -> Changes:
+    """What `write_model_dir` would change at ``dest``: files, config fields, the diff."""
     dest = Path(dest)
     old, new = _on_disk(dest), _expand(files)
-    chunks = []
+    added, removed, modified, config_changes, chunks = [], [], [], [], []
+    digest = hashlib.sha256()
     for rel in sorted(set(old) | set(new)):
         before, after = old.get(rel), new.get(rel)
+        for part in (rel.encode(), before, after):
+            digest.update(b"-" if part is None else hashlib.sha256(part).digest())
         if before == after:
             continue
-        a_name = f"a/{rel}" if before is not None else "/dev/null"
-        b_name = f"b/{rel}" if after is not None else "/dev/null"
-        a_text = _text(before) if before is not None else []
-        b_text = _text(after) if after is not None else []
-        if a_text is None or b_text is None:
-            chunks.append(f"Binary files {a_name} and {b_name} differ\n")
-            continue
-        lines = list(difflib.unified_diff(a_text, b_text, a_name, b_name))
-        chunks.append("".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                              for line in lines))
-    return "".join(chunks)
+        (added if before is None else removed if after is None else modified).append(rel)
+        if before is not None and after is not None and (rel == "config.pbtxt" or rel.startswith("configs/")):
+            config_changes += _config_changes(rel, before, after)
+        chunks.append(_unified(rel, before, after))
+    return Changes(dest, dest.is_dir(), tuple(added), tuple(removed), tuple(modified), tuple(config_changes),
+                   "".join(chunks), digest.hexdigest())
 
 
 def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
@@ -201,7 +318,7 @@ def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:
     if not path.is_dir():
         raise RepositoryError(f"{path} is not a model directory")
     config = read_config(path / "config.pbtxt")
-    files = {rel: path / rel for rel in _listing(path) if rel != "config.pbtxt"}
+    files = {rel: path / rel for rel in files_under(path) if rel != "config.pbtxt"}
     return config, files
 
 
@@ -211,3 +328,21 @@ def version_folders(model_dir: str | Path) -> list[Path]:
     found = [p for p in Path(model_dir).iterdir()
              if p.is_dir() and p.name.isascii() and p.name.isdigit() and (p.name == "0" or p.name[0] != "0")]
     return sorted(found, key=lambda p: int(p.name))
+
+
+def response_cache_models(repository: str | Path, config_name: str | None = None) -> list[str]:
+    """Models in ``repository`` whose config asks for the response cache (``response_cache {enable:
+    true}``): the one tritonserver would read, ``configs/<config_name>.pbtxt`` when it exists, else
+    config.pbtxt. A config that does not parse is skipped (Triton reports it at load)."""
+    found = []
+    root = Path(repository)
+    for model in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        path = model / "configs" / f"{config_name}.pbtxt" if config_name else None
+        if path is None or not path.is_file():
+            path = model / "config.pbtxt"
+        try:
+            if path.is_file() and read_config(path).response_cache.enable:
+                found.append(model.name)
+        except ConfigError:
+            continue
+    return found

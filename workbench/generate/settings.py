@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.coremap import CoreRange
+from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
@@ -53,7 +54,21 @@ class GenerateSettings:
     framework, ``BATCH_REQUESTS`` = not ``disable_batch_requests_to_neuron``, ``CPU_AFFINITY``,
     ``TF_SIGNATURE_DEF_KEY`` (tensorflow), and for transformers_neuronx each ``tnx_x`` field as
     ``TNX_X`` (``tnx_model_class`` -> ``TNX_MODEL_CLASS`` ...); a None field is left out so model.py
-    uses its default.
+    uses its default. ``parameters`` adds the user's own (any key the generator does not write).
+
+    The Triton fields users tune (`workbench.generate.options`, same names as model_config.proto):
+    the instance group's kind, name and rate limiter; the dynamic batcher's ordering, priorities
+    and queue policies; optional inputs; warm-up samples; the response cache; the version policy;
+    the transaction policy (None: the field is not written).
+
+    What the generator does not model is carried, so read-back + regenerate loses nothing:
+    ``extra_config`` (config.pbtxt text of every other field, merged in), ``extra_files`` (relative
+    path -> file to copy: a tokenizer, warm-up data, a README), ``model_py`` (a hand-written model.py
+    used instead of the generated one). ``variants`` adds ``configs/<name>.pbtxt`` files, each these
+    settings with some fields replaced (e.g. ``{"cpu": {"target": "cpu"}}``), which tritonserver
+    serves with ``--model-config-name=<name>``. ``compiled_model_base`` says what a relative
+    ``compiled_model`` is relative to: the model directory (the generated model.py's rule), or
+    ``server_cwd`` for directories upstream wrote for inf1 (its model.py opened the path as written).
     """
 
     triton_model_dir: str = ""
@@ -87,6 +102,27 @@ class GenerateSettings:
     tnx_unroll: int | None = None
     tnx_sequence_length: int | None = None
     tnx_compiled_dir: str | None = None  # graphs saved by .save(); loaded instead of recompiling
+    # Triton config fields users tune (see workbench.generate.options)
+    instance_group_kind: str = "KIND_MODEL"
+    instance_group_name: str = ""
+    rate_limiter: RateLimiter | None = None
+    preserve_ordering: bool = False
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_queue_policy: QueuePolicy | None = None
+    priority_queue_policy: dict = field(default_factory=dict)  # priority level -> QueuePolicy
+    optional_inputs: list = field(default_factory=list)
+    model_warmup: list = field(default_factory=list)  # Warmup samples
+    response_cache: bool | None = None
+    version_policy: VersionPolicy | None = None
+    decoupled: bool | None = None  # model_transaction_policy
+    parameters: dict = field(default_factory=dict)  # the user's own config parameters
+    # kept through read-back: what the generator does not model
+    extra_config: str = ""
+    extra_files: dict = field(default_factory=dict)  # relative path -> source file
+    model_py: str | None = None
+    compiled_model_base: str = "model_dir"  # or "server_cwd" (upstream inf1 directories)
+    variants: dict = field(default_factory=dict)  # name -> {field: value} for configs/<name>.pbtxt
 
     def __post_init__(self) -> None:
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])
@@ -95,6 +131,10 @@ class GenerateSettings:
         for name in ("triton_input", "triton_output"):
             if isinstance(getattr(self, name), (str, TensorSpec)):
                 setattr(self, name, [getattr(self, name)])
+        if isinstance(self.optional_inputs, str):
+            self.optional_inputs = [self.optional_inputs]
+        if isinstance(self.model_warmup, Warmup):
+            self.model_warmup = [self.model_warmup]
 
     @property
     def model_dir(self) -> Path:

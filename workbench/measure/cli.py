@@ -44,12 +44,20 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
-    run.add_argument("--max-windows", type=int, default=10, help="windows before giving up on stability (default 10)")
+    run.add_argument("--max-windows", type=int, default=10,
+                     help="windows of one length before they get longer (default 10)")
+    run.add_argument("--time-limit-s", type=float, default=30.0, metavar="S",
+                     help="seconds a point may measure until stable (default 30; 0 = stop after --max-windows)")
+    run.add_argument("--min-latencies", type=int, default=2000, metavar="N",
+                     help="latencies a point pools at least, so p99 is not a guess (default 2000)")
+    run.add_argument("--processes", type=int, metavar="N",
+                     help="sending processes of the built-in engine (default: as the load and cores need)")
     run.add_argument("--stability", type=float, default=10.0, help="stability limit in percent (default 10)")
     run.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per point (default max(20, 2xconcurrency))")
     run.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    run.add_argument("--engine", choices=("workbench", "perf_analyzer"), default="workbench",
-                     help="measure with the built-in load generator (default) or Triton's perf_analyzer")
+    run.add_argument("--engine", choices=("auto", "workbench", "perf_analyzer"), default="auto",
+                     help="auto (default): Triton's perf_analyzer where it runs here, else the built-in load "
+                          "generator; or name one")
     run.add_argument("--perf-analyzer", metavar="CMD",
                      help="perf_analyzer to run (path or wrapper; default $PERF_ANALYZER, then PATH)")
     run.add_argument("--stable-windows", type=int, default=3,
@@ -102,7 +110,9 @@ def settings_from_args(args: argparse.Namespace):
     return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
                            window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,
                            stable_windows=args.stable_windows, max_windows=args.max_windows,
-                           warmup_requests=args.warmup, seed=args.seed, rtol=args.rtol, atol=args.atol)
+                           time_limit_s=args.time_limit_s or None, min_latencies=args.min_latencies,
+                           processes=args.processes, warmup_requests=args.warmup, seed=args.seed, rtol=args.rtol,
+                           atol=args.atol)
 
 
 class _Bar:
@@ -174,6 +184,7 @@ def run_cli(args: argparse.Namespace) -> int:
         print(task.error_text, file=sys.stderr)
         return 1
     result = task.result
+    print(result.engine_note)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import re
 import shlex
@@ -39,6 +40,8 @@ __all__ = [
     "perf_analyzer_args",
     "run_perf_analyzer",
     "parse_csv",
+    "parse_passes",
+    "unstable",
     "write_input_data",
 ]
 
@@ -72,9 +75,10 @@ class PerfAnalyzerNotFound(FileNotFoundError):
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer ran and failed; the message quotes the end of its output."""
 
-    def __init__(self, message: str, output: str) -> None:
+    def __init__(self, message: str, output: str, timed_out: bool = False) -> None:
         super().__init__(message)
         self.output = output
+        self.timed_out = timed_out
 
 
 def find_perf_analyzer(command: str | os.PathLike[str] | Sequence[str] | None = None) -> list[str]:
@@ -120,6 +124,8 @@ def perf_analyzer_args(
     csv_path: str | os.PathLike[str],
     input_data: str | os.PathLike[str] | None = None,
     model_version: str = "",
+    interval_ms: int | None = None,
+    request_count: int | None = None,
     extra_args: Sequence[str] = (),
 ) -> list[str]:
     """perf_analyzer arguments for the load levels ``measure()`` would run with the same ``settings``
@@ -127,6 +133,8 @@ def perf_analyzer_args(
 
     ``concurrency`` / ``request_rate``: one level or a list of levels (each list becomes one
     perf_analyzer run over ``start:end:step``, so the list must be evenly spaced).
+    ``interval_ms`` replaces the settings' window; ``request_count`` measures one window of that
+    many requests with no stability check.
     """
     settings = MeasureSettings() if settings is None else settings
     if concurrency is not None and request_rate is not None:
@@ -134,7 +142,7 @@ def perf_analyzer_args(
     if percentile is not None and float(percentile) != int(percentile):
         raise ValueError(f"perf_analyzer takes whole percentiles, got {percentile}")
     args = ["-m", model, "-u", url, "-i", settings.protocol, "-b", str(int(batch_size)),
-            "--measurement-interval", str(max(1, round(settings.window_s * 1000))),
+            "--measurement-interval", str(interval_ms or max(1, round(settings.window_s * 1000))),
             "--stability-percentage", f"{settings.stability * 100:g}",
             "--max-trials", str(settings.max_windows),
             "-f", os.fspath(csv_path), "--verbose-csv"]
@@ -151,6 +159,8 @@ def perf_analyzer_args(
         args += ["--concurrency-range", _range(1 if concurrency is None else concurrency, "concurrency")]
     if input_data is not None:
         args += ["--input-data", os.fspath(input_data)]
+    if request_count is not None:
+        args += ["--request-count", str(int(request_count))]
     return args + [str(a) for a in extra_args]
 
 
@@ -222,6 +232,38 @@ def _number(value: str) -> Any:
     return int(number) if number.is_integer() and "." not in value else number
 
 
+# Model Analyzer's rule for a perf_analyzer run that could not stabilise (model_analyzer
+# perf_analyzer/perf_analyzer.py, _auto_adjust_parameters_for_perf_config; constants.py): run it
+# again with a window 1000 ms longer (MEASUREMENT_WINDOW_STEP), at most 10 times
+# (perf_analyzer_max_auto_adjusts), on either of these two messages.
+WINDOW_STEP_MS = 1000
+MAX_ADJUSTS = 10
+_UNSTABLE = ("Failed to obtain stable measurement", "Please use a larger time window")
+_PASS = re.compile(r"^\s*Pass \[(\d+)\] throughput: ([0-9.e+]+) infer/sec")
+_REQUEST_COUNT = re.compile(r"^\s*Request count: (\d+)")
+_LEVEL = re.compile(r"^(?:Request concurrency|Request Rate): ([0-9.]+)")
+
+
+def unstable(output: str) -> bool:
+    """Whether perf_analyzer stopped because its windows did not agree (or held no request)."""
+    return any(message in output for message in _UNSTABLE)
+
+
+def parse_passes(output: str) -> dict[float, dict[str, Any]]:
+    """From ``-v`` console output, per load level: every window's throughput (``passes``) and the
+    request count of the windows it pooled (``requests``, present when the level finished)."""
+    levels: dict[float, dict[str, Any]] = {}
+    current: dict[str, Any] | None = None
+    for line in output.splitlines():
+        if (match := _LEVEL.match(line)) is not None:
+            current = levels.setdefault(float(match[1]), {"passes": []})
+        elif current is not None and (match := _PASS.match(line)) is not None:
+            current["passes"].append(float(match[2]))
+        elif current is not None and "requests" not in current and (match := _REQUEST_COUNT.match(line)) is not None:
+            current["requests"] = int(match[1])
+    return levels
+
+
 def run_perf_analyzer(
     url: str,
     model: str,
@@ -236,20 +278,106 @@ def run_perf_analyzer(
     """Run perf_analyzer (``settings.perf_analyzer``, else ``$PERF_ANALYZER``, else PATH) for the
     load levels in ``load`` (``batch_size``, ``concurrency``... see ``perf_analyzer_args``) and
     return its rows. ``inputs`` (name -> per-sample array) makes it send those values.
-    Raises PerfAnalyzerError with its output when it fails (e.g. it could not stabilize: larger
-    ``window_s`` or ``stability`` help), Cancelled when ``cancel`` is set."""
+
+    A run that cannot stabilise is run again as Model Analyzer does (a window 1000 ms longer, up
+    to 10 runs); a stable run whose pooled windows hold fewer than ``settings.min_latencies``
+    requests, with windows long enough to hold them. Both within ``settings.time_limit_s`` (None:
+    one run, no retry, as with the built-in engine). When no run was stable by then, one last run measures a fixed request count
+    (``--request-count``, no stability check) so the point is not lost: its rows say
+    ``stable False``. Each row also has ``requests`` (pooled), ``windows`` (perf_analyzer's
+    throughput per window), ``window_s`` and ``attempts``.
+    Raises PerfAnalyzerError with its output when it fails otherwise, Cancelled when ``cancel`` is set."""
     settings = MeasureSettings() if settings is None else settings
     argv = find_perf_analyzer(settings.perf_analyzer)
     levels = load.get("concurrency") if load.get("request_rate") is None else load["request_rate"]
     total = 1 if levels is None or np.isscalar(levels) else len(list(levels))
+    deadline = None if settings.time_limit_s is None else time.monotonic() + settings.time_limit_s
+    interval_ms = max(1, round(settings.window_s * 1000))
     with tempfile.TemporaryDirectory(prefix="workbench-pa-") as scratch:
         csv_path = Path(scratch) / "results.csv"
         input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
-        args = perf_analyzer_args(url, model, settings, csv_path=csv_path, input_data=input_data, **load)
-        output = _run(argv + args, timeout_s, total, progress, cancel)
-        if not csv_path.exists():
-            raise PerfAnalyzerError(f"perf_analyzer wrote no CSV; its output ends:\n{_tail(output)}", output)
-        return parse_csv(csv_path, model=model, protocol=settings.protocol, batch_size=int(load.get("batch_size", 1)))
+
+        def attempt(number: int, budget_s: float | None = None, **extra: Any) -> tuple[list[dict[str, Any]] | None, str]:
+            nonlocal failure
+            csv_path.unlink(missing_ok=True)
+            args = perf_analyzer_args(url, model, settings, csv_path=csv_path, input_data=input_data, **load, **extra)
+            budget = budget_s or (timeout_s if deadline is None else
+                                  max(5.0, min(timeout_s, deadline - time.monotonic() + 5.0)))
+            try:
+                output = _run(argv + args + ["-v"], budget, total, progress, cancel)
+            except PerfAnalyzerError as err:
+                if unstable(err.output) or err.timed_out:
+                    failure = err
+                    return None, err.output
+                raise
+            if not csv_path.exists():
+                raise PerfAnalyzerError(f"perf_analyzer wrote no CSV; its output ends:\n{_tail(output)}", output)
+            rows = parse_csv(csv_path, model=model, protocol=settings.protocol, batch_size=int(load.get("batch_size", 1)))
+            return _with_passes(rows, output, number, extra.get("interval_ms", interval_ms)), output
+
+        best, output, failure = None, "", None
+        # no time limit: one run, as perf_analyzer alone would (then the fallback below, bounded)
+        for number in range(1, (MAX_ADJUSTS if deadline is not None else 1) + 1):
+            rows, output = attempt(number, interval_ms=interval_ms)
+            if rows is not None:
+                best = rows
+                short = min(r["requests"] for r in rows)
+                if short >= settings.min_latencies:
+                    return rows
+                longer = math.ceil(interval_ms * 1.1 * settings.min_latencies / max(short, 1))
+            else:
+                longer = interval_ms + WINDOW_STEP_MS
+            if deadline is None or not _time_for(deadline, longer):
+                break
+            _say(progress, total, f"perf_analyzer run {number} {'was short of latencies' if rows else 'did not stabilise'}"
+                                  f"; again with {longer} ms windows")
+            interval_ms = longer
+        if best is not None:
+            return [dict(r, warnings=r["warnings"] + [f"p99 from {r['requests']} latencies, fewer than the "
+                                                      f"{settings.min_latencies} asked for"]) for r in best]
+        # nothing stable in time: one window of a fixed request count, so the point is kept
+        rate = _rate(output, int(load.get("batch_size", 1)))
+        count = max(50, min(settings.min_latencies, int(rate * max(2.0, 2 * settings.window_s)))) if rate else 200
+        _say(progress, total, f"perf_analyzer never stabilised; measuring {count} requests without a stability check")
+        # its own budget, past the time limit: the point is kept only if this run may finish
+        expected_s = total * count / rate if rate else 60.0
+        rows, _ = attempt(number + 1, budget_s=min(timeout_s, 30.0 + 5 * expected_s), request_count=count)
+        if rows is None:
+            raise PerfAnalyzerError(f"{failure} (after {number} run(s) with longer windows and one without a "
+                                    "stability check)", output)
+        return [dict(r, stable=False, warnings=r["warnings"] + [
+            f"perf_analyzer could not stabilise in {number} run(s) (last window {interval_ms} ms); these numbers are "
+            f"one window of {count} requests without a stability check"]) for r in rows]
+
+
+def _with_passes(rows: list[dict[str, Any]], output: str, attempts: int, interval_ms: int) -> list[dict[str, Any]]:
+    """The CSV rows with what the console said about their windows."""
+    passes = parse_passes(output)
+    out = []
+    for row in rows:
+        level = row["concurrency"] if row["concurrency"] is not None else row["request_rate"]
+        seen = passes.get(float(level), {}) if level is not None else {}
+        windows = seen.get("passes", [])
+        out.append(dict(row, stable=True, windows=windows, requests=seen.get("requests", 0), attempts=attempts,
+                        window_s=interval_ms / 1000.0, warnings=[]))
+    return out
+
+
+def _rate(output: str, batch_size: int) -> float:
+    """Requests per second in the last windows perf_analyzer printed (0 when none)."""
+    windows = [thr for level in parse_passes(output).values() for thr in level["passes"]]
+    return float(np.median(windows[-3:])) / batch_size if windows else 0.0
+
+
+def _time_for(deadline: float | None, interval_ms: int) -> bool:
+    """Whether the limit leaves room for the three windows a stable run needs at least (each
+    lasts about 1.2 windows: perf_analyzer sleeps that long, then times what it got)."""
+    return deadline is None or deadline - time.monotonic() > 3 * 1.2 * interval_ms / 1000.0 + 1.0
+
+
+def _say(progress: Callable[[int, int, str], None] | None, total: int, message: str) -> None:
+    if progress is not None:
+        progress(0, total, message)
 
 
 def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str:
@@ -276,7 +404,7 @@ def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str
                 raise Cancelled("perf_analyzer cancelled")
             if time.monotonic() > deadline:
                 raise PerfAnalyzerError(f"perf_analyzer took longer than {timeout_s:g} s; stopped it",
-                                        "".join(lines))
+                                        "".join(lines), timed_out=True)
             time.sleep(0.1)
     finally:
         if process.poll() is None:

@@ -97,9 +97,34 @@ def _legend(ax, title: str, unstable: bool) -> None:
     ax.legend(handles, labels, title=title, fontsize="small", **_OUTSIDE)
 
 
+def _spread(group: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray | None:
+    """The (2, n) error-bar extents of ``value`` from its ``low``/``high`` interval columns, or
+    None where the run has no spread (runs that predate it, perf_analyzer's p99); a missing bound
+    draws no bar for that point."""
+    if low not in group.columns or high not in group.columns:
+        return None
+    centre = group[value].astype(float).to_numpy()
+    below = centre - pd.to_numeric(group[low], errors="coerce").to_numpy(dtype=float)
+    above = pd.to_numeric(group[high], errors="coerce").to_numpy(dtype=float) - centre
+    if not (np.isfinite(below) | np.isfinite(above)).any():
+        return None
+    return np.clip(np.nan_to_num(np.vstack([below, above])), 0.0, None)
+
+
+def _error_bars(ax, group: pd.DataFrame, x: str, y: str, color, xspread: tuple[str, str] | None,
+                yspread: tuple[str, str] | None) -> None:
+    """The spread of each point (a 95% interval) as error bars, over the line already drawn."""
+    xerr = _spread(group, x, *xspread) if xspread else None
+    yerr = _spread(group, y, *yspread) if yspread else None
+    if xerr is None and yerr is None:
+        return
+    ax.errorbar(group[x].astype(float), group[y].astype(float), xerr=xerr, yerr=yerr, fmt="none", ecolor=color,
+                elinewidth=1, capsize=3, alpha=0.7)
+
+
 def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
     """p50 and p99 latency against batch size, one line per core allocation (variant); a second
-    concurrency level gets its own line style in the same colour."""
+    concurrency level gets its own line style in the same colour. p99 carries its spread."""
     frame = _frame(data)
     fig = Figure(figsize=(11, 4.2), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
@@ -113,6 +138,8 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
             label = variant if len(levels) == 1 else f"{variant}, concurrency {concurrency}"
             ax.plot(group["batch_size"], group[metric].astype(float), marker="o", color=colors[variant],
                     linestyle=_LINESTYLES[levels.index(concurrency) % len(_LINESTYLES)], label=label)
+            if metric == "p99_ms":
+                _error_bars(ax, group, "batch_size", metric, colors[variant], None, ("p99_low_ms", "p99_high_ms"))
         unstable = _mark_unstable(ax, frame, "batch_size", metric, colors)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(frame["batch_size"].unique()))
@@ -130,7 +157,8 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
 def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
     """Throughput against p99 latency: the curve Model Analyzer's summary shows (up and to the
     left is better). Each line is one variant's load curve: over concurrency for each batch size
-    when several concurrency levels were measured, else over batch size."""
+    when several concurrency levels were measured, else over batch size. Error bars: each
+    point's spread (95% intervals of throughput and p99)."""
     frame = _frame(data)
     fig = Figure(figsize=(8.5, 4.5), layout="constrained")
     ax = fig.subplots()
@@ -146,6 +174,8 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
         style = _LINESTYLES[sorted(frame["batch_size"].unique()).index(key[1]) % len(_LINESTYLES)] if by_concurrency else "-"
         ax.plot(group["p99_ms"].astype(float), group["throughput"].astype(float), marker="o",
                 color=colors[variant], linestyle=style, label=label)
+        _error_bars(ax, group, "p99_ms", "throughput", colors[variant], ("p99_low_ms", "p99_high_ms"),
+                    ("throughput_low", "throughput_high"))
         for _, row in group.iterrows():
             ax.annotate(f"c{int(row['concurrency'])}" if by_concurrency else f"b{int(row['batch_size'])}",
                         (float(row["p99_ms"]), float(row["throughput"])),

@@ -1,5 +1,6 @@
 """Measuring one point of a sweep: seeded inputs, their reference outputs, then the engine the
-settings name (the built-in load generator or perf_analyzer), into one `PointRow`.
+settings name (the built-in load generator or perf_analyzer; ``auto`` is resolved by the sweep
+once per run, or here for a lone point), into one `PointRow`.
 
 Every point's served outputs are compared with the reference: the built-in engine checks the
 warm-up responses and the first response of every window; perf_analyzer only validates against
@@ -16,6 +17,7 @@ import numpy as np
 from tritonclient.utils import InferenceServerException
 
 from workbench.check import Eager, InputMaker, connect, infer
+from workbench.measure.engines import choose_engine, resolved
 from workbench.measure.loadgen import measure
 from workbench.measure.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from workbench.measure.plan import Point
@@ -75,6 +77,8 @@ def measure_point(target: Target, point: Point, settings: MeasureSettings, *, pr
                   cancel: threading.Event | None = None) -> PointRow:
     """The point's row: measured, or failed with the reason (a refused measurement is a row,
     not an exception, so the sweep goes on). ``Cancelled`` passes through."""
+    if settings.engine == "auto":
+        settings = resolved(settings, choose_engine(settings))
     arrays = target.request(point.batch_size, settings.seed)
     outputs = [t.name for t in target.spec.by_index("output")]
     checker = OutputCheck(dict(zip(outputs, target.reference(arrays))), settings.rtol, settings.atol)

@@ -154,16 +154,26 @@ class SweepResult:
         return describe_best(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
 
     def table(self) -> pd.DataFrame:
-        """The columns people read first, one row per point."""
+        """The columns people read first, one row per point: the numbers with their spread, whether
+        they are stable, and what the load generator itself cost."""
         columns = ["allocation", "batching", "parameters", "batch_size", "concurrency", "throughput",
-                   "p50_ms", "p99_ms", "stable", "outputs_ok", "failures", "avg_batch", "error"]
+                   "throughput_low", "throughput_high", "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable",
+                   "requests", "send_delay_us", "client_cpu_us", "outputs_ok", "failures", "avg_batch", "engine", "error"]
+        always = {"allocation", "batch_size", "concurrency", "throughput", "throughput_low", "throughput_high",
+                  "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable", "requests", "send_delay_us",
+                  "client_cpu_us", "outputs_ok"}
         table = self.frame[columns]
         # Columns that say the same thing on every row only add width.
-        keep = [c for c in columns if c in ("allocation", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms")
-                or table[c].astype(str).nunique() > 1 or c in ("stable", "outputs_ok")]
+        keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]
         table = table[keep]
         notes = point_notes(self.frame)  # unstable points, p50 falling with batch: what the server shows
         return table.assign(note=notes) if notes.astype(bool).any() else table
+
+    @property
+    def engine_note(self) -> str:
+        """``"measured by perf_analyzer: <why>"``, from the run record (empty for runs that predate it)."""
+        choice = self.record.get("engine") or {}
+        return f"measured by {choice['engine']}: {choice.get('reason', '')}" if choice.get("engine") else ""
 
 
 def load_run(path: str | Path) -> SweepResult:

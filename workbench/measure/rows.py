@@ -3,8 +3,10 @@ built-in load generator, perf_analyzer) or from why it could not be measured, an
 a run's ``points.jsonl`` on resume.
 
 Its fields are the table's columns, in the documented order (``COLUMNS``): first what identifies
-the point (variant, batch size, concurrency), then what was measured. Times are milliseconds,
-throughput inferences per second; a number not measured is NaN, a flag not known None.
+the point (variant, batch size, concurrency), then what was measured, with its spread (the
+``*_low``/``*_high`` columns: a 95% interval) and what the load generator cost (``send_delay_us``,
+``client_cpu_us``). Times are milliseconds unless the name says ``_us``, throughput inferences
+per second; a number not measured is NaN, a flag not known None.
 """
 
 from __future__ import annotations
@@ -53,10 +55,17 @@ class PointRow:
     p95_ms: float = NAN
     p99_ms: float = NAN
     mean_ms: float = NAN
+    throughput_low: float = NAN  # the spread: a 95% interval around throughput and p99
+    throughput_high: float = NAN
+    p99_low_ms: float = NAN
+    p99_high_ms: float = NAN
     stable: bool | None = None
     windows: float = NAN  # counts: whole numbers where the engine reports them, NaN where not
-    requests: float = NAN
+    requests: float = NAN  # latencies the numbers pool (p99 is read from these)
     failures: float = NAN
+    window_s: float = NAN  # the last window's length: longer than asked when the point needed it
+    send_delay_us: float = NAN  # the load generator's own cost: delay before each send, CPU per request
+    client_cpu_us: float = NAN
     outputs_ok: bool | None = None
     max_abs_diff: float = NAN
     queue_ms: float = NAN
@@ -65,6 +74,7 @@ class PointRow:
     compute_output_ms: float = NAN
     overhead_ms: float = NAN
     avg_batch: float = NAN
+    engine: str | None = None
     warnings: str | None = None
     error: str | None = None
     measured_at: str | None = None
@@ -72,7 +82,7 @@ class PointRow:
     @classmethod
     def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> "PointRow":
         """The row of a point the built-in load generator measured."""
-        server, latency = result.server, result.latency
+        server, latency, spread = result.server, result.latency, result.spread
         breakdown = {}
         if server is not None:
             breakdown = dict(queue_ms=_ms(server.queue_us), compute_input_ms=_ms(server.compute_input_us),
@@ -84,11 +94,15 @@ class PointRow:
             throughput=result.throughput,
             p50_ms=_ms(latency["p50"]), p90_ms=_ms(latency["p90"]), p95_ms=_ms(latency["p95"]),
             p99_ms=_ms(latency["p99"]), mean_ms=_ms(latency["avg"]),
+            throughput_low=spread.throughput_low, throughput_high=spread.throughput_high,
+            p99_low_ms=_ms(spread.latency_low), p99_high_ms=_ms(spread.latency_high),
             stable=bool(result.stable), windows=len(result.windows), requests=result.requests,
-            failures=result.failed,
+            failures=result.failed, window_s=result.windows[-1].duration_s if result.windows else NAN,
+            send_delay_us=result.send_delay_us, client_cpu_us=result.client_cpu_us,
             outputs_ok=result.checked > 0 and result.check_failures == 0,
             max_abs_diff=max_abs_diff,
             **breakdown,
+            engine="workbench",
             measured_at=now(),
             warnings=" | ".join(result.warnings),
         )
@@ -96,22 +110,28 @@ class PointRow:
     @classmethod
     def from_perf_analyzer(cls, point: Point, row: Mapping[str, Any], outputs_ok: bool,
                            max_abs_diff: float) -> "PointRow":
-        """The row of a point perf_analyzer measured (``row``: one of ``perf_analyzer.parse_csv``'s,
-        in microseconds); its outputs were checked with one request before it ran."""
+        """The row of a point perf_analyzer measured (``row``: one of ``perf_analyzer.parse_csv``'s
+        or ``run_perf_analyzer``'s, in microseconds); its outputs were checked with one request
+        before it ran. perf_analyzer gives no raw latencies: the throughput spread is the range of
+        the three windows it pooled, the p99 spread is not known."""
         us = lambda key: row.get(key, NAN)  # noqa: E731
+        pooled = list(row.get("windows", []))[-3:]
+        notes = ["measured by perf_analyzer"] + list(row.get("warnings", []))
         return cls(
             **point.columns(),
             throughput=row["throughput"],
             p50_ms=_ms(us("p50_us")), p90_ms=_ms(us("p90_us")), p95_ms=_ms(us("p95_us")),
             p99_ms=_ms(us("p99_us")), mean_ms=_ms(us("latency_avg_us")),
-            stable=True,  # perf_analyzer fails a point it cannot stabilise
-            failures=0,
+            throughput_low=min(pooled) if pooled else NAN, throughput_high=max(pooled) if pooled else NAN,
+            stable=bool(row.get("stable", True)),  # run_perf_analyzer marks a point it could not stabilise
+            windows=len(row["windows"]) if "windows" in row else NAN, requests=row.get("requests", NAN),
+            failures=0, window_s=row.get("window_s", NAN),
             outputs_ok=outputs_ok,
             max_abs_diff=max_abs_diff,
             queue_ms=_ms(us("server_queue_us")), compute_input_ms=_ms(us("server_compute_input_us")),
             compute_infer_ms=_ms(us("server_compute_infer_us")),
             compute_output_ms=_ms(us("server_compute_output_us")),
-            measured_at=now(), warnings="measured by perf_analyzer",
+            engine="perf_analyzer", measured_at=now(), warnings=" | ".join(notes),
         )
 
     @classmethod

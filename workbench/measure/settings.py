@@ -15,12 +15,12 @@ from typing import Any, Mapping, Sequence
 
 __all__ = ["MeasureError", "MeasureSettings", "ENGINES", "PROTOCOLS"]
 
-ENGINES = ("workbench", "perf_analyzer")
+ENGINES = ("auto", "workbench", "perf_analyzer")
 PROTOCOLS = ("grpc", "http")
 # What a number means depends on these: a resumed run must use the same ones. (The perf_analyzer
 # command may differ: another path to the same tool measures the same way.)
-_MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "max_windows", "warmup_requests",
-            "seed", "rtol", "atol")
+_MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "max_windows", "time_limit_s",
+            "min_latencies", "warmup_requests", "seed", "rtol", "atol")
 
 
 class MeasureError(ValueError):
@@ -40,22 +40,33 @@ def _number(value: Any) -> bool:
 class MeasureSettings:
     """How every point is measured.
 
-    ``engine``: ``"workbench"`` (the built-in load generator) or ``"perf_analyzer"`` (Triton's, run
-    as ``perf_analyzer``: a path, a command prefix or an argv list; default ``$PERF_ANALYZER``,
-    then PATH). ``protocol``: ``grpc`` or ``http``. Windows of ``window_s`` seconds run until the
-    last ``stable_windows`` agree within ``stability`` (0.10 = 10%) or ``max_windows`` have run;
-    ``warmup_requests`` responses come first (None: max(20, 2 x concurrency)). ``seed`` draws the
-    request inputs; served outputs must match the reference within ``rtol``/``atol``.
+    ``engine``: ``"auto"`` (perf_analyzer where one runs here, else the built-in load generator;
+    resolved once per run, see ``engine.choose_engine``), ``"workbench"`` (the built-in one) or
+    ``"perf_analyzer"`` (Triton's, run as ``perf_analyzer``: a path, a command prefix or an argv
+    list; default ``$PERF_ANALYZER``, then PATH). ``protocol``: ``grpc`` or ``http``.
+
+    Windows of ``window_s`` seconds run until the last ``stable_windows`` agree within
+    ``stability`` (0.10 = 10%) and hold at least ``min_latencies`` latencies (a p99 from fewer is
+    a guess). Past ``max_windows`` windows the windows get twice as long, again after every
+    ``max_windows`` more, until ``time_limit_s`` seconds of measuring; with ``time_limit_s=None``
+    a point stops after ``max_windows`` windows as perf_analyzer does. A point that stops unstable
+    or short of latencies says so. ``warmup_requests`` responses come first (None: max(20, 2 x
+    concurrency)). ``processes`` sending processes for the built-in engine (None: as many as the
+    load needs and the machine's cores allow). ``seed`` draws the request inputs; served outputs
+    must match the reference within ``rtol``/``atol``.
     """
 
-    engine: str = "workbench"
+    engine: str = "auto"
     perf_analyzer: str | os.PathLike[str] | tuple[str, ...] | None = None
     protocol: str = "grpc"
     window_s: float = 1.0
     stability: float = 0.10
     stable_windows: int = 3
     max_windows: int = 10
+    time_limit_s: float | None = 30.0
+    min_latencies: int = 2000
     warmup_requests: int | None = None
+    processes: int | None = None
     seed: int = 0
     rtol: float = 1e-4
     atol: float = 1e-5
@@ -83,6 +94,12 @@ class MeasureSettings:
         elif not _whole(self.max_windows) or self.max_windows < self.stable_windows:
             problems.append(f"max_windows must be a whole number >= stable_windows ({self.stable_windows}), "
                             f"got {self.max_windows!r}")
+        if self.time_limit_s is not None and (not _number(self.time_limit_s) or not self.time_limit_s > 0):
+            problems.append(f"time_limit_s must be a positive number of seconds or None, got {self.time_limit_s!r}")
+        if not _whole(self.min_latencies) or self.min_latencies < 0:
+            problems.append(f"min_latencies must be a whole number >= 0, got {self.min_latencies!r}")
+        if self.processes is not None and (not _whole(self.processes) or self.processes < 1):
+            problems.append(f"processes must be a whole number >= 1 or None, got {self.processes!r}")
         if self.warmup_requests is not None and (not _whole(self.warmup_requests) or self.warmup_requests < 0):
             problems.append(f"warmup_requests must be a whole number >= 0, got {self.warmup_requests!r}")
         if not _whole(self.seed) or self.seed < 0:
@@ -90,15 +107,18 @@ class MeasureSettings:
         if problems:
             raise MeasureError("; ".join(problems))
         # plain Python numbers from here on (numpy scalars would not survive a JSON record)
-        for name in ("window_s", "stability", "rtol", "atol"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        for name in ("stable_windows", "max_windows", "seed") + (("warmup_requests",) if self.warmup_requests is not None else ()):
-            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("window_s", "stability", "rtol", "atol", "time_limit_s"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, float(getattr(self, name)))
+        for name in ("stable_windows", "max_windows", "min_latencies", "seed", "warmup_requests", "processes"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, int(getattr(self, name)))
 
     def engine_command(self) -> list[str] | None:
         """perf_analyzer's command prefix when it is the engine (PerfAnalyzerNotFound, naming
-        where it looked, when there is none), None for the built-in engine. Call it before
-        anything starts, so a missing tool is said first."""
+        where it looked, when there is none), None for the built-in engine and for ``auto``
+        (which never fails: it falls back). Call it before anything starts, so a missing tool is
+        said first."""
         if self.engine != "perf_analyzer":
             return None
         from workbench.measure.perf_analyzer import find_perf_analyzer

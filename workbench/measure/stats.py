@@ -1,5 +1,6 @@
 """The arithmetic of a measurement, as pure functions: percentiles, the stability rule and the
-server-side breakdown from two statistics-extension snapshots.
+server-side breakdown from two statistics-extension snapshots, and the spread of a measurement
+(a block bootstrap of throughput and a latency percentile).
 
 Kept apart from the load generator so every number the workbench reports can be checked by hand
 on known inputs, and so it matches perf_analyzer's definitions (nearest-rank percentiles at index
@@ -23,6 +24,8 @@ __all__ = [
     "summarize_latencies",
     "percentile_key",
     "is_stable",
+    "Spread",
+    "bootstrap_spread",
     "model_counters",
     "server_breakdown",
 ]
@@ -88,6 +91,80 @@ def is_stable(throughputs: Sequence[float], latencies: Sequence[float], *,
         return False
     limit = 1.0 + stability + _RATIO_SLACK
     return max(thr) / min(thr) <= limit and max(lat) / min(lat) <= limit
+
+
+# ---------------------------------------------------------------------------------------------
+# Spread
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A ``confidence`` interval of throughput (inferences/s) and of latency percentile
+    ``percentile`` (in the latencies' unit), from ``resamples`` resamples of ``blocks`` time blocks."""
+
+    throughput_low: float
+    throughput_high: float
+    latency_low: float
+    latency_high: float
+    percentile: float = 99.0
+    confidence: float = 0.95
+    blocks: int = 0
+    resamples: int = 0
+
+    @classmethod
+    def unknown(cls, percentile: float = 99.0, confidence: float = 0.95) -> "Spread":
+        return cls(math.nan, math.nan, math.nan, math.nan, percentile, confidence)
+
+
+def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float], *, span_s: float,
+                     batch_size: int = 1, percentile: float = 99.0, blocks: int = 20, resamples: int = 1000,
+                     confidence: float = 0.95, seed: int = 0) -> Spread:
+    """How far throughput and the ``percentile`` latency could move on another run like this one.
+
+    ``completed_s[i]`` is when request ``i`` completed, in seconds from the start of a span of
+    ``span_s`` seconds (the pooled windows), ``latencies[i]`` its latency. The span is cut into
+    ``blocks`` equal time blocks; each resample draws that many blocks with replacement (so it
+    lasts ``span_s`` again) and gives a throughput (requests x ``batch_size`` / ``span_s``) and a
+    nearest-rank percentile of its latencies. The interval holds the middle ``confidence`` of the
+    resamples. Whole blocks are drawn, not single requests, because neighbouring requests are
+    slowed by the same noise (a busy neighbour, a GC pause): resampling them one by one would
+    understate the spread (the moving-block idea of Kuensch, 1989, with fixed blocks).
+    Deterministic for a given ``seed``; NaN when there is nothing to resample.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if blocks < 1 or resamples < 1:
+        raise ValueError("blocks and resamples must be >= 1")
+    done = np.asarray(completed_s, dtype=float)
+    lat = np.asarray(latencies, dtype=float)
+    if done.shape != lat.shape:
+        raise ValueError("one completion time per latency, please")
+    if not span_s > 0 or done.size == 0:
+        return Spread.unknown(percentile, confidence)
+    which = np.clip((done / span_s * blocks).astype(int), 0, blocks - 1)
+    order = np.argsort(which, kind="stable")
+    counts = np.bincount(which, minlength=blocks)
+    per_block = np.split(lat[order], np.cumsum(counts)[:-1])
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, blocks, size=(resamples, blocks))
+    throughput = counts[drawn].sum(axis=1) * batch_size / span_s
+    tail = np.full(resamples, math.nan)
+    for k, picks in enumerate(drawn):
+        sample = np.concatenate([per_block[b] for b in picks])
+        if sample.size:
+            sample.sort()
+            tail[k] = percentile_of_sorted(sample, percentile)
+    cut = (1 - confidence) / 2 * 100
+    finite = tail[np.isfinite(tail)]
+    low_t, high_t = np.percentile(throughput, [cut, 100 - cut])
+    low_l, high_l = np.percentile(finite, [cut, 100 - cut]) if finite.size else (math.nan, math.nan)
+    return Spread(float(low_t), float(high_t), float(low_l), float(high_l), float(percentile), float(confidence),
+                  blocks, resamples)
+
+
+def percentile_of_sorted(sorted_values: np.ndarray, p: float) -> float:
+    """``percentile`` without the checks, for a non-empty sorted array (the bootstrap's inner loop)."""
+    return float(sorted_values[int(p / 100.0 * (sorted_values.size - 1) + 0.5)])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import platform
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
+from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.plan import Batching, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
@@ -50,6 +52,11 @@ _RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "trit
                     "matplotlib", "nvidia-pytriton")
 
 
+# A variant load that takes longer than this is taken as hung (generous: a large model on
+# NeuronCores loads in minutes).
+LOAD_TIMEOUT_S = 900.0
+
+
 def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     """Whether ``out_dir`` holds a run to resume; a run there without ``resume`` is refused, so
     nothing measured before is overwritten."""
@@ -63,7 +70,8 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     return has_run
 
 
-def _open_run(out_dir: Path, model: str, settings: MeasureSettings, resume: bool) -> tuple[dict | None, list[PointRow]]:
+def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
+              resume: bool) -> tuple[dict | None, list[PointRow]]:
     """The earlier record and rows in ``out_dir`` when resuming; refuse to mix runs or overwrite one."""
     if not check_out_dir(out_dir, resume):
         return None, []
@@ -72,6 +80,9 @@ def _open_run(out_dir: Path, model: str, settings: MeasureSettings, resume: bool
     old_model = record.get("model", old.get("model"))
     different = ([f"model {old_model!r} -> {model!r}"] if old_model is not None and old_model != model else [])
     different += settings.differences(old)
+    old_engine = (record.get("engine") or {}).get("engine")
+    if old_engine is not None and old_engine != choice.engine:
+        different.append(f"measured by {old_engine} -> {choice.engine} ({choice.reason})")
     if different:
         raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
                          "use the same settings or another folder")
@@ -122,11 +133,13 @@ def run_sweep(
     resume: bool = False,
     label: str | None = None,
     restore: bool = True,
+    load_timeout_s: float = LOAD_TIMEOUT_S,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
-    as ``settings`` say (default ``MeasureSettings()``: the built-in load generator over gRPC).
+    as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
+    built-in load generator, over gRPC; the choice and its reason go into the run record).
 
     ``model``: a generated model directory inside the server's repository, or the name of a
     model the server has loaded. Each variant is loaded as a config override (no restart); at each
@@ -137,7 +150,10 @@ def run_sweep(
     ``settings.engine == "perf_analyzer"`` Triton's perf_analyzer measures each point instead of
     the built-in load generator, into the same columns. Rows are appended to ``out_dir`` as they
     are measured; with ``resume`` the points already there are kept, not measured again.
-    Cancelling returns the partial result (status ``cancelled``). At the end the model is loaded
+    A variant load that gets no answer within ``load_timeout_s`` fails its points, and the
+    variants after it are not loaded (their points fail naming the stuck load): a hung stub would
+    only make each of them wait as long. Cancelling returns the partial result (status
+    ``cancelled``). At the end the model is loaded
     again with its own config (``restore=False`` skips that, e.g. when the server is stopped
     right after).
     """
@@ -157,10 +173,11 @@ def run_sweep(
             raise SweepError(str(err)) from None
     variants = plan_variants(plan, base)
     url = _url(server, settings.protocol)
-    settings.engine_command()  # perf_analyzer not found: say so before anything is loaded
+    choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
+    measuring = resolved(settings, choice)
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    previous, rows = _open_run(out_dir, name, settings, resume)
+    previous, rows = _open_run(out_dir, name, settings, choice, resume)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
 
@@ -175,6 +192,7 @@ def run_sweep(
         "plan": plan.to_dict(),
         "planned_points": plan.size,
         "settings": {"model": name, **settings.to_dict()},
+        "engine": choice.to_dict(),
         "seed": settings.seed,
         "base_config": json.loads(to_json(base)),
         "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
@@ -203,6 +221,8 @@ def run_sweep(
 
     status = "failed"
     loaded = False
+    stuck: str | None = None  # why loads stopped: one got no answer in time
+    report(f"measured by {choice.engine}: {choice.reason}")
     try:
         for variant in variants:
             points = plan.points(variant)
@@ -212,18 +232,26 @@ def run_sweep(
                 continue
             check_cancel(cancel)
             report(f"loading {variant.label}")
-            try:
-                server.load(name, config=variant.config)
-                loaded = True
-                load_error = None
-            except Exception as err:  # Triton refused this variant: record it and go on with the rest
-                if not getattr(server, "running", True):
-                    raise
-                load_error = f"load failed: {err}"
+            if stuck is not None:
+                load_error = f"not loaded: {stuck}"
+            else:
+                started = time.monotonic()
+                try:
+                    server.load(name, config=variant.config, timeout=load_timeout_s)
+                    loaded = True
+                    load_error = None
+                except Exception as err:  # Triton refused this variant: record it and go on with the rest
+                    if not getattr(server, "running", True):
+                        raise
+                    load_error = f"load failed: {err}"
+                    if time.monotonic() - started >= 0.95 * load_timeout_s:
+                        stuck = (f"the load of {variant.label} got no answer within {load_timeout_s:g} s (a hung "
+                                 "backend stub? see the server log); the variants after it were not loaded")
+                        load_error = f"load failed: {stuck} ({err})"
             for point in todo:
                 check_cancel(cancel)
                 if load_error is None:
-                    row = measure_point(target, point, settings, cancel=cancel,
+                    row = measure_point(target, point, measuring, cancel=cancel,
                                         progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
                 else:
                     row = PointRow.failed(point, load_error)
@@ -240,7 +268,7 @@ def run_sweep(
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = now()
         result = save()
-        if restore and loaded and getattr(server, "running", True):
+        if restore and loaded and stuck is None and getattr(server, "running", True):
             try:
                 server.load(name, config=base)  # leave the model as the user configured it
             except Exception:

@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--metrics-port", type=int, help="default: a free port")
     parser.add_argument("--tritonserver", metavar="PATH", help="tritonserver binary (default: $TRITONSERVER, PATH, the pytriton wheel)")
     parser.add_argument("--log-verbose", type=int, default=0)
+    parser.add_argument("--model-config-name", metavar="NAME",
+                        help="serve each model with its configs/NAME.pbtxt (config.pbtxt where it has none)")
     parser.add_argument("--show-log", action="store_true", help="echo the server log while serving")
     docker = parser.add_argument_group("docker preview for a Neuron host (prints, runs nothing)")
     docker.add_argument("--docker", metavar="CORES", help="print the docker run for NeuronCores a:b and exit")
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         log_verbose=args.log_verbose,
+        model_config_name=args.model_config_name,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

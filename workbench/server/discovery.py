@@ -40,6 +40,9 @@ class TritonInstall:
     version: str | None = None
     source: str = ""
     path_dirs: tuple[Path, ...] = field(default=())
+    # where the response-cache libraries are (caches/local/libtritoncache_local.so); Triton looks in
+    # /opt/tritonserver/caches unless told, which the pip wheel does not have (measured on 2.51)
+    cache_dir: Path | None = None
 
     def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """The server process environment: ``base`` (default os.environ) with our library and
@@ -78,6 +81,7 @@ def _system_install(binary: Path, source: str) -> TritonInstall:
         backend_dir=backends if backends.is_dir() else None,
         version=_read_version(binary),
         source=source,
+        cache_dir=root / "caches" if (root / "caches").is_dir() else None,
     )
 
 
@@ -176,6 +180,7 @@ def _wheel_install(wheel_root: Path) -> TritonInstall:
         source=f"nvidia-pytriton {wheel_version} wheel",
         # The embedded interpreter finds the venv's site-packages through the python on PATH.
         path_dirs=(Path(sys.executable).parent,),
+        cache_dir=wheel_root / "caches" if (wheel_root / "caches").is_dir() else None,
     )
 
 

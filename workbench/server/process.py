@@ -19,6 +19,7 @@ import atexit
 import functools
 import itertools
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -34,6 +35,7 @@ from typing import Any, Callable, Iterator, Mapping
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
+from workbench.server.cache import cache_args
 from workbench.server.control import ModelControl
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
@@ -74,7 +76,10 @@ class TritonServer:
     ``metrics_url`` is the full Prometheus URL. Use as a context manager, or call ``start()`` and
     ``stop()``; the process never outlives this Python process. Model control (``load``,
     ``index``, ``stats``...) is ``control``'s (a `ModelControl` over HTTP), the output is ``log``'s
-    (a `ServerLog`); the methods of the same names here hand over to them.
+    (a `ServerLog`); the methods of the same names here hand over to them. ``model_config_name``
+    serves each model with its ``configs/<name>.pbtxt`` (config.pbtxt where it has none);
+    ``response_cache`` None starts the server with a local response cache when a model's config
+    enables one.
     """
 
     def __init__(
@@ -89,6 +94,8 @@ class TritonServer:
         log_verbose: int = 0,
         extra_args: tuple[str, ...] | list[str] = (),
         env: Mapping[str, str] | None = None,
+        model_config_name: str | None = None,
+        response_cache: bool | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -108,6 +115,11 @@ class TritonServer:
                 raise ValueError(f"extra_args may not set {arg!r}: each server gets its own shm prefix")
         self.extra_args = tuple(extra)
         self.extra_env = dict(env or {})
+        if model_config_name is not None and not re.fullmatch(r"[A-Za-z0-9_.\-]+", model_config_name):
+            raise ValueError(f"model_config_name {model_config_name!r} must be a configs/<name>.pbtxt name")
+        # --model-config-name: each model is served with configs/<name>.pbtxt where it has one
+        self.model_config_name = model_config_name
+        self.response_cache = response_cache  # None: when a model asks (workbench.server.cache)
         self.install: TritonInstall = find_tritonserver(binary)
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
@@ -180,7 +192,13 @@ class TritonServer:
             args.append(f"--exit-timeout-secs={_EXIT_TIMEOUT_SECS}")
         if self.install.backend_dir is not None:
             args.append(f"--backend-directory={self.install.backend_dir}")
-        return args + list(self.extra_args)
+        if self.model_config_name:
+            args.append(f"--model-config-name={self.model_config_name}")
+        return args + self._cache_args() + list(self.extra_args)
+
+    def _cache_args(self) -> list[str]:
+        return cache_args(self.model_repository, self.model_config_name, self.response_cache,
+                          self.install.cache_dir, self.extra_args)
 
     # ---- lifecycle -------------------------------------------------------------------------
 

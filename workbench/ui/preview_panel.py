@@ -15,7 +15,7 @@ import ipywidgets as widgets
 
 from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.coremap import CoreRangeError
-from workbench.generate.repository import RepositoryError, diff_model_dir, write_model_dir
+from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
 from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
@@ -36,7 +36,10 @@ class PreviewPanel:
         self.state = state if state is not None else WorkbenchState()
         self.written = None
         self._generated_text = ""
+        self._pending = None  # the Changes the confirm button writes
         c = self.controls = {}
+        # which config to show: config.pbtxt (editable) or a configs/<name>.pbtxt variant (read-only)
+        c["config_choice"] = widgets.Dropdown(options=[("config.pbtxt", "")], value="", description="config")
         c["config_text"] = widgets.Textarea(rows=22, layout=widgets.Layout(width="50%"))
         c["config_text"].add_class(MONOSPACE_CLASS)
         c["config_view"] = widgets.HTML()
@@ -54,7 +57,7 @@ class PreviewPanel:
         c["diff"] = widgets.HTML(layout=scroll_box("560px"))
         c["diff"].add_class(SCROLL_CLASS)
         c["tabs"] = widgets.Tab(children=[
-            widgets.VBox([c["config_problems"], c["edit_notice"],
+            widgets.VBox([c["config_choice"], c["config_problems"], c["edit_notice"],
                           widgets.HBox([c["config_text"], c["config_view"]],
                                        layout=widgets.Layout(width="100%")),
                           c["use_generated"]]),
@@ -74,6 +77,7 @@ class PreviewPanel:
             lambda _b: self._ask_overwrite(False, "kept the existing directory; nothing written"))
         c["use_generated"].on_click(lambda _b: self._use_generated())
         c["config_text"].observe(lambda _change: self._config_edited(), names="value")
+        c["config_choice"].observe(lambda _change: self._config_edited(), names="value")
         c["instance_type"].observe(self._instance_changed, names="value")
         c["tabs"].observe(self._show_diff, names="selected_index")
         self.widget = widgets.VBox([
@@ -118,6 +122,9 @@ class PreviewPanel:
                                       "Your edits are kept: click <i>use generated config</i> to replace them.</div>")
         else:
             c["config_text"].value = generated.config_text
+        choices = [("config.pbtxt", "")] + [(f"configs/{name}.pbtxt", name) for name in generated.variants]
+        keep = c["config_choice"].value if c["config_choice"].value in dict(choices).values() else ""
+        c["config_choice"].options, c["config_choice"].value = choices, keep
         c["model_py"].value = highlight(generated.model_py, "python")
         c["core_map"].value = core_map_html(generated.core_map)
         c["instance_type"].value = self._default_instance()
@@ -163,6 +170,10 @@ class PreviewPanel:
         text = c["config_text"].value
         problems = self.config_problems()
         c["config_problems"].value = error_list(problems)
+        variant = c["config_choice"].value
+        c["config_text"].layout.display = "none" if variant else None
+        if variant and self.state.generated is not None:  # a variant is shown as generated
+            text = self.state.generated.config_files().get(variant, "")
         c["config_view"].value = highlight(text, "pbtxt")
         if not self.edited:
             c["edit_notice"].value = ""
@@ -198,7 +209,7 @@ class PreviewPanel:
 
     def _diff_html(self) -> str:
         generated = self.state.generated
-        text = diff_model_dir(generated.dest, self.files())
+        text = compare_model_dir(generated.dest, self.files()).diff
         if not generated.dest.exists():
             return preformatted(f"{generated.dest} does not exist yet: everything is new")
         if not text:
@@ -211,12 +222,15 @@ class PreviewPanel:
         c = self.controls
         c["confirm_overwrite"].layout.display = c["cancel_overwrite"].layout.display = None if ask else "none"
         c["write"].disabled = ask or self.state.generated is None
+        if not ask:
+            self._pending = None
         if message is not None:
             c["status"].value = preformatted(message)
 
     def write(self, overwrite: bool = False):
-        """Write the model directory. An existing one is only replaced with ``overwrite`` (the
-        confirm button); otherwise the user is asked. Returns the WriteResult, or None."""
+        """Write the model directory. An existing one that would change is only replaced with
+        ``overwrite`` (the confirm button, which writes exactly the changes shown, or refuses if the
+        disk changed since); otherwise the user is shown the changes and asked. Returns the WriteResult, or None."""
         c = self.controls
         generated = self.state.generated
         if generated is None:
@@ -227,12 +241,19 @@ class PreviewPanel:
             c["status"].value = error_list(["not written: config.pbtxt has problems"] + problems)
             return None
         dest = generated.dest
+        confirm = self._pending if overwrite else None  # the changes the user was shown
         if dest.exists() and not overwrite:
-            self._ask_overwrite(True, f"{dest} already exists. Overwrite it? The current directory is kept as a "
-                                      "timestamped backup (its path is shown after writing).")
+            changes = compare_model_dir(dest, self.files())
+            if changes.empty:
+                self._ask_overwrite(False, f"{dest} already holds exactly these files; nothing written")
+                return None
+            self._pending = changes
+            self._ask_overwrite(True, f"{dest} already exists. Writing would change it:\n{changes.summary()}\n"
+                                      "Overwrite it? The current directory is kept as a timestamped backup (its "
+                                      "path is shown after writing); the diff tab shows every line.")
             return None
         try:
-            result = write_model_dir(dest, self.files(), overwrite=overwrite)
+            result = write_model_dir(dest, self.files(), overwrite=overwrite and confirm is None, confirm=confirm)
         except (RepositoryError, OSError) as err:
             self._ask_overwrite(False)
             c["status"].value = error_list([f"not written: {err}"])

@@ -76,10 +76,11 @@ def frame_html(frame, digits: int = 2) -> str:
 
 
 def table_html(result: SweepResult) -> str:
-    """The readable columns of a run, floats rounded."""
+    """The readable columns of a run, floats rounded, under which engine measured it and why."""
     if result.frame.empty:
         return "<i>no points yet</i>"
-    return frame_html(result.table())
+    note = f"<div><i>{html.escape(result.engine_note)}</i></div>" if result.engine_note else ""
+    return note + frame_html(result.table())
 
 
 def best_html(result: SweepResult, budget_ms: float | None) -> str:

@@ -9,12 +9,14 @@ panel changes the settings, and the controls follow.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from pathlib import Path
 
 import ipywidgets as widgets
 
 from workbench import generate
+from workbench.generate import options
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
@@ -31,6 +33,10 @@ _BATCHING_MODES = {
 }
 
 
+_TRITON_CONTROLS = ("instance_group_kind", "rate_limiter_resources", "rate_limiter_priority", "preserve_ordering",
+                    "priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy",
+                    "optional_inputs", "warmup", "warmup_data", "response_cache", "version_policy")
+
 _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_model_class", "model class", "e.g. LlamaForSampling"),
     ("tnx_batch_size", "batch size", "from the compile"),
@@ -39,6 +45,35 @@ _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_sequence_length", "sequence length", "n_positions"),
     ("tnx_unroll", "unroll", "SDK default"),
 )
+
+
+def _triton_fields(c: dict) -> dict:
+    """The Triton config fields of the "Triton config" controls, as GenerateSettings keywords; blank
+    text means the field is not written. OptionError names a malformed value."""
+    def items(text: str, separator: str = ",") -> list[str]:
+        return [part.strip() for part in text.split(separator) if part.strip()]
+
+    resources = tuple(options.parse_resource(r) for r in items(c["rate_limiter_resources"].value))
+    priority = c["rate_limiter_priority"].value
+    queue = c["default_queue_policy"].value.strip()
+    version = c["version_policy"].value.strip()
+    batcher = dict(
+        preserve_ordering=c["preserve_ordering"].value,
+        priority_levels=c["priority_levels"].value,
+        default_priority_level=c["default_priority_level"].value,
+        default_queue_policy=options.parse_queue_policy(queue) if queue else None,
+        priority_queue_policy=dict(options.parse_priority_queue_policy(p)
+                                   for p in items(c["priority_queue_policy"].value, ";")),
+    ) if c["dynamic_batching"].value else {}  # greyed out (and not applied) without the dynamic batcher
+    return dict(
+        instance_group_kind=c["instance_group_kind"].value,
+        rate_limiter=options.RateLimiter(resources, priority) if resources or priority else None,
+        **batcher,
+        optional_inputs=items(c["optional_inputs"].value),
+        model_warmup=[options.Warmup(count=c["warmup"].value, data=c["warmup_data"].value)] if c["warmup"].value else [],
+        response_cache=True if c["response_cache"].value else None,
+        version_policy=options.parse_version_policy(version) if version else None,
+    )
 
 
 def _rows(tensors) -> tuple:
@@ -90,6 +125,31 @@ class SettingsPanel:
         for key, label, hint in _TNX_FIELDS:
             c[key] = widgets.Text(description=label, placeholder=hint, **on_enter)
         c["tnx_amp"] = widgets.Dropdown(options=("", *TNX_AMPS), description="amp", style=style)
+        # Triton config fields (model_config.proto); blank or 0 leaves a field out
+        c["instance_group_kind"] = widgets.Dropdown(options=("KIND_MODEL", "KIND_CPU", "KIND_AUTO"),
+                                                    description="instance kind", style=style)
+        c["rate_limiter_resources"] = widgets.Text(description="rate limiter resources", placeholder="e.g. R1:1,R2:2",
+                                                   **on_enter)
+        c["rate_limiter_priority"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
+                                                            description="rate limiter priority", style=style)
+        c["preserve_ordering"] = widgets.Checkbox(value=False, description="preserve ordering", indent=False, layout=widgets.Layout(width="auto"))
+        c["priority_levels"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000, description="priority levels",
+                                                      style=style)
+        c["default_priority_level"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
+                                                             description="default priority", style=style)
+        c["default_queue_policy"] = widgets.Text(description="default queue policy",
+                                                 placeholder="e.g. max_queue_size=16,timeout_action=REJECT",
+                                                 layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
+        c["priority_queue_policy"] = widgets.Text(description="priority queue policies",
+                                                  placeholder="e.g. 2:max_queue_size=4; 1:timeout_action=DELAY",
+                                                  layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
+        c["optional_inputs"] = widgets.Text(description="optional inputs", placeholder="e.g. INPUT__1", **on_enter)
+        c["warmup"] = widgets.BoundedIntText(value=0, min=0, max=1000, description="warm-up runs", style=style,
+                                             tooltip="runs of a sample built from the inputs before READY (0: none)")
+        c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
+        c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False, layout=widgets.Layout(width="auto"))
+        c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
+                                           **on_enter)
         c["core_map"] = widgets.HTML()
         c["problems"] = widgets.HTML()
         c["warnings"] = widgets.HTML()
@@ -134,6 +194,12 @@ class SettingsPanel:
             heading("Cores and instances"),
             row(c["core_range"], c["instance_count"], c["threads_per_core"]),
             c["cpu_affinity"], c["core_map"],
+            heading("Triton config"),
+            row(c["instance_group_kind"], c["rate_limiter_resources"], c["rate_limiter_priority"]),
+            row(c["preserve_ordering"], c["priority_levels"], c["default_priority_level"]),
+            c["default_queue_policy"], c["priority_queue_policy"],
+            row(c["optional_inputs"], c["warmup"], c["warmup_data"]),
+            row(c["response_cache"], c["version_policy"]),
         ], layout=widgets.Layout(width="100%"))
         self.tnx_box = widgets.VBox([
             heading("transformers-neuronx sampling"),
@@ -146,6 +212,8 @@ class SettingsPanel:
                            names="model_file")
         for name in ("name", "target", "framework"):
             self.state.observe(lambda change: self.link.update(**{change["name"]: change["new"]}), names=name)
+        for key in _TRITON_CONTROLS:
+            c[key].observe(lambda _change: self._show(), names="value")
         self.link.on_change = self._changed
         if self.state.artifact is not None:
             self._artifact_changed({"new": self.state.artifact})
@@ -164,7 +232,7 @@ class SettingsPanel:
         """The settings the controls describe; a SpecError names every control that does not parse."""
         if self.link.problems:
             raise SpecError("; ".join(self.link.problems))
-        return self.link.value
+        return dataclasses.replace(self.link.value, **_triton_fields(self.controls))  # OptionError names a bad one
 
     def _model_dir(self, fields: dict) -> dict:
         """The model directory follows the name: ``<repository>/<name>``."""
@@ -223,14 +291,19 @@ class SettingsPanel:
 
     def _show(self) -> None:
         c, settings = self.controls, self.link.value
-        c["preferred_batch_sizes"].disabled = c["max_queue_delay_us"].disabled = not settings.enable_dynamic_batching
+        for key in ("preferred_batch_sizes", "max_queue_delay_us", "preserve_ordering", "priority_levels",
+                    "default_priority_level", "default_queue_policy", "priority_queue_policy"):
+            c[key].disabled = not settings.enable_dynamic_batching  # dynamic batcher fields
         c["cpu_affinity"].disabled = settings.target != "cpu"
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
         self._show_core_map()
         problems, generated = list(self.link.problems), None
         if not problems:
             try:
+                settings = dataclasses.replace(settings, **_triton_fields(c))
                 generated = generate.render(settings)
+            except options.OptionError as err:
+                problems = [str(err)]
             except generate.GenerateError as err:
                 problems = err.problems
         self.problems = problems

@@ -52,8 +52,12 @@ class SweepPanel:
                                                  tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
         c["max_windows"] = widgets.BoundedIntText(min=1, max=100, description="max windows", style=style)
         c["stable_windows"] = widgets.BoundedIntText(min=1, max=20, description="stable windows", style=style)
+        c["time_limit_s"] = widgets.BoundedFloatText(min=0, max=3600, step=5, description="time limit (s)",
+                                                     style=style, tooltip="seconds a point may keep measuring until it "
+                                                     "is stable (0: stop after max windows)")
         c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
-        c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style)
+        c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
+                                       tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
         c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
                                           placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
         # the grid and how each point is measured: one logic value each, every control linked to a field
@@ -70,6 +74,7 @@ class SweepPanel:
         for key in ("engine", "protocol", "window_s", "stable_windows", "max_windows"):
             self.measure_link.link(key, c[key])
         self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
+        self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px", max_width="100%"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
@@ -95,7 +100,7 @@ class SweepPanel:
         self.widget = widgets.VBox([
             row(c["batch_sizes"], c["allocations"], c["concurrency"]),
             row(c["core_range"], c["protocol"], c["budget_ms"]),
-            row(c["window_s"], c["stable_windows"], c["max_windows"]),
+            row(c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]),
             row(c["engine"], c["perf_analyzer"]),
             row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],

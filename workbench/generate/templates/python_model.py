@@ -52,6 +52,7 @@ import json
 import importlib.util
 import os
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -421,7 +422,13 @@ def _pin_neuron_cores(settings):
 
 
 def _pin_cpu_cores(settings):
-    """Pin every thread of this stub process (and so every thread it starts later) to its cores."""
+    """Pin the calling thread, the one that loads and runs the model, to the instance's cores.
+
+    Called before torch starts its intra-op thread pool, whose threads then inherit the affinity.
+    Only this thread: the stub's own threads (its health check and the IPC with tritonserver) stay
+    where they were, because pinned to a busy core they can miss the 1 s health check during
+    initialize, and Triton r24.10 then waits for that stub forever (StubLauncher::Launch).
+    On Linux, sched_setaffinity(0, ...) sets the calling thread only."""
     allowed = os.sched_getaffinity(0)
     wanted = [core for core in settings["cores"] if core in allowed]
     skipped = [core for core in settings["cores"] if core not in allowed]
@@ -430,19 +437,29 @@ def _pin_cpu_cores(settings):
              f"process (allowed: {sorted(allowed)}); not pinning them", warning=True)
     if not wanted:
         return None
-    for task in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ["0"]:
-        try:
-            os.sched_setaffinity(int(task), wanted)
-        except (ProcessLookupError, PermissionError):
-            pass  # a thread that ended meanwhile
+    os.sched_setaffinity(0, wanted)
     return wanted
+
+
+def _pin_this_thread(cores, pinned):
+    """Pin the thread running execute() when it is not one pinned already (the stub may call
+    execute() from another thread than initialize()); ``pinned`` holds the native thread ids."""
+    tid = threading.get_native_id()
+    if tid not in pinned:
+        os.sched_setaffinity(0, cores)
+        pinned.add(tid)
 
 
 def _torch_runner(module, torch):
     def run(arrays):
+        # An absent optional input is passed as None (Optional[Tensor] in the model); trailing ones are
+        # left out so the model's own defaults apply.
+        while arrays and arrays[-1] is None:
+            arrays = arrays[:-1]
         with torch.inference_mode():
             # Triton's input buffers are read-only; torch wants to own writable memory.
-            result = module(*[torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays])
+            result = module(*[None if a is None else torch.from_numpy(a if a.flags.writeable else a.copy())
+                              for a in arrays])
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         return [r.detach().cpu().numpy() if hasattr(r, "detach") else np.asarray(r) for r in results]
     return run
@@ -671,6 +688,7 @@ class TritonPythonModel:
             affinity = None
             if self.settings["target"] == "cpu" and self.settings["cpu_affinity"]:
                 affinity = _pin_cpu_cores(self.settings)
+            self._affinity, self._pinned = affinity, {threading.get_native_id()}
             self.run = LOADERS[(self.settings["target"], self.settings["framework"])](self.settings, self.layout)
         except SettingsError as err:
             raise pb_utils.TritonModelException(f"{model_config.get('name', 'model')}: {err}") from None
@@ -687,6 +705,8 @@ class TritonPythonModel:
              f"cores {visible_cores(s['cores'])} threads {s['threads']} {where} model {s['path']}")
 
     def execute(self, requests):
+        if self._affinity:
+            _pin_this_thread(self._affinity, self._pinned)
         responses = [None] * len(requests)
         groups = {}  # requests that can share one forward: same non-batch shapes (and runner key)
         for position, request in enumerate(requests):

@@ -24,7 +24,7 @@ _DISTRIBUTIONS = ("constant", "poisson")
 @dataclass(frozen=True)
 class LoadPlan:
     """Everything the senders and the engine need to know about one load level, resolved:
-    the settings' windows and seed, the load, and a warm-up count for it."""
+    the settings' windows, limits and seed, the load, a warm-up count and the sending processes."""
 
     url: str
     model: str
@@ -42,6 +42,9 @@ class LoadPlan:
     max_windows: int
     percentile: float | None
     timeout_s: float
+    time_limit_s: float | None = None
+    min_latencies: int = 0
+    processes: int = 1
 
 
 def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: int, concurrency: int | None,
@@ -88,9 +91,19 @@ def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: i
         warmup_requests = max(20, 2 * concurrency) if concurrency else max(20, min(1000, int(request_rate / 4)))
     timeout_s = positive("timeout_s", timeout_s)
     s = settings
+    if concurrency is None:
+        processes = 1  # one schedule: its send times are only exact from one event loop
+    elif s.processes is not None:
+        processes = min(s.processes, concurrency)
+    else:
+        from workbench.measure.loadgen.slots import auto_processes
+        from workbench.system import usable_cpu_ids
+
+        processes = auto_processes(concurrency, len(usable_cpu_ids()))
     return LoadPlan(url, model, str(model_version or ""), s.protocol, batch_size, concurrency,
                     request_rate, distribution if request_rate is not None else "", s.seed,
-                    warmup_requests, s.window_s, s.stability, s.stable_windows, s.max_windows, percentile, timeout_s)
+                    warmup_requests, s.window_s, s.stability, s.stable_windows, s.max_windows, percentile, timeout_s,
+                    s.time_limit_s, s.min_latencies, processes)
 
 
 @dataclass(frozen=True)

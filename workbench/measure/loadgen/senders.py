@@ -1,298 +1,262 @@
 """The protocol seam of the load generator: one admin client (readiness, metadata, statistics) and
-one request sender per protocol and style, each sending one request built once per load level.
+one request sender per protocol and style, each sending the bytes ``wire`` built once.
 
-Why blocking senders: at low concurrency (up to ``BLOCKING_MAX_CONCURRENCY``) each slot is a
-thread making blocking calls (grpc's synchronous stub, ``http.client``): measured on a 2-core
-machine at concurrency 1, that costs about 40-60 us less client CPU per request than grpc.aio or
-aiohttp, and at concurrency 1 every microsecond of it lands in the latency. Higher concurrency and
-rate mode send from one asyncio event loop, where threads would fight over the GIL.
+Senders keep to what a protocol client must do per request. HTTP writes the ready request to a
+persistent socket and reads the status line, the headers and Content-Length bytes back, nothing
+more (client CPU per request measured on a 2-core machine: about 70-130 us, against about 300 us
+for ``http.client`` with the same body). gRPC goes through grpc's own channel with a generic
+call that takes and returns bytes, so no protobuf is built or parsed per request. Blocking
+senders run one per slot thread; the asyncio ones serve large slot groups and rate mode.
+``send()`` returns ``(True, payload)`` or ``(False, error text)`` and never raises: a failed request
+is counted, never lost.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 from typing import Any, Protocol
-from urllib.parse import quote
 
-import numpy as np
-
-from workbench.measure.loadgen.plan import MAX_OUTSTANDING, Interface, LoadPlan, interface_from
+from workbench.measure.loadgen.plan import Interface, LoadPlan, interface_from
+from workbench.measure.loadgen.wire import GRPC_METHOD, HttpRequest, http_error, read_head
 from workbench.measure.settings import MeasureError
 
-__all__ = ["Sender", "Admin", "make_sender", "BLOCKING_MAX_CONCURRENCY",
-           "GrpcSender", "GrpcBlockingSender", "HttpSender", "HttpBlockingSender"]
+__all__ = ["Sender", "Admin", "HttpSender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
 
-# Concurrency mode up to this many slots: one thread per slot with a blocking client (cheaper per
-# request); above it, one asyncio event loop (threads past a few would contend for the GIL).
-BLOCKING_MAX_CONCURRENCY = 4
+# Every slot its own connection (no HTTP/2 multiplexing of slots on one socket, as perf_analyzer's
+# threads each have their own client), messages of any size.
+_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
+                 ("grpc.use_local_subchannel_pool", 1)]
 
 
 class Sender(Protocol):
-    """Sends the one pre-built request of a load level. ``send()`` returns ``(True, payload)`` or
-    ``(False, error text)`` and never raises (a failed request is counted, never lost); it is a
-    coroutine unless ``blocking``, then a plain call made from one thread per slot.
-    ``outputs(payload)`` decodes a response for the output check."""
-
     blocking: bool
 
     def send(self) -> Any: ...
 
-    def outputs(self, payload: Any) -> dict[str, np.ndarray]: ...
-
-    async def close(self) -> None: ...
+    def close(self) -> None: ...
 
 
-def make_sender(plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> Sender:
-    """The sender for this plan's protocol: blocking threads at low concurrency, asyncio otherwise."""
-    blocking = plan.concurrency is not None and plan.concurrency <= BLOCKING_MAX_CONCURRENCY
-    kind = {("grpc", False): GrpcSender, ("grpc", True): GrpcBlockingSender,
-            ("http", False): HttpSender, ("http", True): HttpBlockingSender}[plan.protocol, blocking]
-    return kind(plan, iface, arrays)
+def make_sender(protocol: str, request: Any, url: str, timeout_s: float, *, blocking: bool) -> Sender:
+    """A sender for one slot: ``request`` is ``wire.http_request``'s for HTTP, the serialized
+    message for gRPC."""
+    if protocol == "http":
+        return HttpSender(request, timeout_s) if blocking else AsyncHttpSender(request, timeout_s)
+    return GrpcSender(url, request, timeout_s) if blocking else AsyncGrpcSender(url, request, timeout_s)
 
+
+class HttpSender:
+    """One keep-alive connection, the ready request written as-is, the response read to its end."""
+
+    blocking = True
+
+    def __init__(self, request: HttpRequest, timeout_s: float) -> None:
+        self.request, self.timeout = request, timeout_s
+        self.sock: socket.socket | None = None
+        self.buffer = bytearray()
+
+    def _open(self) -> socket.socket:
+        sock = socket.create_connection((self.request.host, self.request.port), timeout=self.timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock, self.buffer = sock, bytearray()
+        return sock
+
+    def send(self) -> tuple[bool, Any]:
+        reused = self.sock is not None
+        try:
+            try:
+                return self._exchange(self.sock if reused else self._open())
+            except ConnectionError:
+                if not reused:
+                    raise
+                self.close()  # the server closed an idle connection: once more on a new one
+                return self._exchange(self._open())
+        except (socket.timeout, TimeoutError):
+            self.close()  # a late response must not be read as the next request's
+            return False, "timeout: no response in time"
+        except (OSError, ValueError) as err:
+            self.close()
+            return False, f"{type(err).__name__}: {err}"
+
+    def _exchange(self, sock: socket.socket) -> tuple[bool, Any]:
+        sock.sendall(self.request.data)
+        buffer = self.buffer
+        end = buffer.find(b"\r\n\r\n")
+        while end < 0:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("the server closed the connection")
+            buffer += chunk
+            end = buffer.find(b"\r\n\r\n")
+        head = read_head(bytes(buffer[:end]))
+        total = end + 4 + head.length
+        while len(buffer) < total:
+            chunk = sock.recv(max(65536, total - len(buffer)))
+            if not chunk:
+                raise ConnectionError("the server closed the connection mid-response")
+            buffer += chunk
+        body = bytes(buffer[end + 4:total])
+        del buffer[:total]
+        if head.close:
+            self.close()
+        if head.status == 200:
+            return True, (body, head.header_length)
+        return False, http_error(head.status, body)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            try:
+                self.sock.close()
+            finally:
+                self.sock = None
+
+
+def _generic_call(channel: Any) -> Any:
+    """ModelInfer as a bytes-in, bytes-out call (no protobuf per request)."""
+    try:
+        return channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None,
+                                   _registered_method=True)
+    except TypeError:  # grpc before 1.62
+        return channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None)
+
+
+class GrpcSender:
+    """The serialized request through grpc's synchronous channel."""
+
+    blocking = True
+
+    def __init__(self, url: str, message: bytes, timeout_s: float) -> None:
+        import grpc
+
+        self._errors = grpc.RpcError
+        self.message, self.timeout = message, timeout_s
+        self.channel = grpc.insecure_channel(url, options=_GRPC_OPTIONS)
+        self.call = _generic_call(self.channel)
+
+    def send(self) -> tuple[bool, Any]:
+        try:
+            return True, self.call(self.message, timeout=self.timeout)
+        except self._errors as err:
+            return False, _grpc_error(err)
+        except Exception as err:  # any client-side failure is a failed request, never a lost one
+            return False, f"{type(err).__name__}: {err}"
+
+    def close(self) -> None:
+        self.channel.close()
+
+
+def _grpc_error(err: Any) -> str:
+    try:
+        return f"{err.code().name}: {err.details()}"
+    except Exception:  # an RpcError that is not a call (rare): its text
+        return str(err)
+
+
+class AsyncHttpSender:
+    """The ready request over an asyncio stream (one connection per slot)."""
+
+    blocking = False
+
+    def __init__(self, request: HttpRequest, timeout_s: float) -> None:
+        self.request, self.timeout = request, timeout_s
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def send(self) -> tuple[bool, Any]:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._exchange()
+        except TimeoutError:
+            self.close()
+            return False, "timeout: no response in time"
+        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as err:
+            self.close()
+            return False, f"{type(err).__name__}: {err}"
+
+    async def _exchange(self) -> tuple[bool, Any]:
+        if self.streams is None:
+            self.streams = await asyncio.open_connection(self.request.host, self.request.port)
+            self.streams[1].get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader, writer = self.streams
+        writer.write(self.request.data)
+        head = read_head((await reader.readuntil(b"\r\n\r\n"))[:-4])
+        body = await reader.readexactly(head.length)
+        if head.close:
+            self.close()
+        if head.status == 200:
+            return True, (body, head.header_length)
+        return False, http_error(head.status, body)
+
+    def close(self) -> None:
+        if self.streams is not None:
+            self.streams[1].close()
+            self.streams = None
+
+
+class AsyncGrpcSender:
+    """The serialized request through a grpc.aio channel (create it inside the running loop)."""
+
+    blocking = False
+
+    def __init__(self, url: str, message: bytes, timeout_s: float) -> None:
+        import grpc
+
+        self._errors = grpc.aio.AioRpcError
+        self.message, self.timeout = message, timeout_s
+        self.channel = grpc.aio.insecure_channel(url, options=_GRPC_OPTIONS)
+        self.call = _generic_call(self.channel)
+
+    async def send(self) -> tuple[bool, Any]:
+        try:
+            return True, await self.call(self.message, timeout=self.timeout)
+        except self._errors as err:
+            return False, _grpc_error(err)
+        except Exception as err:  # any client-side failure is a failed request, never a lost one
+            return False, f"{type(err).__name__}: {err}"
+
+    def close(self) -> None:
+        pass  # the channel goes with its event loop
+
+    async def aclose(self) -> None:
+        await self.channel.close()
 
 
 class Admin:
-    """Metadata, readiness and statistics through tritonclient's asyncio clients."""
+    """Readiness, metadata and statistics through tritonclient's synchronous clients; use it from
+    the thread that made it (the HTTP client is gevent-based)."""
 
     def __init__(self, plan: LoadPlan) -> None:
         self.plan = plan
         if plan.protocol == "grpc":
-            import tritonclient.grpc.aio as client_module
+            import tritonclient.grpc as client_module
+
             self.client = client_module.InferenceServerClient(plan.url)
             self.json = {"as_json": True}
         else:
-            import tritonclient.http.aio as client_module
-            self.client = client_module.InferenceServerClient(plan.url, conn_timeout=plan.timeout_s)
+            import tritonclient.http as client_module
+
+            self.client = client_module.InferenceServerClient(plan.url, connection_timeout=plan.timeout_s,
+                                                              network_timeout=plan.timeout_s)
             self.json = {}
 
-    async def interface(self) -> Interface:
+    def interface(self) -> Interface:
         plan = self.plan
         where = f"{plan.protocol}://{plan.url}"
         try:
-            ready = await self.client.is_model_ready(plan.model, plan.version)
+            ready = self.client.is_model_ready(plan.model, plan.version)
         except Exception as err:  # connection refused, DNS, protocol mismatch: all mean "cannot reach"
             raise MeasureError(f"cannot reach Triton at {where}: {err}") from None
         if not ready:
             raise MeasureError(f"model {plan.model!r} is not ready at {where} (not loaded, still loading, "
                                "or failed to load: see the server log)")
-        metadata = await self.client.get_model_metadata(plan.model, plan.version, **self.json)
-        config = await self.client.get_model_config(plan.model, plan.version, **self.json)
+        metadata = self.client.get_model_metadata(plan.model, plan.version, **self.json)
+        config = self.client.get_model_config(plan.model, plan.version, **self.json)
         return interface_from(metadata, config)
 
-    async def statistics(self) -> dict | None:
+    def statistics(self) -> dict | None:
         try:
-            return await self.client.get_inference_statistics(self.plan.model, self.plan.version, **self.json)
+            return self.client.get_inference_statistics(self.plan.model, self.plan.version, **self.json)
         except Exception:  # statistics extension off or unreachable: the client numbers still stand
             return None
 
-    async def close(self) -> None:
-        await self.client.close()
-
-
-_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
-
-
-def _grpc_request(plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> Any:
-    from tritonclient.grpc import service_pb2
-    from tritonclient.utils import serialize_byte_tensor
-
-    request = service_pb2.ModelInferRequest(model_name=plan.model, model_version=plan.version)
-    for tensor, array in zip(iface.inputs, arrays):
-        entry = request.inputs.add()
-        entry.name, entry.datatype = tensor.name, tensor.datatype
-        entry.shape.extend(array.shape)
-        if tensor.datatype == "BYTES":
-            packed = serialize_byte_tensor(array)
-            request.raw_input_contents.append(packed.item() if packed.size else b"")
-        else:
-            request.raw_input_contents.append(array.tobytes())
-    for tensor in iface.outputs:
-        request.outputs.add().name = tensor.name
-    return request
-
-
-def _grpc_outputs(response: Any) -> dict[str, np.ndarray]:
-    from tritonclient.grpc import InferResult
-
-    result = InferResult(response)
-    return {out.name: result.as_numpy(out.name) for out in response.outputs}
-
-
-class GrpcSender:
-    """Sends one pre-built ``ModelInferRequest`` over a grpc.aio channel."""
-
-    blocking = False
-    outputs = staticmethod(_grpc_outputs)
-
-    def __init__(self, plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> None:
-        import grpc
-        from tritonclient.grpc import service_pb2_grpc
-
-        self._grpc = grpc
-        self.request = _grpc_request(plan, iface, arrays)
-        self.timeout = plan.timeout_s
-        self.channel = grpc.aio.insecure_channel(plan.url, options=_GRPC_OPTIONS)
-        self.stub = service_pb2_grpc.GRPCInferenceServiceStub(self.channel)
-
-    async def send(self) -> tuple[bool, Any]:
-        try:
-            return True, await self.stub.ModelInfer(self.request, timeout=self.timeout)
-        except self._grpc.aio.AioRpcError as err:
-            return False, f"{err.code().name}: {err.details()}"
-        except Exception as err:  # any client-side failure is a failed request, never a lost one
-            return False, f"{type(err).__name__}: {err}"
-
-    async def close(self) -> None:
-        await self.channel.close()
-
-
-class GrpcBlockingSender:
-    """The same request through grpc's synchronous stub, called from one thread per slot (the
-    channel is thread-safe and shared)."""
-
-    blocking = True
-    outputs = staticmethod(_grpc_outputs)
-
-    def __init__(self, plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> None:
-        import grpc
-        from tritonclient.grpc import service_pb2_grpc
-
-        self._grpc = grpc
-        self.request = _grpc_request(plan, iface, arrays)
-        self.timeout = plan.timeout_s
-        self.channel = grpc.insecure_channel(plan.url, options=_GRPC_OPTIONS)
-        self.call = service_pb2_grpc.GRPCInferenceServiceStub(self.channel).ModelInfer
-
-    def send(self) -> tuple[bool, Any]:
-        try:
-            return True, self.call(self.request, timeout=self.timeout)
-        except self._grpc.RpcError as err:
-            return False, f"{err.code().name}: {err.details()}"
-        except Exception as err:  # any client-side failure is a failed request, never a lost one
-            return False, f"{type(err).__name__}: {err}"
-
-    async def close(self) -> None:
-        self.channel.close()
-
-
-class _HttpRequest:
-    """The binary infer body (tritonclient's ``generate_request_body``), its headers and path, and
-    the response parser, shared by both HTTP senders."""
-
-    def __init__(self, plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> None:
-        import tritonclient.http as http
-        import tritonclient.http.aio as http_aio
-
-        self._parse = http_aio.InferenceServerClient.parse_response_body
-        inputs = []
-        for tensor, array in zip(iface.inputs, arrays):
-            item = http.InferInput(tensor.name, list(array.shape), tensor.datatype)
-            item.set_data_from_numpy(array, binary_data=True)
-            inputs.append(item)
-        outputs = [http.InferRequestedOutput(t.name, binary_data=True) for t in iface.outputs]
-        body, json_size = http_aio.InferenceServerClient.generate_request_body(inputs, outputs=outputs)
-        self.body = body if isinstance(body, bytes) else body.encode()
-        # identity: the client would otherwise ask for gzip and the server would spend time compressing
-        self.headers = {"Accept-Encoding": "identity"}
-        if json_size is not None:
-            self.headers["Inference-Header-Content-Length"] = str(json_size)
-        path = f"/v2/models/{quote(plan.model)}"
-        if plan.version:
-            path += f"/versions/{plan.version}"
-        self.path = f"{path}/infer"
-
-    def outputs(self, payload: tuple[bytes, str | None]) -> dict[str, np.ndarray]:
-        body, header_length = payload
-        result = self._parse(body, header_length=int(header_length) if header_length else None)
-        return {out["name"]: result.as_numpy(out["name"]) for out in result.get_response().get("outputs", [])}
-
-
-class HttpSender(_HttpRequest):
-    """Posts the pre-built body with aiohttp (tritonclient's asyncio HTTP transport)."""
-
-    blocking = False
-
-    def __init__(self, plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> None:
-        import aiohttp
-
-        super().__init__(plan, iface, arrays)
-        self.uri = f"http://{plan.url}{self.path}"
-        # One connection per request in flight: N in concurrency mode, at most MAX_OUTSTANDING in
-        # rate mode (a smaller pool would queue requests inside the client and hide it in latency).
-        limit = plan.concurrency or MAX_OUTSTANDING
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=limit),
-                                             timeout=aiohttp.ClientTimeout(total=plan.timeout_s),
-                                             auto_decompress=False)
-
-    async def send(self) -> tuple[bool, Any]:
-        try:
-            async with self.session.post(self.uri, data=self.body, headers=self.headers) as response:
-                body = await response.read()
-                if response.status == 200:
-                    return True, (body, response.headers.get("Inference-Header-Content-Length"))
-                return False, f"HTTP {response.status}: {_http_error(body)}"
-        except asyncio.TimeoutError:
-            return False, "timeout: no response in time"
-        except Exception as err:  # any client-side failure is a failed request, never a lost one
-            return False, f"{type(err).__name__}: {err}"
-
-    async def close(self) -> None:
-        await self.session.close()
-
-
-class HttpBlockingSender(_HttpRequest):
-    """Posts the pre-built body with ``http.client``, one keep-alive connection per sending thread."""
-
-    blocking = True
-
-    def __init__(self, plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> None:
-        super().__init__(plan, iface, arrays)
-        host, _, port = plan.url.rpartition(":")
-        self._address = (host.strip("[]"), int(port))
-        self.timeout = plan.timeout_s
-        self._local = threading.local()
-        self._connections: list[Any] = []
-        self._lock = threading.Lock()
-
-    def _connection(self) -> Any:
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            import http.client
-
-            connection = http.client.HTTPConnection(*self._address, timeout=self.timeout)
-            self._local.connection = connection
-            with self._lock:
-                self._connections.append(connection)
-        return connection
-
-    def send(self) -> tuple[bool, Any]:
-        connection = self._connection()
-        try:
-            connection.request("POST", self.path, body=self.body, headers=self.headers)
-            response = connection.getresponse()
-            body = response.read()
-        except (socket.timeout, TimeoutError):
-            connection.close()  # a late response must not be read as the next request's
-            return False, "timeout: no response in time"
-        except Exception as err:  # any client-side failure is a failed request, never a lost one
-            connection.close()  # reopened by the next request
-            return False, f"{type(err).__name__}: {err}"
-        if response.status == 200:
-            return True, (body, response.getheader("Inference-Header-Content-Length"))
-        return False, f"HTTP {response.status}: {_http_error(body)}"
-
-    async def close(self) -> None:
-        with self._lock:
-            for connection in self._connections:
-                connection.close()
-
-
-def _http_error(body: bytes) -> str:
-    import json
-
-    try:
-        return str(json.loads(body).get("error", body[:200]))
-    except (ValueError, AttributeError):
-        return body[:200].decode(errors="replace")
+    def close(self) -> None:
+        self.client.close()
