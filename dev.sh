@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands in one script:
-#   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only)
+#   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only); saving a
+#                      tutorial strips its outputs (scripts/jupyter_server_config.py), so git stays clean
 #   bash dev.sh test   set up .venv, then run the whole test suite (extra args go to pytest)
 # Set-up is idempotent, so both commands work on a fresh clone and on a used one.
 set -euo pipefail
@@ -25,7 +26,7 @@ if [[ $what == test ]]; then extras="test"; else extras="transformers"; fi
 case $what in
   lab)
     root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)
-    exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" notebooks/01-quickstart.ipynb "$@"
+    exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" --config=scripts/jupyter_server_config.py "$@"
     ;;
   test)
     exec "$py" -m pytest "$@"

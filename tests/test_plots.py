@@ -131,6 +131,24 @@ def test_plots_never_touch_pyplot(saved_run):
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def test_an_outlier_gets_a_log_axis_unstable_points_are_hollow_and_legends_sit_outside():
+    table = rows()
+    table[0] = dict(table[0], p99_ms=275.0, stable=False)  # one p99 far above the rest, and unstable
+    fig = plots.latency_vs_batch(frame_from_rows(table))
+    p50_axes, p99_axes = fig.axes[:2]
+    assert p99_axes.get_yscale() == "log" and p50_axes.get_yscale() == "log"  # shared y
+    hollow = [line for line in p99_axes.get_lines() if line.get_label() == "_unstable"]
+    assert len(hollow) == 1 and hollow[0].get_markerfacecolor() == "white"
+    assert list(hollow[0].get_ydata()) == [275.0]
+    legend = p99_axes.get_legend()
+    assert "unstable point (see table)" in [t.get_text() for t in legend.get_texts()]
+    fig.canvas.draw()  # the legend is placed beside the data, not over it
+    assert legend.get_window_extent().x0 >= p99_axes.get_window_extent().x1
+    calm = plots.latency_vs_batch(frame_from_rows(rows()))  # 1..11 ms: a linear axis reads best
+    assert calm.axes[1].get_yscale() == "linear"
+    assert plots.throughput_vs_latency(frame_from_rows(table)).axes[0].get_xscale() == "log"
+
+
 def test_each_points_spread_is_drawn_as_error_bars(tmp_path):
     """A run with spread columns: throughput vs p99 gets bars in both directions, p99 vs batch in
     y, each as long as the interval; a run without them (older runs) draws none."""

@@ -167,3 +167,39 @@ def test_compare_runs_without_common_points_says_so():
     a = SweepResult(frame_from_rows([point("1x1")]), {"label": "a"})
     b = SweepResult(frame_from_rows([point("2x1")]), {"label": "b"})
     assert "share no points" in compare_runs(a, b).summary()
+
+
+def test_comparing_runs_says_how_they_differ_before_the_ratios():
+    rows = [point("1x1", 1, 1), point("1x1", 4, 1)]
+    record_a = {"label": "a", "settings": {"model": "m", "window_s": 0.5, "stable_windows": 3},
+                "server_version": "2.51.0", "machine": {"cpu_model": "EPYC", "usable_cpus": 2},
+                "packages": {"torch": "2.13.0"}}
+    record_b = {"label": "b", "settings": {"model": "m", "window_s": 2.0, "stable_windows": 3},
+                "server_version": "2.52.0", "machine": {"cpu_model": "Xeon", "usable_cpus": 2},
+                "packages": {"torch": "2.13.0"}}
+    a = SweepResult(frame_from_rows(rows), record_a)
+    b = SweepResult(frame_from_rows(rows[:1] + [point("2x1", 1, 1)]), record_b)
+    comparison = compare_runs(a, b)
+    differ = comparison.differences()
+    assert differ == ["measured differently: window_s 0.5 -> 2.0",
+                      "different points: 1 in common, 1 only in 'a', 1 only in 'b' (ratios cover the common ones)",
+                      "Triton 2.51.0 -> 2.52.0", "another machine: cpu_model 'EPYC' -> 'Xeon'"]
+    text = comparison.summary()
+    assert text.startswith("How the runs differ:") and text.index("window_s") < text.index("Throughput x")
+    same = compare_runs(a, SweepResult(frame_from_rows(rows), dict(record_a, label="a2")))
+    assert same.differences() == [] and same.summary().startswith("Both runs were measured alike")
+
+
+def test_the_table_explains_unstable_points_and_p50_falling_with_batch_size():
+    rows = [point("1x1", 1, 1, p99=10.0, queue_ms=0.2, compute_infer_ms=2.0),
+            point("1x1", 4, 1, p99=6.0, queue_ms=0.1, compute_infer_ms=1.5, avg_batch=4.0),  # p50 3 < 5
+            point("1x1", 8, 1, p99=40.0, stable=False, windows=10, queue_ms=12.0, compute_infer_ms=4.0)]
+    table = SweepResult(frame_from_rows(rows), {"label": "r"}).table()
+    notes = table["note"].tolist()
+    assert notes[0] == ""
+    assert notes[1] == ("p50 below batch 1's (5.00 ms): compute 1.70 vs 2.20 ms, queue 0.10 vs 0.20 ms, "
+                        "executed batch 4.0 vs 1.0")
+    assert notes[2].startswith("unstable after 10 windows: in the server queue 12.00 ms + compute 4.20 ms of p50 "
+                               "20.00 ms, executed batch 8.0; requests waited longer than they computed")
+    calm = SweepResult(frame_from_rows(KNOWN[:2]), {"label": "k"}).table()
+    assert "note" not in calm.columns  # nothing surprising: no column

@@ -380,6 +380,62 @@ def test_transformers_neuronx_settings_have_their_own_controls(tmp_path):
     assert settings.tnx_box.layout.display == "none"
 
 
+def test_settings_controls_are_linked_to_one_generate_settings(panels, add_sub_artifact):
+    """Widget -> field through the logic layer's parsers; field -> widget when the logic value changes."""
+    from workbench.coremap import CoreRange
+    from workbench.spec import TensorSpec
+
+    state, settings, _ = panels
+    c = settings.controls
+    value = settings.link.value
+    assert state.settings == settings.build_settings() and value.model_dir == state.repository / "add_sub"
+    assert value.triton_input == (TensorSpec("INPUT__0", "FP32", (4,)), TensorSpec("INPUT__1", "FP32", (4,)))
+    c["core_range"].value = " 0 : 1 "
+    c["dynamic_batching"].value = True
+    c["preferred_batch_sizes"].value = "2 4"
+    c["max_queue_delay_us"].value = ""
+    c["batching_mode"].value = True  # "one model call per request"
+    value = settings.link.value
+    assert value.neuron_core_range == CoreRange(0, 1) and value.preferred_batch_size == [2, 4]
+    assert value.max_queue_delay_microseconds is None and value.disable_batch_requests_to_neuron is True
+    assert value.tnx_batch_size is None and value.tnx_amp is None  # blank: the compile's or model.py's value
+    assert state.settings == settings.build_settings() and state.settings.neuron_core_range == CoreRange(0, 1)
+    assert state.settings_problems == []
+    c["name"].value = "renamed"
+    assert settings.link.value.model_dir == state.repository / "renamed" and state.name == "renamed"
+    # the logic value changes (as a published artifact changes it): the controls follow
+    settings.link.update(max_queue_delay_microseconds=250, neuron_core_range=CoreRange(0, 0))
+    assert c["max_queue_delay_us"].value == "250" and c["core_range"].value == "0:0"
+    assert state.generated.config.dynamic_batching.max_queue_delay_microseconds == 250
+    state.target = "inf2"
+    assert c["target"].value == "inf2" and settings.link.value.target == "inf2"
+    c["threads_per_core"].value = 2
+    c["outputs"].rows[0].dims.value = "x"
+    assert state.settings is None and state.settings_problems == settings.problems
+    assert settings.link.value.threads_per_core == 2  # the good edit is kept beside the bad one
+
+
+def test_invalid_settings_hide_the_stale_preview_and_say_why_at_the_top(panels):
+    state, settings, preview = panels
+    assert preview.controls["tabs"].layout.display is None and preview.controls["invalid"].value == ""
+    settings.controls["core_range"].value = "3:1"
+    assert state.generated is None and preview.controls["tabs"].layout.display == "none"
+    assert "not valid" in _text(preview.controls["invalid"].value)
+    assert state.settings_problems and state.settings_problems[0] in _text(preview.controls["invalid"].value)
+    assert preview.controls["write"].disabled
+    settings.controls["core_range"].value = "0:0"
+    assert preview.controls["tabs"].layout.display is None and preview.controls["invalid"].value == ""
+
+
+def test_empty_plot_slots_take_no_room_until_they_have_a_picture():
+    from workbench.ui.layout import plot_image
+
+    image = plot_image()
+    assert image.layout.display == "none"  # an empty Image is a broken-image icon in the browser
+    image.value = b"\x89PNG\r\n"
+    assert image.layout.display is None
+
+
 def test_triton_config_fields_have_controls_and_the_preview_shows_each_config(panels):
     """The settings panel's Triton config fields reach the generated config (a bad value named
     inline); the preview lists config.pbtxt and every configs/<name>.pbtxt variant."""

@@ -245,3 +245,23 @@ def test_stop_leaves_no_server_process(app):
     assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     assert not panel.controls["start"].disabled and panel.controls["stop"].disabled
     assert "not running" in _text(panel.controls["server_info"].value)
+
+
+def test_the_sweep_panel_links_its_grid_to_one_sweep_plan(tmp_path):
+    from workbench.coremap import Allocation, CoreRange
+
+    sweep = Workbench(tmp_path / "repo")["sweep"]
+    c = sweep.controls
+    c["batch_sizes"].value = "1,2,8"
+    c["allocations"].value = "1x1, 2x1"
+    c["core_range"].value = "0:1"
+    plan = sweep.plan()
+    assert plan is sweep.plan_link.value
+    assert plan.batch_sizes == (1, 2, 8) and plan.allocations == (Allocation(1, 1), Allocation(2, 1))
+    assert plan.core_range == CoreRange(0, 1) and plan.concurrency == (1, 2)
+    assert "12 point(s)" in _text(c["grid_size"].value)
+    sweep.plan_link.update(concurrency=(4,), core_range=None)  # the logic value changes: the controls follow
+    assert c["concurrency"].value == "4" and c["core_range"].value == ""
+    assert "6 point(s)" in _text(c["grid_size"].value)
+    c["concurrency"].value = "4,4"
+    assert "concurrency: 4 is listed twice" in _text(c["grid_size"].value) and sweep.plan_link.value.concurrency == (4,)

@@ -80,6 +80,13 @@ class CoreRange:
         return cls(int(match[1]), int(match[2]))
 
     @classmethod
+    def parse_optional(cls, value: "str | CoreRange | None") -> "CoreRange | None":
+        """`parse`, with a blank value (or None) meaning "none given": the config's own range is used."""
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return None
+        return cls.parse(value)
+
+    @classmethod
     def from_parameters(cls, params: Mapping[str, str]) -> "CoreRange | None":
         """The range a config's parameters declare (END defaults to START, as model.py reads it);
         None when neither is there."""

@@ -27,6 +27,7 @@ __all__ = [
     "config_dtype",
     "tensor_index",
     "tensor_spec",
+    "tensors_from_rows",
     "upstream_item",
 ]
 
@@ -201,6 +202,20 @@ class TensorSpec:
             raise SpecError(f"{item!r}: {err}") from None
         return cls(name, dtype, _parse_dims(shape, item))
 
+    @classmethod
+    def from_row(cls, name: str, dtype: str, dims: str) -> "TensorSpec":
+        """A row of an editable table: a name, a dtype and the dims as typed (``4x384``)."""
+        name = str(name).strip()
+        try:
+            dtype = parse_dtype(dtype)
+        except SpecError as err:
+            raise SpecError(f"{name!r}: {err}") from None
+        return cls(name, dtype, _parse_dims(str(dims), name))
+
+    def row(self) -> tuple[str, str, str]:
+        """``from_row``'s inverse: ``("INPUT__0", "INT64", "4x384")``."""
+        return self.name, self.dtype, "x".join(str(d) for d in self.dims)
+
     def upstream(self) -> str:
         """The ``NAME,DTYPE,SHAPE`` form gen_triton_model.py takes."""
         return upstream_item(self.name, self.dtype, self.dims)
@@ -229,6 +244,18 @@ def tensor_spec(item: Any, kind: str = "tensor") -> TensorSpec:
     except TypeError as err:
         raise SpecError(f"bad {kind} {item!r}: {err}") from None
     raise SpecError(f"bad {kind} {item!r}: give NAME,DTYPE,SHAPE, a dict or a TensorSpec")
+
+
+def tensors_from_rows(rows: Iterable[Sequence[str]], kind: str = "tensor") -> tuple[TensorSpec, ...]:
+    """Table rows ``(name, dtype, dims text)`` as TensorSpecs; a SpecError names the row
+    (``input row 2: ...``) and what is wrong with it."""
+    tensors = []
+    for number, row in enumerate(rows, start=1):
+        try:
+            tensors.append(TensorSpec.from_row(*row))
+        except SpecError as err:
+            raise SpecError(f"{kind} row {number}: {err}") from None
+    return tuple(tensors)
 
 
 def _tensors(items: Iterable[Any], kind: str) -> tuple[TensorSpec, ...]:

@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+# What `bash dev.sh lab` passes to Lab (tests/browser/test_notebooks_clean.py holds dev.sh to it)
+LAB_CONFIG = "--config=scripts/jupyter_server_config.py"
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -47,8 +49,10 @@ def _free_port() -> int:
 
 
 class Lab:
-    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path, work: Path) -> None:
+    def __init__(self, url: str, token: str, process: subprocess.Popen, log: Path, work: Path,
+                 command: list[str]) -> None:
         self.url, self.token, self.process, self.log, self.work = url, token, process, log, work
+        self.command = command
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -78,12 +82,19 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory, chromium) -> Lab:
-    """JupyterLab serving the repository; the kernel inherits WORKBENCH_RUNS_DIR (a temp dir), so
-    the tutorials write their runs, artifacts and model repositories there.
+def lab_root() -> Path:
+    """The folder Lab serves (a module overrides it to serve a scratch folder)."""
+    return REPO
 
-    The repository stays untouched: checkpoints go to the temp dir and autosave is off, so the
-    executed notebook (with its outputs) is never written back.
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, chromium, lab_root) -> Lab:
+    """JupyterLab started as `bash dev.sh lab` starts it (its --config), serving ``lab_root``;
+    the kernel inherits WORKBENCH_RUNS_DIR (a temp dir), so the tutorials write their runs,
+    artifacts and model repositories there, and PYTHONPATH leads to this checkout.
+
+    Checkpoints go to the temp dir and autosave is off; a save strips a tutorial's outputs (the
+    config's pre-save hook), so the repository stays as git has it.
     """
     work = tmp_path_factory.mktemp("lab")
     user_settings = {  # no autosave; no news toast that could cover the widgets being clicked
@@ -99,12 +110,13 @@ def lab(tmp_path_factory, chromium) -> Lab:
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),
                JUPYTER_RUNTIME_DIR=str(work / "runtime"), IPYTHONDIR=str(work / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
-               WORKBENCH_RUNS_DIR=str(work / "runs"), MPLBACKEND="agg")
+               WORKBENCH_RUNS_DIR=str(work / "runs"), MPLBACKEND="agg",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     # Kernels must find the venv's kernelspec (the data dir above hides the user one only).
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
                                                         env.get("JUPYTER_PATH")]))
-    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO}",
+    command = [sys.executable, "-m", "jupyter", "lab", LAB_CONFIG, "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lab_root}",
                "--LabApp.expose_app_in_browser=True", "--LabApp.news_url=",
                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                "--ServerApp.port_retries=0", f"--FileCheckpoints.root_dir={work / 'checkpoints'}"]
@@ -114,7 +126,7 @@ def lab(tmp_path_factory, chromium) -> Lab:
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                                    cwd=REPO, start_new_session=True)
-    server = Lab(f"http://127.0.0.1:{port}", token, process, log, work)
+    server = Lab(f"http://127.0.0.1:{port}", token, process, log, work, command)
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -89,7 +89,9 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     _button(workbench, "compile").click()
     workbench.get_by_text("add_sub: cpu pytorch artifact").first.wait_for(timeout=WAIT_MS)
     # the compile log was written from the worker thread and reached the browser
-    assert "torch.jit.trace" in workbench.locator("textarea:visible").first.input_value()
+    compile_log = workbench.locator(".workbench-log:visible").first
+    page.wait_for_function("el => el.textContent.includes('torch.jit.trace')", arg=compile_log.element_handle(),
+                           timeout=WAIT_MS)
 
     # preview: the generated config.pbtxt is shown; write the directory
     _open_tab(workbench, "preview")
@@ -110,8 +112,8 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     _button(workbench, "start server").click()
     workbench.locator("td", has_text="READY").first.wait_for(timeout=WAIT_MS)
     assert workbench.locator("td", has_text="add_sub").count() >= 1
-    server_log = workbench.locator("textarea:visible").first  # followed from the server's log thread
-    page.wait_for_function("el => el.value.includes('loading: add_sub')", arg=server_log.element_handle(),
+    server_log = workbench.locator(".workbench-log:visible").first  # followed from the server's log thread
+    page.wait_for_function("el => el.textContent.includes('loading: add_sub')", arg=server_log.element_handle(),
                            timeout=WAIT_MS)
 
     # sweep: one point with short windows; the table, the best line and a plot appear

@@ -14,7 +14,8 @@ from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, 
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
-__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS"]
+__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
+           "whole_numbers", "optional_whole", "optional_text"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
 # GenerateSettings field -> model.py parameter; the compile step records the same keys (without
@@ -146,3 +147,33 @@ class GenerateSettings:
     def model_name(self) -> str:
         return self.name or Path(self.triton_model_dir).name
 
+
+
+# Text as a form or a notebook gives it -> field values (the settings panel's fields; the CLI gets
+# them typed from argparse). ValueError says what is wrong; the caller names the field.
+
+def whole_numbers(text: str) -> list[int]:
+    """``"4,8"`` (or ``"4 8"``) -> ``[4, 8]``; blank -> ``[]`` (preferred batch sizes)."""
+    numbers = []
+    for part in str(text).replace(",", " ").split():
+        try:
+            numbers.append(int(part))
+        except ValueError:
+            raise ValueError(f"{part!r} is not a whole number (write e.g. 4,8)") from None
+    return numbers
+
+
+def optional_whole(text: str) -> int | None:
+    """``"100"`` -> 100; blank -> None (the field is left out: the recorded or default value)."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def optional_text(text: str) -> str | None:
+    """Blank -> None (the default is used); otherwise the text without surrounding spaces."""
+    return str(text).strip() or None

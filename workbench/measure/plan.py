@@ -19,7 +19,8 @@ from workbench.generate.config import ModelConfig, check_config, parameters_of, 
 from workbench.measure.settings import MeasureError
 from workbench.system import usable_cpu_ids
 
-__all__ = ["SweepError", "Batching", "Variant", "Point", "SweepPlan", "variant_config", "plan_variants"]
+__all__ = ["SweepError", "Batching", "Variant", "Point", "SweepPlan", "variant_config", "plan_variants",
+           "parse_counts"]
 
 # Parameters the sweep itself sets for every variant; a free-form grid may not fight over them.
 _VARIANT_PARAMETER = "WORKBENCH_SWEEP_VARIANT"
@@ -48,6 +49,12 @@ def _positive_ints(values: Any, what: str) -> tuple[int, ...]:
     if not out:
         raise SweepError(f"{what}: give at least one value")
     return tuple(out)
+
+
+def parse_counts(values: Any, what: str) -> tuple[int, ...]:
+    """``"1,4,8"`` (or a list) as whole numbers >= 1, each once: the sweep's batch sizes and
+    concurrency levels, wherever they are typed. SweepError names ``what`` and the bad item."""
+    return _positive_ints(values, what)
 
 
 @dataclass(frozen=True)

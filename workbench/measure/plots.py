@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 import matplotlib
+import matplotlib.lines
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
@@ -57,6 +58,45 @@ def _colors(labels: Iterable[str]) -> dict[str, tuple]:
     return {label: cmap(i % 10) for i, label in enumerate(dict.fromkeys(labels))}
 
 
+# A latency range wider than this (max / min) is drawn on a log axis: one outlier (a p99 of 275 ms
+# against ten under 25 ms) then no longer squashes every other line onto the floor.
+_WIDE_RANGE = 10.0
+_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}  # legends beside the data
+
+
+def _latency_axis(ax, values: Iterable[float], axis: str = "y") -> None:
+    values = [v for v in values if np.isfinite(v) and v > 0]
+    if values and max(values) / min(values) > _WIDE_RANGE:
+        getattr(ax, f"set_{axis}scale")("log")
+        getattr(ax, f"get_{axis}axis")().set_major_formatter(ScalarFormatter())
+
+
+def _unstable(frame: pd.DataFrame) -> pd.Series:
+    """Points whose windows never agreed within the tolerance (the table says why)."""
+    if "stable" not in frame.columns:
+        return pd.Series(False, index=frame.index)
+    return frame["stable"].map(lambda v: str(v).strip().lower() in ("false", "0")).astype(bool)
+
+
+def _mark_unstable(ax, frame: pd.DataFrame, x: str, y: str, colors: dict) -> bool:
+    """Unstable points drawn hollow over their line; True when there were any."""
+    unstable = frame[_unstable(frame)]
+    for _, row in unstable.iterrows():
+        ax.plot([float(row[x])], [float(row[y])], marker="o", markersize=9, linestyle="none",
+                markerfacecolor="white", markeredgecolor=colors[row["variant"]], markeredgewidth=1.5, zorder=3,
+                label="_unstable")
+    return not unstable.empty
+
+
+def _legend(ax, title: str, unstable: bool) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if unstable:
+        handles.append(matplotlib.lines.Line2D([], [], marker="o", linestyle="none", markerfacecolor="white",
+                                               markeredgecolor="black"))
+        labels.append("unstable point (see table)")
+    ax.legend(handles, labels, title=title, fontsize="small", **_OUTSIDE)
+
+
 def _spread(group: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray | None:
     """The (2, n) error-bar extents of ``value`` from its ``low``/``high`` interval columns, or
     None where the run has no spread (runs that predate it, perf_analyzer's p99); a missing bound
@@ -86,7 +126,7 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
     """p50 and p99 latency against batch size, one line per core allocation (variant); a second
     concurrency level gets its own line style in the same colour. p99 carries its spread."""
     frame = _frame(data)
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     if frame.empty:
         return _empty(fig, axes[0])
@@ -100,6 +140,7 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
                     linestyle=_LINESTYLES[levels.index(concurrency) % len(_LINESTYLES)], label=label)
             if metric == "p99_ms":
                 _error_bars(ax, group, "batch_size", metric, colors[variant], None, ("p99_low_ms", "p99_high_ms"))
+        unstable = _mark_unstable(ax, frame, "batch_size", metric, colors)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(frame["batch_size"].unique()))
         ax.get_xaxis().set_major_formatter(ScalarFormatter())
@@ -107,7 +148,8 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
         ax.set_title(f"{name} latency")
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("latency (ms)")
-    axes[1].legend(title="allocation", fontsize="small")
+    _latency_axis(axes[0], pd.concat([frame["p50_ms"], frame["p99_ms"]]).astype(float))  # shared by both
+    _legend(axes[1], "allocation", unstable)
     fig.suptitle(_title(data, "latency against batch size"))
     return fig
 
@@ -118,7 +160,7 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
     when several concurrency levels were measured, else over batch size. Error bars: each
     point's spread (95% intervals of throughput and p99)."""
     frame = _frame(data)
-    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    fig = Figure(figsize=(8.5, 4.5), layout="constrained")
     ax = fig.subplots()
     if frame.empty:
         return _empty(fig, ax)
@@ -138,10 +180,12 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
             ax.annotate(f"c{int(row['concurrency'])}" if by_concurrency else f"b{int(row['batch_size'])}",
                         (float(row["p99_ms"]), float(row["throughput"])),
                         textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    unstable = _mark_unstable(ax, frame, "p99_ms", "throughput", colors)
+    _latency_axis(ax, frame["p99_ms"].astype(float), axis="x")
     ax.set_xlabel("p99 latency (ms)")
     ax.set_ylabel("throughput (infer/s)")
     ax.grid(True, alpha=0.3)
-    ax.legend(title="allocation", fontsize="small")
+    _legend(ax, "allocation", unstable)
     ax.set_title(_title(data, "throughput against p99 latency"))
     return fig
 
@@ -164,7 +208,7 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
         values = pd.to_numeric(frame[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
         ax.bar(x, values, bottom=bottom, label=name)
         bottom += values
-    ax.set_xticks(x, _point_labels(frame), fontsize="x-small")
+    ax.set_xticks(x, _point_labels(frame), fontsize="small")
     ax.set_ylabel("server time per request (ms)")
     twin = ax.twinx()
     twin.plot(x, frame["throughput"].astype(float), color="black", marker="D", linestyle="none", label="throughput")
@@ -172,7 +216,7 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
     twin.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
-    ax.legend(handles + more, labels + more_labels, fontsize="small", loc="upper left")
+    ax.legend(handles + more, labels + more_labels, fontsize="small", **_OUTSIDE)
     ax.set_title(_title(data, "server-side time per request"))
     return fig
 
@@ -223,9 +267,10 @@ def comparison_plot(comparison: Comparison) -> Figure:
     tops = np.fmax(table["throughput_a"].astype(float), table["throughput_b"].astype(float))
     for i, (ratio, top) in enumerate(zip(table["throughput_ratio"].astype(float), tops)):
         axes[0].annotate(f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points",
-                         ha="center", fontsize="x-small")
-    axes[0].legend(fontsize="small")
-    axes[1].set_xticks(x, _point_labels(table), fontsize="x-small")
+                         ha="center", fontsize="medium")
+    _latency_axis(axes[1], pd.concat([table["p99_ms_a"], table["p99_ms_b"]]).astype(float))
+    axes[0].legend(fontsize="medium", **_OUTSIDE)
+    axes[1].set_xticks(x, _point_labels(table), fontsize="medium")
     fig.suptitle(f"{b} vs {a} (labels: throughput ratio {b}/{a})")
     return fig
 

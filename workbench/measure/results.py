@@ -20,6 +20,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from workbench.measure.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.notes import point_notes
 from workbench.measure.settings import MeasureSettings
 
 __all__ = [
@@ -172,7 +173,9 @@ class SweepResult:
         table = self.frame[columns]
         # Columns that say the same thing on every row only add width.
         keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]
-        return table[keep]
+        table = table[keep]
+        notes = point_notes(self.frame)  # unstable points, p50 falling with batch: what the server shows
+        return table.assign(note=notes) if notes.astype(bool).any() else table
 
     @property
     def engine_note(self) -> str:
@@ -317,14 +320,43 @@ class Comparison:
     only_a: pd.DataFrame
     only_b: pd.DataFrame
 
+    def differences(self) -> list[str]:
+        """How the two runs were not measured alike (measurement settings, points, server
+        version, machine, packages): what to weigh before reading any ratio."""
+        a, b = self.a.record, self.b.record
+        out = []
+        sa, sb = a.get("settings") or {}, b.get("settings") or {}
+        changed = [f"{key} {sa.get(key)!r} -> {sb.get(key)!r}" for key in sorted(set(sa) | set(sb))
+                   if key != "model" and sa.get(key) != sb.get(key)]
+        if changed:
+            out.append("measured differently: " + "; ".join(changed))
+        if len(self.only_a) or len(self.only_b):
+            out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
+                       f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
+        if a.get("server_version") != b.get("server_version"):
+            out.append(f"Triton {a.get('server_version')} -> {b.get('server_version')}")
+        ma, mb = a.get("machine") or {}, b.get("machine") or {}
+        machine = [f"{key} {ma.get(key)!r} -> {mb.get(key)!r}" for key in sorted(set(ma) | set(mb))
+                   if ma.get(key) != mb.get(key)]
+        if machine:
+            out.append("another machine: " + "; ".join(machine))
+        pa, pb = a.get("packages") or {}, b.get("packages") or {}
+        packages = [f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)]
+        if packages:
+            out.append("other packages: " + "; ".join(packages))
+        return out
+
     def summary(self) -> str:
         a, b = self.a.label, self.b.label
+        differ = self.differences()
+        head = (["How the runs differ:"] + [f"  - {line}" for line in differ] if differ
+                else ["Both runs were measured alike (settings, points, server, machine, packages)."])
         if self.table.empty:
-            return (f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
-                    f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}.")
+            return "\n".join(head + [f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
+                                      f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."])
         thr = self.table["throughput_ratio"].astype(float)
         p99 = self.table["p99_ratio"].astype(float)
-        lines = [
+        lines = head + [
             f"{b!r} vs {a!r}: {len(self.table)} common point(s).",
             f"Throughput x{thr.median():.2f} median (x{thr.min():.2f} to x{thr.max():.2f}); "
             f"p99 latency x{p99.median():.2f} median (x{p99.min():.2f} to x{p99.max():.2f}).",

@@ -72,7 +72,9 @@ class MeasureSettings:
     atol: float = 1e-5
 
     def __post_init__(self) -> None:
-        if isinstance(self.perf_analyzer, Sequence) and not isinstance(self.perf_analyzer, str):
+        if isinstance(self.perf_analyzer, str):  # a blank field (a form, a flag) means the default
+            object.__setattr__(self, "perf_analyzer", self.perf_analyzer.strip() or None)
+        elif isinstance(self.perf_analyzer, Sequence):
             object.__setattr__(self, "perf_analyzer", tuple(os.fspath(part) for part in self.perf_analyzer))
         problems = []
         if self.engine not in ENGINES:

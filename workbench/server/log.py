@@ -15,10 +15,22 @@ from typing import BinaryIO, Callable, Iterator
 
 from workbench.server.errors import ServerError
 
-__all__ = ["ServerLog"]
+__all__ = ["ServerLog", "gpu_probe_note"]
 
 _KEEP_LOG_LINES = 2000
 _ERROR_LINE = re.compile(r"^E\d{4} ")  # Triton's glog-style prefix: severity, month, day
+# What a GPU-enabled tritonserver build (the wheel's, the container's) prints at start on a host
+# without an NVIDIA driver: it probes CUDA, NVML and DCGM, finds none, and serves on the CPU.
+_GPU_PROBES = re.compile(r"CUDA driver version is insufficient|CUDA memory pool disabled|"
+                         r"CudaDriverHelper has not been initialized|Failed to initialize NVML|DCGM unable to start")
+
+
+def gpu_probe_note(line: str) -> str | None:
+    """Why a log line is harmless on this host, when it is one of tritonserver's GPU probes
+    failing on a host with no NVIDIA driver (None otherwise, and on a host that has one)."""
+    if not _GPU_PROBES.search(line) or Path("/dev/nvidiactl").exists():
+        return None
+    return "expected without an NVIDIA GPU: tritonserver probes for one at start, then serves on the CPU"
 
 
 class ServerLog:

@@ -6,6 +6,7 @@ worker only sets widget traits (thread-safe over IOPub) and never enters an ``Ou
 
 from __future__ import annotations
 
+import html
 import threading
 from collections import deque
 from typing import Any, Callable
@@ -13,10 +14,12 @@ from typing import Any, Callable
 import ipywidgets as widgets
 
 from workbench.tasks import Task
+from workbench.ui.layout import SCROLL_CLASS, button, row
 
 
-# Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes logs and configs monospace.
+# Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes configs monospace.
 MONOSPACE_CLASS = "workbench-mono"
+_LOG_FLUSH_S = 0.25  # a burst of lines (a server starting) is sent to the browser as one update
 
 
 def monospace_style() -> widgets.HTML:
@@ -24,30 +27,58 @@ def monospace_style() -> widgets.HTML:
 
 
 class LogView:
-    """A read-only text area that keeps the last ``max_lines`` lines; ``append`` is thread-safe."""
+    """The last ``max_lines`` lines of a log, newest at the bottom and in view: the box scrolls
+    itself to the end as lines arrive (a column-reverse flex box). ``append`` is thread-safe;
+    ``note(line)`` may say why a line is harmless (it is shown dimmed with the reason)."""
 
-    def __init__(self, *, max_lines: int = 400, rows: int = 10, placeholder: str = "") -> None:
+    def __init__(self, *, max_lines: int = 400, height: str = "240px", placeholder: str = "",
+                 note: Callable[[str], str | None] | None = None) -> None:
         self._lines: deque[str] = deque(maxlen=max_lines)
         self._lock = threading.Lock()
-        self.textarea = widgets.Textarea(value="", placeholder=placeholder, disabled=True, rows=rows,
-                                         layout=widgets.Layout(width="100%"))
-        self.textarea.add_class(MONOSPACE_CLASS)
-        self.widget = widgets.VBox([monospace_style(), self.textarea], layout=widgets.Layout(width="100%"))
+        self._timer: threading.Timer | None = None
+        self._placeholder, self._note, self._height = placeholder, note, height
+        self.view = widgets.HTML()  # a column stretches it; a 100% width plus its margins would overflow
+        self.view.add_class("workbench-log")
+        self.widget = self.view
+        self.flush()
 
     def append(self, text: str) -> None:
         with self._lock:
             for line in str(text).splitlines() or [""]:
                 self._lines.append(line)
-            self.textarea.value = "\n".join(self._lines)
+            if self._timer is None:
+                self._timer = threading.Timer(_LOG_FLUSH_S, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
 
     def clear(self) -> None:
         with self._lock:
             self._lines.clear()
-            self.textarea.value = ""
+        self.flush()
+
+    def flush(self) -> None:
+        """Show what has arrived (``append`` schedules this; call it to show at once)."""
+        with self._lock:
+            self._timer = None
+            lines = list(self._lines)
+        if not lines:
+            body = f"<i style='color:#777'>{html.escape(self._placeholder)}</i>"
+        else:
+            body = "\n".join(self._line_html(line) for line in lines)
+        self.view.value = (f"<div class='{SCROLL_CLASS}' style='display:flex;flex-direction:column-reverse;"
+                           f"max-height:{self._height};overflow:auto;border:1px solid #ccc;padding:2px 4px'>"
+                           f"<pre style='margin:0;font-size:12px;line-height:1.35'>{body}</pre></div>")
+
+    def _line_html(self, line: str) -> str:
+        note = self._note(line) if self._note is not None else None
+        if note is None:
+            return html.escape(line)
+        return f"<span style='color:#888' title='{html.escape(note)}'>{html.escape(line)}  [{html.escape(note)}]</span>"
 
     @property
     def text(self) -> str:
-        return self.textarea.value
+        with self._lock:
+            return "\n".join(self._lines)
 
 
 class TaskControls:
@@ -61,23 +92,28 @@ class TaskControls:
     def __init__(self, run_label: str, *, run_tooltip: str = "",
                  run_enabled: Callable[[], bool] | None = None) -> None:
         self._run_enabled = run_enabled
-        self.run_button = widgets.Button(description=run_label, button_style="primary", tooltip=run_tooltip)
-        self.cancel_button = widgets.Button(description="Cancel", icon="stop", disabled=True)
-        self.progress = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="240px"))
-        self.status = widgets.Label(value="idle")
+        self.run_button = button(run_label, button_style="primary", tooltip=run_tooltip)
+        self.cancel_button = button("Cancel", icon="stop", disabled=True)
+        self.progress = widgets.IntProgress(value=0, min=0, max=1, layout=widgets.Layout(width="200px"))
+        # a status line wraps (a failure names its cause in full) instead of running off the edge
+        self.status = widgets.HTML(value="idle", layout=widgets.Layout(flex="1 1 300px", min_width="0"))
         self.task: Task | None = None
+        self.on_idle: Callable[[], None] | None = None  # called (in the worker) once the controls show the outcome
+        self._active = False
         self.cancel_button.on_click(lambda _button: self.cancel())
-        self.widget = widgets.HBox([self.run_button, self.cancel_button, self.progress, self.status])
+        self.widget = row(self.run_button, self.cancel_button, self.progress, self.status)
 
     @property
     def running(self) -> bool:
-        return self.task is not None and self.task.running
+        """True from ``start`` until the outcome is shown."""
+        return self._active
 
     def start(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Task], None] | None = None,
               on_progress: Callable[[int, int, str], None] | None = None, **kwargs: Any) -> Task:
         """Run ``fn`` in a worker; ``on_progress`` is called (in the worker) after the bar moves."""
         if self.running:
             raise RuntimeError("already running; cancel it or wait for it to finish")
+        self._active = True
         self.run_button.disabled = True
         self.cancel_button.disabled = False
         self.progress.value, self.progress.max = 0, 1
@@ -108,10 +144,10 @@ class TaskControls:
         return self.task is None or self.task.join(timeout)
 
     def _on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.max = max(int(total), 1)
-        self.progress.value = min(int(done), self.progress.max)
+        self.progress.max = max(total, 1)
+        self.progress.value = min(done, self.progress.max)
         if message:
-            self.status.value = message
+            self.status.value = html.escape(message)
 
     def _show_outcome(self, task: Task) -> None:
         if task.state == "done":
@@ -123,6 +159,9 @@ class TaskControls:
             self.status.value = "cancelled"
         else:
             self.progress.bar_style = "danger"
-            self.status.value = f"failed: {task.error}"
+            self.status.value = html.escape(f"failed: {task.error}")
+        self._active = False
         self.run_button.disabled = not (self._run_enabled is None or self._run_enabled())
         self.cancel_button.disabled = True
+        if self.on_idle is not None:
+            self.on_idle()

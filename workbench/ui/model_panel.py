@@ -15,6 +15,7 @@ import ipywidgets as widgets
 from workbench import zoo
 from workbench.compiler import TARGETS, Artifact, ArtifactError, compile_model, detect, read_artifact
 from workbench.ui.background import LogView, TaskControls
+from workbench.ui.layout import button, description_style, row
 from workbench.ui.render import error_list, preformatted
 from workbench.ui.state import WorkbenchState
 
@@ -44,33 +45,34 @@ class ModelPanel:
                    if key != "module" or self.state.module is not None}
         default_dir = Path(artifacts_dir) if artifacts_dir is not None else \
             Path(self.state.repository).parent / "compiled"
-        style = {"description_width": "120px"}
+        style = description_style("120px")
         c = self.controls = {}
-        c["source"] = widgets.ToggleButtons(options=sources, value="module" if self.state.module is not None else "zoo")
+        c["source"] = widgets.ToggleButtons(options=sources, value="module" if self.state.module is not None else "zoo",
+                                            style={"button_width": "auto"})  # each as wide as its label
         c["zoo_model"] = widgets.Dropdown(options=zoo.names(), value="add_sub" if "add_sub" in zoo.names() else None,
                                           description="zoo model", style=style)
         c["zoo_description"] = widgets.HTML()
         c["file_path"] = widgets.Text(description="model file", placeholder="/path/model.pt or SavedModel folder",
-                                      style=style, layout=widgets.Layout(width="560px"))
-        c["use_file"] = widgets.Button(description="use this file", icon="folder-open")
+                                      style=style, layout=widgets.Layout(width="560px", max_width="100%"))
+        c["use_file"] = button("use this file", icon="folder-open")
         c["name"] = widgets.Text(value=self.state.name, description="name", style=style)
         c["target"] = widgets.Dropdown(options={_target_label(t, self.system): t for t in TARGETS},
                                        value=self.system.default_target, description="target", style=style,
-                                       layout=widgets.Layout(width="460px"))
+                                       layout=widgets.Layout(width="460px", max_width="100%"))
         c["example_batch"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="example batch",
                                                     style=style)
         c["artifacts_dir"] = widgets.Text(value=str(default_dir), description="compile into", style=style,
-                                          layout=widgets.Layout(width="560px"))
+                                          layout=widgets.Layout(width="560px", max_width="100%"))
         c["overwrite"] = widgets.Checkbox(value=False, description="replace an earlier compile of this name",
                                           indent=False)
         c["system"] = widgets.HTML(preformatted(self.system.describe()))
         self.compile = TaskControls("compile", run_tooltip="trace/compile in the background")
         c["compile"], c["cancel"] = self.compile.run_button, self.compile.cancel_button
         c["progress"], c["status"] = self.compile.progress, self.compile.status
-        self.log = LogView(rows=8, placeholder="compile log")
+        self.log = LogView(height="220px", placeholder="compile log: it appears here as the compiler writes it")
         c["log"] = self.log.widget
         c["result"] = widgets.HTML()
-        c["use_cpu_twin"] = widgets.Button(description="serve the CPU twin here", icon="exchange",
+        c["use_cpu_twin"] = button("serve the CPU twin here", icon="exchange",
                                            layout=widgets.Layout(display="none"),
                                            tooltip="the Neuron artifact runs only on a Neuron host")
         c["compile"].on_click(lambda _b: self.start_compile())
@@ -80,10 +82,10 @@ class ModelPanel:
         c["zoo_model"].observe(lambda _change: self._zoo_changed(), names="value")
         self._zoo_box = widgets.VBox([c["zoo_model"], c["zoo_description"]])
         self._module_box = widgets.HTML()
-        self._file_box = widgets.HBox([c["file_path"], c["use_file"]])
+        self._file_box = row(c["file_path"], c["use_file"])
         self._compile_box = widgets.VBox([
-            widgets.HBox([c["name"], c["target"], c["example_batch"]]),
-            widgets.HBox([c["artifacts_dir"], c["overwrite"]]),
+            row(c["name"], c["target"], c["example_batch"]),
+            row(c["artifacts_dir"], c["overwrite"]),
             self.compile.widget, c["log"],
         ])
         self._source_box = widgets.VBox()

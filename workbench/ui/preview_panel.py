@@ -16,10 +16,12 @@ import ipywidgets as widgets
 from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
+from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
+from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
 from workbench.ui.render import core_map_html, error_list, highlight, preformatted
 from workbench.ui.state import WorkbenchState
 
@@ -43,14 +45,17 @@ class PreviewPanel:
         c["config_view"] = widgets.HTML()
         c["config_problems"] = widgets.HTML()
         c["edit_notice"] = widgets.HTML()
-        c["use_generated"] = widgets.Button(description="use generated config", icon="undo",
+        c["use_generated"] = button("use generated config", icon="undo",
                                             tooltip="discard the hand edits and show what the settings generate")
-        c["model_py"] = widgets.HTML()
+        c["model_py"] = widgets.HTML(layout=scroll_box("560px"))  # a long file scrolls in its own box
+        c["model_py"].add_class(SCROLL_CLASS)
+        c["invalid"] = widgets.HTML()  # why nothing can be written, above everything else
         c["core_map"] = widgets.HTML()
         c["docker"] = widgets.HTML()
         c["instance_type"] = widgets.Dropdown(options=sorted(DEVICES_BY_INSTANCE), value="inf2.xlarge",
                                               description="Neuron host")
-        c["diff"] = widgets.HTML()
+        c["diff"] = widgets.HTML(layout=scroll_box("560px"))
+        c["diff"].add_class(SCROLL_CLASS)
         c["tabs"] = widgets.Tab(children=[
             widgets.VBox([c["config_choice"], c["config_problems"], c["edit_notice"],
                           widgets.HBox([c["config_text"], c["config_view"]],
@@ -61,10 +66,10 @@ class PreviewPanel:
         for index, title in enumerate(_TABS):
             c["tabs"].set_title(index, title)
         c["config_view"].layout.width = "50%"
-        c["write"] = widgets.Button(description="write model directory", button_style="primary", icon="save")
-        c["confirm_overwrite"] = widgets.Button(description="overwrite (keep backup)", button_style="danger",
+        c["write"] = button("write model directory", button_style="primary", icon="save")
+        c["confirm_overwrite"] = button("overwrite (keep backup)", button_style="danger",
                                                 layout=widgets.Layout(display="none"))
-        c["cancel_overwrite"] = widgets.Button(description="keep existing", layout=widgets.Layout(display="none"))
+        c["cancel_overwrite"] = button("keep existing", layout=widgets.Layout(display="none"))
         c["status"] = widgets.HTML()
         c["write"].on_click(lambda _b: self.write())
         c["confirm_overwrite"].on_click(lambda _b: self.write(overwrite=True))
@@ -76,11 +81,11 @@ class PreviewPanel:
         c["instance_type"].observe(self._instance_changed, names="value")
         c["tabs"].observe(self._show_diff, names="selected_index")
         self.widget = widgets.VBox([
-            monospace_style(), c["tabs"],
-            widgets.HBox([c["write"], c["confirm_overwrite"], c["cancel_overwrite"]]),
+            monospace_style(), c["invalid"], c["tabs"],
+            row(c["write"], c["confirm_overwrite"], c["cancel_overwrite"]),
             c["status"],
         ])
-        self.state.observe(lambda _change: self.refresh(), names="generated")
+        self.state.observe(lambda _change: self.refresh(), names=["generated", "settings_problems"])
         self.refresh()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -99,11 +104,17 @@ class PreviewPanel:
         generated = self.state.generated
         self._ask_overwrite(False)
         if generated is None:
+            # what the views showed was the last valid config, not what would be written: hide them
             c["write"].disabled = True
-            c["status"].value = error_list(["the settings are not valid yet; see the settings panel"])
+            c["status"].value = ""
+            c["invalid"].value = ("<b style='color:#b00020'>The settings are not valid, so there is nothing to "
+                                  "preview or write. Fix in the settings tab:</b>"
+                                  + error_list(list(self.state.settings_problems) or ["see the settings tab"]))
+            hidden(c["tabs"])
             return
         c["write"].disabled = False
-        c["status"].value = ""
+        c["status"].value = c["invalid"].value = ""
+        shown(c["tabs"])
         keep_edits = self.edited and bool(self._generated_text)
         self._generated_text = generated.config_text
         if keep_edits:
@@ -143,7 +154,7 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None else 0
-        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if name.split(".")[0] == family)
+        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if family_of(name) == family)
         return next((name for cores, name in sizes if cores > end), sizes[-1][1])
 
     def _instance_changed(self, _change) -> None:

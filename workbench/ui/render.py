@@ -15,6 +15,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
+from workbench.measure.results import SweepResult
+from workbench.ui.layout import SCROLL_CLASS
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
 _FORMATTER = HtmlFormatter(noclasses=True, style="default", nowrap=False)
@@ -64,3 +66,22 @@ def core_map_html(cmap: CoreMap) -> str:
                      f"text-align:center;font-size:11px'>{core}<br>{label}</td>")
     table = f"<table style='border-collapse:collapse'><tr>{''.join(cells)}</tr></table>"
     return table + preformatted(cmap.describe())
+
+
+def frame_html(frame, digits: int = 2) -> str:
+    """A table, floats rounded, in a box that scrolls sideways by itself when the table is wider
+    than the panel (the page around it never does)."""
+    table = frame.to_html(index=False, float_format=lambda v: f"{v:.{digits}f}", na_rep="", border=0)
+    return f"<div class='{SCROLL_CLASS}' style='overflow-x:auto;max-width:100%'>{table}</div>"
+
+
+def table_html(result: SweepResult) -> str:
+    """The readable columns of a run, floats rounded, under which engine measured it and why."""
+    if result.frame.empty:
+        return "<i>no points yet</i>"
+    note = f"<div><i>{html.escape(result.engine_note)}</i></div>" if result.engine_note else ""
+    return note + frame_html(result.table())
+
+
+def best_html(result: SweepResult, budget_ms: float | None) -> str:
+    return f"<div style='font-weight:bold'>{html.escape(result.describe_best(budget_ms))}</div>"

@@ -14,9 +14,9 @@ import ipywidgets as widgets
 
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
-from workbench.ui.render import error_list, figure_png, preformatted
+from workbench.ui.layout import button, description_style, plot_image, row, table_view
+from workbench.ui.render import best_html, error_list, figure_png, frame_html, preformatted, table_html
 from workbench.ui.state import WorkbenchState
-from workbench.ui.sweep_panel import best_html, table_html
 
 
 class ResultsPanel:
@@ -27,36 +27,38 @@ class ResultsPanel:
         self.run = None
         self.comparison = None
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
-        style = {"description_width": "110px"}
+        style = description_style("110px")
         c = self.controls = {}
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px"))
-        c["scan"] = widgets.Button(description="list runs", icon="search")
-        c["runs"] = widgets.HTML()
-        c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px"))
-        c["open"] = widgets.Button(description="open", icon="folder-open")
+                                     layout=widgets.Layout(width="560px", max_width="100%"))
+        c["scan"] = button("list runs", icon="search")
+        c["runs"] = table_view()
+        c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px", max_width="100%"))
+        c["open"] = button("open", icon="folder-open")
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style)
         c["best"] = widgets.HTML()
-        c["table"] = widgets.HTML()
-        c["plot"] = widgets.Image(format="png")
+        c["table"] = table_view()
+        c["plot"] = plot_image()
+        c["heatmap"] = plot_image()
         c["run_a"] = widgets.Dropdown(options=[], description="A (before)", style=style,
-                                      layout=widgets.Layout(width="560px"))
+                                      layout=widgets.Layout(width="560px", max_width="100%"))
         c["run_b"] = widgets.Dropdown(options=[], description="B (after)", style=style,
-                                      layout=widgets.Layout(width="560px"))
-        c["compare"] = widgets.Button(description="compare B to A", icon="balance-scale")
+                                      layout=widgets.Layout(width="560px", max_width="100%"))
+        c["compare"] = button("compare B to A", icon="balance-scale")
         c["summary"] = widgets.HTML()
-        c["comparison_table"] = widgets.HTML()
-        c["comparison_plot"] = widgets.Image(format="png")
+        c["comparison_table"] = table_view()
+        c["comparison_plot"] = plot_image()
         c["error"] = widgets.HTML()
         c["scan"].on_click(lambda _b: self.scan())
         c["open"].on_click(lambda _b: self.open())
         c["compare"].on_click(lambda _b: self.compare())
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
+        c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
         self.widget = widgets.VBox([
-            widgets.HBox([c["runs_dir"], c["scan"]]), c["runs"], c["error"],
+            row(c["runs_dir"], c["scan"]), c["runs"], c["error"],
             widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
-            widgets.HBox([c["run"], c["open"]]), c["budget_ms"], c["best"], c["table"], c["plot"],
+            row(c["run"], c["open"]), c["budget_ms"], c["best"], c["table"], c["plot"], c["heatmap"],
             widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
             c["run_a"], c["run_b"], c["compare"], c["summary"], c["comparison_table"], c["comparison_plot"],
         ])
@@ -77,15 +79,16 @@ class ResultsPanel:
         except ResultsError as err:
             c["error"].value = error_list([str(err)])
             return []
-        c["runs"].value = frame.drop(columns=["path"]).to_html(index=False, border=0, na_rep="",
-                                                               float_format=lambda v: f"{v:.1f}")
+        c["runs"].value = frame_html(frame.drop(columns=["path"]), digits=1)
         options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
+        paths = list(options.values())
+        picks = {key: c[key].value for key in ("run", "run_a", "run_b")}
+        defaults = {"run": paths[0] if paths else None,  # newest first
+                    "run_a": paths[1] if len(paths) >= 2 else None, "run_b": paths[0] if len(paths) >= 2 else None}
         for key in ("run", "run_a", "run_b"):
-            c[key].options = options
-        if len(options) >= 2:
-            paths = list(options.values())
-            c["run_a"].value, c["run_b"].value = paths[1], paths[0]
-        return list(options.values())
+            c[key].options = options  # this clears the pick: keep the user's while it is still listed
+            c[key].value = picks[key] if picks[key] in paths else defaults[key]
+        return paths
 
     def _budget(self) -> float | None:
         value = self.controls["budget_ms"].value
@@ -106,6 +109,7 @@ class ResultsPanel:
         c["error"].value = ""
         c["table"].value = table_html(self.run)
         c["plot"].value = figure_png(plots.throughput_vs_latency(self.run))
+        c["heatmap"].value = figure_png(plots.throughput_heatmap(self.run))
         self._show_best()
         return self.run
 
@@ -130,7 +134,6 @@ class ResultsPanel:
             return None
         c["error"].value = ""
         c["summary"].value = preformatted(self.comparison.summary())
-        c["comparison_table"].value = self.comparison.table.to_html(index=False, border=0, na_rep="",
-                                                                    float_format=lambda v: f"{v:.2f}")
+        c["comparison_table"].value = frame_html(self.comparison.table)
         c["comparison_plot"].value = figure_png(plots.comparison_plot(self.comparison))
         return self.comparison

@@ -1,9 +1,11 @@
-"""Run a local tritonserver on the shared model repository: start/stop, ports, the models and
-their states, load/unload/reload, and the server's log as it is written.
+"""Run a local tritonserver on the shared model repository, or connect to one someone else started:
+start/stop, ports, the models and their states, load/unload/reload, and the server's log as it is
+written.
 
-Starting, stopping and loading take seconds to minutes, so they run in a worker thread; the log is
-followed from the server's own follow thread into a bounded text view (never an ``Output``
-context from a thread).
+The panel shows what its server object (``state.server``: a `TritonServer` or a `RunningServer`)
+says, plus the step in flight (starting, stopping). Starting, stopping and loading take seconds to
+minutes, so they run in a worker thread; the log is followed from the moment the process writes it,
+into a view that keeps the newest line in sight (never an ``Output`` context from a thread).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.server import RunningServer, ServerError, TritonServer
+from workbench.server.control import PROTOCOLS
+from workbench.server.log import gpu_probe_note
 from workbench.ui.background import LogView, TaskControls
+from workbench.ui.layout import button, description_style, row
 from workbench.ui.render import error_list
 from workbench.ui.state import WorkbenchState
 
@@ -27,14 +32,33 @@ def models_table_html(rows: list[dict]) -> str:
     if not rows:
         return "<i>no models in the repository</i>"
     body = []
-    for row in rows:
-        state = row.get("state", "")
+    for row_ in rows:
+        state = row_.get("state", "")
         colour = _STATE_COLOURS.get(state, "#555")
-        body.append(f"<tr><td>{html.escape(row.get('name', ''))}</td><td>{html.escape(row.get('version', ''))}</td>"
+        body.append(f"<tr><td>{html.escape(row_.get('name', ''))}</td><td>{html.escape(row_.get('version', ''))}</td>"
                     f"<td style='color:{colour};font-weight:bold'>{html.escape(state or 'not loaded')}</td>"
-                    f"<td>{html.escape(row.get('reason', ''))}</td></tr>")
+                    f"<td style='white-space:normal'>{html.escape(row_.get('reason', ''))}</td></tr>")
     return ("<table><tr><th style='text-align:left'>model</th><th>version</th><th>state</th>"
             f"<th style='text-align:left'>reason</th></tr>{''.join(body)}</table>")
+
+
+def server_html(server, phase: str) -> str:
+    """One line on the server: the step in flight, what runs where, or that nothing runs."""
+    if phase:
+        return f"<b style='color:#a05a00'>{html.escape(phase)}</b> <i>(see the status line and the log)</i>"
+    if server is None or not server.running:
+        return "<i>not running</i>"
+    try:
+        version = server.version
+    except Exception:  # metadata not reachable yet; what runs where is what matters
+        version = "?"
+    if isinstance(server, RunningServer):
+        return (f"<b style='color:#1b5e20'>connected</b> to Triton {html.escape(str(version))} at "
+                f"{server.protocol}://{html.escape(server.url)}; started by someone else, so it is never "
+                "stopped here and its log is not shown")
+    ports = ", ".join(f"{k} {v}" for k, v in server.ports.items())
+    return (f"<b style='color:#1b5e20'>running</b> pid {server.pid}, Triton {html.escape(str(version))}; {ports}; "
+            f"repository {html.escape(str(server.model_repository))}")
 
 
 class ServerPanel:
@@ -44,111 +68,114 @@ class ServerPanel:
     def __init__(self, state: WorkbenchState | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
         self._log_stop: threading.Event | None = None
-        self._remote_version = "?"
+        self._phase = ""  # the lifecycle step in flight ("starting tritonserver", "stopping", ...)
         self.index: list[dict] = []
         c = self.controls = {}
         self.ops = TaskControls("start server", run_tooltip="start tritonserver on this repository",
                                 run_enabled=lambda: not (self.server is not None and self.server.running))
         c["start"], c["cancel"], c["progress"], c["status"] = (self.ops.run_button, self.ops.cancel_button,
                                                                self.ops.progress, self.ops.status)
-        c["stop"] = widgets.Button(description="stop server", icon="power-off", disabled=True)
-        c["load_on_start"] = widgets.Checkbox(value=True, description="load the current model on start", indent=False)
+        c["stop"] = button("stop server", icon="power-off", disabled=True)
+        c["load_on_start"] = widgets.Checkbox(value=True, description="load the current model on start", indent=False,
+                                              layout=widgets.Layout(width="auto"))
+        c["connect_url"] = widgets.Text(description="or connect to", style=description_style("100px"),
+                                        placeholder="host:port of a running tritonserver",
+                                        layout=widgets.Layout(width="380px"))
+        c["connect_protocol"] = widgets.Dropdown(options=PROTOCOLS, value="http", layout=widgets.Layout(width="90px"))
+        c["connect"] = button("connect", icon="plug",
+                              tooltip="use a tritonserver started elsewhere with --model-control-mode=explicit")
         c["server_info"] = widgets.HTML("<i>not running</i>")
         c["model"] = widgets.Combobox(value=self.state.name, placeholder="model name", description="model",
                                       ensure_option=False)
-        c["load"] = widgets.Button(description="load", icon="upload", disabled=True)
-        c["unload"] = widgets.Button(description="unload", icon="eject", disabled=True)
-        c["reload"] = widgets.Button(description="reload", icon="refresh", disabled=True,
-                                     tooltip="load again from disk (after writing a new version of the directory)")
-        c["refresh"] = widgets.Button(description="refresh", icon="sync", disabled=True)
-        c["url"] = widgets.Text(placeholder="grpc://host:8001 or http://host:8000", description="remote URL")
-        c["connect"] = widgets.Button(description="connect", icon="plug",
-                                      tooltip="use a tritonserver someone else runs (explicit model control)")
+        c["load"] = button("load", icon="upload", disabled=True)
+        c["unload"] = button("unload", icon="eject", disabled=True)
+        c["reload"] = button("reload", icon="refresh", disabled=True,
+                             tooltip="load again from disk (after writing a new version of the directory)")
+        c["refresh"] = button("refresh", icon="sync", disabled=True)
         c["models"] = widgets.HTML()
         c["notice"] = widgets.HTML()
         c["error"] = widgets.HTML()
-        self.log = LogView(rows=12, placeholder="server log")
+        self.log = LogView(height="320px", placeholder="server log: it appears here as tritonserver writes it",
+                           note=gpu_probe_note)
         c["log"] = self.log.widget
+        self.ops.on_idle = self._show
         c["start"].on_click(lambda _b: self.start())
         c["stop"].on_click(lambda _b: self.stop())
+        c["connect"].on_click(lambda _b: self.connect())
         c["load"].on_click(lambda _b: self._model_op("load"))
         c["unload"].on_click(lambda _b: self._model_op("unload"))
         c["reload"].on_click(lambda _b: self._model_op("reload"))
         c["refresh"].on_click(lambda _b: self.refresh())
-        c["connect"].on_click(lambda _b: self.connect(c["url"].value))
         self.state.observe(lambda change: setattr(c["model"], "value", change["new"]), names="name")
         # a server started in code (app.state.server = TritonServer(...).start()) is shown too
-        self.state.observe(lambda change: self._show_running(change["new"] is not None and change["new"].running),
-                           names="server")
+        self.state.observe(lambda _change: self._show(), names="server")
         self.state.observe(self._rewritten, names="written")
         self.widget = widgets.VBox([
-            widgets.HBox([self.ops.widget, c["stop"]]), c["load_on_start"], widgets.HBox([c["url"], c["connect"]]),
-            c["server_info"],
-            widgets.HBox([c["model"], c["load"], c["unload"], c["reload"], c["refresh"]]),
+            row(self.ops.widget, c["stop"]), c["load_on_start"],
+            row(c["connect_url"], c["connect_protocol"], c["connect"]), c["server_info"],
+            row(c["model"], c["load"], c["unload"], c["reload"], c["refresh"]),
             c["models"], c["notice"], c["error"], c["log"],
-        ])
-        self._show_running(self.state.server is not None and self.state.server.running)
+        ], layout=widgets.Layout(width="100%"))
+        self._show()
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
 
     @property
-    def server(self) -> TritonServer | None:
+    def server(self) -> TritonServer | RunningServer | None:
         return self.state.server
 
-    def _show_running(self, running: bool) -> None:
-        c = self.controls
-        c["start"].disabled = running or self.ops.running
-        c["stop"].disabled = not running
-        for key in ("load", "unload", "reload", "refresh"):
-            c[key].disabled = not running
-        server = self.server
-        c["connect"].disabled = running and not isinstance(server, RunningServer)
+    def _show(self) -> None:
+        """Controls and the server line as the server object and the step in flight say."""
+        c, server = self.controls, self.server
+        running = server is not None and server.running
+        busy = self.ops.running
+        c["start"].disabled = running or busy
+        c["connect"].disabled = running or busy
+        c["stop"].disabled = not running or busy
         c["stop"].description = "disconnect" if isinstance(server, RunningServer) else "stop server"
-        if running and isinstance(server, RunningServer):
-            c["server_info"].value = (f"<b style='color:#1b5e20'>connected</b> to Triton "
-                                      f"{html.escape(self._remote_version)} at {html.escape(server.protocol)}://"
-                                      f"{html.escape(server.url)} (someone else's server: it is never stopped here)")
-        elif running and server is not None:
-            ports = ", ".join(f"{k} {v}" for k, v in server.ports.items())
-            try:
-                version = server.version
-            except Exception:  # metadata not reachable yet; the port line is what matters
-                version = "?"
-            c["server_info"].value = (f"<b style='color:#1b5e20'>running</b> pid {server.pid}, Triton "
-                                      f"{html.escape(str(version))}; {ports}; "
-                                      f"repository {html.escape(str(server.model_repository))}")
-        else:
-            c["server_info"].value = "<i>not running</i>"
+        for key in ("load", "unload", "reload", "refresh"):
+            c[key].disabled = not running or busy
+        c["server_info"].value = server_html(server, self._phase)
 
     def _rewritten(self, change) -> None:
         """A model directory was written while serving: Triton keeps the old one until a reload."""
         name = change["new"].path.name if change["new"] is not None else ""
-        loaded = any(row["name"] == name and row["state"] == "READY" for row in self.index)
+        loaded = any(row_["name"] == name and row_["state"] == "READY" for row_ in self.index)
         if loaded and self.server is not None and self.server.running:
             self.controls["model"].value = name
             self.controls["notice"].value = (f"<div style='color:#a05a00'>{html.escape(name)} was rewritten on disk; "
                                              "the server still serves the old version until you click reload</div>")
 
-    def _run(self, label: str, fn) -> None:
+    def _run(self, label: str, fn, phase: str = "") -> None:
         """Run ``fn(progress, cancel)`` as the panel's one background operation."""
         c = self.controls
         c["error"].value = c["notice"].value = ""
-        for key in ("load", "unload", "reload", "refresh", "stop"):
-            c[key].disabled = True
+        self._phase = phase
 
         def work(*, progress, cancel):
             return fn(progress, cancel)
 
         def done(task) -> None:
+            self._phase = ""
             if task.state == "failed":
                 c["error"].value = error_list([f"{label} failed: {task.error}"])
             self.refresh()
-            self._show_running(self.server is not None and self.server.running)
 
         self.ops.start(work, on_done=done)
+        self._show()
 
     # --- lifecycle -------------------------------------------------------------------------------
+
+    def _follow(self, server: TritonServer) -> None:
+        """Follow the log from its first line as soon as the process writes it."""
+        if self._log_stop is None and server.log_path is not None and server.running:
+            self._log_stop = server.follow_log_in_thread(self.log.append, from_start=True)
+
+    def _stop_following(self) -> None:
+        if self._log_stop is not None:
+            self._log_stop.set()
+            self._log_stop = None
 
     def start(self) -> None:
         """Start a server on ``state.repository`` (created when missing), then load the current model."""
@@ -161,59 +188,78 @@ class ServerPanel:
         except (ServerError, OSError, ValueError) as err:
             self.controls["error"].value = error_list([f"cannot start: {err}"])
             return
-        self.state.server = server
+        self._stop_following()
         self.log.clear()
+        self.state.server = server
 
         def start_and_load(progress, cancel):
-            server.start(progress=progress, cancel=cancel)
-            self._log_stop = server.follow_log_in_thread(self.log.append, from_start=True)
+            def reported(done: int, total: int, message: str) -> None:
+                self._follow(server)  # the process runs and writes its log from the first report
+                progress(done, total, message)
+
+            server.start(progress=reported, cancel=cancel)
+            self._follow(server)
             name = self.state.name
             if self.controls["load_on_start"].value and (repository / name / "config.pbtxt").is_file():
                 progress(0, 1, f"loading {name}")
                 server.load(name)
                 progress(1, 1, f"{name} loaded")
 
-        self._run("start", start_and_load)
+        self._run("start", start_and_load, phase="starting tritonserver")
 
-    def connect(self, url: str) -> None:
-        """Use the server at ``url`` (see `RunningServer`): load, unload and the sweep then act on it,
-        and "disconnect" only forgets it. Refused while this panel's own server runs."""
-        if self.server is not None and self.server.running and not isinstance(self.server, RunningServer):
-            self.controls["error"].value = error_list(["stop the local server before connecting to another"])
+    def connect(self, url: str | None = None) -> None:
+        """Use the tritonserver at ``url`` (default: the ``connect_url`` field), started elsewhere with
+        explicit model control. A URL with a scheme (``grpc://``, ``https://``...) names its protocol;
+        a bare host:port uses the protocol dropdown."""
+        c = self.controls
+        if url is not None:
+            c["connect_url"].value = url
+        url = c["connect_url"].value.strip()
+        if not url:
+            c["error"].value = error_list(["give the host:port of a running tritonserver"])
+            return
+        if self.server is not None and self.server.running:
+            c["error"].value = error_list(["stop or disconnect the current server first"])
             return
         try:
-            remote = RunningServer(url.strip())
-        except (ValueError, OSError) as err:
-            self.controls["error"].value = error_list([f"cannot connect: {err}"])
+            server = RunningServer(url, None if "://" in url else c["connect_protocol"].value)
+        except (ValueError, OSError) as err:  # a malformed URL is named before anything runs
+            c["error"].value = error_list([f"cannot connect: {err}"])
             return
 
         def reach(progress, cancel):
-            progress(0, 1, f"connecting to {remote.url}")
-            self._remote_version = remote.version  # unreachable: the task fails and says why
-            self.state.server = remote
-            progress(1, 1, f"connected to Triton {self._remote_version}")
+            progress(0, 1, f"connecting to {url}")
+            try:
+                version = server.version
+            except Exception as err:
+                server.close()
+                raise ServerError(f"no tritonserver answers at {url} over {server.protocol} ({err})") from None
+            self._stop_following()
+            self.log.clear()
+            self.state.server = server
+            progress(1, 1, f"connected to Triton {version}")
 
-        self._run(f"connect to {url}", reach)
+        self._run(f"connect to {url}", reach, phase=f"connecting to {url}")
 
     def stop(self) -> None:
-        """Stop the server in the background (its models are unloaded first); a remote one is only
-        forgotten."""
+        """Stop the local server in the background (its models are unloaded first); a server
+        someone else started is only disconnected from."""
         server = self.server
         if server is None:
             return
         if isinstance(server, RunningServer):
             server.close()
             self.state.server = None
+            self.refresh()
             return
 
         def stop_server(progress, cancel):
             progress(0, 1, "stopping")
             server.stop()
-            if self._log_stop is not None:
-                self._log_stop.set()
+            self._stop_following()
             progress(1, 1, "stopped")
 
-        self._run("stop", stop_server)
+        self._run("stop", stop_server, phase="stopping tritonserver")
 
     def _model_op(self, op: str) -> None:
         server, name = self.server, self.controls["model"].value.strip()
@@ -243,17 +289,17 @@ class ServerPanel:
         except Exception as err:  # the server may be going away; say so rather than raise in a callback
             c["error"].value = error_list([f"cannot read the model index: {err}"])
             return self.index
-        names = sorted({row["name"] for row in self.index})
+        names = sorted({row_["name"] for row_ in self.index})
         c["model"].options = names
         c["models"].value = models_table_html(self.index)
         return self.index
 
     def close(self) -> None:
         """Stop the server now (blocking): for notebook teardown and tests."""
-        if self._log_stop is not None:
-            self._log_stop.set()
-        if isinstance(self.server, RunningServer):
-            self.server.close()
-        elif self.server is not None:
+        self._stop_following()
+        if isinstance(self.server, TritonServer):
             self.server.stop()
-        self._show_running(False)
+        elif self.server is not None:
+            self.server.close()
+        self._phase = ""
+        self._show()

@@ -27,6 +27,7 @@ class WorkbenchState(traitlets.HasTraits):
     artifact = traitlets.Any(None, allow_none=True, help="compiled model (workbench.compiler Artifact)")
     model_file = traitlets.Unicode("", help="a model file picked by path instead of compiled here")
     settings = traitlets.Any(None, allow_none=True, help="valid GenerateSettings, or None while invalid")
+    settings_problems = traitlets.List(traitlets.Unicode(), help="why settings is None (one message each)")
     generated = traitlets.Any(None, allow_none=True, help="GeneratedModel rendered from the settings")
     written = traitlets.Any(None, allow_none=True, help="WriteResult of the last model directory written")
     server = traitlets.Any(None, allow_none=True, help="running TritonServer, or None")

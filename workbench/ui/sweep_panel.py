@@ -8,36 +8,27 @@ keeps its finished points.
 
 from __future__ import annotations
 
-import html
 import time
+from functools import partial
 from pathlib import Path
 
 import ipywidgets as widgets
 
+from workbench.coremap import CoreRange, parse_allocations
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, SweepResult, load_run
 from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
-from workbench.measure.plan import SweepError, SweepPlan
-from workbench.measure.settings import ENGINES, MeasureError, MeasureSettings
+from workbench.measure.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
-from workbench.ui.render import error_list, figure_png, preformatted
+from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
+from workbench.ui.links import Linked, blank_if_none, comma_joined
+from workbench.ui.render import best_html, error_list, figure_png, preformatted, table_html
 from workbench.ui.state import WorkbenchState
 
 PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
-         "server breakdown": plots.server_breakdown}
-
-
-def table_html(result: SweepResult) -> str:
-    """The readable columns of a run, floats rounded, under which engine measured it and why."""
-    if result.frame.empty:
-        return "<i>no points yet</i>"
-    note = f"<div><i>{html.escape(result.engine_note)}</i></div>" if result.engine_note else ""
-    return note + result.table().to_html(index=False, float_format=lambda v: f"{v:.2f}", na_rep="", border=0)
-
-
-def best_html(result: SweepResult, budget_ms: float | None) -> str:
-    return f"<div style='font-weight:bold'>{html.escape(result.describe_best(budget_ms))}</div>"
+         "server breakdown": plots.server_breakdown, "throughput heat map": plots.throughput_heatmap}
 
 
 class SweepPanel:
@@ -49,29 +40,43 @@ class SweepPanel:
         self._out_dir: Path | None = None
         self._last_plot = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
-        style = {"description_width": "150px"}
+        style = description_style("150px")
         c = self.controls = {}
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
-        c["batch_sizes"] = widgets.Text(value="1,4", description="batch sizes", **on_enter)
-        c["allocations"] = widgets.Text(value="1x1", description="allocations",
-                                        placeholder="INSTANCESxCORES, e.g. 1x1,2x1", **on_enter)
-        c["concurrency"] = widgets.Text(value="1,2", description="concurrency", **on_enter)
-        c["core_range"] = widgets.Text(value="", description="core range a:b", placeholder="from the config",
-                                       **on_enter)
-        c["window_s"] = widgets.BoundedFloatText(value=1.0, min=0.05, max=60, step=0.1, description="window (s)",
-                                                 style=style)
-        c["max_windows"] = widgets.BoundedIntText(value=10, min=1, max=100, description="max windows", style=style)
-        c["stable_windows"] = widgets.BoundedIntText(value=3, min=1, max=20, description="stable windows", style=style)
-        c["time_limit_s"] = widgets.BoundedFloatText(value=30.0, min=0, max=3600, step=5, description="time limit (s)",
+        c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
+        c["allocations"] = widgets.Text(description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
+                                        **on_enter)
+        c["concurrency"] = widgets.Text(description="concurrency", **on_enter)
+        c["core_range"] = widgets.Text(description="core range a:b", placeholder="from the config", **on_enter)
+        c["window_s"] = widgets.BoundedFloatText(min=0.05, max=60, step=0.1, description="window (s)", style=style,
+                                                 tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
+        c["max_windows"] = widgets.BoundedIntText(min=1, max=100, description="max windows", style=style)
+        c["stable_windows"] = widgets.BoundedIntText(min=1, max=20, description="stable windows", style=style)
+        c["time_limit_s"] = widgets.BoundedFloatText(min=0, max=3600, step=5, description="time limit (s)",
                                                      style=style, tooltip="seconds a point may keep measuring until it "
                                                      "is stable (0: stop after max windows)")
-        c["protocol"] = widgets.Dropdown(options=("grpc", "http"), description="protocol", style=style)
-        c["engine"] = widgets.Dropdown(options=ENGINES, value="auto", description="measured by", style=style,
+        c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
+        c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
                                        tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
-        c["perf_analyzer"] = widgets.Text(value="", description="perf_analyzer", style=style,
+        c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
                                           placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
+        # the grid and how each point is measured: one logic value each, every control linked to a field
+        self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1",
+                                                             concurrency=(1, 2)))
+        self.plan_link.link("batch_sizes", c["batch_sizes"], parse=partial(parse_counts, what="batch sizes"),
+                            show=comma_joined)
+        self.plan_link.link("allocations", c["allocations"], parse=parse_allocations, show=comma_joined)
+        self.plan_link.link("concurrency", c["concurrency"], parse=partial(parse_counts, what="concurrency"),
+                            show=comma_joined)
+        self.plan_link.link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none)
+        self.measure_link: Linked[MeasureSettings] = Linked(MeasureSettings(window_s=1.0, stable_windows=3,
+                                                                            max_windows=10))
+        for key in ("engine", "protocol", "window_s", "stable_windows", "max_windows"):
+            self.measure_link.link(key, c[key])
+        self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
+        self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px"))
+                                     layout=widgets.Layout(width="560px", max_width="100%"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style,
                                            tooltip="0 = no budget: the highest throughput wins")
@@ -80,27 +85,26 @@ class SweepPanel:
         c["run"], c["cancel"], c["progress"], c["status"] = (self.run.run_button, self.run.cancel_button,
                                                              self.run.progress, self.run.status)
         c["error"] = widgets.HTML()
-        c["table"] = widgets.HTML()
+        c["table"] = table_view()
         c["best"] = widgets.HTML()
-        c["plots"] = widgets.Tab(children=[widgets.Image(format="png") for _ in PLOTS])
+        c["plots"] = hidden(widgets.Tab(children=[plot_image() for _ in PLOTS]))  # shown with the first result
         for index, title in enumerate(PLOTS):
             c["plots"].set_title(index, title)
-        c["export"] = widgets.Button(description="export plots", icon="download", disabled=True,
+        c["export"] = button("export plots", icon="download", disabled=True,
                                      tooltip="write PNG and SVG of every plot into the run folder")
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
-        for key in ("batch_sizes", "allocations", "concurrency", "core_range"):
-            c[key].observe(lambda _change: self._show_grid_size(), names="value")
+        self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
-            widgets.HBox([c["batch_sizes"], c["allocations"], c["concurrency"]]),
-            widgets.HBox([c["core_range"], c["protocol"], c["budget_ms"]]),
-            widgets.HBox([c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]]),
-            widgets.HBox([c["engine"], c["perf_analyzer"]]),
-            widgets.HBox([c["runs_dir"], c["label"]]),
+            row(c["batch_sizes"], c["allocations"], c["concurrency"]),
+            row(c["core_range"], c["protocol"], c["budget_ms"]),
+            row(c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]),
+            row(c["engine"], c["perf_analyzer"]),
+            row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
-            widgets.HBox([c["export"], c["exported"]]),
+            row(c["export"], c["exported"]),
         ])
         self._show_grid_size()
 
@@ -108,26 +112,21 @@ class SweepPanel:
         return self.widget._repr_mimebundle_(**kwargs)
 
     def plan(self) -> SweepPlan:
-        """The grid as the controls describe it; SweepError names the bad control value."""
-        c = self.controls
-        return SweepPlan(batch_sizes=c["batch_sizes"].value, allocations=c["allocations"].value,
-                         concurrency=c["concurrency"].value, core_range=c["core_range"].value.strip() or None)
+        """The grid the controls describe (``plan_link.value``); SweepError names every bad control value."""
+        if self.plan_link.problems:
+            raise SweepError("; ".join(self.plan_link.problems))
+        return self.plan_link.value
 
     def settings(self) -> MeasureSettings:
-        """How to measure, as the controls say; MeasureError names the bad control value."""
-        c = self.controls
-        return MeasureSettings(engine=c["engine"].value, perf_analyzer=c["perf_analyzer"].value.strip() or None,
-                               protocol=c["protocol"].value, window_s=c["window_s"].value,
-                               stable_windows=c["stable_windows"].value, max_windows=c["max_windows"].value,
-                               time_limit_s=c["time_limit_s"].value or None)
+        """How to measure, as the controls say (``measure_link.value``); MeasureError names the bad value."""
+        if self.measure_link.problems:
+            raise MeasureError("; ".join(self.measure_link.problems))
+        return self.measure_link.value
 
     def _show_grid_size(self) -> None:
-        try:
-            plan = self.plan()
-        except SweepError as err:
-            self.controls["grid_size"].value = error_list([str(err)])
-            return
-        self.controls["grid_size"].value = f"<i>{plan.size} point(s)</i>"
+        problems = self.plan_link.problems
+        self.controls["grid_size"].value = error_list(problems) if problems else \
+            f"<i>{self.plan_link.value.size} point(s)</i>"
 
     def _budget(self) -> float | None:
         value = self.controls["budget_ms"].value
@@ -206,6 +205,7 @@ class SweepPanel:
         self._last_plot = time.monotonic()
         for image, draw in zip(self.controls["plots"].children, PLOTS.values()):
             image.value = figure_png(draw(result))
+        shown(self.controls["plots"])
 
     def _show_best(self) -> None:
         if self.result is not None:

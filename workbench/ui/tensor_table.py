@@ -1,7 +1,7 @@
 """An editable table of tensors (name, dtype, dims), one row per input or output.
 
-Rows are plain widgets so tests can set them; ``tensors()`` parses them into `TensorSpec`s and
-names the bad row, so a typo is reported before anything is generated.
+The table's ``value`` is its rows as typed, ``(name, dtype, dims text)``: what a settings link
+hands to `workbench.spec.tensors_from_rows`, and what it sets to show tensors it was given.
 """
 
 from __future__ import annotations
@@ -9,15 +9,17 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 import ipywidgets as widgets
+import traitlets
 
-from workbench.spec import TRITON_DTYPES, SpecError, TensorSpec
+from workbench.spec import TRITON_DTYPES, TensorSpec, tensors_from_rows
 
 
 class TensorRow:
     def __init__(self, table: "TensorTable", name: str, dtype: str, dims: str) -> None:
         self.name = widgets.Text(value=name, continuous_update=False, placeholder="INPUT__0",
                                  layout=widgets.Layout(width="180px"))
-        self.dtype = widgets.Dropdown(options=TRITON_DTYPES, value=dtype, layout=widgets.Layout(width="100px"))
+        self.dtype = widgets.Dropdown(options=TRITON_DTYPES, value=dtype if dtype in TRITON_DTYPES else "FP32",
+                                      layout=widgets.Layout(width="100px"))
         self.dims = widgets.Text(value=dims, continuous_update=False, placeholder="4x384 (-1 = variable)",
                                  layout=widgets.Layout(width="180px"))
         self.remove_button = widgets.Button(icon="trash", tooltip="remove this row",
@@ -27,20 +29,29 @@ class TensorRow:
             control.observe(lambda _change: table.changed(), names="value")
         self.widget = widgets.HBox([self.name, self.dtype, self.dims, self.remove_button])
 
+    @property
+    def typed(self) -> tuple[str, str, str]:
+        return self.name.value, self.dtype.value, self.dims.value
 
-class TensorTable:
-    """Rows of tensors for one kind (``"input"`` or ``"output"``); ``on_change`` fires on any edit."""
+
+class TensorTable(traitlets.HasTraits):
+    """Rows of tensors for one kind (``"input"`` or ``"output"``); ``value`` follows every edit."""
+
+    value = traitlets.Tuple(help="the rows as typed: (name, dtype, dims text) each")
 
     def __init__(self, kind: str, on_change: Callable[[], None] | None = None) -> None:
+        super().__init__()
         self.kind = kind
         self.rows: list[TensorRow] = []
         self._on_change = on_change
-        self._quiet = False
-        self.add_button = widgets.Button(description=f"add {kind}", icon="plus")
+        self._syncing = False
+        self.add_button = widgets.Button(description=f"add {kind}", icon="plus",
+                                         layout=widgets.Layout(width="auto"))
         self.add_button.on_click(lambda _b: self.add())
         self._rows_box = widgets.VBox()
         header = widgets.HTML(f"<b>{kind}s</b> (name, dtype, dims without the batch dim when batching)")
         self.widget = widgets.VBox([header, self._rows_box, self.add_button])
+        self.observe(self._value_set, names="value")
 
     def add(self, name: str = "", dtype: str = "FP32", dims: str = "") -> TensorRow:
         if not name:
@@ -55,28 +66,31 @@ class TensorTable:
         self._refresh()
 
     def set_tensors(self, tensors: Iterable[TensorSpec]) -> None:
-        """Replace every row (e.g. with the compiled model's spec), firing one change at the end."""
-        self._quiet = True
-        try:
-            self.rows = [TensorRow(self, t.name, t.dtype, "x".join(str(d) for d in t.dims)) for t in tensors]
-        finally:
-            self._quiet = False
-        self._refresh()
+        """Show these tensors, one row each (one change at the end)."""
+        self.value = tuple(t.row() for t in tensors)
 
-    def tensors(self) -> list[TensorSpec]:
+    def tensors(self) -> tuple[TensorSpec, ...]:
         """The rows as TensorSpecs; a SpecError names the row (``input row 2``) and what is wrong."""
-        out = []
-        for number, row in enumerate(self.rows, start=1):
-            item = f"{row.name.value.strip()},{row.dtype.value},{row.dims.value.strip()}"
-            try:
-                out.append(TensorSpec.parse(item))
-            except SpecError as err:
-                raise SpecError(f"{self.kind} row {number}: {err}") from None
-        return out
+        return tensors_from_rows(self.value, self.kind)
 
     def changed(self) -> None:
-        if not self._quiet and self._on_change is not None:
+        """A row was edited: ``value`` follows (and with it whatever is linked to the table)."""
+        if self._syncing:
+            return
+        self.value = tuple(row.typed for row in self.rows)
+        if self._on_change is not None:
             self._on_change()
+
+    def _value_set(self, change) -> None:
+        """``value`` set from outside: rebuild the rows to show it."""
+        if tuple(row.typed for row in self.rows) == tuple(change["new"]):
+            return
+        self._syncing = True
+        try:
+            self.rows = [TensorRow(self, *typed) for typed in change["new"]]
+        finally:
+            self._syncing = False
+        self._rows_box.children = [row.widget for row in self.rows]
 
     def _refresh(self) -> None:
         self._rows_box.children = [row.widget for row in self.rows]

@@ -1,0 +1,139 @@
+"""Using the tutorials in Lab leaves the repository as git has it (issue 18): Lab started as
+`bash dev.sh lab` starts it strips a tutorial's outputs on save (scripts/jupyter_server_config.py's
+pre-save hook, the rule of scripts/strip_notebooks.py).
+
+For real: the quickstart is run with Run All in Chromium and saved with Lab's own save command;
+every tutorial is saved through the server's contents API with the outputs, widget state, counts
+and timings a run leaves. After each save the file is byte for byte what it was. A file the hook
+failed to strip is put back as it was, so a failing run leaves no dirty checkout either.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+MARK = "# NBVAL_CHECK_OUTPUT"
+WAIT_MS = 300_000
+
+
+def test_dev_sh_lab_starts_lab_with_the_config_the_tests_use(lab):
+    dev = (REPO / "dev.sh").read_text()
+    lab_line = next(line for line in dev.splitlines() if "jupyter\" lab" in line)
+    config = next(arg for arg in lab.command if arg.startswith("--config="))
+    assert config in lab_line
+    assert "FileContentsManager.pre_save_hook" in (REPO / config.removeprefix("--config=")).read_text()
+
+
+def _git_status(path: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=REPO, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def _put(lab, api_path: str, content: dict) -> None:
+    body = json.dumps({"type": "notebook", "format": "json", "content": content}).encode()
+    request = urllib.request.Request(f"{lab.url}/api/contents/{api_path}", data=body, method="PUT",
+                                     headers={"Authorization": f"token {lab.token}",
+                                              "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.status in (200, 201)
+
+
+def _as_run_leaves_it(content: dict) -> dict:
+    """The notebook as Run All leaves it: every code cell counted and with outputs (stream, a
+    widget view, a result, an image), timings in the metadata, the widget state saved; checked
+    cells reproduce their stored output (what nbval holds them to)."""
+    count = 0
+    for cell in content["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        count += 1
+        cell["execution_count"] = count
+        cell["metadata"]["execution"] = {"iopub.execute_input": "2026-12-01T16:00:00.000000Z"}
+        cell["metadata"]["ExecuteTime"] = {"end_time": "2026-12-01T16:00:01.000Z"}
+        if "".join(cell["source"]).lstrip().startswith(MARK):
+            continue
+        cell["outputs"] = [
+            {"output_type": "stream", "name": "stdout", "text": "a run's output\n"},
+            {"output_type": "display_data", "metadata": {},
+             "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "ab12", "version_major": 2,
+                                                                   "version_minor": 0},
+                      "text/plain": "Workbench(...)"}},
+            {"output_type": "execute_result", "execution_count": count, "metadata": {},
+             "data": {"text/plain": "42", "image/png": "iVBORw0KGgo="}},
+        ]
+    content["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "state": {"ab12": {"model_name": "VBoxModel"}}, "version_major": 2, "version_minor": 0}}
+    content["metadata"]["language_info"]["version"] = "3.99.0"  # another machine's kernel
+    return content
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_saving_a_run_tutorial_through_lab_leaves_it_as_git_has_it(lab, path):
+    before, status = path.read_bytes(), _git_status(path)
+    api_path = path.relative_to(REPO).as_posix()
+    try:
+        _put(lab, api_path, _as_run_leaves_it(json.loads(before)))
+        assert path.read_bytes() == before, f"saving {path.name} in Lab changed it"
+        assert _git_status(path) == status
+    finally:
+        if path.read_bytes() != before:
+            path.write_bytes(before)
+
+
+def test_a_notebook_outside_the_tutorials_is_saved_with_its_outputs(lab):
+    scratch = REPO / "build" / "scratch-save-test.ipynb"  # build/ is ignored by git
+    scratch.parent.mkdir(exist_ok=True)
+    try:
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1", execution_count=1, outputs=[
+            nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=1)])])
+        _put(lab, scratch.relative_to(REPO).as_posix(), json.loads(nbformat.writes(nb)))
+        saved = nbformat.read(scratch, as_version=4)
+        assert saved.cells[0].outputs[0]["data"]["text/plain"] == "2"  # a user's own work is kept whole
+    finally:
+        scratch.unlink(missing_ok=True)
+
+
+def test_run_all_and_save_in_the_browser_leaves_the_quickstart_as_git_has_it(lab, browser_page):
+    page, path = browser_page, REPO / "notebooks" / "01-quickstart.ipynb"
+    before, status = path.read_bytes(), _git_status(path)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    try:
+        page.goto(lab.page_url("notebooks/01-quickstart.ipynb"))
+        page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
+        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                               timeout=WAIT_MS)
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        page.wait_for_function("""() => {
+            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+        }""", timeout=WAIT_MS)
+        outputs = page.locator(".jp-OutputArea-output").count()
+        assert outputs > 3  # the run left outputs in the page, which the save must not keep
+        saved_at = path.stat().st_mtime_ns
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+        deadline = time.monotonic() + 60
+        while path.stat().st_mtime_ns == saved_at:
+            assert time.monotonic() < deadline, "Lab did not save the notebook in 60 s"
+            time.sleep(0.2)
+        time.sleep(0.5)  # the write is atomic, but let a slow box finish renaming
+        assert path.read_bytes() == before, "Run All + save in Lab changed the quickstart"
+        assert _git_status(path) == status
+        assert page.locator(".jp-OutputArea-output").count() == outputs  # the open notebook keeps them
+        assert not errors, errors
+    finally:
+        if path.read_bytes() != before:
+            path.write_bytes(before)

@@ -1,0 +1,150 @@
+"""Every tab of the workbench as a newcomer sees it, in a real JupyterLab and Chromium, at
+1280x800 and 1920x1080 (issue 18): no label or button text cut off, no stray horizontal
+scrollbar (logs and files scroll inside their own boxes), no broken image, no console error.
+
+The results tab opens and compares two saved runs (written here with the logic layer's own
+writers, one with an outlier and unstable points), so its tables and plots are on screen.
+Screenshots of every tab at both sizes are kept under the test's tmp dir (the path is printed).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from workbench.measure.results import POINTS_FILE, append_point, frame_from_rows, write_exports, write_record
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
+
+TABS = ("model", "settings", "preview", "server", "sweep", "results")
+VIEWPORTS = ((1280, 800), (1920, 1080))
+WAIT_MS = 180_000
+NOTEBOOK = "workbench.ipynb"
+
+# What the page shows that is cut off or scrolls sideways: an element whose content is wider than
+# its box, where the box hides the rest (a cut label) or scrolls (a stray scrollbar). Boxes meant
+# to scroll (logs, files: .workbench-scroll, text areas) and form fields holding long text are not.
+_LAYOUT_PROBLEMS = """root => {
+    const problems = [];
+    const name = el => {
+        const text = (el.innerText || el.value || el.getAttribute('placeholder') || '').trim().slice(0, 60);
+        return `${el.tagName.toLowerCase()}.${[...el.classList].slice(0, 3).join('.')} "${text}"`;
+    };
+    for (const el of [root, ...root.querySelectorAll('*')]) {
+        if (el.offsetParent === null || el.clientWidth === 0) continue;
+        if (['INPUT', 'TEXTAREA', 'SELECT', 'OPTION', 'IMG'].includes(el.tagName)) continue;
+        if (el.closest('.workbench-scroll, textarea')) continue;
+        const style = getComputedStyle(el);
+        if (el.scrollWidth <= el.clientWidth + 1) continue;
+        if (['hidden', 'clip'].includes(style.overflowX) || style.textOverflow === 'ellipsis')
+            problems.push(`cut off: ${name(el)} (${el.scrollWidth}px of content in ${el.clientWidth}px)`);
+        else if (['auto', 'scroll'].includes(style.overflowX)) {
+            const edge = el.getBoundingClientRect().right + 1;
+            const out = [...el.querySelectorAll('*')].filter(d => d.offsetParent !== null
+                && d.getBoundingClientRect().right > edge).slice(-1).map(name);
+            problems.push(`scrolls sideways: ${name(el)} (${el.scrollWidth}px in ${el.clientWidth}px), `
+                          + `sticking out: ${out.join(', ')}`);
+        }
+    }
+    for (const img of root.querySelectorAll('img')) {
+        if (img.offsetParent !== null && (!img.complete || img.naturalWidth === 0))
+            problems.push(`broken image: ${name(img)}`);
+    }
+    return problems;
+}"""
+
+
+def _row(run: str, batch: int, concurrency: int, p99: float, stable: bool) -> dict:
+    return {"variant": "1x1", "allocation": "1x1", "instances": 1, "cores_per_instance": 1, "core_start": 0,
+            "core_end": 0, "batching": "as configured", "parameters": "", "batch_size": batch,
+            "concurrency": concurrency, "throughput": 90.0 * batch + concurrency, "p50_ms": 2.0 + batch,
+            "p90_ms": 3.0 + batch, "p95_ms": 3.5 + batch, "p99_ms": p99, "mean_ms": 2.5 + batch, "stable": stable,
+            "windows": 3 if stable else 10, "requests": 200, "failures": 0, "outputs_ok": True,
+            "max_abs_diff": 0.0, "queue_ms": 0.5, "compute_input_ms": 0.1, "compute_infer_ms": 1.5 * batch,
+            "compute_output_ms": 0.1, "overhead_ms": 0.1, "avg_batch": float(batch), "error": None,
+            "measured_at": f"2026-12-01T1{run}:00:00+00:00"}
+
+
+def _save_run(folder: Path, label: str, outlier: bool) -> None:
+    rows = [_row(label[-1], batch, concurrency, 275.0 if outlier and (batch, concurrency) == (4, 2) else 6.0 + batch,
+                 stable=not (outlier and concurrency == 2))
+            for batch in (1, 4, 8) for concurrency in (1, 2)]
+    record = {"model": "add_sub", "status": "complete", "label": label}
+    folder.mkdir(parents=True)
+    for row in rows:
+        append_point(folder / POINTS_FILE, row)
+    write_record(folder, record)
+    write_exports(folder, frame_from_rows(rows), record)
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory) -> Path:
+    """A scratch folder: a notebook showing the workbench, and two saved runs in its runs folder."""
+    root = tmp_path_factory.mktemp("tabs")
+    _save_run(root / "runs" / "run-1", "before-1", outlier=False)
+    _save_run(root / "runs" / "run-2", "after-2", outlier=True)
+    cells = [nbformat.v4.new_code_cell("from workbench.ui import Workbench\n"
+                                       "app = Workbench(repository='model_repository')\napp")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), root / NOTEBOOK)
+    return root
+
+
+def _workbench(page):
+    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+
+
+def _open_tab(workbench, title: str) -> None:
+    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
+
+
+def _button(workbench, text: str):
+    return workbench.locator("button.widget-button:visible", has_text=text).first
+
+
+def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
+    page = browser_page
+    console: list[str] = []
+    page.on("console", lambda msg: msg.type == "error" and console.append(msg.text))
+    page.on("pageerror", lambda err: console.append(f"page error: {err}"))
+    page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
+    page.goto(lab.page_url(NOTEBOOK))
+    page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                           timeout=WAIT_MS)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    workbench = _workbench(page)
+    workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
+
+    # the results tab with both runs listed, the newest opened, and the two compared
+    _open_tab(workbench, "results")
+    _button(workbench, "list runs").click()
+    workbench.get_by_text("after-2").first.wait_for(timeout=WAIT_MS)
+    workbench.locator("table.dataframe:visible td").first.wait_for(timeout=WAIT_MS)
+    _button(workbench, "compare").click()
+    workbench.locator("img:visible").nth(1).wait_for(timeout=WAIT_MS)
+
+    shots, problems = [], []
+    for width, height in VIEWPORTS:
+        page.set_viewport_size({"width": width, "height": height})
+        for tab in TABS:
+            _open_tab(workbench, tab)
+            page.wait_for_timeout(600)  # layout and images settle
+            page.wait_for_function("""root => [...root.querySelectorAll('img')].filter(i => i.offsetParent)
+                                      .every(i => i.complete)""", arg=workbench.element_handle(), timeout=WAIT_MS)
+            shot = tmp_path / f"{width}x{height}-{tab}.png"
+            workbench.locator(".widget-tab").first.scroll_into_view_if_needed()
+            page.screenshot(path=str(shot))  # what the user sees at this size
+            shots.append(shot)
+            found = page.evaluate(_LAYOUT_PROBLEMS, workbench.element_handle())
+            problems += [f"{width}x{height} {tab}: {problem}" for problem in found]
+    print(f"screenshots of every tab: {tmp_path}")
+    (tmp_path / "problems.json").write_text(json.dumps(problems, indent=1))
+    assert len(shots) == len(TABS) * len(VIEWPORTS) and all(s.stat().st_size > 1000 for s in shots)
+    assert problems == []
+    assert console == []
