@@ -42,6 +42,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="preferred batch sizes of the dynamic batching variants")
     grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
+    grid.add_argument("--search", default="grid", choices=("grid", "bisection", "early-stop", "hill-climb"),
+                      help="measure the whole grid (default) or only the points a search picks "
+                           "(bisection and hill-climb need --latency-budget-ms)")
+    grid.add_argument("--min-gain", type=float, metavar="PCT",
+                      help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
+    grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
     run.add_argument("--max-windows", type=int, default=10, help="windows before giving up on stability (default 10)")
@@ -95,6 +101,20 @@ def plan_from_args(args: argparse.Namespace):
                      max_batch_size=args.max_batch_size)
 
 
+def search_from_args(args: argparse.Namespace):
+    """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
+    from workbench.measure.search import make_search
+
+    params = {}
+    if args.search != "grid":
+        params["latency_budget_ms"] = args.latency_budget_ms
+    if args.min_gain is not None:
+        params["min_gain"] = args.min_gain / 100.0
+    if args.tries is not None:
+        params["tries"] = args.tries
+    return make_search(args.search, **params)
+
+
 def settings_from_args(args: argparse.Namespace):
     """The MeasureSettings the flags describe (MeasureError names a bad value)."""
     from workbench.measure.settings import MeasureSettings
@@ -139,6 +159,7 @@ def run_cli(args: argparse.Namespace) -> int:
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
+        search = search_from_args(args)
         plan_variants(plan, read_config(model_dir))
         check_out_dir(args.out, args.resume)
     except (SweepError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
@@ -151,7 +172,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     bar = _Bar(plan.size)
     task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                label=args.label, restore=bool(args.url), on_progress=bar)
+                label=args.label, restore=bool(args.url), search=search, on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):
@@ -177,6 +198,13 @@ def run_cli(args: argparse.Namespace) -> int:
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    if search is not None:
+        from workbench.measure.search import answer
+
+        log = result.record.get("search", {})
+        print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
+              f"stopped: {log.get('stopped')}")
+        print(answer(result.frame, search.latency_budget_ms).describe())
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not args.no_plots and len(result.frame):
         written = plot_run(result)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
-from workbench.measure.plan import Batching, SweepError, SweepPlan, Variant, plan_variants, variant_config
+from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
     POINTS_FILE,
@@ -31,6 +31,7 @@ from workbench.measure.results import (
     write_record,
 )
 from workbench.measure.rows import PointRow, now
+from workbench.measure.search import SearchLog, SearchSpace, answer, check_resume
 from workbench.measure.settings import MeasureSettings
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
@@ -124,6 +125,7 @@ def run_sweep(
     restore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
+    search: Any = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: the built-in load generator over gRPC).
@@ -139,7 +141,8 @@ def run_sweep(
     are measured; with ``resume`` the points already there are kept, not measured again.
     Cancelling returns the partial result (status ``cancelled``). At the end the model is loaded
     again with its own config (``restore=False`` skips that, e.g. when the server is stopped
-    right after).
+    right after). ``search`` (a ``measure.search`` strategy) measures only the points it picks,
+    through the same loading, measurement and files; its log and answer go into the record.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -161,6 +164,7 @@ def run_sweep(
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     previous, rows = _open_run(out_dir, name, settings, resume)
+    check_resume(search, previous)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
 
@@ -183,6 +187,8 @@ def run_sweep(
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),
     })
+    record.pop("search", None)
+    log = SearchLog(search.name, search.params, SearchSpace.of(plan, variants)) if search is not None else None
     sessions = list(record.get("sessions", []))
     session = {"started": now(), "ended": None, "status": "running", "measured": 0, "reused": len(rows)}
     record["sessions"] = sessions + [session]
@@ -190,6 +196,8 @@ def run_sweep(
 
     def save() -> SweepResult:
         result = SweepResult(frame_from_rows(r.to_dict() for r in rows), record, out_dir)
+        if log is not None:
+            record["search"] = {**log.to_dict(), "answer": answer(result.frame, search.latency_budget_ms).to_dict()}
         write_record(out_dir, record)
         write_exports(out_dir, result.frame, record)
         return result
@@ -203,36 +211,48 @@ def run_sweep(
 
     status = "failed"
     loaded = False
-    try:
-        for variant in variants:
-            points = plan.points(variant)
-            todo = [p for p in points if p.key not in done]
-            count += len(points) - len(todo)
-            if not todo:
-                continue
-            check_cancel(cancel)
-            report(f"loading {variant.label}")
+    by_key = {r.key: r for r in rows}
+    current: dict[str, Any] = {"variant": None, "error": None}
+
+    def measure(point: Point) -> PointRow:
+        """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
+        nonlocal count, loaded
+        if point.key in by_key:
+            count += 1
+            return by_key[point.key]
+        check_cancel(cancel)
+        if current["variant"] != point.variant.label:
+            report(f"loading {point.variant.label}")
+            current["variant"] = point.variant.label
             try:
-                server.load(name, config=variant.config)
+                server.load(name, config=point.variant.config)
                 loaded = True
-                load_error = None
+                current["error"] = None
             except Exception as err:  # Triton refused this variant: record it and go on with the rest
                 if not getattr(server, "running", True):
                     raise
-                load_error = f"load failed: {err}"
-            for point in todo:
-                check_cancel(cancel)
-                if load_error is None:
-                    row = measure_point(target, point, settings, cancel=cancel,
-                                        progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-                else:
-                    row = PointRow.failed(point, load_error)
-                append_point(out_dir / POINTS_FILE, row.to_dict())
-                rows.append(row)
-                count += 1
-                session["measured"] += 1
-                save()
-                report(f"{point.label}: {row.summary()}")
+                current["error"] = f"load failed: {err}"
+        if current["error"] is None:
+            row = measure_point(target, point, settings, cancel=cancel,
+                                progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+        else:
+            row = PointRow.failed(point, current["error"])
+        append_point(out_dir / POINTS_FILE, row.to_dict())
+        rows.append(row)
+        by_key[row.key] = row
+        count += 1
+        session["measured"] += 1
+        save()
+        report(f"{point.label}: {row.summary()}")
+        return row
+
+    try:
+        if search is None:
+            for variant in variants:
+                for point in plan.points(variant):
+                    measure(point)
+        else:
+            search.run(log.space, measure, log)
         status = "complete"
     except Cancelled:
         status = "cancelled"
