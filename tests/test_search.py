@@ -240,11 +240,17 @@ def test_cli_sweep_with_a_search(server, model_dir, tmp_path, capsys):
     code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--out", str(tmp_path / "cli"),
                  "--batch-sizes", "1,4", "--allocations", "1x1", "--concurrency", "1,2,4",
                  "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--no-plots",
-                 "--search", "bisection", "--latency-budget-ms", "60000"])
+                 "--search", "bisection", "--latency-budget-ms", "60000", "--instance-type", "inf2.xlarge"])
     out = capsys.readouterr().out
     assert code == 0
     assert "search bisection: 3 of 6 points measured; stopped: every variant x batch size bisected" in out
     assert "Best: 1x1, batch 4" in out and "of the budget to spare" in out
+    # cost ranking on the measured rows: 1x1 holds 1 of inf2.xlarge's 2 NeuronCores
+    frame = pd.read_csv(tmp_path / "cli" / "results.csv")
+    cheapest = frame.loc[frame["throughput"].idxmax()]
+    expected = 0.76 / 2 / (cheapest["throughput"] * 3600) * 1e6
+    assert f"Cheapest on inf2.xlarge at $0.76/h (secondary" in out
+    assert f"batch {cheapest['batch_size']}, concurrency {cheapest['concurrency']}: ${expected:.4f} per million" in out
 
 
 def test_cli_refuses_a_search_without_its_budget(model_dir, tmp_path, capsys):

@@ -71,6 +71,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
     out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
     out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
+    out.add_argument("--instance-type", metavar="TYPE",
+                     help="also name the cheapest configuration per million inferences on this instance type")
+    out.add_argument("--price-per-hour", type=float, metavar="USD", help="on-demand price of --instance-type "
+                     "(default: the workbench's price table, workbench.measure.cost.PRICES)")
+    out.add_argument("--instance-cores", type=int, metavar="N",
+                     help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)")
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
     parser.set_defaults(func=run_cli)
     return parser
@@ -142,6 +148,26 @@ class _Bar:
         self.bar.close()
 
 
+def _cost_line(frame, args: argparse.Namespace) -> str:
+    """The cheapest point per million inferences under the budget, or why there is none."""
+    from workbench.measure.cost import CostError, best_by_cost, price_of
+
+    prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
+    try:
+        price = price_of(args.instance_type, prices)
+        best = best_by_cost(frame, args.instance_type, latency_budget_ms=args.latency_budget_ms, prices=prices,
+                            instance_cores=args.instance_cores)
+    except CostError as err:
+        return f"cost: {err}"
+    where = f"{args.instance_type} at ${price.usd_per_hour:g}/h ({price.verified}: {price.source})"
+    if best is None:
+        return f"cost on {where}: no usable point qualifies"
+    return (f"Cheapest on {where}: {best['variant']}, batch {int(best['batch_size'])}, concurrency "
+            f"{int(best['concurrency'])}: ${float(best['cost_per_million_usd']):.4f} per million inferences "
+            f"({float(best['throughput']):.1f} infer/s, p99 {float(best['p99_ms']):.2f} ms, "
+            f"${float(best['usd_per_hour']):.4f}/h for its share of the cores)")
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
     from workbench.generate.config import ConfigError, read_config
@@ -205,6 +231,8 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
               f"stopped: {log.get('stopped')}")
         print(answer(result.frame, search.latency_budget_ms).describe())
+    if args.instance_type:
+        print(_cost_line(result.frame, args))
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not args.no_plots and len(result.frame):
         written = plot_run(result)
