@@ -1,13 +1,14 @@
-"""The Neuron seam, driven by FAKE SDK modules.
+"""The Neuron seam, driven by the FAKE SDK packages of tests/fake_neuron/.
 
 torch-neuron, torch-neuronx and transformers-neuronx cannot be installed here and there is no
-Neuron device, so every test in this file injects FAKE ``torch_neuron`` / ``torch_neuronx`` /
-``transformers_neuronx`` modules into ``sys.modules``. The fakes record how they are called and
-return plain CPU TorchScript as a stand-in for a NEFF-backed module. What is asserted is the
-workbench's side of the contract: the exact trace calls and arguments per target, the
-no-device rule (``cpu_backend=True`` + ``--target``), the CPU twin, the missing-SDK messages, the
-isolated child's live log and that cancel kills the (fake) compiler process. No number here says
-anything about Neuron performance.
+Neuron device, so every test in this file imports the FAKE ``torch_neuron`` / ``torch_neuronx`` /
+``transformers_neuronx`` packages (``neuron_fakes`` fixture). They have the SDK's signatures and
+return types (tests/test_fake_neuron_contract.py holds them to the table), record how they are
+called and compute on the CPU. What is asserted is the workbench's side of the contract: the exact
+trace calls and arguments per target, ``--target`` always (and ``cpu_backend=True`` without a
+device), trn2's logical NeuronCore config, the analyzers' real report types, the CPU twin, the
+missing-SDK messages, the isolated child's live log and that cancel kills the (fake) compiler
+process. No number here says anything about Neuron performance.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
-import types
 
 import pytest
 import torch
@@ -34,16 +33,11 @@ from workbench.compiler import (
     read_artifact,
 )
 from workbench.compiler import neuron as seam
-from workbench.compiler.tnx import package_causal_lm, tiny_causal_lm
+from workbench.compiler.tnx import SAMPLING_CLASSES, package_causal_lm, tiny_causal_lm
 from workbench.tasks import Task
 
 # the fakes stand in for Neuron modules with torch.jit.trace, which torch 2.x marks deprecated
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture
-def no_override(monkeypatch):
-    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
 
 
 @pytest.fixture
@@ -52,140 +46,165 @@ def device(monkeypatch):
     monkeypatch.setattr(seam, "has_neuron_device", lambda: True)
 
 
-@pytest.fixture
-def fake_neuronx(monkeypatch, no_override):
-    """FAKE torch_neuronx: records calls; trace returns a CPU torch.jit.trace stand-in."""
-    calls: list[tuple] = []
-    fake = types.ModuleType("torch_neuronx")
-    fake.__doc__ = "FAKE torch_neuronx for tests"
-
-    def trace(func, example_inputs, *rest, **kwargs):
-        calls.append(("trace", func, example_inputs, rest, kwargs))
-        print(f"fake neuronx-cc: compiler_args={kwargs.get('compiler_args')} cpu_backend={kwargs.get('cpu_backend')}",
-              flush=True)
-        print(f"fake neuronx-cc: override={os.environ.get('NEURON_PLATFORM_TARGET_OVERRIDE')}", file=sys.stderr,
-              flush=True)
-        return torch.jit.trace(func, example_inputs)
-
-    def dynamic_batch(traced):
-        calls.append(("dynamic_batch", traced))
-        return traced
-
-    def analyze_fn(func, example_inputs, **kwargs):
-        calls.append(("analyze", func, example_inputs, kwargs))
-        return {"support_percentage": 50.0, "supported_operators": {"aten::linear": 2},
-                "unsupported_operators": ["aten::relu"]}
-
-    fake.trace, fake.dynamic_batch, fake.analyze = trace, dynamic_batch, analyze_fn
-    monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
-    return calls
-
-
-@pytest.fixture
-def fake_neuron(monkeypatch):
-    """FAKE torch_neuron + torch.neuron namespace (what ``import torch_neuron`` registers)."""
-    calls: list[tuple] = []
-    monkeypatch.setitem(sys.modules, "torch_neuron", types.ModuleType("torch_neuron"))
-
-    def trace(model, example_inputs, **kwargs):
-        calls.append(("trace", model, example_inputs, kwargs))
-        return torch.jit.trace(model, tuple(example_inputs))
-
-    def analyze_model(model, example_inputs):
-        calls.append(("analyze_model", model, example_inputs))
-        logging.getLogger("Neuron").warning("The following operations are currently supported: aten::linear")
-        logging.getLogger("Neuron").warning("66.67% of all operations (including primitives) (2 of 3) are supported")
-
-    monkeypatch.setattr(torch, "neuron", types.SimpleNamespace(trace=trace, analyze_model=analyze_model),
-                        raising=False)
-    return calls
-
-
 def _mlp():
     model = zoo.get("mlp")
     return model.module, model.example_inputs(2)
 
 
-def test_inf2_without_device_uses_cpu_backend_and_target(tmp_path, fake_neuronx):
+def _calls(record, name):
+    return [(args, kwargs) for called, args, kwargs in record.CALLS if called == name]
+
+
+def test_inf2_without_device_uses_cpu_backend_and_target(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     artifact = compile_model(module, inputs, "inf2", out_dir=tmp_path, name="m", isolate=False)
 
-    (kind, func, example, rest, kwargs), (kind2, traced) = fake_neuronx
-    assert kind == "trace" and func is module and rest == ()
+    (args, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
+    func, example = args
+    assert func is module and isinstance(example, tuple)  # the documented type: a tuple
     assert [torch.equal(a, b) for a, b in zip(example, inputs)] == [True]
-    assert kwargs == {"compiler_args": ["--target", "inf2"], "cpu_backend": True}
-    assert kind2 == "dynamic_batch"
-    assert os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] == "inf2"
+    assert kwargs["compiler_args"] == ["--target", "inf2"] and kwargs["cpu_backend"] is True
+    assert kwargs["compiler_workdir"] is None
+    assert [name for name, _, _ in neuron_fakes.CALLS] == ["torch_neuronx.trace", "torch_neuronx.dynamic_batch"]
+    import torch_neuronx
+
+    assert torch_neuronx.IMPORT_ENV["NEURON_PLATFORM_TARGET_OVERRIDE"] == "inf2"  # set before the import
 
     assert artifact.target == "inf2" and not artifact.runs_on_cpu
     assert artifact.path == str(tmp_path / "m.inf2.pt") and artifact.compiler_args == ["--target", "inf2"]
     assert artifact.extra == {"cpu_backend": True, "has_device": False}
     assert artifact.cpu_artifact.path == str(tmp_path / "m.cpu.pt") and artifact.cpu_artifact.max_abs_diff == 0.0
     assert artifact.spec == zoo.get("mlp").spec
-    assert "fake neuronx-cc: compiler_args=['--target', 'inf2'] cpu_backend=True" in artifact.log
+    assert "FAKE neuronx-cc compile --framework XLA --target inf2" in artifact.log
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "m.cpu.pt", "m.cpu.pt.workbench.json", "m.inf2.pt", "m.inf2.pt.workbench.json"]
     assert read_artifact(artifact.path) == artifact
 
 
-def test_inf2_with_device_passes_no_cpu_backend(tmp_path, fake_neuronx, device):
+def test_with_a_device_the_target_is_still_given(tmp_path, neuron_fakes, device):
+    """The compiler would otherwise target the host's chip, which need not be the one asked for."""
     module, inputs = _mlp()
     compile_model(module, inputs, "inf2", out_dir=tmp_path, compiler_args="--auto-cast matmult",
                   compiler_workdir=tmp_path / "work", isolate=False)
-    assert fake_neuronx[0][4] == {"compiler_args": ["--auto-cast", "matmult"],
-                                  "compiler_workdir": str(tmp_path / "work")}
+    (_, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
+    assert kwargs["compiler_args"] == ["--auto-cast", "matmult", "--target", "inf2"]
+    assert kwargs["cpu_backend"] is False and kwargs["compiler_workdir"] == str(tmp_path / "work")
     assert "NEURON_PLATFORM_TARGET_OVERRIDE" not in os.environ
+    assert seam.neuronx_trace_arguments("trn2", None, None, has_device=True) == {
+        "compiler_args": ["--target", "trn2"]}
 
 
-def test_trn1_keeps_user_flags_and_adds_its_target(tmp_path, fake_neuronx):
+def test_trn1_keeps_user_flags_and_adds_its_target(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     compile_model(module, inputs, "trn1", out_dir=tmp_path, compiler_args=["--optlevel", "1"],
                   dynamic_batch_size=False, isolate=False)
-    assert [c[0] for c in fake_neuronx] == ["trace"]  # no dynamic_batch when not asked
-    assert fake_neuronx[0][4] == {"compiler_args": ["--optlevel", "1", "--target", "trn1"], "cpu_backend": True}
+    assert [name for name, _, _ in neuron_fakes.CALLS] == ["torch_neuronx.trace"]  # no dynamic_batch unasked
+    (_, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
+    assert kwargs["compiler_args"] == ["--optlevel", "1", "--target", "trn1"] and kwargs["cpu_backend"] is True
     assert os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] == "trn1"
+
+
+def test_trn2_compiles_with_its_target_and_logical_core_config(tmp_path, neuron_fakes):
+    module, inputs = _mlp()
+    artifact = compile_model(module, inputs, "trn2", out_dir=tmp_path, name="m", isolate=False)
+    (_, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
+    assert kwargs["compiler_args"] == ["--target", "trn2"] and kwargs["cpu_backend"] is True  # LNC 2: the default
+    import torch_neuronx
+
+    assert torch_neuronx.IMPORT_ENV["NEURON_PLATFORM_TARGET_OVERRIDE"] == "trn2"
+    assert artifact.target == "trn2" and artifact.path == str(tmp_path / "m.trn2.pt")
+    assert artifact.extra == {"cpu_backend": True, "has_device": False, "lnc": 2}
+    assert read_artifact(artifact.path).extra["lnc"] == 2
+
+    one = compile_model(module, inputs, "trn2", out_dir=tmp_path, name="m1", lnc=1, isolate=False)
+    assert one.compiler_args == ["--target", "trn2", "--logical-nc-config", "1"] and one.extra["lnc"] == 1
+    assert seam.neuronx_trace_arguments("trn2", "-lnc 1", None, has_device=False)["compiler_args"] == [
+        "-lnc", "1", "--target", "trn2"]  # the user's spelling is kept, not repeated
+
+
+@pytest.mark.parametrize("target, options, message", [
+    ("inf2", {"lnc": 2}, "a logical NeuronCore config \\(lnc=2\\) is a trn2 setting; inf2 takes none"),
+    ("trn1", {"compiler_args": ["--logical-nc-config", "2"]}, "is a trn2 setting; trn1 takes none"),
+    ("trn2", {"lnc": 3}, "lnc=3: trn2 runs at a logical NeuronCore config of 1 or 2"),
+    ("trn2", {"lnc": 2, "compiler_args": "-lnc 1"}, "lnc=2 contradicts the compiler args' logical NeuronCore config 1"),
+    ("trn2", {"compiler_args": "--lnc=4"}, "logical NeuronCore config '4'; use 1 or 2"),
+    ("cpu", {"lnc": 1}, "lnc are Neuron compiler settings"),
+])
+def test_bad_logical_core_configs_are_refused_before_writing(tmp_path, neuron_fakes, target, options, message):
+    module, inputs = _mlp()
+    out = tmp_path / "out"
+    with pytest.raises(CompileError, match=message):
+        compile_model(module, inputs, target, out_dir=out, isolate=False, **options)
+    assert neuron_fakes.CALLS == [] and not out.exists()
 
 
 def test_a_given_matching_target_is_not_repeated():
     kwargs = seam.neuronx_trace_arguments("trn1", "--target=trn1n -O1", None, has_device=False)
     assert kwargs == {"compiler_args": ["--target=trn1n", "-O1"], "cpu_backend": True}
+    assert seam.neuronx_trace_arguments("trn1", "--target trn1", None, has_device=True) == {
+        "compiler_args": ["--target", "trn1"]}
 
 
-def test_a_target_for_another_chip_is_refused_before_writing(tmp_path, fake_neuronx):
+def test_a_target_for_another_chip_is_refused_before_writing(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     out = tmp_path / "out"
     with pytest.raises(CompileError, match="compiler args say --target trn1 but the target is inf2"):
         compile_model(module, inputs, "inf2", out_dir=out, compiler_args=["--target", "trn1"], isolate=False)
-    assert fake_neuronx == [] and not out.exists()
+    with pytest.raises(CompileError, match="compiler args say --target trn1 but the target is trn2"):
+        compile_model(module, inputs, "trn2", out_dir=out, compiler_args=["--target", "trn1"], isolate=False)
+    assert neuron_fakes.CALLS == [] and not out.exists()
     with pytest.raises(CompileError, match="--target but give no value"):
         seam.neuronx_trace_arguments("inf2", ["--target"], None, has_device=False)
 
 
-def test_inf1_calls_torch_neuron_trace(tmp_path, fake_neuron):
+def test_the_fake_refuses_a_cpu_compile_without_a_target(neuron_fakes):
+    """What the SDK does when --target is missing (the reason the seam always adds it)."""
+    import torch_neuronx
+
+    module, inputs = _mlp()
+    with pytest.raises(RuntimeError, match='please supply compiler argument target.*Ex: "--target trn1"'):
+        torch_neuronx.trace(module, inputs, cpu_backend=True)
+
+
+def test_inf1_calls_torch_neuron_trace(tmp_path, neuron_fakes):
     model = zoo.get("bert", seq_len=16)
     inputs = model.example_inputs(2)
     artifact = compile_model(model.module, inputs, "inf1", out_dir=tmp_path, name="bert",
                              compiler_args=["--neuroncore-pipeline-cores", "4"], isolate=False)
-    (kind, module, example, kwargs), = fake_neuron
-    assert kind == "trace" and module is model.module
-    assert isinstance(example, list) and all(torch.equal(a, b) for a, b in zip(example, inputs))
+    (args, kwargs), = _calls(neuron_fakes, "torch.neuron.trace")
+    module, example = args
+    assert module is model.module
+    assert isinstance(example, tuple) and all(torch.equal(a, b) for a, b in zip(example, inputs))
     assert kwargs == {"compiler_args": ["--neuroncore-pipeline-cores", "4"], "dynamic_batch_size": True}
     assert artifact.target == "inf1" and artifact.compiler_args == ["--neuroncore-pipeline-cores", "4"]
-    assert artifact.extra["cpu_backend"] is False
+    assert artifact.extra["cpu_backend"] is False and "cpu_fallback" not in artifact.extra
 
 
-def test_inf1_without_a_batch_dim_asks_for_no_dynamic_batch(tmp_path, fake_neuron):
+def test_inf1_without_a_batch_dim_asks_for_no_dynamic_batch(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     compile_model(module, inputs, "inf1", out_dir=tmp_path, batch_dim=False, compiler_workdir=tmp_path / "w",
                   isolate=False)
-    assert fake_neuron[0][3] == {"compiler_args": [], "dynamic_batch_size": False,
-                                 "compiler_workdir": str(tmp_path / "w")}
+    (_, kwargs), = _calls(neuron_fakes, "torch.neuron.trace")
+    assert kwargs == {"compiler_args": [], "dynamic_batch_size": False, "compiler_workdir": str(tmp_path / "w")}
+
+
+def test_inf1_trace_that_placed_nothing_on_neuron_is_flagged(tmp_path, neuron_fakes):
+    import torch_neuron
+
+    torch_neuron.UNSUPPORTED = {"aten::linear", "aten::relu"}
+    module, inputs = _mlp()
+    logged: list[str] = []
+    artifact = compile_model(module, inputs, "inf1", out_dir=tmp_path, isolate=False, log=logged.append)
+    assert artifact.extra["cpu_fallback"] is True
+    assert any("No operator is placed on Neuron runtime" in line for line in logged)
+    assert "inf1: WARNING nothing in this model was placed on a NeuronCore" in "\n".join(logged)
 
 
 @pytest.mark.parametrize("target, module, packages", [
     ("inf1", "torch_neuron", "pip install torch-neuron neuron-cc from the AWS Neuron pip repository"),
     ("inf2", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
     ("trn1", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
+    ("trn2", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
 ])
 def test_missing_sdk_says_what_to_install_and_writes_nothing(tmp_path, monkeypatch, target, module, packages):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import <module>` fail like a missing package
@@ -200,7 +219,7 @@ def test_missing_sdk_says_what_to_install_and_writes_nothing(tmp_path, monkeypat
     assert not out.exists()
 
 
-def test_neuron_artifact_is_refused_without_a_device_and_loads_with_one(tmp_path, fake_neuronx):
+def test_neuron_artifact_is_refused_without_a_device_and_loads_with_one(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     artifact = compile_model(module, inputs, "inf2", out_dir=tmp_path, name="m", isolate=False)
     with pytest.raises(NeuronArtifactError, match=f"compiled for inf2 and runs only on a Neuron device.*"
@@ -211,22 +230,39 @@ def test_neuron_artifact_is_refused_without_a_device_and_loads_with_one(tmp_path
     assert isinstance(load_artifact(artifact.cpu_artifact), torch.jit.ScriptModule)
 
 
-def test_isolated_compile_streams_the_child_log(tmp_path, fake_neuronx):
+@pytest.fixture
+def env_reporting_trace(neuron_fakes, monkeypatch):
+    """The FAKE trace, also printing the override it sees to stderr (the child's stderr is logged)."""
+    import torch_neuronx
+
+    fake = torch_neuronx.trace
+
+    def trace(func, example_inputs, **kwargs):
+        print(f"override={os.environ.get('NEURON_PLATFORM_TARGET_OVERRIDE')}", file=sys.stderr, flush=True)
+        return fake(func, example_inputs, **kwargs)
+
+    monkeypatch.setattr(torch_neuronx, "trace", trace)
+    return neuron_fakes
+
+
+def test_isolated_compile_streams_the_child_log(tmp_path, env_reporting_trace):
     module, inputs = _mlp()
     logged: list[str] = []
     artifact = compile_model(module, inputs, "inf2", out_dir=tmp_path, log=logged.append)  # isolate=True
-    assert "fake neuronx-cc: compiler_args=['--target', 'inf2'] cpu_backend=True" in logged  # child stdout
-    assert "fake neuronx-cc: override=inf2" in logged  # child stderr, env set before the import
-    assert fake_neuronx == []  # the calls happened in the child, not here
+    assert "FAKE neuronx-cc compile --framework XLA --target inf2" in logged  # child stdout
+    assert "override=inf2" in logged  # child stderr, env set before the import
+    assert env_reporting_trace.CALLS == []  # the calls happened in the child, not here
     assert torch.equal(load_artifact(artifact, has_device=True)(*inputs), module(*inputs))
 
 
-def test_isolated_failure_is_reported_and_cleaned_up(tmp_path, fake_neuronx, monkeypatch):
+def test_isolated_failure_is_reported_and_cleaned_up(tmp_path, neuron_fakes, monkeypatch):
+    import torch_neuronx
+
     def broken(*args, **kwargs):
         print("fake neuronx-cc: starting", flush=True)
         raise RuntimeError("PJRT_Client_Create Init: error condition !(num_devices > 0)")
 
-    monkeypatch.setattr(sys.modules["torch_neuronx"], "trace", broken)
+    monkeypatch.setattr(torch_neuronx, "trace", broken)
     module, inputs = _mlp()
     logged: list[str] = []
     with pytest.raises(CompileError, match="num_devices > 0") as info:
@@ -234,6 +270,16 @@ def test_isolated_failure_is_reported_and_cleaned_up(tmp_path, fake_neuronx, mon
     assert "Traceback" in str(info.value)
     assert "fake neuronx-cc: starting" in logged
     assert list(tmp_path.iterdir()) == []  # the CPU twin written before the failure is removed too
+
+
+def test_an_unsupported_operator_fails_the_compile_like_neuronx_cc(tmp_path, neuron_fakes):
+    import torch_neuronx
+
+    torch_neuronx.UNSUPPORTED = {"aten::relu"}
+    module, inputs = _mlp()
+    with pytest.raises(CompileError, match="unsupported operator\\(s\\) \\['aten::relu'\\]"):
+        compile_model(module, inputs, "inf2", out_dir=tmp_path / "out", isolate=False)
+    assert not (tmp_path / "out").exists()
 
 
 def _gone(pid: int) -> bool:
@@ -244,7 +290,9 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_cancel_kills_the_compiler_process(tmp_path, fake_neuronx, monkeypatch):
+def test_cancel_kills_the_compiler_process(tmp_path, neuron_fakes, monkeypatch):
+    import torch_neuronx
+
     pid_file = tmp_path / "compiler.pid"
 
     def slow(*args, **kwargs):
@@ -253,7 +301,7 @@ def test_cancel_kills_the_compiler_process(tmp_path, fake_neuronx, monkeypatch):
         pid_file.write_text(str(compiler.pid))
         compiler.wait()
 
-    monkeypatch.setattr(sys.modules["torch_neuronx"], "trace", slow)
+    monkeypatch.setattr(torch_neuronx, "trace", slow)
     module, inputs = _mlp()
     logged: list[str] = []
     out = tmp_path / "out"
@@ -263,6 +311,10 @@ def test_cancel_kills_the_compiler_process(tmp_path, fake_neuronx, monkeypatch):
         time.sleep(0.1)
     assert pid_file.exists(), task.error_text
     compiler_pid = int(pid_file.read_text())
+    # the pid is known before the child's interpreter has started; on a busy box wait for its line
+    while "fake compiler running" not in logged and task.running and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert "fake compiler running" in logged, logged
     task.cancel()
     assert task.join(timeout=60)
     assert task.state == "cancelled", task.error_text
@@ -274,88 +326,144 @@ def test_cancel_kills_the_compiler_process(tmp_path, fake_neuronx, monkeypatch):
     assert list(out.iterdir()) == [] if out.exists() else True
 
 
-def test_neuron_operator_reports(fake_neuronx, fake_neuron):
+@pytest.mark.parametrize("target", ["inf2", "trn2"])
+def test_neuronx_operator_report_reads_the_sdk_types(neuron_fakes, target):
+    """torch_neuronx.analyze: "66.67%" and a list of per-node dicts; unsupported ones show as such."""
+    import torch_neuronx
+
+    torch_neuronx.UNSUPPORTED = {"aten::relu"}
     module, inputs = _mlp()
-    report = analyze(module, inputs, "inf2")
-    assert report.support_percentage == 50.0 and report.unsupported == ["aten::relu"]
+    report = analyze(module, inputs, target)
+    assert report.support_percentage == pytest.approx(66.67, abs=0.01) and report.unsupported == ["aten::relu"]
+    assert report.raw["support_percentage"] == "66.67%"
+    assert [entry["kind"] for entry in report.raw["unsupported_operators"]] == ["aten::relu"]
+    assert set(report.raw["unsupported_operators"][0]) == {"kind", "failureAt", "call", "opGraph"}
     assert report.operator_counts == {"aten::linear": 2, "aten::relu": 1}  # from the CPU trace
-    assert [c[0] for c in fake_neuronx] == ["analyze"]
+    (args, _), = _calls(neuron_fakes, "torch_neuronx.analyze")
+    assert isinstance(args[1], tuple)  # a non-tuple would be taken as ONE argument
     frame = report.to_frame().set_index("operator")
     assert frame.loc["aten::relu", "supported"] == False and frame.loc["aten::linear", "supported"] == True  # noqa: E712
+    assert "of arithmetic operations (2 of 3) are supported" in report.log
 
+
+def test_inf1_operator_report_reads_the_returned_dict_and_the_log(neuron_fakes, monkeypatch):
+    """torch.neuron.analyze_model logs at INFO on the "Neuron" logger (which must be lowered for the
+    call and restored) and returned a dict in SDK 1.x; both carry the unsupported names."""
+    import torch_neuron
+
+    torch_neuron.UNSUPPORTED = {"aten::relu"}
+    neuron_logger = logging.getLogger("Neuron")
+    monkeypatch.setattr(neuron_logger, "level", logging.WARNING)
+    module, inputs = _mlp()
     report = analyze(module, inputs, "inf1")
-    assert report.support_percentage == 66.67
-    assert "66.67% of all operations" in report.log
-    assert fake_neuron[0][0] == "analyze_model" and isinstance(fake_neuron[0][2], list)
+    assert report.support_percentage == pytest.approx(66.67, abs=0.01) and report.unsupported == ["aten::relu"]
+    assert report.raw["supported_operators"] == ["aten::linear"]  # the SDK's set, made JSON-safe
+    assert "66.67% of all operations (including primitives) (2 of 3) are supported" in report.log
+    assert neuron_logger.level == logging.WARNING
+    frame = report.to_frame().set_index("operator")
+    assert frame.loc["aten::relu", "supported"] == False  # noqa: E712
+    (args, _), = _calls(neuron_fakes, "torch.neuron.analyze_model")
+    assert isinstance(args[1], list)  # the SDK tutorial's call form: example_inputs=[...]
+
+    monkeypatch.setattr(torch.neuron, "analyze_model", lambda model, example_inputs: torch_neuron.analyze_model(
+        model, example_inputs) and None)  # an SDK that only logs
+    only_logged = analyze(module, inputs, "inf1")
+    assert only_logged.support_percentage == pytest.approx(66.67, abs=0.01) and only_logged.unsupported == ["aten::relu"]
 
 
-@pytest.fixture
-def fake_tnx(monkeypatch, no_override):
-    """FAKE transformers_neuronx with a LlamaForSampling that records its lifecycle."""
-    calls: list[tuple] = []
-
-    class LlamaForSampling:
-        @classmethod
-        def from_pretrained(cls, path, **kwargs):
-            calls.append(("from_pretrained", sorted(os.listdir(path)), kwargs))
-            return cls()
-
-        def cpu_compile(self):
-            calls.append(("cpu_compile",))
-
-        def to_neuron(self):
-            calls.append(("to_neuron",))
-
-        def save(self, directory):
-            calls.append(("save",))
-            os.makedirs(directory)
-            with open(os.path.join(directory, "graph.neff"), "w") as handle:
-                handle.write("fake")
-
-    fake = types.ModuleType("transformers_neuronx")
-    fake.LlamaForSampling = LlamaForSampling
-    monkeypatch.setitem(sys.modules, "transformers_neuronx", fake)
-    return calls
+def test_analyze_without_neuronx_cc_raises_the_sdk_error(neuron_fakes, monkeypatch):
+    monkeypatch.setitem(sys.modules, "neuronxcc", None)
+    module, inputs = _mlp()
+    with pytest.raises(RuntimeError, match="neuronx-cc is not installed"):
+        analyze(module, inputs, "inf2")
 
 
-def test_tnx_without_device_cpu_compiles_and_saves(tmp_path, fake_tnx):
+# --- transformers-neuronx --------------------------------------------------------------------------
+
+def test_the_class_table_is_the_sdks(neuron_fakes):
+    import transformers_neuronx
+
+    assert SAMPLING_CLASSES["gpt2"] == "GPT2ForSamplingWithContextBroadcasting"
+    assert all(getattr(transformers_neuronx, name, None) is not None for name in SAMPLING_CLASSES.values())
+    assert not hasattr(transformers_neuronx, "GPT2ForSampling")
+
+
+def test_tnx_without_device_cpu_compiles_and_saves(tmp_path, neuron_fakes):
     pytest.importorskip("transformers")
     artifact = package_causal_lm(tiny_causal_lm("llama"), "inf2", out_dir=tmp_path, name="lm", tp_degree=2,
                                  has_device=False)
-    (kind, files, kwargs), compile_call, save_call = fake_tnx
-    assert kind == "from_pretrained" and "config.json" in files
+    names = [name for name, _, _ in neuron_fakes.CALLS]
+    assert names == ["LlamaForSampling.from_pretrained", "LlamaForSampling.cpu_compile", "LlamaForSampling.save"]
+    (args, kwargs), = _calls(neuron_fakes, "LlamaForSampling.from_pretrained")
+    assert args[0] == str(tmp_path / ".lm.staging" / "checkpoint")  # the checkpoint, before it is moved
     assert kwargs == {"batch_size": 1, "tp_degree": 2, "n_positions": 64, "amp": "f32"}
-    assert compile_call == ("cpu_compile",) and save_call == ("save",)
-    assert os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] == "inf2"
-    assert (tmp_path / "lm-neuron" / "graph.neff").is_file() and (tmp_path / "lm" / "config.json").is_file()
+    import transformers_neuronx
+
+    assert transformers_neuronx.IMPORT_ENV["NEURON_PLATFORM_TARGET_OVERRIDE"] == "inf2"  # set before the import
+    assert (tmp_path / "lm-neuron" / "FAKE-neff-graphs.txt").is_file() and (tmp_path / "lm" / "config.json").is_file()
     assert artifact.extra["model_class"] == "LlamaForSampling" and artifact.extra["compiled_dir"] == str(
         tmp_path / "lm-neuron")
     assert artifact.cpu_artifact.path == artifact.path and artifact.cpu_artifact.target == "cpu"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lm", "lm-neuron", "lm.workbench.json"]
 
 
-def test_tnx_with_device_goes_to_neuron(tmp_path, fake_tnx):
+def test_tnx_with_device_goes_to_neuron(tmp_path, neuron_fakes):
     pytest.importorskip("transformers")
     package_causal_lm(tiny_causal_lm("llama"), "trn1", out_dir=tmp_path, tp_degree=1, amp="bf16", has_device=True)
-    assert [c[0] for c in fake_tnx] == ["from_pretrained", "to_neuron", "save"]
-    assert fake_tnx[0][2]["amp"] == "bf16"
+    assert [name for name, _, _ in neuron_fakes.CALLS] == [
+        "LlamaForSampling.from_pretrained", "LlamaForSampling.to_neuron", "LlamaForSampling.save"]
+    assert _calls(neuron_fakes, "LlamaForSampling.from_pretrained")[0][1]["amp"] == "bf16"
+    assert "NEURON_PLATFORM_TARGET_OVERRIDE" not in os.environ
 
 
-def test_tnx_bad_settings_and_missing_sdk(tmp_path, fake_tnx, monkeypatch):
+def test_gpt2_uses_the_context_broadcasting_class_with_one_prompt_per_row(tmp_path, neuron_fakes):
+    pytest.importorskip("transformers")
+    artifact = package_causal_lm(tiny_causal_lm("gpt2"), "inf2", out_dir=tmp_path, name="g", batch_size=4,
+                                 tp_degree=2, has_device=False)
+    assert artifact.extra["model_class"] == "GPT2ForSamplingWithContextBroadcasting"
+    (_, kwargs), = _calls(neuron_fakes, "GPT2ForSamplingWithContextBroadcasting.from_pretrained")
+    assert kwargs["batch_size"] == 4 and kwargs["prompt_batch_size"] == 4
+
+
+@pytest.mark.parametrize("model_class", ["GPTJForSampling", "GPTNeoXForSampling"])
+def test_classes_without_serialization_are_packaged_uncompiled(tmp_path, neuron_fakes, model_class):
+    """GPT-J and GPT-NeoX have no cpu_compile and no save: nothing is asked of them without a device,
+    and with one the graphs are compiled (to check them) but not saved."""
+    pytest.importorskip("transformers")
+    import transformers_neuronx
+
+    cls = getattr(transformers_neuronx, model_class)
+    assert not any(hasattr(cls, name) for name in ("save", "load", "cpu_compile"))
+    logged: list[str] = []
+    artifact = package_causal_lm(tiny_causal_lm("llama"), "inf2", out_dir=tmp_path, name="a",
+                                 model_class=model_class, has_device=False, log=logged.append)
+    assert neuron_fakes.CALLS == [] and "compiled_dir" not in artifact.extra
+    assert any("packaged uncompiled, model.py compiles it on the Neuron host at load time" in line for line in logged)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a.workbench.json"]
+    with_device = package_causal_lm(tiny_causal_lm("llama"), "inf2", out_dir=tmp_path, name="b",
+                                    model_class=model_class, has_device=True)
+    assert [name for name, _, _ in neuron_fakes.CALLS] == [f"{model_class}.from_pretrained", f"{model_class}.to_neuron"]
+    assert "compiled_dir" not in with_device.extra and not (tmp_path / "b-neuron").exists()
+
+
+def test_tnx_bad_settings_and_missing_sdk(tmp_path, neuron_fakes, monkeypatch):
     pytest.importorskip("transformers")
     model = tiny_causal_lm("llama")
     with pytest.raises(ValueError, match="tp_degree 3 must divide the model's 2 attention heads"):
         package_causal_lm(model, "inf2", out_dir=tmp_path, tp_degree=3)
     with pytest.raises(ValueError, match="transformers-neuronx target 'inf1'"):
         package_causal_lm(model, "inf1", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="transformers-neuronx target 'trn2'"):  # tnx never supported trn2
+        package_causal_lm(model, "trn2", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="transformers_neuronx has no class 'GPT2ForSampling'"):
+        package_causal_lm(model, "inf2", out_dir=tmp_path, model_class="GPT2ForSampling")
     monkeypatch.setitem(sys.modules, "transformers_neuronx", None)
     with pytest.raises(MissingSDKError, match="missing transformers-neuronx, neuronx-cc; pip install "
                                               "transformers-neuronx neuronx-cc from the AWS Neuron pip repository"):
         package_causal_lm(model, "inf2", out_dir=tmp_path)
-    assert fake_tnx == [] and list(tmp_path.iterdir()) == []
+    assert neuron_fakes.CALLS == [] and list(tmp_path.iterdir()) == []
 
 
 def test_the_seam_refuses_unknown_targets():
     with pytest.raises(ValueError, match="unknown Neuron target 'inf3'"):
         seam.import_sdk("inf3")
-    assert threading.active_count() >= 1

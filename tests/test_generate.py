@@ -75,10 +75,13 @@ EXTRA = [
       "--triton_output", "OUTPUT__0,FP32,1x2"]),
     ("transformers-neuronx-inf2",
      ["--model_type", "transformers_neuronx", "--inf2", "--neuron_core_range", "0:1", "--tnx-batch-size", "4",
-      "--tnx-model-class", "GPT2ForSampling", "--tnx-compiled-dir", "/opt/models/add_sub-neuron",
+      "--tnx-model-class", "GPT2ForSamplingWithContextBroadcasting", "--tnx-compiled-dir", "/opt/models/add_sub-neuron",
       "--tnx-n-positions", "1024", "--tnx-amp", "bf16", "--tnx-sequence-length", "256", "--tnx-unroll", "4",
       "--triton_input", "input_ids,INT64,-1", "sequence_length,INT64,1", "--triton_output", "output_ids,INT64,-1",
       "--max_batch_size", "4", "--enable_dynamic_batching"]),
+    ("pytorch-trn2",
+     ["--model_type", "pytorch", "--target", "trn2", "--neuron_core_range", "4:11", "--triton_model_instance_count",
+      "2", "--triton_input", "INPUT__0,FP32,4", "--triton_output", "OUTPUT__0,FP32,4", "--max_batch_size", "8"]),
     ("tensorflow-inf2-signature",
      ["--model_type", "tensorflow", "--inf2", "--signature_def_key", "predict", "--triton_input", "x,FP32,-1x4",
       "--triton_output", "y,FP32,-1x2", "--preferred_batch_size", "8"]),
@@ -104,9 +107,11 @@ def test_golden_config(tmp_path, case, flags):
     cfg = from_text(text)
     assert validate_config(cfg) == []
     params = parameters_of(cfg)
-    for key in ("COMPILED_MODEL", "NEURON_CORE_START_INDEX", "NEURON_CORE_END_INDEX", "NUM_THREADS_PER_CORE",
+    for key in ("COMPILED_MODEL", "NEURON_CORE_START_INDEX", "NEURON_CORE_END_INDEX",
                 "WORKBENCH_TARGET", "WORKBENCH_FRAMEWORK", "BATCH_REQUESTS", "CPU_AFFINITY"):
         assert key in params
+    # only when asked for: absent leaves the Neuron SDK's DataParallel workers (1 thread per core on the cpu)
+    assert ("NUM_THREADS_PER_CORE" in params) == ("--threads_per_core" in flags)
     assert params["BATCH_REQUESTS"] == ("false" if "--disable_batch_requests_to_neuron" in flags else "true")
     assert cfg.backend == "python" and len(cfg.instance_group) == 1
 
@@ -133,7 +138,7 @@ def test_matrix_configs_carry_the_upstream_semantics():
     assert parameters_of(tf)["TF_SIGNATURE_DEF_KEY"] == "predict" and not tf.HasField("dynamic_batching")
     tnx = parameters_of(from_text((GOLDEN / "transformers-neuronx-inf2.pbtxt").read_text()))
     assert {k: tnx[k] for k in tnx if k.startswith("TNX_")} == {
-        "TNX_AMP": "bf16", "TNX_BATCH_SIZE": "4", "TNX_MODEL_CLASS": "GPT2ForSampling", "TNX_N_POSITIONS": "1024",
+        "TNX_AMP": "bf16", "TNX_BATCH_SIZE": "4", "TNX_MODEL_CLASS": "GPT2ForSamplingWithContextBroadcasting", "TNX_N_POSITIONS": "1024",
         "TNX_SEQUENCE_LENGTH": "256", "TNX_UNROLL": "4", "TNX_COMPILED_DIR": "/opt/models/add_sub-neuron"}
 
 
@@ -183,6 +188,10 @@ def settings(tmp_path, **overrides) -> GenerateSettings:
         (dict(target="gpu"), "--target 'gpu' is not one of cpu, inf1, inf2, trn1"),
         (dict(framework="transformers_neuronx", target="inf1", triton_input=[], triton_output=[]),
          "transformers_neuronx runs on inf2/trn1 (or cpu), not inf1"),
+        (dict(framework="transformers_neuronx", target="trn2", triton_input=[], triton_output=[]),
+         "transformers_neuronx runs on inf2/trn1 (or cpu), not trn2"),
+        (dict(framework="tensorflow", target="trn2", triton_input=[], triton_output=[]),
+         "tensorflow runs on inf1/inf2/trn1 (or cpu), not trn2"),
         (dict(framework="transformers_neuronx", triton_input=["ids,INT64,-1"], triton_output=["o,INT64,-1"]),
          "transformers_neuronx models take input_ids"),
         (dict(framework="transformers_neuronx", triton_input=[], triton_output=[], tnx_sequence_length=4096),
@@ -369,7 +378,8 @@ def test_upstream_directory_reads_back_and_regenerates(tmp_path):
     assert loaded.framework == "pytorch" and loaded.target == "inf2"
     assert loaded.triton_input == ["INPUT__0,INT64,4", "INPUT__1,INT64,4"]
     assert loaded.triton_output == ["OUTPUT__0,INT64,4", "OUTPUT__1,INT64,4"]
-    assert (loaded.neuron_core_range, loaded.triton_model_instance_count, loaded.threads_per_core) == ("0:7", 3, 1)
+    # upstream writes NUM_THREADS_PER_CORE "1" whether asked or not: read as not given
+    assert (loaded.neuron_core_range, loaded.triton_model_instance_count, loaded.threads_per_core) == ("0:7", 3, None)
     assert (loaded.max_batch_size, loaded.enable_dynamic_batching) == (1000, True)
     assert (loaded.preferred_batch_size, loaded.max_queue_delay_microseconds) == ([8], 100)
     assert loaded.compiled_model == "/home/ubuntu/add_sub.pt" and loaded.for_other_machine
@@ -380,12 +390,46 @@ def test_upstream_directory_reads_back_and_regenerates(tmp_path):
     ours = generated.config
     for key in ("WORKBENCH_TARGET", "WORKBENCH_FRAMEWORK", "BATCH_REQUESTS", "CPU_AFFINITY"):
         del ours.parameters[key]
+    del upstream.parameters["NUM_THREADS_PER_CORE"]  # upstream's default "1": model.py reads both as not given
     assert ours == upstream  # same model, same semantics; only the workbench parameters are added
     changes = gen.diff(loaded)
     assert "+    string_value: \"inf2\"" in changes and "-import torch_neuronx" in changes
     result = write(generated, overwrite=True)
     assert (result.backup / "config.pbtxt").read_text() == UPSTREAM_CONFIG
     assert load_settings(model_dir) == loaded
+
+
+def test_upstream_inf1_relative_compiled_model_keeps_its_meaning(tmp_path, monkeypatch):
+    """Upstream's inf1 model.py opened a relative COMPILED_MODEL from the server's working directory
+    (only --inf2 joined it with the model folder): read back, it is made absolute against the
+    working directory, so the regenerated directory points at the same file."""
+    model_dir = tmp_path / "add-sub-1x4"
+    (model_dir / "1").mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text(UPSTREAM_CONFIG.replace("/home/ubuntu/add_sub.pt", "traced/add_sub.pt"))
+    (model_dir / "1" / "model.py").write_text("import torch\nimport torch.neuron\n")
+    server_dir = tmp_path / "server"
+    (server_dir / "traced").mkdir(parents=True)
+    (server_dir / "traced" / "add_sub.pt").write_bytes(b"x")
+    monkeypatch.chdir(server_dir)
+    loaded = load_settings(model_dir)
+    assert loaded.target == "inf1" and loaded.compiled_model == str(server_dir / "traced" / "add_sub.pt")
+    assert not loaded.for_other_machine
+    assert parameters_of(render(loaded).config)["COMPILED_MODEL"] == str(server_dir / "traced" / "add_sub.pt")
+    inf2 = tmp_path / "inf2"
+    (inf2 / "1").mkdir(parents=True)
+    (inf2 / "config.pbtxt").write_text(UPSTREAM_CONFIG.replace("/home/ubuntu/add_sub.pt", "traced/add_sub.pt"))
+    (inf2 / "1" / "model.py").write_text(UPSTREAM_MODEL_PY_HEAD)
+    assert load_settings(inf2).compiled_model == "traced/add_sub.pt"  # --inf2: the model folder's, as written
+
+
+def test_threads_per_core_absent_and_one_stay_apart_through_read_back(tmp_path):
+    base = dict(triton_input=["INPUT__0,INT64,4"], triton_output=["OUTPUT__0,INT64,4"], max_batch_size=4)
+    for threads in (None, 1, 2):
+        s = settings(tmp_path / str(threads), threads_per_core=threads, target="inf2", **base)
+        write(render(s))
+        params = parameters_of(read_config(s.model_dir))
+        assert params.get("NUM_THREADS_PER_CORE") == (None if threads is None else str(threads))
+        assert load_settings(s.model_dir).threads_per_core == threads
 
 
 def test_upstream_tensorflow_and_hand_written_directories(tmp_path):
@@ -628,7 +672,7 @@ def write_lm(tmp_path: Path, *, target="inf2", graphs=True) -> Path:
     folder = tmp_path / "lm"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
-    extra = {"model_class": "GPT2ForSampling", "batch_size": 2, "n_positions": 128, "tp_degree": 2, "amp": "f32",
+    extra = {"model_class": "GPT2ForSamplingWithContextBroadcasting", "batch_size": 2, "n_positions": 128, "tp_degree": 2, "amp": "f32",
              "model_type": "gpt2"}
     if graphs:
         (tmp_path / "lm-neuron").mkdir()
@@ -653,7 +697,7 @@ def test_transformers_neuronx_settings_and_graphs_come_from_the_compile_record(t
     generated = render(lm_settings(tmp_path, folder, copy_compiled_model=True, tnx_sequence_length=64))
     params = parameters_of(generated.config)
     assert {k: v for k, v in params.items() if k.startswith("TNX_")} == {
-        "TNX_MODEL_CLASS": "GPT2ForSampling", "TNX_BATCH_SIZE": "2", "TNX_N_POSITIONS": "128", "TNX_TP_DEGREE": "2",
+        "TNX_MODEL_CLASS": "GPT2ForSamplingWithContextBroadcasting", "TNX_BATCH_SIZE": "2", "TNX_N_POSITIONS": "128", "TNX_TP_DEGREE": "2",
         "TNX_AMP": "f32", "TNX_SEQUENCE_LENGTH": "64", "TNX_COMPILED_DIR": "1/lm-neuron"}
     assert params["COMPILED_MODEL"] == "1/lm"
     dest = write(generated).path
@@ -691,3 +735,20 @@ def test_transformers_neuronx_takes_an_unbatched_prompt_too(tmp_path):
     for dims in ("-1", "-1x-1"):
         items = dict(triton_input=[f"input_ids,INT64,{dims}"], triton_output=[f"output_ids,INT64,{dims}"])
         assert validate(lm_settings(tmp_path, folder, max_batch_size=0, enable_dynamic_batching=False, **items)) == []
+
+
+def test_trn2_generates_and_previews_a_docker_run_on_the_devices_of_its_cores(tmp_path):
+    """trn2 at LNC=2: 4 logical cores per device, so cores 4-11 live on /dev/neuron1 and /dev/neuron2
+    (core ids stay global inside the container: SDK deploy/tutorials/build-run-container.rst)."""
+    from workbench.deploy.docker import docker_run_for_model
+
+    generated = render(settings(tmp_path, target="trn2", neuron_core_range="4:11", triton_model_instance_count=2,
+                                triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,4"], max_batch_size=8))
+    params = parameters_of(generated.config)
+    assert params["WORKBENCH_TARGET"] == "trn2" and "NUM_THREADS_PER_CORE" not in params
+    assert [generated.core_map.visible_cores(k) for k in range(2)] == ["4-7", "8-11"]
+    run = docker_run_for_model(generated)
+    assert run.devices == (1, 2)
+    assert run.argv[run.argv.index("--device") + 1] == "/dev/neuron1" and "/dev/neuron2" in run.argv
+    wide = docker_run_for_model(generated, instance_type="trn2.48xlarge")
+    assert wide.devices == (1, 2)

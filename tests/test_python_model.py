@@ -532,6 +532,89 @@ def test_upstream_directory_defaults(template, tmp_path):
     assert saved["framework"] == "tensorflow"
 
 
+def test_tables_equal_the_workbench_ones(template):
+    """model.py runs where the workbench is not installed, so it keeps copies of these tables."""
+    from workbench import system
+    from workbench.compiler import tnx
+
+    assert template.TARGETS == system.TARGETS and template.NEURON_TARGETS == system.NEURON_TARGETS
+    assert template.FRAMEWORK_TARGETS == system.FRAMEWORK_TARGETS
+    assert template.SAMPLING_CLASSES == tnx.SAMPLING_CLASSES
+    assert template.STOPS_AT_EOS == tnx.STOPS_AT_EOS and template.NOT_SERIALIZABLE == tnx.NOT_SERIALIZABLE
+    assert set(template.LOADERS) == {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets}
+
+
+@pytest.mark.parametrize(("parameters", "upstream", "threads", "num_workers"), [
+    ({}, False, 2, None),  # absent: the SDK's DataParallel default (2 x cores)
+    ({"NUM_THREADS_PER_CORE": ""}, False, 2, None),
+    ({"NUM_THREADS_PER_CORE": "1"}, False, 2, 2),  # asked for: cores x 1
+    ({"NUM_THREADS_PER_CORE": "3"}, False, 6, 6),
+    ({"NUM_THREADS_PER_CORE": "1"}, True, 2, None),  # upstream writes "1" whether asked or not
+    ({"NUM_THREADS_PER_CORE": "2"}, True, 4, 4),
+])
+def test_num_threads_per_core_sets_workers_only_when_asked(template, tmp_path, parameters, upstream, threads,
+                                                            num_workers):
+    (tmp_path / "model.pt").write_bytes(b"x")
+    ours = {} if upstream else {"WORKBENCH_TARGET": "inf2", "WORKBENCH_FRAMEWORK": "pytorch"}
+    config = _settings_config(COMPILED_MODEL="model.pt", NEURON_CORE_START_INDEX=2, NEURON_CORE_END_INDEX=3,
+                              **ours, **parameters)
+    settings = template.read_settings(config, str(tmp_path), "m_0_0")
+    assert (settings["threads"], settings["num_workers"]) == (threads, num_workers)
+
+
+def test_upstream_inf1_compiled_model_is_relative_to_the_working_directory(template, tmp_path, monkeypatch):
+    """Upstream's inf1 model.py opened COMPILED_MODEL as written; its --inf2 one joined it with the model
+    folder (gen_triton_model.py; README: "When using the --inf2 option, the --compiled_model path should
+    be provided relative to the triton model directory")."""
+    model_dir, server_dir = tmp_path / "model", tmp_path / "server"
+    (server_dir / "traced").mkdir(parents=True)
+    (server_dir / "traced" / "m.pt").write_bytes(b"x")
+    model_dir.mkdir()
+    monkeypatch.chdir(server_dir)
+    config = _settings_config(COMPILED_MODEL="traced/m.pt")
+    monkeypatch.setattr(template, "_infer_target", lambda framework: "inf1")
+    assert template.read_settings(config, str(model_dir), "m_0_0")["path"] == str(server_dir / "traced" / "m.pt")
+    monkeypatch.setattr(template, "_infer_target", lambda framework: "inf2")
+    with pytest.raises(template.SettingsError, match="relative paths are resolved against the model folder"):
+        template.read_settings(config, str(model_dir), "m_0_0")
+    ours = _settings_config(COMPILED_MODEL="traced/m.pt", WORKBENCH_TARGET="inf1")  # ours: always the model folder
+    with pytest.raises(template.SettingsError, match=f"looked at {model_dir / 'traced' / 'm.pt'}"):
+        template.read_settings(ours, str(model_dir), "m_0_0")
+
+
+def test_trn2_serves_pytorch_only(template, tmp_path):
+    (tmp_path / "model.pt").write_bytes(b"x")
+    (tmp_path / "hf").mkdir()
+    trn2 = template.read_settings(_settings_config(COMPILED_MODEL="model.pt", WORKBENCH_TARGET="trn2",
+                                                   WORKBENCH_FRAMEWORK="pytorch"), str(tmp_path), "m_0_0")
+    assert template.LOADERS[(trn2["target"], trn2["framework"])] is template.load_pytorch_neuronx
+    for framework, compiled in (("tensorflow", "model.pt"), ("transformers_neuronx", "hf")):
+        with pytest.raises(template.SettingsError, match=f"{framework} runs on .* \\(or cpu\\), not trn2"):
+            template.read_settings(_settings_config(COMPILED_MODEL=compiled, WORKBENCH_TARGET="trn2",
+                                                    WORKBENCH_FRAMEWORK=framework), str(tmp_path), "m_0_0")
+
+
+def test_transformers_neuronx_class_follows_the_checkpoint(template, tmp_path):
+    """No TNX_MODEL_CLASS: the SDK's class for the checkpoint's model_type (NeuronAutoModelForCausalLM's
+    table); EOS ids are read from its config.json."""
+    import json
+
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({"model_type": "gpt2", "eos_token_id": 50256}))
+    config = _settings_config(COMPILED_MODEL="hf", WORKBENCH_FRAMEWORK="transformers_neuronx", WORKBENCH_TARGET="cpu")
+    tnx = template.read_settings(config, str(tmp_path), "m_0_0")["tnx"]
+    assert tnx["model_class"] == "GPT2ForSamplingWithContextBroadcasting" and tnx["stops_at_eos"] is False
+    assert tnx["eos_token_ids"] == [50256]
+    (tmp_path / "hf" / "config.json").write_text(json.dumps({"model_type": "mistral", "eos_token_id": [2, 7]}))
+    tnx = template.read_settings(config, str(tmp_path), "m_0_0")["tnx"]
+    assert tnx["model_class"] == "MistralForSampling" and tnx["stops_at_eos"] and tnx["eos_token_ids"] == [2, 7]
+    (tmp_path / "hf-neuron").mkdir()
+    gptj = _settings_config(COMPILED_MODEL="hf", WORKBENCH_FRAMEWORK="transformers_neuronx", WORKBENCH_TARGET="inf2",
+                            TNX_MODEL_CLASS="GPTJForSampling", TNX_COMPILED_DIR="hf-neuron", NEURON_CORE_END_INDEX=1)
+    with pytest.raises(template.SettingsError, match="GPTJForSampling cannot load saved graphs"):
+        template.read_settings(gptj, str(tmp_path), "m_0_0")
+
+
 @pytest.mark.parametrize(
     ("parameters", "instance", "message"),
     [

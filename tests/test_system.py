@@ -114,3 +114,71 @@ def test_instance_type_from_dmi(tmp_path):
     product.write_text("Standard PC (Q35 + ICH9, 2009)\n")
     assert system.ec2_instance_type(product) is None
     assert system.ec2_instance_type(tmp_path / "missing") is None
+
+
+def test_trn2_instances_cores_and_target(tmp_path):
+    """trn2 at its default LNC=2: 4 logical cores per Trainium2 device (SDK trainium2.rst, LNC page);
+    the UltraServer and network variants are the trn2 family."""
+    assert system.cores_for_instance("trn2.48xlarge") == 64
+    assert system.cores_for_instance("trn2u.48xlarge") == 64
+    assert system.cores_for_instance("trn2n.48xlarge") == 64
+    assert system.cores_for_instance("trn2.3xlarge") == 4  # one chip: unverified, see DEVICES_BY_INSTANCE
+    assert system.cores_per_device("trn2u.48xlarge") == 4 and system.cores_per_device("trn2") == 4
+    assert system.instance_family("TRN2U.48xlarge") == "trn2" and system.instance_family("trn1n") == "trn1"
+    (tmp_path / "neuron0").touch()
+    for instance in ("trn2.48xlarge", "trn2u.48xlarge", "trn2.3xlarge"):
+        info = detect(instance, dev_dir=tmp_path, proc_devices=tmp_path / "none")
+        assert info.default_target == "trn2" and info.neuron_cores == system.cores_for_instance(instance)
+    with pytest.raises(ValueError, match="unknown Neuron instance type 'trn9.large'"):
+        system.cores_per_device("trn9.large")
+
+
+def test_the_one_target_list():
+    """Everything that lists targets reads system.TARGETS (model.py keeps a copy a test compares)."""
+    from workbench import compiler, tutorial
+    from workbench.compiler import tensorflow as tf_compiler, tnx
+    from workbench.generate import config
+
+    assert system.TARGETS == ("cpu", "inf1", "inf2", "trn1", "trn2")
+    assert compiler.TARGETS is system.TARGETS and config.TARGETS is system.TARGETS
+    assert tutorial.NEURON_TARGETS is system.NEURON_TARGETS
+    assert tf_compiler.TF_TARGETS == ("cpu", "inf1", "inf2", "trn1")  # tensorflow-neuronx: trn1/inf2 only
+    assert tnx.TNX_TARGETS == ("cpu", "inf2", "trn1")  # transformers-neuronx never supported trn2
+    assert set(system.TARGET_PACKAGES) >= set(system.NEURON_TARGETS)
+    assert system.target_problem("tensorflow", "trn2") == "tensorflow runs on inf1/inf2/trn1 (or cpu), not trn2"
+    assert system.target_problem("pytorch", "trn2") is None and system.target_problem("pytorch", "gpu") is None
+
+
+def test_deploy_and_the_ui_read_the_system_facts():
+    """One place per fact: deploy's families, LNC defaults, core counts and recipe targets, and the UI's
+    target dropdowns, come from workbench.system."""
+    from workbench.deploy import devices, facts
+    from workbench.ui import ModelPanel, SettingsPanel
+
+    assert devices.family_of is system.instance_family and devices.DEFAULT_LNC is system.DEFAULT_LNC
+    assert {(t, s.framework) for s in facts.STACKS for t in s.targets} == \
+        {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets if t != "cpu"}
+    for instance in system.DEVICES_BY_INSTANCE:
+        assert devices.instance_cores_at(instance) == system.cores_for_instance(instance), instance
+    assert devices.instance_cores_at("trn2.48xlarge", lnc=1) == 2 * system.cores_for_instance("trn2.48xlarge")
+    assert tuple(SettingsPanel().controls["target"].options) == system.TARGETS
+    assert tuple(ModelPanel().controls["target"].options.values()) == system.TARGETS
+
+
+@pytest.mark.parametrize("package, placeholder", [
+    ("torch-neuron", "1.0"), ("torch-neuronx", "1.0"), ("neuron-cc", "1.0.post1"), ("neuronx-cc", "1.0.post1"),
+    ("tensorflow-neuron", "1.0"), ("tensorflow-neuronx", "1.0"), ("libneuronxla", "1.0"),
+    ("transformers-neuronx", "0.1"),
+])
+def test_every_pypi_placeholder_is_named(tmp_path, monkeypatch, package, placeholder):
+    """PyPI holds a name-squatting placeholder of each Neuron package (versions as PyPI lists them)."""
+    real = system.installed_versions
+    monkeypatch.setattr(system, "installed_versions",
+                        lambda packages=system.SDK_PACKAGES: {**real(packages), package: placeholder})
+    note = [n for n in detect().notes if n.startswith(f"{package} {placeholder} is the PyPI placeholder")]
+    assert note and "AWS Neuron pip repository" in note[0]
+    targets = [t for t, packages in system.TARGET_PACKAGES.items() if package in packages]
+    for target in targets:
+        versions = {p: "9.9" for p in system.TARGET_PACKAGES[target]} | {package: placeholder}
+        with pytest.raises(MissingSDKError, match=f"{package} {placeholder} is the PyPI placeholder"):
+            require_sdk(target, versions)

@@ -1,15 +1,16 @@
 """TensorFlow SavedModels: the spec comes from signature KEYS with the batch dim dropped; a real
 SavedModel is written by the test. tensorflow-neuron(x) cannot be installed here, so the compile
-tests inject FAKE ``tensorflow_neuronx`` / ``tensorflow.neuron`` modules (declared below) and
-assert the calls the workbench makes. Skipped where TensorFlow is not installed."""
+tests import the FAKE ``tensorflow_neuronx`` / ``tensorflow_neuron`` of tests/fake_neuron (their
+trace follows the SDK's _trace.py) and assert the calls the workbench makes and the SavedModel that
+comes out. Skipped where TensorFlow is not installed."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
-import types
 
+import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra: pip install '.[tensorflow]'")
@@ -80,50 +81,112 @@ def test_cpu_uses_the_saved_model_as_is(saved_model):
 
 
 @pytest.fixture
-def fake_tf_neuronx(monkeypatch):
-    """FAKE tensorflow_neuronx: trace runs the function once on the example inputs and returns an
-    object whose save() writes a real (CPU) SavedModel."""
-    calls = []
-
-    def trace(func, example_inputs):
-        result = func(*example_inputs)
-        calls.append({"flags": os.environ.get("NEURON_CC_FLAGS"), "inputs": [t.shape.as_list() for t in example_inputs],
-                      "outputs": sorted(result)})
-        module = tf.Module()
-        module.func = tf.function(lambda features: {"doubled": features * 2},
-                                  input_signature=[tf.TensorSpec([None, 4], tf.float32)])
-        return types.SimpleNamespace(save=lambda path: tf.saved_model.save(module, path))
-
-    fake = types.ModuleType("tensorflow_neuronx")
-    fake.trace = trace
-    monkeypatch.setitem(sys.modules, "tensorflow_neuronx", fake)
+def tf_fakes(neuron_fakes, monkeypatch):
+    """The FAKE tensorflow_neuronx and tensorflow.neuron of tests/fake_neuron (their trace follows
+    aws-neuron-tensorflow's _trace.py), importable here and in the compile child."""
     monkeypatch.delenv("NEURON_CC_FLAGS", raising=False)
-    return calls
+    import tensorflow_neuron
+
+    monkeypatch.setitem(sys.modules, "tensorflow.neuron", tensorflow_neuron)  # what tensorflow/neuron forwards to
+    return neuron_fakes
 
 
-def test_inf2_compiles_through_tensorflow_neuronx(saved_model, tmp_path, fake_tf_neuronx):
-    artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path, name="scorer", signature_def_key="plain",
-                                   batch_size=3, compiler_args="--auto-cast matmult", isolate=False)
-    call, = fake_tf_neuronx
-    assert call == {"flags": "--auto-cast matmult", "inputs": [[3, 4]], "outputs": ["doubled"]}
+def _traces(record):
+    return [(args, kwargs) for name, args, kwargs in record.CALLS if name.endswith(".trace")]
+
+
+def test_inf2_traces_the_signature_with_a_dict_of_its_keys(saved_model, tmp_path, tf_fakes):
+    """The signature ConcreteFunction itself and a dict keyed by its input names: a list would reach it
+    as ONE argument (SDK tracing API, "Arguments")."""
+    artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path, name="scorer", batch_size=3,
+                                   compiler_args="--auto-cast matmult", isolate=False, batch_dim=False)
+    (args, kwargs), = _traces(tf_fakes)
+    func, example = args
+    assert isinstance(func, tf.types.experimental.ConcreteFunction)
+    assert isinstance(example, dict) and sorted(example) == ["features", "ids", "scale"]
+    shapes = [example[k].shape.as_list() for k in sorted(example)]
+    assert [s[1:] for s in shapes] == [[4], [3], []] and len({s[0] for s in shapes}) == 1
+    assert kwargs["NEURON_CC_FLAGS"] == "--auto-cast matmult"  # no batch dim: no --dynamic-batch-size
     assert "NEURON_CC_FLAGS" not in os.environ  # restored
     dest = tmp_path / "scorer.inf2.savedmodel"
     assert artifact.path == str(dest) and (dest / "saved_model.pb").is_file()
-    assert artifact.target == "inf2" and not artifact.runs_on_cpu and artifact.compiler_args == ["--auto-cast",
-                                                                                                 "matmult"]
+    # the compiled SavedModel's own keys, read back (the SDK derives them from the example inputs)
+    assert artifact.spec == spec_from_saved_model(dest, drop_batch_dim=False)
+    assert [t.name for t in artifact.spec.inputs] == ["features", "ids", "scale"]
+    assert [t.name for t in artifact.spec.outputs] == ["ids_out", "scores"]
+    assert artifact.dynamic_batch is None and artifact.extra["signature_def_key"] == "serving_default"
+    assert artifact.cpu_artifact.extra["signature_def_key"] == "serving_default"
     assert artifact.cpu_artifact.path == str(saved_model.resolve())
+    rows = shapes[0][0]
+    served = tf.saved_model.load(str(dest)).signatures["serving_default"]
+    result = served(features=tf.ones([rows, 4]), ids=tf.ones([rows, 3], tf.int64), scale=tf.ones([rows]))
+    np.testing.assert_allclose(result["scores"].numpy(), np.full((rows, 2), 4.0))
+
+
+def test_a_batch_dim_asks_for_dynamic_batch_size(saved_model, tmp_path, tf_fakes):
+    """tensorflow-neuron(x) keep the traced batch size unless NEURON_CC_FLAGS has --dynamic-batch-size."""
+    artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path, name="scorer", signature_def_key="plain",
+                                   batch_size=3, compiler_args="--auto-cast matmult", isolate=False)
+    (_, kwargs), = _traces(tf_fakes)
+    assert kwargs["NEURON_CC_FLAGS"] == "--auto-cast matmult --dynamic-batch-size"
+    assert artifact.compiler_args == ["--auto-cast", "matmult", "--dynamic-batch-size"] and artifact.dynamic_batch
+    assert artifact.target == "inf2" and not artifact.runs_on_cpu
     assert artifact.spec == spec_from_saved_model(saved_model, signature_def_key="plain")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["scorer.inf2.savedmodel", "scorer.inf2.savedmodel.workbench.json"]
+    served = tf.saved_model.load(str(tmp_path / "scorer.inf2.savedmodel")).signatures["serving_default"]
+    assert served(features=tf.ones([5, 4]))["doubled"].shape == [5, 4]  # another batch size serves
 
 
-def test_inf1_uses_tensorflow_neuron(saved_model, tmp_path, monkeypatch):
-    calls = []
-    fake = types.ModuleType("tensorflow.neuron")  # FAKE tensorflow-neuron (Inf1)
-    fake.trace = lambda func, inputs: calls.append(len(inputs)) or types.SimpleNamespace(
-        save=lambda path: os.makedirs(path))
-    monkeypatch.setitem(sys.modules, "tensorflow.neuron", fake)
-    compile_saved_model(saved_model, "inf1", out_dir=tmp_path, signature_def_key="plain", isolate=False)
-    assert calls == [1] and (tmp_path / "scorer.inf1.savedmodel").is_dir()
+def test_without_the_flag_other_batch_sizes_fail_as_on_neuron(saved_model, tmp_path, tf_fakes):
+    import tensorflow_neuronx
+
+    loaded = tf.saved_model.load(str(saved_model))
+    compiled = tensorflow_neuronx.trace(loaded.signatures["plain"], {"features": tf.ones([3, 4])})
+    assert compiled.on_neuron_ratio == 0.0  # the SDK's formula on a graph without NeuronOp
+    compiled.save(str(tmp_path / "fixed"))
+    served = tf.saved_model.load(str(tmp_path / "fixed")).signatures["serving_default"]
+    assert served(features=tf.ones([3, 4]))["doubled"].shape == [3, 4]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="compiled for batch 3"):
+        served(features=tf.ones([5, 4]))
+
+
+def test_extract_weights_is_not_combined_with_dynamic_batch_size(saved_model, tmp_path, tf_fakes):
+    artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path, signature_def_key="plain",
+                                   compiler_args=["--extract-weights", "inf2.xlarge"], isolate=False)
+    assert artifact.compiler_args == ["--extract-weights", "inf2.xlarge"] and artifact.dynamic_batch is False
+    from workbench.compiler import CompileError
+
+    with pytest.raises(CompileError, match="--dynamic-batch-size and --extract-weights do not work together"):
+        compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "b", signature_def_key="plain",
+                            compiler_args="--extract-weights inf2.xlarge --dynamic-batch-size", isolate=False)
+    assert not (tmp_path / "b").exists()
+
+
+def test_the_fake_follows_the_sdk_argument_rules(tf_fakes):
+    """A list is ONE argument and a tuple positional for a Python function (_func_to_concrete_func):
+    the mistake the old call made."""
+    import tensorflow_neuronx
+
+    def two(a, b):
+        return {"sum": a + b}
+
+    x, y = tf.ones([2, 4]), tf.ones([2, 4])
+    assert tensorflow_neuronx.trace(two, (x, y)).on_neuron_ratio == 0.0
+    with pytest.raises(TypeError):
+        tensorflow_neuronx.trace(two, [x, y])  # two(x_and_y_list): b missing
+    constant = tf.function(lambda: {"c": tf.ones([2])}).get_concrete_function()
+    assert tensorflow_neuronx.trace(constant, ()) is constant  # no input placeholder: returned uncompiled
+
+
+def test_inf1_uses_tensorflow_neuron(saved_model, tmp_path, tf_fakes):
+    artifact = compile_saved_model(saved_model, "inf1", out_dir=tmp_path, signature_def_key="plain", isolate=False)
+    assert [name for name, _, _ in tf_fakes.CALLS] == ["tensorflow.neuron.trace"]
+    assert (tmp_path / "scorer.inf1.savedmodel" / "saved_model.pb").is_file() and artifact.target == "inf1"
+
+
+def test_trn2_is_not_a_tensorflow_target(saved_model, tmp_path):
+    with pytest.raises(ValueError, match="unknown target 'trn2'; use one of cpu, inf1, inf2, trn1"):
+        compile_saved_model(saved_model, "trn2", out_dir=tmp_path)
 
 
 def test_missing_tensorflow_neuronx_says_what_to_install(saved_model, tmp_path, monkeypatch):
@@ -134,52 +197,31 @@ def test_missing_tensorflow_neuronx_says_what_to_install(saved_model, tmp_path, 
     assert not (tmp_path / "out").exists()
 
 
-FAKE_TF_NEURONX = '''
-"""FAKE tensorflow_neuronx for workbench tests: importable by the compile child from PYTHONPATH."""
-import os
-import sys
-import time
-
-import tensorflow as tf
-
-
-def trace(func, example_inputs):
-    print(f"fake tensorflow_neuronx: {len(example_inputs)} input(s), flags={os.environ.get('NEURON_CC_FLAGS')}",
-          flush=True)
-    if os.environ.get("FAKE_TFNX_HANG"):
-        with open(os.environ["FAKE_TFNX_HANG"], "w") as handle:
-            handle.write(str(os.getpid()))
-        time.sleep(300)
-    func(*example_inputs)
-    module = tf.Module()
-    module.f = tf.function(lambda x: {"doubled": x * 2}, input_signature=[tf.TensorSpec([None, 4], tf.float32)])
-
-    class Traced:
-        def save(self, path):
-            tf.saved_model.save(module, path)
-
-    return Traced()
-'''
-
-
 @pytest.fixture
-def fake_tfnx_on_path(tmp_path, monkeypatch):
-    """Put the FAKE tensorflow_neuronx module where both this process and the compile child import it."""
-    fakes = tmp_path / "fakes"
-    fakes.mkdir()
-    (fakes / "tensorflow_neuronx.py").write_text(FAKE_TF_NEURONX)
-    monkeypatch.syspath_prepend(str(fakes))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(fakes), os.environ.get("PYTHONPATH")])))
-    monkeypatch.delitem(sys.modules, "tensorflow_neuronx", raising=False)
-    yield
-    sys.modules.pop("tensorflow_neuronx", None)
+def fake_tfnx_on_path(tf_fakes, tmp_path, monkeypatch):
+    """The FAKE tensorflow_neuronx, also importable by the compile child (PYTHONPATH), with a hook
+    that can make its trace hang so cancel can be tested."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(
+        "import os, time\n"
+        "if os.environ.get('FAKE_TFNX_HANG'):\n"
+        "    import tensorflow_neuronx\n"
+        "    _trace = tensorflow_neuronx.trace\n"
+        "    def trace(func, example_inputs, subgraph_builder_function=None):\n"
+        "        open(os.environ['FAKE_TFNX_HANG'], 'w').write(str(os.getpid()))\n"
+        "        time.sleep(300)\n"
+        "    tensorflow_neuronx.trace = trace\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ["PYTHONPATH"]]))
+    return tf_fakes
 
 
 def test_isolated_tf_compile_runs_in_a_fresh_interpreter(saved_model, tmp_path, fake_tfnx_on_path):
     logged: list[str] = []
     artifact = compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "out", signature_def_key="plain",
                                    compiler_args=["--auto-cast", "none"], log=logged.append)
-    assert "fake tensorflow_neuronx: 1 input(s), flags=--auto-cast none" in logged
+    assert "inf2: 0.0% of the operators run on Neuron (on_neuron_ratio)" in logged  # printed by the child
+    assert artifact.compiler_args == ["--auto-cast", "none", "--dynamic-batch-size"]
     assert (tmp_path / "out" / "scorer.inf2.savedmodel" / "saved_model.pb").is_file()
     assert artifact.log.splitlines()[-1].startswith("inf2: saved ")
 

@@ -67,6 +67,13 @@ def test_sdk_and_device_serve_on_neuroncores():
     assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == CoreRange(0, 11)
 
 
+def test_trn2_is_chosen_like_the_other_neuronx_targets():
+    choice = tutorial.choose_target("trn2", system=machine(NEURONX, device=True, cores=64))
+    assert (choice.compile_target, choice.serve_target, choice.on_neuron) == ("trn2", "trn2", True)
+    assert choice.all_cores() == CoreRange(0, 63)
+    assert tutorial.choose_target("trn2", system=NO_SDK).missing == ("torch-neuronx", "neuronx-cc")
+
+
 def test_the_pypi_placeholder_is_not_the_sdk():
     placeholder = {"torch": "2.13.0", "torch-neuronx": "1.0", "neuronx-cc": "1.0.post1"}
     choice = tutorial.choose_target("inf2", system=machine(placeholder, device=True))
@@ -85,9 +92,11 @@ def test_a_missing_framework_extra_is_named(monkeypatch):
 
 
 @pytest.mark.parametrize("args, message", [
-    (("inf3",), "target 'inf3': choose one of inf1, inf2, trn1"),
+    (("inf3",), "target 'inf3': choose one of inf1, inf2, trn1, trn2"),
     (("inf2", "onnx"), "framework 'onnx': choose one of pytorch, tensorflow, transformers_neuronx"),
-    (("inf1", "transformers_neuronx"), "transformers-neuronx runs on inf2 or trn1, not inf1"),
+    (("inf1", "transformers_neuronx"), "transformers_neuronx runs on inf2/trn1 \\(or cpu\\), not inf1"),
+    (("trn2", "transformers_neuronx"), "transformers_neuronx runs on inf2/trn1 \\(or cpu\\), not trn2"),
+    (("trn2", "tensorflow"), "tensorflow runs on inf1/inf2/trn1 \\(or cpu\\), not trn2"),
 ])
 def test_bad_choices_are_named(args, message):
     with pytest.raises(ValueError, match=message):

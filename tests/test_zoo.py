@@ -118,6 +118,7 @@ def test_gpt2_tiny_lm_gets_its_sampling_class(tmp_path):
     from workbench.compiler.tnx import package_causal_lm, tiny_causal_lm
 
     artifact = package_causal_lm(tiny_causal_lm("gpt2"), out_dir=tmp_path)
-    assert artifact.extra["model_class"] == "GPT2ForSampling" and artifact.extra["n_positions"] == 64
+    assert artifact.extra["model_class"] == "GPT2ForSamplingWithContextBroadcasting"  # the SDK's class for gpt2
+    assert artifact.extra["n_positions"] == 64
     with pytest.raises(ValueError, match="unknown tiny LM architecture 'bert'"):
         tiny_causal_lm("bert")

@@ -21,6 +21,11 @@ from pathlib import Path
 __all__ = [
     "MissingSDKError",
     "SystemInfo",
+    "TARGETS",
+    "NEURON_TARGETS",
+    "FRAMEWORK_TARGETS",
+    "DEFAULT_LNC",
+    "LNC_VALUES",
     "CORES_PER_DEVICE",
     "DEVICES_BY_INSTANCE",
     "SDK_PACKAGES",
@@ -34,23 +39,62 @@ __all__ = [
     "require_sdk",
     "cores_for_instance",
     "cores_per_device",
+    "instance_family",
+    "target_problem",
     "usable_cpu_ids",
 ]
 
-# NeuronCores per Neuron device (chip), by instance family; trn2 at its default logical NeuronCore
-# config (LNC=2: two physical cores per logical one). AWS Neuron architecture pages.
-CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4}
+# The one list of targets: every module that names targets (compile, generate, model.py, the UI,
+# the tutorials) reads these. inf1 = NeuronCore-v1 (torch-neuron); inf2/trn1 = NeuronCore-v2 and
+# trn2 = NeuronCore-v3 (torch-neuronx, ``--target trn2`` for neuronx-cc; SDK compiler CLI reference).
+NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2")
+TARGETS = ("cpu", *NEURON_TARGETS)
+# Which targets each framework's Neuron SDK ever supported (Neuron release manifest n2-manifest.json,
+# "supported_instances"): tensorflow-neuronx lists trn1/inf2 only, transformers-neuronx trn1/inf2 only.
+FRAMEWORK_TARGETS = {
+    "pytorch": TARGETS,
+    "tensorflow": ("cpu", "inf1", "inf2", "trn1"),
+    "transformers_neuronx": ("cpu", "inf2", "trn1"),
+}
 
-# Neuron devices per instance type (the same pages); cores = devices x CORES_PER_DEVICE[family].
+
+
+def target_problem(framework: str, target: str) -> str | None:
+    """Why ``framework`` cannot be served on ``target`` (None when it can or either is unknown)."""
+    allowed = FRAMEWORK_TARGETS.get(framework)
+    if allowed is None or target not in TARGETS or target in allowed:
+        return None
+    return f"{framework} runs on {'/'.join(t for t in allowed if t != 'cpu')} (or cpu), not {target}"
+
+
+# Families with a logical NeuronCore config (LNC), and its default: two physical cores per logical
+# core on Trn2 (SDK about-neuron/arch/neuron-features/logical-neuroncore-config.rst: "LNC=2
+# (default)"; compiler ``--logical-nc-config``/``-lnc`` in {1, 2}, "Only available on trn2; Default: 2").
+DEFAULT_LNC = {"trn2": 2}
+LNC_VALUES = (1, 2)
+
+# NeuronCores per Neuron device (chip), by instance family, as the runtime numbers them (logical
+# cores: trn2 at LNC=2 has 4 of its 8 physical cores). SDK about-neuron/arch/neuron-hardware/
+# {inferentia,inferentia2,trainium,trainium2}.rst.
+CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4}
+# Instance families that are variants of a target family (network or UltraServer variants).
+_FAMILY_OF = {"trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2"}
+
+# Neuron devices per instance type; cores = devices x cores per device of the family.
+# Sources: SDK about-neuron/arch/neuron-hardware/{inf1,inf2,trn1,trn2}-arch.rst; trn2n.48xlarge from
+# the neuron-ls example output (tools/neuron-sys-tools/neuron-ls.rst, 16 devices x 4 cores).
 DEVICES_BY_INSTANCE = {
     "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
     "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
     "trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16,
-    "trn2.48xlarge": 16,
+    "trn2.48xlarge": 16, "trn2u.48xlarge": 16, "trn2n.48xlarge": 16,
+    # UNVERIFIED: the SDK names trn2.3xlarge (deploy/files/manifests/daemonset.yaml) but its stored
+    # docs give no chip count; one Trainium2 chip is assumed.
+    "trn2.3xlarge": 1,
 }
 
 SDK_PACKAGES = (
-    "torch", "torch-neuron", "neuron-cc", "torch-neuronx", "neuronx-cc", "torch-xla",
+    "torch", "torch-neuron", "neuron-cc", "torch-neuronx", "neuronx-cc", "libneuronxla", "torch-xla",
     "tensorflow", "tensorflow-cpu", "tensorflow-neuron", "tensorflow-neuronx",
     "transformers", "transformers-neuronx", "neuronx-distributed-inference",
 )
@@ -60,6 +104,7 @@ TARGET_PACKAGES = {
     "inf1": ("torch-neuron", "neuron-cc"),
     "inf2": ("torch-neuronx", "neuronx-cc"),
     "trn1": ("torch-neuronx", "neuronx-cc"),
+    "trn2": ("torch-neuronx", "neuronx-cc"),
     "tensorflow-inf1": ("tensorflow-neuron",),
     "tensorflow-inf2": ("tensorflow-neuronx",),
     "tensorflow-trn1": ("tensorflow-neuronx",),
@@ -70,9 +115,14 @@ TARGET_PACKAGES = {
 # targets whose packages are on the public index, with the workbench extra that brings them
 _PUBLIC_EXTRAS = {"tensorflow": "tensorflow", "transformers": "transformers"}
 
-# PyPI holds name-squatting placeholders of the Neuron packages; the real ones live in the AWS
-# Neuron pip repository. A placeholder imports as an empty module, so it is worth naming.
-_PLACEHOLDER_VERSIONS = {"torch-neuronx": "1.0", "neuronx-cc": "1.0.post1"}
+# PyPI holds name-squatting placeholders of every Neuron package (their versions as PyPI lists them);
+# the real ones live in the AWS Neuron pip repository. A placeholder imports as an empty module, so
+# it is worth naming.
+_PLACEHOLDER_VERSIONS = {
+    "torch-neuron": "1.0", "torch-neuronx": "1.0", "neuron-cc": "1.0.post1", "neuronx-cc": "1.0.post1",
+    "tensorflow-neuron": "1.0", "tensorflow-neuronx": "1.0", "libneuronxla": "1.0",
+    "transformers-neuronx": "0.1",
+}
 
 _NEURON_REPO_HINT = (
     "from the AWS Neuron pip repository (add it as pip's extra index URL, see the Neuron setup "
@@ -172,9 +222,16 @@ def neuron_ls(executable: str | None = None, timeout: float = 30.0) -> list[dict
     return data if isinstance(data, list) else None
 
 
+def instance_family(instance_type: str) -> str:
+    """The target family of an instance type or family: ``trn2u.48xlarge`` -> ``trn2``,
+    ``trn1n`` -> ``trn1``, ``inf2.xlarge`` -> ``inf2`` (unknown families come back as given)."""
+    family = instance_type.strip().lower().split(".", 1)[0]
+    return _FAMILY_OF.get(family, family)
+
+
 def cores_per_device(instance_type: str) -> int:
     """NeuronCores per device for ``inf2.xlarge`` (or just the family, ``inf2``)."""
-    family = instance_type.strip().lower().split(".", 1)[0]
+    family = instance_family(instance_type)
     if family not in CORES_PER_DEVICE:
         raise ValueError(
             f"unknown Neuron instance type {instance_type!r}; known families: {', '.join(sorted(CORES_PER_DEVICE))}"
@@ -250,7 +307,8 @@ class SystemInfo:
             cores = "unknown" if self.neuron_cores is None else self.neuron_cores
             lines.append(f"Neuron: {len(self.neuron_devices)} device(s), {cores} NeuronCore(s) ({self.cores_source})")
         else:
-            lines.append("Neuron: no device (compiles for inf2/trn1 use cpu_backend=True; artifacts run on a Neuron host)")
+            lines.append("Neuron: no device (compiles for inf2/trn1/trn2 use cpu_backend=True; artifacts run on a "
+                         "Neuron host)")
         present = {k: v for k, v in self.packages.items() if v}
         lines.append("packages: " + (", ".join(f"{k} {v}" for k, v in present.items()) or "none"))
         lines.append(f"default target: {self.default_target}")
@@ -297,7 +355,8 @@ def detect(
     packages = installed_versions()
     for name, version in _PLACEHOLDER_VERSIONS.items():
         if packages.get(name) == version:
-            notes.append(f"{name} {version} is the PyPI placeholder, not the SDK: {install_hint('inf2')}")
+            notes.append(f"{name} {version} is the PyPI placeholder, not the SDK; install the real one "
+                         f"{_NEURON_REPO_HINT}")
     return SystemInfo(
         neuron_devices=devices,
         driver_loaded=driver,
@@ -319,11 +378,9 @@ def _default_target(has_device: bool, instance_type: str | None, packages: dict[
     Without a device the artifacts cannot be run here, so the default stays cpu."""
     if not has_device:
         return "cpu"
-    family = (instance_type or "").split(".")[0].lower()
-    if family in ("inf1", "inf2", "trn1"):
+    family = instance_family(instance_type or "")
+    if family in NEURON_TARGETS:
         return family
-    if family == "trn1n":
-        return "trn1"
     if packages.get("torch-neuronx"):
         return "inf2"
     if packages.get("torch-neuron"):

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from workbench.coremap import Allocation, CoreRange
-from workbench.system import (MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint, require_sdk,
-                             usable_cpu_ids)
+from workbench.system import (NEURON_TARGETS, MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint,
+                             require_sdk, target_problem, usable_cpu_ids)
 from workbench.generate import GenerateSettings
 from workbench.measure.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
 from workbench.measure.settings import MeasureSettings
@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 RUNS_ENV = "WORKBENCH_RUNS_DIR"  # where tutorial runs go instead of ./runs (e.g. a shared results folder)
-NEURON_TARGETS = ("inf1", "inf2", "trn1")
 # framework -> (module that must import for any target, the extra that brings it)
 _FRAMEWORK_MODULES = {"pytorch": ("torch", None), "tensorflow": ("tensorflow", "tensorflow"),
                       "transformers_neuronx": ("transformers", "transformers")}
@@ -230,8 +229,11 @@ class TargetChoice:
 
     @property
     def tolerances(self) -> dict[str, float]:
-        """``rtol``/``atol`` for comparing served with eager outputs: Neuron compilers cast matrix
-        multiplies to bf16 by default, so NeuronCore outputs are compared more loosely than the CPU's."""
+        """``rtol``/``atol`` for comparing served with eager outputs. NeuronCore outputs are compared
+        more loosely than the CPU's: neuron-cc (Inf1) casts FP32 to BF16 by default (``--fast-math``),
+        and neuronx-cc did so for matrix multiplies before Neuron 2.27, which made ``--auto-cast none``
+        the default (SDK compiler release notes, neuronx-cc 2.22.12471.0); --auto-cast flags still
+        lower precision on request."""
         return {"rtol": 1e-2, "atol": 1e-2} if self.on_neuron else {"rtol": 1e-4, "atol": 1e-5}
 
     def measure_settings(self, **settings: Any) -> MeasureSettings:
@@ -261,8 +263,8 @@ def choose_target(wanted: str, framework: str = "pytorch", *, system: SystemInfo
         raise ValueError(f"target {wanted!r}: choose one of {', '.join(NEURON_TARGETS)}")
     if framework not in _FRAMEWORK_MODULES:
         raise ValueError(f"framework {framework!r}: choose one of {', '.join(_FRAMEWORK_MODULES)}")
-    if framework == "transformers_neuronx" and wanted == "inf1":
-        raise ValueError("transformers-neuronx runs on inf2 or trn1, not inf1")
+    if target_problem(framework, wanted):
+        raise ValueError(target_problem(framework, wanted))
     system = system or detect()
     module, extra = _FRAMEWORK_MODULES[framework]
     ready = importlib.util.find_spec(module) is not None

@@ -1,4 +1,4 @@
-"""Trace and compile a PyTorch model for the CPU, Inf1, Inf2 or Trn1, and say what came out.
+"""Trace and compile a PyTorch model for the CPU, Inf1, Inf2, Trn1 or Trn2, and say what came out.
 
 `compile_model` is the one entry point (exported by the package as ``workbench.compile``). A Neuron
 compile always leaves a CPU TorchScript twin beside the Neuron file, so the same model can be
@@ -30,8 +30,9 @@ from workbench.compiler.cpu import (
     operator_counts,
     trace_cpu,
 )
-from workbench.compiler.neuron import NEURON_TARGETS, analyze_neuron, compile_neuron
-from workbench.system import MissingSDKError, SystemInfo, detect, install_hint
+from workbench.compiler.analysis import analyze_neuron
+from workbench.compiler.neuron import compile_neuron
+from workbench.system import TARGETS, MissingSDKError, SystemInfo, detect, install_hint
 
 __all__ = [
     "TARGETS",
@@ -50,7 +51,6 @@ __all__ = [
     "read_artifact",
 ]
 
-TARGETS = ("cpu", *NEURON_TARGETS)
 
 
 def _default_name(model: Any) -> str:
@@ -72,6 +72,7 @@ def compile_model(
     output_names: Sequence[str] | None = None,
     overwrite: bool = False,
     isolate: bool = True,
+    lnc: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: Any = None,
     log: Callable[[str], None] | None = None,
@@ -81,12 +82,13 @@ def compile_model(
     ``batch_dim``: dim 0 of every input/output is the batch (left out of the spec's dims).
     ``dynamic_batch_size``: the artifact must serve other batch sizes (checked on the CPU).
     ``isolate``: run a Neuron compile in a child process so ``cancel`` can stop the compiler.
+    ``lnc``: trn2's logical NeuronCore config (1 or 2; default 2, the SDK's); other targets take none.
     Existing files are refused unless ``overwrite``; ``log`` receives the compile log live.
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGETS)}")
-    if target == "cpu" and (compiler_args or compiler_workdir):
-        raise CompileError("compiler_args/compiler_workdir are Neuron compiler settings; the cpu target takes none")
+    if target == "cpu" and (compiler_args or compiler_workdir or lnc is not None):
+        raise CompileError("compiler_args/compiler_workdir/lnc are Neuron compiler settings; the cpu target takes none")
     name = name or _default_name(model)
     out_dir = Path(out_dir)
     cpu_path = artifact_path(out_dir, name, "cpu")
@@ -111,7 +113,7 @@ def compile_model(
                                       compiler_args=compiler_args, compiler_workdir=compiler_workdir,
                                       dynamic_batch_size=dynamic_batch_size, batch_dim=batch_dim,
                                       input_names=input_names, output_names=output_names, progress=progress,
-                                      cancel=cancel, log=log, isolate=isolate)
+                                      cancel=cancel, log=log, isolate=isolate, lnc=lnc)
             artifact.cpu_artifact.write_sidecar()
         artifact.write_sidecar()
     except BaseException:
@@ -165,9 +167,6 @@ def analyze(model: Any, example_inputs: Any, target: str = "cpu") -> OperatorRep
         model.train(was_training)
     if target == "cpu":
         return OperatorReport("cpu", counts, log="\n".join(lines))
-    raw = analyze_neuron(model, inputs, target)
-    unsupported = raw.get("unsupported_operators") or []
-    if isinstance(unsupported, dict):
-        unsupported = list(unsupported)
-    return OperatorReport(target, counts, raw.get("support_percentage"), [str(u) for u in unsupported],
-                          raw.get("log", ""), {k: v for k, v in raw.items() if k != "log"})
+    found = analyze_neuron(model, inputs, target)
+    return OperatorReport(target, counts, found["support_percentage"], found["unsupported"], found["log"],
+                          found["raw"])

@@ -1,11 +1,14 @@
-"""THE seam to torch-neuron (Inf1) and torch-neuronx (Inf2/Trn1).
+"""THE seam to torch-neuron (Inf1) and torch-neuronx (Inf2/Trn1/Trn2).
 
 Every call into a Neuron SDK goes through this module, so the rest of the workbench runs (and is
 tested) where the SDK cannot be installed. The rules it encodes come from the Neuron docs and
-issues: ``import torch_neuron`` registers ``torch.neuron``; torch-neuronx on PyTorch 2 cannot
-trace without a device unless it is given ``cpu_backend=True`` and an explicit ``--target``
-(with ``NEURON_PLATFORM_TARGET_OVERRIDE`` set before the import); variable batch sizes come from
-``dynamic_batch_size=True`` (Inf1) or ``torch_neuronx.dynamic_batch`` (Inf2/Trn1).
+issues: ``import torch_neuron`` registers ``torch.neuron``; torch-neuronx is always given
+``--target`` (with a device too: the compiler would otherwise target the host, which may be
+another chip), and without a device also ``cpu_backend=True`` (with
+``NEURON_PLATFORM_TARGET_OVERRIDE`` set before the import); trn2 takes ``--logical-nc-config``
+when its LNC is not the default 2; variable batch sizes come from ``dynamic_batch_size=True``
+(Inf1) or ``torch_neuronx.dynamic_batch`` (Inf2/Trn1/Trn2). The analyzers live in
+`workbench.compiler.analysis`.
 
 Compiles can take many minutes, so by default they run isolated (`workbench.compiler.isolation`):
 the compiler's output streams to the caller's ``log`` and cancel kills it.
@@ -17,7 +20,6 @@ import contextlib
 import io
 import logging
 import os
-import re
 import shlex
 import time
 from pathlib import Path
@@ -25,8 +27,9 @@ from typing import Any, Callable, Sequence
 
 from workbench.compiler.artifact import Artifact, atomic_write
 from workbench.compiler.isolation import run_isolated
-from workbench.compiler.cpu import CompileError, as_tensors, check_inputs, compile_cpu, script_bytes
-from workbench.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
+from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
+from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
+                              installed_versions)
 from workbench.tasks import Cancelled, check_cancel
 
 __all__ = [
@@ -34,17 +37,20 @@ __all__ = [
     "NEURONX_TARGETS",
     "import_sdk",
     "normalize_compiler_args",
+    "logical_nc_config",
     "neuronx_trace_arguments",
     "trace_inf1",
     "trace_neuronx",
-    "analyze_neuron",
     "compile_neuron",
 ]
 
-NEURON_TARGETS = ("inf1", "inf2", "trn1")
-NEURONX_TARGETS = ("inf2", "trn1")
-# neuronx-cc --target values that compile for each workbench target
-_COMPILER_TARGETS = {"inf2": ("inf2",), "trn1": ("trn1", "trn1n")}
+NEURONX_TARGETS = tuple(t for t in NEURON_TARGETS if t != "inf1")
+# neuronx-cc --target values that compile for each workbench target (SDK neuronx-cc CLI reference)
+_COMPILER_TARGETS = {"inf2": ("inf2",), "trn1": ("trn1", "trn1n"), "trn2": ("trn2",)}
+# neuronx-cc spellings of the logical NeuronCore config flag (SDK neuronx-cc CLI reference, LNC page)
+_LNC_FLAGS = ("--logical-nc-config", "-lnc", "--lnc")
+# torch.neuron.trace's warning when nothing compiled (aws-neuron-sdk issue #827)
+_CPU_FALLBACK = "No operator is placed on Neuron runtime"
 _IMPORT_ERRORS = (ImportError, OSError, RuntimeError)
 
 Log = Callable[[str], None]
@@ -53,8 +59,8 @@ Log = Callable[[str], None]
 def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
     """Import the SDK for ``target``: the ``torch.neuron`` namespace for inf1, ``torch_neuronx`` else.
 
-    Without a device, ``NEURON_PLATFORM_TARGET_OVERRIDE`` is set first: torch-neuronx reads it at
-    import time to pick the compile target.
+    Without a device, ``NEURON_PLATFORM_TARGET_OVERRIDE`` is set first: Neuron libraries read it at
+    import time to pick the compile target (values trn1/inf2, trn2, trn3: SDK NKI docs).
     """
     if target == "inf1":
         try:
@@ -85,15 +91,41 @@ def normalize_compiler_args(compiler_args: str | Sequence[str] | None) -> list[s
     return [str(a) for a in compiler_args]
 
 
-def _given_target(args: list[str]) -> str | None:
+def _flag_value(args: list[str], names: Sequence[str], what: str) -> str | None:
+    """The value given to any of ``names`` (``--flag v`` or ``--flag=v``), or None."""
     for i, arg in enumerate(args):
-        if arg == "--target":
-            if i + 1 >= len(args):
-                raise CompileError("compiler args end with --target but give no value (inf2, trn1...)")
-            return args[i + 1]
-        if arg.startswith("--target="):
-            return arg.split("=", 1)[1]
+        for name in names:
+            if arg == name:
+                if i + 1 >= len(args):
+                    raise CompileError(f"compiler args end with {name} but give no value ({what})")
+                return args[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
     return None
+
+
+def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, lnc: int | None = None) -> int | None:
+    """The logical NeuronCore config a compile uses: trn2 only (default 2), None for other targets.
+
+    ``lnc`` and an LNC flag in ``compiler_args`` must agree; LNC is refused for other chips
+    (neuronx-cc: "Only available on trn2"; LNC=2 on trn1 is error NCC_EARG001).
+    """
+    given = _flag_value(normalize_compiler_args(compiler_args), _LNC_FLAGS, "1 or 2")
+    if given is not None:
+        if not given.isdigit() or int(given) not in LNC_VALUES:
+            raise CompileError(f"compiler args give logical NeuronCore config {given!r}; use 1 or 2")
+        if lnc is not None and int(given) != lnc:
+            raise CompileError(f"lnc={lnc} contradicts the compiler args' logical NeuronCore config {given}")
+        lnc = int(given)
+    if target not in DEFAULT_LNC:
+        if lnc is not None:
+            raise CompileError(f"a logical NeuronCore config (lnc={lnc}) is a trn2 setting; {target} takes none")
+        return None
+    if lnc is None:
+        return DEFAULT_LNC[target]
+    if lnc not in LNC_VALUES:
+        raise CompileError(f"lnc={lnc}: {target} runs at a logical NeuronCore config of 1 or 2")
+    return lnc
 
 
 def neuronx_trace_arguments(
@@ -101,23 +133,28 @@ def neuronx_trace_arguments(
     compiler_args: str | Sequence[str] | None,
     compiler_workdir: str | os.PathLike | None,
     has_device: bool,
+    lnc: int | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``torch_neuronx.trace``.
 
-    No device => ``cpu_backend=True`` and ``--target <target>`` (added unless already given);
-    a ``--target`` for another chip is refused rather than compiled for the wrong hardware.
+    ``--target <target>`` always (added unless already given): with a device the compiler would
+    otherwise compile for the host's chip. No device => also ``cpu_backend=True``. A ``--target``
+    for another chip is refused rather than compiled for the wrong hardware; trn2 gets
+    ``--logical-nc-config`` when its LNC is not the default.
     """
     args = normalize_compiler_args(compiler_args)
-    given = _given_target(args)
+    given = _flag_value(args, ("--target",), "inf2, trn1, trn2...")
     if given is not None and given not in _COMPILER_TARGETS[target]:
         raise CompileError(f"compiler args say --target {given} but the target is {target}; "
                            f"drop --target or use {' or '.join(_COMPILER_TARGETS[target])}")
-    kwargs: dict[str, Any] = {}
+    chosen = logical_nc_config(target, args, lnc)
+    if given is None:
+        args += ["--target", target]
+    if chosen is not None and chosen != DEFAULT_LNC[target] and _flag_value(args, _LNC_FLAGS, "1 or 2") is None:
+        args += ["--logical-nc-config", str(chosen)]
+    kwargs: dict[str, Any] = {"compiler_args": args}
     if not has_device:
-        if given is None:
-            args += ["--target", target]
         kwargs["cpu_backend"] = True
-    kwargs["compiler_args"] = args
     if compiler_workdir is not None:
         kwargs["compiler_workdir"] = str(compiler_workdir)
     return kwargs
@@ -131,13 +168,14 @@ def trace_inf1(
     compiler_workdir: str | os.PathLike | None = None,
     dynamic_batch_size: bool = True,
 ) -> Any:
-    """``torch.neuron.trace`` (neuron-cc; compiles on any machine)."""
+    """``torch.neuron.trace`` (neuron-cc; compiles on any machine). The example inputs go as a
+    tuple, the documented type (SDK torch_neuron.trace: "A tuple of example inputs")."""
     neuron = import_sdk("inf1")
     kwargs: dict[str, Any] = {"compiler_args": normalize_compiler_args(compiler_args),
                               "dynamic_batch_size": dynamic_batch_size}
     if compiler_workdir is not None:
         kwargs["compiler_workdir"] = str(compiler_workdir)
-    return neuron.trace(model, list(inputs), **kwargs)
+    return neuron.trace(model, tuple(inputs), **kwargs)
 
 
 def trace_neuronx(
@@ -149,12 +187,13 @@ def trace_neuronx(
     compiler_workdir: str | os.PathLike | None = None,
     dynamic_batch_size: bool = True,
     has_device: bool | None = None,
+    lnc: int | None = None,
 ) -> Any:
     """``torch_neuronx.trace`` (neuronx-cc), then ``dynamic_batch`` for variable batch sizes."""
     has_device = has_neuron_device() if has_device is None else has_device
-    kwargs = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device)
+    kwargs = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device, lnc)
     neuronx = import_sdk(target, has_device=has_device)
-    traced = neuronx.trace(model, inputs, **kwargs)
+    traced = neuronx.trace(model, tuple(inputs), **kwargs)
     if dynamic_batch_size:
         neuronx.dynamic_batch(traced)
     return traced
@@ -196,29 +235,6 @@ def _captured(sink: Log):
         writer.flush()
 
 
-def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, Any]:
-    """Operator support for ``target`` without compiling.
-
-    inf1: ``torch.neuron.analyze_model`` only logs, so its log is returned and the percentage read
-    from it; inf2/trn1: ``torch_neuronx.analyze`` returns the dict itself.
-    """
-    inputs = as_tensors(example_inputs)
-    sdk = import_sdk(target)
-    lines: list[str] = []
-    with _captured(lines.append):
-        if target == "inf1":
-            raw = sdk.analyze_model(model, example_inputs=list(inputs))
-        else:
-            raw = sdk.analyze(model, inputs)
-    result = dict(raw) if isinstance(raw, dict) else {}
-    result["log"] = "\n".join(lines)
-    if "support_percentage" not in result:
-        match = re.search(r"([\d.]+)% of all operations", result["log"])
-        if match:
-            result["support_percentage"] = float(match[1])
-    return result
-
-
 def compile_neuron(
     model: Any,
     example_inputs: Any,
@@ -238,10 +254,12 @@ def compile_neuron(
     log: Log | None = None,
     isolate: bool = True,
     has_device: bool | None = None,
+    lnc: int | None = None,
 ) -> Artifact:
     """CPU trace (always, so the model can be served and checked here), then the Neuron compile.
 
-    The SDK is imported and the arguments checked before anything is written.
+    The SDK is imported and the arguments checked before anything is written. ``lnc``: trn2's
+    logical NeuronCore config (1 or 2, default 2), recorded in the artifact's ``extra``.
     """
     import torch
 
@@ -249,11 +267,12 @@ def compile_neuron(
         raise ValueError(f"unknown Neuron target {target!r}; use one of {', '.join(NEURON_TARGETS)}")
     has_device = has_neuron_device() if has_device is None else has_device
     dynamic = dynamic_batch_size and batch_dim
+    chosen_lnc = logical_nc_config(target, compiler_args, lnc)
     if target == "inf1":
         import_sdk("inf1")
         call_args = {"compiler_args": normalize_compiler_args(compiler_args)}
     else:
-        call_args = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device)
+        call_args = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device, lnc)
         import_sdk(target, has_device=has_device)
     total = 6
     cpu = compile_cpu(model, example_inputs, path=cpu_path, name=name, batch_dim=batch_dim,
@@ -289,7 +308,7 @@ def compile_neuron(
                 else:
                     traced = trace_neuronx(model, inputs, target=target, compiler_args=compiler_args,
                                            compiler_workdir=compiler_workdir, dynamic_batch_size=dynamic,
-                                           has_device=has_device)
+                                           has_device=has_device, lnc=lnc)
         finally:
             model.train(was_training)
         atomic_write(path, script_bytes(traced))
@@ -313,6 +332,12 @@ def compile_neuron(
             except Exception as err:
                 raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
     seconds = time.perf_counter() - start
+    extra: dict[str, Any] = {"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device}
+    if chosen_lnc is not None:
+        extra["lnc"] = chosen_lnc
+    if target == "inf1" and any(_CPU_FALLBACK in line for line in lines):
+        extra["cpu_fallback"] = True  # torch.neuron.trace returned a CPU trace: nothing runs on Neuron
+        emit(f"{target}: WARNING nothing in this model was placed on a NeuronCore; the artifact is a CPU trace")
     emit(f"{target}: saved {path}")
     if progress is not None:
         progress(5, total, f"{target}: saved {path}")
@@ -331,6 +356,6 @@ def compile_neuron(
         log="\n".join(lines),
         dynamic_batch=dynamic and bool(cpu.dynamic_batch),  # a batch size baked into the graph stays baked in
         operator_counts=cpu.operator_counts,
-        extra={"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device},
+        extra=extra,
         cpu_artifact=cpu,
     )

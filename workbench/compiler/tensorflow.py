@@ -6,6 +6,14 @@ matched; it also kept the ``-1`` batch dim, doubling it under max_batch_size > 0
 comes from the signature keys, with the batch dim dropped when asked, read from the
 ``saved_model.pb`` protobuf itself so a Neuron-compiled SavedModel can be described on a machine
 that cannot load its Neuron ops. On the CPU a SavedModel is served as it is.
+
+A Neuron compile traces the loaded signature ConcreteFunction with a dict of example inputs keyed by
+its input names: tensorflow-neuron(x) calls ``func(x)`` for a tensor or list, ``func(*x)`` for a
+tuple and feeds a ConcreteFunction from a dict by key (SDK "TensorFlow Neuron(x) tracing API";
+aws-neuron-tensorflow ``_trace.py`` ``_func_to_concrete_func``, ``_get_feed_dict``). The compiled
+SavedModel's signature keys come from those example inputs, so they are read back and compared
+with the source's before the artifact is described. A batch dim only stays variable when
+``NEURON_CC_FLAGS`` holds ``--dynamic-batch-size`` (SDK "Special Flags").
 """
 
 from __future__ import annotations
@@ -28,14 +36,18 @@ from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
 from workbench.compiler.cpu import CompileError
 from workbench.compiler.isolation import exit_with_parent, run_command_isolated
 from workbench.compiler.neuron import normalize_compiler_args
-from workbench.system import MissingSDKError, TARGET_PACKAGES, installed_versions
+from workbench.system import FRAMEWORK_TARGETS, MissingSDKError, TARGET_PACKAGES, installed_versions
 from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
 from workbench.tasks import check_cancel
 
 __all__ = ["TF_TARGETS", "spec_from_saved_model", "compile_saved_model"]
 
-TF_TARGETS = ("cpu", "inf1", "inf2", "trn1")
+TF_TARGETS = FRAMEWORK_TARGETS["tensorflow"]
 _SDK_MODULES = {"inf1": "tensorflow.neuron", "inf2": "tensorflow_neuronx", "trn1": "tensorflow_neuronx"}
+# tracing flags tensorflow-neuron(x) read from NEURON_CC_FLAGS (SDK "Special Flags"); the docs say
+# --extract-weights does not work together with --dynamic-batch-size
+_DYNAMIC_BATCH_FLAG = "--dynamic-batch-size"
+_EXTRACT_WEIGHTS_FLAG = "--extract-weights"
 
 
 def _require_tensorflow() -> Any:
@@ -147,6 +159,9 @@ def compile_saved_model(
     The CPU artifact is the SavedModel itself (its sidecar is written beside it). A Neuron compile
     writes ``out_dir/<name>.<target>.savedmodel/`` and keeps the source as its CPU twin.
     ``example_inputs`` default to seeded inputs of ``batch_size`` rows in signature-key order.
+    With ``batch_dim``, ``--dynamic-batch-size`` is added to the compiler flags (unless
+    ``--extract-weights`` is given, which the SDK does not combine with it); the artifact's
+    ``dynamic_batch`` says whether other batch sizes are served.
     """
     if target not in TF_TARGETS:
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TF_TARGETS)}")
@@ -177,6 +192,13 @@ def compile_saved_model(
         raise MissingSDKError(f"tensorflow-{target}", list(TARGET_PACKAGES[f"tensorflow-{target}"]),
                               f"import {_SDK_MODULES[target]} failed: {err}") from None
     flags = normalize_compiler_args(compiler_args)
+    extract_weights = any(f == _EXTRACT_WEIGHTS_FLAG or f.startswith(_EXTRACT_WEIGHTS_FLAG + "=") for f in flags)
+    if batch_dim and not extract_weights and _DYNAMIC_BATCH_FLAG not in flags:
+        flags.append(_DYNAMIC_BATCH_FLAG)
+    dynamic = _DYNAMIC_BATCH_FLAG in flags
+    if dynamic and extract_weights:
+        raise CompileError(f"{_DYNAMIC_BATCH_FLAG} and {_EXTRACT_WEIGHTS_FLAG} do not work together "
+                           "(tensorflow-neuron(x) Special Flags); drop one")
     if example_inputs is None:
         example_inputs = spec.example_inputs(batch_size if batch_dim else None)
     if len(example_inputs) != len(spec.inputs):
@@ -213,6 +235,7 @@ def compile_saved_model(
             except (ImportError, OSError, RuntimeError, ValueError, TypeError) as err:
                 raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
         check_cancel(cancel)
+        compiled_spec = _compiled_spec(staging / "model", spec, signature_def_key, batch_dim)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(staging / "model", dest)
@@ -225,29 +248,50 @@ def compile_saved_model(
     emit(f"{target}: saved {dest}")
     if progress is not None:
         progress(2, 2, f"{target}: saved {dest}")
-    artifact = Artifact(path=str(dest), target=target, spec=spec, batch_dim=batch_dim, framework="tensorflow",
-                        name=name, sdk_versions=versions, compiler_args=flags,
+    artifact = Artifact(path=str(dest), target=target, spec=compiled_spec, batch_dim=batch_dim,
+                        framework="tensorflow", name=name, sdk_versions=versions, compiler_args=flags,
                         compile_seconds=time.perf_counter() - start,
                         size_bytes=sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()),
-                        log="\n".join(lines), extra=extra, cpu_artifact=cpu)
+                        log="\n".join(lines), dynamic_batch=dynamic if batch_dim else None,
+                        extra={**extra, "tag_set": "serve", "signature_def_key": "serving_default"},
+                        cpu_artifact=cpu)
     artifact.write_sidecar()
     return artifact
 
 
+def _compiled_spec(path: Path, source: ModelSpec, signature_def_key: str, batch_dim: bool) -> ModelSpec:
+    """The compiled SavedModel's own ``serving_default`` interface, which must name the same tensors
+    as the source signature's (the SDK derives it from the example inputs, so it is checked, not
+    assumed)."""
+    try:
+        compiled = spec_from_saved_model(path, drop_batch_dim=batch_dim)
+    except (SpecError, ArtifactError) as err:
+        raise CompileError(f"the compiled SavedModel cannot be described: {err}") from None
+    for kind, ours, theirs in (("inputs", source.inputs, compiled.inputs), ("outputs", source.outputs, compiled.outputs)):
+        if [t.name for t in ours] != [t.name for t in theirs] or [t.dtype for t in ours] != [t.dtype for t in theirs]:
+            raise CompileError(
+                f"the compiled SavedModel's serving_default {kind} {[t.upstream() for t in theirs]} differ from "
+                f"signature {signature_def_key!r}'s {[t.upstream() for t in ours]}")
+    return compiled
+
+
 def _trace_and_save(request: dict) -> None:
-    """Load the SavedModel signature, trace it with the target's SDK, save the result."""
+    """Trace the loaded signature with the target's SDK, keyed example inputs, then save it."""
     tf = _require_tensorflow()
     sdk = importlib.import_module(_SDK_MODULES[request["target"]])
-    signature = tf.saved_model.load(request["source"], tags=request["tags"]).signatures[request["signature"]]
-    keys = request["keys"]
-
-    def positional(*args: Any) -> Any:
-        return signature(**dict(zip(keys, args)))
-
+    loaded = tf.saved_model.load(request["source"], tags=request["tags"])  # kept: it owns the variables
+    signature = loaded.signatures[request["signature"]]
     with np.load(request["inputs"]) as stored:
-        tensors = [tf.constant(stored[f"arr_{i}"]) for i in range(len(stored.files))]
+        tensors = {key: tf.constant(stored[f"arr_{i}"]) for i, key in enumerate(request["keys"])}
     with _neuron_cc_flags(request["flags"]):
-        compiled = sdk.trace(positional, tensors)
+        compiled = sdk.trace(signature, tensors)
+    if compiled is signature or not hasattr(compiled, "save"):
+        # the SDK returns the function itself when the graph has no input placeholder (_trace.py)
+        raise CompileError("tensorflow-neuron(x) returned the function uncompiled (no input placeholders)")
+    ratio = getattr(compiled, "on_neuron_ratio", None)
+    if ratio is not None:
+        print(f"{request['target']}: {float(ratio) * 100:.1f}% of the operators run on Neuron (on_neuron_ratio)",
+              flush=True)
     compiled.save(request["dest"])
 
 

@@ -4,8 +4,11 @@ The served folder is a ``save_pretrained`` checkpoint (config.json + weights): m
 with ``<ModelClass>.from_pretrained(...).to_neuron()`` on a Neuron host and with
 ``AutoModelForCausalLM.from_pretrained`` on the CPU. Where the SDK is present the model is also
 compiled here once (``to_neuron`` with a device, ``cpu_compile`` without) so a compiler failure
-shows up now, not when Triton loads the model. With nothing to download, the tiny models below
-are built from ``transformers`` config classes with seeded random weights.
+shows up now, not when Triton loads the model. GPT-J and GPT-NeoX have neither ``cpu_compile`` nor
+``save`` (transformers-neuronx: they are plain ``PretrainedModel``s, not ``NeuronModelBase``; SDK
+developer guide "CPU Compilation Support"), so they are packaged uncompiled and compiled by
+model.py at load time. With nothing to download, the tiny models below are built from
+``transformers`` config classes with seeded random weights.
 """
 
 from __future__ import annotations
@@ -17,18 +20,31 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
-from workbench.system import MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
+from workbench.system import FRAMEWORK_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.tasks import check_cancel
 
-__all__ = ["LM_SPEC", "TNX_TARGETS", "tiny_causal_lm", "package_causal_lm"]
+__all__ = ["LM_SPEC", "TNX_TARGETS", "SAMPLING_CLASSES", "STOPS_AT_EOS", "NOT_SERIALIZABLE", "tiny_causal_lm",
+           "sampling_options", "package_causal_lm"]
 
-TNX_TARGETS = ("cpu", "inf2", "trn1")
+TNX_TARGETS = FRAMEWORK_TARGETS["transformers_neuronx"]
 # What the sampling model.py takes and gives: prompt ids in, prompt + generated ids out.
 LM_SPEC = ModelSpec((TensorSpec("input_ids", "INT64", (-1,)),), (TensorSpec("output_ids", "INT64", (-1,)),))
-# transformers-neuronx sampling classes by Hugging Face model_type
-SAMPLING_CLASSES = {"llama": "LlamaForSampling", "gpt2": "GPT2ForSampling", "opt": "OPTForSampling",
-                    "mistral": "MistralForSampling", "gptj": "GPTJForSampling", "bloom": "BloomForSampling"}
+# transformers-neuronx sampling classes by Hugging Face model_type: the SDK's own table
+# (transformers-neuronx modeling_auto.NEURON_MODEL_FOR_CAUSAL_LM_MAPPING @ 1ade6d74). GPT-2 is
+# GPT2ForSamplingWithContextBroadcasting: the package exports no GPT2ForSampling at top level.
+SAMPLING_CLASSES = {
+    "bloom": "BloomForSampling", "code_llama": "LlamaForSampling",
+    "gpt2": "GPT2ForSamplingWithContextBroadcasting", "gpt_neox": "GPTNeoXForSampling", "gptj": "GPTJForSampling",
+    "llama": "LlamaForSampling", "mistral": "MistralForSampling", "mixtral": "MixtralForSampling",
+    "opt": "OPTForSampling",
+}
+# Classes whose sample() is sampling.sample_llama: stops once every row has produced EOS and fills
+# rows after their EOS with it. The others (sample_loop) ban EOS and always return
+# sequence_length columns (transformers-neuronx sampling.py). model.py keeps the same table.
+STOPS_AT_EOS = ("LlamaForSampling", "MistralForSampling", "MixtralForSampling")
+# No cpu_compile/save/load: plain PretrainedModels (transformers-neuronx gptj/gptneox model.py).
+NOT_SERIALIZABLE = ("GPTJForSampling", "GPTNeoXForSampling")
 
 
 def _require_transformers() -> Any:
@@ -60,6 +76,18 @@ def tiny_causal_lm(arch: str = "llama", *, seed: int = 0, vocab_size: int = 128,
         raise ValueError(f"unknown tiny LM architecture {arch!r}; use llama or gpt2")
     torch.manual_seed(seed)
     return cls(config).eval()
+
+
+def sampling_options(model_class: str, batch_size: int, tp_degree: int, n_positions: int, amp: str) -> dict[str, Any]:
+    """``from_pretrained`` keywords for a sampling class. GPT-2's context-broadcasting class gets
+    ``prompt_batch_size=batch_size``: its default of 1 encodes one prompt and broadcasts its cache to
+    every row (``share_caches = prompt_batch_size == batch_size``, transformers-neuronx gpt2/model.py),
+    while each row here is a prompt of its own."""
+    options: dict[str, Any] = {"batch_size": batch_size, "tp_degree": tp_degree, "n_positions": n_positions,
+                               "amp": amp}
+    if model_class == "GPT2ForSamplingWithContextBroadcasting":
+        options["prompt_batch_size"] = batch_size  # model.py passes the same
+    return options
 
 
 def package_causal_lm(
@@ -109,6 +137,9 @@ def package_causal_lm(
         raise ValueError(f"tp_degree {tp_degree} must divide the model's {heads} attention heads")
     neuronx = None
     if target != "cpu":
+        has_device = has_neuron_device() if has_device is None else has_device
+        if not has_device:  # read by the Neuron libraries when they are imported (optimum-neuron PR #961)
+            os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
         try:
             import transformers_neuronx as neuronx
         except (ImportError, OSError, RuntimeError) as err:
@@ -144,24 +175,27 @@ def package_causal_lm(
         extra = {"model_class": model_class, "batch_size": int(batch_size), "n_positions": n_positions,
                  "amp": amp, "model_type": model_type}
         if neuronx is not None:
-            has_device = has_neuron_device() if has_device is None else has_device
-            step(1, total, f"{target}: {model_class}.from_pretrained + "
-                           f"{'to_neuron' if has_device else 'cpu_compile (no device)'}")
-            if not has_device:
-                os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
-            neuron_model = getattr(neuronx, model_class).from_pretrained(
-                str(staging / "checkpoint"), batch_size=int(batch_size), tp_degree=int(tp_degree),
-                n_positions=n_positions, amp=amp)
-            if has_device:
-                neuron_model.to_neuron()
-            elif hasattr(neuron_model, "cpu_compile"):
-                neuron_model.cpu_compile()
-            else:
-                raise MissingSDKError(target, ["transformers-neuronx>=0.13 (Neuron 2.21+)"],
-                                      "this transformers-neuronx has no cpu_compile; compile on a Neuron host")
-            neuron_model.save(str(staging / "neuron"))
             extra["tp_degree"] = int(tp_degree)  # a Neuron setting: on the cpu target it would only cap the cores
-            extra["compiled_dir"] = str(compiled)
+            serializable = model_class not in NOT_SERIALIZABLE
+            if not serializable and not has_device:
+                step(1, total, f"{target}: {model_class} has no cpu_compile or save in transformers-neuronx; "
+                               "packaged uncompiled, model.py compiles it on the Neuron host at load time")
+            else:
+                step(1, total, f"{target}: {model_class}.from_pretrained + "
+                               f"{'to_neuron' if has_device else 'cpu_compile (no device)'}")
+                neuron_model = getattr(neuronx, model_class).from_pretrained(
+                    str(staging / "checkpoint"), **sampling_options(model_class, int(batch_size), int(tp_degree),
+                                                                    n_positions, amp))
+                if has_device:
+                    neuron_model.to_neuron()
+                elif hasattr(neuron_model, "cpu_compile"):
+                    neuron_model.cpu_compile()
+                else:
+                    raise MissingSDKError(target, ["transformers-neuronx>=0.13 (Neuron 2.21+)"],
+                                          "this transformers-neuronx has no cpu_compile; compile on a Neuron host")
+                if serializable:
+                    neuron_model.save(str(staging / "neuron"))
+                    extra["compiled_dir"] = str(compiled)
         step(total - 1, total, f"moving {folder} into place")
         for src, dst in ((staging / "checkpoint", folder), (staging / "neuron", compiled)):
             if src.exists():

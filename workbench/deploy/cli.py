@@ -18,6 +18,7 @@ from workbench.deploy.docker import docker_run_command
 from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_yaml
 from workbench.deploy.recipe import host_folder, recipe_for, write_recipe
 from workbench.generate.repository import WriteResult, write_model_dir
+from workbench.system import LNC_VALUES
 
 __all__ = ["register", "plan_files", "Planned"]
 
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
                                              "pvc:CLAIM[/subpath]")
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
-    parser.add_argument("--lnc", type=int, choices=(1, 2), help="Trn2 logical NeuronCore config (default 2)")
+    parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
     parser.add_argument("--image", help="image to run (default: the one the recipe builds; push it to your registry)")
     parser.add_argument("--resource", choices=("neuroncore", "neuron"), default="neuroncore",
                         help="device plugin resource: cores (default) or whole devices")

@@ -4,38 +4,32 @@ Core ids are logical: on Trn2 each chip has 8 physical NeuronCores, presented as
 default) or 8 at LNC=1; LNC exists only on Trn2 and later (SDK-lnc). The container guide passes
 ``--device /dev/neuronN`` for each device and keeps core ids global inside the container
 (SDK-ctr), so the device for logical core c is ``c // cores_per_device(lnc)``. The per-family
-counts at the default LNC live in `workbench.system`; this module only scales them.
+counts at the default LNC, the families with an LNC and its default live in `workbench.system`;
+this module only scales them.
 """
 
 from __future__ import annotations
 
 from workbench.coremap import CoreRange, CoreRangeError
-from workbench.system import cores_for_instance, cores_per_device
+from workbench.system import DEFAULT_LNC, LNC_VALUES, cores_for_instance, cores_per_device, instance_family
 
 __all__ = ["DEFAULT_LNC", "is_cpu", "family_of", "lnc_of", "cores_per_device_at", "instance_cores_at",
            "neuron_devices"]
-
-# Families with a logical NeuronCore config, and its default (SDK-lnc: "LNC=2 (default)" on Trn2).
-DEFAULT_LNC = {"trn2": 2}
 
 
 def is_cpu(instance_type: str | None) -> bool:
     return instance_type is not None and instance_type.strip().lower() == "cpu"
 
 
-def family_of(instance_type: str) -> str:
-    """The target an instance type (or family) belongs to: ``trn1n.32xlarge`` -> ``trn1``,
-    ``trn2u.48xlarge`` -> ``trn2``, ``inf2`` -> ``inf2``."""
-    family = instance_type.strip().lower().split(".", 1)[0]
-    if family.startswith("trn2"):
-        return "trn2"
-    return "trn1" if family == "trn1n" else family
+# The target an instance type (or family) belongs to: ``trn1n.32xlarge`` -> ``trn1``,
+# ``trn2u.48xlarge`` -> ``trn2``; the rule lives in `workbench.system`.
+family_of = instance_family
 
 
 def lnc_of(instance_type: str | None, lnc: int | None = None) -> int | None:
     """The LNC the runtime uses on ``instance_type``: ``lnc`` checked, or the family's default; None
     for families without one (Inf1, Inf2, Trn1) or no instance type."""
-    if lnc is not None and (isinstance(lnc, bool) or lnc not in (1, 2)):
+    if lnc is not None and (isinstance(lnc, bool) or lnc not in LNC_VALUES):
         raise ValueError(f"lnc must be 1 or 2 (the only logical NeuronCore configs), got {lnc!r}")
     family = family_of(instance_type) if instance_type else None
     if family not in DEFAULT_LNC:

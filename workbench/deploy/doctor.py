@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from workbench.system import TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, require_sdk, usable_cpu_ids
+from workbench.system import FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, require_sdk, usable_cpu_ids
 
 __all__ = ["Check", "DoctorReport", "run_doctor", "register", "FRAMEWORKS"]
 
@@ -103,7 +103,7 @@ def _sdk_key(framework: str, target: str) -> str | None:
     """`workbench.system.TARGET_PACKAGES` key of a framework's Neuron SDK for ``target``; None when
     the framework has none for it (TensorFlow or transformers-neuronx on Trn2)."""
     key = {"pytorch": target, "tensorflow": f"tensorflow-{target}"}.get(framework)
-    if framework == "transformers_neuronx" and target in ("inf2", "trn1"):
+    if framework == "transformers_neuronx" and target in FRAMEWORK_TARGETS[framework]:
         key = "transformers_neuronx"
     return key if key in TARGET_PACKAGES else None
 
@@ -124,7 +124,8 @@ def _plan(report: DoctorReport, system: SystemInfo, frameworks: tuple[str, ...])
     for framework in frameworks:
         if target == "cpu":
             if framework == "transformers_neuronx":
-                report.add(framework, "skip", "transformers-neuronx serves only on inf2/trn1 hosts")
+                report.add(framework, "skip", "transformers-neuronx serves only on "
+                                          + "/".join(t for t in FRAMEWORK_TARGETS[framework] if t != "cpu") + " hosts")
             elif framework == "tensorflow" and not (present.get("tensorflow") or present.get("tensorflow-cpu")):
                 report.add(framework, "skip", "TensorFlow is not installed (pip install 'triton-neuron-workbench"
                                               "[tensorflow]')")

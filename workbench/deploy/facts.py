@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from workbench.system import FRAMEWORK_TARGETS
+
 __all__ = ["Source", "Fact", "Stack", "SOURCES", "STACKS", "NEURON_APT_REPO", "NEURON_APT_KEY", "NEURON_PIP_INDEX",
            "TRITON_IMAGE", "stub_python_of"]
 
@@ -134,6 +136,11 @@ _INF1_NOTES = (
 _CONTAINER_2410 = _f("24.10", "TS", "Triton 2.51, Ubuntu 22.04 (jammy)")
 _STUB_310 = _f("3.10", "PB-r24.10")
 
+def _neuronx_targets(framework: str) -> tuple[str, ...]:
+    """The NeuronCore-v2+ targets ``framework``'s SDK supports (`workbench.system.FRAMEWORK_TARGETS`)."""
+    return tuple(t for t in FRAMEWORK_TARGETS[framework] if t not in ("cpu", "inf1"))
+
+
 STACKS: tuple[Stack, ...] = (
     Stack(
         key="inf1-pytorch", targets=("inf1",), framework="pytorch",
@@ -156,7 +163,7 @@ STACKS: tuple[Stack, ...] = (
         container_apt=(), host_apt=_INF1_HOST, notes=_INF1_NOTES,
     ),
     Stack(
-        key="neuronx-pytorch", targets=("inf2", "trn1", "trn2"), framework="pytorch",
+        key="neuronx-pytorch", targets=_neuronx_targets("pytorch"), framework="pytorch",
         container=_f("26.07", "TS", "Triton 2.71, Ubuntu 24.04 (noble), the latest tag read"),
         stub_python=_f("3.12", "TS-24.12", "every container from 24.12 on"),
         python_range=_f("3.11-3.13", "SDK-man"),
@@ -173,7 +180,7 @@ STACKS: tuple[Stack, ...] = (
                _f("trn2 runs at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1; compile with the same LNC", "SDK-lnc")),
     ),
     Stack(
-        key="neuronx-tensorflow", targets=("inf2", "trn1"), framework="tensorflow",
+        key="neuronx-tensorflow", targets=_neuronx_targets("tensorflow"), framework="tensorflow",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.10-3.12", "SDK-man", "TensorFlow 2.10.1 wheels themselves stop at Python 3.10",
                         verified=False),
@@ -190,7 +197,7 @@ STACKS: tuple[Stack, ...] = (
                _f("TensorFlow on Inf2 is unsupported from Neuron 2.29", "SDK-tf-inf2")),
     ),
     Stack(
-        key="neuronx-transformers_neuronx", targets=("inf2", "trn1"), framework="transformers_neuronx",
+        key="neuronx-transformers_neuronx", targets=_neuronx_targets("transformers_neuronx"), framework="transformers_neuronx",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.9-3.11", "SDK-man"),
         release=_f("2.26.1", "SDK-man", "transformers-neuronx ended with 2.26 (never for trn2)"),

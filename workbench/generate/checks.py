@@ -19,7 +19,7 @@ from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
-from workbench.system import usable_cpu_ids
+from workbench.system import target_problem, usable_cpu_ids
 
 __all__ = ["Plan", "make_plan", "validate"]
 
@@ -257,7 +257,8 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
         plan.problems.append(f"--neuron_core_range: {err}")
         return
     try:
-        plan.core_map = core_range.split(settings.triton_model_instance_count, settings.threads_per_core)
+        plan.core_map = core_range.split(settings.triton_model_instance_count,
+                                         1 if settings.threads_per_core is None else settings.threads_per_core)
     except CoreRangeError as err:
         flag = ("--threads_per_core" if "threads per core" in str(err) else
                 "--triton_model_instance_count" if "instance" in str(err) else "--neuron_core_range")
@@ -316,8 +317,6 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
     """TNX_* values: given ones, else what the compile recorded, else model.py's defaults (left out)."""
     if settings.framework != "transformers_neuronx":
         return
-    if settings.target == "inf1":
-        plan.problems.append("transformers_neuronx runs on inf2/trn1 (or cpu), not inf1")
     record = plan.record if plan.record and plan.record.get("framework") == "transformers_neuronx" else {}
     recorded = record.get("extra") or {}
     recorded_graphs = recorded.get("compiled_dir") if settings.target != "cpu" else None
@@ -374,7 +373,10 @@ def make_plan(settings: GenerateSettings) -> Plan:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)
     _plan_batching(settings, plan)
-    if settings.framework in FRAMEWORKS and settings.target in TARGETS:
+    unservable = target_problem(settings.framework, settings.target)
+    if unservable:
+        plan.problems.append(unservable)
+    elif settings.framework in FRAMEWORKS and settings.target in TARGETS:
         _plan_compiled(settings, plan)
         _plan_spec(settings, plan)
         _plan_tnx(settings, plan)

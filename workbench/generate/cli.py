@@ -50,7 +50,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     up = parser.add_argument_group("gen_triton_model.py flags")
     up.add_argument("--model_type", choices=FRAMEWORKS, default="pytorch",
                     help="framework of the compiled model (default pytorch)")
-    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1 with --target trn1)")
+    up.add_argument("--inf2", action="store_true", help="target inf2 (trn1/trn2 with --target trn1/trn2)")
     up.add_argument("--triton_input", action="extend", nargs="+", default=[], metavar="NAME,DTYPE,SHAPE",
                     help="input tensor, e.g. INPUT__0,INT64,4x384 (no batch dim when --max_batch_size > 0); repeatable, "
                          "several items each; omitted: read from the compiled model's .workbench.json or SavedModel")
@@ -62,8 +62,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     help="cores A..B (inclusive) split evenly over the instances (default 0:0)")
     up.add_argument("--triton_model_instance_count", type=int, default=1, metavar="N",
                     help="model instances sharing the core range (default 1)")
-    up.add_argument("--threads_per_core", type=int, default=1, metavar="N",
-                    help="threads per core of each instance (default 1)")
+    up.add_argument("--threads_per_core", type=int, default=None, metavar="N",
+                    help="Neuron: DataParallel workers per core (default: the SDK's, 2); cpu: threads per core "
+                         "(default 1)")
     up.add_argument("--triton_model_dir", required=True, help="the model directory to write")
     up.add_argument("--model_version", type=int, default=1, metavar="N", help="writes N/model.py (default 1)")
     up.add_argument("--max_batch_size", type=int, default=0, metavar="N",
@@ -78,7 +79,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--tag_set", default="serve", help="SavedModel tag set (TensorFlow auto-detection)")
     up.add_argument("--signature_def_key", default="serving_default", help="SavedModel signature")
     own = parser.add_argument_group("workbench options")
-    own.add_argument("--target", choices=TARGETS, help="cpu, inf1, inf2 or trn1 (default: this machine's)")
+    own.add_argument("--target", choices=TARGETS, help=f"{', '.join(TARGETS)} (default: this machine's)")
     own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
                                     "directory is the repository and the model goes to DIR/NAME")
     own.add_argument("--dry-run", action="store_true", dest="dry_run",

@@ -17,6 +17,7 @@ from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype
+from workbench.system import TARGETS
 
 __all__ = [
     "ConfigError",
@@ -37,7 +38,6 @@ __all__ = [
 
 ModelConfig = model_config_pb2.ModelConfig
 
-TARGETS = ("cpu", "inf1", "inf2", "trn1")
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
 _BOOL_PARAMETERS = ("BATCH_REQUESTS", "CPU_AFFINITY")
 _KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")

@@ -54,7 +54,7 @@ def _parameters(settings: GenerateSettings, plan: Plan) -> dict[str, object]:
     params: dict[str, object] = {
         "COMPILED_MODEL": plan.compiled_ref,
         **core_map.core_range.parameters(),
-        "NUM_THREADS_PER_CORE": core_map.threads_per_core,
+        **({} if settings.threads_per_core is None else {"NUM_THREADS_PER_CORE": settings.threads_per_core}),
         "WORKBENCH_TARGET": settings.target,
         "WORKBENCH_FRAMEWORK": settings.framework,
         "BATCH_REQUESTS": not settings.disable_batch_requests_to_neuron,

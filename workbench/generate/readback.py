@@ -38,14 +38,26 @@ def _target_from_model_py(text: str) -> str | None:
 
 def load_settings(model_dir: str | Path) -> GenerateSettings:
     """Settings that regenerate ``model_dir``: one written by this package, by upstream's
-    gen_triton_model.py (its parameters, dims and dynamic_batching block) or by hand."""
+    gen_triton_model.py (its parameters, dims and dynamic_batching block) or by hand.
+
+    Upstream meanings are kept: an upstream inf1 directory's relative COMPILED_MODEL is relative
+    to the server's working directory (taken as this process's), so it is made absolute; its
+    ``NUM_THREADS_PER_CORE "1"`` is upstream's default, read as not given (None)."""
     model_dir = Path(model_dir)
     config = read_config(model_dir)
     params = parameters_of(config)
     versions = [int(p.name) for p in version_folders(model_dir) if int(p.name) > 0]
     version = next((v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()),
                    versions[-1] if versions else 1)
+    upstream = not params.get("WORKBENCH_TARGET", "")
+    target = params.get("WORKBENCH_TARGET", "")
+    if not target:
+        model_py = model_dir / str(version) / "model.py"
+        target = (_target_from_model_py(model_py.read_text(errors="replace")) if model_py.is_file() else None) \
+            or default_target()
     compiled = params.get("COMPILED_MODEL", "")
+    if upstream and target == "inf1" and compiled and not Path(compiled).is_absolute():
+        compiled = str(Path.cwd() / compiled)  # upstream's inf1 model.py opened it as written
     compiled_path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
     framework = params.get("WORKBENCH_FRAMEWORK", "")
     if not framework:
@@ -53,11 +65,6 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         is_saved_model = compiled and (compiled_path / "saved_model.pb").is_file()
         indexed = names and all(tensor_index(n) is not None for n in names)
         framework = "tensorflow" if is_saved_model or not indexed else "pytorch"
-    target = params.get("WORKBENCH_TARGET", "")
-    if not target:
-        model_py = model_dir / str(version) / "model.py"
-        target = (_target_from_model_py(model_py.read_text(errors="replace")) if model_py.is_file() else None) \
-            or default_target()
     group = config.instance_group[0] if len(config.instance_group) else None
     batching = config.dynamic_batching if config.HasField("dynamic_batching") else None
 
@@ -79,7 +86,8 @@ def load_settings(model_dir: str | Path) -> GenerateSettings:
         triton_output=[_config_item(t) for t in config.output],
         neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
-        threads_per_core=integer("NUM_THREADS_PER_CORE") or 1,
+        threads_per_core=None if upstream and params.get("NUM_THREADS_PER_CORE", "").strip() == "1"
+        else integer("NUM_THREADS_PER_CORE"),
         model_version=version,
         max_batch_size=config.max_batch_size,
         enable_dynamic_batching=batching is not None,

@@ -63,7 +63,7 @@ class GenerateSettings:
     triton_output: list = field(default_factory=list)
     neuron_core_range: str | CoreRange = "0:0"
     triton_model_instance_count: int = 1
-    threads_per_core: int = 1
+    threads_per_core: int | None = None  # None: NUM_THREADS_PER_CORE left out (SDK default workers)
     model_version: int = 1
     max_batch_size: int = 0
     enable_dynamic_batching: bool = False

@@ -15,6 +15,7 @@ from pathlib import Path
 from workbench.deploy.docker import docker_run_command
 from workbench.server.errors import ModelLoadError
 from workbench.server.process import TritonServer
+from workbench.system import LNC_VALUES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     docker.add_argument("--docker", metavar="CORES", help="print the docker run for NeuronCores a:b and exit")
     docker.add_argument("--instance-type", help="e.g. inf2.24xlarge (or a family: inf1, inf2, trn1, trn2; cpu)")
     docker.add_argument("--cores-per-device", type=int, help="instead of --instance-type")
-    docker.add_argument("--lnc", type=int, choices=(1, 2), help="Trn2 logical NeuronCore config (default 2)")
+    docker.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
     docker.add_argument("--framework", default="pytorch", choices=("pytorch", "tensorflow", "transformers_neuronx"),
                         help="picks the host recipe's image (default pytorch)")
     docker.add_argument("--image", help="image to run (default: the one `workbench deploy` writes the recipe for)")

@@ -97,7 +97,10 @@ class SettingsPanel:
                                                **on_enter)
         c["core_range"] = widgets.Text(value="0:0", description="core range a:b", **live)
         c["instance_count"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="instances", **live)
-        c["threads_per_core"] = widgets.BoundedIntText(value=1, min=1, max=64, description="threads per core", **live)
+        # 0 leaves NUM_THREADS_PER_CORE out: the SDK's DataParallel workers on Neuron, 1 thread per core on the cpu
+        c["threads_per_core"] = widgets.BoundedIntText(value=0, min=0, max=64, description="threads per core",
+                                                       tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)",
+                                                       **live)
         c["batching_mode"] = widgets.Dropdown(options=list(_BATCHING_MODES), description="batching mode", style=style,
                                               layout=widgets.Layout(width="520px"))
         c["cpu_affinity"] = widgets.Checkbox(value=False, description="pin CPU instances to their cores",
@@ -227,7 +230,7 @@ class SettingsPanel:
             triton_output=outputs,
             neuron_core_range=c["core_range"].value.strip(),
             triton_model_instance_count=c["instance_count"].value,
-            threads_per_core=c["threads_per_core"].value,
+            threads_per_core=c["threads_per_core"].value or None,
             max_batch_size=c["max_batch_size"].value,
             enable_dynamic_batching=c["dynamic_batching"].value,
             preferred_batch_size=_parse_sizes(c["preferred_batch_sizes"].value),
@@ -241,7 +244,8 @@ class SettingsPanel:
     def _show_core_map(self) -> None:
         c = self.controls
         try:
-            core_map = CoreRange.parse(c["core_range"].value).split(c["instance_count"].value, c["threads_per_core"].value)
+            core_map = CoreRange.parse(c["core_range"].value).split(c["instance_count"].value,
+                                                                 c["threads_per_core"].value or 1)
             c["core_map"].value = core_map_html(core_map)
         except CoreRangeError as err:
             c["core_map"].value = error_list([f"core map: {err}"])

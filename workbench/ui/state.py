@@ -20,7 +20,7 @@ class WorkbenchState(traitlets.HasTraits):
     """
 
     name = traitlets.Unicode("model", help="model name = directory name in the repository")
-    target = traitlets.Unicode("cpu", help="cpu, inf1, inf2 or trn1")
+    target = traitlets.Unicode("cpu", help="cpu, inf1, inf2, trn1 or trn2")
     framework = traitlets.Unicode("pytorch")
     repository = traitlets.Instance(Path, help="model repository root")
     module = traitlets.Any(None, allow_none=True, help="the user's nn.Module or zoo module, for eager checks")

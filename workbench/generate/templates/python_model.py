@@ -12,22 +12,37 @@ seam, after ``NEURON_RT_VISIBLE_CORES`` is set (the runtime reads it once, when 
 
 Parameters (config.pbtxt ``parameters``, all strings):
 
-* ``COMPILED_MODEL``: a path relative to the model's own folder, or absolute.
-* ``NEURON_CORE_START_INDEX`` / ``NEURON_CORE_END_INDEX`` (default 0:0), ``NUM_THREADS_PER_CORE``
-  (default 1): the core range split over the instances exactly like ``workbench/coremap.py``.
-* ``WORKBENCH_TARGET`` (cpu, inf1, inf2, trn1) and ``WORKBENCH_FRAMEWORK`` (pytorch, tensorflow,
-  transformers_neuronx). Directories written by upstream have neither; then the framework is
-  tensorflow when COMPILED_MODEL is a SavedModel folder (saved_model.pb inside), else pytorch, and
-  the target is what upstream's variants imported: inf2 when torch_neuronx (tensorflow_neuronx for
-  TF) is importable, else inf1 when torch_neuron (tensorflow-neuron) is, else cpu.
+* ``COMPILED_MODEL``: a path relative to the model's own folder, or absolute. In a directory
+  written by upstream (no ``WORKBENCH_TARGET``) whose target is inf1, a relative path keeps
+  upstream's meaning: relative to the server's working directory (upstream's inf1 variants opened
+  it as written; only its ``--inf2`` variants joined it with the model folder).
+* ``NEURON_CORE_START_INDEX`` / ``NEURON_CORE_END_INDEX`` (default 0:0): the core range split over
+  the instances exactly like ``workbench/coremap.py``.
+* ``NUM_THREADS_PER_CORE``: on Neuron, DataParallel's ``num_workers`` becomes cores x this value;
+  absent or empty leaves the SDK's default (2 x the instance's cores, DataParallel API pages). In an
+  upstream directory ``"1"`` is gen_triton_model.py's default, written whether asked or not, so it
+  counts as absent. TensorFlow on Neuron serves with cores x (this or 1) threads over one loaded
+  copy per core; on the cpu target the instance runs cores x (this or 1) threads.
+* ``WORKBENCH_TARGET`` (cpu, inf1, inf2, trn1, trn2) and ``WORKBENCH_FRAMEWORK`` (pytorch,
+  tensorflow, transformers_neuronx). Directories written by upstream have neither; then the
+  framework is tensorflow when COMPILED_MODEL is a SavedModel folder (saved_model.pb inside), else
+  pytorch, and the target is what upstream's variants imported: inf2 when torch_neuronx
+  (tensorflow_neuronx for TF) is importable, else inf1 when torch_neuron (tensorflow-neuron) is,
+  else cpu. trn2 serves like inf2/trn1 (torch_neuronx); TensorFlow and transformers-neuronx never
+  supported trn2.
 * ``BATCH_REQUESTS`` (default true): false runs one forward per request (upstream's
   ``--disable_batch_requests_to_neuron``).
 * ``CPU_AFFINITY`` (default false): cpu target only; pin each instance to its cores.
 * ``TF_SIGNATURE_DEF_KEY`` (default serving_default): the SavedModel signature to call.
 * ``TNX_MODEL_CLASS``, ``TNX_BATCH_SIZE``, ``TNX_TP_DEGREE``, ``TNX_N_POSITIONS``, ``TNX_AMP``,
-  ``TNX_UNROLL``, ``TNX_SEQUENCE_LENGTH``: transformers-neuronx sampling settings;
+  ``TNX_UNROLL``, ``TNX_SEQUENCE_LENGTH``: transformers-neuronx sampling settings (class default:
+  the SDK's class for the checkpoint's model_type, else LlamaForSampling);
   ``TNX_COMPILED_DIR`` (optional, relative to the model folder): graphs saved with ``.save()``,
-  loaded before ``to_neuron()`` so the model is not recompiled at every load.
+  loaded before ``to_neuron()`` so the model is not recompiled at every load. Generation is greedy
+  and follows the class: Llama/Mistral/Mixtral stop once every row has produced EOS (rows that
+  ended earlier are filled with the first EOS id, so all rows of a batch have one width); the
+  other classes never sample EOS and always return TNX_SEQUENCE_LENGTH tokens. The CPU path
+  computes the same function with transformers.
 """
 
 import gc
@@ -37,17 +52,33 @@ import json
 import importlib.util
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-TARGETS = ("cpu", "inf1", "inf2", "trn1")
+# These tables repeat workbench/system.py and workbench/compiler/tnx.py (a test keeps them equal):
+# model.py runs where the workbench is not installed.
+TARGETS = ("cpu", "inf1", "inf2", "trn1", "trn2")
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
-NEURON_TARGETS = ("inf1", "inf2", "trn1")
+NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2")
+FRAMEWORK_TARGETS = {
+    "pytorch": TARGETS,
+    "tensorflow": ("cpu", "inf1", "inf2", "trn1"),
+    "transformers_neuronx": ("cpu", "inf2", "trn1"),
+}
 # Unset or empty TNX_TP_DEGREE: the instance's cores; TNX_UNROLL: transformers-neuronx's default;
-# TNX_SEQUENCE_LENGTH: TNX_N_POSITIONS.
+# TNX_SEQUENCE_LENGTH: TNX_N_POSITIONS; TNX_MODEL_CLASS: SAMPLING_CLASSES[model_type].
 TNX_DEFAULTS = {"TNX_MODEL_CLASS": "LlamaForSampling", "TNX_BATCH_SIZE": "1", "TNX_N_POSITIONS": "2048", "TNX_AMP": "f32"}
 TNX_AMPS = ("f32", "f16", "bf16")
+SAMPLING_CLASSES = {
+    "bloom": "BloomForSampling", "code_llama": "LlamaForSampling",
+    "gpt2": "GPT2ForSamplingWithContextBroadcasting", "gpt_neox": "GPTNeoXForSampling", "gptj": "GPTJForSampling",
+    "llama": "LlamaForSampling", "mistral": "MistralForSampling", "mixtral": "MixtralForSampling",
+    "opt": "OPTForSampling",
+}
+STOPS_AT_EOS = ("LlamaForSampling", "MistralForSampling", "MixtralForSampling")
+NOT_SERIALIZABLE = ("GPTJForSampling", "GPTNeoXForSampling")
 
 
 class SettingsError(ValueError):
@@ -139,6 +170,20 @@ def instance_index(instance_name, count):
     return index
 
 
+def _threads_per_core(params, upstream):
+    """NUM_THREADS_PER_CORE as asked, or None: absent/empty, or upstream's always-written "1"."""
+    value = params.get("NUM_THREADS_PER_CORE", "").strip()
+    if not value or (upstream and value == "1"):
+        return None
+    return _int(params, "NUM_THREADS_PER_CORE", "1")
+
+
+def _compiled_path(compiled, model_dir, cwd_relative):
+    """Where COMPILED_MODEL points; an absolute path stays as written."""
+    base = os.getcwd() if cwd_relative else model_dir
+    return os.path.normpath(os.path.join(base, compiled))
+
+
 def read_settings(model_config, model_dir, instance_name):
     """Everything initialize() needs, validated, as a dict; SettingsError names the bad item."""
     params = {key: value.get("string_value", "") for key, value in model_config.get("parameters", {}).items()}
@@ -150,26 +195,31 @@ def read_settings(model_config, model_dir, instance_name):
     compiled = params.get("COMPILED_MODEL", "").strip()
     if not compiled:
         raise SettingsError("parameter COMPILED_MODEL is missing or empty; give the compiled model's path")
-    path = os.path.normpath(os.path.join(model_dir, compiled))  # an absolute path stays as written
-    if not os.path.exists(path):
-        hint = "" if os.path.isabs(compiled) else "; relative paths are resolved against the model folder"
-        raise SettingsError(f"COMPILED_MODEL {compiled!r} not found (looked at {path}{hint})")
-
+    upstream = not params.get("WORKBENCH_TARGET", "").strip()
     framework = params.get("WORKBENCH_FRAMEWORK", "").strip()
     if not framework:
-        framework = "tensorflow" if os.path.isfile(os.path.join(path, "saved_model.pb")) else "pytorch"
+        candidates = [_compiled_path(compiled, model_dir, cwd) for cwd in ((False, True) if upstream else (False,))]
+        is_saved_model = any(os.path.isfile(os.path.join(c, "saved_model.pb")) for c in candidates)
+        framework = "tensorflow" if is_saved_model else "pytorch"
     if framework not in FRAMEWORKS:
         raise SettingsError(f"parameter WORKBENCH_FRAMEWORK = {framework!r} is not one of {', '.join(FRAMEWORKS)}")
     target = params.get("WORKBENCH_TARGET", "").strip() or _infer_target(framework)
     if target not in TARGETS:
         raise SettingsError(f"parameter WORKBENCH_TARGET = {target!r} is not one of {', '.join(TARGETS)}")
-    if framework == "transformers_neuronx" and target == "inf1":
-        raise SettingsError("transformers_neuronx runs on inf2/trn1 (or cpu), not inf1")
+    if target not in FRAMEWORK_TARGETS[framework]:
+        allowed = "/".join(t for t in FRAMEWORK_TARGETS[framework] if t != "cpu")
+        raise SettingsError(f"{framework} runs on {allowed} (or cpu), not {target}")
+    cwd_relative = upstream and target == "inf1"  # upstream's inf1 variants opened the path as written
+    path = _compiled_path(compiled, model_dir, cwd_relative)
+    if not os.path.exists(path):
+        base = "the server's working directory (upstream inf1 meaning)" if cwd_relative else "the model folder"
+        hint = "" if os.path.isabs(compiled) else f"; relative paths are resolved against {base}"
+        raise SettingsError(f"COMPILED_MODEL {compiled!r} not found (looked at {path}{hint})")
 
     start = _int(params, "NEURON_CORE_START_INDEX", "0")
     end = _int(params, "NEURON_CORE_END_INDEX", str(start))
-    threads_per_core = _int(params, "NUM_THREADS_PER_CORE", "1")
-    cores_per_instance, threads = split_cores(start, end, count, threads_per_core)
+    threads_per_core = _threads_per_core(params, upstream)
+    cores_per_instance, threads = split_cores(start, end, count, threads_per_core or 1)
     index = instance_index(instance_name, count)
     settings = {
         "path": path,
@@ -180,29 +230,49 @@ def read_settings(model_config, model_dir, instance_name):
         "count": count,
         "cores": instance_cores(start, cores_per_instance, index),
         "threads": threads,
+        # DataParallel workers: None leaves the SDK's default (2 x cores)
+        "num_workers": None if threads_per_core is None else threads,
         "batch_requests": _flag(params, "BATCH_REQUESTS", "true"),
         "cpu_affinity": _flag(params, "CPU_AFFINITY", "false"),
         "signature": params.get("TF_SIGNATURE_DEF_KEY", "").strip() or "serving_default",
     }
     if framework == "transformers_neuronx":
-        settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance, target)
+        settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance, target, path)
         if tnx["compiled_dir"] is not None:
+            if tnx["model_class"] in NOT_SERIALIZABLE:
+                raise SettingsError(f"TNX_COMPILED_DIR is set, but {tnx['model_class']} cannot load saved graphs "
+                                    "(transformers-neuronx has no save/load for it); leave TNX_COMPILED_DIR out")
             tnx["compiled_dir"] = os.path.normpath(os.path.join(model_dir, tnx["compiled_dir"]))
             if not os.path.isdir(tnx["compiled_dir"]):
                 raise SettingsError(f"TNX_COMPILED_DIR {params['TNX_COMPILED_DIR']!r} is not a folder ({tnx['compiled_dir']})")
     return settings
 
 
-def _tnx_settings(params, cores_per_instance, target):
+def _checkpoint_config(path):
+    """The checkpoint's config.json as a dict ({} when there is none)."""
+    try:
+        with open(os.path.join(path, "config.json")) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def _tnx_settings(params, cores_per_instance, target, path):
+    config = _checkpoint_config(path)
+    eos = config.get("eos_token_id")
     tnx = {
-        "model_class": params.get("TNX_MODEL_CLASS", "").strip() or TNX_DEFAULTS["TNX_MODEL_CLASS"],
+        "model_class": params.get("TNX_MODEL_CLASS", "").strip()
+        or SAMPLING_CLASSES.get(config.get("model_type"), TNX_DEFAULTS["TNX_MODEL_CLASS"]),
         "batch_size": _int(params, "TNX_BATCH_SIZE", TNX_DEFAULTS["TNX_BATCH_SIZE"]),
         "tp_degree": _int(params, "TNX_TP_DEGREE", str(cores_per_instance)),
         "n_positions": _int(params, "TNX_N_POSITIONS", TNX_DEFAULTS["TNX_N_POSITIONS"]),
         "amp": params.get("TNX_AMP", "").strip() or TNX_DEFAULTS["TNX_AMP"],
         "unroll": _int(params, "TNX_UNROLL", "0") or None,
         "compiled_dir": params.get("TNX_COMPILED_DIR", "").strip() or None,
+        # the checkpoint's EOS ids (int or list in config.json); [] when it declares none
+        "eos_token_ids": [] if eos is None else ([int(eos)] if isinstance(eos, int) else [int(e) for e in eos]),
     }
+    tnx["stops_at_eos"] = tnx["model_class"] in STOPS_AT_EOS
     tnx["sequence_length"] = _int(params, "TNX_SEQUENCE_LENGTH", str(tnx["n_positions"]))
     for key in ("batch_size", "tp_degree", "n_positions", "sequence_length"):
         if tnx[key] < 1:
@@ -385,39 +455,35 @@ def load_pytorch_cpu(settings, layout):
     return _torch_runner(torch.jit.load(settings["path"], map_location="cpu"), torch)
 
 
+def _with_workers(module, settings):
+    """A DataParallel module (device ids count from 0 within NEURON_RT_VISIBLE_CORES: DataParallel API
+    pages) with num_workers set only when NUM_THREADS_PER_CORE asks for it."""
+    if settings["num_workers"] is not None:
+        module.num_workers = settings["num_workers"]
+    return module
+
+
 def load_pytorch_inf1(settings, layout):
     _pin_neuron_cores(settings)
     import torch
     importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
 
     model = torch.neuron.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    model.num_workers = settings["threads"]
-    return _torch_runner(model, torch)
+    return _torch_runner(_with_workers(model, settings), torch)
 
 
-def load_pytorch_inf2(settings, layout):
+def load_pytorch_neuronx(settings, layout):
+    """inf2, trn1 and trn2: torch_neuronx ScriptModules."""
     _pin_neuron_cores(settings)
     import torch
     import torch_neuronx
 
     # DataParallel over all of the instance's cores; a bare jit.load would use only one of them.
     model = torch_neuronx.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    model.num_workers = settings["threads"]
-    return _torch_runner(model, torch)
+    return _torch_runner(_with_workers(model, settings), torch)
 
 
-def load_tensorflow(settings, layout):
-    if settings["target"] in NEURON_TARGETS:
-        _pin_neuron_cores(settings)
-    import tensorflow as tf
-
-    if settings["target"] == "cpu":
-        tf.config.threading.set_intra_op_parallelism_threads(settings["threads"])
-    if settings["target"] == "inf1":
-        importlib.import_module("tensorflow.neuron")  # registers the Neuron ops the SavedModel calls
-    elif settings["target"] in ("inf2", "trn1"):
-        importlib.import_module("tensorflow_neuronx")
-    loaded = tf.saved_model.load(settings["path"])
+def _tf_signature(loaded, settings, layout):
     key = settings["signature"]
     if key not in loaded.signatures:
         raise SettingsError(f"SavedModel {settings['path']} has no signature {key!r} (has: {sorted(loaded.signatures)})")
@@ -431,19 +497,71 @@ def load_tensorflow(settings, layout):
             f"config tensors must be the signature {key!r} keys: inputs {sorted(takes)}, outputs {sorted(gives)}; "
             f"the config has inputs {names}, outputs {outputs}"
         )
+    return signature
 
-    def run(arrays):
-        result = signature(**{name: tf.constant(array) for name, array in zip(names, arrays)})
+
+def load_tensorflow(settings, layout):
+    """One SavedModel signature called by key. On Neuron, as upstream did: one loaded copy per core
+    of the instance and a pool of cores x threads-per-core workers, a batch split over them so
+    several pieces run at once (upstream made a new pool per request and sent empty pieces; here
+    the pool lives with the instance and empty pieces are skipped)."""
+    neuron = settings["target"] in NEURON_TARGETS
+    if neuron:
+        _pin_neuron_cores(settings)
+    import tensorflow as tf
+
+    if settings["target"] == "cpu":
+        tf.config.threading.set_intra_op_parallelism_threads(settings["threads"])
+    if settings["target"] == "inf1":
+        importlib.import_module("tensorflow.neuron")  # registers the Neuron ops the SavedModel calls
+    elif neuron:
+        importlib.import_module("tensorflow_neuronx")
+    copies = len(settings["cores"]) if neuron else 1
+    loaded = [tf.saved_model.load(settings["path"]) for _ in range(copies)]
+    signatures = [_tf_signature(model, settings, layout) for model in loaded]
+    names = [spec["name"] for spec in layout.inputs]
+    outputs = [spec["name"] for spec in layout.outputs]
+
+    def call(signature, arrays):
+        result = signature(**{name: tf.constant(array) for name, array in zip(names, arrays) if array is not None})
         return [result[name].numpy() for name in outputs]
 
-    run.model = loaded
+    workers = settings["threads"] if neuron else 1
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tf-neuron") if workers > 1 else None
+
+    def run(arrays):
+        present = [a for a in arrays if a is not None]
+        rows = present[0].shape[0] if layout.batched and present and present[0].ndim else 0
+        if pool is None or rows < 2:
+            return call(signatures[0], arrays)
+        bounds = [len(piece) for piece in np.array_split(np.arange(rows), min(workers, rows))]  # none empty
+        edges = np.cumsum([0] + bounds)
+        futures = [pool.submit(call, signatures[k % copies],
+                               [None if a is None else a[edges[k]:edges[k + 1]] for a in arrays])
+                   for k in range(len(bounds))]
+        pieces = [future.result() for future in futures]
+        return [np.concatenate([piece[i] for piece in pieces], axis=0) for i in range(len(outputs))]
+
+    run.model = loaded[0]
+    run.copies = loaded
+    run.pool = pool
     return run
+
+
+def _right_pad(tensor, width, value, torch):
+    """Fill each row after its end with ``value`` up to ``width`` columns (transformers-neuronx fills
+    finished rows with the first EOS id, sampling.sample_loop_llama)."""
+    if tensor.shape[1] >= width:
+        return tensor
+    fill = torch.full((tensor.shape[0], width - tensor.shape[1]), value, dtype=tensor.dtype)
+    return torch.cat([tensor, fill], dim=1)
 
 
 def load_transformers_neuronx(settings, layout):
     """A causal LM that generates: ``input_ids`` in, prompt + generated ids out (greedy, so the CPU and
     Neuron paths agree). An optional ``sequence_length`` input (one value per request) sets the total
-    length, capped at TNX_SEQUENCE_LENGTH."""
+    length, capped at TNX_SEQUENCE_LENGTH. Llama-style classes stop when every row has produced EOS;
+    every row of a batch is padded to the batch's width with the first EOS id."""
     names = [spec["name"] for spec in layout.inputs]
     if "input_ids" not in names or set(names) - {"input_ids", "sequence_length"} or len(layout.outputs) != 1:
         raise SettingsError(
@@ -451,18 +569,23 @@ def load_transformers_neuronx(settings, layout):
             f"output; the config has inputs {names} and {len(layout.outputs)} output(s)"
         )
     tnx = settings["tnx"]
+    eos = tnx["eos_token_ids"]
+    fill = eos[0] if eos else None
     if settings["target"] == "cpu":
         import torch
         import transformers
 
         torch.set_num_threads(settings["threads"])
         model = transformers.AutoModelForCausalLM.from_pretrained(settings["path"]).eval()
-        pad = model.config.pad_token_id if model.config.pad_token_id is not None else model.config.eos_token_id
+        pad = fill if fill is not None else (model.config.pad_token_id or 0)
 
         def generate(ids, length):
+            # the same function as the Neuron class: sample_loop_llama stops at EOS; sample_loop bans EOS
+            # for the whole length, which is what min_length = max_length does
+            options = {} if tnx["stops_at_eos"] else {"min_length": length}
             with torch.inference_mode():
-                return model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length,
-                                      min_length=length, do_sample=False, pad_token_id=pad)
+                return model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length, do_sample=False,
+                                      pad_token_id=pad, eos_token_id=eos or None, **options)
         chunk = None
     else:
         _pin_neuron_cores(settings)
@@ -473,6 +596,8 @@ def load_transformers_neuronx(settings, layout):
         if cls is None:
             raise SettingsError(f"parameter TNX_MODEL_CLASS = {tnx['model_class']!r} is not a transformers_neuronx class")
         options = {key: tnx[key] for key in ("batch_size", "tp_degree", "n_positions", "amp")}
+        if tnx["model_class"] == "GPT2ForSamplingWithContextBroadcasting":
+            options["prompt_batch_size"] = tnx["batch_size"]  # one prompt per row, not one broadcast to all
         if tnx["unroll"] is not None:
             options["unroll"] = tnx["unroll"]
         model = cls.from_pretrained(settings["path"], **options)
@@ -502,6 +627,9 @@ def load_transformers_neuronx(settings, layout):
             if rows < step:
                 part = torch.cat([part, part[-1:].expand(step - rows, -1)])
             pieces.append(generate(part, length)[:rows])
+        width = max(piece.shape[1] for piece in pieces)
+        if fill is not None:
+            pieces = [_right_pad(piece, width, fill, torch) for piece in pieces]
         out = torch.cat(pieces).numpy()
         return [out[0] if single else out]
 
@@ -519,8 +647,9 @@ def load_transformers_neuronx(settings, layout):
 LOADERS = {
     ("cpu", "pytorch"): load_pytorch_cpu,
     ("inf1", "pytorch"): load_pytorch_inf1,
-    ("inf2", "pytorch"): load_pytorch_inf2,
-    ("trn1", "pytorch"): load_pytorch_inf2,
+    ("inf2", "pytorch"): load_pytorch_neuronx,
+    ("trn1", "pytorch"): load_pytorch_neuronx,
+    ("trn2", "pytorch"): load_pytorch_neuronx,
     ("cpu", "tensorflow"): load_tensorflow,
     ("inf1", "tensorflow"): load_tensorflow,
     ("inf2", "tensorflow"): load_tensorflow,
