@@ -26,6 +26,7 @@ PRICE_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"  # AWS's own page: 
 _SECONDARY = ("public GitHub README of a Neuron CI project, 'on-demand pricing (us-east-1 as of 2026)' "
               "(found 2026-12-01 with the search tool)")
 _USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
+_NONE_FOUND = "no price found on any page searched 2026-12-01: give one with prices="
 _UNVERIFIED = f"not found on any page searched 2026-12-01; from memory of {PRICE_PAGE}: check it there"
 
 
@@ -56,7 +57,10 @@ PRICES: dict[str, Price] = {p.instance_type: p for p in (
     Price("trn1.2xlarge", 1.34, "secondary", _SECONDARY),
     Price("trn1.32xlarge", 21.50, "secondary", _USAGE_AI),
     Price("trn1n.32xlarge", 24.78, "unverified", _UNVERIFIED),
-    Price("trn2.48xlarge", None, "unverified", "no price found on any page searched 2026-12-01: give one with prices="),
+    Price("trn2.3xlarge", None, "unverified", _NONE_FOUND),
+    Price("trn2.48xlarge", None, "unverified", _NONE_FOUND),
+    Price("trn2n.48xlarge", None, "unverified", _NONE_FOUND),
+    Price("trn2u.48xlarge", None, "unverified", _NONE_FOUND),
 )}
 
 
