@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import threading
+import time
 
 import pandas as pd
 import pytest
@@ -15,7 +19,9 @@ import pytest
 from workbench import generate, zoo
 from workbench.cli import main
 from workbench.compiler import compile_model
+from workbench.coremap import CoreRange
 from workbench.generate.config import read_config
+from workbench.measure.core_check import check_core_ownership, neuron_holders
 from workbench.measure.plan import SweepError, SweepPlan
 from workbench.measure.results import POINTS_FILE, RECORD_FILE, frame_from_rows
 from workbench.measure.rows import PointRow
@@ -30,6 +36,7 @@ from workbench.measure.search import (
 )
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
+from workbench.measure.variant_times import times_frame
 from workbench.server import TritonServer
 
 FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=5)
@@ -195,6 +202,10 @@ def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp
     assert [(s["variant"], s["batch_size"], s["concurrency"]) for s in record["steps"]] == list(
         zip(result.frame["variant"], result.frame["batch_size"], result.frame["concurrency"]))
     assert result.frame["outputs_ok"].all() and (result.frame["throughput"] > 0).all()
+    times = times_frame(result.record).set_index("variant")
+    assert set(times.index) == set(result.frame["variant"])  # every variant loaded was timed
+    assert (times["load_s"] > 0).all() and (times["first_response_s"] > 0).all()
+    assert (times["warmup_s"] >= times["first_response_s"]).all() and (times["warmup_requests"] >= 1).all()
     if search.latency_budget_ms < 1:
         assert record["answer"]["best"] is None
     else:
@@ -257,3 +268,57 @@ def test_cli_refuses_a_search_without_its_budget(model_dir, tmp_path, capsys):
     code = main(["sweep", str(model_dir), "--out", str(tmp_path / "cli"), "--search", "hill-climb"])
     assert code == 2 and "needs a p99 latency budget" in capsys.readouterr().err
     assert not (tmp_path / "cli").exists()
+
+
+# ---- core ownership before a sweep ---------------------------------------------------------------
+# FAKE neuron-ls: there is no Neuron device here. The FAKE prints the --json-output schema of the
+# SDK's neuron-ls page (tools/neuron-sys-tools/neuron-ls.rst: neuron_device, nc_count,
+# neuroncore_ids, neuron_processes), as tests/test_doctor.py's FAKE does.
+
+
+def _fake_neuron_ls(tmp_path, monkeypatch, holder_pid):
+    devices = [{"neuron_device": 0, "nc_count": 2, "neuroncore_ids": [0, 1], "logical_neuroncore_config": 1,
+                "neuron_processes": [{"pid": holder_pid, "command": "python3 other_server.py"}]},
+               {"neuron_device": 1, "nc_count": 2, "neuroncore_ids": [2, 3], "neuron_processes": []}]
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "neuron-ls"
+    script.write_text("#!/bin/sh\n# FAKE neuron-ls for tests: NOT the AWS tool; prints a fixed --json-output.\n"
+                      f"cat <<'EOF'\n{json.dumps(devices)}\nEOF\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return devices
+
+
+def test_held_neuron_cores_are_named_and_the_servers_own_stubs_are_not(tmp_path, monkeypatch):
+    devices = _fake_neuron_ls(tmp_path, monkeypatch, 4242)
+    assert neuron_holders(CoreRange(0, 1), devices) == ["device 0 (cores [0, 1]): pid 4242 (python3 other_server.py)"]
+    assert neuron_holders(CoreRange(2, 3), devices) == []
+    mine = [dict(devices[0], neuron_processes=[{"pid": os.getpid(), "command": "triton_python_backend_stub"}])]
+    assert neuron_holders(CoreRange(0, 1), mine, own_pid=os.getppid()) == []  # a child of our server
+    with pytest.raises(SweepError, match="NeuronCores 0:1 are held by another process: device 0"):
+        check_core_ownership(CoreRange(0, 1))  # reads the FAKE neuron-ls on PATH
+
+
+@pytest.mark.server
+def test_a_sweep_refuses_neuron_cores_another_process_holds(server, model_dir, tmp_path, monkeypatch):
+    _fake_neuron_ls(tmp_path, monkeypatch, 4242)
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:1")
+    with pytest.raises(SweepError, match=r"held by another process: device 0 \(cores \[0, 1\]\): pid 4242 \(python3"):
+        run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "again").mkdir()
+    _fake_neuron_ls(tmp_path / "again", monkeypatch, server.pid)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)  # its own server: fine
+    assert result.complete and result.record["core_check"] == []
+
+
+def test_busy_cpus_of_the_range_are_a_warning(tmp_path):
+    burner = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        time.sleep(0.5)
+        warnings = check_core_ownership(CoreRange(0, 0), neuron=False, seconds=1.0)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert len(warnings) == 1 and "busy with other work before the sweep (CPU 0 " in warnings[0]

@@ -221,6 +221,8 @@ def run_cli(args: argparse.Namespace) -> int:
         print(task.error_text, file=sys.stderr)
         return 1
     result = task.result
+    for warning in result.record.get("core_check", []):
+        print(f"workbench sweep: warning: {warning}", file=sys.stderr)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, read_config, spec_from_config, to_json
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
+from workbench.measure.core_check import check_server_cores
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
     POINTS_FILE,
@@ -33,6 +34,7 @@ from workbench.measure.results import (
 from workbench.measure.rows import PointRow, now
 from workbench.measure.search import SearchLog, SearchSpace, answer, check_resume
 from workbench.measure.settings import MeasureSettings
+from workbench.measure.variant_times import first_and_warmup, timed_load
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
@@ -111,6 +113,15 @@ def _url(server: Any, protocol: str) -> str:
         raise SweepError(str(err)) from None
 
 
+def _first_and_warmup(target: Target, batch_size: int, settings: MeasureSettings) -> dict:
+    """First-response and warm-up times of a freshly loaded variant; a failure here is noted, and
+    the point's own measurement says what is wrong."""
+    try:
+        return first_and_warmup(target, batch_size, settings.protocol, settings.seed)
+    except Exception as err:  # noqa: BLE001 - any client error: recorded, not raised
+        return {"error": f"first response failed: {err}"}
+
+
 def run_sweep(
     plan: SweepPlan,
     server: Any,
@@ -159,6 +170,7 @@ def run_sweep(
         except CheckError as err:
             raise SweepError(str(err)) from None
     variants = plan_variants(plan, base)
+    core_warnings = check_server_cores(plan.resolve_core_range(base), server)  # held NeuronCores: refused here
     url = _url(server, settings.protocol)
     settings.engine_command()  # perf_analyzer not found: say so before anything is loaded
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
@@ -186,6 +198,7 @@ def run_sweep(
         "url": url,
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),
+        "core_check": core_warnings,
     })
     record.pop("search", None)
     log = SearchLog(search.name, search.params, SearchSpace.of(plan, variants)) if search is not None else None
@@ -224,14 +237,18 @@ def run_sweep(
         if current["variant"] != point.variant.label:
             report(f"loading {point.variant.label}")
             current["variant"] = point.variant.label
+            times: dict[str, Any] = {}
             try:
-                server.load(name, config=point.variant.config)
+                times["load_s"] = timed_load(lambda: server.load(name, config=point.variant.config))
                 loaded = True
                 current["error"] = None
             except Exception as err:  # Triton refused this variant: record it and go on with the rest
                 if not getattr(server, "running", True):
                     raise
-                current["error"] = f"load failed: {err}"
+                current["error"] = times["error"] = f"load failed: {err}"
+            if current["error"] is None:
+                times.update(_first_and_warmup(target, point.batch_size, settings))
+            record.setdefault("variant_times", {})[point.variant.label] = times
         if current["error"] is None:
             row = measure_point(target, point, settings, cancel=cancel,
                                 progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
