@@ -32,7 +32,7 @@ from workbench.measure.results import (
     write_record,
 )
 from workbench.measure.rows import PointRow, now
-from workbench.measure.search import SearchLog, SearchSpace, answer, check_resume
+from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.variant_times import first_and_warmup, timed_load
 from workbench.system import detect, installed_versions
@@ -136,7 +136,7 @@ def run_sweep(
     restore: bool = True,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
-    search: Any = None,
+    search: SearchStrategy | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: the built-in load generator over gRPC).
