@@ -2,6 +2,8 @@
 each, the concurrency levels upward; a walk ends when the last ``tries`` steps did not raise the
 best throughput by ``min_gain`` (Model Analyzer's rule: 5% over 4 tries; Model Navigator stops
 growing the batch the same way), or, with a budget, when p99 misses it (more load only adds latency).
+``tries`` defaults to 1, not Model Analyzer's 4: on a plan of four concurrency levels, four tries
+would never stop a walk.
 """
 
 from __future__ import annotations
