@@ -12,6 +12,7 @@ Run: python benchmarks/search_vs_grid.py [--window 0.5] [--model-analyzer auto|s
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -55,7 +56,8 @@ def main() -> None:
         by_key = {_key(r): r for _i, r in grid.frame.iterrows()}
         grid_best = best_point(grid.frame, latency_budget_ms=budget)
         print(f"p99 budget {budget:.2f} ms ({'given' if args.budget_ms else 'the grid median'})")
-        print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s. {answer(grid.frame, budget).describe()}")
+        print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s (load average now {os.getloadavg()[0]:.1f}). "
+              f"{answer(grid.frame, budget).describe()}")
         if grid_best is None:
             print("no grid point meets the budget: nothing to compare")
             return
@@ -67,8 +69,9 @@ def main() -> None:
             wall = time.perf_counter() - start
             found = answer(run.frame, budget)
             log = run.record["search"]
-            print(f"\n{name}: {log['measured_points']} of {plan.size} points in {wall:.1f} s "
-                  f"({wall / grid_s:.2f}x the grid's time); stopped: {log['stopped']}")
+            print(f"\n{name}: {log['measured_points']} of {plan.size} points ({log['measured_points'] / plan.size:.2f}x) "
+                  f"in {wall:.1f} s ({wall / grid_s:.2f}x the grid's time; load average now "
+                  f"{os.getloadavg()[0]:.1f}); stopped: {log['stopped']}")
             print(f"  {found.describe()}")
             if found.best is None:
                 verdict, detail = False, "named no point"
