@@ -150,6 +150,7 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
     except PerfAnalyzerNotFound as err:
         return MAOutcome(False, f"Model Analyzer drives perf_analyzer, which is not found: {err}")
     run = wrappers_dir / "run"
+    run.mkdir(exist_ok=True)  # MA checks its checkpoint directory's parent exists
     profile = wrappers_dir / "profile.yaml"
     profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers))
     print(f"  model-analyzer from {source}; log {wrappers_dir / 'ma.log'}", flush=True)

@@ -50,11 +50,14 @@ def main() -> None:
             tempfile.TemporaryDirectory(prefix="search-vs-grid-") as scratch:
         model_dir = served.repository / served.name
         start = time.perf_counter()
-        grid = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / "grid", settings=settings)
+        # restore=False: reloading the base config after a run is not part of finding the answer
+        grid = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / "grid", settings=settings, restore=False)
         grid_s = time.perf_counter() - start
         budget = args.budget_ms or float(grid.frame["p99_ms"].median())
         by_key = {_key(r): r for _i, r in grid.frame.iterrows()}
         grid_best = best_point(grid.frame, latency_budget_ms=budget)
+        print("grid variant loads: " + ", ".join(f"{label} {t.get('load_s', float('nan')):.1f} s"
+                                                for label, t in grid.record.get("variant_times", {}).items()))
         print(f"p99 budget {budget:.2f} ms ({'given' if args.budget_ms else 'the grid median'})")
         print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s (load average now {os.getloadavg()[0]:.1f}). "
               f"{answer(grid.frame, budget).describe()}")
@@ -65,7 +68,8 @@ def main() -> None:
         for name in SEARCHES:
             search = make_search(name, latency_budget_ms=budget)
             start = time.perf_counter()
-            run = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / name, settings=settings, search=search)
+            run = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / name, settings=settings, search=search,
+                            restore=False)
             wall = time.perf_counter() - start
             found = answer(run.frame, budget)
             log = run.record["search"]
@@ -73,6 +77,9 @@ def main() -> None:
                   f"in {wall:.1f} s ({wall / grid_s:.2f}x the grid's time; load average now "
                   f"{os.getloadavg()[0]:.1f}); stopped: {log['stopped']}")
             print(f"  {found.describe()}")
+            loads = run.record.get("variant_times", {})
+            print(f"  {len(loads)} variant load(s): " + ", ".join(
+                f"{label} {t.get('load_s', float('nan')):.1f} s" for label, t in loads.items()))
             if found.best is None:
                 verdict, detail = False, "named no point"
             else:
