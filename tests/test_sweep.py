@@ -310,6 +310,9 @@ def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, mode
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, settings=FAST)
     refused, served = result.frame.iloc[0], result.frame.iloc[1]
     assert "load failed" in refused["error"] and "missing.pt" in refused["error"]
+    times = result.record["variant_times"]
+    assert "missing.pt" in times[refused["variant"]]["error"] and "load_s" not in times[refused["variant"]]
+    assert times[served["variant"]]["load_s"] > 0 and times[served["variant"]]["first_response_s"] > 0
     assert pd.isna(refused["throughput"])
     assert pd.isna(served["error"]) and served["throughput"] > 0
     assert not served["outputs_ok"] and served["max_abs_diff"] > 0.1

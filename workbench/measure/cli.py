@@ -42,6 +42,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="preferred batch sizes of the dynamic batching variants")
     grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
+    grid.add_argument("--search", default="grid", choices=("grid", "bisection", "early-stop", "hill-climb"),
+                      help="measure the whole grid (default) or only the points a search picks "
+                           "(bisection and hill-climb need --latency-budget-ms)")
+    grid.add_argument("--min-gain", type=float, metavar="PCT",
+                      help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
+    grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
     run.add_argument("--max-windows", type=int, default=10,
@@ -76,6 +82,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
     out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
     out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
+    out.add_argument("--instance-type", metavar="TYPE",
+                     help="also name the cheapest configuration per million inferences on this instance type")
+    out.add_argument("--price-per-hour", type=float, metavar="USD", help="on-demand price of --instance-type "
+                     "(default: the workbench's price table, workbench.measure.cost.PRICES)")
+    out.add_argument("--instance-cores", type=int, metavar="N",
+                     help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)")
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
     parser.set_defaults(func=run_cli)
     return parser
@@ -104,6 +116,20 @@ def plan_from_args(args: argparse.Namespace):
     return SweepPlan(batch_sizes=args.batch_sizes, allocations=args.allocations, concurrency=args.concurrency,
                      core_range=args.core_range, batching=batching, parameters=parameters,
                      max_batch_size=args.max_batch_size)
+
+
+def search_from_args(args: argparse.Namespace):
+    """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
+    from workbench.measure.search import make_search
+
+    params = {}
+    if args.search != "grid":
+        params["latency_budget_ms"] = args.latency_budget_ms
+    if args.min_gain is not None:
+        params["min_gain"] = args.min_gain / 100.0
+    if args.tries is not None:
+        params["tries"] = args.tries
+    return make_search(args.search, **params)
 
 
 def settings_from_args(args: argparse.Namespace):
@@ -135,6 +161,26 @@ class _Bar:
         self.bar.close()
 
 
+def _cost_line(frame, args: argparse.Namespace) -> str:
+    """The cheapest point per million inferences under the budget, or why there is none."""
+    from workbench.measure.cost import CostError, best_by_cost, price_of
+
+    prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
+    try:
+        price = price_of(args.instance_type, prices)
+        best = best_by_cost(frame, args.instance_type, latency_budget_ms=args.latency_budget_ms, prices=prices,
+                            instance_cores=args.instance_cores)
+    except CostError as err:
+        return f"cost: {err}"
+    where = f"{args.instance_type} at ${price.usd_per_hour:g}/h ({price.verified}: {price.source})"
+    if best is None:
+        return f"cost on {where}: no usable point qualifies"
+    return (f"Cheapest on {where}: {best['variant']}, batch {int(best['batch_size'])}, concurrency "
+            f"{int(best['concurrency'])}: ${float(best['cost_per_million_usd']):.4f} per million inferences "
+            f"({float(best['throughput']):.1f} infer/s, p99 {float(best['p99_ms']):.2f} ms, "
+            f"${float(best['usd_per_hour']):.4f}/h for its share of the cores)")
+
+
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
     from workbench.generate.config import ConfigError, read_config
@@ -154,9 +200,12 @@ def run_cli(args: argparse.Namespace) -> int:
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         plan = plan_from_args(args)
+        search = search_from_args(args)
         plan_variants(plan, read_config(model_dir))
         if args.new_run and len(args.url) > 1:
             raise SweepError("--new-run replaces one server's run; for a fan-out use a new --out folder")
+        if search is not None and len(args.url) > 1:
+            raise SweepError(f"--search {args.search} walks one server's measurements; a fan-out measures the grid")
         if check_out_dir(args.out, args.resume or args.new_run) and not args.new_run:
             load_run(args.out)  # a corrupted run folder is named (file, line) before a server starts
     except (SweepError, ResultsError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
@@ -174,7 +223,8 @@ def run_cli(args: argparse.Namespace) -> int:
                     label=args.label, restore=True, on_progress=bar)
     else:
         task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                    new_run=args.new_run, label=args.label, restore=bool(args.url), on_progress=bar)
+                    new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
+                    on_progress=bar)
     try:
         task.start()
         while not task.join(0.2):
@@ -207,9 +257,20 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     result = task.result
     print(result.engine_note)
+    for warning in result.record.get("core_check", []):
+        print(f"workbench sweep: warning: {warning}", file=sys.stderr)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    if search is not None:
+        from workbench.measure.search import answer
+
+        log = result.record.get("search", {})
+        print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
+              f"stopped: {log.get('stopped')}")
+        print(answer(result.frame, search.latency_budget_ms).describe())
+    if args.instance_type:
+        print(_cost_line(result.frame, args))
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not args.no_plots and len(result.frame):
         written = plot_run(result)

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 import platform
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable, Collection
 
 from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
+from workbench.measure.core_check import check_server_cores
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
-from workbench.measure.plan import Batching, SweepError, SweepPlan, Variant, plan_variants, variant_config
+from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
     POINTS_FILE,
@@ -35,7 +35,9 @@ from workbench.measure.results import (
 )
 from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
 from workbench.measure.rows import PointRow, now
+from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.settings import MeasureSettings
+from workbench.measure.variant_times import first_and_warmup, load_variant
 from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
@@ -140,6 +142,15 @@ def _check_reachable_by_engine(server: Any) -> None:
                          "do not send yet; measure it through a plain endpoint (e.g. from inside its network)")
 
 
+def _first_and_warmup(target: Target, batch_size: int, settings: MeasureSettings) -> dict:
+    """First-response and warm-up times of a freshly loaded variant; a failure here is noted, and
+    the point's own measurement says what is wrong."""
+    try:
+        return first_and_warmup(target, batch_size, settings.protocol, settings.seed)
+    except Exception as err:  # noqa: BLE001 - any client error: recorded, not raised
+        return {"error": f"first response failed: {err}"}
+
+
 def run_sweep(
     plan: SweepPlan,
     server: Any,
@@ -157,6 +168,7 @@ def run_sweep(
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
     variants: Collection[str] | None = None,
+    search: SearchStrategy | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
@@ -181,6 +193,8 @@ def run_sweep(
     was served with, or unloaded if it was not loaded (``restore=False`` skips that, e.g. when the
     server is stopped right after); no other model on the server is touched. ``variants``: labels
     of the plan's variants to measure (a fan-out's share, `fanout.run_fanout`); default all.
+    ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
+    loading, measurement and files; its log and answer go into the record.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -197,6 +211,7 @@ def run_sweep(
         except CheckError as err:
             raise SweepError(str(err)) from None
     variants = _chosen(plan_variants(plan, base), variants)
+    core_warnings = check_server_cores(plan.resolve_core_range(base), server)  # held NeuronCores: refused here
     url = _url(server, settings.protocol)
     _check_reachable_by_engine(server)
     choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
@@ -209,6 +224,7 @@ def run_sweep(
         set_aside(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     previous, rows = _open_run(out_dir, name, settings, choice, resume, measured)
+    check_resume(search, previous)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
 
@@ -233,7 +249,10 @@ def run_sweep(
         "server": describe_server(server, url),
         "machine": _machine(),
         "packages": installed_versions(_RECORD_PACKAGES),
+        "core_check": core_warnings,
     })
+    record.pop("search", None)
+    log = SearchLog(search.name, search.params, SearchSpace.of(plan, variants)) if search is not None else None
     sessions = list(record.get("sessions", []))
     session = {"started": now(), "ended": None, "status": "running", "measured": 0, "reused": len(rows)}
     record["sessions"] = sessions + [session]
@@ -241,6 +260,8 @@ def run_sweep(
 
     def save() -> SweepResult:
         result = SweepResult(frame_from_rows(r.to_dict() for r in rows), record, out_dir)
+        if log is not None:
+            record["search"] = {**log.to_dict(), "answer": answer(result.frame, search.latency_budget_ms).to_dict()}
         write_record(out_dir, record)
         write_exports(out_dir, result.frame, record)
         return result
@@ -257,46 +278,48 @@ def run_sweep(
     stuck: str | None = None  # why loads stopped: one got no answer in time
     before = snapshot(server, [name]) if restore else None
     report(f"measured by {choice.engine}: {choice.reason}")
-    try:
-        for variant in variants:
-            points = plan.points(variant)
-            todo = [p for p in points if p.key not in done]
-            count += len(points) - len(todo)
-            if not todo:
-                continue
-            check_cancel(cancel)
+    by_key = {r.key: r for r in rows}
+    current: dict[str, Any] = {"variant": None, "error": None}
+
+    def measure(point: Point) -> PointRow:
+        """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
+        nonlocal count, loaded, stuck
+        if point.key in by_key:
+            count += 1
+            return by_key[point.key]
+        check_cancel(cancel)
+        variant = point.variant
+        if current["variant"] != variant.label:
             report(f"loading {variant.label}")
-            if stuck is not None:
-                load_error = f"not loaded: {stuck}"
-            else:
-                started = time.monotonic()
-                try:
-                    server.load(name, config=variant.config, timeout=load_timeout_s)
-                    loaded = True
-                    load_error = None
-                    if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
-                        record.setdefault("served_by", {})[variant.label] = server.served_by(name)
-                except Exception as err:  # Triton refused this variant: record it and go on with the rest
-                    if not getattr(server, "running", True):
-                        raise
-                    load_error = f"load failed: {err}"
-                    if time.monotonic() - started >= 0.95 * load_timeout_s:
-                        stuck = (f"the load of {variant.label} got no answer within {load_timeout_s:g} s (a hung "
-                                 "backend stub? see the server log); the variants after it were not loaded")
-                        load_error = f"load failed: {stuck} ({err})"
-            for point in todo:
-                check_cancel(cancel)
-                if load_error is None:
-                    row = measure_point(target, point, measuring, cancel=cancel,
-                                        progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-                else:
-                    row = PointRow.failed(point, load_error)
-                append_point(out_dir / POINTS_FILE, row.to_dict())
-                rows.append(row)
-                count += 1
-                session["measured"] += 1
-                save()
-                report(f"{point.label}: {row.summary()}")
+            current["variant"] = variant.label
+            times, current["error"], stuck = load_variant(server, name, variant, load_timeout_s, stuck)
+            if current["error"] is None:
+                loaded = True
+                if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
+                    record.setdefault("served_by", {})[variant.label] = server.served_by(name)
+                times.update(_first_and_warmup(target, point.batch_size, settings))
+            record.setdefault("variant_times", {})[variant.label] = times
+        if current["error"] is None:
+            row = measure_point(target, point, measuring, cancel=cancel,
+                                progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+        else:
+            row = PointRow.failed(point, current["error"])
+        append_point(out_dir / POINTS_FILE, row.to_dict())
+        rows.append(row)
+        by_key[row.key] = row
+        count += 1
+        session["measured"] += 1
+        save()
+        report(f"{point.label}: {row.summary()}")
+        return row
+
+    try:
+        if search is None:
+            for variant in variants:
+                for point in plan.points(variant):
+                    measure(point)
+        else:
+            search.run(log.space, measure, log)
         status = "complete"
     except Cancelled:
         status = "cancelled"

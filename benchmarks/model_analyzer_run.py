@@ -1,0 +1,191 @@
+"""Model Analyzer on the benchmark's model and space, in local launch mode, for search_vs_grid.py.
+
+It is found as ``$MODEL_ANALYZER``, ``model-analyzer`` on PATH, or in the benchmark's own venv
+(``~/.cache/workbench/model-analyzer-venv``), which is created with ``pip install
+triton-model-analyzer`` when missing. Wrappers give it the workbench's tritonserver (library path,
+python backend directory, a unique shm prefix) and perf_analyzer. A NeuronCore allocation can only
+be written for it as instance count x NEURON_CORE_END_INDEX, so it also tries the split that
+overlaps cores (2 instances on core 0); every config it profiles restarts the server.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from workbench.generate.config import parameters_of, read_config
+from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+from workbench.server.discovery import find_tritonserver
+from workbench.server.ports import pick_ports
+
+VERSION = "1.58.0"
+VENV = Path.home() / ".cache" / "workbench" / "model-analyzer-venv"
+
+
+@dataclass
+class MAOutcome:
+    ran: bool
+    why: str = ""
+    wall_s: float = 0.0
+    table: pd.DataFrame | None = None
+    best: dict | None = None
+    configs: int = 0
+
+    def describe(self, grid_s: float) -> str:
+        if not self.ran:
+            return f"  did not run: {self.why}"
+        text = [f"  wall {self.wall_s:.1f} s ({self.wall_s / grid_s:.2f}x the workbench grid's {grid_s:.1f} s), "
+                f"{self.configs} model configs, {0 if self.table is None else len(self.table)} measurements"]
+        if self.why:
+            text.append(f"  note: {self.why}")
+        if self.best:
+            b = self.best
+            text.append(f"  its best under the budget: {b['allocation']} ({b['config']}), batch {b['batch']}, "
+                        f"concurrency {b['concurrency']}: {b['throughput']:.1f} infer/s, p99 {b['p99_ms']:.2f} ms")
+        elif self.table is not None:
+            text.append("  no measurement met the budget")
+        return "\n".join(text)
+
+
+def find_model_analyzer(install: bool = True) -> tuple[Path | None, str]:
+    """The model-analyzer executable and where it came from, or None and why not."""
+    for candidate, source in ((os.environ.get("MODEL_ANALYZER"), "$MODEL_ANALYZER"),
+                              (shutil.which("model-analyzer"), "PATH"),
+                              (str(VENV / "bin" / "model-analyzer"), f"the benchmark's venv {VENV}")):
+        if candidate and Path(candidate).is_file() and os.access(candidate, os.X_OK):
+            return Path(candidate), source
+    if not install:
+        return None, "model-analyzer is not installed"
+    print(f"  installing triton-model-analyzer=={VERSION} into {VENV} (pip)", flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True, capture_output=True, timeout=300)
+        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", f"triton-model-analyzer=={VERSION}"],
+                       check=True, capture_output=True, text=True, timeout=1200)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+        detail = getattr(err, "stderr", "") or str(err)
+        return None, f"pip install triton-model-analyzer failed: {str(detail).strip().splitlines()[-1:]}"
+    return VENV / "bin" / "model-analyzer", f"installed into {VENV}"
+
+
+def _wrappers(folder: Path) -> tuple[Path, Path]:
+    """Executables MA can be pointed at: tritonserver as TritonServer runs it, and perf_analyzer."""
+    install = find_tritonserver()
+    env = install.env({"LD_LIBRARY_PATH": "", "PATH": ""})
+    server = folder / "tritonserver.sh"
+    backend = f"--backend-directory={install.backend_dir} " if install.backend_dir else ""
+    server.write_text("#!/bin/bash\n"
+                      f"export LD_LIBRARY_PATH={env['LD_LIBRARY_PATH']}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n"
+                      f"export PATH={env['PATH']}:$PATH\n"
+                      f"exec {install.binary} {backend}--backend-config=python,shm-region-prefix-name=ma$$- \"$@\"\n")
+    analyzer = folder / "perf_analyzer.sh"
+    command = " ".join(f"'{part}'" for part in find_perf_analyzer())
+    analyzer.write_text(f"#!/bin/bash\nexec {command} \"$@\"\n")
+    for path in (server, analyzer):
+        path.chmod(0o755)
+    return server, analyzer
+
+
+def _profile(served, run: Path, batch_sizes, allocations, concurrency, budget_ms: float, wrappers) -> str:
+    counts = sorted({int(a.split("x")[0]) for a in allocations})
+    ends = sorted({str(int(a.split("x")[0]) * int(a.split("x")[1]) - 1) for a in allocations})
+    ports = pick_ports("127.0.0.1", {"http": None, "grpc": None, "metrics": None})
+    return f"""model_repository: {served.repository}
+checkpoint_directory: {run}/checkpoints
+output_model_repository_path: {run}/output_model_repository
+override_output_model_repository: true
+export_path: {run}/export
+triton_launch_mode: local
+triton_server_path: {wrappers[0]}
+perf_analyzer_path: {wrappers[1]}
+triton_http_endpoint: 127.0.0.1:{ports['http']}
+triton_grpc_endpoint: 127.0.0.1:{ports['grpc']}
+triton_metrics_url: http://127.0.0.1:{ports['metrics']}/metrics
+triton_server_flags: {{http_address: 127.0.0.1, grpc_address: 127.0.0.1, metrics_address: 127.0.0.1}}
+client_protocol: grpc
+run_config_search_mode: brute
+constraints: {{perf_latency_p99: {{max: {budget_ms:.3f}}}}}
+profile_models:
+  {served.name}:
+    cpu_only: true
+    parameters: {{batch_sizes: {list(batch_sizes)}, concurrency: {list(concurrency)}}}
+    model_config_parameters:
+      max_batch_size: {max(batch_sizes)}
+      dynamic_batching: {{}}
+      instance_group: [{{kind: KIND_MODEL, count: {counts}}}]
+      parameters: {{NEURON_CORE_END_INDEX: {{string_value: {ends}}}}}
+"""
+
+
+def _column(frame: pd.DataFrame, *words: str) -> str:
+    for column in frame.columns:
+        if all(w.lower() in column.lower() for w in words):
+            return column
+    raise KeyError(f"no column with {words} in {list(frame.columns)}")
+
+
+def _allocation(config_dir: Path) -> str:
+    cfg = read_config(config_dir)
+    params = parameters_of(cfg)
+    count = cfg.instance_group[0].count if cfg.instance_group else 1
+    cores = int(params.get("NEURON_CORE_END_INDEX", "0")) - int(params.get("NEURON_CORE_START_INDEX", "0")) + 1
+    return f"{count}x{cores // count}" if cores % count == 0 and cores >= count else f"{count} on {cores} core(s), overlapping"
+
+
+def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms: float, *, timeout: float) -> MAOutcome:
+    executable, source = find_model_analyzer()
+    if executable is None:
+        return MAOutcome(False, source)
+    try:
+        wrappers_dir = Path(served.repository).parent / "ma"
+        wrappers_dir.mkdir(exist_ok=True)
+        wrappers = _wrappers(wrappers_dir)
+    except PerfAnalyzerNotFound as err:
+        return MAOutcome(False, f"Model Analyzer drives perf_analyzer, which is not found: {err}")
+    run = wrappers_dir / "run"
+    run.mkdir(exist_ok=True)  # MA checks its checkpoint directory's parent exists
+    profile = wrappers_dir / "profile.yaml"
+    profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers))
+    print(f"  model-analyzer from {source}; log {wrappers_dir / 'ma.log'}", flush=True)
+    start = time.perf_counter()
+    with open(wrappers_dir / "ma.log", "w") as log:
+        process = subprocess.Popen([str(executable), "profile", "-f", str(profile)], stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True, cwd=wrappers_dir)
+        try:
+            code = process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        finally:  # MA's own tritonserver and perf_analyzer are in its session
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
+    wall = time.perf_counter() - start
+    if code is None:
+        return MAOutcome(False, f"it did not finish within {timeout:.0f} s (--ma-timeout); log in {wrappers_dir}", wall)
+    csv = run / "export" / "results" / "metrics-model-inference.csv"
+    if code != 0 or not csv.is_file():
+        tail = (wrappers_dir / "ma.log").read_text(errors="replace").strip().splitlines()[-3:]
+        return MAOutcome(False, f"it exited {code} without {csv.name}: {' | '.join(tail)}", wall)
+    table = pd.read_csv(csv)
+    config, thr, p99 = _column(table, "config", "path"), _column(table, "throughput"), _column(table, "p99")
+    batch, conc = _column(table, "batch"), _column(table, "concurrency")
+    configs = sorted(set(table[config]))
+    loaded = {c: _allocation(run / "output_model_repository" / Path(str(c)).name) for c in configs
+              if (run / "output_model_repository" / Path(str(c)).name / "config.pbtxt").is_file()}
+    ok = table[table[p99].astype(float) <= budget_ms]
+    best = None
+    if len(ok):
+        row = ok.sort_values(thr, ascending=False).iloc[0]
+        best = {"config": Path(str(row[config])).name, "allocation": loaded.get(row[config], "?"), "batch": int(row[batch]),
+                "concurrency": int(row[conc]), "throughput": float(row[thr]), "p99_ms": float(row[p99])}
+    note = "allocations it profiled: " + ", ".join(f"{Path(str(c)).name}={a}" for c, a in loaded.items())
+    return MAOutcome(True, note, wall, table, best, len(configs))

@@ -1,0 +1,111 @@
+"""Time to the answer: the full grid against each search, on one model and one space, ratios in
+one run. The space: batch sizes 1,4,8 x allocations 1x1,2x1,1x2 (cores 0:1) x concurrency 1,2,4,8
+(36 points) of the reference MLP, every variant loaded as a config override on one server.
+The p99 budget is the grid's median p99 unless --budget-ms is given (half the space qualifies).
+Target, per search: it names the grid's best point under the budget, or one whose throughput in
+the grid is within 5% of the best, in at most 1/3 of the grid's wall time.
+Model Analyzer (PyPI triton-model-analyzer) runs on the same model and space in local launch mode
+where it can be found or installed (see model_analyzer_run.py); otherwise the benchmark says why.
+Run: python benchmarks/search_vs_grid.py [--window 0.5] [--model-analyzer auto|skip]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from _common import add_size_option, header, served_mlp
+
+from workbench.measure.results import best_point
+from workbench.measure.search import SEARCHES, answer, make_search
+from workbench.measure.settings import MeasureSettings
+from workbench.measure.sweep import SweepPlan, run_sweep
+
+BATCH_SIZES, ALLOCATIONS, CONCURRENCY, CORE_RANGE = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8), "0:1"
+WITHIN, TIME_SHARE = 0.05, 1 / 3
+
+
+def _key(row) -> tuple:
+    return (row["variant"], int(row["batch_size"]), int(row["concurrency"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=0.5, help="measurement window, seconds (default 0.5)")
+    parser.add_argument("--budget-ms", type=float, help="p99 budget (default: the grid's median p99)")
+    parser.add_argument("--model-analyzer", choices=("auto", "skip"), default="auto",
+                        help="auto: find or install Model Analyzer and run it on the same space (slow: it "
+                             "restarts the server per config); skip: say so and do not")
+    parser.add_argument("--ma-timeout", type=float, default=3600, help="seconds Model Analyzer may take (default 3600)")
+    add_size_option(parser, "medium")
+    args = parser.parse_args()
+    settings = MeasureSettings(window_s=args.window, max_windows=6)
+    plan = SweepPlan(batch_sizes=BATCH_SIZES, allocations=ALLOCATIONS, concurrency=CONCURRENCY, core_range=CORE_RANGE)
+    header(f"search vs grid: {len(BATCH_SIZES)} batch sizes x {len(ALLOCATIONS)} allocations x "
+           f"{len(CONCURRENCY)} concurrencies = {plan.size} points, window {args.window:g} s")
+    with served_mlp(size=args.size, dynamic_batching=True) as (server, served), \
+            tempfile.TemporaryDirectory(prefix="search-vs-grid-") as scratch:
+        model_dir = served.repository / served.name
+        start = time.perf_counter()
+        # restore=False: reloading the base config after a run is not part of finding the answer
+        grid = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / "grid", settings=settings, restore=False)
+        grid_s = time.perf_counter() - start
+        budget = args.budget_ms or float(grid.frame["p99_ms"].median())
+        by_key = {_key(r): r for _i, r in grid.frame.iterrows()}
+        grid_best = best_point(grid.frame, latency_budget_ms=budget)
+        print("grid variant loads: " + ", ".join(f"{label} {t.get('load_s', float('nan')):.1f} s"
+                                                for label, t in grid.record.get("variant_times", {}).items()))
+        print(f"p99 budget {budget:.2f} ms ({'given' if args.budget_ms else 'the grid median'})")
+        print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s (load average now {os.getloadavg()[0]:.1f}). "
+              f"{answer(grid.frame, budget).describe()}")
+        if grid_best is None:
+            print("no grid point meets the budget: nothing to compare")
+            return
+        lines = []
+        for name in SEARCHES:
+            search = make_search(name, latency_budget_ms=budget)
+            start = time.perf_counter()
+            run = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / name, settings=settings, search=search,
+                            restore=False)
+            wall = time.perf_counter() - start
+            found = answer(run.frame, budget)
+            log = run.record["search"]
+            print(f"\n{name}: {log['measured_points']} of {plan.size} points ({log['measured_points'] / plan.size:.2f}x) "
+                  f"in {wall:.1f} s ({wall / grid_s:.2f}x the grid's time; load average now "
+                  f"{os.getloadavg()[0]:.1f}); stopped: {log['stopped']}")
+            print(f"  {found.describe()}")
+            loads = run.record.get("variant_times", {})
+            print(f"  {len(loads)} variant load(s): " + ", ".join(
+                f"{label} {t.get('load_s', float('nan')):.1f} s" for label, t in loads.items()))
+            if found.best is None:
+                verdict, detail = False, "named no point"
+            else:
+                in_grid = by_key[_key(found.best)]
+                share = float(in_grid["throughput"]) / float(grid_best["throughput"])
+                same = _key(found.best) == _key(grid_best)
+                fits = float(in_grid["p99_ms"]) <= budget
+                verdict = (same or (share >= 1 - WITHIN and fits)) and wall <= TIME_SHARE * grid_s
+                detail = (f"{'the grid best' if same else 'not the grid best'}; in the grid its throughput is "
+                          f"{share:.1%} of the best, p99 {float(in_grid['p99_ms']):.2f} ms "
+                          f"({'within' if fits else 'over'} budget)")
+            lines.append(f"{name:<11} {wall:7.1f} s  {wall / grid_s:5.2f}x  {detail}: "
+                         f"{'met' if verdict else 'not met'}")
+        print(f"\ntarget: the grid's best (or within {WITHIN:.0%} of its throughput) in <= {TIME_SHARE:.2f}x "
+              f"the grid's {grid_s:.1f} s")
+        print("\n".join(lines))
+
+        if args.model_analyzer == "skip":
+            print("\nModel Analyzer: skipped (--model-analyzer skip)")
+            return
+        from model_analyzer_run import run_model_analyzer
+
+        print("\nModel Analyzer (brute search, local launch mode, same model and space):", flush=True)
+        outcome = run_model_analyzer(served, BATCH_SIZES, ALLOCATIONS, CONCURRENCY, budget, timeout=args.ma_timeout)
+        print(outcome.describe(grid_s))
+
+
+if __name__ == "__main__":
+    main()

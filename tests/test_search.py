@@ -1,0 +1,325 @@
+"""Searches beside the grid: each strategy's stopping rule on tables whose answers are known, then
+every strategy on one real tritonserver (the zoo's add_sub, as in test_sweep): only plan points
+measured, the log says what and why, resume replays without measuring again, the answer names
+the best with its margin and the runner-up, and `workbench sweep --search`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from workbench import generate, zoo
+from workbench.cli import main
+from workbench.compiler import compile_model
+from workbench.coremap import CoreRange
+from workbench.generate.config import read_config
+from workbench.measure.core_check import check_core_ownership, neuron_holders
+from workbench.measure.plan import SweepError, SweepPlan
+from workbench.measure.results import POINTS_FILE, RECORD_FILE, frame_from_rows
+from workbench.measure.rows import PointRow
+from workbench.measure.search import (
+    ConcurrencyBisection,
+    EarlyStop,
+    HillClimb,
+    SearchLog,
+    SearchSpace,
+    answer,
+    make_search,
+)
+from workbench.measure.settings import MeasureSettings
+from workbench.measure.sweep import run_sweep
+from workbench.measure.variant_times import times_frame
+from workbench.server import TritonServer
+
+FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=5)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search")
+    model = zoo.get("add_sub")
+    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=root / "compiled", name="add_sub")
+    settings = generate.GenerateSettings(
+        triton_model_dir=str(root / "repo" / "add_sub"), compiled_model=artifact.path, copy_compiled_model=True,
+        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, cpu_affinity=True,
+    )
+    generate.write(generate.render(settings))
+    return root / "repo" / "add_sub"
+
+
+@pytest.fixture(scope="module")
+def server(model_dir):
+    with TritonServer(model_dir.parent) as running:
+        running.load("add_sub")
+        yield running
+
+
+# ---- stopping rules on known tables ------------------------------------------------------------
+
+
+def _space(model_dir, allocations="1x1,2x1,1x2", batches=(1, 4, 8), concurrency=(1, 2, 4, 8)):
+    plan = SweepPlan(batch_sizes=list(batches), allocations=allocations, concurrency=list(concurrency), core_range="0:1")
+    return plan, SearchSpace.of(plan, plan.variants(read_config(model_dir)))
+
+
+def _table_measure(table):
+    """measure(point) from {(allocation, batch, concurrency): (throughput, p99)}; keeps the order asked."""
+    asked = []
+
+    def measure(point):
+        asked.append(point.key)
+        throughput, p99 = table(point.variant.allocation.label, point.batch_size, point.concurrency)
+        return PointRow(**point.columns(), throughput=throughput, p99_ms=p99, p50_ms=p99 / 2, failures=0,
+                        outputs_ok=True, stable=True)
+    return measure, asked
+
+
+def _latency_model(allocation, batch, concurrency):
+    """Throughput saturating with concurrency, better with more instances; p99 grows with load."""
+    speed = {"1x1": 1.0, "1x2": 1.3, "2x1": 1.8}[allocation]
+    throughput = speed * batch * 100 * min(concurrency, 4) / (1 + 0.02 * batch)
+    p99 = batch * concurrency / speed
+    return throughput, p99
+
+
+def test_space_orders_allocations_by_cores_then_instances(model_dir):
+    _plan, space = _space(model_dir, allocations="2x1,1x1,1x2", batches=(8, 1))
+    assert [v.allocation.label for v in space.variants] == ["1x1", "1x2", "2x1"]
+    assert space.batch_sizes == (1, 8) and space.size == 3 * 2 * 4
+
+
+def test_bisection_closes_the_bracket_per_cell(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1", batches=(4,), concurrency=(1, 2, 4, 8, 16))
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("bisection", {}, space)
+    ConcurrencyBisection(latency_budget_ms=10).run(space, measure, log)
+    # p99 = 4 x concurrency meets 10 ms at 2, misses at 4: the middle (4) first, then bisect 1..2
+    assert [c for _v, _b, c in asked] == [4, 1, 2]
+    assert log.notes[-1].endswith("p99 meets the budget at concurrency 2 and misses it at 4")
+    assert "bisected" in log.stopped and [s["meets_budget"] for s in log.steps] == [False, True, True]
+
+
+def test_bisection_edges_say_which_end_was_hit(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1", batches=(1,))
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("bisection", {}, space)
+    ConcurrencyBisection(latency_budget_ms=1000).run(space, measure, log)
+    assert [c for *_k, c in asked] == [2, 4, 8] and "up to the highest concurrency 8" in log.notes[-1]
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("bisection", {}, space)
+    ConcurrencyBisection(latency_budget_ms=0.5).run(space, measure, log)
+    assert [c for *_k, c in asked] == [2, 1] and "misses the budget already at the lowest concurrency 1" in log.notes[-1]
+
+
+def test_early_stop_ends_walks_when_throughput_stops_growing_or_p99_misses(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1")
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("early-stop", {}, space)
+    EarlyStop(latency_budget_ms=30, min_gain=0.05).run(space, measure, log)
+    # batch 1: throughput grows to concurrency 4, flat at 8; batch 4: p99 32 ms at 8 misses; batch 8 misses at 4
+    assert asked == [("1x1", 1, 1), ("1x1", 1, 2), ("1x1", 1, 4), ("1x1", 1, 8),
+                     ("1x1", 4, 1), ("1x1", 4, 2), ("1x1", 4, 4), ("1x1", 4, 8),
+                     ("1x1", 8, 1), ("1x1", 8, 2), ("1x1", 8, 4)]
+    assert any("batch 1: concurrency walk ends at 8: throughput gained less than 5%" in n for n in log.notes)
+    assert any("batch 4: concurrency walk ends at 8: p99 32.00 ms misses the budget" in n for n in log.notes)
+
+
+def test_early_stop_ends_the_batch_walk_when_the_best_stops_growing(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1", concurrency=(1,))
+    flat = lambda allocation, batch, concurrency: (100.0 + batch, 1.0)  # noqa: E731
+    measure, asked = _table_measure(flat)
+    log = SearchLog("early-stop", {}, space)
+    EarlyStop(min_gain=0.05).run(space, measure, log)
+    assert asked == [("1x1", 1, 1), ("1x1", 4, 1)]
+    assert "batch walk ends at 4: best throughput gained less than 5% over 1 batch size(s)" in log.notes[-1]
+
+
+def test_hill_climb_moves_to_better_neighbours_and_stops_at_a_local_optimum(model_dir):
+    plan, space = _space(model_dir)
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("hill-climb", {}, space)
+    HillClimb(latency_budget_ms=20).run(space, measure, log)
+    grid = [PointRow(**p.columns(), throughput=t, p99_ms=l, p50_ms=l / 2, failures=0, outputs_ok=True)
+            for v in space.variants for p in plan.points(v) for t, l in [_latency_model(v.allocation.label, p.batch_size, p.concurrency)]]
+    best = answer(frame_from_rows(r.to_dict() for r in grid), 20).best
+    found = answer(frame_from_rows(r.to_dict() for r in grid if r.key in set(asked)), 20).best
+    assert (found["variant"], found["batch_size"], found["concurrency"]) == (best["variant"], best["batch_size"], best["concurrency"])
+    assert len(set(asked)) <= space.size // 3
+    assert log.stopped.startswith("local optimum: no unmeasured neighbour of 2x1 batch 8")
+    climbs = [n.split(": ", 1)[1] for n in log.notes if "climb from" in n]
+    assert [c.split(":")[0] for c in climbs] == ["climb from 1x2 batch 4 to 2x1 batch 4", "climb from 2x1 batch 4 to 2x1 batch 8"]
+    assert asked[:3] == [("1x2", 4, 2), ("1x2", 4, 4), ("1x2", 4, 8)]  # the centre cell, bisected from the middle
+
+
+def test_searches_that_need_a_budget_say_so_and_bad_names_are_refused():
+    with pytest.raises(SweepError, match="hill-climb search needs a p99 latency budget"):
+        HillClimb()
+    with pytest.raises(SweepError, match="must be a positive number"):
+        ConcurrencyBisection(latency_budget_ms=-1)
+    with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb"):
+        make_search("optuna")
+    assert make_search("grid") is None and make_search("early-stop").params["min_gain"] == 0.05
+
+
+def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir):
+    plan, space = _space(model_dir, allocations="1x1,2x1", batches=(1, 4), concurrency=(1, 2))
+    rows = [PointRow(**p.columns(), throughput=t, p99_ms=l, p50_ms=l / 2, failures=0, outputs_ok=True).to_dict()
+            for v in space.variants for p in plan.points(v) for t, l in [_latency_model(v.allocation.label, p.batch_size, p.concurrency)]]
+    found = answer(frame_from_rows(rows), latency_budget_ms=10)
+    assert (found.best["variant"], found.best["batch_size"], found.best["concurrency"]) == ("2x1", 4, 2)
+    assert found.margin_ms == pytest.approx(10 - 8 / 1.8)
+    assert (found.runner_up["variant"], found.runner_up["batch_size"]) != ("2x1", 4)
+    assert (found.runner_up["variant"], found.runner_up["batch_size"], found.runner_up["concurrency"]) == ("1x1", 4, 2)
+    text = found.describe()
+    assert "Best: 2x1, batch 4, concurrency 2" in text and "of the budget to spare" in text and "Runner-up: 1x1, batch 4" in text
+
+
+# ---- on a real server --------------------------------------------------------------------------
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("search, rule", [
+    (ConcurrencyBisection(latency_budget_ms=60_000), "up to the highest concurrency 4"),
+    (ConcurrencyBisection(latency_budget_ms=0.001), "misses the budget already at the lowest concurrency 1"),
+    (EarlyStop(latency_budget_ms=0.001), "concurrency walk ends at 1: p99"),
+    (HillClimb(latency_budget_ms=0.001), "no cell near the start meets p99 <= 0.001 ms"),
+])
+def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp_path, search, rule):
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
+    record = json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]
+    assert result.complete and record["name"] == search.name
+    assert any(rule in note for note in record["notes"] + [record["stopped"]])
+    assert 0 < len(result.frame) < plan.size and record["measured_points"] == len(result.frame)
+    assert [(s["variant"], s["batch_size"], s["concurrency"]) for s in record["steps"]] == list(
+        zip(result.frame["variant"], result.frame["batch_size"], result.frame["concurrency"]))
+    assert result.frame["outputs_ok"].all() and (result.frame["throughput"] > 0).all()
+    times = times_frame(result.record).set_index("variant")
+    assert set(times.index) == set(result.frame["variant"])  # every variant loaded was timed
+    assert (times["load_s"] > 0).all() and (times["first_response_s"] > 0).all()
+    assert (times["warmup_s"] >= times["first_response_s"]).all() and (times["warmup_requests"] >= 1).all()
+    if search.latency_budget_ms < 1:
+        assert record["answer"]["best"] is None
+    else:
+        assert record["answer"]["best"]["throughput"] == result.frame["throughput"].max()
+        assert record["answer"]["margin_ms"] > 0
+
+
+@pytest.mark.server
+def test_a_cancelled_search_resumes_with_the_same_decisions_and_no_point_twice(server, model_dir, tmp_path):
+    out = tmp_path / "run"
+    plan = SweepPlan(batch_sizes=[1, 4, 8], allocations="1x1,2x1,1x2", concurrency=[1, 2], core_range="0:1")
+    cancel = threading.Event()
+
+    def stop_after_two(done, total, message):
+        if done >= 2:
+            cancel.set()
+
+    first = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, cancel=cancel, progress=stop_after_two,
+                      search=HillClimb(latency_budget_ms=60_000))
+    assert first.status == "cancelled" and len(first.frame) == 2
+    assert first.record["search"]["stopped"] is None and len(first.record["search"]["steps"]) == 2
+    kept = (out / POINTS_FILE).read_text().splitlines()
+    with pytest.raises(SweepError, match="cannot resume a run made by search .*hill-climb.* with search .*grid"):
+        run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, resume=True)
+    with pytest.raises(SweepError, match="latency_budget_ms': 60000.0.* with search .*latency_budget_ms': 50.0"):
+        run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, resume=True, search=HillClimb(latency_budget_ms=50))
+
+    loads = []
+    second = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, resume=True,
+                       progress=lambda d, t, m: loads.append(m), search=HillClimb(latency_budget_ms=60_000))
+    lines = (out / POINTS_FILE).read_text().splitlines()
+    assert second.complete and lines[:2] == kept
+    keys = [(r["variant"], r["batch_size"], r["concurrency"]) for r in map(json.loads, lines)]
+    assert len(keys) == len(set(keys)) < plan.size
+    steps = second.record["search"]["steps"]
+    assert [(s["variant"], s["batch_size"], s["concurrency"]) for s in steps] == keys  # the replay asked the same first
+    assert second.record["search"]["stopped"].startswith("local optimum")
+    assert [(s["reused"], s["measured"]) for s in second.record["sessions"]] == [(0, 2), (2, len(keys) - 2)]
+
+
+@pytest.mark.server
+def test_cli_sweep_with_a_search(server, model_dir, tmp_path, capsys):
+    code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--out", str(tmp_path / "cli"),
+                 "--batch-sizes", "1,4", "--allocations", "1x1", "--concurrency", "1,2,4",
+                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--no-plots",
+                 "--search", "bisection", "--latency-budget-ms", "60000", "--instance-type", "inf2.xlarge"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "search bisection: 3 of 6 points measured; stopped: every variant x batch size bisected" in out
+    # the answer and the cost ranking follow the measured rows (which batch wins is the machine's say)
+    frame = pd.read_csv(tmp_path / "cli" / "results.csv")
+    cheapest = frame.loc[frame["throughput"].idxmax()]  # 1x1 holds 1 of inf2.xlarge's 2 NeuronCores
+    assert f"Best: 1x1, batch {cheapest['batch_size']}, concurrency {cheapest['concurrency']}" in out
+    assert "of the budget to spare" in out
+    expected = 0.76 / 2 / (cheapest["throughput"] * 3600) * 1e6
+    assert f"Cheapest on inf2.xlarge at $0.76/h (secondary" in out
+    assert f"batch {cheapest['batch_size']}, concurrency {cheapest['concurrency']}: ${expected:.4f} per million" in out
+
+
+def test_cli_refuses_a_search_without_its_budget(model_dir, tmp_path, capsys):
+    code = main(["sweep", str(model_dir), "--out", str(tmp_path / "cli"), "--search", "hill-climb"])
+    assert code == 2 and "needs a p99 latency budget" in capsys.readouterr().err
+    assert not (tmp_path / "cli").exists()
+
+
+# ---- core ownership before a sweep ---------------------------------------------------------------
+# FAKE neuron-ls: there is no Neuron device here. The FAKE prints the --json-output schema of the
+# SDK's neuron-ls page (tools/neuron-sys-tools/neuron-ls.rst: neuron_device, nc_count,
+# neuroncore_ids, neuron_processes), as tests/test_doctor.py's FAKE does.
+
+
+def _fake_neuron_ls(tmp_path, monkeypatch, holder_pid):
+    devices = [{"neuron_device": 0, "nc_count": 2, "neuroncore_ids": [0, 1], "logical_neuroncore_config": 1,
+                "neuron_processes": [{"pid": holder_pid, "command": "python3 other_server.py"}]},
+               {"neuron_device": 1, "nc_count": 2, "neuroncore_ids": [2, 3], "neuron_processes": []}]
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    script = bin_dir / "neuron-ls"
+    script.write_text("#!/bin/sh\n# FAKE neuron-ls for tests: NOT the AWS tool; prints a fixed --json-output.\n"
+                      f"cat <<'EOF'\n{json.dumps(devices)}\nEOF\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return devices
+
+
+def test_held_neuron_cores_are_named_and_the_servers_own_stubs_are_not(tmp_path, monkeypatch):
+    devices = _fake_neuron_ls(tmp_path, monkeypatch, 4242)
+    assert neuron_holders(CoreRange(0, 1), devices) == ["device 0 (cores [0, 1]): pid 4242 (python3 other_server.py)"]
+    assert neuron_holders(CoreRange(2, 3), devices) == []
+    mine = [dict(devices[0], neuron_processes=[{"pid": os.getpid(), "command": "triton_python_backend_stub"}])]
+    assert neuron_holders(CoreRange(0, 1), mine, own_pid=os.getppid()) == []  # a child of our server
+    with pytest.raises(SweepError, match="NeuronCores 0:1 are held by another process: device 0"):
+        check_core_ownership(CoreRange(0, 1))  # reads the FAKE neuron-ls on PATH
+
+
+@pytest.mark.server
+def test_a_sweep_refuses_neuron_cores_another_process_holds(server, model_dir, tmp_path, monkeypatch):
+    _fake_neuron_ls(tmp_path, monkeypatch, 4242)
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", core_range="0:1")
+    with pytest.raises(SweepError, match=r"held by another process: device 0 \(cores \[0, 1\]\): pid 4242 \(python3"):
+        run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)
+    assert not (tmp_path / "run").exists()
+    (tmp_path / "again").mkdir()
+    _fake_neuron_ls(tmp_path / "again", monkeypatch, server.pid)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)  # its own server: fine
+    assert result.complete and result.record["core_check"] == []
+
+
+def test_busy_cpus_of_the_range_are_a_warning(tmp_path):
+    burner = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        time.sleep(0.5)
+        warnings = check_core_ownership(CoreRange(0, 0), neuron=False, seconds=1.0)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert len(warnings) == 1 and "busy with other work before the sweep (CPU 0 " in warnings[0]
