@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--ma-timeout", type=float, default=3600, help="seconds Model Analyzer may take (default 3600)")
     add_size_option(parser, "medium")
     args = parser.parse_args()
-    settings = MeasureSettings(window_s=args.window, max_windows=6)
+    settings = MeasureSettings(engine="workbench", window_s=args.window, max_windows=6)
     plan = SweepPlan(batch_sizes=BATCH_SIZES, allocations=ALLOCATIONS, concurrency=CONCURRENCY, core_range=CORE_RANGE)
     header(f"search vs grid: {len(BATCH_SIZES)} batch sizes x {len(ALLOCATIONS)} allocations x "
            f"{len(CONCURRENCY)} concurrencies = {plan.size} points, window {args.window:g} s")

@@ -59,7 +59,7 @@ def main() -> None:
         server.load = timed_load
         start = time.perf_counter()
         result = run_sweep(plan, server, served.repository / served.name, out_dir=Path(out) / "run",
-                           settings=MeasureSettings(window_s=args.window))
+                           settings=MeasureSettings(engine="workbench", window_s=args.window))
         wall = time.perf_counter() - start
     frame = result.frame
     print(frame[["allocation", "batch_size", "concurrency", "throughput", "p50_ms", "stable", "windows",

@@ -34,7 +34,7 @@ import workbench
 from workbench import generate
 from workbench.generate import pytorch_backend as ptb
 from workbench.server import TritonServer, find_tritonserver
-from workbench.spec import ModelSpec, TensorSpec, tensor_index
+from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_index
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATES = Path(workbench.__file__).parent / "generate" / "templates"
@@ -105,8 +105,11 @@ def test_request_reading_is_the_same_code_in_both_templates():
 ])
 def test_tensor_index_rule(templates, name, index):
     assert tensor_index(name) == index
-    if " " not in name:  # a space is no tensor name at all
+    if name.isascii() and " " not in name:
         assert TensorSpec(name, "FP32", (1,)).index == index
+    else:  # the one tensor-name rule (limits.TENSOR_NAME_RULE) takes ASCII names without spaces only
+        with pytest.raises(SpecError, match="bad tensor name"):
+            TensorSpec(name, "FP32", (1,))
     for module in templates.values():
         assert module.tensor_index(name) == index
 

@@ -24,7 +24,7 @@ from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
-FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=3)
+FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=3, time_limit_s=None)
 PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
 KEYS = ["variant", "batch_size", "concurrency"]
 
@@ -124,7 +124,7 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
     out = tmp_path / "cli"
     args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations",
             "1x1,2x1", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "200", "--max-windows", "3",
-            "--warmup", "3", "--no-plots", "--out", str(out)]
+            "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     parent = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -182,7 +182,7 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
 def _sweep_args(model_dir: Path, out: Path) -> list[str]:
     return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,2x1", "--core-range", "0:1",
             "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "3", "--no-plots",
-            "--out", str(out)]
+            "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
 
 
 @pytest.mark.parametrize("damage, message", [

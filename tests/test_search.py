@@ -39,7 +39,7 @@ from workbench.measure.sweep import run_sweep
 from workbench.measure.variant_times import times_frame
 from workbench.server import TritonServer
 
-FAST = MeasureSettings(window_s=0.2, max_windows=3, warmup_requests=5)
+FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None)
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +250,8 @@ def test_a_cancelled_search_resumes_with_the_same_decisions_and_no_point_twice(s
 def test_cli_sweep_with_a_search(server, model_dir, tmp_path, capsys):
     code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--out", str(tmp_path / "cli"),
                  "--batch-sizes", "1,4", "--allocations", "1x1", "--concurrency", "1,2,4",
-                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--no-plots",
+                 "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--no-plots", "--engine", "workbench",
+                 "--time-limit-s", "0",
                  "--search", "bisection", "--latency-budget-ms", "60000", "--instance-type", "inf2.xlarge"])
     out = capsys.readouterr().out
     assert code == 0
