@@ -75,7 +75,10 @@ def test_20_inductor_follows_the_stub_locale(servers):
     cfg = ptb.build_pytorch_config("pt2_inductor", ModelSpec.parse(["x,FP32,4"], ["y,FP32,4"]), layout=ptb.PYTORCH2,
                                    parameters={"TORCH_COMPILE_OPTIONAL_PARAMETERS": {"backend": "inductor"}})
     source = PT2_SOURCE.replace(", (x * 10).long()", "")
-    ptb.write_pytorch2_model(servers["repo"], cfg, source)
+    exec_ns: dict = {}
+    exec(source, exec_ns)
+    # saved weights: without them each process would build its own random Linear
+    ptb.write_pytorch2_model(servers["repo"], cfg, source, state_dict=exec_ns["Net"]().state_dict())
     preview = ptb.preview_serving(cfg, backend_dir=real.pytorch.backend.backend_dir)
     if not stub_locale_is_utf8(real.pytorch.stub_python()):
         assert any("starts with the C locale" in note for note in preview.notes), preview.notes
