@@ -14,10 +14,7 @@ available ($WORKBENCH_LIBTORCH_BACKEND, or ../shared/tools/build_libtorch_backen
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib.util
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -284,29 +281,11 @@ def test_twin_fails_the_whole_batch_as_the_pytorch_backend_does(served, model):
         np.testing.assert_array_equal(result, array + 1)
 
 
-def libtorch_backend_dir() -> Path:
-    """A --backend-directory holding Triton's real PyTorch backend: $WORKBENCH_LIBTORCH_BACKEND,
-    else built (once, then cached) by ../shared/tools/build_libtorch_backend.sh; skip without either."""
-    given = os.environ.get("WORKBENCH_LIBTORCH_BACKEND")
-    if given:
-        backend = Path(given)
-    else:
-        script = ROOT.parent / "shared" / "tools" / "build_libtorch_backend.sh"
-        if not script.is_file():
-            pytest.skip(f"no real PyTorch backend: set WORKBENCH_LIBTORCH_BACKEND, or provide {script}")
-        done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True, timeout=1800)
-        assert done.returncode == 0, f"{script} failed:\n{done.stderr[-2000:]}"
-        backend = Path(done.stdout.strip().splitlines()[-1])
-    assert (backend / "pytorch" / "libtriton_pytorch.so").is_file(), f"{backend} has no pytorch/libtriton_pytorch.so"
-    return backend
-
-
 @pytest.mark.server
-def test_twin_answers_each_request_as_the_real_libtorch_backend(served):
+def test_twin_answers_each_request_as_the_real_libtorch_backend(served, libtorch_backend_dir):
     """The same TorchScript model directory on the real backend: every response equal, word for word."""
-    backend = libtorch_backend_dir()
-    real = TritonServer(served["user_repo"])
-    real.install = dataclasses.replace(real.install, backend_dir=backend)
+    backend = libtorch_backend_dir
+    real = TritonServer(served["user_repo"], pytorch_backend=backend)
     with real:
         assert ptb.plan_serving(served["user_repo"] / "strict_torchscript", backend_dir=backend).served_as \
             == ptb.SERVED_AS_LIBTORCH
