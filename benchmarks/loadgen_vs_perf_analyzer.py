@@ -86,7 +86,7 @@ def main() -> None:
                           f"client CPU {pair['cpu_us']:.0f} us/request, send delay {pair['delay_us']:.0f} us", flush=True)
                 stable = [p for p in pairs if p["pa_stable"]]
                 if not stable:
-                    print(f"  -> perf_analyzer never stable here: left out of the verdict", flush=True)
+                    print("  -> perf_analyzer never stable here: left out of the verdict", flush=True)
                     continue
                 thr = statistics.median(p["thr"] for p in stable)
                 p50 = statistics.median(p["p50"] for p in stable)
