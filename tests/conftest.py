@@ -10,6 +10,10 @@ SDK calls made.
 
 ``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by ../shared's
 script), or a skip that says why.
+
+``SHARED`` is the reference material beside the repository (``$WORKBENCH_SHARED``, else
+``../shared``): where it exists, `pytest_configure` points the tests at its perf_analyzer wrapper
+and its backend build, so the README's test command alone runs the tests that need them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,25 @@ import pytest
 from workbench.server import TritonServer
 
 ServerFactory = Callable[..., TritonServer]
+
+SHARED = Path(os.environ.get("WORKBENCH_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Use ../shared's references without set-up by hand: its perf_analyzer wrapper (when it
+    answers ``--version`` on this glibc) as ``$PERF_ANALYZER``, and for its LibTorch backend build
+    the ``.pth`` that gives the backend stub a UTF-8 locale (``WB_STUB_LOCALE_FIX``), so the
+    PyTorch 2 runtime's inductor is served for real. Values already in the environment win."""
+    wrapper = SHARED / "tools" / "perf_analyzer_here.sh"
+    if "PERF_ANALYZER" not in os.environ and wrapper.is_file():
+        try:
+            answers = subprocess.run([str(wrapper), "--version"], capture_output=True, timeout=120).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            answers = False
+        if answers:
+            os.environ["PERF_ANALYZER"] = str(wrapper)
+    if (SHARED / "tools" / "build_libtorch_backend.sh").is_file():
+        os.environ.setdefault("WB_STUB_LOCALE_FIX", "1")
 
 
 def _factory() -> Iterator[ServerFactory]:
@@ -86,7 +109,7 @@ def neuron_fakes(monkeypatch) -> Iterator[Any]:
 
 # --- Triton's real PyTorch (LibTorch) backend ------------------------------------------------
 
-_BUILD_SCRIPT = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "build_libtorch_backend.sh"
+_BUILD_SCRIPT = SHARED / "tools" / "build_libtorch_backend.sh"
 
 
 @pytest.fixture(scope="session")
