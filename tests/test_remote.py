@@ -343,7 +343,8 @@ def test_the_server_panel_line_does_not_ask_a_remote_on_every_redraw(lab):
 
 def test_remote_help_does_not_load_torch():
     code = ("import sys\nfrom workbench.cli import main\ntry:\n    main(['remote', '--help'])\n"
-            "except SystemExit as done:\n    assert done.code == 0\nassert 'torch' not in sys.modules\nprint('ok')\n")
+            "except SystemExit as done:\n    assert done.code == 0\nassert 'torch' not in sys.modules\n"
+            "assert 'tritonclient' not in sys.modules, 'workbench.server imported its clients eagerly'\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ok") and "grpcs://" in done.stdout and "--header" in done.stdout
