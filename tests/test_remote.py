@@ -319,9 +319,32 @@ def test_the_server_panel_connects_to_a_url_and_never_stops_that_server(lab):
     panel.close()
 
 
+def test_the_server_panel_line_does_not_ask_a_remote_on_every_redraw(lab):
+    """The server line is redrawn on every click; a remote that went away must not turn the line
+    into "Triton ?" (nor make each click wait on the network): its version is asked once."""
+    from workbench.ui.server_panel import ServerPanel
+
+    _, a, _, _ = lab
+    proxy = _TlsProxy(a.http_url)
+    panel = ServerPanel()
+    try:
+        panel.connect(proxy.url)
+        assert panel.ops.join(60) and isinstance(panel.server, RunningServer), panel.controls["error"].value
+        proxy.close()
+        panel.server.close()  # its open connections go; a new one is refused
+        with pytest.raises(Exception):
+            panel.server.index()
+        panel._show()
+        assert f"connected</b> to Triton {a.version} at http://{proxy.url}" in panel.controls["server_info"].value
+    finally:
+        proxy.close()
+        panel.close()
+
+
 def test_remote_help_does_not_load_torch():
     code = ("import sys\nfrom workbench.cli import main\ntry:\n    main(['remote', '--help'])\n"
-            "except SystemExit as done:\n    assert done.code == 0\nassert 'torch' not in sys.modules\nprint('ok')\n")
+            "except SystemExit as done:\n    assert done.code == 0\nassert 'torch' not in sys.modules\n"
+            "assert 'tritonclient' not in sys.modules, 'workbench.server imported its clients eagerly'\nprint('ok')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("ok") and "grpcs://" in done.stdout and "--header" in done.stdout
@@ -329,14 +352,17 @@ def test_remote_help_does_not_load_torch():
 
 class _TlsProxy:
     """An HTTPS endpoint in front of a server's plain HTTP port (Triton's HTTP server has no TLS of
-    its own; production puts a proxy or load balancer there), so the HTTP TLS path is real."""
+    its own; production puts a proxy or load balancer there), so the HTTP TLS path is real.
+    Without ``cert``, a plain TCP forwarder: a remote server that can be taken away."""
 
-    def __init__(self, target: str, cert: Path, key: Path) -> None:
+    def __init__(self, target: str, cert: Path | None = None, key: Path | None = None) -> None:
         import socket
         import ssl
 
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.load_cert_chain(cert, key)
+        self.context = None
+        if cert is not None:
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(cert, key)
         self.target = target.rsplit(":", 1)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"127.0.0.1:{self.listener.getsockname()[1]}"
@@ -349,7 +375,7 @@ class _TlsProxy:
         while not self.closed:
             try:
                 raw, _ = self.listener.accept()
-                client = self.context.wrap_socket(raw, server_side=True)
+                client = self.context.wrap_socket(raw, server_side=True) if self.context else raw
             except OSError:  # closed, or a client that refused our certificate
                 continue
             upstream = socket.create_connection((self.target[0], int(self.target[1])))
@@ -371,7 +397,13 @@ class _TlsProxy:
                     pass
 
     def close(self) -> None:
+        import socket
+
         self.closed = True
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept; a close alone leaves it listening
+        except OSError:
+            pass
         self.listener.close()
 
 

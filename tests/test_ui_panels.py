@@ -274,11 +274,11 @@ def _fake_torch_neuronx(monkeypatch, trace) -> None:
     monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
 
 
-def test_an_inf2_compile_flows_to_settings_and_offers_the_cpu_twin(tmp_path, monkeypatch):
-    """FAKE torch_neuronx (the SDK cannot be installed here): its trace is a CPU torch.jit.trace
-    standing in for a NEFF-backed module. What is checked is the panels' side: the inf2 artifact
-    sets the target, the docker tab names the devices, and the CPU twin can be served here."""
-    _fake_torch_neuronx(monkeypatch, lambda func, example_inputs, *_, **__: torch.jit.trace(func, example_inputs))
+def test_an_inf2_compile_flows_to_settings_and_offers_the_cpu_twin(tmp_path, neuron_fakes):
+    """The contract's FAKE torch_neuronx (tests/fake_neuron; the SDK cannot be installed here): its
+    trace is a CPU ScriptModule standing in for a NEFF-backed one. What is checked is the panels'
+    side: the inf2 artifact sets the target, the docker tab names the devices, and the CPU twin
+    can be served here."""
     state = WorkbenchState(tmp_path / "repo")
     panel = ModelPanel(state, artifacts_dir=tmp_path / "art")
     settings, preview = SettingsPanel(state), PreviewPanel(state)
@@ -286,6 +286,7 @@ def test_an_inf2_compile_flows_to_settings_and_offers_the_cpu_twin(tmp_path, mon
     panel.controls["target"].value = "inf2"
     task = panel.start_compile()
     assert task.join(timeout=180) and task.state == "done", task.error_text
+    assert "FAKE neuronx-cc compile" in panel.log.text  # the fake SDK's trace ran (in the compile's child)
     assert state.artifact.target == "inf2" and not state.artifact.runs_on_cpu
     assert settings.controls["target"].value == "inf2" and settings.problems == []
     assert 'string_value: "inf2"' in preview.controls["config_text"].value

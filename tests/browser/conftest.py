@@ -64,6 +64,23 @@ class Lab:
     def page_url(self, notebook: str) -> str:
         return f"{self.url}/lab/tree/{notebook}?token={self.token}"
 
+    def run_all(self, page, notebook: str, timeout_ms: int, *, wait: bool = True) -> None:
+        """Open ``notebook`` in ``page``, wait for its kernel and Run All; with ``wait``, return once
+        every code cell has run (a number in each prompt, none pending)."""
+        page.goto(self.page_url(notebook))
+        page.wait_for_selector(".jp-Notebook", timeout=timeout_ms)
+        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext.session"
+                               " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
+                               timeout=timeout_ms)
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        if wait:
+            page.wait_for_function("""() => {
+                const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
+                return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
+            }""", timeout=timeout_ms)
+
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):

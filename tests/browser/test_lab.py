@@ -67,19 +67,8 @@ def page(request, lab, browser_page, tmp_path):
 
 
 def test_notebook_panels_generate_serve_and_sweep(lab, page):
-    page.goto(lab.page_url(NOTEBOOK))
-    page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
-    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-                           timeout=WAIT_MS)
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    # every code cell has run (a number in its prompt, none pending) and none failed
-    page.wait_for_function("""() => {
-        const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-        return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-    }""", timeout=WAIT_MS)
+    lab.run_all(page, NOTEBOOK, WAIT_MS)  # returns once every code cell has run
+    # and none failed
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                         has_text="Traceback").count() == 0
     workbench = _workbench(page)

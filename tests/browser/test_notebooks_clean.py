@@ -110,17 +110,7 @@ def test_run_all_and_save_in_the_browser_leaves_the_quickstart_as_git_has_it(lab
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     try:
-        page.goto(lab.page_url("notebooks/01-quickstart.ipynb"))
-        page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
-        page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-                               timeout=WAIT_MS)
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function("""() => {
-            const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-            return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent));
-        }""", timeout=WAIT_MS)
+        lab.run_all(page, "notebooks/01-quickstart.ipynb", WAIT_MS)
         outputs = page.locator(".jp-OutputArea-output").count()
         assert outputs > 3  # the run left outputs in the page, which the save must not keep
         saved_at = path.stat().st_mtime_ns

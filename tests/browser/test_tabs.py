@@ -111,13 +111,7 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     page.on("console", lambda msg: msg.type == "error" and console.append(msg.text))
     page.on("pageerror", lambda err: console.append(f"page error: {err}"))
     page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
-    page.goto(lab.page_url(NOTEBOOK))
-    page.wait_for_selector(".jp-Notebook", timeout=WAIT_MS)
-    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell.currentWidget"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session"
-                           " && window.jupyterapp.shell.currentWidget.sessionContext.session.kernel",
-                           timeout=WAIT_MS)
-    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    lab.run_all(page, NOTEBOOK, WAIT_MS, wait=False)
     workbench = _workbench(page)
     workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
 

@@ -1,28 +1,41 @@
 """Serving wing: run a local tritonserver (process), drive it or a remote one (control, remote),
 read its log (log) and find one (discovery). The ``docker run`` for a Neuron host is in
-`workbench.deploy.docker`."""
+`workbench.deploy.docker`.
 
-from workbench.server.control import ClientOptions, ModelControl
-from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
-from workbench.server.errors import ModelLoadError, ModelRefusedError, PortInUseError, ServerError, ServerStartError
-from workbench.server.log import ServerLog
-from workbench.server.ports import find_free_port
-from workbench.server.process import TritonServer
-from workbench.server.remote import RunningServer
+The names below load on first use (as `workbench`'s do): importing a submodule such as
+`workbench.server.remote_cli` for ``workbench remote --help`` must not pay for tritonclient."""
 
-__all__ = [
-    "TritonInstall",
-    "TritonNotFoundError",
-    "find_tritonserver",
-    "TritonServer",
-    "RunningServer",
-    "ClientOptions",
-    "ModelControl",
-    "ServerLog",
-    "ServerError",
-    "ServerStartError",
-    "PortInUseError",
-    "ModelLoadError",
-    "ModelRefusedError",
-    "find_free_port",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> module that defines it
+_LAZY = {
+    "TritonInstall": "workbench.server.discovery",
+    "TritonNotFoundError": "workbench.server.discovery",
+    "find_tritonserver": "workbench.server.discovery",
+    "TritonServer": "workbench.server.process",
+    "RunningServer": "workbench.server.remote",
+    "ClientOptions": "workbench.server.control",
+    "ModelControl": "workbench.server.control",
+    "ServerLog": "workbench.server.log",
+    "ServerError": "workbench.server.errors",
+    "ServerStartError": "workbench.server.errors",
+    "PortInUseError": "workbench.server.errors",
+    "ModelLoadError": "workbench.server.errors",
+    "ModelRefusedError": "workbench.server.errors",
+    "find_free_port": "workbench.server.ports",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'workbench.server' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

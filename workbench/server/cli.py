@@ -11,10 +11,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 from workbench.deploy.docker import docker_run_command
 from workbench.server.errors import ModelLoadError
-from workbench.server.process import TritonServer
 from workbench.system import LNC_VALUES
 
 
@@ -66,7 +66,8 @@ def _print_docker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_index(server: TritonServer) -> None:
+def print_index(server: Any) -> None:
+    """The repository index of ``server`` (local or remote), one model a line."""
     rows = server.index()
     if not rows:
         print("  (no models in the repository)")
@@ -82,6 +83,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.server.process import TritonServer  # here, so `workbench serve --help` need not load it
+
     if args.docker:
         return _print_docker(args)
     server = TritonServer(
@@ -109,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"workbench serve: error: {err}", file=sys.stderr)
                 return 1
         print("models:")
-        _print_index(server)
+        print_index(server)
         print("serving; Ctrl-C to stop", flush=True)
         stop_echo = server.follow_log_in_thread(print) if args.show_log else threading.Event()
         try:

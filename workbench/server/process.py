@@ -256,11 +256,12 @@ class TritonServer(HandedOver):
         env = self.install.env()
         env.update(self.pytorch.environment())
         env.update(self.extra_env)
+        command = self.command()  # once: it reads every config (cache_args); the log shows what ran
         with open(self.log.path, "ab") as log:
-            log.write(("$ " + " ".join(self.command()) + "\n").encode())
+            log.write(("$ " + " ".join(command) + "\n").encode())
             log.flush()
             self._process = subprocess.Popen(
-                self.command(),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

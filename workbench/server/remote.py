@@ -66,6 +66,15 @@ class RunningServer(ModelControl):
             options = options.with_ssl()
         super().__init__(parsed.hostport, parsed.protocol, metrics_url=metrics_url, options=options)
         self.name = name or parsed.hostport
+        self._version: str | None = None
+
+    @property
+    def version(self) -> str:
+        """Triton's release, asked once (as `TritonServer` knows its own): the panel's server line
+        shows it on every redraw, which must not wait on the network."""
+        if self._version is None:
+            self._version = super().version
+        return self._version
 
     @property
     def grpc_url(self) -> str:

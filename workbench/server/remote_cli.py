@@ -75,14 +75,10 @@ def _config_text(value: str | None) -> str | None:
 
 
 def _print_index(server: Any) -> None:
-    rows = server.index()
+    from workbench.server.cli import print_index
+
     print(f"tritonserver {server.version} at {server.protocol}://{server.url}")
-    if not rows:
-        print("  (no models in the repository)")
-    width = max([len(r["name"]) for r in rows] + [5])
-    for row in rows:
-        reason = f"  {row['reason']}" if row["reason"] else ""
-        print(f"  {row['name']:<{width}}  v{row['version'] or '-':<3} {row['state'] or 'not loaded'}{reason}")
+    print_index(server)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -114,10 +114,6 @@ class Linked(Generic[T]):
                 link.widget.value = link.show(self._fields[name])
         self._notify(changed)
 
-    def reparse(self, name: str) -> None:
-        """Parse the field's widget again (its parser depends on something else that changed)."""
-        self._edited(name, self._links[name].widget.value)
-
     # ---- internals ------------------------------------------------------------------------------
 
     @contextlib.contextmanager

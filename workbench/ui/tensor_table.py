@@ -6,12 +6,10 @@ hands to `workbench.spec.tensors_from_rows`, and what it sets to show tensors it
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
-
 import ipywidgets as widgets
 import traitlets
 
-from workbench.spec import TRITON_DTYPES, TensorSpec, tensors_from_rows
+from workbench.spec import TRITON_DTYPES
 
 
 class TensorRow:
@@ -39,11 +37,10 @@ class TensorTable(traitlets.HasTraits):
 
     value = traitlets.Tuple(help="the rows as typed: (name, dtype, dims text) each")
 
-    def __init__(self, kind: str, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, kind: str) -> None:
         super().__init__()
         self.kind = kind
         self.rows: list[TensorRow] = []
-        self._on_change = on_change
         self._syncing = False
         self.add_button = widgets.Button(description=f"add {kind}", icon="plus",
                                          layout=widgets.Layout(width="auto"))
@@ -65,21 +62,11 @@ class TensorTable(traitlets.HasTraits):
         self.rows.remove(row)
         self._refresh()
 
-    def set_tensors(self, tensors: Iterable[TensorSpec]) -> None:
-        """Show these tensors, one row each (one change at the end)."""
-        self.value = tuple(t.row() for t in tensors)
-
-    def tensors(self) -> tuple[TensorSpec, ...]:
-        """The rows as TensorSpecs; a SpecError names the row (``input row 2``) and what is wrong."""
-        return tensors_from_rows(self.value, self.kind)
-
     def changed(self) -> None:
         """A row was edited: ``value`` follows (and with it whatever is linked to the table)."""
         if self._syncing:
             return
         self.value = tuple(row.typed for row in self.rows)
-        if self._on_change is not None:
-            self._on_change()
 
     def _value_set(self, change) -> None:
         """``value`` set from outside: rebuild the rows to show it."""
