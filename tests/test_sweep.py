@@ -228,10 +228,18 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
             allocation = message.split()[0]
             seen_counts[allocation] = server.model_config("add_sub")["instance_group"][0]["count"]
 
+    eager, references = eager_reference(model_dir), []
+
+    def reference(arrays):
+        references.append(len(arrays[0]))
+        return eager(arrays)
+
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[2], core_range="0:1")
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST,
+                       reference=reference)
 
     assert result.complete and seen_counts == {"1x1": 1, "2x1": 2}
+    assert sorted(references) == [1, 4]  # the expected outputs are made once per batch size, not per point
     frame = result.frame
     assert list(zip(frame["allocation"], frame["batch_size"])) == [("1x1", 1), ("1x1", 4), ("2x1", 1), ("2x1", 4)]
     assert frame["outputs_ok"].tolist() == [True] * 4
