@@ -16,11 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import generate, zoo
 from workbench.check import eager_reference
 from workbench.coremap import Allocation
 from workbench.cli import main
-from workbench.compiler import compile_model
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.plots import plot_run
 from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
@@ -40,17 +38,9 @@ FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_r
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
+def model_dir(tmp_path_factory, generate_cpu_model):
     """add_sub traced for the CPU, generated with batching up to 8 over cores 0:1, CPU pinning on."""
-    root = tmp_path_factory.mktemp("sweep")
-    model = zoo.get("add_sub")
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=root / "compiled", name="add_sub")
-    settings = generate.GenerateSettings(
-        triton_model_dir=str(root / "repo" / "add_sub"), compiled_model=artifact.path, copy_compiled_model=True,
-        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, cpu_affinity=True,
-    )
-    generate.write(generate.render(settings))
-    return root / "repo" / "add_sub"
+    return generate_cpu_model(tmp_path_factory.mktemp("sweep"), cpu_affinity=True)
 
 
 @pytest.fixture(scope="module")
