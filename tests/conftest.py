@@ -14,6 +14,8 @@ script), or a skip that says why.
 ``SHARED`` is the reference material beside the repository (``$WORKBENCH_SHARED``, else
 ``../shared``): where it exists, `pytest_configure` points the tests at its perf_analyzer wrapper
 and its backend build, so the README's test command alone runs the tests that need them.
+
+``generate_cpu_model`` makes the small CPU model directory the sweep, search and resume tests serve.
 """
 
 from __future__ import annotations
@@ -74,6 +76,28 @@ def triton_server() -> Iterator[ServerFactory]:
 @pytest.fixture(scope="module")
 def triton_server_module() -> Iterator[ServerFactory]:
     yield from _factory()
+
+
+def _generate_cpu_model(root: Path, name: str = "add_sub", *, seed: int | None = None, **settings: Any) -> Path:
+    from workbench import generate, zoo
+    from workbench.compiler import compile_model
+
+    model = zoo.get(name) if seed is None else zoo.get(name, seed=seed)
+    compiled = root / f"compiled-{len(list(root.glob('compiled-*')))}"
+    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=compiled, name=name)
+    generate.write(generate.render(generate.GenerateSettings(
+        triton_model_dir=str(root / "repo" / name), compiled_model=artifact.path, copy_compiled_model=True,
+        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, **settings)),
+        overwrite=True)
+    return root / "repo" / name
+
+
+@pytest.fixture(scope="session")
+def generate_cpu_model() -> Callable[..., Path]:
+    """``generate_cpu_model(root, name="add_sub", seed=None, **settings)``: the zoo model ``name``
+    traced for the CPU and generated as ``root/repo/<name>`` (batching up to 8 over cores 0:1;
+    ``settings``: more GenerateSettings), replacing what is there."""
+    return _generate_cpu_model
 
 
 FAKE_NEURON = Path(__file__).parent / "fake_neuron"

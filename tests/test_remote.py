@@ -286,6 +286,7 @@ def test_a_fanned_out_sweep_deals_variants_merges_and_resumes_per_server(lab, tm
     by_server = dict(zip(run.frame["variant"], run.frame["server"]))
     assert by_server == {"1x1": a.http_url, "1x2": a.http_url, "2x1": b.http_url}
     assert run.frame["outputs_ok"].map(bool).all() and "server" in captured.out
+    assert run.engine_note.startswith("measured by workbench") and run.engine_note in captured.out
     servers_record = run.record["servers"]
     assert servers_record[a.http_url]["server"]["url"] == a.http_url
     assert servers_record[b.http_url]["server"]["version"] == b.version
@@ -296,6 +297,7 @@ def test_a_fanned_out_sweep_deals_variants_merges_and_resumes_per_server(lab, tm
         share = load_run(out / entry["folder"])
         assert len(share.frame) == len(entry["variants"]) and share.frame["variant"].is_unique
         assert share.record["sessions"][-1]["reused"] == measured_first.get(name, 0)
+        assert share.record["engine"] == run.record["engine"]  # one engine choice for every server
         measured_again += share.record["sessions"][-1]["measured"]
     assert measured_again == 3 - len(first.frame)
     assert _state(a.http_url) == before_a and _state(b.http_url) == before_b

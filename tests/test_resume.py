@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from workbench import generate, zoo
-from workbench.compiler import compile_model
 from workbench.measure.resume import compact_points, fingerprint_changes, unique_rows
 from workbench.measure.results import POINTS_FILE, load_run, read_points
 from workbench.measure.settings import MeasureSettings
@@ -29,22 +27,9 @@ PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,2x1", concurrency=[1], cor
 KEYS = ["variant", "batch_size", "concurrency"]
 
 
-def _generate(root: Path, name: str = "add_sub", seed: int = 0) -> Path:
-    """The zoo model ``name`` (weights drawn from ``seed``) compiled for the CPU and generated as
-    ``root/repo/<name>``, replacing what is there."""
-    model = zoo.get(name) if name == "add_sub" else zoo.get(name, seed=seed)
-    compiled = root / f"compiled-{len(list(root.glob('compiled-*')))}"
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=compiled, name=name)
-    settings = generate.GenerateSettings(
-        triton_model_dir=str(root / "repo" / name), compiled_model=artifact.path, copy_compiled_model=True,
-        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True)
-    generate.write(generate.render(settings), overwrite=True)
-    return root / "repo" / name
-
-
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    return _generate(tmp_path_factory.mktemp("resume"))
+def model_dir(tmp_path_factory, generate_cpu_model):
+    return generate_cpu_model(tmp_path_factory.mktemp("resume"))
 
 
 def _lines(out: Path) -> list[dict]:
@@ -148,8 +133,8 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
 
 
 @pytest.mark.server
-def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_changed(tmp_path):
-    model_dir = _generate(tmp_path, "mlp", seed=0)
+def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_changed(tmp_path, generate_cpu_model):
+    model_dir = generate_cpu_model(tmp_path, "mlp", seed=0)
     out = tmp_path / "run"
     plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
     cancel = threading.Event()
@@ -159,12 +144,12 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
         assert first.status == "cancelled" and first.record["fingerprint"]["model_files"]
         before = (out / POINTS_FILE).read_bytes()
 
-        _generate(tmp_path, "mlp", seed=1)  # the same model regenerated with other weights
+        generate_cpu_model(tmp_path, "mlp", seed=1)  # the same model regenerated with other weights
         with pytest.raises(SweepError, match=r"what it measured has changed \(model file 1/mlp\.cpu\.pt changed"):
             run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, resume=True)
         assert (out / POINTS_FILE).read_bytes() == before
 
-        _generate(tmp_path, "mlp", seed=0)
+        generate_cpu_model(tmp_path, "mlp", seed=0)
         config = (model_dir / "config.pbtxt").read_text()
         (model_dir / "config.pbtxt").write_text(config.replace("max_batch_size: 8", "max_batch_size: 4"))
         with pytest.raises(SweepError, match="the model's config changed"):

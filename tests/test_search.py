@@ -15,9 +15,7 @@ import time
 import pandas as pd
 import pytest
 
-from workbench import generate, zoo
 from workbench.cli import main
-from workbench.compiler import compile_model
 from workbench.coremap import CoreRange
 from workbench.generate.config import read_config
 from workbench.measure.core_check import check_core_ownership, neuron_holders
@@ -42,16 +40,8 @@ FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_r
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("search")
-    model = zoo.get("add_sub")
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=root / "compiled", name="add_sub")
-    settings = generate.GenerateSettings(
-        triton_model_dir=str(root / "repo" / "add_sub"), compiled_model=artifact.path, copy_compiled_model=True,
-        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, cpu_affinity=True,
-    )
-    generate.write(generate.render(settings))
-    return root / "repo" / "add_sub"
+def model_dir(tmp_path_factory, generate_cpu_model):
+    return generate_cpu_model(tmp_path_factory.mktemp("search"), cpu_affinity=True)
 
 
 @pytest.fixture(scope="module")

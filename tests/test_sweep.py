@@ -16,11 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import generate, zoo
 from workbench.check import eager_reference
 from workbench.coremap import Allocation
 from workbench.cli import main
-from workbench.compiler import compile_model
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.plots import plot_run
 from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
@@ -40,17 +38,9 @@ FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_r
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
+def model_dir(tmp_path_factory, generate_cpu_model):
     """add_sub traced for the CPU, generated with batching up to 8 over cores 0:1, CPU pinning on."""
-    root = tmp_path_factory.mktemp("sweep")
-    model = zoo.get("add_sub")
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=root / "compiled", name="add_sub")
-    settings = generate.GenerateSettings(
-        triton_model_dir=str(root / "repo" / "add_sub"), compiled_model=artifact.path, copy_compiled_model=True,
-        target="cpu", neuron_core_range="0:1", max_batch_size=8, enable_dynamic_batching=True, cpu_affinity=True,
-    )
-    generate.write(generate.render(settings))
-    return root / "repo" / "add_sub"
+    return generate_cpu_model(tmp_path_factory.mktemp("sweep"), cpu_affinity=True)
 
 
 @pytest.fixture(scope="module")
@@ -228,10 +218,18 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
             allocation = message.split()[0]
             seen_counts[allocation] = server.model_config("add_sub")["instance_group"][0]["count"]
 
+    eager, references = eager_reference(model_dir), []
+
+    def reference(arrays):
+        references.append(len(arrays[0]))
+        return eager(arrays)
+
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[2], core_range="0:1")
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST,
+                       reference=reference)
 
     assert result.complete and seen_counts == {"1x1": 1, "2x1": 2}
+    assert sorted(references) == [1, 4]  # the expected outputs are made once per batch size, not per point
     frame = result.frame
     assert list(zip(frame["allocation"], frame["batch_size"])) == [("1x1", 1), ("1x1", 4), ("2x1", 1), ("2x1", 4)]
     assert frame["outputs_ok"].tolist() == [True] * 4

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from workbench.check import Eager, InputMaker
+from workbench.measure.engines import EngineChoice, choose_engine
 from workbench.measure.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.results import (
     POINTS_FILE, RECORD_FILE, SweepResult, append_point, frame_from_rows, load_run, write_exports, write_record,
 )
 from workbench.measure.rows import now
 from workbench.measure.settings import MeasureSettings
-from workbench.measure.sweep import _base_config, check_out_dir, run_sweep
+from workbench.measure.sweep import _base_config, _reference, check_out_dir, run_sweep
 
 __all__ = ["SERVERS_FOLDER", "deal_variants", "run_fanout"]
 
@@ -96,7 +97,10 @@ def run_fanout(
     out_dir = Path(out_dir)
     has_run = check_out_dir(out_dir, resume)
     first = next(iter(named.values()))
-    _, base, _ = _base_config(first, model)
+    _, base, model_dir = _base_config(first, model)
+    # made once for every share: the same engine measures all points, one model loaded in-process
+    choice = choose_engine(MeasureSettings() if settings is None else settings)
+    reference = _reference(model_dir) if reference is None else reference
     labels = [v.label for v in plan_variants(plan, base)]
     previous = load_run(out_dir).record if has_run else {}
     if previous:
@@ -132,7 +136,7 @@ def run_fanout(
             result = run_sweep(plan, named[name], model, out_dir=share_dir, settings=settings, reference=reference,
                                inputs=inputs, resume=resume and (share_dir / RECORD_FILE).exists(),
                                label=f"{label or out_dir.name} on {name}", restore=restore,
-                               progress=report(name), cancel=cancel, variants=shares[name])
+                               progress=report(name), cancel=cancel, variants=shares[name], engine=choice)
             outcomes[name] = {"status": result.status}
         except Exception as err:  # one server failing does not stop the others
             outcomes[name] = {"status": "failed", "error": f"{type(err).__name__}: {err}",
@@ -150,12 +154,12 @@ def run_fanout(
         thread.start()
     for thread in threads:
         thread.join()
-    return _merge(out_dir, plan, shares, folders, outcomes, previous, label, started, total)
+    return _merge(out_dir, plan, shares, folders, outcomes, previous, label, started, total, choice)
 
 
 def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders: dict[str, str],
            outcomes: dict[str, dict], previous: dict, label: str | None,
-           started: str, total: int) -> SweepResult:
+           started: str, total: int, choice: EngineChoice) -> SweepResult:
     """One run from the shares: every row with its server, the record naming each server's share."""
     runs = {name: load_run(out_dir / SERVERS_FOLDER / folders[name]) for name in shares
             if (out_dir / SERVERS_FOLDER / folders[name] / RECORD_FILE).exists()}
@@ -184,6 +188,7 @@ def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders
                                                  "packages") if key in first_share}
     record.update({
         "kind": "fanout",
+        "engine": choice.to_dict(),
         "label": label or previous.get("label") or out_dir.name,
         "started": previous.get("started") or started,
         "ended": now(),

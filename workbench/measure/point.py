@@ -10,7 +10,7 @@ files it is given, so one checked request goes first.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
@@ -42,6 +42,16 @@ class Target:
     batched: bool
     reference: Eager
     inputs: InputMaker | None = None
+    _cases: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def case(self, batch_size: int, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """A request's inputs and the reference's outputs for them, made once per batch size and
+        seed: every variant and concurrency of a sweep sends the same request."""
+        key = (batch_size, seed)
+        if key not in self._cases:
+            arrays = self.request(batch_size, seed)
+            self._cases[key] = (arrays, self.reference(arrays))
+        return self._cases[key]
 
     def request(self, batch_size: int, seed: int) -> list[np.ndarray]:
         """The inputs of one request of ``batch_size``, in input order, drawn with ``seed``."""
@@ -79,9 +89,9 @@ def measure_point(target: Target, point: Point, settings: MeasureSettings, *, pr
     not an exception, so the sweep goes on). ``Cancelled`` passes through."""
     if settings.engine == "auto":
         settings = resolved(settings, choose_engine(settings))
-    arrays = target.request(point.batch_size, settings.seed)
+    arrays, expected = target.case(point.batch_size, settings.seed)
     outputs = [t.name for t in target.spec.by_index("output")]
-    checker = OutputCheck(dict(zip(outputs, target.reference(arrays))), settings.rtol, settings.atol)
+    checker = OutputCheck(dict(zip(outputs, expected)), settings.rtol, settings.atol)
     inputs = dict(zip([t.name for t in target.spec.by_index("input")], arrays))
     if settings.engine == "perf_analyzer":
         return _by_perf_analyzer(target, point, settings, inputs, checker, progress, cancel)

@@ -127,6 +127,17 @@ def _base_config(server: Any, model: str | Path) -> tuple[str, ModelConfig, Path
     return name, base, model_dir
 
 
+def _reference(model_dir: Path | None) -> Eager:
+    """The in-process reference every point's outputs are checked against: the directory's model."""
+    if model_dir is None:
+        raise SweepError("outputs are checked at every point: pass reference= (inputs -> outputs) "
+                         "or give the model directory")
+    try:
+        return eager_reference(model_dir)
+    except CheckError as err:
+        raise SweepError(str(err)) from None
+
+
 def _url(server: Any, protocol: str) -> str:
     try:
         return server.grpc_url if protocol == "grpc" else server.http_url
@@ -169,6 +180,7 @@ def run_sweep(
     cancel: threading.Event | None = None,
     variants: Collection[str] | None = None,
     search: SearchStrategy | None = None,
+    engine: EngineChoice | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
@@ -194,7 +206,8 @@ def run_sweep(
     server is stopped right after); no other model on the server is touched. ``variants``: labels
     of the plan's variants to measure (a fan-out's share, `fanout.run_fanout`); default all.
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
-    loading, measurement and files; its log and answer go into the record.
+    loading, measurement and files; its log and answer go into the record. ``engine``: the choice
+    already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -202,19 +215,13 @@ def run_sweep(
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
     name, base, model_dir = _base_config(server, model)
-    if reference is None:
-        if model_dir is None:
-            raise SweepError("outputs are checked at every point: pass reference= (inputs -> outputs) "
-                             "or give the model directory")
-        try:
-            reference = eager_reference(model_dir)
-        except CheckError as err:
-            raise SweepError(str(err)) from None
+    reference = _reference(model_dir) if reference is None else reference
     variants = _chosen(plan_variants(plan, base), variants)
     core_warnings = check_server_cores(plan.resolve_core_range(base), server)  # held NeuronCores: refused here
     url = _url(server, settings.protocol)
     _check_reachable_by_engine(server)
-    choice = choose_engine(settings)  # perf_analyzer asked for and absent: said before anything is loaded
+    # perf_analyzer asked for and absent: said before anything is loaded
+    choice = choose_engine(settings) if engine is None else engine
     measuring = resolved(settings, choice)
     target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
 
