@@ -8,8 +8,8 @@ the test fails. Use the module-scoped one to share one server across a test modu
 process (fresh for each test) and gives the fake_neuron_record module, whose ``CALLS`` lists the
 SDK calls made.
 
-``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by ../shared's
-script), or a skip that says why.
+``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by the shared
+folder's script; shared_folder.py says where that is), or a skip that says why.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from workbench.server import TritonServer
+
+from shared_folder import SHARED
 
 ServerFactory = Callable[..., TritonServer]
 
@@ -86,13 +88,13 @@ def neuron_fakes(monkeypatch) -> Iterator[Any]:
 
 # --- Triton's real PyTorch (LibTorch) backend ------------------------------------------------
 
-_BUILD_SCRIPT = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "build_libtorch_backend.sh"
+_BUILD_SCRIPT = SHARED / "tools" / "build_libtorch_backend.sh"
 
 
 @pytest.fixture(scope="session")
 def libtorch_backend_dir() -> Path:
     """A backend directory with Triton's real PyTorch backend for the wheel's tritonserver:
-    ``$WORKBENCH_LIBTORCH_BACKEND``, else what ``../shared/tools/build_libtorch_backend.sh`` builds
+    ``$WORKBENCH_LIBTORCH_BACKEND``, else what the shared ``tools/build_libtorch_backend.sh`` builds
     for this interpreter (once: it caches by tag under ~/.cache, so a rerun takes seconds). Skips,
     saying why, where neither exists (tests then cover the Python-backend twin alone)."""
     from workbench.server.pytorch import ENV_VAR

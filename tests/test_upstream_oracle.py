@@ -12,7 +12,6 @@ config as the workbench's own run. Upstream's code is run, never copied.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -26,15 +25,9 @@ from workbench.generate.config import ConfigError, ModelConfig, from_text, read_
 from workbench.generate.repository import RepositoryError
 from workbench.generate.upstream import UpstreamModelPy, recognise
 
-ROOT = Path(__file__).resolve().parents[1]
+from shared_folder import SHARED
 
-
-def _shared() -> Path:
-    given = os.environ.get("WORKBENCH_SHARED")
-    return Path(given) if given else ROOT.parent / "shared"
-
-
-SCRIPT = _shared() / "reference" / "upstream" / "python_backend-inferentia" / "inferentia" / "scripts" / \
+SCRIPT = SHARED / "reference" / "upstream" / "python_backend-inferentia" / "inferentia" / "scripts" / \
     "gen_triton_model.py"
 pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason=f"upstream gen_triton_model.py not found at {SCRIPT} "
                                 "(set WORKBENCH_SHARED to the folder holding reference/upstream)")
