@@ -362,6 +362,17 @@ def test_a_hand_edited_upstream_model_py_is_kept(tmp_path):
     assert any(c.startswith("adds parameters.WORKBENCH_TARGET") for c in changes.config_changes)
 
 
+def test_the_upstream_config_test_generate_transcribes_is_what_the_script_writes(tmp_path):
+    """test_generate.py reads back UPSTREAM_CONFIG where the script is absent; here the script
+    writes it, so that stand-in stays upstream's own bytes."""
+    from test_generate import UPSTREAM_CONFIG
+
+    _, model, args = next(case for case in qa_cases() if case[0] == "qa_multiple_batched_pyt_default_batch")
+    args = [("/home/ubuntu/add_sub.pt" if arg == PT_QA else arg) for arg in args]
+    assert run_upstream(args, tmp_path / model, tmp_path).returncode == 0
+    assert (tmp_path / model / "config.pbtxt").read_text() == UPSTREAM_CONFIG
+
+
 def test_regenerating_an_upstream_directory_shows_the_changes_and_asks(tmp_path):
     """Read back + regenerate replaces upstream's model.py by the workbench's (same behaviour, other
     code) and adds the workbench parameters: write refuses until those changes are confirmed."""
