@@ -8,12 +8,12 @@ the test fails. Use the module-scoped one to share one server across a test modu
 process (fresh for each test) and gives the fake_neuron_record module, whose ``CALLS`` lists the
 SDK calls made.
 
-``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by ../shared's
-script), or a skip that says why.
+``libtorch_backend_dir`` is Triton's real PyTorch backend (found, or built once by the shared
+folder's script; shared_folder.py says where that is), or a skip that says why.
 
-``SHARED`` is the reference material beside the repository (``$WORKBENCH_SHARED``, else
-``../shared``): where it exists, `pytest_configure` points the tests at its perf_analyzer wrapper
-and its backend build, so the README's test command alone runs the tests that need them.
+Where ``SHARED`` (tests/shared_folder.py) exists, `pytest_configure` points the tests at its
+perf_analyzer wrapper and its backend build, so the README's test command alone runs the tests
+that need them.
 
 ``generate_cpu_model`` makes the small CPU model directory the sweep, search and resume tests serve.
 """
@@ -31,10 +31,9 @@ import pytest
 
 from workbench.server import TritonServer
 
+from shared_folder import SHARED
+
 ServerFactory = Callable[..., TritonServer]
-
-SHARED = Path(os.environ.get("WORKBENCH_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
-
 
 def pytest_configure(config: pytest.Config) -> None:
     """Use ../shared's references without set-up by hand: its perf_analyzer wrapper (when it
@@ -139,7 +138,7 @@ _BUILD_SCRIPT = SHARED / "tools" / "build_libtorch_backend.sh"
 @pytest.fixture(scope="session")
 def libtorch_backend_dir() -> Path:
     """A backend directory with Triton's real PyTorch backend for the wheel's tritonserver:
-    ``$WORKBENCH_LIBTORCH_BACKEND``, else what ``../shared/tools/build_libtorch_backend.sh`` builds
+    ``$WORKBENCH_LIBTORCH_BACKEND``, else what the shared ``tools/build_libtorch_backend.sh`` builds
     for this interpreter (once: it caches by tag under ~/.cache, so a rerun takes seconds). Skips,
     saying why, where neither exists (tests then cover the Python-backend twin alone)."""
     from workbench.server.pytorch import ENV_VAR

@@ -344,17 +344,19 @@ def test_name_other_than_the_directory_puts_the_model_inside_it(tmp_path):
 # --- read back and regenerate -------------------------------------------------------------------
 
 UPSTREAM_CONFIG = (
-    # exactly what gen_triton_model.py's create_modelconfig concatenates for the QA "batched" case
+    # byte for byte what gen_triton_model.py writes for the QA "multiple batched" PyTorch case with
+    # COMPILED_MODEL /home/ubuntu/add_sub.pt (test_upstream_oracle.py runs the script and compares):
+    # its blank lines and trailing spaces included, so the backup below is checked against real bytes
     'name: "add-sub-1x4"\n'
     'backend: "python"\n'
-    'max_batch_size: 1000\n'
-    'dynamic_batching {\n'
-    '    preferred_batch_size: 8\n'
-    '    max_queue_delay_microseconds: 100\n'
-    '}\n'
-    'input [\n  {\n    name: "INPUT__0"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n'
-    'input [\n  {\n    name: "INPUT__1"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n'
-    'output [\n  {\n    name: "OUTPUT__0"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n'
+    'max_batch_size: 1000\n\n'
+    'dynamic_batching {\n\n'
+    '    preferred_batch_size: 8\n\n'
+    '    max_queue_delay_microseconds: 100\n\n'
+    '}\n\n'
+    'input [\n  {\n    name: "INPUT__0"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n\n'
+    'input [\n  {\n    name: "INPUT__1"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n\n'
+    'output [\n  {\n    name: "OUTPUT__0"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n\n'
     'output [\n  {\n    name: "OUTPUT__1"\n    data_type: TYPE_INT64\n    dims: [4]\n  }\n]\n'
     '\ninstance_group [\n    {\n        kind: KIND_MODEL\n        count: 3\n    }\n]\n'
     'parameters: {key: "COMPILED_MODEL", value: {string_value: "/home/ubuntu/add_sub.pt"}} \n'

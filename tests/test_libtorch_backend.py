@@ -32,6 +32,7 @@ from tritonclient.utils import InferenceServerException
 
 from workbench.generate import pytorch_backend as ptb
 from workbench.generate.config import to_json
+from workbench.generate.pytorch_backend.layouts import TRUE_SPELLINGS
 from workbench.server import TritonServer
 from workbench.server.errors import ModelLoadError
 from workbench.spec import ModelSpec
@@ -301,6 +302,25 @@ def test_01_05_booleans_the_real_backend_refuses_are_refused_first(servers, valu
     with pytest.raises(ModelLoadError, match=f"failed to convert '{value}' to boolean"):
         servers["real"].control.load("spelled", config=to_json(cfg))  # the bare backend agrees
     assert servers["real"].running
+
+
+@pytest.mark.parametrize("value", ["On", "FALSE", "1", "off"])
+def test_01_05_booleans_the_checks_accept_load_on_the_real_backend(servers, value):
+    """The other side of the refusals: every spelling check_pytorch_config lets through (its
+    TRUE_SPELLINGS/FALSE_SPELLINGS, any case) is one the bare backend parses."""
+    cfg = ptb.build_pytorch_config("spelled", ADD_SPEC, max_batch_size=8, parameters={"INFERENCE_MODE": value})
+    ptb.check_pytorch_config(cfg)
+    if not (servers["repo"] / "spelled").exists():
+        ptb.write_torchscript_model(servers["repo"], ptb.build_pytorch_config("spelled", ADD_SPEC, max_batch_size=8),
+                                    servers["module"])
+    real = servers["real"]
+    start = len(real.log_tail(1_000_000))
+    real.control.load("spelled", config=to_json(cfg))
+    assert real.running
+    _check_add_sub(servers, real, "spelled")
+    meant = "enabled" if value.lower() in TRUE_SPELLINGS else "disabled"
+    said = [line for line in real.log_tail(1_000_000)[start:] if "Inference Mode is" in line and "spelled" in line]
+    assert said and all(f"Inference Mode is {meant}" in line for line in said), said  # libtorch.cc's INFO line
 
 
 # --- #10, #12 to #15: LibTorch's own refusals, the same words on both ------------------------------

@@ -589,9 +589,12 @@ def test_tables_equal_the_workbench_ones(template):
     """model.py runs where the workbench is not installed, so it keeps copies of these tables."""
     from workbench import system
     from workbench.compiler import tnx
+    from workbench.generate import settings
 
     assert template.TARGETS == system.TARGETS and template.NEURON_TARGETS == system.NEURON_TARGETS
     assert template.FRAMEWORK_TARGETS == system.FRAMEWORK_TARGETS
+    assert template.FRAMEWORKS == tuple(system.FRAMEWORK_TARGETS)  # what WORKBENCH_FRAMEWORK may say
+    assert template.TNX_AMPS == settings.TNX_AMPS  # what the generator offers is what model.py accepts
     assert template.SAMPLING_CLASSES == tnx.SAMPLING_CLASSES
     assert template.STOPS_AT_EOS == tnx.STOPS_AT_EOS and template.NOT_SERIALIZABLE == tnx.NOT_SERIALIZABLE
     assert set(template.LOADERS) == {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets}

@@ -25,6 +25,8 @@ from workbench.generate.config import from_text, parameters_of, read_config, to_
 from workbench.generate.repository import RepositoryError
 from workbench.spec import ModelSpec
 
+from test_libtorch_backend import _infer  # one HTTP helper for the twin and the real backend
+
 GOLDEN = Path(__file__).parent / "golden" / "pytorch_backend"
 REGENERATE = os.environ.get("WORKBENCH_REGENERATE_GOLDEN") == "1"
 
@@ -536,21 +538,6 @@ def _emulation_line(lines: list[str], model: str) -> str:
     found = [line for line in lines if f"PyTorch emulation of '{model}'" in line]
     assert found, f"no settings line for {model} in the server log:\n" + "\n".join(lines[-30:])
     return found[-1]
-
-
-def _infer(server, model: str, arrays: dict[str, np.ndarray], outputs: list[str]) -> dict[str, np.ndarray]:
-    client = httpclient.InferenceServerClient(server.http_url, network_timeout=300.0)
-    try:
-        inputs = []
-        for name, array in arrays.items():
-            dtype = "BYTES" if array.dtype == np.object_ else "FP32"
-            item = httpclient.InferInput(name, list(array.shape), dtype)
-            item.set_data_from_numpy(array)
-            inputs.append(item)
-        result = client.infer(model, inputs, outputs=[httpclient.InferRequestedOutput(n) for n in outputs])
-        return {name: result.as_numpy(name) for name in outputs}
-    finally:
-        client.close()
 
 
 @pytest.mark.server

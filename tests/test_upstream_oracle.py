@@ -12,7 +12,6 @@ config as the workbench's own run. Upstream's code is run, never copied.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
@@ -26,15 +25,9 @@ from workbench.generate.config import ConfigError, ModelConfig, from_text, read_
 from workbench.generate.repository import RepositoryError
 from workbench.generate.upstream import UpstreamModelPy, recognise
 
-ROOT = Path(__file__).resolve().parents[1]
+from shared_folder import SHARED
 
-
-def _shared() -> Path:
-    given = os.environ.get("WORKBENCH_SHARED")
-    return Path(given) if given else ROOT.parent / "shared"
-
-
-SCRIPT = _shared() / "reference" / "upstream" / "python_backend-inferentia" / "inferentia" / "scripts" / \
+SCRIPT = SHARED / "reference" / "upstream" / "python_backend-inferentia" / "inferentia" / "scripts" / \
     "gen_triton_model.py"
 pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason=f"upstream gen_triton_model.py not found at {SCRIPT} "
                                 "(set WORKBENCH_SHARED to the folder holding reference/upstream)")
@@ -367,6 +360,17 @@ def test_a_hand_edited_upstream_model_py_is_kept(tmp_path):
     changes = generated.changes()
     assert "1/model.py" not in changes.modified and changes.modified == ("config.pbtxt",)
     assert any(c.startswith("adds parameters.WORKBENCH_TARGET") for c in changes.config_changes)
+
+
+def test_the_upstream_config_test_generate_transcribes_is_what_the_script_writes(tmp_path):
+    """test_generate.py reads back UPSTREAM_CONFIG where the script is absent; here the script
+    writes it, so that stand-in stays upstream's own bytes."""
+    from test_generate import UPSTREAM_CONFIG
+
+    _, model, args = next(case for case in qa_cases() if case[0] == "qa_multiple_batched_pyt_default_batch")
+    args = [("/home/ubuntu/add_sub.pt" if arg == PT_QA else arg) for arg in args]
+    assert run_upstream(args, tmp_path / model, tmp_path).returncode == 0
+    assert (tmp_path / model / "config.pbtxt").read_text() == UPSTREAM_CONFIG
 
 
 def test_regenerating_an_upstream_directory_shows_the_changes_and_asks(tmp_path):

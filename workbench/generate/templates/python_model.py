@@ -58,7 +58,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-# These tables repeat workbench/system.py and workbench/compiler/tnx.py (a test keeps them equal):
+# These tables repeat workbench/system.py, workbench/compiler/tnx.py and workbench/generate/settings.py
+# (test_python_model.py keeps them equal):
 # model.py runs where the workbench is not installed.
 TARGETS = ("cpu", "inf1", "inf2", "trn1", "trn2")
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
