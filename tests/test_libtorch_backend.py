@@ -316,8 +316,11 @@ def test_01_05_booleans_the_checks_accept_load_on_the_real_backend(servers, valu
     real = servers["real"]
     start = len(real.log_tail(1_000_000))
     real.control.load("spelled", config=to_json(cfg))
-    assert real.running
-    _check_add_sub(servers, real, "spelled")
+    try:
+        assert real.running
+        _check_add_sub(servers, real, "spelled")
+    finally:
+        real.unload("spelled")  # a model left loaded would stop a later test's needed restart
     meant = "enabled" if value.lower() in TRUE_SPELLINGS else "disabled"
     said = [line for line in real.log_tail(1_000_000)[start:] if "Inference Mode is" in line and "spelled" in line]
     assert said and all(f"Inference Mode is {meant}" in line for line in said), said  # libtorch.cc's INFO line
