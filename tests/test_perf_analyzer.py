@@ -175,6 +175,14 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     from workbench.measure.stats import server_breakdown
     delta = server_breakdown(before, server.stats("add"), "add")
     assert delta.inferences == 2 * delta.requests > 0  # it really sent batch-2 requests to this server
+    # a run that cannot stabilise (0.0001%) ends in one --request-count window: the real export file
+    # gives that window's throughput over its requests' own span
+    never = MeasureSettings(engine="perf_analyzer", perf_analyzer=command, window_s=0.2, stability=1e-6,
+                            max_windows=3, min_latencies=60, time_limit_s=None)
+    (row,) = run_perf_analyzer(server.grpc_url, "add", never, batch_size=2, concurrency=1,
+                               inputs={"X": np.ones(4, np.float32)})
+    assert row["stable"] is False and row["requests"] >= 60 and 0 < row["span_s"] < 60
+    assert row["throughput"] == pytest.approx(row["requests"] * 2 / row["span_s"])
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
