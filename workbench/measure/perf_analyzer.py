@@ -356,24 +356,16 @@ def run_perf_analyzer(
 
 
 def request_spans(path: str | os.PathLike[str]) -> list[tuple[int, float]]:
-    """From a ``--profile-export-file``, per experiment (load level, in order): how many requests it
-    measured and the seconds from the first one's send to the last one's response.
-
-    Why: with ``--request-count`` perf_analyzer divides by the whole seconds it waited (it polls
-    once a second until the count is in; the window is meant to be clamped to the requests' own span,
-    but that span is computed and then dropped, see ``InferenceProfiler::Summarize``), so its
-    throughput reads as count / 1 s, count / 2 s... This span is what that clamp would have used.
-    The file's layout is perf_analyzer's ``ProfileDataExporter``: ``experiments[].requests[]`` each
-    with ``timestamp`` (send, ns) and ``response_timestamps`` (ns)."""
-    data = json.loads(Path(path).read_text())
+    """Per experiment of a ``--profile-export-file`` (perf_analyzer's ``ProfileDataExporter`` layout:
+    ``experiments[].requests[]`` with ``timestamp`` and ``response_timestamps``, ns): how many requests
+    and the seconds from the first send to the last response. Why: with ``--request-count``
+    perf_analyzer divides by the whole seconds it polled (``InferenceProfiler::Summarize`` computes
+    the requests' own span, then drops it), so its throughput reads count / 1 s, count / 2 s..."""
     out = []
-    for experiment in data.get("experiments", []):
+    for experiment in json.loads(Path(path).read_text()).get("experiments", []):
         requests = [r for r in experiment.get("requests", []) if r.get("response_timestamps")]
-        if not requests:
-            out.append((0, 0.0))
-            continue
-        first = min(int(r["timestamp"]) for r in requests)
-        last = max(int(r["response_timestamps"][-1]) for r in requests)
+        first = min((int(r["timestamp"]) for r in requests), default=0)
+        last = max((int(r["response_timestamps"][-1]) for r in requests), default=0)
         out.append((len(requests), (last - first) / 1e9))
     return out
 
