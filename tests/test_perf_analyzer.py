@@ -24,6 +24,7 @@ from workbench.measure.perf_analyzer import (
     find_perf_analyzer,
     parse_csv,
     perf_analyzer_args,
+    request_spans,
     run_perf_analyzer,
     write_input_data,
 )
@@ -174,6 +175,14 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     from workbench.measure.stats import server_breakdown
     delta = server_breakdown(before, server.stats("add"), "add")
     assert delta.inferences == 2 * delta.requests > 0  # it really sent batch-2 requests to this server
+    # a run that cannot stabilise (0.0001%) ends in one --request-count window: the real export file
+    # gives that window's throughput over its requests' own span
+    never = MeasureSettings(engine="perf_analyzer", perf_analyzer=command, window_s=0.2, stability=1e-6,
+                            max_windows=3, min_latencies=60, time_limit_s=None)
+    (row,) = run_perf_analyzer(server.grpc_url, "add", never, batch_size=2, concurrency=1,
+                               inputs={"X": np.ones(4, np.float32)})
+    assert row["stable"] is False and row["requests"] >= 60 and 0 < row["span_s"] < 60
+    assert row["throughput"] == pytest.approx(row["requests"] * 2 / row["span_s"])
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled):
@@ -288,3 +297,53 @@ def test_a_failure_that_is_not_instability_is_not_retried(tmp_path):
     with pytest.raises(PerfAnalyzerError, match="failed to get model metadata"):
         run_perf_analyzer("127.0.0.1:1", "m", MeasureSettings(engine="perf_analyzer", perf_analyzer=script))
     assert calls.read_text().count("run") == 1
+
+
+# --- --request-count: perf_analyzer's throughput there is the count over whole seconds waited ------
+# perf_analyzer 2.51's InferenceProfiler::Measure polls once a second until the count is in, and
+# Summarize computes the requests' own span (ClampWindow) but divides by the whole wait: 1000
+# requests done in 1.1 s read as 500 infer/s. The workbench reads the span from perf_analyzer's
+# --profile-export-file (layout: ProfileDataExporter, experiments[].requests[] with ``timestamp`` and
+# ``response_timestamps`` in ns) and divides by that instead.
+
+def _export(path: Path, sends_ns: list[int], responses_ns: list[int]) -> None:
+    import json
+
+    requests = [{"timestamp": t0, "request_inputs": {}, "response_timestamps": [t1], "response_outputs": [{}]}
+                for t0, t1 in zip(sends_ns, responses_ns)]
+    path.write_text(json.dumps({"experiments": [{"experiment": {"mode": "concurrency", "value": 1},
+                                                 "requests": requests, "window_boundaries": [0, 2_000_000_000]}],
+                                "version": "2.51"}))
+
+
+def test_request_spans_read_perf_analyzers_export(tmp_path):
+    _export(tmp_path / "p.json", [1_000_000_000, 1_400_000_000, 1_900_000_000], [1_300_000_000, 1_800_000_000, 2_100_000_000])
+    assert request_spans(tmp_path / "p.json") == [(3, pytest.approx(1.1))]
+
+
+def test_the_request_count_fallback_divides_by_its_requests_span(tmp_path):
+    """Never stable, so the last run measures a fixed count; its throughput comes from the export."""
+    log = tmp_path / "calls.txt"
+    script = tmp_path / "perf_analyzer"
+    lines = (DATA / "verbose_grpc_b2_c1-2.csv").read_text().splitlines()
+    one_row = "\n".join([lines[0], next(line for line in lines[1:] if line.startswith("1,"))]) + "\n"
+    script.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+with open({str(log)!r}, "a") as f:
+    f.write(" ".join(args) + "\\n")
+if "--request-count" not in args:
+    sys.stdout.write(open({str(DATA / "unstable_grpc_c1.txt")!r}).read())
+    sys.exit(2)
+open(args[args.index("-f") + 1], "w").write({one_row!r})
+requests = [{{"timestamp": 10**9 + k * 10**6, "response_timestamps": [10**9 + k * 10**6 + 900_000]}} for k in range(400)]
+json.dump({{"experiments": [{{"requests": requests}}]}}, open(args[args.index("--profile-export-file") + 1], "w"))
+""")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=script, window_s=0.1, time_limit_s=None)
+    (row,) = run_perf_analyzer("127.0.0.1:1", "mlp", settings, batch_size=2, concurrency=1)
+    assert "--profile-export-file" in log.read_text().splitlines()[-1]
+    span_s = (399 * 10**6 + 900_000) / 1e9
+    assert row["span_s"] == pytest.approx(span_s) and row["requests"] == 400
+    assert row["throughput"] == pytest.approx(400 * 2 / span_s)
+    assert row["pa_throughput"] == pytest.approx(497.807) and row["stable"] is False

@@ -41,6 +41,7 @@ __all__ = [
     "run_perf_analyzer",
     "parse_csv",
     "parse_passes",
+    "request_spans",
     "unstable",
     "write_input_data",
 ]
@@ -341,13 +342,43 @@ def run_perf_analyzer(
         _say(progress, total, f"perf_analyzer never stabilised; measuring {count} requests without a stability check")
         # its own budget, past the time limit: the point is kept only if this run may finish
         expected_s = total * count / rate if rate else 60.0
-        rows, _ = attempt(number + 1, budget_s=min(timeout_s, 30.0 + 5 * expected_s), request_count=count)
+        export = Path(scratch) / "requests.json"
+        rows, _ = attempt(number + 1, budget_s=min(timeout_s, 30.0 + 5 * expected_s), request_count=count,
+                          extra_args=["--profile-export-file", str(export)])
         if rows is None:
             raise PerfAnalyzerError(f"{failure} (after {number} run(s) with longer windows and one without a "
                                     "stability check)", output)
-        return _done(progress, total, [dict(r, stable=False, warnings=r["warnings"] + [
+        spans = request_spans(export) if export.exists() and len(rows) == 1 else []
+        return _done(progress, total, [dict(_over_its_span(r, spans, int(load.get("batch_size", 1))), stable=False,
+                                            warnings=r["warnings"] + [
             f"perf_analyzer could not stabilise in {number} run(s) (last window {interval_ms} ms); these numbers are "
             f"one window of {count} requests without a stability check"]) for r in rows])
+
+
+def request_spans(path: str | os.PathLike[str]) -> list[tuple[int, float]]:
+    """Per experiment of a ``--profile-export-file`` (perf_analyzer's ``ProfileDataExporter`` layout:
+    ``experiments[].requests[]`` with ``timestamp`` and ``response_timestamps``, ns): how many requests
+    and the seconds from the first send to the last response. Why: with ``--request-count``
+    perf_analyzer divides by the whole seconds it polled (``InferenceProfiler::Summarize`` computes
+    the requests' own span, then drops it), so its throughput reads count / 1 s, count / 2 s..."""
+    out = []
+    for experiment in json.loads(Path(path).read_text()).get("experiments", []):
+        requests = [r for r in experiment.get("requests", []) if r.get("response_timestamps")]
+        first = min((int(r["timestamp"]) for r in requests), default=0)
+        last = max((int(r["response_timestamps"][-1]) for r in requests), default=0)
+        out.append((len(requests), (last - first) / 1e9))
+    return out
+
+
+def _over_its_span(row: dict[str, Any], spans: list[tuple[int, float]], batch_size: int) -> dict[str, Any]:
+    """A --request-count row (one load level: perf_analyzer takes no more with it) with its
+    throughput over its requests' own span (``request_spans``); perf_analyzer's own figure kept."""
+    if len(spans) != 1 or spans[0][0] == 0 or spans[0][1] <= 0:
+        return dict(row, warnings=row["warnings"] + ["perf_analyzer's throughput in --request-count mode is the count over "
+                                                     "the whole seconds it waited: it may read low"])
+    requests, span_s = spans[0]
+    return dict(row, throughput=requests * batch_size / span_s, pa_throughput=row["throughput"], requests=requests,
+                span_s=span_s)
 
 
 def _with_passes(rows: list[dict[str, Any]], output: str, attempts: int, interval_ms: int) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ import socket
 from typing import Any, Protocol
 
 from workbench.measure.loadgen.plan import Interface, LoadPlan, interface_from
-from workbench.measure.loadgen.wire import GRPC_METHOD, HttpRequest, http_error, read_head
+from workbench.measure.loadgen.wire import GRPC_METHOD, HttpHead, HttpRequest, http_error, read_head
 from workbench.measure.settings import MeasureError
 
 __all__ = ["Sender", "Admin", "HttpSender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
@@ -97,11 +97,7 @@ class HttpSender:
             buffer += chunk
         body = bytes(buffer[end + 4:total])
         del buffer[:total]
-        if head.close:
-            self.close()
-        if head.status == 200:
-            return True, (body, head.header_length)
-        return False, http_error(head.status, body)
+        return _outcome(self, head, body)
 
     def close(self) -> None:
         if self.sock is not None:
@@ -109,6 +105,15 @@ class HttpSender:
                 self.sock.close()
             finally:
                 self.sock = None
+
+
+def _outcome(sender: HttpSender | AsyncHttpSender, head: HttpHead, body: bytes) -> tuple[bool, Any]:
+    """A read response as ``send()`` returns it; the connection closed when the server said so."""
+    if head.close:
+        sender.close()
+    if head.status == 200:
+        return True, (body, head.header_length)
+    return False, http_error(head.status, body)
 
 
 def _generic_call(channel: Any) -> Any:
@@ -179,12 +184,7 @@ class AsyncHttpSender:
         reader, writer = self.streams
         writer.write(self.request.data)
         head = read_head((await reader.readuntil(b"\r\n\r\n"))[:-4])
-        body = await reader.readexactly(head.length)
-        if head.close:
-            self.close()
-        if head.status == 200:
-            return True, (body, head.header_length)
-        return False, http_error(head.status, body)
+        return _outcome(self, head, await reader.readexactly(head.length))
 
     def close(self) -> None:
         if self.streams is not None:
