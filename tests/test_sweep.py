@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -423,3 +424,31 @@ def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
     assert frame["outputs_ok"].tolist() == [True, True]
     assert (frame["throughput"] > 0).all() and (frame["p99_ms"] >= frame["p50_ms"]).all()
     assert result.record["settings"]["engine"] == "perf_analyzer"
+
+
+def test_the_live_server_view_reads_queue_compute_pending_and_batch_from_a_real_server(server, model_dir):
+    from workbench.check import connect, infer
+    from workbench.generate.config import spec_from_config
+    from workbench.measure.live import ServerWatch
+
+    spec = spec_from_config(read_config(model_dir))
+    arrays = spec.example_inputs(2, seed=0)
+    watch = ServerWatch(server, "add_sub")
+    connection = connect(server.grpc_url, "grpc")
+    try:
+        for _ in range(5):
+            infer(connection, "add_sub", spec, arrays)
+        time.sleep(0.5)  # Triton counts a request in its statistics just after it answers
+        view = watch.view()
+        # five sequential requests of batch 2: five executions of two inferences, nothing left pending
+        assert (view.model, view.requests, view.executions, view.avg_batch) == ("add_sub", 5, 5, 2.0)
+        assert view.compute_ms > 0 and view.queue_ms >= 0 and view.pending == 0
+        assert 0 <= view.queue_share < 1 and view.interval_s > 0
+        assert watch.view().requests == 0 and watch.view().avg_batch is None  # nothing since the last view
+        server.load("add_sub", config=read_config(model_dir))  # a reload (2.51 may start its statistics afresh)
+        for _ in range(3):
+            infer(connection, "add_sub", spec, arrays)
+        time.sleep(0.5)
+        assert watch.view().requests == 3
+    finally:
+        connection[1].close()
