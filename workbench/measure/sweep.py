@@ -9,6 +9,7 @@ what the numbers mean is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import threading
@@ -19,6 +20,7 @@ from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
 from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
 from workbench.measure.core_check import check_server_cores
+from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
@@ -289,6 +291,7 @@ def run_sweep(
     by_key = {r.key: r for r in rows}
     current: dict[str, Any] = {"variant": None, "error": None}
     screening = search.screening(measuring) if search is not None else None
+    cpus = _range_cpus(plan, base)
     screened = {r.key: r for r in _screened_rows(out_dir, previous)} if screening is not None else {}
 
     def load(point: Point) -> None:
@@ -311,8 +314,10 @@ def run_sweep(
         load(point)
         if current["error"] is not None:
             return PointRow.failed(point, current["error"])
-        return measure_point(target, point, how, cancel=cancel,
-                             progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+        use = CpuUse(cpus).start()
+        row = measure_point(target, point, how, cancel=cancel,
+                            progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+        return dataclasses.replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
 
     def measure(point: Point) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
@@ -364,6 +369,14 @@ def run_sweep(
         record["ended"] = session["ended"] = now()
         result = save()
     return result
+
+
+def _range_cpus(plan: SweepPlan, base: ModelConfig) -> tuple[int, ...]:
+    """The CPUs of the core range on the CPU target (on Neuron the range names NeuronCores)."""
+    if parameters_of(base).get("WORKBENCH_TARGET", "cpu") != "cpu":
+        return ()
+    span = plan.resolve_core_range(base)
+    return tuple(range(span.start, span.end + 1))
 
 
 def _screened_rows(out_dir: Path, previous: dict | None) -> list[PointRow]:
