@@ -9,6 +9,10 @@ spreads are printed (each row's 95% throughput interval, and the search's measur
 answer beside the grid's), so one noisy run shows as noise rather than as a verdict.
 Model Analyzer (PyPI triton-model-analyzer) runs on the same model and space in local launch mode
 where it can be found or installed (see model_analyzer_run.py); otherwise the benchmark says why.
+A variant load here is one Python-backend stub per instance, each importing torch (about 3 s of
+CPU, many times that in wall time on a busy machine) and, with Triton's default config
+auto-complete, one more stub per load only to ask model.py for a config the workbench wrote in
+full; the benchmark serves with --disable-auto-complete-config (--auto-complete keeps it).
 Run: python benchmarks/search_vs_grid.py [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
 """
 
@@ -54,6 +58,10 @@ def main() -> None:
                         help="auto: find or install Model Analyzer and run it on the same space (slow: it "
                              "restarts the server per config); skip: say so and do not")
     parser.add_argument("--ma-timeout", type=float, default=3600, help="seconds Model Analyzer may take (default 3600)")
+    parser.add_argument("--auto-complete", action="store_true",
+                        help="leave Triton's config auto-complete on: every load then starts one more Python stub "
+                             "just to ask model.py for a config the workbench already wrote in full (default: "
+                             "--disable-auto-complete-config, for the grid and the searches alike)")
     add_size_option(parser, "medium")
     args = parser.parse_args()
     searches = [name.strip() for name in args.searches.split(",") if name.strip()]
@@ -65,7 +73,9 @@ def main() -> None:
     plan = SweepPlan(batch_sizes=BATCH_SIZES, allocations=ALLOCATIONS, concurrency=CONCURRENCY, core_range=CORE_RANGE)
     header(f"search vs grid: {len(BATCH_SIZES)} batch sizes x {len(ALLOCATIONS)} allocations x "
            f"{len(CONCURRENCY)} concurrencies = {plan.size} points, window {args.window:g} s")
-    with served_mlp(size=args.size, dynamic_batching=True) as (server, served), \
+    server_args = () if args.auto_complete else ("--disable-auto-complete-config",)
+    print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
+    with served_mlp(size=args.size, dynamic_batching=True, server_args=server_args) as (server, served), \
             tempfile.TemporaryDirectory(prefix="search-vs-grid-") as scratch:
         model_dir = served.repository / served.name
         start = time.perf_counter()
