@@ -244,7 +244,8 @@ def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir)
     (ConcurrencyBisection(latency_budget_ms=0.001), "misses the budget already at the lowest concurrency 1"),
     (EarlyStop(latency_budget_ms=0.001), "concurrency walk ends at 1: p99"),
     (HillClimb(latency_budget_ms=0.001), "no cell near the start meets p99 <= 0.001 ms"),
-    (SuccessiveHalving(latency_budget_ms=60_000, screen_window_s=0.05, within=0.9), "2 of 4 cells measured in full"),
+    (SuccessiveHalving(latency_budget_ms=60_000, screen_window_s=0.05, within=0.9, keep=1),
+     "2 of 4 cells measured in full"),
 ])
 def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp_path, search, rule):
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")

@@ -312,7 +312,7 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     assert choice == SearchChoice("halving", latency_budget_ms=20.0, min_gain=0.07, screen_window_s=0.05, within=0.1)
     strategy = choice.strategy()
     assert isinstance(strategy, SuccessiveHalving)
-    assert strategy.params == {"latency_budget_ms": 20.0, "screen_window_s": 0.05, "within": 0.1, "keep": 1}
+    assert strategy.params == {"latency_budget_ms": 20.0, "screen_window_s": 0.05, "within": 0.1, "keep": 2}
     # the command line builds the same strategy from the same values
     parser = register(argparse.ArgumentParser().add_subparsers())
     args = parser.parse_args(["model", "--out", "o", "--search", "halving", "--latency-budget-ms", "20", "--screen-window-ms", "50",

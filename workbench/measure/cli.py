@@ -56,7 +56,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="halving: the short window every cell is screened with first (default 200)")
     grid.add_argument("--within", type=float, metavar="PCT",
                       help="halving: cells screened within this percentage of the best screen are measured in full "
-                           "(default 15)")
+                           "(default 30)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
     run.add_argument("--max-windows", type=int, default=10,

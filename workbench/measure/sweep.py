@@ -18,6 +18,7 @@ from typing import Any, Callable, Collection
 
 from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
+from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
@@ -220,7 +221,8 @@ def run_sweep(
     name, base, model_dir = _base_config(server, model)
     reference = _reference(model_dir) if reference is None else reference
     variants = _chosen(plan_variants(plan, base), variants)
-    core_warnings = check_server_cores(plan.resolve_core_range(base), server)  # held NeuronCores: refused here
+    core_range = plan.resolve_core_range(base)
+    core_warnings = check_server_cores(core_range, server)  # held NeuronCores: refused here
     url = _url(server, settings.protocol)
     _check_reachable_by_engine(server)
     # perf_analyzer asked for and absent: said before anything is loaded
@@ -291,7 +293,7 @@ def run_sweep(
     by_key = {r.key: r for r in rows}
     current: dict[str, Any] = {"variant": None, "error": None}
     screening = search.screening(measuring) if search is not None else None
-    cpus = _range_cpus(plan, base)
+    cpus = _range_cpus(core_range, base)
     screened = {r.key: r for r in _screened_rows(out_dir, previous)} if screening is not None else {}
 
     def load(point: Point) -> None:
@@ -371,12 +373,11 @@ def run_sweep(
     return result
 
 
-def _range_cpus(plan: SweepPlan, base: ModelConfig) -> tuple[int, ...]:
+def _range_cpus(core_range: CoreRange, base: ModelConfig) -> tuple[int, ...]:
     """The CPUs of the core range on the CPU target (on Neuron the range names NeuronCores)."""
     if parameters_of(base).get("WORKBENCH_TARGET", "cpu") != "cpu":
         return ()
-    span = plan.resolve_core_range(base)
-    return tuple(range(span.start, span.end + 1))
+    return tuple(range(core_range.start, core_range.end + 1))
 
 
 def _screened_rows(out_dir: Path, previous: dict | None) -> list[PointRow]:

@@ -108,7 +108,7 @@ class SweepPanel:
                                   tooltip="early-stop: steps without that gain before a walk ends")
         c["screen_window_ms"] = widgets.Text(description="screen window (ms)", placeholder="default 200", style=style,
                                              tooltip="halving: the short window every cell is screened with first")
-        c["within"] = widgets.Text(description="within (%)", placeholder="default 15", style=style,
+        c["within"] = widgets.Text(description="within (%)", placeholder="default 30", style=style,
                                    tooltip="halving: cells screened this close to the best screen are measured in full")
         self.search_link: Linked[SearchChoice] = Linked(SearchChoice())
         self.search_link.link("name", c["search"])

@@ -2,7 +2,10 @@
 SuccessiveHalvingPruner applies it): every variant x batch size is screened with short, cheap
 measurements (one window of ``screen_window_s``, concurrency bisected under the budget), and only
 the cells whose screened throughput comes within ``within`` of the best screened so far are
-measured in full; the answer is read from the full measurements only.
+measured in full; the answer is read from the full measurements only. The defaults (30%, two
+cells per variant) are wide because a 0.2 s screen on a busy machine moves by tens of percent
+between runs (benchmarks/search_vs_grid.py prints the spreads); a full point costs little
+beside a variant load, so a wide cut is cheap insurance.
 
 The rungs run per variant while it is loaded: on this server a variant load (a Python-backend
 stub per instance, each importing its framework) costs more than several full points, so a
@@ -30,13 +33,13 @@ class SuccessiveHalving(SearchStrategy):
     needs_budget = True
 
     def __init__(self, latency_budget_ms: float | None = None, *, screen_window_s: float = 0.2,
-                 within: float = 0.15, keep: int = 1) -> None:
+                 within: float = 0.3, keep: int = 2) -> None:
         super().__init__(latency_budget_ms)
         if not isinstance(screen_window_s, (int, float)) or isinstance(screen_window_s, bool) \
                 or not math.isfinite(screen_window_s) or screen_window_s <= 0:
             raise SweepError(f"screen_window_s {screen_window_s!r} must be a positive number of seconds")
         if not isinstance(within, (int, float)) or not 0 <= within < 1:
-            raise SweepError(f"within {within!r} must be a fraction in [0, 1) (0.15 = 15%)")
+            raise SweepError(f"within {within!r} must be a fraction in [0, 1) (0.3 = 30%)")
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise SweepError(f"keep {keep!r} must be a whole number >= 1 (cells per variant measured in full)")
         self.screen_window_s, self.within, self.keep = float(screen_window_s), float(within), keep
