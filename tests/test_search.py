@@ -167,7 +167,7 @@ def test_halving_screens_every_cell_and_measures_only_the_survivors_in_full(mode
     # screens and full points in the order asked: one variant after the other, so each is loaded once
     calls = []
     both = [lambda p, f=f: (calls.append(p.variant.label), f(p))[1] for f in _table_measure(_latency_model)[:1] * 2]
-    SuccessiveHalving(latency_budget_ms=20).run(space, both[0], SearchLog("halving", {}, space), both[1])
+    SuccessiveHalving(latency_budget_ms=20, within=0.15, keep=1).run(space, both[0], SearchLog("halving", {}, space), both[1])
     assert calls == sorted(calls, key=["1x1", "1x2", "2x1"].index) and len(calls) == len(screened) + len(asked)
     assert [s["variant"] for s in log.screens] == [k[0] for k in screened] and len(log.steps) == 3
     assert log.to_dict()["screened_points"] == len(set(screened)) and log.to_dict()["measured_points"] == 3
