@@ -68,11 +68,12 @@ def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", max_bat
 
 
 @contextmanager
-def served_mlp(**options) -> Iterator[tuple[TritonServer, ServedModel]]:
-    """A started server with the MLP loaded; stopped (and its files removed) on exit."""
+def served_mlp(*, server_args: tuple[str, ...] = (), **options) -> Iterator[tuple[TritonServer, ServedModel]]:
+    """A started server (``server_args``: extra tritonserver flags) with the MLP loaded; stopped
+    (and its files removed) on exit."""
     with tempfile.TemporaryDirectory(prefix="workbench-bench-") as scratch:
         served = build_mlp(Path(scratch), **options)
-        server = TritonServer(served.repository)
+        server = TritonServer(served.repository, extra_args=server_args)
         with server:
             server.load(served.name)
             yield server, served

@@ -20,13 +20,14 @@ from workbench.coremap import CoreRange
 from workbench.generate.config import read_config
 from workbench.measure.core_check import check_core_ownership, neuron_holders
 from workbench.measure.plan import SweepError, SweepPlan
-from workbench.measure.results import POINTS_FILE, RECORD_FILE, frame_from_rows
+from workbench.measure.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, frame_from_rows
 from workbench.measure.rows import PointRow
 from workbench.measure.search import (
     ConcurrencyBisection,
     EarlyStop,
     HillClimb,
     SearchLog,
+    SuccessiveHalving,
     SearchSpace,
     answer,
     make_search,
@@ -148,14 +149,77 @@ def test_hill_climb_moves_to_better_neighbours_and_stops_at_a_local_optimum(mode
     assert asked[:3] == [("1x2", 4, 2), ("1x2", 4, 4), ("1x2", 4, 8)]  # the centre cell, bisected from the middle
 
 
+def test_halving_screens_every_cell_and_measures_only_the_survivors_in_full(model_dir):
+    plan, space = _space(model_dir)
+    screen, screened = _table_measure(_latency_model)
+    measure, asked = _table_measure(_latency_model)
+    log = SearchLog("halving", {}, space)
+    SuccessiveHalving(latency_budget_ms=20, within=0.15, keep=1).run(space, measure, log, screen)
+    # every variant x batch size screened by bisection; in full only each variant's best cell, and only
+    # while it was within 15% of the best screen so far
+    assert {(v, b) for v, b, _c in screened} == {(v.label, b) for v in space.variants for b in space.batch_sizes}
+    # each variant's best screened cell beat the best before it, so each is measured in full, once
+    assert asked == [("1x1", 4, 4), ("1x2", 4, 4), ("2x1", 8, 4)]
+    grid = [PointRow(**p.columns(), throughput=t, p99_ms=l, p50_ms=l / 2, failures=0, outputs_ok=True)
+            for v in space.variants for p in plan.points(v) for t, l in [_latency_model(v.allocation.label, p.batch_size, p.concurrency)]]
+    best = answer(frame_from_rows(r.to_dict() for r in grid), 20).best
+    assert (best["variant"], best["batch_size"], best["concurrency"]) == asked[-1]
+    # screens and full points in the order asked: one variant after the other, so each is loaded once
+    calls = []
+    both = [lambda p, f=f: (calls.append(p.variant.label), f(p))[1] for f in _table_measure(_latency_model)[:1] * 2]
+    SuccessiveHalving(latency_budget_ms=20, within=0.15, keep=1).run(space, both[0], SearchLog("halving", {}, space), both[1])
+    assert calls == sorted(calls, key=["1x1", "1x2", "2x1"].index) and len(calls) == len(screened) + len(asked)
+    assert [s["variant"] for s in log.screens] == [k[0] for k in screened] and len(log.steps) == 3
+    assert log.to_dict()["screened_points"] == len(set(screened)) and log.to_dict()["measured_points"] == 3
+    assert "3 of 9 cells measured in full" in log.stopped
+    assert any("1x1 batch 8: not measured in full: screened" in n and "ranks 2 of the variant (keep 1)" in n for n in log.notes)
+
+
+def test_halving_retries_a_full_miss_one_level_down(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1,2x1", batches=(4,))
+    screen, _screened = _table_measure(_latency_model)
+    slower = lambda a, b, c: (_latency_model(a, b, c)[0], _latency_model(a, b, c)[1] * 1.5)  # noqa: E731
+    measure, asked = _table_measure(slower)
+    log = SearchLog("halving", {}, space)
+    SuccessiveHalving(latency_budget_ms=10, within=0.15).run(space, measure, log, screen)
+    # screen: 1x1 batch 4 meets 10 ms at concurrency 2 (p99 8); in full p99 is 12: one level down, 1
+    assert asked == [("1x1", 4, 2), ("1x1", 4, 1), ("2x1", 4, 4), ("2x1", 4, 2)]
+    assert [s["why"] for s in log.steps][1] == "missed the budget in full: one concurrency level down"
+    with pytest.raises(SweepError, match="screens points: run it through run_sweep"):
+        SuccessiveHalving(latency_budget_ms=10).run(space, measure, log)
+    with pytest.raises(SweepError, match="screen_window_s 0 must be a positive number"):
+        SuccessiveHalving(latency_budget_ms=10, screen_window_s=0)
+    with pytest.raises(SweepError, match="within 1.5 must be a fraction"):
+        SuccessiveHalving(latency_budget_ms=10, within=1.5)
+    short = SuccessiveHalving(latency_budget_ms=10, screen_window_s=0.05).screening(FAST)
+    assert (short.window_s, short.stable_windows, short.max_windows, short.min_latencies) == (0.05, 1, 1, 0)
+    assert short.engine == FAST.engine and short.seed == FAST.seed
+
+
+def test_halving_measures_nothing_in_full_far_below_the_best_screen(model_dir):
+    _plan, space = _space(model_dir, allocations="1x1,2x1", batches=(4,))
+    fast_first = lambda a, b, c: _latency_model({"1x1": "2x1", "2x1": "1x1"}[a], b, c)  # noqa: E731
+    screen, _screened = _table_measure(fast_first)
+    measure, asked = _table_measure(fast_first)
+    log = SearchLog("halving", {}, space)
+    SuccessiveHalving(latency_budget_ms=10, within=0.15).run(space, measure, log, screen)
+    assert asked == [("1x1", 4, 4)]  # 2x1 screened at 741 infer/s, far below 1x1's 2667
+    assert any(n.endswith("2x1 batch 4: not measured in full: screened 740.7 infer/s is below 85% of the best "
+                          "screen 2666.7") for n in log.notes)
+
+
 def test_searches_that_need_a_budget_say_so_and_bad_names_are_refused():
     with pytest.raises(SweepError, match="hill-climb search needs a p99 latency budget"):
         HillClimb()
     with pytest.raises(SweepError, match="must be a positive number"):
         ConcurrencyBisection(latency_budget_ms=-1)
-    with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb"):
+    with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb, halving"):
         make_search("optuna")
     assert make_search("grid") is None and make_search("early-stop").params["min_gain"] == 0.05
+    from workbench.measure.cli import SEARCH_NAMES
+    from workbench.measure.search.choice import search_names
+
+    assert SEARCH_NAMES == search_names()  # the parser's choices, written out so --help imports no pandas
 
 
 def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir):
@@ -180,6 +244,8 @@ def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir)
     (ConcurrencyBisection(latency_budget_ms=0.001), "misses the budget already at the lowest concurrency 1"),
     (EarlyStop(latency_budget_ms=0.001), "concurrency walk ends at 1: p99"),
     (HillClimb(latency_budget_ms=0.001), "no cell near the start meets p99 <= 0.001 ms"),
+    (SuccessiveHalving(latency_budget_ms=60_000, screen_window_s=0.05, within=0.9, keep=1),
+     "2 of 4 cells measured in full"),
 ])
 def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp_path, search, rule):
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
@@ -195,6 +261,10 @@ def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp
     assert set(times.index) == set(result.frame["variant"])  # every variant loaded was timed
     assert (times["load_s"] > 0).all() and (times["first_response_s"] > 0).all()
     assert (times["warmup_s"] >= times["first_response_s"]).all() and (times["warmup_requests"] >= 1).all()
+    screens = [json.loads(line) for line in (tmp_path / "run" / SCREENING_FILE).read_text().splitlines()] \
+        if search.name == "halving" else []
+    assert record["screened_points"] == len(screens) == len({(r["variant"], r["batch_size"], r["concurrency"]) for r in screens})
+    assert all(r["outputs_ok"] and r["window_s"] <= 0.1 for r in screens)  # a screen is one short window
     if search.latency_budget_ms < 1:
         assert record["answer"]["best"] is None
     else:
@@ -233,6 +303,33 @@ def test_a_cancelled_search_resumes_with_the_same_decisions_and_no_point_twice(s
     assert [(s["variant"], s["batch_size"], s["concurrency"]) for s in steps] == keys  # the replay asked the same first
     assert second.record["search"]["stopped"].startswith("local optimum")
     assert [(s["reused"], s["measured"]) for s in second.record["sessions"]] == [(0, 2), (2, len(keys) - 2)]
+
+
+@pytest.mark.server
+def test_a_cancelled_halving_resumes_without_screening_or_measuring_a_point_twice(server, model_dir, tmp_path):
+    out = tmp_path / "run"
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
+    cancel = threading.Event()
+    seen = []
+
+    def stop_after_three_screens(done, total, message):
+        seen.append(message)
+        if sum("(screen)" in m for m in seen) >= 3:
+            cancel.set()
+
+    search = lambda: SuccessiveHalving(latency_budget_ms=60_000, screen_window_s=0.05)  # noqa: E731
+    first = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, cancel=cancel,
+                      progress=stop_after_three_screens, search=search())
+    assert first.status == "cancelled" and len(first.record["search"]["screens"]) == 3
+    kept = (out / SCREENING_FILE).read_text().splitlines()
+    second = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, resume=True, search=search())
+    lines = (out / SCREENING_FILE).read_text().splitlines()
+    keys = [(r["variant"], r["batch_size"], r["concurrency"]) for r in map(json.loads, lines)]
+    assert second.complete and lines[:3] == kept and len(keys) == len(set(keys))
+    assert [(s["variant"], s["batch_size"], s["concurrency"]) for s in second.record["search"]["screens"]] == keys
+    full = [(r["variant"], r["batch_size"], r["concurrency"]) for r in map(json.loads, (out / POINTS_FILE).read_text().splitlines())]
+    assert len(full) == len(set(full)) == len(second.frame) and set(full) <= set(keys)  # only screened cells, in full
+    assert second.record["search"]["answer"]["best"]["throughput"] == second.frame["throughput"].max()
 
 
 @pytest.mark.server

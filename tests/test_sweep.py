@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -423,3 +424,55 @@ def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
     assert frame["outputs_ok"].tolist() == [True, True]
     assert (frame["throughput"] > 0).all() and (frame["p99_ms"] >= frame["p50_ms"]).all()
     assert result.record["settings"]["engine"] == "perf_analyzer"
+
+
+def test_the_live_server_view_reads_queue_compute_pending_and_batch_from_a_real_server(server, model_dir):
+    from workbench.check import connect, infer
+    from workbench.generate.config import spec_from_config
+    from workbench.measure.live import ServerWatch
+
+    spec = spec_from_config(read_config(model_dir))
+    arrays = spec.example_inputs(2, seed=0)
+    watch = ServerWatch(server, "add_sub")
+    connection = connect(server.grpc_url, "grpc")
+    try:
+        for _ in range(5):
+            infer(connection, "add_sub", spec, arrays)
+        time.sleep(0.5)  # Triton counts a request in its statistics just after it answers
+        view = watch.view()
+        # five sequential requests of batch 2: five executions of two inferences, nothing left pending
+        assert (view.model, view.requests, view.executions, view.avg_batch) == ("add_sub", 5, 5, 2.0)
+        assert view.compute_ms > 0 and view.queue_ms >= 0 and view.pending == 0
+        assert 0 <= view.queue_share < 1 and view.interval_s > 0
+        assert watch.view().requests == 0 and watch.view().avg_batch is None  # nothing since the last view
+        server.load("add_sub", config=read_config(model_dir))  # a reload (2.51 may start its statistics afresh)
+        for _ in range(3):
+            infer(connection, "add_sub", spec, arrays)
+        time.sleep(0.5)
+        assert watch.view().requests == 3
+    finally:
+        connection[1].close()
+
+
+def test_cpu_times_follow_proc_stat():
+    # the layout of proc(5): cpu<N> user nice system idle iowait irq softirq steal guest guest_nice
+    text = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 1 4 40 10 0 0 0 3 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n"
+    from workbench.measure.cpu_use import cpu_times, format_busy
+
+    assert cpu_times(text) == {0: (10, 60), 1: (10, 50)}  # busy leaves idle and iowait out; guest is inside user
+    assert format_busy({1: 12.345, 0: 100.0}) == "0:100.0 1:12.3" and format_busy({}) is None
+
+
+def test_each_point_records_how_busy_the_cpus_of_its_range_were(server, model_dir, tmp_path):
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1], core_range="0:1")
+    burner = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
+    try:
+        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)
+    finally:
+        burner.kill()
+        burner.wait()
+    (busy,) = result.frame["cpu_busy"].tolist()
+    shares = dict(item.split(":") for item in busy.split())
+    assert set(shares) == {"0", "1"} and all(0 <= float(v) <= 100 for v in shares.values())
+    assert float(shares["0"]) >= 90  # the burner held CPU 0 for the whole point
+    assert json.loads((tmp_path / "run" / POINTS_FILE).read_text())["cpu_busy"] == busy

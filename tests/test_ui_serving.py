@@ -159,6 +159,29 @@ def test_cancel_stops_the_sweep_and_keeps_finished_points(app):
     assert not sweep.controls["run"].disabled
 
 
+def test_a_search_runs_from_the_panel_with_the_live_server_view(app):
+    from workbench.measure.search.choice import search_names
+
+    assert tuple(app["sweep"].controls["search"].options) == search_names()
+    sweep = _sweep(app, label="searched", batch_sizes="1,4", concurrency="1,2,4")
+    c = sweep.controls
+    c["search"].value = "bisection"
+    c["budget_ms"].value = 60_000.0
+    task = sweep.start()
+    assert task is not None, c["error"].value
+    assert task.join(timeout=240) and task.state == "done", task.error_text
+    log = sweep.result.record["search"]
+    assert log["name"] == "bisection" and log["params"]["latency_budget_ms"] == 60_000.0
+    assert 0 < log["measured_points"] == len(sweep.result.frame) < 6
+    view = sweep.server_view  # read from the real server's statistics and metrics while points ran
+    assert view is not None and view.model == "add_sub" and view.requests > 0 and view.executions > 0
+    assert view.compute_ms > 0 and view.queue_ms >= 0 and view.avg_batch >= 1 and view.pending is not None
+    shown = _text(c["server_view"].value)
+    assert "queue" in shown and "compute" in shown and "pending requests" in shown and "executed batch size" in shown
+    c["search"].value = "grid"
+    c["budget_ms"].value = 0.0
+
+
 def test_results_panel_opens_and_compares_saved_runs(app):
     panel = app["results"]
     paths = panel.scan()
@@ -265,3 +288,46 @@ def test_the_sweep_panel_links_its_grid_to_one_sweep_plan(tmp_path):
     assert "6 point(s)" in _text(c["grid_size"].value)
     c["concurrency"].value = "4,4"
     assert "concurrency: 4 is listed twice" in _text(c["grid_size"].value) and sweep.plan_link.value.concurrency == (4,)
+
+
+def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(tmp_path):
+    import argparse
+
+    from workbench.measure.cli import register, search_from_args
+    from workbench.measure.search import SuccessiveHalving
+    from workbench.measure.search.choice import SearchChoice
+
+    sweep = Workbench(tmp_path / "repo")["sweep"]
+    c = sweep.controls
+    assert sweep.search() == SearchChoice() and sweep.search().strategy() is None  # the grid by default
+    c["search"].value = "halving"
+    assert "halving search needs a p99 latency budget" in _text(c["search_problems"].value)
+    assert sweep.start() is None and "needs a p99 latency budget" in _text(c["error"].value)
+    c["budget_ms"].value = 20.0
+    c["screen_window_ms"].value = "50"
+    c["within"].value = "10"
+    c["min_gain"].value = "7"  # kept for early-stop / hill-climb, ignored by halving
+    choice = sweep.search()
+    assert choice is sweep.search_link.value and c["search_problems"].value == ""
+    assert choice == SearchChoice("halving", latency_budget_ms=20.0, min_gain=0.07, screen_window_s=0.05, within=0.1)
+    strategy = choice.strategy()
+    assert isinstance(strategy, SuccessiveHalving)
+    assert strategy.params == {"latency_budget_ms": 20.0, "screen_window_s": 0.05, "within": 0.1, "keep": 2}
+    # the command line builds the same strategy from the same values
+    parser = register(argparse.ArgumentParser().add_subparsers())
+    args = parser.parse_args(["model", "--out", "o", "--search", "halving", "--latency-budget-ms", "20", "--screen-window-ms", "50",
+                              "--within", "10"])
+    assert search_from_args(args).params == strategy.params
+    with pytest.raises(ValueError, match="min_gain do\\(es\\) not apply to it"):
+        search_from_args(parser.parse_args(["model", "--out", "o", "--search", "halving", "--latency-budget-ms", "20",
+                                            "--min-gain", "7"]))
+    c["search"].value = "early-stop"
+    assert sweep.search().strategy().params == {"latency_budget_ms": 20.0, "min_gain": 0.07, "tries": 1}
+    c["tries"].value = "two"
+    assert "tries: count 'two' is not a number" in _text(c["search_problems"].value)
+    assert sweep.search_link.value.tries is None
+    c["tries"].value = "2"
+    c["budget_ms"].value = 0.0  # no budget: early stop runs without one, the best is the highest throughput
+    assert sweep.search().latency_budget_ms is None and sweep.search().strategy().params["tries"] == 2
+    sweep.search_link.update(name="bisection", latency_budget_ms=5.0)  # logic -> controls
+    assert (c["search"].value, c["budget_ms"].value) == ("bisection", 5.0)

@@ -13,6 +13,10 @@ from typing import Any
 
 from workbench.tasks import Task
 
+# measure.search.choice.search_names(), written out so that building the parser imports no pandas
+# (tests/test_search.py keeps the two equal)
+SEARCH_NAMES = ("grid", "bisection", "early-stop", "hill-climb", "halving")
+
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
 
@@ -42,12 +46,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="preferred batch sizes of the dynamic batching variants")
     grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
-    grid.add_argument("--search", default="grid", choices=("grid", "bisection", "early-stop", "hill-climb"),
+    grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
-                           "(bisection and hill-climb need --latency-budget-ms)")
+                           "(bisection, hill-climb and halving need --latency-budget-ms)")
     grid.add_argument("--min-gain", type=float, metavar="PCT",
                       help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
     grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")
+    grid.add_argument("--screen-window-ms", type=float, metavar="MS",
+                      help="halving: the short window every cell is screened with first (default 200)")
+    grid.add_argument("--within", type=float, metavar="PCT",
+                      help="halving: cells screened within this percentage of the best screen are measured in full "
+                           "(default 30)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
     run.add_argument("--max-windows", type=int, default=10,
@@ -120,16 +129,13 @@ def plan_from_args(args: argparse.Namespace):
 
 def search_from_args(args: argparse.Namespace):
     """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
-    from workbench.measure.search import make_search
+    from workbench.measure.search.choice import SearchChoice
 
-    params = {}
-    if args.search != "grid":
-        params["latency_budget_ms"] = args.latency_budget_ms
-    if args.min_gain is not None:
-        params["min_gain"] = args.min_gain / 100.0
-    if args.tries is not None:
-        params["tries"] = args.tries
-    return make_search(args.search, **params)
+    percent = lambda value: None if value is None else value / 100.0  # noqa: E731
+    choice = SearchChoice(args.search, latency_budget_ms=args.latency_budget_ms if args.search != "grid" else None,
+                          min_gain=percent(args.min_gain), tries=args.tries, within=percent(args.within),
+                          screen_window_s=None if args.screen_window_ms is None else args.screen_window_ms / 1000.0)
+    return choice.strategy(strict=True)
 
 
 def settings_from_args(args: argparse.Namespace):

@@ -24,7 +24,7 @@ from workbench.measure.notes import point_notes
 from workbench.measure.settings import MeasureSettings
 
 __all__ = [
-    "POINTS_FILE", "RECORD_FILE", "CSV_FILE", "JSON_FILE",
+    "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
     "KEY_COLUMNS", "COLUMNS",
     "ResultsError", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
@@ -33,6 +33,8 @@ __all__ = [
 
 POINTS_FILE = "points.jsonl"
 RECORD_FILE = "run.json"
+# A search's short screening measurements: they chose what to measure in full and are no results.
+SCREENING_FILE = "screening.jsonl"
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"
 

@@ -74,6 +74,7 @@ class PointRow:
     compute_output_ms: float = NAN
     overhead_ms: float = NAN
     avg_batch: float = NAN
+    cpu_busy: str | None = None  # "0:93.1 1:87.0": percent busy of each CPU of the range while measuring (CPU target)
     engine: str | None = None
     warnings: str | None = None
     error: str | None = None

@@ -9,6 +9,7 @@ what the numbers mean is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import threading
@@ -17,14 +18,17 @@ from typing import Any, Callable, Collection
 
 from workbench import __version__
 from workbench.check import CheckError, Eager, InputMaker, eager_reference
+from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
 from workbench.measure.core_check import check_server_cores
+from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
     POINTS_FILE,
     RECORD_FILE,
+    SCREENING_FILE,
     SweepResult,
     append_point,
     frame_from_rows,
@@ -217,7 +221,8 @@ def run_sweep(
     name, base, model_dir = _base_config(server, model)
     reference = _reference(model_dir) if reference is None else reference
     variants = _chosen(plan_variants(plan, base), variants)
-    core_warnings = check_server_cores(plan.resolve_core_range(base), server)  # held NeuronCores: refused here
+    core_range = plan.resolve_core_range(base)
+    core_warnings = check_server_cores(core_range, server)  # held NeuronCores: refused here
     url = _url(server, settings.protocol)
     _check_reachable_by_engine(server)
     # perf_analyzer asked for and absent: said before anything is loaded
@@ -287,30 +292,43 @@ def run_sweep(
     report(f"measured by {choice.engine}: {choice.reason}")
     by_key = {r.key: r for r in rows}
     current: dict[str, Any] = {"variant": None, "error": None}
+    screening = search.screening(measuring) if search is not None else None
+    cpus = _range_cpus(core_range, base)
+    screened = {r.key: r for r in _screened_rows(out_dir, previous)} if screening is not None else {}
+
+    def load(point: Point) -> None:
+        """Load the point's variant when it is not the one loaded (once per change, timed)."""
+        nonlocal loaded, stuck
+        variant = point.variant
+        if current["variant"] == variant.label:
+            return
+        report(f"loading {variant.label}")
+        current["variant"] = variant.label
+        times, current["error"], stuck = load_variant(server, name, variant, load_timeout_s, stuck)
+        if current["error"] is None:
+            loaded = True
+            if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
+                record.setdefault("served_by", {})[variant.label] = server.served_by(name)
+            times.update(_first_and_warmup(target, point.batch_size, settings))
+        record.setdefault("variant_times", {})[variant.label] = times
+
+    def measured_row(point: Point, how: MeasureSettings) -> PointRow:
+        load(point)
+        if current["error"] is not None:
+            return PointRow.failed(point, current["error"])
+        use = CpuUse(cpus).start()
+        row = measure_point(target, point, how, cancel=cancel,
+                            progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+        return dataclasses.replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
 
     def measure(point: Point) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
-        nonlocal count, loaded, stuck
+        nonlocal count
         if point.key in by_key:
             count += 1
             return by_key[point.key]
         check_cancel(cancel)
-        variant = point.variant
-        if current["variant"] != variant.label:
-            report(f"loading {variant.label}")
-            current["variant"] = variant.label
-            times, current["error"], stuck = load_variant(server, name, variant, load_timeout_s, stuck)
-            if current["error"] is None:
-                loaded = True
-                if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
-                    record.setdefault("served_by", {})[variant.label] = server.served_by(name)
-                times.update(_first_and_warmup(target, point.batch_size, settings))
-            record.setdefault("variant_times", {})[variant.label] = times
-        if current["error"] is None:
-            row = measure_point(target, point, measuring, cancel=cancel,
-                                progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-        else:
-            row = PointRow.failed(point, current["error"])
+        row = measured_row(point, measuring)
         append_point(out_dir / POINTS_FILE, row.to_dict())
         rows.append(row)
         by_key[row.key] = row
@@ -320,13 +338,25 @@ def run_sweep(
         report(f"{point.label}: {row.summary()}")
         return row
 
+    def screen(point: Point) -> PointRow:
+        """A short screening measurement (the search's ``screening`` settings), kept apart from the results."""
+        if point.key in screened:
+            return screened[point.key]
+        check_cancel(cancel)
+        row = measured_row(point, screening)
+        append_point(out_dir / SCREENING_FILE, row.to_dict())
+        if not row.error:
+            screened[row.key] = row
+        report(f"{point.label} (screen): {row.summary()}")
+        return row
+
     try:
         if search is None:
             for variant in variants:
                 for point in plan.points(variant):
                     measure(point)
         else:
-            search.run(log.space, measure, log)
+            search.run(log.space, measure, log, screen if screening is not None else None)
         status = "complete"
     except Cancelled:
         status = "cancelled"
@@ -341,6 +371,21 @@ def run_sweep(
         record["ended"] = session["ended"] = now()
         result = save()
     return result
+
+
+def _range_cpus(core_range: CoreRange, base: ModelConfig) -> tuple[int, ...]:
+    """The CPUs of the core range on the CPU target (on Neuron the range names NeuronCores)."""
+    if parameters_of(base).get("WORKBENCH_TARGET", "cpu") != "cpu":
+        return ()
+    return tuple(range(core_range.start, core_range.end + 1))
+
+
+def _screened_rows(out_dir: Path, previous: dict | None) -> list[PointRow]:
+    """The screening rows a resumed search made before (error-free, one per point)."""
+    path = out_dir / SCREENING_FILE
+    if previous is None or not path.exists():
+        return []
+    return [PointRow.from_dict(row) for row in unique_rows(read_points(path)) if not row.get("error")]
 
 
 def _chosen(variants: list[Variant], labels: Collection[str] | None) -> list[Variant]:

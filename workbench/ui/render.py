@@ -85,3 +85,19 @@ def table_html(result: SweepResult) -> str:
 
 def best_html(result: SweepResult, budget_ms: float | None) -> str:
     return f"<div style='font-weight:bold'>{html.escape(result.describe_best(budget_ms))}</div>"
+
+
+def server_view_html(view, label: str = "") -> str:
+    """The server side of the point running now (a `measure.live.ServerView`): queue against
+    compute time per request as one bar, pending requests and the executed batch size."""
+    head = f"<b>server, {html.escape(label or view.model)}</b> (last {view.interval_s:.1f} s): "
+    if not view.requests:
+        return head + "<i>no requests finished</i>"
+    share = view.queue_share or 0.0
+    bar = (f"<span style='display:inline-block;width:200px;height:10px;vertical-align:middle;border:1px solid #555;"
+           f"background:linear-gradient(90deg,#e8a33d {share:.0%},#3d7de8 {share:.0%})'></span>")
+    pending = "n/a (no metrics)" if view.pending is None else f"{view.pending:g}"
+    batch = "n/a" if view.avg_batch is None else f"{view.avg_batch:.2f}"
+    return (head + f"queue {view.queue_ms:.2f} ms {bar} compute {view.compute_ms:.2f} ms per request; "
+            f"pending requests {pending}; executed batch size {batch} "
+            f"({view.requests} requests in {view.executions} executions)")

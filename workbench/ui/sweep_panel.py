@@ -16,19 +16,36 @@ import ipywidgets as widgets
 
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.measure import plots
+from workbench.measure.live import ServerView, ServerWatch
 from workbench.measure.results import ResultsError, SweepResult, load_run
 from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.search.choice import (
+    SearchChoice,
+    parse_budget_ms,
+    parse_optional_count,
+    parse_optional_ms,
+    parse_percent,
+    search_names,
+)
 from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
-from workbench.ui.render import best_html, error_list, figure_png, preformatted, table_html
+from workbench.ui.render import best_html, error_list, figure_png, preformatted, server_view_html, table_html
 from workbench.ui.state import WorkbenchState
 
 PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
          "server breakdown": plots.server_breakdown, "throughput heat map": plots.throughput_heatmap}
+
+
+def _percent_text(fraction: float | None) -> str:
+    return "" if fraction is None else f"{fraction * 100:g}"
+
+
+def _ms_text(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1000:g}"
 
 
 class SweepPanel:
@@ -37,8 +54,10 @@ class SweepPanel:
     def __init__(self, state: WorkbenchState | None = None, *, runs_dir: str | Path | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
         self.result: SweepResult | None = None
+        self.server_view: ServerView | None = None  # the server side of the point running, last read
+        self._watch: ServerWatch | None = None
         self._out_dir: Path | None = None
-        self._last_plot = 0.0
+        self._last_plot = self._last_view = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("150px")
         c = self.controls = {}
@@ -80,11 +99,33 @@ class SweepPanel:
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style,
                                            tooltip="0 = no budget: the highest throughput wins")
+        # the strategy: one SearchChoice (what `workbench sweep --search` builds), its fields linked
+        c["search"] = widgets.Dropdown(options=search_names(), description="strategy", style=style,
+                                       tooltip="grid: every point; bisection, hill-climb and halving need a p99 budget")
+        c["min_gain"] = widgets.Text(description="min gain (%)", placeholder="default", style=style,
+                                     tooltip="early-stop / hill-climb: the gain that keeps a walk going")
+        c["tries"] = widgets.Text(description="tries", placeholder="default 1", style=style,
+                                  tooltip="early-stop: steps without that gain before a walk ends")
+        c["screen_window_ms"] = widgets.Text(description="screen window (ms)", placeholder="default 200", style=style,
+                                             tooltip="halving: the short window every cell is screened with first")
+        c["within"] = widgets.Text(description="within (%)", placeholder="default 30", style=style,
+                                   tooltip="halving: cells screened this close to the best screen are measured in full")
+        self.search_link: Linked[SearchChoice] = Linked(SearchChoice())
+        self.search_link.link("name", c["search"])
+        self.search_link.link("latency_budget_ms", c["budget_ms"], parse=parse_budget_ms, show=lambda v: v or 0.0)
+        self.search_link.link("min_gain", c["min_gain"], parse=parse_percent, show=_percent_text, label="min gain")
+        self.search_link.link("tries", c["tries"], parse=parse_optional_count, show=blank_if_none, label="tries")
+        self.search_link.link("screen_window_s", c["screen_window_ms"], parse=parse_optional_ms, show=_ms_text,
+                              label="screen window")
+        self.search_link.link("within", c["within"], parse=parse_percent, show=_percent_text, label="within")
+        c["search_problems"] = widgets.HTML()
+        self.search_link.on_change = lambda _changed: self._show_search()
         c["grid_size"] = widgets.HTML()
         self.run = TaskControls("run sweep", run_tooltip="measure every point of the grid on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (self.run.run_button, self.run.cancel_button,
                                                              self.run.progress, self.run.status)
         c["error"] = widgets.HTML()
+        c["server_view"] = widgets.HTML()
         c["table"] = table_view()
         c["best"] = widgets.HTML()
         c["plots"] = hidden(widgets.Tab(children=[plot_image() for _ in PLOTS]))  # shown with the first result
@@ -95,15 +136,15 @@ class SweepPanel:
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
-        c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
             row(c["batch_sizes"], c["allocations"], c["concurrency"]),
             row(c["core_range"], c["protocol"], c["budget_ms"]),
+            row(c["search"], c["min_gain"], c["tries"], c["screen_window_ms"], c["within"]), c["search_problems"],
             row(c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]),
             row(c["engine"], c["perf_analyzer"]),
             row(c["runs_dir"], c["label"]),
-            c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
+            c["grid_size"], self.run.widget, c["server_view"], c["error"], c["best"], c["table"], c["plots"],
             row(c["export"], c["exported"]),
         ])
         self._show_grid_size()
@@ -128,9 +169,19 @@ class SweepPanel:
         self.controls["grid_size"].value = error_list(problems) if problems else \
             f"<i>{self.plan_link.value.size} point(s)</i>"
 
+    def search(self) -> SearchChoice:
+        """The strategy the controls describe (``search_link.value``); SweepError names every bad value."""
+        if self.search_link.problems:
+            raise SweepError("; ".join(self.search_link.problems))
+        return self.search_link.value
+
+    def _show_search(self) -> None:
+        problems = self.search_link.problems
+        self.controls["search_problems"].value = error_list(problems) if problems else ""
+        self._show_best()
+
     def _budget(self) -> float | None:
-        value = self.controls["budget_ms"].value
-        return value if value and value > 0 else None
+        return self.search_link.value.latency_budget_ms
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -150,6 +201,11 @@ class SweepPanel:
             plan = None
             problems.append(str(err))
         try:
+            search = self.search().strategy()
+        except SweepError as err:
+            search = None
+            problems.append(str(err))
+        try:
             settings = self.settings()
             settings.engine_command()
         except (MeasureError, PerfAnalyzerNotFound) as err:
@@ -160,15 +216,34 @@ class SweepPanel:
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = None
-        c["table"].value, c["best"].value = "", ""
+        c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
         c["export"].disabled = True
+        try:
+            self._watch = ServerWatch(server, self.state.name)
+        except Exception:  # noqa: BLE001 - no statistics yet (the model not loaded): the view starts empty
+            self._watch = None
         return self.run.start(
-            run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, settings=settings,
-            on_done=self._finished, on_progress=lambda _done, _total, _message: self._refresh_live(),
+            run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, settings=settings, search=search,
+            on_done=self._finished, on_progress=lambda _done, _total, message: self._refresh_live(message),
         )
 
-    def _refresh_live(self) -> None:
+    def _refresh_server(self, message: str) -> None:
+        """The server side of the running point, at most once a second (statistics + metrics)."""
+        if time.monotonic() - self._last_view < 1.0:
+            return
+        self._last_view = time.monotonic()
+        try:
+            if self._watch is None:
+                self._watch = ServerWatch(self.state.server, self.state.name)
+                return
+            self.server_view = self._watch.view()
+        except Exception:  # noqa: BLE001 - the model is reloading: read again at the next report
+            return
+        self.controls["server_view"].value = server_view_html(self.server_view, label=message)
+
+    def _refresh_live(self, message: str = "") -> None:
         """Re-read the run folder after a progress report: each finished point has been saved."""
+        self._refresh_server(message)
         if self._out_dir is None:
             return
         try:

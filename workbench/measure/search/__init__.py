@@ -13,12 +13,14 @@ from workbench.measure.search.answer import Answer, answer
 from workbench.measure.search.base import SearchLog, SearchSpace, SearchStrategy, check_resume
 from workbench.measure.search.concurrency_bisection import ConcurrencyBisection
 from workbench.measure.search.early_stop import EarlyStop
+from workbench.measure.search.halving import SuccessiveHalving
 from workbench.measure.search.hill_climb import HillClimb
 
 __all__ = ["SEARCHES", "make_search", "SearchStrategy", "SearchSpace", "SearchLog", "ConcurrencyBisection",
-           "EarlyStop", "HillClimb", "Answer", "answer", "check_resume"]
+           "EarlyStop", "HillClimb", "SuccessiveHalving", "Answer", "answer", "check_resume"]
 
-SEARCHES: dict[str, type[SearchStrategy]] = {cls.name: cls for cls in (ConcurrencyBisection, EarlyStop, HillClimb)}
+SEARCHES: dict[str, type[SearchStrategy]] = {cls.name: cls for cls in (ConcurrencyBisection, EarlyStop, HillClimb,
+                                                                         SuccessiveHalving)}
 
 
 def make_search(name: str, **params: Any) -> SearchStrategy | None:

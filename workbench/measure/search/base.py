@@ -4,7 +4,10 @@ why it stopped, kept in the run record so a resumed search shows the same reason
 
 A strategy measures through the sweep's own ``measure(point)`` (the same load, point measurement
 and run files as the full grid); on resume that call returns the row already on disk, so a
-deterministic strategy replays its earlier decisions and goes on where it stopped.
+deterministic strategy replays its earlier decisions and goes on where it stopped. A strategy
+that asks for ``screening`` settings also gets ``screen(point)``: a short measurement on the same
+loaded variant, kept apart from the results (``screening.jsonl``), that only chooses what to
+measure in full.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from workbench.measure.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.rows import PointRow
+from workbench.measure.settings import MeasureSettings
 
 __all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "row_score", "meets_budget", "check_resume"]
 
@@ -68,17 +72,26 @@ class SearchLog:
     def __init__(self, name: str, params: Mapping[str, Any], space: SearchSpace) -> None:
         self.name, self.params, self.space = name, dict(params), space
         self.steps: list[dict] = []
+        self.screens: list[dict] = []
         self.notes: list[str] = []
         self.stopped: str | None = None
 
-    def measured(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
-        self.steps.append({
-            "step": len(self.steps) + 1, "variant": row.variant, "batch_size": row.batch_size,
+    @staticmethod
+    def _entry(number: int, row: PointRow, why: str, latency_budget_ms: float | None) -> dict:
+        return {
+            "step": number, "variant": row.variant, "batch_size": row.batch_size,
             "concurrency": row.concurrency, "why": why,
             "throughput": None if math.isnan(row.throughput) else round(row.throughput, 3),
             "p99_ms": None if math.isnan(row.p99_ms) else round(row.p99_ms, 4),
             "meets_budget": meets_budget(row, latency_budget_ms), "error": row.error,
-        })
+        }
+
+    def measured(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
+        self.steps.append(self._entry(len(self.steps) + 1, row, why, latency_budget_ms))
+
+    def screened(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
+        """A short screening measurement: it chose what to measure in full, and is no result."""
+        self.screens.append(self._entry(len(self.screens) + 1, row, why, latency_budget_ms))
 
     def note(self, text: str) -> None:
         """A decision that measured nothing (a bracket closed, an axis walk ended)."""
@@ -90,7 +103,9 @@ class SearchLog:
     def to_dict(self) -> dict:
         return {"name": self.name, "params": self.params, "space_points": self.space.size,
                 "measured_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.steps}),
-                "steps": list(self.steps), "notes": list(self.notes), "stopped": self.stopped}
+                "screened_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.screens}),
+                "steps": list(self.steps), "screens": list(self.screens), "notes": list(self.notes),
+                "stopped": self.stopped}
 
 
 class SearchStrategy:
@@ -120,8 +135,14 @@ class SearchStrategy:
     def to_dict(self) -> dict:
         return {"name": self.name, "params": self.params}
 
-    def run(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
-        self.search(space, measure, log)
+    def screening(self, settings: MeasureSettings) -> MeasureSettings | None:
+        """The settings of this search's short screening measurements, made from the run's
+        ``settings``; None: it measures every point it picks in full."""
+        return None
+
+    def run(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
+        """Search; ``screen`` (given when ``screening`` asks for it) measures a point briefly."""
+        self.search(space, measure, log, screen) if screen is not None else self.search(space, measure, log)
         if log.stopped is None:
             log.stop("every candidate the rules allowed was measured")
 

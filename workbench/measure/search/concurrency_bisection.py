@@ -30,9 +30,11 @@ class CellAnswer:
 
 
 def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, log: SearchLog,
-                latency_budget_ms: float, start: int | None = None) -> CellAnswer:
+                latency_budget_ms: float, start: int | None = None, *, screening: bool = False) -> CellAnswer:
     """Bisect the concurrency levels of one cell. ``start`` (an index, e.g. the answer of a
-    neighbouring cell) is probed first; a failed point counts as missing the budget."""
+    neighbouring cell) is probed first; a failed point counts as missing the budget.
+    ``screening``: ``measure`` is a short screen, logged as one (its rows are no results)."""
+    record = log.screened if screening else log.measured
     levels = space.concurrency
     low, high = -1, len(levels)  # low: highest index known to meet the budget; high: lowest known to miss
     rows: list[PointRow] = []
@@ -40,7 +42,7 @@ def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, 
     why = "warm start at a neighbour's answer" if start is not None else "middle of the concurrency levels"
     while high - low > 1:
         row = measure(space.point(variant, batch, probe))
-        log.measured(row, why, latency_budget_ms)
+        record(row, why, latency_budget_ms)
         rows.append(row)
         if meets_budget(row, latency_budget_ms):
             low = probe
@@ -59,7 +61,7 @@ def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, 
         reason = f"{cell}: p99 meets the budget up to the highest concurrency {levels[-1]}"
     else:
         reason = f"{cell}: p99 meets the budget at concurrency {levels[low]} and misses it at {levels[high]}"
-    log.note(reason)
+    log.note(("screen: " if screening else "") + reason)
     ok = [r for r in rows if meets_budget(r, latency_budget_ms)]
     best = max(ok, key=lambda r: r.throughput) if ok else None
     return CellAnswer(best, low, reason)
