@@ -27,7 +27,9 @@ __all__ = ["GeneratedModel", "model_py_text", "render", "write", "diff", "change
 @dataclass
 class GeneratedModel:
     """Everything a generation produces, before it is written. ``variants`` holds the
-    ``configs/<name>.pbtxt`` configs (tritonserver ``--model-config-name=<name>``)."""
+    ``configs/<name>.pbtxt`` configs (tritonserver ``--model-config-name=<name>``). For Triton's
+    PyTorch backend (``settings.backend == "pytorch"``) ``model_py`` is the PyTorch 2 module's
+    source ("" for TorchScript) and there is no core map: LibTorch places nothing on cores."""
 
     settings: GenerateSettings
     dest: Path
@@ -35,7 +37,7 @@ class GeneratedModel:
     config: ModelConfig
     config_text: str
     model_py: str
-    core_map: CoreMap
+    core_map: CoreMap | None
     files: dict[str, FileContent]
     warnings: list[str]
     variants: dict[str, ModelConfig] = field(default_factory=dict)
@@ -57,8 +59,10 @@ class GeneratedModel:
         for name, text in self.config_files().items():
             rel = f"configs/{name}.pbtxt" if name else "config.pbtxt"
             parts += ["", f"# ---- {self.dest / rel}", text.rstrip("\n")]
-        parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n"),
-                  "", "# ---- core map", self.core_map.describe()]
+        if self.model_py:
+            parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n")]
+        if self.core_map is not None:
+            parts += ["", "# ---- core map", self.core_map.describe()]
         parts += [f"warning: {w}" for w in self.warnings]
         return "\n".join(parts) + "\n"
 
@@ -119,7 +123,12 @@ def _text(config: ModelConfig, on_disk: Path) -> str:
 
 
 def render(settings: GenerateSettings) -> GeneratedModel:
-    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem."""
+    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem.
+    Settings for Triton's PyTorch backend are rendered by `pytorch_backend.generate`."""
+    if settings.backend == "pytorch":
+        from workbench.generate.pytorch_backend.generate import render_pytorch
+
+        return render_pytorch(settings)
     plan = make_plan(settings)
     if plan.problems:
         raise GenerateError(plan.problems)
