@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import fields
 from pathlib import Path
 
+from workbench.coremap import CoreRange
 from workbench.generate import options, preserve, rules
 from workbench.generate.checks import _plan_batching, _read_sidecar, _spec_from_record, _tensor_items, Plan
 from workbench.generate.config import ConfigError, from_text, parameter_string, to_text
@@ -31,9 +32,10 @@ RUNTIMES = {"": TORCHSCRIPT, "model.py": PYTORCH2}
 
 # Fields only the generated model.py reads (Neuron cores, threads per core, transformers-neuronx,
 # a hand-written model.py, configs/ variants); for the PyTorch backend a value other than the
-# default is refused, naming the flag, instead of being silently dropped.
+# default is refused, naming the flag, instead of being silently dropped. (``copy_compiled_model``
+# is moot: the model file is always copied into the version folder, where the backend loads it.)
 PYTHON_BACKEND_ONLY = ("neuron_core_range", "threads_per_core", "disable_batch_requests_to_neuron", "cpu_affinity",
-                       "copy_compiled_model", "for_other_machine", "model_py", "variants", "compiled_model_base",
+                       "for_other_machine", "model_py", "variants", "compiled_model_base",
                        "tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp",
                        "tnx_unroll", "tnx_sequence_length", "tnx_compiled_dir", "decoupled")
 
@@ -84,7 +86,10 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
         return plan
     defaults = _defaults()
     for name in PYTHON_BACKEND_ONLY:
-        if getattr(settings, name) != getattr(defaults, name):
+        value, default = getattr(settings, name), getattr(defaults, name)
+        if name == "neuron_core_range":
+            value, default = str(value), str(CoreRange.parse(default))
+        if value != default:
             plan.problems.append(f"{_flag(name)} is for the Python backend's model.py; Triton's PyTorch backend "
                                  "does not read it (leave it out, or use --backend python)")
     if settings.framework != "pytorch":
@@ -120,6 +125,10 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     elif not source.is_file():
         plan.problems.append(f"--compiled_model {compiled} is not a file; it must be {wanted} (it is copied into "
                              "the version folder)")
+        source = None
+    elif layout_of_settings(settings) == PYTORCH2 and source.suffix != ".py":
+        plan.problems.append(f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}; "
+                             "a TorchScript archive goes in the TorchScript layout (leave --runtime out)")
         source = None
     if settings.state_dict and not Path(settings.state_dict).expanduser().is_file():
         plan.problems.append(f"--state-dict {settings.state_dict} is not a file")
@@ -177,6 +186,8 @@ def render_pytorch(settings: GenerateSettings):
             model_py = files[f"{version}/model.py"]
     except (PyTorchConfigError, FileNotFoundError) as err:
         raise GenerateError([str(err)]) from None
+    except UnicodeDecodeError as err:
+        raise GenerateError([f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]) from None
     config_text = _text(cfg, settings.model_dir / "config.pbtxt")
     files["config.pbtxt"] = config_text
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
