@@ -75,6 +75,7 @@ class PointRow:
     overhead_ms: float = NAN
     avg_batch: float = NAN
     engine: str | None = None
+    served_by: str | None = None  # the backend that served the variant (Python, PyTorch/LibTorch, its twin)
     warnings: str | None = None
     error: str | None = None
     measured_at: str | None = None

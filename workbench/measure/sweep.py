@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import platform
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Collection
 
@@ -286,7 +287,7 @@ def run_sweep(
     before = snapshot(server, [name]) if restore else None
     report(f"measured by {choice.engine}: {choice.reason}")
     by_key = {r.key: r for r in rows}
-    current: dict[str, Any] = {"variant": None, "error": None}
+    current: dict[str, Any] = {"variant": None, "error": None, "served_by": None}
 
     def measure(point: Point) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
@@ -304,11 +305,13 @@ def run_sweep(
                 loaded = True
                 if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
                     record.setdefault("served_by", {})[variant.label] = server.served_by(name)
+                    current["served_by"] = server.backend_of(name)
                 times.update(_first_and_warmup(target, point.batch_size, settings))
             record.setdefault("variant_times", {})[variant.label] = times
         if current["error"] is None:
             row = measure_point(target, point, measuring, cancel=cancel,
                                 progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+            row = replace(row, served_by=current.get("served_by"))
         else:
             row = PointRow.failed(point, current["error"])
         append_point(out_dir / POINTS_FILE, row.to_dict())

@@ -119,6 +119,11 @@ class Served:
     library: str = ""
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def backend(self) -> str:
+        """The backend and layout, without the model or the library path: what sweep rows group by."""
+        return f"{self.served_as}, {self.layout} layout" if self.layout else self.served_as
+
     def describe(self) -> str:
         where = f" ({self.library})" if self.library else ""
         layout = f", {self.layout} layout" if self.layout else ""
@@ -202,6 +207,11 @@ class PyTorchServing:
 
     def served(self, name: str) -> Served | None:
         return self._served.get(name)
+
+    def backend_of(self, name: str) -> str:
+        """`Served.backend` of the last load of ``name`` (a Python-backend model: the Python backend)."""
+        served = self._served.get(name)
+        return served.backend if served is not None else PYTHON_BACKEND
 
     def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
              timeout: float = 3600.0) -> None:
