@@ -199,3 +199,29 @@ def test_both_layouts_generated_by_the_cli_are_served_and_match_eager(sources, t
             client.close()
     finally:
         server.stop()
+
+
+@pytest.mark.server
+@pytest.mark.timeout(900)
+def test_the_launcher_reads_the_config_the_server_serves_under_model_config_name(sources, tmp_path, backend_dir):
+    """With --model-config-name=alt tritonserver reads configs/alt.pbtxt: the PyTorch-backend checks,
+    the twin and the OMP_NUM_THREADS the launcher derives read that file too, not config.pbtxt."""
+    from workbench.generate.config import to_text
+
+    repo = tmp_path / "repo"
+    assert run_generate(_ts(sources, repo, "--intra-op-thread-count", "1")) == 0
+    alt = read_config(repo / "ts")
+    alt.parameters["INTRA_OP_THREAD_COUNT"].string_value = "2"
+    (repo / "ts" / "configs").mkdir()
+    (repo / "ts" / "configs" / "alt.pbtxt").write_text(to_text(alt))
+    server = TritonServer(repo, pytorch_backend=backend_dir, model_config_name="alt")
+    try:
+        server.start()
+        server.load("ts")
+        assert server.model_config("ts")["parameters"]["INTRA_OP_THREAD_COUNT"]["string_value"] == "2"
+        if backend_dir:  # LibTorch's threads come from the server's environment, set from the served config
+            environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+            assert b"OMP_NUM_THREADS=2" in environ, [e for e in environ if e.startswith(b"OMP")]
+        print(f"\n{server.served_by('ts')}", file=sys.stderr)
+    finally:
+        server.stop()

@@ -177,10 +177,12 @@ class PyTorchServing:
         from workbench.generate.config import ConfigError, read_config
         from workbench.generate.pytorch_backend.real_backend import process_settings
 
+        from workbench.generate.repository import served_config_path
+
         counts = set()
-        for config in sorted(self.server.model_repository.glob("*/config.pbtxt")):
+        for model_dir in sorted(p for p in self.server.model_repository.iterdir() if p.is_dir()):
             try:
-                cfg = read_config(config.parent)
+                cfg = read_config(served_config_path(model_dir, self.server.model_config_name))
             except (ConfigError, OSError):
                 continue
             if cfg.backend == "pytorch" and not cfg.runtime:
@@ -232,30 +234,32 @@ class PyTorchServing:
                 self._load_real(name, cfg, files, timeout)
                 self._served[name] = Served(name, SERVED_AS_LIBTORCH, layout, str(self.backend.library))
             else:
-                self._load_twin(name, cfg, config is not None, files, timeout)
+                self._load_twin(name, cfg, files, timeout)
             self._loaded_json[name] = to_json(cfg)
 
     def _config_of(self, name: str, config: Any):
         from workbench.generate.config import ConfigError, read_config
         from workbench.server.control import as_model_config
 
+        from workbench.generate.repository import served_config_path
+
         if config is not None:
             return as_model_config(config)
-        try:
-            return read_config(self.server.model_repository / name)
+        try:  # the file this server reads: configs/<name>.pbtxt under --model-config-name
+            return read_config(served_config_path(self.server.model_repository / name, self.server.model_config_name))
         except (ConfigError, OSError):
             return None  # Triton reports a missing or broken model directory in its own words
 
     def _refuse(self, name: str, reason: str) -> None:
         raise ModelLoadError(name, "", f"refused before loading: {reason}", [])
 
-    def _load_twin(self, name: str, cfg, overridden: bool, files, timeout: float) -> None:
+    def _load_twin(self, name: str, cfg, files, timeout: float) -> None:
         from workbench.generate.pytorch_backend import SERVED_AS_PYTHON, layout_of, twin_of
 
         if files:
             self._refuse(name, "override files for a PyTorch-backend model need the real backend; this server "
                                "serves it through the Python-backend twin, which builds its own files")
-        twin = twin_of(self.server.model_repository / name, config=cfg if overridden else None)
+        twin = twin_of(self.server.model_repository / name, config=cfg)  # the config this server serves
         self.server.control.load(name, config=twin.config, files=twin.files, timeout=timeout)
         self._served[name] = Served(name, SERVED_AS_PYTHON, layout_of(cfg), "", twin.notes)
 
