@@ -159,13 +159,8 @@ def test_write_then_changes_need_force_and_keep_the_old_directory(sources, tmp_p
 # --- served by a real tritonserver ------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def backend_dir(request):
-    """The real backend where the shared build exists, else False: the twin serves."""
-    try:
-        return request.getfixturevalue("libtorch_backend_dir")
-    except pytest.skip.Exception as skipped:
-        print(f"\nno real PyTorch backend ({skipped}); the Python-backend twin serves", file=sys.stderr)
-        return False
+def backend_dir(pytorch_backend_or_twin):
+    return pytorch_backend_or_twin
 
 
 @pytest.mark.server

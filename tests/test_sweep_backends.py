@@ -29,12 +29,8 @@ QUICK = MeasureSettings(engine="workbench", window_s=0.2, stable_windows=2, max_
 
 
 @pytest.fixture(scope="module")
-def backend_dir(request):
-    try:
-        return request.getfixturevalue("libtorch_backend_dir")
-    except pytest.skip.Exception as skipped:
-        print(f"\nno real PyTorch backend ({skipped}); the Python-backend twin serves", file=sys.stderr)
-        return False
+def backend_dir(pytorch_backend_or_twin):
+    return pytorch_backend_or_twin
 
 
 @pytest.fixture(scope="module")

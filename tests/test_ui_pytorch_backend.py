@@ -27,12 +27,8 @@ def _text(value: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def backend_dir(request):
-    try:
-        return request.getfixturevalue("libtorch_backend_dir")
-    except pytest.skip.Exception as skipped:
-        print(f"\nno real PyTorch backend ({skipped}); the Python-backend twin serves", file=sys.stderr)
-        return False
+def backend_dir(pytorch_backend_or_twin):
+    return pytorch_backend_or_twin
 
 
 def test_settings_to_a_sweep_through_the_pytorch_backend(tmp_path, backend_dir, monkeypatch):

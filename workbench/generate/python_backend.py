@@ -109,7 +109,7 @@ def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     return config
 
 
-def _text(config: ModelConfig, on_disk: Path) -> str:
+def kept_text(config: ModelConfig, on_disk: Path) -> str:
     """The config's text: the file on disk as it is (comments, layout) when it already says exactly
     this ModelConfig, so regenerating an unchanged hand-edited directory rewrites nothing."""
     if on_disk.is_file():
@@ -133,13 +133,13 @@ def render(settings: GenerateSettings) -> GeneratedModel:
     if plan.problems:
         raise GenerateError(plan.problems)
     config = _config(settings, plan)
-    config_text = _text(config, settings.model_dir / "config.pbtxt")
+    config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     model_py_source = Path(settings.model_py) if settings.model_py is not None else None
     model_py = model_py_source.read_text(encoding="utf-8", errors="replace") if model_py_source else model_py_text()
     files: dict[str, FileContent] = {"config.pbtxt": config_text,
                                      f"{settings.model_version}/model.py": model_py_source or model_py}
     variants = {name: _config(variant, sub) for name, (variant, sub) in plan.variants.items()}
-    files.update({f"configs/{name}.pbtxt": _text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
+    files.update({f"configs/{name}.pbtxt": kept_text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
                   for name, cfg in variants.items()})
     files.update(plan.carried)
     files.update({rel: Path(source) for rel, source in settings.extra_files.items()})

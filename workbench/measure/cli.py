@@ -169,6 +169,18 @@ class _Bar:
         self.bar.close()
 
 
+def _run_to_the_end(task: Task) -> None:
+    """Run ``task``; Ctrl-C cancels it and waits while it finishes its record."""
+    try:
+        task.start()
+        while not task.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
+        task.cancel()
+        task.join()
+
+
 def _cost_line(frame, args: argparse.Namespace) -> str:
     """The cheapest point per million inferences under the budget, or why there is none."""
     from workbench.measure.cost import CostError, best_by_cost, price_of
@@ -236,13 +248,7 @@ def run_cli(args: argparse.Namespace) -> int:
                     new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
                     on_progress=bar)
     try:
-        task.start()
-        while not task.join(0.2):
-            pass
-    except KeyboardInterrupt:
-        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
-        task.cancel()
-        task.join()
+        _run_to_the_end(task)
     finally:
         bar.close()
         if args.url:
@@ -347,13 +353,7 @@ def _run_backends(args: argparse.Namespace) -> int:
     task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=grid, settings=settings,
                 resume=args.resume, label=args.label, on_progress=bar)
     try:
-        task.start()
-        while not task.join(0.2):
-            pass
-    except KeyboardInterrupt:
-        print("\nworkbench sweep: interrupted; finishing the records (measured points are kept)", file=sys.stderr)
-        task.cancel()
-        task.join()
+        _run_to_the_end(task)
     finally:
         bar.close()
         server.stop()

@@ -11,13 +11,13 @@ checked by `files` (TorchScript archive, forward() arguments, the module class t
 
 from __future__ import annotations
 
-from dataclasses import fields
 from pathlib import Path
 
 from workbench.coremap import CoreRange
 from workbench.generate import options, preserve, rules
-from workbench.generate.checks import _plan_batching, _read_sidecar, _spec_from_record, _tensor_items, Plan
-from workbench.generate.config import ConfigError, from_text, parameter_string, to_text
+from workbench.generate.checks import (Plan, _plan_batching, _read_sidecar, _setting_flag as _flag, _spec_from_record,
+                                       _tensor_items)
+from workbench.generate.config import parameter_string
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
 from workbench.generate.pytorch_backend.files import pytorch2_files, torchscript_files
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
@@ -42,12 +42,6 @@ PYTHON_BACKEND_ONLY = ("neuron_core_range", "threads_per_core", "disable_batch_r
 
 def layout_of_settings(settings: GenerateSettings) -> str:
     return RUNTIMES.get(settings.runtime, TORCHSCRIPT)
-
-
-def _flag(name: str) -> str:
-    from workbench.generate.checks import _setting_flag
-
-    return _setting_flag(name)
 
 
 def _defaults() -> GenerateSettings:
@@ -141,22 +135,11 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     return plan
 
 
-def _text(cfg, on_disk: Path) -> str:
-    if on_disk.is_file():
-        try:
-            text = on_disk.read_text(encoding="utf-8")
-            if from_text(text) == cfg:
-                return text
-        except (ConfigError, UnicodeDecodeError):
-            pass
-    return to_text(cfg)
-
-
 def render_pytorch(settings: GenerateSettings):
     """Check ``settings`` and build the PyTorch-backend files in memory (GenerateError lists every
     problem): config.pbtxt from `build_pytorch_config` with the tuned Triton fields applied, and
     the model file checked the way the backend will load it."""
-    from workbench.generate.python_backend import GeneratedModel
+    from workbench.generate.python_backend import GeneratedModel, kept_text
 
     plan = pytorch_settings_problems(settings)
     if plan.problems:
@@ -188,7 +171,7 @@ def render_pytorch(settings: GenerateSettings):
         raise GenerateError([str(err)]) from None
     except UnicodeDecodeError as err:
         raise GenerateError([f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]) from None
-    config_text = _text(cfg, settings.model_dir / "config.pbtxt")
+    config_text = kept_text(cfg, settings.model_dir / "config.pbtxt")
     files["config.pbtxt"] = config_text
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
     return GeneratedModel(settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files,
