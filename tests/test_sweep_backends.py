@@ -121,3 +121,23 @@ def test_workbench_sweep_compare_cli(models, backend_dir, tmp_path, monkeypatch,
         "INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
     assert (out / "plots" / "throughput_vs_latency.png").is_file()
     assert "grouped by backend" in captured.out and f"  {_expected(backend_dir)} [" in captured.out
+
+
+def test_a_sweep_restores_a_loaded_twin_with_the_config_asked_for(models, tmp_path):
+    """The server reports a twin's Python-backend config; restoring that after a sweep would look
+    for a model.py the directory does not have (the load hung). Restore loads the PyTorch config."""
+    from workbench.measure.sweep import run_sweep
+
+    _, pytorch_dir = models
+    server = TritonServer(pytorch_dir.parent, pytorch_backend=False)  # always the twin
+    try:
+        server.start()
+        server.load("add_sub_pt")
+        result = run_sweep(SweepPlan(batch_sizes=(2,), allocations=("1x1",)), server, pytorch_dir,
+                           out_dir=tmp_path / "run", settings=QUICK, load_timeout_s=120)
+        assert result.complete and result.record["sessions"][-1]["restored"] == ["loaded add_sub_pt"]
+        assert server.is_model_ready("add_sub_pt") and server.model_config("add_sub_pt")["backend"] == "python"
+        assert server.pytorch.requested_config("add_sub_pt") is not None
+        assert "WORKBENCH_SWEEP_VARIANT" not in server.pytorch.requested_config("add_sub_pt")
+    finally:
+        server.stop()

@@ -210,6 +210,11 @@ class PyTorchServing:
     def served(self, name: str) -> Served | None:
         return self._served.get(name)
 
+    def requested_config(self, name: str) -> str | None:
+        """The PyTorch-backend config (JSON) of the last load of ``name`` as asked for, not the twin's
+        Python-backend config the server reports: what loading it again must pass. None for others."""
+        return self._loaded_json.get(name) if name in self._served else None
+
     def backend_of(self, name: str) -> str:
         """`Served.backend` of the last load of ``name`` (a Python-backend model: the Python backend)."""
         served = self._served.get(name)
@@ -223,6 +228,7 @@ class PyTorchServing:
         if cfg is None or not (cfg.backend == "pytorch" or cfg.platform == "pytorch_libtorch"):
             self.server.control.load(name, config=config, files=files, timeout=timeout)
             self._served.pop(name, None)
+            self._loaded_json.pop(name, None)
             return
         from workbench.generate.config import to_json
         from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, check_pytorch_config, layout_of
