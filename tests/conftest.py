@@ -157,3 +157,14 @@ def libtorch_backend_dir() -> Path:
     backend_dir = Path(done.stdout.strip().splitlines()[-1])
     print(f"\nLibTorch backend: {backend_dir} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     return backend_dir
+
+
+@pytest.fixture(scope="session")
+def pytorch_backend_or_twin(request) -> Path | bool:
+    """For ``TritonServer(pytorch_backend=...)``: the real backend (``libtorch_backend_dir``) where it
+    exists, else False, so the Python-backend twin serves (said on stderr; tests assert which)."""
+    try:
+        return request.getfixturevalue("libtorch_backend_dir")
+    except pytest.skip.Exception as skipped:
+        print(f"\nno real PyTorch backend ({skipped}); the Python-backend twin serves", file=sys.stderr)
+        return False

@@ -487,3 +487,47 @@ def test_triton_config_fields_have_controls_and_the_preview_shows_each_config(pa
     assert preview.controls["config_text"].layout.display == "none"
     choice.value = ""
     assert preview.controls["config_text"].layout.display is None
+
+
+def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(panels, add_sub_artifact):
+    """Backend, layout and the PyTorch backend's parameters are controls linked to the same
+    GenerateSettings; the preview shows the layout and who would serve it; write puts model.pt in."""
+    state, settings, preview = panels
+    c = settings.controls
+    state.target = "inf2"
+    c["backend"].value = "pytorch"
+    value = settings.link.value
+    assert value.backend == "pytorch" and value.target == "cpu" and value.runtime == ""
+    assert c["core_range"].disabled and c["threads_per_core"].disabled and not c["instance_count"].disabled
+    assert state.generated is not None and state.generated.config.backend == "pytorch"
+    fields = c["pytorch_parameters"].fields
+    fields["torchscript"]["INFERENCE_MODE"].value = "false"
+    fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "0"
+    assert state.generated is None
+    assert any("INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in p for p in state.settings_problems)
+    fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "1"
+    assert settings.link.value.parameters == {"INFERENCE_MODE": "false", "INTRA_OP_THREAD_COUNT": "1"}
+    assert state.settings == settings.build_settings() and state.settings_problems == []
+    shown = _text(preview.controls["model_py"].value)
+    assert "torchscript layout for Triton's PyTorch backend" in shown and "served here as:" in shown
+    assert f"1/model.pt  <- copy of {add_sub_artifact.path}" in shown
+    assert "places nothing on cores" in _text(preview.controls["core_map"].value)
+    preview.controls["write"].click()
+    dest = state.model_dir
+    assert from_text((dest / "config.pbtxt").read_text()).backend == "pytorch"
+    assert (dest / "1" / "model.pt").read_bytes() == Path(add_sub_artifact.path).read_bytes()
+    assert not (dest / "1" / "model.py").exists()
+    # the logic value changes: the fields follow
+    settings.link.update(parameters={"INFERENCE_MODE": True})
+    assert fields["torchscript"]["INFERENCE_MODE"].value == "true"
+    assert fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value == ""
+    # the PyTorch 2 layout shows its own fields and refuses a TorchScript archive as the module
+    c["runtime"].value = "model.py"
+    assert c["pytorch_parameters"].layout == "pytorch2" and settings.link.value.parameters == {}
+    assert any("the PyTorch 2 layout (--runtime model.py) takes the module's source" in p
+               for p in state.settings_problems)
+    # back to the Python backend: the PyTorch fields are dropped, model.py is generated again
+    c["backend"].value = "python"
+    value = settings.link.value
+    assert value.backend == "python" and value.runtime == "" and value.parameters == {}
+    assert state.generated is not None and "1/model.py" in state.generated.files and not c["core_range"].disabled

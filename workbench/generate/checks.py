@@ -18,7 +18,7 @@ from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
-from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.generate.settings import BACKENDS, TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
@@ -338,7 +338,8 @@ def _setting_flag(field_name: str) -> str:
     """The CLI flag of a GenerateSettings field: upstream's spelling, ours with dashes."""
     if field_name == "framework":
         return "--model_type"
-    if field_name.startswith("tnx_") or field_name in ("copy_compiled_model", "for_other_machine", "cpu_affinity"):
+    if field_name.startswith("tnx_") or field_name in ("copy_compiled_model", "for_other_machine", "cpu_affinity",
+                                                       "state_dict"):
         return _flag(field_name)
     return "--" + field_name
 
@@ -434,6 +435,11 @@ def make_plan(settings: GenerateSettings) -> Plan:
     plan.problems += dataclass_problems(settings, _setting_flag)
     if plan.problems:
         return plan  # the checks below compare and count: they need the right types first
+    if settings.backend not in BACKENDS:
+        plan.problems.append(f"--backend {settings.backend!r} is not one of {', '.join(BACKENDS)}")
+    for name in ("runtime", "state_dict"):
+        if getattr(settings, name):
+            plan.problems.append(f"{_setting_flag(name)} is for Triton's PyTorch backend; add --backend pytorch")
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -462,4 +468,8 @@ def make_plan(settings: GenerateSettings) -> Plan:
 def validate(settings: GenerateSettings) -> list[str]:
     """Every problem with ``settings``, one message each naming the bad item; empty when fine.
     Nothing is written. (Warnings, e.g. idle cores, come with `render`.)"""
+    if settings.backend == "pytorch":
+        from workbench.generate.pytorch_backend.generate import pytorch_settings_problems
+
+        return pytorch_settings_problems(settings).problems
     return make_plan(settings).problems

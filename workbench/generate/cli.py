@@ -18,8 +18,9 @@ from typing import Any, Callable
 from workbench.generate import options
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.python_backend import render, write
+from workbench.generate.pytorch_backend.layouts import PYTORCH2_PARAMETERS, TORCHSCRIPT_PARAMETERS
 from workbench.generate.repository import FileSystemRefusal, RepositoryError
-from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
+from workbench.generate.settings import BACKENDS, TNX_AMPS, GenerateError, GenerateSettings, default_target
 from workbench.generate.upstream import UPSTREAM_DEFAULT_TARGET
 
 __all__ = ["register", "run_cli", "settings_from_args"]
@@ -162,6 +163,47 @@ def _add_setting_flags(parser: argparse.ArgumentParser, *, variant: bool) -> Non
                      help="Neuron graphs saved by the compile (default: the compile's, beside the checkpoint)")
 
 
+# The PyTorch backend's parameters (the seed page's, and the PyTorch 2 runtime's) as flags:
+# INFERENCE_MODE -> --inference-mode; the value is checked with every other parameter of the layout.
+_PYTORCH_PARAMETER_FLAGS = {"--" + key.lower().replace("_", "-"): parameter
+                            for key, parameter in {**TORCHSCRIPT_PARAMETERS, **PYTORCH2_PARAMETERS}.items()}
+_METAVARS = {"bool": "true|false", "count": "N", "json": "JSON", "path": "PATH"}
+
+
+def _add_pytorch_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "Triton's PyTorch backend (--backend pytorch)",
+        "config parameters of the LibTorch backend (TorchScript) or of its PyTorch 2 runtime (--runtime model.py); "
+        "unset: the backend's default")
+    group.add_argument("--backend", choices=BACKENDS,
+                       help="python (default): the generated model.py for every target; pytorch: Triton's PyTorch "
+                            "backend serves --compiled_model (a TorchScript archive, or with --runtime model.py a "
+                            "module's source) on the CPU")
+    group.add_argument("--runtime", choices=("model.py",),
+                       help="model.py: the PyTorch 2 layout (config runtime: \"model.py\"); left out: TorchScript")
+    group.add_argument("--state-dict", dest="state_dict", metavar="FILE",
+                       help="PyTorch 2 layout: the module's weights (torch.save(model.state_dict())), written as "
+                            "VERSION/model.pt")
+    for flag, parameter in _PYTORCH_PARAMETER_FLAGS.items():
+        group.add_argument(flag, dest=parameter.key, metavar=_METAVARS[parameter.kind],
+                           help=f"{parameter.key}: {parameter.meaning} (default {parameter.default})")
+
+
+def _pytorch_parameters(given: dict[str, Any], values: dict[str, Any]) -> None:
+    """Move the PyTorch-backend parameter flags into ``values["parameters"]`` (refused for the Python backend)."""
+    chosen = {p.key: given[p.key] for p in _PYTORCH_PARAMETER_FLAGS.values() if p.key in given}
+    if not chosen:
+        return
+    if given.get("backend") != "pytorch":
+        flags = [flag for flag, p in _PYTORCH_PARAMETER_FLAGS.items() if p.key in chosen]
+        raise GenerateError([f"{', '.join(flags)}: parameter(s) of Triton's PyTorch backend; add --backend pytorch"])
+    parameters = dict(values.get("parameters", {}))
+    twice = sorted(set(parameters) & set(chosen))
+    if twice:
+        raise GenerateError([f"{', '.join(twice)} given both as a flag and with --parameter"])
+    values["parameters"] = {**parameters, **chosen}
+
+
 def _variant_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="--variant", allow_abbrev=False, add_help=False)
     _add_setting_flags(parser, variant=True)
@@ -177,12 +219,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "generate",
         help="write a Triton model directory (config.pbtxt + model.py); gen_triton_model.py flags",
-        description="Generate a Triton Python-backend model directory for a compiled model. Takes every "
+        description="Generate a Triton model directory for a compiled model: for the Python backend (model.py, "
+                    "default) or, with --backend pytorch, for Triton's PyTorch (LibTorch) backend. Takes every "
                     "gen_triton_model.py flag with its upstream spelling and meaning; everything is checked before "
                     "anything is written, and an existing directory is only changed with --force.",
         allow_abbrev=False,
     )
     _add_setting_flags(parser, variant=False)
+    _add_pytorch_flags(parser)
     own = parser.add_argument_group("writing")
     own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
                                     "directory is the repository and the model goes to DIR/NAME")
@@ -226,7 +270,9 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
     if framework is not None:
         values["framework"] = framework
     values.pop("target", None)
-    if not variant or "target" in given or "inf2" in given:
+    if given.get("backend") == "pytorch" and "target" not in given and "inf2" not in given:
+        values["target"] = "cpu"  # LibTorch serves on this machine's CPU; upstream's inf1 default is model.py's
+    elif not variant or "target" in given or "inf2" in given:
         values["target"] = _target({k: given.get(k) for k in ("inf2", "target")}, framework or "pytorch", notes)
     if given.get("parameter"):
         values["parameters"] = dict(given["parameter"])
@@ -243,6 +289,8 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
     for flag in ("response_cache", "decoupled"):
         if given.get(flag):
             values[flag] = True
+    if not variant:
+        _pytorch_parameters(given, values)
     return values
 
 
@@ -273,6 +321,14 @@ def run_cli(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"workbench generate: note: {note}", file=sys.stderr)
     changes = generated.changes()
+    if generated.settings.backend == "pytorch":
+        from workbench.generate.pytorch_backend.generate import serving_preview
+
+        preview = serving_preview(generated)
+        print(f"workbench generate: note: {preview.layout} layout; a local server here serves it as: "
+              f"{preview.served_as}", file=sys.stderr)
+        for note in preview.notes:
+            print(f"workbench generate: note: {note}", file=sys.stderr)
     if args.dry_run:
         sys.stdout.write(generated.dry_run())
         if changes.exists:
@@ -298,5 +354,6 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"unchanged {result.path}: it already holds exactly these files")
     else:
         print(f"wrote {result.path}" + (f" (previous directory kept as {result.backup})" if result.backup else ""))
-    print(generated.core_map.describe())
+    if generated.core_map is not None:
+        print(generated.core_map.describe())
     return 0

@@ -27,7 +27,9 @@ __all__ = ["GeneratedModel", "model_py_text", "render", "write", "diff", "change
 @dataclass
 class GeneratedModel:
     """Everything a generation produces, before it is written. ``variants`` holds the
-    ``configs/<name>.pbtxt`` configs (tritonserver ``--model-config-name=<name>``)."""
+    ``configs/<name>.pbtxt`` configs (tritonserver ``--model-config-name=<name>``). For Triton's
+    PyTorch backend (``settings.backend == "pytorch"``) ``model_py`` is the PyTorch 2 module's
+    source ("" for TorchScript) and there is no core map: LibTorch places nothing on cores."""
 
     settings: GenerateSettings
     dest: Path
@@ -35,7 +37,7 @@ class GeneratedModel:
     config: ModelConfig
     config_text: str
     model_py: str
-    core_map: CoreMap
+    core_map: CoreMap | None
     files: dict[str, FileContent]
     warnings: list[str]
     variants: dict[str, ModelConfig] = field(default_factory=dict)
@@ -57,8 +59,10 @@ class GeneratedModel:
         for name, text in self.config_files().items():
             rel = f"configs/{name}.pbtxt" if name else "config.pbtxt"
             parts += ["", f"# ---- {self.dest / rel}", text.rstrip("\n")]
-        parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n"),
-                  "", "# ---- core map", self.core_map.describe()]
+        if self.model_py:
+            parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n")]
+        if self.core_map is not None:
+            parts += ["", "# ---- core map", self.core_map.describe()]
         parts += [f"warning: {w}" for w in self.warnings]
         return "\n".join(parts) + "\n"
 
@@ -105,7 +109,7 @@ def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     return config
 
 
-def _text(config: ModelConfig, on_disk: Path) -> str:
+def kept_text(config: ModelConfig, on_disk: Path) -> str:
     """The config's text: the file on disk as it is (comments, layout) when it already says exactly
     this ModelConfig, so regenerating an unchanged hand-edited directory rewrites nothing."""
     if on_disk.is_file():
@@ -119,18 +123,23 @@ def _text(config: ModelConfig, on_disk: Path) -> str:
 
 
 def render(settings: GenerateSettings) -> GeneratedModel:
-    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem."""
+    """Check ``settings`` and build the files in memory; raises GenerateError listing every problem.
+    Settings for Triton's PyTorch backend are rendered by `pytorch_backend.generate`."""
+    if settings.backend == "pytorch":
+        from workbench.generate.pytorch_backend.generate import render_pytorch
+
+        return render_pytorch(settings)
     plan = make_plan(settings)
     if plan.problems:
         raise GenerateError(plan.problems)
     config = _config(settings, plan)
-    config_text = _text(config, settings.model_dir / "config.pbtxt")
+    config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     model_py_source = Path(settings.model_py) if settings.model_py is not None else None
     model_py = model_py_source.read_text(encoding="utf-8", errors="replace") if model_py_source else model_py_text()
     files: dict[str, FileContent] = {"config.pbtxt": config_text,
                                      f"{settings.model_version}/model.py": model_py_source or model_py}
     variants = {name: _config(variant, sub) for name, (variant, sub) in plan.variants.items()}
-    files.update({f"configs/{name}.pbtxt": _text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
+    files.update({f"configs/{name}.pbtxt": kept_text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
                   for name, cfg in variants.items()})
     files.update(plan.carried)
     files.update({rel: Path(source) for rel, source in settings.extra_files.items()})

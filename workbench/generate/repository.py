@@ -376,6 +376,16 @@ def version_folders(model_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name))
 
 
+def served_config_path(model_dir: str | Path, config_name: str | None = None) -> Path:
+    """The config file tritonserver reads for a model directory: ``configs/<config_name>.pbtxt``
+    when the server runs with ``--model-config-name=<config_name>`` and the file exists, else
+    config.pbtxt."""
+    model_dir = Path(model_dir)
+    if config_name and (model_dir / "configs" / f"{config_name}.pbtxt").is_file():
+        return model_dir / "configs" / f"{config_name}.pbtxt"
+    return model_dir / "config.pbtxt"
+
+
 def response_cache_models(repository: str | Path, config_name: str | None = None) -> list[str]:
     """Models in ``repository`` whose config asks for the response cache (``response_cache {enable:
     true}``): the one tritonserver would read, ``configs/<config_name>.pbtxt`` when it exists, else
@@ -383,9 +393,7 @@ def response_cache_models(repository: str | Path, config_name: str | None = None
     found = []
     root = Path(repository)
     for model in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        path = model / "configs" / f"{config_name}.pbtxt" if config_name else None
-        if path is None or not path.is_file():
-            path = model / "config.pbtxt"
+        path = served_config_path(model, config_name)
         try:
             if path.is_file() and read_config(path).response_cache.enable:
                 found.append(model.name)

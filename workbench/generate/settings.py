@@ -14,7 +14,7 @@ from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, 
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
-__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
+__all__ = ["BACKENDS", "GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
            "whole_numbers", "optional_whole", "optional_text"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
@@ -23,6 +23,9 @@ TNX_AMPS = ("f32", "f16", "bf16")
 TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
                   "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
                   "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
+
+BACKENDS = ("python", "pytorch")  # GenerateSettings.backend: Triton's backend names
+
 
 class GenerateError(ValueError):
     """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
@@ -123,6 +126,13 @@ class GenerateSettings:
     model_py: str | None = None
     compiled_model_base: str = "model_dir"  # or "server_cwd" (upstream inf1 directories)
     variants: dict = field(default_factory=dict)  # name -> {field: value} for configs/<name>.pbtxt
+    # Triton's backend: "python" (the generated model.py, every target) or "pytorch" (LibTorch, see
+    # generate.pytorch_backend.generate), whose layout is Triton's own ``runtime`` field ("": a
+    # TorchScript model.pt, "model.py": a PyTorch 2 module) and whose switches (INFERENCE_MODE,
+    # NUM_THREADS ...) are config ``parameters``; ``state_dict``: a PyTorch 2 module's weights.
+    backend: str = "python"
+    runtime: str = ""
+    state_dict: str = ""
 
     def __post_init__(self) -> None:
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])

@@ -46,6 +46,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="preferred batch sizes of the dynamic batching variants")
     grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
+    grid.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",
+                      help="also measure this model directory (the same model generated for another backend, e.g. "
+                           "'workbench generate --backend pytorch'; same repository) with the same grid; the runs go "
+                           "to OUT/<model name> and are joined, grouped by the backend that served them (repeatable)")
+    grid.add_argument("--backend-param", action="append", default=[], metavar="SETTING=V1,V2",
+                      help="sweep a setting of Triton's PyTorch backend on each PyTorch-backend model: threads, "
+                           "interop_threads, inference_mode, optimized_execution (TorchScript), torch_compile "
+                           "(PyTorch 2), e.g. threads=1,2 or torch_compile=on,off (repeatable)")
     grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
                            "(bisection, hill-climb and halving need --latency-budget-ms)")
@@ -167,6 +175,18 @@ class _Bar:
         self.bar.close()
 
 
+def _run_to_the_end(task: Task) -> None:
+    """Run ``task``; Ctrl-C cancels it and waits while it finishes its record."""
+    try:
+        task.start()
+        while not task.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
+        task.cancel()
+        task.join()
+
+
 def _cost_line(frame, args: argparse.Namespace) -> str:
     """The cheapest point per million inferences under the budget, or why there is none."""
     from workbench.measure.cost import CostError, best_by_cost, price_of
@@ -200,6 +220,8 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.server import RunningServer, ServerError, TritonServer
 
     model_dir = Path(args.model_dir)
+    if args.compare or args.backend_param:
+        return _run_backends(args)
     try:  # everything checked before a server starts
         settings = settings_from_args(args)
         settings.engine_command()
@@ -232,13 +254,7 @@ def run_cli(args: argparse.Namespace) -> int:
                     new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
                     on_progress=bar)
     try:
-        task.start()
-        while not task.join(0.2):
-            pass
-    except KeyboardInterrupt:
-        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
-        task.cancel()
-        task.join()
+        _run_to_the_end(task)
     finally:
         bar.close()
         if args.url:
@@ -283,5 +299,90 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
     if not result.complete:
         print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+        return _EXIT_CANCELLED
+    return 0
+
+
+def backend_grid_from_args(args: argparse.Namespace) -> dict:
+    """``--backend-param`` as the grid `measure.backends.backend_plan` takes (SweepError names a bad one)."""
+    from workbench.generate.pytorch_backend import PyTorchConfigError
+    from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
+    from workbench.measure.plan import SweepError
+
+    grid = {}
+    for item in args.backend_param:
+        try:
+            setting, values = parse_sweep_setting(item)
+        except PyTorchConfigError as err:
+            raise SweepError(f"--backend-param {err}") from None
+        grid[setting] = values
+    return grid
+
+
+def _run_backends(args: argparse.Namespace) -> int:
+    """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined."""
+    from workbench.generate.config import ConfigError, read_config
+    from workbench.coremap import CoreRangeError
+    from workbench.measure.backends import backend_plan, compare_backends
+    from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.plots import plot_run
+    from workbench.measure.results import write_exports
+    from workbench.server import TritonServer
+
+    dirs = [Path(args.model_dir), *(Path(d) for d in args.compare)]
+    try:
+        if args.url or args.search != "grid":
+            raise SweepError("--compare/--backend-param measure on a server started here, over the whole grid "
+                             "(no --url, no --search)")
+        settings = settings_from_args(args)
+        settings.engine_command()
+        plan, grid = plan_from_args(args), backend_grid_from_args(args)
+        repositories = {d.resolve().parent for d in dirs}
+        if len(repositories) > 1:
+            raise SweepError(f"the model directories are in different repositories ({sorted(map(str, repositories))}); "
+                             "generate them side by side so one server loads them all")
+        for d in dirs:
+            if not (d / "config.pbtxt").is_file():
+                raise SweepError(f"{d} is not a model directory (no config.pbtxt)")
+            plan_variants(backend_plan(plan, d, grid), read_config(d))
+        if not any(read_config(d).backend == "pytorch" for d in dirs) and grid:
+            raise SweepError("--backend-param needs a model directory for Triton's PyTorch backend")
+    except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
+        print(f"workbench sweep: error: {err}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    try:
+        server = TritonServer(dirs[0].resolve().parent).start()
+    except Exception as err:
+        print(f"workbench sweep: error: cannot start tritonserver: {err}", file=sys.stderr)
+        return 1
+    bar = _Bar(plan.size * len(dirs))
+    task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=grid, settings=settings,
+                resume=args.resume, label=args.label, on_progress=bar)
+    try:
+        _run_to_the_end(task)
+    finally:
+        bar.close()
+        server.stop()
+    if task.state == "failed":
+        if isinstance(task.error, (SweepError, ConfigError, CoreRangeError)):
+            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
+            return _EXIT_BAD_INPUT
+        print(task.error_text, file=sys.stderr)
+        return 1
+    comparison = task.result
+    joined = comparison.result()
+    print(comparison.table().to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print()
+    print(comparison.summary())
+    out = Path(args.out)
+    write_exports(out, joined.frame, joined.record)
+    print(f"results: each model's run in {out}/<model>; joined: {out / 'results.csv'}, {out / 'results.json'}")
+    if not args.no_plots and len(joined.frame):
+        written = plot_run(joined, out / "plots")
+        print(f"plots: {out / 'plots'} ({', '.join(sorted(written))}; PNG and SVG), grouped by backend")
+    incomplete = [name for name, run in comparison.runs.items() if not run.complete]
+    if incomplete or len(comparison.runs) < len(dirs):
+        print(f"workbench sweep: not complete ({', '.join(incomplete) or 'stopped early'}); continue with --resume",
+              file=sys.stderr)
         return _EXIT_CANCELLED
     return 0

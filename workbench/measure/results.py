@@ -169,6 +169,7 @@ class SweepResult:
         always = {"allocation", "batch_size", "concurrency", "throughput", "throughput_low", "throughput_high",
                   "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable", "requests", "send_delay_us",
                   "client_cpu_us", "outputs_ok"}
+        columns = ["served_by"] + columns  # shown when the backends differ (a backend comparison)
         if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
             columns = ["server"] + columns
             always.add("server")

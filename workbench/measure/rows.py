@@ -76,6 +76,7 @@ class PointRow:
     avg_batch: float = NAN
     cpu_busy: str | None = None  # "0:93.1 1:87.0": percent busy of each CPU of the range while measuring (CPU target)
     engine: str | None = None
+    served_by: str | None = None  # the backend that served the variant (Python, PyTorch/LibTorch, its twin)
     warnings: str | None = None
     error: str | None = None
     measured_at: str | None = None

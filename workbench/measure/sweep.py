@@ -9,10 +9,10 @@ what the numbers mean is refused.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import platform
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Collection
 
@@ -291,7 +291,7 @@ def run_sweep(
     before = snapshot(server, [name]) if restore else None
     report(f"measured by {choice.engine}: {choice.reason}")
     by_key = {r.key: r for r in rows}
-    current: dict[str, Any] = {"variant": None, "error": None}
+    current: dict[str, Any] = {"variant": None, "error": None, "served_by": None}
     screening = search.screening(measuring) if search is not None else None
     cpus = _range_cpus(core_range, base)
     screened = {r.key: r for r in _screened_rows(out_dir, previous)} if screening is not None else {}
@@ -309,6 +309,7 @@ def run_sweep(
             loaded = True
             if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
                 record.setdefault("served_by", {})[variant.label] = server.served_by(name)
+                current["served_by"] = server.backend_of(name)
             times.update(_first_and_warmup(target, point.batch_size, settings))
         record.setdefault("variant_times", {})[variant.label] = times
 
@@ -319,7 +320,8 @@ def run_sweep(
         use = CpuUse(cpus).start()
         row = measure_point(target, point, how, cancel=cancel,
                             progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-        return dataclasses.replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
+        row = replace(row, served_by=current["served_by"])
+        return replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
 
     def measure(point: Point) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""

@@ -49,6 +49,10 @@ class HandedOver:
         """Which backend served the last load of ``name``."""
         return self.pytorch.served_by(name)
 
+    def backend_of(self, name: str) -> str:
+        """The backend (and PyTorch layout) that served the last load of ``name``, for sweep rows."""
+        return self.pytorch.backend_of(name)
+
     unload = _handed_to_control("unload")
     index = _handed_to_control("index")
     is_model_ready = _handed_to_control("is_model_ready")

@@ -119,6 +119,11 @@ class Served:
     library: str = ""
     notes: tuple[str, ...] = field(default=())
 
+    @property
+    def backend(self) -> str:
+        """The backend and layout, without the model or the library path: what sweep rows group by."""
+        return f"{self.served_as}, {self.layout} layout" if self.layout else self.served_as
+
     def describe(self) -> str:
         where = f" ({self.library})" if self.library else ""
         layout = f", {self.layout} layout" if self.layout else ""
@@ -172,10 +177,12 @@ class PyTorchServing:
         from workbench.generate.config import ConfigError, read_config
         from workbench.generate.pytorch_backend.real_backend import process_settings
 
+        from workbench.generate.repository import served_config_path
+
         counts = set()
-        for config in sorted(self.server.model_repository.glob("*/config.pbtxt")):
+        for model_dir in sorted(p for p in self.server.model_repository.iterdir() if p.is_dir()):
             try:
-                cfg = read_config(config.parent)
+                cfg = read_config(served_config_path(model_dir, self.server.model_config_name))
             except (ConfigError, OSError):
                 continue
             if cfg.backend == "pytorch" and not cfg.runtime:
@@ -203,6 +210,16 @@ class PyTorchServing:
     def served(self, name: str) -> Served | None:
         return self._served.get(name)
 
+    def requested_config(self, name: str) -> str | None:
+        """The PyTorch-backend config (JSON) of the last load of ``name`` as asked for, not the twin's
+        Python-backend config the server reports: what loading it again must pass. None for others."""
+        return self._loaded_json.get(name) if name in self._served else None
+
+    def backend_of(self, name: str) -> str:
+        """`Served.backend` of the last load of ``name`` (a Python-backend model: the Python backend)."""
+        served = self._served.get(name)
+        return served.backend if served is not None else PYTHON_BACKEND
+
     def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
              timeout: float = 3600.0) -> None:
         """Load ``name`` (see `ModelControl.load`); a PyTorch-backend config is served by the real
@@ -211,6 +228,7 @@ class PyTorchServing:
         if cfg is None or not (cfg.backend == "pytorch" or cfg.platform == "pytorch_libtorch"):
             self.server.control.load(name, config=config, files=files, timeout=timeout)
             self._served.pop(name, None)
+            self._loaded_json.pop(name, None)
             return
         from workbench.generate.config import to_json
         from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, check_pytorch_config, layout_of
@@ -222,30 +240,32 @@ class PyTorchServing:
                 self._load_real(name, cfg, files, timeout)
                 self._served[name] = Served(name, SERVED_AS_LIBTORCH, layout, str(self.backend.library))
             else:
-                self._load_twin(name, cfg, config is not None, files, timeout)
+                self._load_twin(name, cfg, files, timeout)
             self._loaded_json[name] = to_json(cfg)
 
     def _config_of(self, name: str, config: Any):
         from workbench.generate.config import ConfigError, read_config
         from workbench.server.control import as_model_config
 
+        from workbench.generate.repository import served_config_path
+
         if config is not None:
             return as_model_config(config)
-        try:
-            return read_config(self.server.model_repository / name)
+        try:  # the file this server reads: configs/<name>.pbtxt under --model-config-name
+            return read_config(served_config_path(self.server.model_repository / name, self.server.model_config_name))
         except (ConfigError, OSError):
             return None  # Triton reports a missing or broken model directory in its own words
 
     def _refuse(self, name: str, reason: str) -> None:
         raise ModelLoadError(name, "", f"refused before loading: {reason}", [])
 
-    def _load_twin(self, name: str, cfg, overridden: bool, files, timeout: float) -> None:
+    def _load_twin(self, name: str, cfg, files, timeout: float) -> None:
         from workbench.generate.pytorch_backend import SERVED_AS_PYTHON, layout_of, twin_of
 
         if files:
             self._refuse(name, "override files for a PyTorch-backend model need the real backend; this server "
                                "serves it through the Python-backend twin, which builds its own files")
-        twin = twin_of(self.server.model_repository / name, config=cfg if overridden else None)
+        twin = twin_of(self.server.model_repository / name, config=cfg)  # the config this server serves
         self.server.control.load(name, config=twin.config, files=twin.files, timeout=timeout)
         self._served[name] = Served(name, SERVED_AS_PYTHON, layout_of(cfg), "", twin.notes)
 

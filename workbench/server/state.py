@@ -36,9 +36,15 @@ def snapshot(server: Any, names: Iterable[str]) -> ModelState:
 
 
 def _served_config(server: Any, name: str) -> dict:
-    """The served config as a load override takes it (Triton's JSON, checked by ModelConfig)."""
+    """The served config as a load override takes it (Triton's JSON, checked by ModelConfig). For a
+    PyTorch-backend model the config that was asked for: the server reports its twin's, which
+    loaded again as it is would look for a model.py the directory does not have."""
     from workbench.server.control import config_to_json
 
+    pytorch = getattr(server, "pytorch", None)
+    requested = pytorch.requested_config(name) if pytorch is not None else None
+    if requested is not None:
+        return json.loads(requested)
     return json.loads(config_to_json(server.model_config(name)))
 
 

@@ -14,6 +14,7 @@ import html
 import ipywidgets as widgets
 
 from workbench.generate.config import ConfigError, from_text, validate_config
+from workbench.generate.pytorch_backend.configs import pytorch_problems
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
 from workbench.deploy.devices import family_of
@@ -125,15 +126,40 @@ class PreviewPanel:
         choices = [("config.pbtxt", "")] + [(f"configs/{name}.pbtxt", name) for name in generated.variants]
         keep = c["config_choice"].value if c["config_choice"].value in dict(choices).values() else ""
         c["config_choice"].options, c["config_choice"].value = choices, keep
-        c["model_py"].value = highlight(generated.model_py, "python")
-        c["core_map"].value = core_map_html(generated.core_map)
+        if generated.settings.backend == "pytorch":
+            c["model_py"].value = self._pytorch_html(generated)
+            c["core_map"].value = preformatted("Triton's PyTorch backend places nothing on cores: its threads are "
+                                               "the INTRA_OP_THREAD_COUNT / NUM_THREADS parameters")
+        else:
+            c["model_py"].value = highlight(generated.model_py, "python")
+            c["core_map"].value = core_map_html(generated.core_map)
         c["instance_type"].value = self._default_instance()
         c["docker"].value = self._docker_html(generated)
         self._config_edited()
 
+    def _pytorch_html(self, generated) -> str:
+        """The PyTorch-backend layout: the model files, who would serve it here (the real backend the
+        server's finder turns up, or the twin) with the notes, and a PyTorch 2 module's source."""
+        from workbench.generate.pytorch_backend.generate import serving_preview
+
+        preview = serving_preview(generated)
+        files = [f"{rel}" + (f"  <- copy of {content}" if not isinstance(content, str) else "")
+                 for rel, content in generated.files.items()]
+        lines = [f"{preview.layout} layout for Triton's PyTorch backend", f"served here as: {preview.served_as}"]
+        lines += [f"note: {note}" for note in preview.notes] + ["", "files:"] + [f"  {f}" for f in files]
+        source = highlight(generated.model_py, "python") if generated.model_py else ""
+        twin = ""
+        if preview.served_config_text != preview.config_text:
+            twin = preformatted("config.pbtxt of the Python-backend twin (what this server loads):\n"
+                                + preview.served_config_text)
+        return preformatted("\n".join(lines)) + source + twin
+
     def _docker_html(self, generated) -> str:
         """The command for the Neuron host and the recipe of its image, or why there is none (its
         core range, instance type, a framework without an SDK for it)."""
+        if generated.core_map is None:
+            return preformatted("Triton's PyTorch backend: serve it here (server tab), or in the Triton container, "
+                                "which has the backend; the docker run here is for Neuron hosts")
         cmap = generated.core_map
         note = ""
         if generated.settings.target == "cpu":
@@ -153,7 +179,7 @@ class PreviewPanel:
         """The smallest instance of the target's family that has the core range."""
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
-        end = generated.core_map.end if generated is not None else 0
+        end = generated.core_map.end if generated is not None and generated.core_map is not None else 0
         sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if family_of(name) == family)
         return next((name for cores, name in sizes if cores > end), sizes[-1][1])
 
@@ -189,6 +215,8 @@ class PreviewPanel:
         except ConfigError as err:
             return [str(err)]
         problems = validate_config(config)
+        if config.backend == "pytorch":
+            problems += [p for p in pytorch_problems(config) if p not in problems]
         expected = self.state.generated.config.name if self.state.generated is not None else None
         if expected and config.name != expected:
             problems.append(f"name {config.name!r} must be the model directory's name {expected!r}")

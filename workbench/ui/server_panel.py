@@ -28,18 +28,22 @@ _STATE_COLOURS = {"READY": "#1b5e20", "UNAVAILABLE": "#b00020", "LOADING": "#a05
 
 
 def models_table_html(rows: list[dict]) -> str:
-    """The repository index as an HTML table (name, version, state, reason)."""
+    """The repository index as an HTML table (name, version, state, reason, and which backend
+    served a PyTorch-backend model when a row says: ``served_by``)."""
     if not rows:
         return "<i>no models in the repository</i>"
+    served = any(row_.get("served_by") for row_ in rows)
     body = []
     for row_ in rows:
         state = row_.get("state", "")
         colour = _STATE_COLOURS.get(state, "#555")
+        by = f"<td>{html.escape(row_.get('served_by', ''))}</td>" if served else ""
         body.append(f"<tr><td>{html.escape(row_.get('name', ''))}</td><td>{html.escape(row_.get('version', ''))}</td>"
                     f"<td style='color:{colour};font-weight:bold'>{html.escape(state or 'not loaded')}</td>"
-                    f"<td style='white-space:normal'>{html.escape(row_.get('reason', ''))}</td></tr>")
+                    f"<td style='white-space:normal'>{html.escape(row_.get('reason', ''))}</td>{by}</tr>")
+    head = "<th style='text-align:left'>served by</th>" if served else ""
     return ("<table><tr><th style='text-align:left'>model</th><th>version</th><th>state</th>"
-            f"<th style='text-align:left'>reason</th></tr>{''.join(body)}</table>")
+            f"<th style='text-align:left'>reason</th>{head}</tr>{''.join(body)}</table>")
 
 
 def server_html(server, phase: str) -> str:
@@ -289,6 +293,11 @@ class ServerPanel:
         except Exception as err:  # the server may be going away; say so rather than raise in a callback
             c["error"].value = error_list([f"cannot read the model index: {err}"])
             return self.index
+        if isinstance(server, TritonServer):
+            for row_ in self.index:
+                served = server.pytorch.served(row_["name"]) if row_.get("state") == "READY" else None
+                if served is not None:
+                    row_["served_by"] = served.served_as
         names = sorted({row_["name"] for row_ in self.index})
         c["model"].options = names
         c["models"].value = models_table_html(self.index)

@@ -18,13 +18,15 @@ import ipywidgets as widgets
 from workbench import generate
 from workbench.generate import options
 from workbench.coremap import CoreRange, CoreRangeError
-from workbench.generate.config import FRAMEWORKS, TARGETS
+from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
+from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, blank_if_none, comma_joined
 from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
+from workbench.ui.pytorch_fields import PyTorchParameters
 from workbench.ui.tensor_table import TensorTable
 
 _BATCHING_MODES = {
@@ -32,6 +34,12 @@ _BATCHING_MODES = {
     "one model call per request": True,  # upstream --disable_batch_requests_to_neuron
 }
 
+
+_BACKENDS = {"Python backend (model.py)": "python", "PyTorch backend (LibTorch)": "pytorch"}
+_RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "model.py"}
+
+# what only the generated model.py reads: greyed out for the PyTorch backend
+_PYTHON_BACKEND_CONTROLS = ("copy_compiled_model", "core_range", "threads_per_core", "batching_mode", "cpu_affinity")
 
 _TRITON_CONTROLS = ("instance_group_kind", "rate_limiter_resources", "rate_limiter_priority", "preserve_ordering",
                     "priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy",
@@ -103,6 +111,13 @@ class SettingsPanel:
                                                     layout=widgets.Layout(width="auto"))
         c["target"] = widgets.Dropdown(options=TARGETS, description="target", style=style)
         c["framework"] = widgets.Dropdown(options=FRAMEWORKS, description="framework", style=style)
+        c["backend"] = widgets.Dropdown(options=_BACKENDS, description="Triton backend", style=style,
+                                        layout=widgets.Layout(width="420px"))
+        c["runtime"] = widgets.Dropdown(options=_RUNTIMES, description="PyTorch layout", style=style,
+                                        layout=widgets.Layout(width="420px"))
+        c["state_dict"] = widgets.Text(description="state dict (PyTorch 2)", placeholder="torch.save(state_dict) file",
+                                       layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
+        c["pytorch_parameters"] = PyTorchParameters()
         c["inputs"] = TensorTable("input")
         c["outputs"] = TensorTable("output")
         c["max_batch_size"] = widgets.BoundedIntText(min=0, max=1_000_000, description="max batch size", style=style)
@@ -164,6 +179,10 @@ class SettingsPanel:
         link("copy_compiled_model", c["copy_compiled_model"])
         link("target", c["target"])
         link("framework", c["framework"])
+        link("backend", c["backend"])
+        link("runtime", c["runtime"])
+        link("state_dict", c["state_dict"])
+        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()})
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows)
         link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows)
         link("max_batch_size", c["max_batch_size"])
@@ -187,6 +206,12 @@ class SettingsPanel:
             row(c["name"], c["target"], c["framework"]),
             row(c["compiled_model"], c["copy_compiled_model"]),
             c["inputs"].widget, c["outputs"].widget,
+        ], layout=widgets.Layout(width="100%"))
+        self.pytorch_box = widgets.VBox([
+            c["runtime"], c["state_dict"], c["pytorch_parameters"].widget,
+        ])
+        self.widget.children += (
+            heading("Triton backend"), c["backend"], self.pytorch_box,
             heading("Batching"),
             row(c["max_batch_size"], c["dynamic_batching"]),
             row(c["preferred_batch_sizes"], c["max_queue_delay_us"]),
@@ -200,7 +225,7 @@ class SettingsPanel:
             c["default_queue_policy"], c["priority_queue_policy"],
             row(c["optional_inputs"], c["warmup"], c["warmup_data"]),
             row(c["response_cache"], c["version_policy"]),
-        ], layout=widgets.Layout(width="100%"))
+        )
         self.tnx_box = widgets.VBox([
             heading("transformers-neuronx sampling"),
             row(c["tnx_model_class"], c["tnx_batch_size"], c["tnx_tp_degree"]),
@@ -272,8 +297,17 @@ class SettingsPanel:
     # --- settings out ----------------------------------------------------------------------------
 
     def _changed(self, changed: set[str]) -> None:
+        # the parameter fields follow the layout (a change there comes back here as "parameters")
+        self.controls["pytorch_parameters"].layout = layout_of_settings(self.link.value)
         if "max_batch_size" in changed:
             self._refill_tensors()
+        if "backend" in changed and self.link.value.backend == "pytorch" and self.link.value.target != "cpu":
+            self.link.update(target="cpu")  # LibTorch serves on this machine's CPU (Neuron: the Python backend)
+        if "backend" in changed and self.link.value.backend == "python":
+            # the PyTorch backend's own fields (hidden now) would only be refused or carried unread
+            own = {key: value for key, value in self.link.value.parameters.items()
+                   if key not in self.controls["pytorch_parameters"].keys()}
+            self.link.update(runtime="", state_dict="", parameters=own)
         self._show()
 
     def _show_core_map(self) -> None:
@@ -294,7 +328,12 @@ class SettingsPanel:
         for key in ("preferred_batch_sizes", "max_queue_delay_us", "preserve_ordering", "priority_levels",
                     "default_priority_level", "default_queue_policy", "priority_queue_policy"):
             c[key].disabled = not settings.enable_dynamic_batching  # dynamic batcher fields
-        c["cpu_affinity"].disabled = settings.target != "cpu"
+        pytorch = settings.backend == "pytorch"
+        for key in _PYTHON_BACKEND_CONTROLS:
+            c[key].disabled = pytorch
+        c["cpu_affinity"].disabled = pytorch or settings.target != "cpu"
+        self.pytorch_box.layout.display = None if pytorch else "none"
+        c["core_map"].layout.display = "none" if pytorch else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
         self._show_core_map()
         problems, generated = list(self.link.problems), None

@@ -16,7 +16,7 @@ from workbench.generate.pytorch_backend.layouts import (
     parse_torch_compile_parameters,
 )
 
-__all__ = ["SWEEP_SETTINGS", "sweep_variant", "sweep_grid", "variant_label"]
+__all__ = ["SWEEP_SETTINGS", "sweep_variant", "sweep_grid", "variant_label", "parse_sweep_setting"]
 
 
 # Friendly sweep settings -> parameter key per layout (None: that layout has no such switch).
@@ -96,3 +96,35 @@ def variant_label(settings: Mapping[str, Any]) -> str:
             return json.dumps(value, sort_keys=True, separators=(",", ":"))
         return str(value)
     return ",".join(f"{k}={show(v)}" for k, v in sorted(settings.items()))
+
+
+_SWITCHES = ("inference_mode", "optimized_execution", "torch_compile")
+
+
+def parse_sweep_setting(text: str) -> tuple[str, list[Any]]:
+    """``"threads=1,2"`` -> ``("threads", [1, 2])``; ``"torch_compile=on,off"`` -> ``[True, False]``:
+    a friendly sweep setting (``SWEEP_SETTINGS``) and its values as `sweep_grid` takes them
+    (switches: on/off, true/false, 1/0; thread counts: whole numbers). A layout's own parameter
+    key (``INTRA_OP_THREAD_COUNT=1,2``) keeps its values as text. PyTorchConfigError names a bad one."""
+    setting, sep, values = str(text).partition("=")
+    setting = setting.strip()
+    items = [v.strip() for v in values.split(",")] if sep else []
+    if not setting or not items or not all(items):
+        raise PyTorchConfigError(f"{text!r}: write SETTING=V1,V2, e.g. threads=1,2 or torch_compile=on,off")
+    if setting not in SWEEP_SETTINGS:
+        return setting, items
+    if setting == "instance_count":
+        raise PyTorchConfigError("sweep instance counts with the sweep's allocations (e.g. 1x1, 2x1), not a parameter")
+    parsed: list[Any] = []
+    for item in items:
+        if setting in _SWITCHES:
+            word = item.lower()
+            if word not in ("on", "off", "true", "false", "1", "0"):
+                raise PyTorchConfigError(f"{setting}={item!r}: a switch is on or off (true/false)")
+            parsed.append(word in ("on", "true", "1"))
+        else:
+            try:
+                parsed.append(int(item))
+            except ValueError:
+                raise PyTorchConfigError(f"{setting}={item!r} is not a whole number of threads") from None
+    return setting, parsed

@@ -1,0 +1,143 @@
+"""One model through the Python backend and Triton's PyTorch backend in one measurement, from the
+API (`measure.backends.compare_backends`) and from ``workbench sweep --compare``: real generated
+directories, a real tritonserver (the real LibTorch backend where the shared build exists, the
+Python-backend twin otherwise; each test asserts which served), rows that say so, plots grouped
+by it. Never asserts timings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+import pytest
+
+from workbench.generate import cli as generate_cli
+from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYTHON
+from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
+from workbench.measure.backends import compare_backends
+from workbench.measure.plan import SweepError, SweepPlan
+from workbench.measure.plots import latency_vs_batch
+from workbench.measure.settings import MeasureSettings
+from workbench.server import TritonServer
+from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(1200)]
+
+QUICK = MeasureSettings(engine="workbench", window_s=0.2, stable_windows=2, max_windows=2, warmup_requests=1,
+                        time_limit_s=None, min_latencies=10)
+
+
+@pytest.fixture(scope="module")
+def backend_dir(pytorch_backend_or_twin):
+    return pytorch_backend_or_twin
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory, generate_cpu_model):
+    """add_sub generated for the Python backend, and the same TorchScript archive for the PyTorch backend."""
+    root = tmp_path_factory.mktemp("backends")
+    python_dir = generate_cpu_model(root, "add_sub")
+    archive = next(root.glob("compiled-*/add_sub*.pt"))
+    parser = argparse.ArgumentParser(prog="workbench")
+    generate_cli.register(parser.add_subparsers())
+    args = parser.parse_args(["generate", "--backend", "pytorch", "--triton_model_dir", str(root / "repo" / "add_sub_pt"),
+                              "--compiled_model", str(archive), "--max_batch_size", "8", "--instance-group-kind",
+                              "KIND_CPU"])
+    assert args.func(args) == 0
+    return python_dir, root / "repo" / "add_sub_pt"
+
+
+def _expected(backend_dir) -> str:
+    return f"{SERVED_AS_LIBTORCH if backend_dir else SERVED_AS_PYTHON}, torchscript layout"
+
+
+def test_sweep_settings_parse_in_the_logic_layer():
+    assert parse_sweep_setting("threads=1, 2") == ("threads", [1, 2])
+    assert parse_sweep_setting("torch_compile=on,off") == ("torch_compile", [True, False])
+    assert parse_sweep_setting("INTRA_OP_THREAD_COUNT=1,2") == ("INTRA_OP_THREAD_COUNT", ["1", "2"])
+    for bad, message in (("threads=one", "not a whole number"), ("inference_mode=maybe", "on or off"),
+                         ("threads", "write SETTING=V1,V2"), ("instance_count=1,2", "allocations")):
+        with pytest.raises(ValueError, match=message):
+            parse_sweep_setting(bad)
+
+
+def test_compare_backends_measures_both_and_rows_say_which_served(models, backend_dir, tmp_path):
+    python_dir, pytorch_dir = models
+    with pytest.raises(SweepError, match="does not exist for the torchscript layout"):
+        compare_backends(SweepPlan(batch_sizes=(2,), allocations=("1x1",)), None, [python_dir, pytorch_dir], tmp_path / "bad",
+                         backend_grid={"torch_compile": [True, False]})
+    assert not (tmp_path / "bad").exists()  # every grid is checked before anything runs
+    server = TritonServer(python_dir.parent, pytorch_backend=backend_dir)
+    try:
+        server.start()
+        comparison = compare_backends(SweepPlan(batch_sizes=(1, 4), allocations=("1x1",)), server,
+                                      [python_dir, pytorch_dir], tmp_path / "run",
+                                      backend_grid={"inference_mode": [True, False]}, settings=QUICK)
+    finally:
+        server.stop()
+    frame = comparison.frame
+    print(f"\nserved by: {comparison.backends}", file=sys.stderr)
+    assert comparison.backends == [PYTHON_BACKEND, _expected(backend_dir)]
+    assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["variant", "error", "outputs_ok"]]
+    pt = frame[frame["model"] == "add_sub_pt"]
+    assert sorted(set(pt["parameters"])) == ["INFERENCE_MODE=false", "INFERENCE_MODE=true"]
+    assert set(pt["served_by"]) == {_expected(backend_dir)}
+    assert all(v.startswith(_expected(backend_dir) + ": ") for v in pt["variant"])
+    # each model's own run is on disk with the column too
+    saved = pd.read_csv(tmp_path / "run" / "add_sub_pt" / "results.csv")
+    assert set(saved["served_by"]) == {_expected(backend_dir)}
+    assert set(comparison.runs["add_sub"].frame["served_by"]) == {PYTHON_BACKEND}
+    summary = comparison.summary()
+    assert f"batch 4, concurrency 1: {PYTHON_BACKEND}" in summary and f"  {_expected(backend_dir)} [" in summary
+    assert "server: queue" in summary
+    figure = latency_vs_batch(comparison.result())
+    labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
+    assert any(label.startswith(PYTHON_BACKEND) for label in labels)
+    assert any(label.startswith(_expected(backend_dir)) for label in labels)
+
+
+def test_workbench_sweep_compare_cli(models, backend_dir, tmp_path, monkeypatch, capsys):
+    from workbench.cli import main
+
+    python_dir, pytorch_dir = models
+    if backend_dir:
+        monkeypatch.setenv(ENV_VAR, str(backend_dir))  # the server the CLI starts finds it there
+    else:
+        monkeypatch.delenv(ENV_VAR, raising=False)
+    quick = ["--engine", "workbench", "--window-ms", "200", "--stable-windows", "2", "--max-windows", "2",
+             "--time-limit-s", "0", "--min-latencies", "10", "--warmup", "1"]
+    out = tmp_path / "cli"
+    assert main(["sweep", str(python_dir), "--compare", str(pytorch_dir), "--backend-param", "threads=x",
+                 "--out", str(out)]) == 2
+    assert "--backend-param threads='x' is not a whole number" in capsys.readouterr().err and not out.exists()
+    code = main(["sweep", str(python_dir), "--compare", str(pytorch_dir), "--backend-param", "threads=1,2",
+                 "--batch-sizes", "2", "--out", str(out), *quick])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    joined = pd.read_csv(out / "results.csv")
+    assert list(dict.fromkeys(joined["served_by"])) == [PYTHON_BACKEND, _expected(backend_dir)]
+    assert sorted(set(joined[joined["model"] == "add_sub_pt"]["parameters"])) == [
+        "INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
+    assert (out / "plots" / "throughput_vs_latency.png").is_file()
+    assert "grouped by backend" in captured.out and f"  {_expected(backend_dir)} [" in captured.out
+
+
+def test_a_sweep_restores_a_loaded_twin_with_the_config_asked_for(models, tmp_path):
+    """The server reports a twin's Python-backend config; restoring that after a sweep would look
+    for a model.py the directory does not have (the load hung). Restore loads the PyTorch config."""
+    from workbench.measure.sweep import run_sweep
+
+    _, pytorch_dir = models
+    server = TritonServer(pytorch_dir.parent, pytorch_backend=False)  # always the twin
+    try:
+        server.start()
+        server.load("add_sub_pt")
+        result = run_sweep(SweepPlan(batch_sizes=(2,), allocations=("1x1",)), server, pytorch_dir,
+                           out_dir=tmp_path / "run", settings=QUICK, load_timeout_s=120)
+        assert result.complete and result.record["sessions"][-1]["restored"] == ["loaded add_sub_pt"]
+        assert server.is_model_ready("add_sub_pt") and server.model_config("add_sub_pt")["backend"] == "python"
+        assert server.pytorch.requested_config("add_sub_pt") is not None
+        assert "WORKBENCH_SWEEP_VARIANT" not in server.pytorch.requested_config("add_sub_pt")
+    finally:
+        server.stop()

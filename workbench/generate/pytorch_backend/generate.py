@@ -1,0 +1,196 @@
+"""`GenerateSettings` with ``backend="pytorch"`` -> a model directory for Triton's PyTorch backend.
+
+The CLI (``workbench generate --backend pytorch``) and the settings panel come here through
+`workbench.generate.python_backend.render`, so preview, diff and write are the same calls for
+both backends. The layout is Triton's ``runtime`` field: empty for a TorchScript archive
+(``<version>/model.pt``), ``"model.py"`` for a PyTorch 2 module (``<version>/model.py`` and, with
+``state_dict``, ``<version>/model.pt``). The backend's switches are the config's ``parameters``,
+checked by `configs.pytorch_problems` (one table of keys and values, `layouts`); the model file is
+checked by `files` (TorchScript archive, forward() arguments, the module class the runtime picks).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from workbench.coremap import CoreRange
+from workbench.generate import options, preserve, rules
+from workbench.generate.checks import (Plan, _plan_batching, _read_sidecar, _setting_flag as _flag, _spec_from_record,
+                                       _tensor_items)
+from workbench.generate.config import parameter_string
+from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
+from workbench.generate.pytorch_backend.files import pytorch2_files, torchscript_files
+from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
+from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.limits import dataclass_problems, model_name_problem
+from workbench.spec import ModelSpec, SpecError
+
+__all__ = ["RUNTIMES", "PYTHON_BACKEND_ONLY", "layout_of_settings", "pytorch_settings_problems", "render_pytorch"]
+
+# Triton's ``runtime`` field -> the layout it selects.
+RUNTIMES = {"": TORCHSCRIPT, "model.py": PYTORCH2}
+
+# Fields only the generated model.py reads (Neuron cores, threads per core, transformers-neuronx,
+# a hand-written model.py, configs/ variants); for the PyTorch backend a value other than the
+# default is refused, naming the flag, instead of being silently dropped. (``copy_compiled_model``
+# is moot: the model file is always copied into the version folder, where the backend loads it.)
+PYTHON_BACKEND_ONLY = ("neuron_core_range", "threads_per_core", "disable_batch_requests_to_neuron", "cpu_affinity",
+                       "for_other_machine", "model_py", "variants", "compiled_model_base",
+                       "tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp",
+                       "tnx_unroll", "tnx_sequence_length", "tnx_compiled_dir", "decoupled")
+
+
+def layout_of_settings(settings: GenerateSettings) -> str:
+    return RUNTIMES.get(settings.runtime, TORCHSCRIPT)
+
+
+def _defaults() -> GenerateSettings:
+    return GenerateSettings(target="cpu")
+
+
+def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
+    inputs = _tensor_items(list(settings.triton_input), "input", plan.problems)
+    outputs = _tensor_items(list(settings.triton_output), "output", plan.problems)
+    if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
+        return
+    if not inputs and not outputs:
+        record = _read_sidecar(source, plan.problems) if layout_of_settings(settings) == TORCHSCRIPT else None
+        if record is None:
+            plan.problems.append("--triton_input and --triton_output are required (a TorchScript archive keeps no "
+                                 "names, dtypes or shapes unless the compile step recorded them beside it)")
+            return
+        plan.spec = _spec_from_record(settings, record)
+        return
+    if not inputs or not outputs:
+        plan.problems.append(f"{'--triton_output' if inputs else '--triton_input'} is missing: give both "
+                             "--triton_input and --triton_output")
+        return
+    try:
+        plan.spec = ModelSpec(tuple(inputs), tuple(outputs))
+    except SpecError as err:
+        plan.problems.append(str(err))
+
+
+def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
+    """Every problem with settings meant for the PyTorch backend, before any file is read for
+    writing; the plan carries the tensor spec the config is built from."""
+    plan = Plan()
+    plan.problems += dataclass_problems(settings, _flag)
+    if plan.problems:
+        return plan
+    defaults = _defaults()
+    for name in PYTHON_BACKEND_ONLY:
+        value, default = getattr(settings, name), getattr(defaults, name)
+        if name == "neuron_core_range":
+            value, default = str(value), str(CoreRange.parse(default))
+        if value != default:
+            plan.problems.append(f"{_flag(name)} is for the Python backend's model.py; Triton's PyTorch backend "
+                                 "does not read it (leave it out, or use --backend python)")
+    if settings.framework != "pytorch":
+        plan.problems.append(f"--model_type {settings.framework}: Triton's PyTorch backend serves PyTorch models "
+                             "only; use --backend python")
+    if settings.target != "cpu":
+        plan.problems.append(f"--target {settings.target}: Triton's PyTorch backend runs on the CPU (or a GPU); "
+                             "Neuron models are served by the Python backend (--backend python)")
+    if settings.runtime not in RUNTIMES:
+        plan.problems.append(f"--runtime {settings.runtime!r} is not supported: leave it out (TorchScript on "
+                             "LibTorch) or use --runtime model.py (PyTorch 2)")
+    if settings.state_dict and layout_of_settings(settings) != PYTORCH2:
+        plan.problems.append("--state-dict is for the PyTorch 2 layout (--runtime model.py); a TorchScript "
+                             "archive carries its weights")
+    if not isinstance(settings.parameters, dict):
+        plan.problems.append(f"--parameter: expected KEY=VALUE pairs, got {settings.parameters!r}")
+    elif settings.runtime in RUNTIMES:
+        for key, value in settings.parameters.items():
+            plan.problems += parameter_problems(str(key), parameter_string(value), layout_of_settings(settings))
+    if not str(settings.triton_model_dir).strip():
+        plan.problems.append("--triton_model_dir is required: the model directory to write")
+    elif model_name_problem(settings.model_name):
+        plan.problems.append(model_name_problem(settings.model_name))
+    if settings.model_version < 1:
+        plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
+    _plan_batching(settings, plan)
+    compiled = str(settings.compiled_model).strip()
+    source = Path(compiled).expanduser() if compiled else None
+    wanted = "a TorchScript archive (model.pt)" if layout_of_settings(settings) == TORCHSCRIPT else \
+        "the module's source (a .py file defining one torch.nn.Module class)"
+    if source is None:
+        plan.problems.append(f"--compiled_model is required: {wanted}")
+    elif not source.is_file():
+        plan.problems.append(f"--compiled_model {compiled} is not a file; it must be {wanted} (it is copied into "
+                             "the version folder)")
+        source = None
+    elif layout_of_settings(settings) == PYTORCH2 and source.suffix != ".py":
+        plan.problems.append(f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}; "
+                             "a TorchScript archive goes in the TorchScript layout (leave --runtime out)")
+        source = None
+    if settings.state_dict and not Path(settings.state_dict).expanduser().is_file():
+        plan.problems.append(f"--state-dict {settings.state_dict} is not a file")
+    _spec(settings, source, plan)
+    written = {"config.pbtxt", f"{settings.model_version}/model.pt"}
+    plan.problems += preserve.problems(settings, plan.spec, written)
+    plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
+    plan.warnings += rules.warnings(settings)
+    plan.compiled_source = source
+    return plan
+
+
+def render_pytorch(settings: GenerateSettings):
+    """Check ``settings`` and build the PyTorch-backend files in memory (GenerateError lists every
+    problem): config.pbtxt from `build_pytorch_config` with the tuned Triton fields applied, and
+    the model file checked the way the backend will load it."""
+    from workbench.generate.python_backend import GeneratedModel, kept_text
+
+    plan = pytorch_settings_problems(settings)
+    if plan.problems:
+        raise GenerateError(plan.problems)
+    layout = layout_of_settings(settings)
+    try:
+        cfg = build_pytorch_config(
+            settings.model_name, plan.spec, layout=layout,
+            max_batch_size=settings.max_batch_size,
+            dynamic_batching=settings.enable_dynamic_batching,
+            preferred_batch_sizes=settings.preferred_batch_size,
+            max_queue_delay_us=settings.max_queue_delay_microseconds,
+            instance_kind=settings.instance_group_kind,
+            instance_count=settings.triton_model_instance_count,
+            parameters=settings.parameters,
+        )
+        options.apply(cfg, settings, plan.spec)
+        preserve.merge(cfg, settings.extra_config)
+        check_pytorch_config(cfg)
+        version = settings.model_version
+        if layout == TORCHSCRIPT:
+            files = torchscript_files(cfg, plan.compiled_source, version=version)
+            model_py = ""
+        else:
+            files = pytorch2_files(cfg, plan.compiled_source, version=version,
+                                   state_dict=Path(settings.state_dict).expanduser() if settings.state_dict else None)
+            model_py = files[f"{version}/model.py"]
+    except (PyTorchConfigError, FileNotFoundError) as err:
+        raise GenerateError([str(err)]) from None
+    except UnicodeDecodeError as err:
+        raise GenerateError([f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]) from None
+    config_text = kept_text(cfg, settings.model_dir / "config.pbtxt")
+    files["config.pbtxt"] = config_text
+    files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
+    return GeneratedModel(settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files,
+                          list(plan.warnings))
+
+
+def serving_preview(generated, *, pytorch_backend=None):
+    """How a local tritonserver would serve a generated PyTorch-backend model: the real backend
+    the server's one finder (`workbench.server.pytorch.find_pytorch_backend`: ``pytorch_backend``,
+    ``$WORKBENCH_LIBTORCH_BACKEND``, the server's own backends) turns up, else the Python-backend
+    twin, with the notes; None for a Python-backend model."""
+    if generated.settings.backend != "pytorch":
+        return None
+    from workbench.generate.pytorch_backend.serving import preview_serving
+    from workbench.server.discovery import TritonNotFoundError, find_tritonserver
+    from workbench.server.pytorch import find_pytorch_backend
+
+    try:
+        backend = find_pytorch_backend(find_tritonserver(), pytorch_backend)
+    except TritonNotFoundError:
+        backend = None
+    return preview_serving(generated.config, backend_dir=backend.backend_dir if backend else None)

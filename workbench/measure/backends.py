@@ -1,0 +1,152 @@
+"""One model measured through several Triton backends on one server, in one call: the same model
+generated for the Python backend (model.py) and for Triton's PyTorch backend (LibTorch, or its
+Python-backend twin where the server has no PyTorch backend), each swept by `sweep.run_sweep`
+with the same grid -- the PyTorch-backend directories also over their backend's parameters
+(`pytorch_backend.sweep_grid`: threads, inference mode, optimized execution, torch.compile).
+
+The result joins the runs into one table whose ``variant`` names the backend that served it, so
+the plots (which colour by variant) and tables group by backend; `BackendComparison.summary`
+gives each backend's throughput and p50 against the first at every common batch size and
+concurrency, with the server's own breakdown (queue / compute) that explains them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from workbench.generate.config import read_config
+from workbench.measure.plan import SweepError, SweepPlan
+from workbench.measure.results import SweepResult, frame_from_rows
+from workbench.measure.settings import MeasureSettings
+
+__all__ = ["BackendComparison", "compare_backends", "backend_plan"]
+
+_BREAKDOWN = ("queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
+
+
+def backend_plan(plan: SweepPlan, model_dir: str | Path, backend_grid: Mapping[str, Iterable[Any]] | None) -> SweepPlan:
+    """``plan`` for one model directory: a PyTorch-backend model also sweeps ``backend_grid``
+    (friendly settings checked by `sweep_grid` against its config); a Python-backend one as is."""
+    cfg = read_config(model_dir)
+    if not backend_grid or cfg.backend != "pytorch":
+        return plan
+    from workbench.generate.pytorch_backend import PyTorchConfigError, sweep_grid
+
+    try:
+        grid = sweep_grid(cfg, backend_grid)
+    except PyTorchConfigError as err:
+        raise SweepError(f"{model_dir}: {err}") from None
+    return dataclasses.replace(plan, parameters={**dict(plan.parameters), **grid})
+
+
+@dataclass(frozen=True)
+class BackendComparison:
+    """Each model's run (by model name, in the order measured) and every row in one frame, with
+    ``model`` and ``served_by`` columns and ``variant`` prefixed by the backend."""
+
+    runs: dict[str, SweepResult]
+    frame: pd.DataFrame = field(repr=False)
+
+    @property
+    def backends(self) -> list[str]:
+        return list(dict.fromkeys(self.frame["served_by"].dropna()))
+
+    def result(self) -> SweepResult:
+        """The joined table as one SweepResult, for the plots and `SweepResult.table`."""
+        first = next(iter(self.runs.values()), None)
+        record = {"label": "backends: " + " vs ".join(self.backends),
+                  "runs": {name: str(run.path) for name, run in self.runs.items()},
+                  "settings": first.record.get("settings") if first else None}
+        return SweepResult(self.frame, record, None)
+
+    def table(self) -> pd.DataFrame:
+        """Per backend variant and point: throughput, p50, p99 and the server's breakdown (ms)."""
+        usable = self.frame[self.frame["error"].isna()]
+        columns = ["served_by", "variant", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms", *_BREAKDOWN,
+                   "outputs_ok"]
+        return usable[columns].reset_index(drop=True)
+
+    def summary(self) -> str:
+        """Each backend's best variant against the first backend's at each common point."""
+        table = self.table()
+        if table.empty:
+            return "no measured points"
+        best = (table.sort_values("throughput", ascending=False)
+                .groupby(["served_by", "batch_size", "concurrency"], sort=False).head(1))
+        backends = self.backends
+        base = backends[0]
+        lines = []
+        for (batch, concurrency), group in best.groupby(["batch_size", "concurrency"]):
+            rows = {row["served_by"]: row for _, row in group.iterrows()}
+            if base not in rows:
+                continue
+            ref = rows[base]
+            lines.append(f"batch {batch}, concurrency {concurrency}: {base} [{ref['variant']}] "
+                         f"{ref['throughput']:.1f} infer/s, p50 {ref['p50_ms']:.3f} ms"
+                         + _breakdown_text(ref))
+            for backend in backends[1:]:
+                if backend in rows:
+                    row = rows[backend]
+                    lines.append(f"  {backend} [{row['variant']}]: {row['throughput']:.1f} infer/s "
+                                 f"(x{row['throughput'] / ref['throughput']:.2f}), p50 {row['p50_ms']:.3f} ms "
+                                 f"(x{row['p50_ms'] / ref['p50_ms']:.2f})" + _breakdown_text(row))
+        return "\n".join(lines)
+
+
+def _breakdown_text(row: pd.Series) -> str:
+    values = [row.get(key) for key in _BREAKDOWN]
+    if any(pd.isna(v) for v in values):
+        return ""
+    queue, c_in, infer, c_out = (float(v) for v in values)
+    return f"; server: queue {queue:.3f} ms, compute {c_in + infer + c_out:.3f} ms (infer {infer:.3f})"
+
+
+def compare_backends(
+    plan: SweepPlan,
+    server: Any,
+    model_dirs: Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    backend_grid: Mapping[str, Iterable[Any]] | None = None,
+    settings: MeasureSettings | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    resume: bool = False,
+    **sweep_options: Any,
+) -> BackendComparison:
+    """Sweep each model directory (the same model generated for different backends, in the
+    server's repository) with ``plan`` into ``out_dir/<model name>``, one after the other on
+    ``server``; see `backend_plan` for ``backend_grid``. Every other option goes to `run_sweep`,
+    except ``restore``: each model is left as it was before its run (unloaded when it was not
+    loaded), so the next one may restart the server for its process-wide LibTorch settings."""
+    from workbench.measure.sweep import run_sweep
+
+    if "restore" in sweep_options:
+        raise SweepError("compare_backends always restores each model after its run (restore= is not an option)")
+    dirs = [Path(d) for d in model_dirs]
+    if len(dirs) < 1:
+        raise SweepError("give at least one model directory to measure")
+    names = [read_config(d).name or d.name for d in dirs]
+    if len(set(names)) != len(names):
+        raise SweepError(f"model names {names} repeat; each backend's model needs its own name")
+    plans = [backend_plan(plan, d, backend_grid) for d in dirs]  # every grid checked before anything runs
+    runs: dict[str, SweepResult] = {}
+    for name, model_dir, model_plan in zip(names, dirs, plans):
+        report = None if progress is None else (lambda done, total, message, n=name: progress(done, total, f"{n}: {message}"))
+        runs[name] = run_sweep(model_plan, server, model_dir, out_dir=Path(out_dir) / name, settings=settings,
+                               progress=report, cancel=cancel, resume=resume, **sweep_options)
+        if runs[name].status == "cancelled":
+            break
+    frames = []
+    for name, run in runs.items():
+        frame = run.frame.copy()
+        frame["model"] = name
+        frame["variant"] = [f"{by or name}: {variant}" for by, variant in zip(frame["served_by"], frame["variant"])]
+        frames.append(frame)
+    return BackendComparison(runs, frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records")))
