@@ -265,3 +265,23 @@ def test_cli_option_errors_are_one_line(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "m").exists()
+
+
+def test_a_non_ascii_model_path_is_warned_of_before_writing(tmp_path):
+    plain = gen.render(settings(tmp_path))
+    assert not any("not an ASCII path" in w for w in plain.warnings), plain.warnings
+    accented = gen.render(settings(tmp_path, triton_model_dir=str(tmp_path / "répo" / "m")))
+    assert any("répo" in w and "not an ASCII path" in w and "UnicodeEncodeError" in w for w in accented.warnings)
+    assert not (tmp_path / "répo").exists()  # a warning, before anything is written
+
+
+def test_the_premise_the_python_backend_cannot_load_from_a_non_ascii_path(tmp_path, generate_cpu_model, triton_server):
+    """What the warning above says, on the real tritonserver 2.51 (if a release fixes it, this
+    fails and the warning goes)."""
+    from workbench.server.errors import ModelLoadError
+
+    model_dir = generate_cpu_model(tmp_path / "répo")
+    server = triton_server(model_dir.parent)
+    with pytest.raises(ModelLoadError, match="UnicodeEncodeError"):
+        server.load(model_dir.name)
+    assert server.running

@@ -9,6 +9,7 @@ value is named here, with its flag, instead of failing the load.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from workbench.generate.config import PRESERVE_ORDERING_WITH_CACHE
@@ -177,7 +178,15 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
 
 
 def warnings(settings: Any) -> list[str]:
+    found = []
     if settings.rate_limiter is not None:
-        return ["the rate limiter applies only when tritonserver runs with --rate-limit=execution_count "
-                "(TritonServer(extra_args=['--rate-limit=execution_count']))"]
-    return []
+        found.append("the rate limiter applies only when tritonserver runs with --rate-limit=execution_count "
+                     "(TritonServer(extra_args=['--rate-limit=execution_count']))")
+    where = str(Path(str(settings.triton_model_dir)).expanduser().absolute())
+    if not where.isascii():
+        # seen on tritonserver 2.51: the stub's embedded Python fails with UnicodeEncodeError ('ascii'
+        # codec) on such a path, whatever the server's LC_ALL/PYTHONUTF8
+        found.append(f"{where} is not an ASCII path: Triton's Python backend (model.py, the PyTorch 2 runtime, "
+                     "the LibTorch twin) fails to load a model from it (UnicodeEncodeError in the backend stub); "
+                     "serve it from an ASCII path")
+    return found
