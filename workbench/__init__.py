@@ -8,8 +8,7 @@ The names below are the ones a notebook needs; each lives in the module of its c
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from workbench.lazy import lazy_getattr
 
 from workbench.coremap import Allocation, CoreMap, CoreRange, CoreRangeError, split_cores
 from workbench.spec import ModelSpec, SpecError, TensorSpec
@@ -41,11 +40,4 @@ __all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreRange", "Allocation", "C
            *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module, attribute = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'workbench' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -8,8 +8,7 @@ started and says what it could not check.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from workbench.lazy import lazy_getattr
 
 # public name -> module; loaded on first use so `import workbench.deploy` stays light
 _LAZY = {
@@ -32,11 +31,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'workbench.deploy' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

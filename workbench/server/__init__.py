@@ -7,8 +7,7 @@ The names below load on first use (as `workbench`'s do): importing a submodule s
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from workbench.lazy import lazy_getattr
 
 # public name -> module that defines it
 _LAZY = {
@@ -31,11 +30,4 @@ _LAZY = {
 __all__ = list(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module = _LAZY[name]
-    except KeyError:
-        raise AttributeError(f"module 'workbench.server' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
