@@ -23,7 +23,8 @@ from workbench.limits import dataclass_problems, model_name_problem, neuron_core
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS"]
+__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS", "tensor_items", "read_sidecar", "spec_from_record",
+           "plan_batching", "setting_flag"]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -45,7 +46,7 @@ class Plan:
     variants: dict[str, tuple[GenerateSettings, "Plan"]] = field(default_factory=dict)  # configs/<name>.pbtxt
 
 
-def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
+def tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
     tensors = []
     for item in items:
         try:
@@ -55,7 +56,7 @@ def _tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpe
     return tensors
 
 
-def _read_sidecar(artifact: Path | None, problems: list[str]) -> dict | None:
+def read_sidecar(artifact: Path | None, problems: list[str]) -> dict | None:
     """The compile step's record beside the artifact, or None when there is none."""
     if artifact is None:
         return None
@@ -122,7 +123,7 @@ def _check_against_sidecar(settings: GenerateSettings, spec: ModelSpec, record: 
     return problems
 
 
-def _spec_from_record(settings: GenerateSettings, record: dict) -> ModelSpec:
+def spec_from_record(settings: GenerateSettings, record: dict) -> ModelSpec:
     spec: ModelSpec = record["spec"]
     if settings.max_batch_size == 0 and record.get("batch_dim", True):
         return spec.with_batch_dim(-1)
@@ -204,19 +205,19 @@ def _plan_compiled(settings: GenerateSettings, plan: Plan) -> None:
         plan.problems.append("--compiled_model is required: the path of the compiled model")
         return
     plan.compiled_ref, plan.compiled_source = _place("--compiled_model", compiled, settings, plan)
-    plan.record = _read_sidecar(plan.compiled_source, plan.problems)
+    plan.record = read_sidecar(plan.compiled_source, plan.problems)
 
 
 def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
-    inputs = _tensor_items(list(settings.triton_input), "input", plan.problems)
-    outputs = _tensor_items(list(settings.triton_output), "output", plan.problems)
+    inputs = tensor_items(list(settings.triton_input), "input", plan.problems)
+    outputs = tensor_items(list(settings.triton_output), "output", plan.problems)
     if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
         return  # malformed items already reported
     record = plan.record
     where = f"per {plan.compiled_source}{SIDECAR_SUFFIX}" if record else ""
     if not inputs and not outputs:
         if record is not None:
-            plan.spec = _spec_from_record(settings, record)
+            plan.spec = spec_from_record(settings, record)
         elif settings.framework == "tensorflow":
             if plan.compiled_source is None:
                 plan.problems.append("--triton_input/--triton_output are needed: the SavedModel is not on this "
@@ -299,7 +300,7 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
                                  f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
 
 
-def _plan_batching(settings: GenerateSettings, plan: Plan) -> None:
+def plan_batching(settings: GenerateSettings, plan: Plan) -> None:
     mbs = settings.max_batch_size
     if mbs < 0:
         plan.problems.append(f"--max_batch_size {mbs} is negative; use 0 (no batching) or more")
@@ -334,7 +335,7 @@ def _flag(field_name: str) -> str:
     return "--" + field_name.replace("_", "-")
 
 
-def _setting_flag(field_name: str) -> str:
+def setting_flag(field_name: str) -> str:
     """The CLI flag of a GenerateSettings field: upstream's spelling, ours with dashes."""
     if field_name == "framework":
         return "--model_type"
@@ -432,14 +433,14 @@ def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
 def make_plan(settings: GenerateSettings) -> Plan:
     """Check ``settings`` as a whole; the plan holds every problem and what `render` builds from."""
     plan = Plan()
-    plan.problems += dataclass_problems(settings, _setting_flag)
+    plan.problems += dataclass_problems(settings, setting_flag)
     if plan.problems:
         return plan  # the checks below compare and count: they need the right types first
     if settings.backend not in BACKENDS:
         plan.problems.append(f"--backend {settings.backend!r} is not one of {', '.join(BACKENDS)}")
     for name in ("runtime", "state_dict"):
         if getattr(settings, name):
-            plan.problems.append(f"{_setting_flag(name)} is for Triton's PyTorch backend; add --backend pytorch")
+            plan.problems.append(f"{setting_flag(name)} is for Triton's PyTorch backend; add --backend pytorch")
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -452,7 +453,7 @@ def make_plan(settings: GenerateSettings) -> Plan:
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)
-    _plan_batching(settings, plan)
+    plan_batching(settings, plan)
     unservable = target_problem(settings.framework, settings.target)
     if unservable:
         plan.problems.append(unservable)

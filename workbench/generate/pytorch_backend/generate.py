@@ -15,8 +15,8 @@ from pathlib import Path
 
 from workbench.coremap import CoreRange
 from workbench.generate import options, preserve, rules
-from workbench.generate.checks import (Plan, _plan_batching, _read_sidecar, _setting_flag as _flag, _spec_from_record,
-                                       _tensor_items)
+from workbench.generate.checks import (Plan, plan_batching, read_sidecar, setting_flag, spec_from_record,
+                                       tensor_items)
 from workbench.generate.config import parameter_string
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
 from workbench.generate.pytorch_backend.files import pytorch2_files, torchscript_files
@@ -49,17 +49,17 @@ def _defaults() -> GenerateSettings:
 
 
 def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
-    inputs = _tensor_items(list(settings.triton_input), "input", plan.problems)
-    outputs = _tensor_items(list(settings.triton_output), "output", plan.problems)
+    inputs = tensor_items(list(settings.triton_input), "input", plan.problems)
+    outputs = tensor_items(list(settings.triton_output), "output", plan.problems)
     if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
         return
     if not inputs and not outputs:
-        record = _read_sidecar(source, plan.problems) if layout_of_settings(settings) == TORCHSCRIPT else None
+        record = read_sidecar(source, plan.problems) if layout_of_settings(settings) == TORCHSCRIPT else None
         if record is None:
             plan.problems.append("--triton_input and --triton_output are required (a TorchScript archive keeps no "
                                  "names, dtypes or shapes unless the compile step recorded them beside it)")
             return
-        plan.spec = _spec_from_record(settings, record)
+        plan.spec = spec_from_record(settings, record)
         return
     if not inputs or not outputs:
         plan.problems.append(f"{'--triton_output' if inputs else '--triton_input'} is missing: give both "
@@ -75,7 +75,7 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     """Every problem with settings meant for the PyTorch backend, before any file is read for
     writing; the plan carries the tensor spec the config is built from."""
     plan = Plan()
-    plan.problems += dataclass_problems(settings, _flag)
+    plan.problems += dataclass_problems(settings, setting_flag)
     if plan.problems:
         return plan
     defaults = _defaults()
@@ -84,7 +84,7 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
         if name == "neuron_core_range":
             value, default = str(value), str(CoreRange.parse(default))
         if value != default:
-            plan.problems.append(f"{_flag(name)} is for the Python backend's model.py; Triton's PyTorch backend "
+            plan.problems.append(f"{setting_flag(name)} is for the Python backend's model.py; Triton's PyTorch backend "
                                  "does not read it (leave it out, or use --backend python)")
     if settings.framework != "pytorch":
         plan.problems.append(f"--model_type {settings.framework}: Triton's PyTorch backend serves PyTorch models "
@@ -109,7 +109,7 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
         plan.problems.append(model_name_problem(settings.model_name))
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
-    _plan_batching(settings, plan)
+    plan_batching(settings, plan)
     compiled = str(settings.compiled_model).strip()
     source = Path(compiled).expanduser() if compiled else None
     wanted = "a TorchScript archive (model.pt)" if layout_of_settings(settings) == TORCHSCRIPT else \
