@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from _common import CORES, add_size_option, header, in_process, ratio, served_mlp
@@ -30,6 +28,7 @@ from _common import CORES, add_size_option, header, in_process, ratio, served_ml
 from workbench.generate import pytorch_backend as ptb
 from workbench.measure import MeasureSettings, measure
 from workbench.server import TritonServer
+from workbench.tutorial_backends import build_libtorch_backend
 
 THROUGHPUT_TARGET = 0.95  # served / in-process at batch 8
 P50_OVERHEAD_TARGET_MS = 0.3  # served - in-process at batch 1, HTTP
@@ -45,10 +44,10 @@ def _libtorch_backend(given: str | None) -> tuple[Path | None, str]:
     script = shared / "tools" / "build_libtorch_backend.sh"
     if not script.is_file():
         return None, f"no LibTorch backend: --libtorch-backend and $WORKBENCH_LIBTORCH_BACKEND unset, {script} absent"
-    done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True, timeout=1800, check=False)
-    if done.returncode != 0:
-        return None, f"{script} failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
-    return Path(done.stdout.strip().splitlines()[-1]), str(script)
+    try:
+        return build_libtorch_backend(script), str(script)
+    except RuntimeError as err:
+        return None, str(err).splitlines()[0] + " " + " ".join(str(err).splitlines()[-1:])
 
 
 def _libtorch_model(repository: Path, served) -> None:

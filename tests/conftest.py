@@ -149,12 +149,13 @@ def libtorch_backend_dir() -> Path:
     if not _BUILD_SCRIPT.is_file():
         pytest.skip(f"no real PyTorch backend: ${ENV_VAR} is unset and {_BUILD_SCRIPT} is absent "
                     "(the PyTorch-backend tests cover the Python-backend twin only)")
+    from workbench.tutorial_backends import build_libtorch_backend
+
     started = time.monotonic()
-    done = subprocess.run(["bash", str(_BUILD_SCRIPT), sys.executable], capture_output=True, text=True,
-                          timeout=1500)
-    if done.returncode != 0:
-        pytest.fail(f"{_BUILD_SCRIPT} failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    backend_dir = Path(done.stdout.strip().splitlines()[-1])
+    try:
+        backend_dir = build_libtorch_backend(_BUILD_SCRIPT, timeout_s=1500)
+    except RuntimeError as err:
+        pytest.fail(str(err))
     print(f"\nLibTorch backend: {backend_dir} ({time.monotonic() - started:.0f} s)", file=sys.stderr)
     return backend_dir
 

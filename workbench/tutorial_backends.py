@@ -13,7 +13,7 @@ from typing import Any
 
 from workbench.generate import GenerateSettings, render, write
 
-__all__ = ["built_libtorch_backend", "generate_both", "where_served"]
+__all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "where_served"]
 
 _BUILD_CACHE = "workbench/libtorch-backend"  # under $XDG_CACHE_HOME or ~/.cache: build_libtorch_backend.sh's default
 
@@ -33,6 +33,20 @@ def built_libtorch_backend() -> Path | None:
     built = [d for d in cache.glob(f"*-torch-{torch.__version__}-*")
              if (d / "pytorch" / "libtriton_pytorch.so").is_file() and (d / ".complete").is_file()]
     return max(built, key=lambda d: d.stat().st_mtime) if built else None
+
+
+def build_libtorch_backend(script: str | os.PathLike[str], *, timeout_s: float = 1800) -> Path:
+    """The backend directory ``script`` (the shared ``build_libtorch_backend.sh``) builds for this
+    interpreter, or finds in its cache (a rerun takes seconds); RuntimeError with the script's
+    last words when it fails."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True, timeout=timeout_s,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
 
 
 def generate_both(artifact: Any, repository: str | Path, name: str, *, max_batch_size: int = 8,
