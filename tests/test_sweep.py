@@ -476,3 +476,32 @@ def test_each_point_records_how_busy_the_cpus_of_its_range_were(server, model_di
     assert set(shares) == {"0", "1"} and all(0 <= float(v) <= 100 for v in shares.values())
     assert float(shares["0"]) >= 90  # the burner held CPU 0 for the whole point
     assert json.loads((tmp_path / "run" / POINTS_FILE).read_text())["cpu_busy"] == busy
+
+
+def test_the_live_view_reads_a_counter_that_went_down_as_restarted_statistics():
+    """The branch a reload may take on a real server (its statistics start from zero): the view
+    after the restart is the new counters themselves, never a negative difference. The counters
+    have the layout of Triton's statistics extension (model_stats[].inference_stats.*.{count,ns})."""
+    from workbench.measure.live import ServerWatch
+
+    def stats(success, executions, inferences, ns):
+        timed = {key: {"count": success, "ns": ns} for key in ("queue", "compute_input", "compute_infer",
+                                                               "compute_output")}
+        return {"model_stats": [{"name": "m", "version": "1", "execution_count": executions,
+                                 "inference_count": inferences, "inference_stats": {"success": {"count": success},
+                                                                                    **timed}}]}
+
+    class Answers:  # what a server's stats() returns, one answer per call; no metrics endpoint
+        def __init__(self, *answers):
+            self.answers = list(answers)
+
+        def stats(self, model):
+            return self.answers.pop(0)
+
+        def metrics(self):
+            raise OSError("no metrics endpoint")
+
+    watch = ServerWatch(Answers(stats(10, 10, 20, 10_000_000), stats(3, 3, 6, 3_000_000)), "m")
+    view = watch.view()
+    assert (view.requests, view.executions, view.avg_batch, view.pending) == (3, 3, 2.0, None)
+    assert view.queue_ms == 1.0 and view.compute_ms == 3.0
