@@ -521,11 +521,16 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     settings.link.update(parameters={"INFERENCE_MODE": True})
     assert fields["torchscript"]["INFERENCE_MODE"].value == "true"
     assert fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value == ""
-    # the PyTorch 2 layout shows its own fields and refuses a TorchScript archive as the module
+    # the PyTorch 2 layout shows its own fields and takes the TorchScript archive as the real runtime
+    # does (no model.py: torch.jit.load(model.pt), uncompiled), saying so
     c["runtime"].value = "model.py"
     assert c["pytorch_parameters"].layout == "pytorch2" and settings.link.value.parameters == {}
-    assert any("the PyTorch 2 layout (--runtime model.py) takes the module's source" in p
-               for p in state.settings_problems)
+    assert state.settings_problems == [] and state.generated.config.runtime == "model.py"
+    assert "1/model.pt" in state.generated.files and "1/model.py" not in state.generated.files
+    assert any("the PyTorch 2 runtime loads it with torch.jit.load" in w for w in state.generated.warnings)
+    c["state_dict"].value = str(add_sub_artifact.path)
+    assert any("is a TorchScript archive, which carries its weights" in p for p in state.settings_problems)
+    c["state_dict"].value = ""
     # back to the Python backend: the PyTorch fields are dropped, model.py is generated again
     c["backend"].value = "python"
     value = settings.link.value
