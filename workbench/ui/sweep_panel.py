@@ -102,9 +102,11 @@ class SweepPanel:
         self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
         self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
         # backends: the PyTorch backend's settings swept, other models of the repository compared (one BackendSweep)
-        c["backend_grid"] = widgets.Text(description="backend settings", placeholder="e.g. threads=1,2; inference_mode=on,off",
-                                         tooltip="PyTorch-backend settings to sweep: threads, interop_threads, inference_mode, "
-                                         "optimized_execution (TorchScript), torch_compile (PyTorch 2)", **on_enter)
+        c["backend_grid"] = widgets.Text(description="backend settings",
+                                         placeholder="e.g. threads=1,2; inference_mode=on,off",
+                                         tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
+                                         "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
+                                         **on_enter)
         c["compare"] = widgets.TagsInput(allowed_tags=[], allow_duplicates=False, placeholder="model name",
                                          tooltip="other models of this repository measured with the same grid "
                                          "(the same model generated for another backend)")
