@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_generate_pytorch_backend import MODULE_SOURCE
 
 from workbench import generate as gen
 from workbench.generate import GenerateSettings, load_settings, read_back, render, validate
@@ -23,34 +24,22 @@ from workbench.generate.pytorch_backend.layouts import FALSE_SPELLINGS, PYTORCH2
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st  # noqa: E402
 
-SOURCE = """\
-import torch
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(4, 3)
-
-    def forward(self, x):
-        return torch.relu(self.linear(x))
-"""
+SOURCE = MODULE_SOURCE  # the module test_generate_pytorch_backend.py generates from
 SPEC = dict(triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,3"])
-_SOURCES = Path(tempfile.mkdtemp(prefix="wb-readback-pt-"))
 
 
-def _sources() -> dict[str, Path]:
-    """One module source, its state dict and its TorchScript archive (made once per session)."""
-    paths = {"py": _SOURCES / "net.py", "weights": _SOURCES / "weights.pt", "archive": _SOURCES / "net.pt"}
-    if not paths["archive"].is_file():
-        paths["py"].write_text(SOURCE)
-        namespace: dict = {}
-        exec(compile(SOURCE, "net.py", "exec"), namespace)
-        torch.manual_seed(0)
-        net = namespace["Net"]().eval()
-        torch.save(net.state_dict(), paths["weights"])
-        torch.jit.trace(net, torch.zeros(1, 4)).save(str(paths["archive"]))
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory) -> dict[str, Path]:
+    """One module source, its state dict and its TorchScript archive, of the same weights."""
+    root = tmp_path_factory.mktemp("sources")
+    paths = {"py": root / "net.py", "weights": root / "weights.pt", "archive": root / "net.pt"}
+    paths["py"].write_text(SOURCE)
+    namespace: dict = {}
+    exec(compile(SOURCE, "net.py", "exec"), namespace)
+    torch.manual_seed(0)
+    net = namespace["Net"]().eval()
+    torch.save(net.state_dict(), paths["weights"])
+    torch.jit.trace(net, torch.zeros(1, 4)).save(str(paths["archive"]))
     return paths
 
 
@@ -69,9 +58,8 @@ def _parameters(table) -> st.SearchStrategy:
 
 
 @st.composite
-def pytorch_settings(draw) -> GenerateSettings:
+def pytorch_settings(draw, sources: dict[str, Path]) -> GenerateSettings:
     layout = draw(st.sampled_from(["torchscript", "pytorch2", "pytorch2-archive"]))
-    sources = _sources()
     table = TORCHSCRIPT_PARAMETERS if layout == "torchscript" else PYTORCH2_PARAMETERS
     max_batch = draw(st.sampled_from([0, 1, 4, 8]))
     dynamic = max_batch > 0 and draw(st.booleans())
@@ -93,8 +81,9 @@ def pytorch_settings(draw) -> GenerateSettings:
 
 
 @hsettings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(pytorch_settings())
-def test_generate_then_read_back_gives_the_same_settings_and_rewrites_nothing(settings):
+@given(data=st.data())
+def test_generate_then_read_back_gives_the_same_settings_and_rewrites_nothing(sources, data):
+    settings = data.draw(pytorch_settings(sources))
     with tempfile.TemporaryDirectory() as scratch:
         settings = dataclasses.replace(settings, triton_model_dir=str(Path(scratch) / "m"))
         gen.write(render(settings))
@@ -117,11 +106,10 @@ def test_generate_then_read_back_gives_the_same_settings_and_rewrites_nothing(se
         assert gen.write(render(loaded)).unchanged
 
 
-def _hand_written(root: Path) -> Path:
+def _hand_written(root: Path, sources: dict[str, Path]) -> Path:
     """What a user (or an older Triton tutorial) writes for the real backend: ``platform`` instead of
     ``backend``, no instance_group, a default_model_filename, comments, an older version and a file
     of their own; every field and file is one the real backend accepts."""
-    sources = _sources()
     model = root / "legacy"
     for version in ("1", "3"):
         (model / version).mkdir(parents=True)
@@ -142,8 +130,8 @@ optimization { input_pinned_memory { enable: false } }
     return model
 
 
-def test_a_hand_written_libtorch_directory_reads_back_and_rewrites_keeping_everything(tmp_path):
-    model = _hand_written(tmp_path)
+def test_a_hand_written_libtorch_directory_reads_back_and_rewrites_keeping_everything(tmp_path, sources):
+    model = _hand_written(tmp_path, sources)
     back = read_back(model)
     s = back.settings
     assert (s.backend, s.runtime, s.state_dict, s.model_version) == ("pytorch", "", "", 3)
@@ -164,14 +152,14 @@ def test_a_hand_written_libtorch_directory_reads_back_and_rewrites_keeping_every
     assert (cfg.backend, cfg.platform, cfg.default_model_filename) == ("pytorch", "pytorch_libtorch", "traced.pt")
     assert cfg.output[0].label_filename == "labels.txt" and not cfg.optimization.input_pinned_memory.enable
     assert (model / "labels.txt").read_text() == "cat\ndog\nbird\n" and (model / "1" / "model.pt").is_file()
-    assert (model / "3" / "traced.pt").read_bytes() == _sources()["archive"].read_bytes()
+    assert (model / "3" / "traced.pt").read_bytes() == sources["archive"].read_bytes()
     assert render(load_settings(model)).changes().empty  # and from here it is a fixed point
 
 
-def test_what_the_real_backend_accepts_but_the_workbench_does_not_write_is_refused_by_name(tmp_path):
+def test_what_the_real_backend_accepts_but_the_workbench_does_not_write_is_refused_by_name(tmp_path, sources):
     """r24.10 ignores an unknown key and refuses ' true' only at load; a PyTorch 2 default_model_filename
     is not what the workbench writes: each reads back as written, and the checks name it."""
-    model = _hand_written(tmp_path)
+    model = _hand_written(tmp_path, sources)
     text = (model / "config.pbtxt").read_text()
     (model / "config.pbtxt").write_text(text.replace('string_value: "false"', 'string_value: " true"')
                                         + 'parameters: { key: "INFERENCE_MODES" value: { string_value: "true" } }\n')
@@ -189,7 +177,7 @@ def test_what_the_real_backend_accepts_but_the_workbench_does_not_write_is_refus
     pt2 = tmp_path / "pt2"
     (pt2 / "1").mkdir(parents=True)
     (pt2 / "1" / "net.py").write_text(SOURCE)
-    (pt2 / "1" / "net.pt").write_bytes(_sources()["weights"].read_bytes())
+    (pt2 / "1" / "net.pt").write_bytes(sources["weights"].read_bytes())
     (pt2 / "config.pbtxt").write_text('name: "pt2"\nbackend: "pytorch"\nruntime: "model.py"\n'
                                       'default_model_filename: "net.py"\nmax_batch_size: 0\n'
                                       'input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]\n'
@@ -201,10 +189,9 @@ def test_what_the_real_backend_accepts_but_the_workbench_does_not_write_is_refus
         render(s)
 
 
-def test_a_pytorch2_runtime_with_only_a_torchscript_archive_reads_back_and_regenerates(tmp_path):
+def test_a_pytorch2_runtime_with_only_a_torchscript_archive_reads_back_and_regenerates(tmp_path, sources):
     """Difference-table row 18: the real runtime torch.jit.loads a lone model.pt; the workbench now
     writes that layout too (with a warning that says so) and reads it back."""
-    sources = _sources()
     settings = GenerateSettings(triton_model_dir=str(tmp_path / "jit"), backend="pytorch", target="cpu",
                                 runtime="model.py", compiled_model=str(sources["archive"]), max_batch_size=4,
                                 instance_group_kind="KIND_CPU", parameters={"NUM_THREADS": "1"}, **SPEC)
@@ -227,11 +214,10 @@ def _generate(argv: list[str]) -> int:
     return args.func(args)
 
 
-def test_generate_backend_pytorch_variant_writes_configs_that_read_back(tmp_path, capsys):
+def test_generate_backend_pytorch_variant_writes_configs_that_read_back(tmp_path, capsys, sources):
     """`workbench generate --backend pytorch --variant`: the server core reads configs/<name>.pbtxt
     under --model-config-name for any backend, so variants are written; a variant may change the
     backend's parameters and the Triton fields, not the model files they share."""
-    sources = _sources()
     model = tmp_path / "repo" / "net"
     base = ["--backend", "pytorch", "--triton_model_dir", str(model), "--compiled_model", str(sources["archive"]),
             "--triton_input", "INPUT__0,FP32,4", "--triton_output", "OUTPUT__0,FP32,3", "--max_batch_size", "8",
