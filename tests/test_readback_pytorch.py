@@ -238,3 +238,24 @@ def test_generate_backend_pytorch_variant_writes_configs_that_read_back(tmp_path
     assert render(loaded).changes().empty
     with pytest.raises(gen.GenerateError, match="--state-dict cannot differ between the configs"):
         render(dataclasses.replace(loaded, variants={"w": {"state_dict": str(sources["weights"])}}))
+
+
+def test_a_torchscript_archive_under_the_pytorch2_runtime_takes_its_tensors_from_the_compile_record(tmp_path):
+    """As in the TorchScript layout, the archive's .workbench.json sidecar names the tensors."""
+    from workbench import zoo
+    from workbench.compiler import compile_model
+
+    model = zoo.get("add_sub")
+    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=tmp_path / "compiled", name="add_sub")
+    generated = render(GenerateSettings(triton_model_dir=str(tmp_path / "repo" / "m"), backend="pytorch", target="cpu",
+                                        runtime="model.py", compiled_model=str(artifact.path), max_batch_size=8,
+                                        instance_group_kind="KIND_CPU"))
+    assert generated.config.runtime == "model.py" and sorted(generated.files) == ["1/model.pt", "config.pbtxt"]
+    assert [t.name for t in generated.config.input] == ["INPUT__0", "INPUT__1"]
+    assert [t.name for t in generated.config.output] == ["OUTPUT__0", "OUTPUT__1"]
+    (tmp_path / "compiled" / "plain.py").write_text(SOURCE)  # a module's source records no tensors
+    with pytest.raises(gen.GenerateError) as refused:
+        render(GenerateSettings(triton_model_dir=str(tmp_path / "repo" / "n"), backend="pytorch", target="cpu",
+                                runtime="model.py", compiled_model=str(tmp_path / "compiled" / "plain.py")))
+    assert refused.value.problems == ["--triton_input and --triton_output are required (a TorchScript archive keeps "
+                                      "no names, dtypes or shapes unless the compile step recorded them beside it)"]

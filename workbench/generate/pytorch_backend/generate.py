@@ -59,7 +59,8 @@ def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
     if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
         return
     if not inputs and not outputs:
-        record = read_sidecar(source, plan.problems) if layout_of_settings(settings) == TORCHSCRIPT else None
+        archive = layout_of_settings(settings) == TORCHSCRIPT or (source is not None and source.suffix != ".py")
+        record = read_sidecar(source, plan.problems) if archive else None  # a module's source has no sidecar
         if record is None:
             plan.problems.append("--triton_input and --triton_output are required (a TorchScript archive keeps no "
                                  "names, dtypes or shapes unless the compile step recorded them beside it)")
