@@ -104,3 +104,36 @@ def test_11_kind_model_without_parameters_is_refused_on_both(servers):
         with pytest.raises(ModelLoadError, match="Cannot determine model device"):
             server.load("pt2_noparam")
         assert server.running
+
+
+def test_18_a_lone_torchscript_archive_under_the_pytorch2_runtime_is_generated_and_served_by_both(servers):
+    """Row 18: runtime "model.py" with only <v>/model.pt, a TorchScript archive. The real runtime
+    torch.jit.loads it (src/model.py _get_model_path); `workbench generate` now writes this layout,
+    with a warning, and the twin serves it too. Same outputs as the archive in this process."""
+    from workbench.generate import GenerateSettings, render, write
+
+    torch.manual_seed(5)
+    source = PT2_SOURCE.replace(", (x * 10).long()", "")
+    exec_ns: dict = {}
+    exec(source, exec_ns)
+    archive = servers["repo"].parent / "pt2_jit_source.pt"
+    torch.jit.trace(exec_ns["Net"]().eval(), torch.zeros(1, 4)).save(str(archive))
+    generated = render(GenerateSettings(
+        triton_model_dir=str(servers["repo"] / "pt2_jit"), backend="pytorch", target="cpu", runtime="model.py",
+        compiled_model=str(archive), triton_input=["x,FP32,4"], triton_output=["y,FP32,4"], max_batch_size=4,
+        instance_group_kind="KIND_CPU", parameters={"TORCH_COMPILE_OPTIONAL_PARAMETERS": '{"disable": true}'}))
+    assert sorted(generated.files) == ["1/model.pt", "config.pbtxt"]
+    assert any("torch.jit.load" in warning for warning in generated.warnings)
+    write(generated)
+    x = np.random.default_rng(3).standard_normal((3, 4)).astype(np.float32)
+    with torch.no_grad():
+        want = torch.jit.load(str(archive))(torch.from_numpy(x)).numpy()
+    for label, server in _both(servers):
+        server.load("pt2_jit")
+        got = _infer(server, "pt2_jit", {"x": x}, ["y"])["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=label)
+        served = server.served_by("pt2_jit")
+        print(f"\n{served}")
+        expected = ptb.SERVED_AS_LIBTORCH if label == "real" else ptb.SERVED_AS_PYTHON
+        assert served.startswith(f"pt2_jit: {expected}") and served.endswith("pytorch2 layout"), served
+        server.unload("pt2_jit")

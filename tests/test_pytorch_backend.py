@@ -383,6 +383,11 @@ def test_preview_says_which_backend_serves(tmp_path):
     assert real.served_config_text == real.config_text and "twin" not in real.text()
     assert f"backend directory {tmp_path}" in real.notes
     assert "KIND_GPU: Triton refuses it on a machine without a GPU" in real.notes
+    # where users choose a backend for a sweep (every variant a reload): what a load costs on each
+    assert any(n.startswith("load time: LibTorch loads the archive inside the server") for n in real.notes)
+    assert any(n.startswith("load time: the twin runs in a Python backend stub") for n in emulated.notes)
+    pt2 = ptb.preview_serving(CASES["pytorch2_default"], gpu_available=False)
+    assert any(n.startswith("load time: the twin runs") for n in pt2.notes)
 
 
 def test_plan_serving_real_backend_or_twin(tmp_path):

@@ -521,13 +521,69 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     settings.link.update(parameters={"INFERENCE_MODE": True})
     assert fields["torchscript"]["INFERENCE_MODE"].value == "true"
     assert fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value == ""
-    # the PyTorch 2 layout shows its own fields and refuses a TorchScript archive as the module
+    # the PyTorch 2 layout shows its own fields and takes the TorchScript archive as the real runtime
+    # does (no model.py: torch.jit.load(model.pt), uncompiled), saying so
     c["runtime"].value = "model.py"
     assert c["pytorch_parameters"].layout == "pytorch2" and settings.link.value.parameters == {}
-    assert any("the PyTorch 2 layout (--runtime model.py) takes the module's source" in p
-               for p in state.settings_problems)
+    assert state.settings_problems == [] and state.generated.config.runtime == "model.py"
+    assert "1/model.pt" in state.generated.files and "1/model.py" not in state.generated.files
+    assert any("the PyTorch 2 runtime loads it with torch.jit.load" in w for w in state.generated.warnings)
+    c["state_dict"].value = str(add_sub_artifact.path)
+    assert any("is a TorchScript archive, which carries its weights" in p for p in state.settings_problems)
+    c["state_dict"].value = ""
     # back to the Python backend: the PyTorch fields are dropped, model.py is generated again
     c["backend"].value = "python"
     value = settings.link.value
     assert value.backend == "python" and value.runtime == "" and value.parameters == {}
     assert state.generated is not None and "1/model.py" in state.generated.files and not c["core_range"].disabled
+
+
+_TORCHSCRIPT_CONFIG = """name: "{name}"
+backend: "{backend}"
+max_batch_size: 8
+input [ {{ name: "INPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ kind: KIND_CPU count: 1 }} ]
+"""
+
+
+def test_the_sweep_panel_backend_fields_are_one_backend_sweep_checked_before_anything_runs(tmp_path):
+    """The sweep panel's backend fields parse into the BackendSweep `workbench sweep --compare
+    --backend-param` makes (one parser of 'threads=1,2'), and a grid a model cannot take is refused
+    at Run, naming the setting, before a server or a run folder is touched."""
+    from workbench.measure.backends import BackendSweep
+    from workbench.measure.cli import backend_sweep_from_args
+    from workbench.ui import SweepPanel
+
+    repo = tmp_path / "repo"
+    for name, backend in (("m_pt", "pytorch"), ("m_py", "python")):
+        (repo / name).mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(_TORCHSCRIPT_CONFIG.format(name=name, backend=backend))
+    panel = SweepPanel(WorkbenchState(repo, name="m_pt"), runs_dir=tmp_path / "runs")
+    c = panel.controls
+    assert panel.backend_link.value == BackendSweep() and not panel.backend_link.value.active
+    c["backend_grid"].value = "threads=1, 2; inference_mode=on,off"
+    c["compare"].value = ["m_py"]
+    value = panel.backends()
+    assert value.grid == {"threads": (1, 2), "inference_mode": (True, False)} and value.compare == ("m_py",)
+    assert value == backend_sweep_from_args(types.SimpleNamespace(
+        compare=["m_py"], backend_param=["threads=1,2", "inference_mode=on,off"]))
+    assert value.model_dirs(repo / "m_pt") == [repo / "m_pt", repo / "m_py"]
+    assert "x 4 backend variant(s)" in c["grid_size"].value and "each of 2 models" in c["grid_size"].value
+    c["backend_grid"].value = "threads=two"
+    assert panel.backend_link.problems == ["backend settings: threads='two' is not a whole number of threads"]
+    assert panel.backend_link.value.grid == {"threads": (1, 2), "inference_mode": (True, False)}
+    assert "is not a whole number" in c["grid_size"].value
+    assert panel.start() is None and "threads=&#x27;two&#x27; is not a whole number" in c["error"].value
+    c["backend_grid"].value = "threads=1; threads=2"
+    assert "threads is given twice" in panel.backend_link.problems[0]
+    c["backend_grid"].value = "torch_compile=on,off"  # parses; the TorchScript layout has no such switch
+    assert panel.backend_link.problems == []
+    assert panel.start() is None
+    assert "does not exist for the torchscript layout" in html.unescape(c["error"].value)
+    c["backend_grid"].value = ""
+    c["compare"].value = ["nope"]
+    assert panel.start() is None and "nope is not a model directory" in c["error"].value
+    assert not (tmp_path / "runs").exists()
+    c["compare"].value = []
+    assert not panel.backends().active  # a plain sweep again

@@ -2,7 +2,8 @@
 tritonserver: settings (backend dropdown) -> preview and write (model.pt) -> the server panel
 serves it (the real LibTorch backend, found by the server's finder through
 $WORKBENCH_LIBTORCH_BACKEND, where the shared build exists; the twin otherwise) and says which
-backend served -> a sweep from the sweep panel whose rows say it too."""
+backend served -> a sweep from the sweep panel whose rows say it too -> the sweep panel comparing it
+with the same archive generated for the Python backend, over an inference-mode grid."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from workbench import generate
 from workbench.generate.config import read_config
 from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYTHON
-from workbench.server.pytorch import ENV_VAR
+from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
 from workbench.ui import Workbench
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]
@@ -79,5 +81,29 @@ def test_settings_to_a_sweep_through_the_pytorch_backend(tmp_path, backend_dir, 
         assert len(frame) == 2 and frame["outputs_ok"].all(), frame[["variant", "error"]]
         assert set(frame["served_by"]) == {f"{served_as}, torchscript layout"}
         assert all(bytes(image.value).startswith(b"\x89PNG") for image in sweep.controls["plots"].children)
+        # the same archive generated for the Python backend beside it, compared from the sweep panel
+        # with an inference-mode grid on the PyTorch-backend model (what `workbench sweep --compare` does)
+        generate.write(generate.render(generate.GenerateSettings(
+            triton_model_dir=str(app.state.repository / "add_sub_py"), compiled_model=app.state.artifact.path,
+            copy_compiled_model=True, target="cpu", neuron_core_range="0:0", max_batch_size=8)))
+        sweep.controls["compare"].value = ["add_sub_py"]
+        sweep.controls["backend_grid"].value = "inference_mode=on,off"
+        sweep.controls["batch_sizes"].value = "2"
+        sweep.controls["label"].value = "cmp"
+        assert sweep.backends().grid == {"inference_mode": (True, False)}
+        task = sweep.start()
+        assert task is not None, sweep.controls["error"].value
+        assert task.join(timeout=400) and task.state == "done", task.error_text
+        frame = sweep.result.frame
+        print(f"compared: {sweep.comparison.backends}", file=sys.stderr)
+        assert sweep.comparison.backends == [f"{served_as}, torchscript layout", PYTHON_BACKEND]
+        assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["variant", "error"]]
+        pt = frame[frame["model"] == "add_sub"]
+        assert set(pt["served_by"]) == {f"{served_as}, torchscript layout"}
+        assert sorted(pt["parameters"]) == ["INFERENCE_MODE=false", "INFERENCE_MODE=true"]
+        assert set(frame[frame["model"] == "add_sub_py"]["served_by"]) == {PYTHON_BACKEND}
+        assert (sweep.result.path / "results.csv").is_file() and sweep.result.path.name == "cmp"
+        assert f"{served_as}, torchscript layout [" in html.unescape(sweep.controls["best"].value)
+        assert "served_by" in _text(sweep.controls["table"].value)
     finally:
         app.close()

@@ -23,8 +23,8 @@ from workbench.limits import dataclass_problems, model_name_problem, neuron_core
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS", "tensor_items", "read_sidecar", "spec_from_record",
-           "plan_batching", "setting_flag"]
+__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
+           "read_sidecar", "spec_from_record", "plan_batching", "setting_flag"]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -393,6 +393,13 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
 FIXED_IN_VARIANTS = ("triton_model_dir", "name", "model_version", "variants", "extra_files", "model_py")
 
 
+def variant_name_problem(name: object) -> str:
+    """Why ``name`` cannot be a ``configs/<name>.pbtxt`` variant ("" when it can)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(name)) or name in (".", ".."):
+        return f"config variant name {name!r} is not usable; use letters, digits, '_', '-' or '.'"
+    return ""
+
+
 def _written(settings: GenerateSettings, plan: Plan) -> set[str]:
     return {"config.pbtxt", f"{settings.model_version}/model.py", *plan.carried,
             *(f"configs/{name}.pbtxt" for name in settings.variants)}
@@ -403,8 +410,8 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
     allowed = {f.name for f in fields(GenerateSettings)} - set(FIXED_IN_VARIANTS)
     for name, overrides in settings.variants.items():
         label = f"configs/{name}.pbtxt"
-        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", str(name)) or name in (".", ".."):
-            plan.problems.append(f"config variant name {name!r} is not usable; use letters, digits, '_', '-' or '.'")
+        if variant_name_problem(name):
+            plan.problems.append(variant_name_problem(name))
             continue
         wrong = sorted(set(overrides) - allowed)
         if wrong:

@@ -184,29 +184,36 @@ def _add_pytorch_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--state-dict", dest="state_dict", metavar="FILE",
                        help="PyTorch 2 layout: the module's weights (torch.save(model.state_dict())), written as "
                             "VERSION/model.pt")
+    _add_parameter_flags(group)
+
+
+def _add_parameter_flags(group: Any) -> None:
     for flag, parameter in _PYTORCH_PARAMETER_FLAGS.items():
         group.add_argument(flag, dest=parameter.key, metavar=_METAVARS[parameter.kind],
                            help=f"{parameter.key}: {parameter.meaning} (default {parameter.default})")
 
 
-def _pytorch_parameters(given: dict[str, Any], values: dict[str, Any]) -> None:
-    """Move the PyTorch-backend parameter flags into ``values["parameters"]`` (refused for the Python backend)."""
+def _pytorch_parameters(given: dict[str, Any], values: dict[str, Any], *, backend: str | None = None,
+                        inherited: dict[str, Any] | None = None) -> None:
+    """Move the PyTorch-backend parameter flags into ``values["parameters"]`` (refused for the Python
+    backend). A variant names the directory's ``backend`` and changes the ``inherited`` parameters."""
     chosen = {p.key: given[p.key] for p in _PYTORCH_PARAMETER_FLAGS.values() if p.key in given}
     if not chosen:
         return
-    if given.get("backend") != "pytorch":
+    if (backend or given.get("backend")) != "pytorch":
         flags = [flag for flag, p in _PYTORCH_PARAMETER_FLAGS.items() if p.key in chosen]
         raise GenerateError([f"{', '.join(flags)}: parameter(s) of Triton's PyTorch backend; add --backend pytorch"])
     parameters = dict(values.get("parameters", {}))
     twice = sorted(set(parameters) & set(chosen))
     if twice:
         raise GenerateError([f"{', '.join(twice)} given both as a flag and with --parameter"])
-    values["parameters"] = {**parameters, **chosen}
+    values["parameters"] = {**(inherited or {}), **parameters, **chosen}
 
 
 def _variant_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="--variant", allow_abbrev=False, add_help=False)
     _add_setting_flags(parser, variant=True)
+    _add_parameter_flags(parser.add_argument_group("Triton's PyTorch backend"))  # e.g. --intra-op-thread-count 2
 
     def error(message: str) -> None:
         raise options.OptionError(message)
@@ -232,7 +239,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                                     "directory is the repository and the model goes to DIR/NAME")
     own.add_argument("--variant", action="append", type=_typed(_variant), default=[], metavar="NAME='FLAGS'",
                      help="also write configs/NAME.pbtxt: these settings with FLAGS changed (served with "
-                          "tritonserver --model-config-name=NAME), e.g. cpu='--target cpu --neuron_core_range 0:1'")
+                          "tritonserver --model-config-name=NAME), e.g. cpu='--target cpu --neuron_core_range 0:1'; "
+                          "with --backend pytorch e.g. two='--intra-op-thread-count 2' (the model files are shared)")
     own.add_argument("--model-py", dest="model_py", metavar="FILE", help="use this model.py instead of the generated one")
     own.add_argument("--dry-run", action="store_true", dest="dry_run",
                      help="print the files, configs and core map, and the changes to an existing directory; write nothing")
@@ -305,6 +313,8 @@ def settings_from_args(args: argparse.Namespace, notes: list[str] | None = None)
         except (options.OptionError, ValueError) as err:
             raise GenerateError([f"--variant {name}: {flags!r}: {err}"]) from None
         variants[name] = _values(parsed, notes, variant=True)
+        given = {key: value for key, value in vars(parsed).items() if value is not None}
+        _pytorch_parameters(given, variants[name], backend=values.get("backend"), inherited=values.get("parameters"))
     return GenerateSettings(**values, variants=variants)
 
 

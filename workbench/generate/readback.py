@@ -1,6 +1,7 @@
 """Read-back: a model directory on disk -> the GenerateSettings that regenerate it, losing nothing.
 
-Works for directories this package wrote (their ``WORKBENCH_*`` parameters say everything), for
+Works for directories this package wrote (their ``WORKBENCH_*`` parameters say everything; those
+for Triton's PyTorch backend are read by `pytorch_backend.readback`), for
 those upstream's gen_triton_model.py wrote (framework, target and batching mode come from which of
 its model.py variants is there, `workbench.generate.upstream`) and for hand-written or hand-edited
 ones: the fields the settings model are read into them, everything else is kept -- the rest of the
@@ -48,6 +49,10 @@ def read_back(model_dir: str | Path) -> ReadBack:
     """Read ``model_dir`` (ours, upstream's or hand-written) into settings that regenerate it."""
     model_dir = Path(model_dir)
     config = read_config(model_dir)
+    from workbench.generate.pytorch_backend.readback import is_pytorch_config, read_back_pytorch
+
+    if is_pytorch_config(config):  # model.pt / the PyTorch 2 layout: backend, runtime, state dict, parameters
+        return read_back_pytorch(model_dir, config)
     versions = [int(p.name) for p in version_folders(model_dir) if int(p.name) > 0]
     version = next((v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()),
                    versions[-1] if versions else 1)
@@ -146,8 +151,8 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         compiled_model=compiled,
         framework=framework,
         target=target,
-        triton_input=[_config_item(t) for t in config.input],
-        triton_output=[_config_item(t) for t in config.output],
+        triton_input=[config_item(t) for t in config.input],
+        triton_output=[config_item(t) for t in config.output],
         neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
         # upstream writes "1" whether asked or not: read as not given (the SDK's workers)
@@ -182,7 +187,7 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
     return settings
 
 
-def _config_item(entry: Any) -> str | tuple[str, str, list[int]]:
+def config_item(entry: Any) -> str | tuple[str, str, list[int]]:
     """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES). A
     name outside the tensor-name rule comes back as a (name, dtype, dims) triple, so the checks
     name it by that rule instead of failing to split an item."""

@@ -20,12 +20,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from workbench.generate.config import read_config
-from workbench.measure.plan import SweepError, SweepPlan
-from workbench.measure.results import SweepResult, frame_from_rows
+from workbench.generate.config import ConfigError, read_config
+from workbench.measure.plan import SweepError, SweepPlan, plan_variants
+from workbench.measure.results import SweepResult, frame_from_rows, write_exports
 from workbench.measure.settings import MeasureSettings
 
-__all__ = ["BackendComparison", "compare_backends", "backend_plan"]
+__all__ = ["BackendSweep", "BackendComparison", "compare_backends", "backend_plan", "backend_plans", "run_folders"]
 
 _BREAKDOWN = ("queue_ms", "compute_input_ms", "compute_infer_ms", "compute_output_ms")
 
@@ -45,6 +45,100 @@ def backend_plan(plan: SweepPlan, model_dir: str | Path, backend_grid: Mapping[s
     return dataclasses.replace(plan, parameters={**dict(plan.parameters), **grid})
 
 
+def backend_plans(plan: SweepPlan, model_dirs: Sequence[str | Path],
+                  backend_grid: Mapping[str, Iterable[Any]] | None = None) -> list[SweepPlan]:
+    """Each directory's plan (`backend_plan`), every variant built against its config, so that a
+    bad directory, a repeated model name, a grid a layout has no setting for, or a grid with no
+    PyTorch-backend model to apply to is refused (SweepError naming it) before anything runs."""
+    dirs = [Path(d) for d in model_dirs]
+    if not dirs:
+        raise SweepError("give at least one model directory to measure")
+    repositories = {d.resolve().parent for d in dirs}
+    if len(repositories) > 1:
+        raise SweepError(f"the model directories are in different repositories ({sorted(map(str, repositories))}); "
+                         "generate them side by side so one server loads them all")
+    configs = []
+    for d in dirs:
+        if not (d / "config.pbtxt").is_file():
+            raise SweepError(f"{d} is not a model directory (no config.pbtxt)")
+        try:
+            configs.append(read_config(d))
+        except ConfigError as err:
+            raise SweepError(f"{d}: {err}") from None
+    names = [cfg.name or d.name for cfg, d in zip(configs, dirs)]
+    if len(set(names)) != len(names):
+        raise SweepError(f"model names {names} repeat; each backend's model needs its own name")
+    if backend_grid and not any(cfg.backend == "pytorch" for cfg in configs):
+        raise SweepError(f"the backend settings ({', '.join(backend_grid)}) are for Triton's PyTorch backend, and "
+                         f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} for the Python backend: "
+                         "compare with a model generated with --backend pytorch")
+    plans = [backend_plan(plan, d, backend_grid) for d in dirs]
+    for model_plan, cfg, d in zip(plans, configs, dirs):
+        try:
+            plan_variants(model_plan, cfg)
+        except ValueError as err:  # SweepError, CoreRangeError, ConfigError
+            raise SweepError(f"{d}: {err}") from None
+    return plans
+
+
+def run_folders(model_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path]:
+    """Model name -> the folder under ``out_dir`` its run goes to (`compare_backends`), in order."""
+    names = [read_config(d).name or Path(d).name for d in model_dirs]
+    return {name: Path(out_dir) / name for name in names}
+
+
+@dataclass(frozen=True)
+class BackendSweep:
+    """What a sweep adds to compare backends (``workbench sweep --compare/--backend-param``, the
+    sweep panel's backend fields), made once from either and checked by `check`.
+
+    ``compare``: the other model directories measured with the same grid; a bare name is a model
+    in the first model's repository. ``grid``: the PyTorch backend's own settings swept, setting ->
+    values (``{"threads": (1, 2)}``); text (``"threads=1,2; inference_mode=on,off"``, or one item
+    per setting) is read by `pytorch_backend.sweep.parse_backend_grid`, the one parser of it."""
+
+    compare: tuple[str, ...] = ()
+    grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from workbench.generate.pytorch_backend.sweep import parse_backend_grid
+
+        compare = (self.compare,) if isinstance(self.compare, (str, Path)) else tuple(self.compare)
+        compare = tuple(str(c).strip() for c in compare)
+        if any(not c for c in compare):
+            raise SweepError("a model to compare with is blank")
+        object.__setattr__(self, "compare", compare)
+        grid = self.grid
+        if isinstance(grid, str) or (not isinstance(grid, Mapping) and all(isinstance(i, str) for i in grid)):
+            try:
+                grid = parse_backend_grid(grid)
+            except ConfigError as err:
+                raise SweepError(str(err)) from None
+        object.__setattr__(self, "grid", {str(k): tuple(v) for k, v in dict(grid).items()})
+
+    @property
+    def grid_points(self) -> int:
+        """How many backend variants each point of a PyTorch-backend model is measured with."""
+        points = 1
+        for values in self.grid.values():
+            points *= len(values)
+        return points
+
+    @property
+    def active(self) -> bool:
+        """True when there is something to compare or sweep (else the sweep is a plain one)."""
+        return bool(self.compare or self.grid)
+
+    def model_dirs(self, first: str | Path) -> list[Path]:
+        """``first`` and the directories to compare it with, in the order they are measured."""
+        first = Path(first)
+        return [first, *(Path(c) if "/" in c else first.parent / c for c in self.compare)]
+
+    def check(self, plan: SweepPlan, first: str | Path) -> list[SweepPlan]:
+        """Each model's plan, everything checked before a server is touched (`backend_plans`)."""
+        return backend_plans(plan, self.model_dirs(first), self.grid)
+
+
 @dataclass(frozen=True)
 class BackendComparison:
     """Each model's run (by model name, in the order measured) and every row in one frame, with
@@ -52,6 +146,7 @@ class BackendComparison:
 
     runs: dict[str, SweepResult]
     frame: pd.DataFrame = field(repr=False)
+    path: Path | None = None  # where the joined results.csv/.json are (compare_backends' out_dir)
 
     @property
     def backends(self) -> list[str]:
@@ -63,7 +158,7 @@ class BackendComparison:
         record = {"label": "backends: " + " vs ".join(self.backends),
                   "runs": {name: str(run.path) for name, run in self.runs.items()},
                   "settings": first.record.get("settings") if first else None}
-        return SweepResult(self.frame, record, None)
+        return SweepResult(self.frame, record, self.path)
 
     def table(self) -> pd.DataFrame:
         """Per backend variant and point: throughput, p50, p99 and the server's breakdown (ms)."""
@@ -122,7 +217,8 @@ def compare_backends(
 ) -> BackendComparison:
     """Sweep each model directory (the same model generated for different backends, in the
     server's repository) with ``plan`` into ``out_dir/<model name>``, one after the other on
-    ``server``; see `backend_plan` for ``backend_grid``. Every other option goes to `run_sweep`,
+    ``server``, and write the joined table to ``out_dir`` (results.csv/.json); see `backend_plan`
+    for ``backend_grid``. Every other option goes to `run_sweep`,
     except ``restore``: each model is left as it was before its run (unloaded when it was not
     loaded), so the next one may restart the server for its process-wide LibTorch settings."""
     from workbench.measure.sweep import run_sweep
@@ -130,16 +226,13 @@ def compare_backends(
     if "restore" in sweep_options:
         raise SweepError("compare_backends always restores each model after its run (restore= is not an option)")
     dirs = [Path(d) for d in model_dirs]
-    if len(dirs) < 1:
-        raise SweepError("give at least one model directory to measure")
-    names = [read_config(d).name or d.name for d in dirs]
-    if len(set(names)) != len(names):
-        raise SweepError(f"model names {names} repeat; each backend's model needs its own name")
-    plans = [backend_plan(plan, d, backend_grid) for d in dirs]  # every grid checked before anything runs
+    plans = backend_plans(plan, dirs, backend_grid)  # every grid checked before anything runs
+    folders = run_folders(dirs, out_dir)
+    names = list(folders)
     runs: dict[str, SweepResult] = {}
     for name, model_dir, model_plan in zip(names, dirs, plans):
         report = None if progress is None else (lambda done, total, message, n=name: progress(done, total, f"{n}: {message}"))
-        runs[name] = run_sweep(model_plan, server, model_dir, out_dir=Path(out_dir) / name, settings=settings,
+        runs[name] = run_sweep(model_plan, server, model_dir, out_dir=folders[name], settings=settings,
                                progress=report, cancel=cancel, resume=resume, **sweep_options)
         if runs[name].status == "cancelled":
             break
@@ -149,4 +242,8 @@ def compare_backends(
         frame["model"] = name
         frame["variant"] = [f"{by or name}: {variant}" for by, variant in zip(frame["served_by"], frame["variant"])]
         frames.append(frame)
-    return BackendComparison(runs, frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records")))
+    comparison = BackendComparison(runs, frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records")),
+                                   Path(out_dir))
+    joined = comparison.result()
+    write_exports(out_dir, joined.frame, joined.record)
+    return comparison

@@ -48,12 +48,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
     grid.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",
                       help="also measure this model directory (the same model generated for another backend, e.g. "
-                           "'workbench generate --backend pytorch'; same repository) with the same grid; the runs go "
-                           "to OUT/<model name> and are joined, grouped by the backend that served them (repeatable)")
+                           "'workbench generate --backend pytorch'; same repository, where a bare name is looked up) "
+                           "with the same grid; the runs go to OUT/<model name> and are joined, grouped by the "
+                           "backend that served them (repeatable)")
     grid.add_argument("--backend-param", action="append", default=[], metavar="SETTING=V1,V2",
                       help="sweep a setting of Triton's PyTorch backend on each PyTorch-backend model: threads, "
                            "interop_threads, inference_mode, optimized_execution (TorchScript), torch_compile "
-                           "(PyTorch 2), e.g. threads=1,2 or torch_compile=on,off (repeatable)")
+                           "(PyTorch 2), e.g. threads=1,2 or torch_compile=on,off (repeatable, or ';' between "
+                           "settings)")
     grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
                            "(bisection, hill-climb and halving need --latency-budget-ms)")
@@ -303,50 +305,36 @@ def run_cli(args: argparse.Namespace) -> int:
     return 0
 
 
-def backend_grid_from_args(args: argparse.Namespace) -> dict:
-    """``--backend-param`` as the grid `measure.backends.backend_plan` takes (SweepError names a bad one)."""
-    from workbench.generate.pytorch_backend import PyTorchConfigError
-    from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
+def backend_sweep_from_args(args: argparse.Namespace):
+    """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
+    panel makes the same object from its fields); SweepError names a bad value."""
+    from workbench.measure.backends import BackendSweep
     from workbench.measure.plan import SweepError
 
-    grid = {}
-    for item in args.backend_param:
-        try:
-            setting, values = parse_sweep_setting(item)
-        except PyTorchConfigError as err:
-            raise SweepError(f"--backend-param {err}") from None
-        grid[setting] = values
-    return grid
+    try:
+        return BackendSweep(compare=tuple(args.compare), grid=tuple(args.backend_param))
+    except SweepError as err:
+        raise SweepError(f"--backend-param {err}") from None
 
 
 def _run_backends(args: argparse.Namespace) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined."""
-    from workbench.generate.config import ConfigError, read_config
+    from workbench.generate.config import ConfigError
     from workbench.coremap import CoreRangeError
-    from workbench.measure.backends import backend_plan, compare_backends
-    from workbench.measure.plan import SweepError, plan_variants
+    from workbench.measure.backends import compare_backends
+    from workbench.measure.plan import SweepError
     from workbench.measure.plots import plot_run
-    from workbench.measure.results import write_exports
     from workbench.server import TritonServer
 
-    dirs = [Path(args.model_dir), *(Path(d) for d in args.compare)]
     try:
         if args.url or args.search != "grid":
             raise SweepError("--compare/--backend-param measure on a server started here, over the whole grid "
                              "(no --url, no --search)")
         settings = settings_from_args(args)
         settings.engine_command()
-        plan, grid = plan_from_args(args), backend_grid_from_args(args)
-        repositories = {d.resolve().parent for d in dirs}
-        if len(repositories) > 1:
-            raise SweepError(f"the model directories are in different repositories ({sorted(map(str, repositories))}); "
-                             "generate them side by side so one server loads them all")
-        for d in dirs:
-            if not (d / "config.pbtxt").is_file():
-                raise SweepError(f"{d} is not a model directory (no config.pbtxt)")
-            plan_variants(backend_plan(plan, d, grid), read_config(d))
-        if not any(read_config(d).backend == "pytorch" for d in dirs) and grid:
-            raise SweepError("--backend-param needs a model directory for Triton's PyTorch backend")
+        plan, backends = plan_from_args(args), backend_sweep_from_args(args)
+        dirs = backends.model_dirs(args.model_dir)
+        backends.check(plan, args.model_dir)
     except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
@@ -356,7 +344,7 @@ def _run_backends(args: argparse.Namespace) -> int:
         print(f"workbench sweep: error: cannot start tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size * len(dirs))
-    task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=grid, settings=settings,
+    task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=backends.grid, settings=settings,
                 resume=args.resume, label=args.label, on_progress=bar)
     try:
         _run_to_the_end(task)
@@ -375,7 +363,6 @@ def _run_backends(args: argparse.Namespace) -> int:
     print()
     print(comparison.summary())
     out = Path(args.out)
-    write_exports(out, joined.frame, joined.record)
     print(f"results: each model's run in {out}/<model>; joined: {out / 'results.csv'}, {out / 'results.json'}")
     if not args.no_plots and len(joined.frame):
         written = plot_run(joined, out / "plots")

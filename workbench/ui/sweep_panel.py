@@ -1,5 +1,7 @@
 """Sweep batch sizes x core allocations x concurrency on the running server, with a live table and
-plots, Cancel, and the best configuration under a p99 budget.
+plots, Cancel, and the best configuration under a p99 budget; optionally over the PyTorch backend's
+own settings and against the same model generated for another backend (`measure.backends`, as
+``workbench sweep --compare/--backend-param``).
 
 The sweep appends every measured point to its run folder, so the live view simply re-reads that
 folder after each point: what the panel shows is exactly what was saved, and a cancelled run
@@ -15,7 +17,10 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.coremap import CoreRange, parse_allocations
+from workbench.generate.config import ConfigError
+from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
 from workbench.measure import plots
+from workbench.measure.backends import BackendComparison, BackendSweep, compare_backends, run_folders
 from workbench.measure.live import ServerView, ServerWatch
 from workbench.measure.results import ResultsError, SweepResult, load_run
 from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
@@ -54,6 +59,8 @@ class SweepPanel:
     def __init__(self, state: WorkbenchState | None = None, *, runs_dir: str | Path | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
         self.result: SweepResult | None = None
+        self.comparison: BackendComparison | None = None  # the last backend comparison (its joined table is result)
+        self._live_dirs: list[Path] = []
         self.server_view: ServerView | None = None  # the server side of the point running, last read
         self._watch: ServerWatch | None = None
         self._out_dir: Path | None = None
@@ -94,6 +101,21 @@ class SweepPanel:
             self.measure_link.link(key, c[key])
         self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
         self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
+        # backends: the PyTorch backend's settings swept, other models of the repository compared (one BackendSweep)
+        c["backend_grid"] = widgets.Text(description="backend settings",
+                                         placeholder="e.g. threads=1,2; inference_mode=on,off",
+                                         tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
+                                         "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
+                                         **on_enter)
+        c["compare"] = widgets.TagsInput(allowed_tags=[], allow_duplicates=False, placeholder="model name",
+                                         tooltip="other models of this repository measured with the same grid "
+                                         "(the same model generated for another backend)")
+        c["compare_label"] = widgets.Label("compare with")
+        self.backend_link: Linked[BackendSweep] = Linked(BackendSweep())
+        self.backend_link.link("grid", c["backend_grid"], parse=parse_backend_grid, show=backend_grid_text,
+                               label="backend settings")
+        self.backend_link.link("compare", c["compare"], parse=tuple, show=list, label="compare with")
+        self.backend_link.on_change = lambda _changed: self._show_grid_size()
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px", max_width="100%"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
@@ -143,6 +165,7 @@ class SweepPanel:
             row(c["search"], c["min_gain"], c["tries"], c["screen_window_ms"], c["within"]), c["search_problems"],
             row(c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]),
             row(c["engine"], c["perf_analyzer"]),
+            row(c["backend_grid"], c["compare_label"], c["compare"]),
             row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["server_view"], c["error"], c["best"], c["table"], c["plots"],
             row(c["export"], c["exported"]),
@@ -164,10 +187,21 @@ class SweepPanel:
             raise MeasureError("; ".join(self.measure_link.problems))
         return self.measure_link.value
 
+    def backends(self) -> BackendSweep:
+        """The backend settings and models to compare (``backend_link.value``); SweepError names a bad value."""
+        if self.backend_link.problems:
+            raise SweepError("; ".join(self.backend_link.problems))
+        return self.backend_link.value
+
     def _show_grid_size(self) -> None:
-        problems = self.plan_link.problems
-        self.controls["grid_size"].value = error_list(problems) if problems else \
-            f"<i>{self.plan_link.value.size} point(s)</i>"
+        problems = self.plan_link.problems + self.backend_link.problems
+        backends = self.backend_link.value
+        size = f"{self.plan_link.value.size} point(s)"
+        if backends.grid:
+            size += f" x {backends.grid_points} backend variant(s) on a PyTorch-backend model"
+        if backends.compare:
+            size += f", for each of {1 + len(backends.compare)} models"
+        self.controls["grid_size"].value = error_list(problems) if problems else f"<i>{size}</i>"
 
     def search(self) -> SearchChoice:
         """The strategy the controls describe (``search_link.value``); SweepError names every bad value."""
@@ -210,21 +244,38 @@ class SweepPanel:
             settings.engine_command()
         except (MeasureError, PerfAnalyzerNotFound) as err:
             problems.append(str(err))
+        try:
+            backends = self.backends()
+            if backends.active and search is not None:
+                raise SweepError("comparing backends or sweeping backend settings measures the whole grid "
+                                 "(strategy: grid)")
+            if backends.active and plan is not None and (model_dir / "config.pbtxt").is_file():
+                backends.check(plan, model_dir)  # every model and backend setting, before anything runs
+        except (SweepError, ConfigError) as err:
+            backends = None
+            problems.append(str(err))
         if problems:
             c["error"].value = error_list(problems)
             return None
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
-        self.result = None
+        self.result = self.comparison = None
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
         c["export"].disabled = True
         try:
             self._watch = ServerWatch(server, self.state.name)
         except Exception:  # noqa: BLE001 - no statistics yet (the model not loaded): the view starts empty
             self._watch = None
+        live = lambda _done, _total, message: self._refresh_live(message)
+        if backends.active:
+            dirs = backends.model_dirs(model_dir)
+            self._live_dirs = list(run_folders(dirs, self._out_dir).values())
+            return self.run.start(compare_backends, plan, server, dirs, self._out_dir, backend_grid=backends.grid,
+                                  settings=settings, label=label, on_done=self._finished, on_progress=live)
+        self._live_dirs = [self._out_dir]
         return self.run.start(
             run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, settings=settings, search=search,
-            on_done=self._finished, on_progress=lambda _done, _total, message: self._refresh_live(message),
+            on_done=self._finished, on_progress=live,
         )
 
     def _refresh_server(self, message: str) -> None:
@@ -244,12 +295,9 @@ class SweepPanel:
     def _refresh_live(self, message: str = "") -> None:
         """Re-read the run folder after a progress report: each finished point has been saved."""
         self._refresh_server(message)
-        if self._out_dir is None:
+        result = self._latest_run()
+        if result is None:
             return
-        try:
-            result = load_run(self._out_dir)
-        except ResultsError:
-            return  # the run record is not written yet
         if len(result.frame) == (0 if self.result is None else len(self.result.frame)):
             return
         self.result = result
@@ -257,16 +305,24 @@ class SweepPanel:
         if time.monotonic() - self._last_plot > 2.0:  # drawing is the slow part: at most every 2 s
             self._draw(result)
 
+    def _latest_run(self) -> SweepResult | None:
+        """The run saved so far of the model measured last (the last run folder begun), if any."""
+        for folder in reversed(self._live_dirs):
+            try:
+                return load_run(folder)
+            except ResultsError:
+                continue  # its run record is not written yet
+        return None
+
     def _finished(self, task) -> None:
         c = self.controls
         if task.state == "failed":
             c["error"].value = error_list([f"sweep failed: {task.error}"])
         result = task.result
-        if result is None and self._out_dir is not None:
-            try:
-                result = load_run(self._out_dir)
-            except ResultsError:
-                result = None
+        if isinstance(result, BackendComparison):
+            self.comparison, result = result, result.result()
+        if result is None:
+            result = self._latest_run()
         if result is None:
             return
         self.result = result
@@ -284,7 +340,8 @@ class SweepPanel:
 
     def _show_best(self) -> None:
         if self.result is not None:
-            self.controls["best"].value = best_html(self.result, self._budget())
+            summary = preformatted(self.comparison.summary()) if self.comparison is not None else ""
+            self.controls["best"].value = best_html(self.result, self._budget()) + summary
 
     def export(self) -> dict | None:
         """Write every plot (PNG + SVG) into the run folder; the CSV/JSON tables are already there."""

@@ -19,6 +19,7 @@ from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, Py
 from workbench.generate.repository import FileContent, WriteResult, write_model_dir
 
 __all__ = [
+    "is_torchscript_archive",
     "torchscript_files",
     "write_torchscript_model",
     "pytorch2_files",
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-def _is_torchscript_archive(path: Path) -> bool:
+def is_torchscript_archive(path: Path) -> bool:
     """TorchScript archives are zip files with serialized ``code/``; torch.save state dicts and
     pickles have no code entries."""
     try:
@@ -57,7 +58,7 @@ def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict
         source = Path(model)
         if not source.is_file():
             raise FileNotFoundError(f"TorchScript file {source} does not exist")
-        if not _is_torchscript_archive(source):
+        if not is_torchscript_archive(source):
             raise PyTorchConfigError(
                 f"{source} is not a TorchScript archive (a state dict or pickle?); "
                 "save a torch.jit.trace/torch.jit.script result with .save()"
@@ -126,7 +127,7 @@ def _state_dict_bytes(state_dict: Any) -> bytes | Path:
         path = Path(state_dict)
         if not path.is_file():
             raise FileNotFoundError(f"state dict file {path} does not exist")
-        if _is_torchscript_archive(path):
+        if is_torchscript_archive(path):
             raise PyTorchConfigError(f"{path} is a TorchScript archive, not a state dict (torch.save(model.state_dict()))")
         return path
     if isinstance(state_dict, torch.nn.Module):
@@ -146,10 +147,17 @@ def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: A
 
     The source is imported and the class the runtime would pick is built and given the state dict
     first, so a missing class, constructor arguments or mismatched weights are reported now
-    instead of when Triton loads the model."""
+    instead of when Triton loads the model. A TorchScript archive's path in place of the source
+    is written as ``<version>/model.pt`` alone: the runtime, finding no model.py, loads it with
+    torch.jit.load and runs it uncompiled (src/model.py ``_get_model_path``, r24.10)."""
     check_pytorch_config(cfg)
     if layout_of(cfg) != PYTORCH2:
         raise PyTorchConfigError("this config has no runtime: \"model.py\"; use torchscript_files for TorchScript")
+    if isinstance(module_source, Path) and is_torchscript_archive(module_source):
+        if state_dict is not None:
+            raise PyTorchConfigError(f"{module_source} is a TorchScript archive, which carries its weights: "
+                                     "give no state dict with it")
+        return {"config.pbtxt": to_text(cfg), f"{int(version)}/model.pt": module_source}
     source, origin = _module_source(module_source)
     files: dict[str, FileContent] = {"config.pbtxt": to_text(cfg), f"{int(version)}/model.py": source}
     weights = None if state_dict is None else _state_dict_bytes(state_dict)

@@ -11,15 +11,16 @@ checked by `files` (TorchScript archive, forward() arguments, the module class t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from workbench.coremap import CoreRange
 from workbench.generate import options, preserve, rules
-from workbench.generate.checks import (Plan, plan_batching, read_sidecar, setting_flag, spec_from_record,
-                                       tensor_items)
+from workbench.generate.checks import (FIXED_IN_VARIANTS, Plan, plan_batching, read_sidecar, setting_flag,
+                                       spec_from_record, tensor_items, variant_name_problem)
 from workbench.generate.config import parameter_string
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
-from workbench.generate.pytorch_backend.files import pytorch2_files, torchscript_files
+from workbench.generate.pytorch_backend.files import is_torchscript_archive, pytorch2_files, torchscript_files
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
 from workbench.generate.settings import GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem
@@ -31,13 +32,17 @@ __all__ = ["RUNTIMES", "PYTHON_BACKEND_ONLY", "layout_of_settings", "pytorch_set
 RUNTIMES = {"": TORCHSCRIPT, "model.py": PYTORCH2}
 
 # Fields only the generated model.py reads (Neuron cores, threads per core, transformers-neuronx,
-# a hand-written model.py, configs/ variants); for the PyTorch backend a value other than the
-# default is refused, naming the flag, instead of being silently dropped. (``copy_compiled_model``
-# is moot: the model file is always copied into the version folder, where the backend loads it.)
+# a hand-written model.py); for the PyTorch backend a value other than the default is refused,
+# naming the flag, instead of being silently dropped. (``copy_compiled_model`` is moot: the model
+# file is always copied into the version folder, where the backend loads it.)
 PYTHON_BACKEND_ONLY = ("neuron_core_range", "threads_per_core", "disable_batch_requests_to_neuron", "cpu_affinity",
-                       "for_other_machine", "model_py", "variants", "compiled_model_base",
+                       "for_other_machine", "model_py", "compiled_model_base",
                        "tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp",
                        "tnx_unroll", "tnx_sequence_length", "tnx_compiled_dir", "decoupled")
+# A configs/<name>.pbtxt variant is read by the server core (--model-config-name) and handed to the
+# backend like config.pbtxt, so variants work for both layouts; they share the version folder's
+# model files, so these stay the directory's own.
+FIXED_IN_PYTORCH_VARIANTS = ("backend", "runtime", "compiled_model", "state_dict")
 
 
 def layout_of_settings(settings: GenerateSettings) -> str:
@@ -54,7 +59,8 @@ def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
     if len(inputs) != len(settings.triton_input) or len(outputs) != len(settings.triton_output):
         return
     if not inputs and not outputs:
-        record = read_sidecar(source, plan.problems) if layout_of_settings(settings) == TORCHSCRIPT else None
+        archive = layout_of_settings(settings) == TORCHSCRIPT or (source is not None and source.suffix != ".py")
+        record = read_sidecar(source, plan.problems) if archive else None  # a module's source has no sidecar
         if record is None:
             plan.problems.append("--triton_input and --triton_output are required (a TorchScript archive keeps no "
                                  "names, dtypes or shapes unless the compile step recorded them beside it)")
@@ -113,7 +119,7 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     compiled = str(settings.compiled_model).strip()
     source = Path(compiled).expanduser() if compiled else None
     wanted = "a TorchScript archive (model.pt)" if layout_of_settings(settings) == TORCHSCRIPT else \
-        "the module's source (a .py file defining one torch.nn.Module class)"
+        "the module's source (a .py file defining one torch.nn.Module class) or a TorchScript archive"
     if source is None:
         plan.problems.append(f"--compiled_model is required: {wanted}")
     elif not source.is_file():
@@ -121,18 +127,82 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
                              "the version folder)")
         source = None
     elif layout_of_settings(settings) == PYTORCH2 and source.suffix != ".py":
-        plan.problems.append(f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}; "
-                             "a TorchScript archive goes in the TorchScript layout (leave --runtime out)")
-        source = None
+        if not is_torchscript_archive(source):
+            plan.problems.append(f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}, "
+                                 "and this is neither")
+            source = None
+        elif settings.state_dict:
+            plan.problems.append(f"--state-dict: --compiled_model {compiled} is a TorchScript archive, which carries "
+                                 "its weights")
+        else:  # src/model.py: no model.py in the version folder -> torch.jit.load(model.pt), not compiled
+            plan.warnings.append(f"--compiled_model {compiled} is a TorchScript archive: the PyTorch 2 runtime loads it "
+                                 "with torch.jit.load and runs it as it is (torch.compile applies only to its batch "
+                                 "gather/scatter); the TorchScript layout (no --runtime) serves it on LibTorch itself")
     if settings.state_dict and not Path(settings.state_dict).expanduser().is_file():
         plan.problems.append(f"--state-dict {settings.state_dict} is not a file")
     _spec(settings, source, plan)
-    written = {"config.pbtxt", f"{settings.model_version}/model.pt"}
+    _plan_variants(settings, plan)
+    written = {"config.pbtxt", *_model_files(settings), *(f"configs/{name}.pbtxt" for name in settings.variants)}
     plan.problems += preserve.problems(settings, plan.spec, written)
     plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
     plan.warnings += rules.warnings(settings)
     plan.compiled_source = source
     return plan
+
+
+def _model_files(settings: GenerateSettings) -> set[str]:
+    """The version folder's files the backend loads (the defaults; ``default_model_filename`` in
+    the kept config names another TorchScript file, which the extra-file check then sees)."""
+    version = settings.model_version
+    return {f"{version}/model.pt"} | ({f"{version}/model.py"} if layout_of_settings(settings) == PYTORCH2 else set())
+
+
+def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
+    """Each ``configs/<name>.pbtxt`` variant: the settings with its overrides, checked as a whole."""
+    if not isinstance(settings.variants, dict):
+        plan.problems.append(f"variants must map a name to the fields it changes, got {settings.variants!r}")
+        return
+    fixed = set(FIXED_IN_VARIANTS) | set(FIXED_IN_PYTORCH_VARIANTS)
+    for name, overrides in settings.variants.items():
+        label = f"configs/{name}.pbtxt"
+        if variant_name_problem(name):
+            plan.problems.append(variant_name_problem(name))
+            continue
+        wrong = sorted(set(overrides) & fixed)
+        if wrong:
+            plan.problems.append(f"{label}: {', '.join(setting_flag(w) for w in wrong)} cannot differ between the "
+                                 "configs of one PyTorch-backend directory (they share its model files)")
+            continue
+        try:
+            variant = replace(settings, variants={}, **overrides)
+        except TypeError as err:
+            plan.problems.append(f"{label}: {err}")
+            continue
+        sub = pytorch_settings_problems(variant)
+        plan.problems += [f"{label}: {problem}" for problem in sub.problems]
+        plan.warnings += [f"{label}: {warning}" for warning in sub.warnings if warning not in plan.warnings]
+        plan.variants[name] = (variant, sub)
+
+
+def _config(settings: GenerateSettings, plan: Plan):
+    """The checked ModelConfig of ``settings`` (config.pbtxt or a variant)."""
+    cfg = build_pytorch_config(
+        settings.model_name, plan.spec, layout=layout_of_settings(settings),
+        max_batch_size=settings.max_batch_size,
+        dynamic_batching=settings.enable_dynamic_batching,
+        preferred_batch_sizes=settings.preferred_batch_size,
+        max_queue_delay_us=settings.max_queue_delay_microseconds,
+        instance_kind=settings.instance_group_kind,
+        instance_count=settings.triton_model_instance_count,
+        parameters=settings.parameters,
+    )
+    options.apply(cfg, settings, plan.spec)
+    preserve.merge(cfg, settings.extra_config)
+    if cfg.default_model_filename and layout_of_settings(settings) == PYTORCH2:
+        raise PyTorchConfigError(f"default_model_filename {cfg.default_model_filename!r}: the workbench writes the "
+                                 "PyTorch 2 module as <version>/model.py (its weights as model.pt); drop the field "
+                                 "from the config (the runtime then loads those)")
+    return check_pytorch_config(cfg)
 
 
 def render_pytorch(settings: GenerateSettings):
@@ -146,19 +216,13 @@ def render_pytorch(settings: GenerateSettings):
         raise GenerateError(plan.problems)
     layout = layout_of_settings(settings)
     try:
-        cfg = build_pytorch_config(
-            settings.model_name, plan.spec, layout=layout,
-            max_batch_size=settings.max_batch_size,
-            dynamic_batching=settings.enable_dynamic_batching,
-            preferred_batch_sizes=settings.preferred_batch_size,
-            max_queue_delay_us=settings.max_queue_delay_microseconds,
-            instance_kind=settings.instance_group_kind,
-            instance_count=settings.triton_model_instance_count,
-            parameters=settings.parameters,
-        )
-        options.apply(cfg, settings, plan.spec)
-        preserve.merge(cfg, settings.extra_config)
-        check_pytorch_config(cfg)
+        cfg = _config(settings, plan)
+        variants = {}
+        for name, (variant, sub) in plan.variants.items():
+            try:
+                variants[name] = _config(variant, sub)
+            except PyTorchConfigError as err:
+                raise PyTorchConfigError(f"configs/{name}.pbtxt: {err}") from None
         version = settings.model_version
         if layout == TORCHSCRIPT:
             files = torchscript_files(cfg, plan.compiled_source, version=version)
@@ -166,16 +230,18 @@ def render_pytorch(settings: GenerateSettings):
         else:
             files = pytorch2_files(cfg, plan.compiled_source, version=version,
                                    state_dict=Path(settings.state_dict).expanduser() if settings.state_dict else None)
-            model_py = files[f"{version}/model.py"]
+            model_py = files.get(f"{version}/model.py", "")
     except (PyTorchConfigError, FileNotFoundError) as err:
         raise GenerateError([str(err)]) from None
     except UnicodeDecodeError as err:
         raise GenerateError([f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]) from None
     config_text = kept_text(cfg, settings.model_dir / "config.pbtxt")
     files["config.pbtxt"] = config_text
+    files.update({f"configs/{name}.pbtxt": kept_text(variant, settings.model_dir / "configs" / f"{name}.pbtxt")
+                  for name, variant in variants.items()})
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
     return GeneratedModel(settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files,
-                          list(plan.warnings))
+                          list(plan.warnings), variants)
 
 
 def serving_preview(generated, *, pytorch_backend=None):

@@ -244,9 +244,23 @@ def preview_serving(cfg: ModelConfig, *, backend_dir: str | Path | None = None,
     text = to_text(cfg)
     if layout in libtorch_layouts(backend_dir):
         notes = [f"backend directory {backend_dir}"] + real_backend_notes(cfg, locale_utf8=locale_utf8)
-        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text, tuple(notes))
+        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text,
+                              tuple(notes + [load_time_note(layout, real=True)]))
     twin, notes = emulation_config(cfg, gpu_available=gpu_available)
-    return ServingPreview(cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin), tuple(notes))
+    return ServingPreview(cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin),
+                          tuple(notes + [load_time_note(layout, real=False)]))
+
+
+def load_time_note(layout: str, *, real: bool) -> str:
+    """What a load costs through this backend (a sweep reloads the model for every variant); the
+    figures are in the README, measured by benchmarks/pytorch_load_times.py."""
+    if real and layout == TORCHSCRIPT:
+        return ("load time: LibTorch loads the archive inside the server (no Python process), so a reload took well "
+                "under a second here; a sweep reloads every variant (README, benchmarks/pytorch_load_times.py)")
+    where = "the PyTorch 2 runtime runs" if real else "the twin runs"
+    return (f"load time: {where} in a Python backend stub per instance that imports torch, so every load and reload "
+            "took seconds here, far longer than a LibTorch reload; a sweep reloads every variant "
+            "(README, benchmarks/pytorch_load_times.py)")
 
 
 @dataclass(frozen=True)

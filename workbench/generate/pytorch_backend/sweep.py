@@ -16,7 +16,8 @@ from workbench.generate.pytorch_backend.layouts import (
     parse_torch_compile_parameters,
 )
 
-__all__ = ["SWEEP_SETTINGS", "sweep_variant", "sweep_grid", "variant_label", "parse_sweep_setting"]
+__all__ = ["SWEEP_SETTINGS", "sweep_variant", "sweep_grid", "variant_label", "parse_sweep_setting",
+           "parse_backend_grid", "backend_grid_text"]
 
 
 # Friendly sweep settings -> parameter key per layout (None: that layout has no such switch).
@@ -128,3 +129,26 @@ def parse_sweep_setting(text: str) -> tuple[str, list[Any]]:
             except ValueError:
                 raise PyTorchConfigError(f"{setting}={item!r} is not a whole number of threads") from None
     return setting, parsed
+
+
+def parse_backend_grid(settings: str | Iterable[str]) -> dict[str, tuple[Any, ...]]:
+    """The backend grid from text: one ``"threads=1,2; inference_mode=on,off"`` (a form's field,
+    settings apart by ``;``) or several items (``--backend-param``, repeated), each read by
+    `parse_sweep_setting`. Blank -> ``{}``. PyTorchConfigError names a bad item or a setting given twice."""
+    items = [part for part in settings.split(";") if part.strip()] if isinstance(settings, str) else list(settings)
+    grid: dict[str, tuple[Any, ...]] = {}
+    for item in items:
+        setting, values = parse_sweep_setting(item)
+        if setting in grid:
+            raise PyTorchConfigError(f"{setting} is given twice; list all its values once ({setting}=V1,V2)")
+        if len(set(map(str, values))) != len(values):
+            raise PyTorchConfigError(f"{item.strip()!r}: a value is listed twice")
+        grid[setting] = tuple(values)
+    return grid
+
+
+def backend_grid_text(grid: Mapping[str, Iterable[Any]]) -> str:
+    """A backend grid as `parse_backend_grid` reads it back (``threads=1,2; torch_compile=on,off``)."""
+    def show(value: Any) -> str:
+        return ("on" if value else "off") if isinstance(value, bool) else str(value)
+    return "; ".join(f"{setting}={','.join(show(v) for v in values)}" for setting, values in grid.items())
