@@ -10,7 +10,7 @@ Python-backend stub's command line names the model's file, ``<repository>/<model
 have exited and the server's process group (tritonserver and the stubs that join its group) has
 used less than ``idle_share`` of a CPU, with the same processes alive, for ``quiet_s`` in a row.
 
-CPU times come from /proc/<pid>/stat (proc(5): fields 14-15, utime and stime in clock ticks).
+CPU times come from /proc/<pid>/stat (proc(5): utime and stime, in clock ticks; read by guard.group_stats).
 Where the server is not a local process (a remote server), nothing can be read: nothing is waited for.
 """
 
@@ -21,6 +21,8 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from workbench.server.guard import group_stats
 
 __all__ = ["IDLE_SHARE", "QUIET_S", "SETTLE_TIMEOUT_S", "Quiet", "group_cpu", "busy_share", "model_processes",
            "wait_quiet"]
@@ -33,29 +35,20 @@ _PROC = Path("/proc")
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
 
-def group_cpu(pgid: int, proc: Path = _PROC) -> dict[int, float]:
-    """``{pid: CPU seconds so far}`` of the live (not zombie) processes of group ``pgid``."""
-    out = {}
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            out[int(stat.parent.name)] = (int(fields[11]) + int(fields[12])) * _TICK_S
-    return out
+def group_cpu(pgid: int) -> dict[int, float]:
+    """``{pid: CPU seconds so far}`` (utime + stime) of the live processes of group ``pgid``."""
+    return {pid: (int(fields[11]) + int(fields[12])) * _TICK_S for pid, fields in group_stats(pgid).items()}
 
 
-def model_processes(pgid: int | None, model: str, proc: Path = _PROC) -> frozenset[int]:
+def model_processes(pgid: int | None, model: str) -> frozenset[int]:
     """The processes of group ``pgid`` (not its leader) whose command line names ``/<model>/``:
     the model's Python-backend stubs; empty without a local group."""
     if pgid is None:
         return frozenset()
     found = set()
-    for pid in group_cpu(pgid, proc):
+    for pid in group_stats(pgid):
         try:
-            argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+            argv = (_PROC / str(pid) / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         if pid != pgid and any(f"/{model}/".encode() in arg for arg in argv):
@@ -90,7 +83,7 @@ class Quiet:
 
 def wait_quiet(pgid: int | None, *, leaving: frozenset[int] = frozenset(), idle_share: float = IDLE_SHARE,
                quiet_s: float = QUIET_S, timeout_s: float = SETTLE_TIMEOUT_S, sample_s: float = SAMPLE_S,
-               cancel: threading.Event | None = None, proc: Path = _PROC) -> Quiet | None:
+               cancel: threading.Event | None = None) -> Quiet | None:
     """Wait until the processes ``leaving`` (e.g. the previous variant's stubs) have exited and
     group ``pgid`` used less than ``idle_share`` of a CPU, with no process starting or exiting,
     for ``quiet_s`` in a row (at most ``timeout_s``); None when ``pgid`` is None or the group is
@@ -98,7 +91,7 @@ def wait_quiet(pgid: int | None, *, leaving: frozenset[int] = frozenset(), idle_
     if pgid is None:
         return None
     start = last_at = time.monotonic()
-    last = group_cpu(pgid, proc)
+    last = group_cpu(pgid)
     if not last:
         return None
     quiet_since, busy, peak = start, 0.0, 0.0
@@ -106,7 +99,7 @@ def wait_quiet(pgid: int | None, *, leaving: frozenset[int] = frozenset(), idle_
         if cancel is not None and cancel.is_set():
             break
         time.sleep(sample_s)
-        now, reading = time.monotonic(), group_cpu(pgid, proc)
+        now, reading = time.monotonic(), group_cpu(pgid)
         busy = busy_share(last, reading, now - last_at)
         peak = max(peak, busy)
         left = len(leaving & set(reading))
