@@ -76,6 +76,19 @@ def find_model_analyzer(install: bool = True) -> tuple[Path | None, str]:
     return VENV / "bin" / "model-analyzer", f"installed into {VENV}"
 
 
+def _perf_analyzer() -> list[str]:
+    """perf_analyzer as the workbench finds it ($PERF_ANALYZER, PATH), else the shared folder's
+    wrapper for this glibc ($WORKBENCH_SHARED or ../shared beside the repository, as the tests look)."""
+    try:
+        return find_perf_analyzer()
+    except PerfAnalyzerNotFound:
+        shared = Path(os.environ.get("WORKBENCH_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+        wrapper = shared / "tools" / "perf_analyzer_here.sh"
+        if wrapper.is_file():
+            return [str(wrapper)]
+        raise
+
+
 def _wrappers(folder: Path) -> tuple[Path, Path]:
     """Executables MA can be pointed at: tritonserver as TritonServer runs it, and perf_analyzer."""
     install = find_tritonserver()
@@ -87,7 +100,7 @@ def _wrappers(folder: Path) -> tuple[Path, Path]:
                       f"export PATH={env['PATH']}:$PATH\n"
                       f"exec {install.binary} {backend}--backend-config=python,shm-region-prefix-name=ma$$- \"$@\"\n")
     analyzer = folder / "perf_analyzer.sh"
-    command = " ".join(f"'{part}'" for part in find_perf_analyzer())
+    command = " ".join(f"'{part}'" for part in _perf_analyzer())
     analyzer.write_text(f"#!/bin/bash\nexec {command} \"$@\"\n")
     for path in (server, analyzer):
         path.chmod(0o755)
