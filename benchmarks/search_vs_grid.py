@@ -9,6 +9,8 @@ spreads are printed (each row's 95% throughput interval, and the search's measur
 answer beside the grid's), so one noisy run shows as noise rather than as a verdict.
 Model Analyzer (PyPI triton-model-analyzer) runs on the same model and space in local launch mode
 where it can be found or installed (see model_analyzer_run.py); otherwise the benchmark says why.
+Beside its answer, every point both measured is compared: the grid's throughput and p99 as ratios
+of Model Analyzer's, with their medians (issue #15's target: within 10% at the median point).
 A variant load here is one Python-backend stub per instance, each importing torch (about 3 s of
 CPU, many times that in wall time on a busy machine) and, with Triton's default config
 auto-complete, one more stub per load only to ask model.py for a config the workbench wrote in
