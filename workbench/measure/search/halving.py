@@ -9,7 +9,8 @@ throughput interval ends below the start of the best's, and its throughput is mo
 ``within`` below the best's (a short screen on a busy machine moves by more than its own
 interval between runs, so the interval alone is not trusted either). Cells whose interval
 overlaps the best's are always measured in full; the others within ``within`` only while the
-variant has fewer than ``keep`` cells measured in full. A full point costs little beside a variant load, so a wide cut is cheap.
+variant has fewer than ``keep`` cells measured in full. A full point costs little beside a
+variant load, so a wide cut is cheap.
 
 The rungs run per variant while it is loaded: on this server a variant load (a Python-backend
 stub per instance, each importing its framework) costs more than several full points, so a
