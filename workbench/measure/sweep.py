@@ -23,6 +23,7 @@ from workbench.generate.config import ModelConfig, parameters_of, read_config, s
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
+from workbench.measure.neuron_use import NeuronUse
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
@@ -324,11 +325,11 @@ def run_sweep(
         load(point)
         if current["error"] is not None:
             return PointRow.failed(point, current["error"])
-        use = CpuUse(cpus).start()
+        use = (CpuUse(cpus) if cpus else NeuronUse(range(core_range.start, core_range.end + 1))).start()
         row = measure_point(target, point, how, cancel=cancel,
                             progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-        row = replace(row, served_by=current["served_by"])
-        return replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
+        busy = format_busy(use.stop())
+        return replace(row, served_by=current["served_by"], **{"cpu_busy" if cpus else "neuron_busy": busy})
 
     def measure(point: Point, again: bool = False) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and
