@@ -38,6 +38,7 @@ class MAOutcome:
     table: pd.DataFrame | None = None
     best: dict | None = None
     configs: int = 0
+    allocations: dict | None = None  # MA's config name -> the allocation it describes ("2x1")
 
     def describe(self, grid_s: float) -> str:
         if not self.ran:
@@ -75,6 +76,19 @@ def find_model_analyzer(install: bool = True) -> tuple[Path | None, str]:
     return VENV / "bin" / "model-analyzer", f"installed into {VENV}"
 
 
+def _perf_analyzer() -> list[str]:
+    """perf_analyzer as the workbench finds it ($PERF_ANALYZER, PATH), else the shared folder's
+    wrapper for this glibc ($WORKBENCH_SHARED or ../shared beside the repository, as the tests look)."""
+    try:
+        return find_perf_analyzer()
+    except PerfAnalyzerNotFound:
+        shared = Path(os.environ.get("WORKBENCH_SHARED") or Path(__file__).resolve().parents[2] / "shared")
+        wrapper = shared / "tools" / "perf_analyzer_here.sh"
+        if wrapper.is_file():
+            return [str(wrapper)]
+        raise
+
+
 def _wrappers(folder: Path) -> tuple[Path, Path]:
     """Executables MA can be pointed at: tritonserver as TritonServer runs it, and perf_analyzer."""
     install = find_tritonserver()
@@ -86,7 +100,7 @@ def _wrappers(folder: Path) -> tuple[Path, Path]:
                       f"export PATH={env['PATH']}:$PATH\n"
                       f"exec {install.binary} {backend}--backend-config=python,shm-region-prefix-name=ma$$- \"$@\"\n")
     analyzer = folder / "perf_analyzer.sh"
-    command = " ".join(f"'{part}'" for part in find_perf_analyzer())
+    command = " ".join(f"'{part}'" for part in _perf_analyzer())
     analyzer.write_text(f"#!/bin/bash\nexec {command} \"$@\"\n")
     for path in (server, analyzer):
         path.chmod(0o755)
@@ -125,6 +139,10 @@ profile_models:
 
 
 def _column(frame: pd.DataFrame, *words: str) -> str:
+    """The column named ``words`` (e.g. "Batch"), else the first containing them all."""
+    exact = [c for c in frame.columns if c.strip().lower() == " ".join(words).lower()]
+    if exact:
+        return exact[0]
     for column in frame.columns:
         if all(w.lower() in column.lower() for w in words):
             return column
@@ -188,4 +206,43 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
         best = {"config": Path(str(row[config])).name, "allocation": loaded.get(row[config], "?"), "batch": int(row[batch]),
                 "concurrency": int(row[conc]), "throughput": float(row[thr]), "p99_ms": float(row[p99])}
     note = "allocations it profiled: " + ", ".join(f"{Path(str(c)).name}={a}" for c, a in loaded.items())
-    return MAOutcome(True, note, wall, table, best, len(configs))
+    return MAOutcome(True, note, wall, table, best, len(configs), {Path(str(c)).name: a for c, a in loaded.items()})
+
+
+def compare_points(grid: pd.DataFrame, outcome: MAOutcome, within: float = 0.10) -> tuple[list[str], bool | None]:
+    """Per point measured by both, the workbench grid's throughput and p99 as ratios of Model
+    Analyzer's own measurement (MA's measurements of one point, e.g. its default config and the
+    same allocation generated, are taken at their median), the median of each ratio, and whether
+    both medians are within ``within`` of 1 (issue #15's target). (lines, verdict; None: no point shared)."""
+    table = outcome.table
+    if table is None or not outcome.allocations:
+        return ["  no Model Analyzer measurements to compare"], None
+    config, thr, p99 = _column(table, "config", "path"), _column(table, "throughput"), _column(table, "p99")
+    batch, conc = _column(table, "batch"), _column(table, "concurrency")
+    ma = pd.DataFrame({"allocation": [outcome.allocations.get(Path(str(c)).name) for c in table[config]],
+                       "batch_size": table[batch].astype(int), "concurrency": table[conc].astype(int),
+                       "ma_throughput": table[thr].astype(float), "ma_p99_ms": table[p99].astype(float)})
+    ma = ma.dropna(subset=["allocation"]).groupby(["allocation", "batch_size", "concurrency"], as_index=False).agg(
+        ma_throughput=("ma_throughput", "median"), ma_p99_ms=("ma_p99_ms", "median"), ma_runs=("ma_p99_ms", "size"))
+    ours = grid[["allocation", "batch_size", "concurrency", "throughput", "p99_ms"]].copy()
+    ours[["batch_size", "concurrency"]] = ours[["batch_size", "concurrency"]].astype(int)
+    both = ours.merge(ma, on=["allocation", "batch_size", "concurrency"])
+    if both.empty:
+        return ["  no point measured by both (allocations MA profiled: "
+                f"{sorted(set(outcome.allocations.values()))})"], None
+    both["thr_ratio"] = both["throughput"] / both["ma_throughput"]
+    both["p99_ratio"] = both["p99_ms"] / both["ma_p99_ms"]
+    lines = [f"  per point, the workbench grid (built-in engine) / Model Analyzer's own measurement "
+             f"({len(both)} points measured by both):"]
+    for _i, r in both.sort_values(["allocation", "batch_size", "concurrency"]).iterrows():
+        lines.append(f"    {r['allocation']} b{int(r['batch_size'])} c{int(r['concurrency'])}: throughput "
+                     f"{r['throughput']:.1f} vs {r['ma_throughput']:.1f} ({r['thr_ratio']:.2f}x), p99 {r['p99_ms']:.2f} vs "
+                     f"{r['ma_p99_ms']:.2f} ms ({r['p99_ratio']:.2f}x)" + (f" [MA x{int(r['ma_runs'])}]" if r["ma_runs"] > 1 else ""))
+    thr_med, p99_med = float(both["thr_ratio"].median()), float(both["p99_ratio"].median())
+    met = abs(thr_med - 1) <= within and abs(p99_med - 1) <= within
+    lines.append(f"  median ratio: throughput {thr_med:.2f}x (range {both['thr_ratio'].min():.2f}-"
+                 f"{both['thr_ratio'].max():.2f}), p99 {p99_med:.2f}x (range {both['p99_ratio'].min():.2f}-"
+                 f"{both['p99_ratio'].max():.2f})")
+    lines.append(f"  target (issue #15): the built-in engine's throughput and p99 within {within:.0%} of Model "
+                 f"Analyzer's at the median point: {'met' if met else 'not met'}")
+    return lines, met

@@ -9,6 +9,8 @@ spreads are printed (each row's 95% throughput interval, and the search's measur
 answer beside the grid's), so one noisy run shows as noise rather than as a verdict.
 Model Analyzer (PyPI triton-model-analyzer) runs on the same model and space in local launch mode
 where it can be found or installed (see model_analyzer_run.py); otherwise the benchmark says why.
+Beside its answer, every point both measured is compared: the grid's throughput and p99 as ratios
+of Model Analyzer's, with their medians (issue #15's target: within 10% at the median point).
 A variant load here is one Python-backend stub per instance, each importing torch (about 3 s of
 CPU, many times that in wall time on a busy machine) and, with Triton's default config
 auto-complete, one more stub per load only to ask model.py for a config the workbench wrote in
@@ -45,6 +47,18 @@ def _spread(row) -> str:
             f"{float(row['throughput_high']):.1f}] p99 {float(row['p99_ms']):.2f} ms")
 
 
+def _loads(record: dict) -> str:
+    """Each variant's load time, and the wait for the server to go quiet after it (settle.py)."""
+    parts, waited = [], 0.0
+    for label, t in record.get("variant_times", {}).items():
+        quiet = t.get("quiet") or {}
+        waited += quiet.get("waited_s", 0.0)
+        parts.append(f"{label} {t.get('load_s', float('nan')):.1f} s"
+                     + (f" + quiet {quiet['waited_s']:.1f} s{'' if quiet.get('settled') else ' (not settled)'}"
+                        if quiet else ""))
+    return f"{len(parts)} variant load(s): {', '.join(parts)}; waiting for a quiet server cost {waited:.1f} s"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=0.5, help="measurement window, seconds (default 0.5)")
@@ -58,6 +72,9 @@ def main() -> None:
                         help="auto: find or install Model Analyzer and run it on the same space (slow: it "
                              "restarts the server per config); skip: say so and do not")
     parser.add_argument("--ma-timeout", type=float, default=3600, help="seconds Model Analyzer may take (default 3600)")
+    parser.add_argument("--ma-end-by", type=float, metavar="EPOCH_S",
+                        help="stop Model Analyzer by this time (seconds since the epoch) at the latest, "
+                             "e.g. to end within a time box; it then says it did not finish")
     parser.add_argument("--auto-complete", action="store_true",
                         help="leave Triton's config auto-complete on: every load then starts one more Python stub "
                              "just to ask model.py for a config the workbench already wrote in full (default: "
@@ -85,8 +102,7 @@ def main() -> None:
         budget = args.budget_ms or float(grid.frame["p99_ms"].median())
         by_key = {_key(r): r for _i, r in grid.frame.iterrows()}
         grid_best = best_point(grid.frame, latency_budget_ms=budget)
-        print("grid variant loads: " + ", ".join(f"{label} {t.get('load_s', float('nan')):.1f} s"
-                                                for label, t in grid.record.get("variant_times", {}).items()))
+        print(f"grid: {_loads(grid.record)}")
         print(f"p99 budget {budget:.2f} ms ({'given' if args.budget_ms else 'the grid median'})")
         print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s (load average now {os.getloadavg()[0]:.1f}). "
               f"{answer(grid.frame, budget).describe()}")
@@ -116,9 +132,10 @@ def main() -> None:
             if found.best is not None and _key(found.best) in by_key:
                 print(f"  its answer measured by the search {_spread(found.best)}, by the grid "
                       f"{_spread(by_key[_key(found.best)])} (the same point twice: the run-to-run noise)")
-            loads = run.record.get("variant_times", {})
-            print(f"  {len(loads)} variant load(s): " + ", ".join(
-                f"{label} {t.get('load_s', float('nan')):.1f} s" for label, t in loads.items()))
+            print(f"  {_loads(run.record)}")
+            for note in log.get("notes", []):
+                if "re-measured" in note:
+                    print(f"  {note} ({log['steps'][-1]['why']})")
             if found.best is None:
                 verdict, detail = False, "named no point"
             else:
@@ -139,11 +156,21 @@ def main() -> None:
         if args.model_analyzer == "skip":
             print("\nModel Analyzer: skipped (--model-analyzer skip)")
             return
-        from model_analyzer_run import run_model_analyzer
+        from model_analyzer_run import compare_points, run_model_analyzer
 
-        print("\nModel Analyzer (brute search, local launch mode, same model and space):", flush=True)
-        outcome = run_model_analyzer(served, BATCH_SIZES, ALLOCATIONS, CONCURRENCY, budget, timeout=args.ma_timeout)
+        print(f"\nModel Analyzer (brute search, local launch mode, same model and space; load average "
+              f"{os.getloadavg()[0]:.1f}):", flush=True)
+        timeout = args.ma_timeout if args.ma_end_by is None else max(60.0, min(args.ma_timeout, args.ma_end_by - time.time()))
+        outcome = run_model_analyzer(served, BATCH_SIZES, ALLOCATIONS, CONCURRENCY, budget, timeout=timeout)
         print(outcome.describe(grid_s))
+        if outcome.ran:
+            print(f"  beside ours: the grid's answer {answer(grid.frame, budget).describe()}")
+            if outcome.best is not None:
+                key = next((k for k in by_key if by_key[k]["allocation"] == outcome.best["allocation"]
+                            and k[1] == outcome.best["batch"] and k[2] == outcome.best["concurrency"]), None)
+                print("  MA's answer in the workbench grid: " + (_spread(by_key[key]) if key else "not in the grid"))
+            print("\n".join(compare_points(grid.frame, outcome)[0]))
+        print(f"  (load average now {os.getloadavg()[0]:.1f})")
 
 
 if __name__ == "__main__":

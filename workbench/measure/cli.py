@@ -65,8 +65,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grid.add_argument("--screen-window-ms", type=float, metavar="MS",
                       help="halving: the short window every cell is screened with first (default 200)")
     grid.add_argument("--within", type=float, metavar="PCT",
-                      help="halving: cells screened within this percentage of the best screen are measured in full "
-                           "(default 30)")
+                      help="halving: a cell is dropped only when its screen's 95%% interval ends below the best "
+                           "screen's and it is more than this percentage below it (default 30)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
     run.add_argument("--max-windows", type=int, default=10,

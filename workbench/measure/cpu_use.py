@@ -3,8 +3,8 @@ counters in /proc/stat (proc(5): user nice system idle iowait irq softirq steal 
 ticks since boot). Busy is everything but idle and iowait, as top and mpstat count it.
 
 Recorded with each point (the row's ``cpu_busy``) so a point measured while another process took
-the model's cores shows it. On a Neuron target the range names NeuronCores, not CPUs: nothing
-is read there (neuron-monitor would be the source).
+the model's cores shows it. On a Neuron target the range names NeuronCores, not CPUs:
+``neuron_use`` reads those from neuron-monitor into the row's ``neuron_busy`` instead.
 """
 
 from __future__ import annotations

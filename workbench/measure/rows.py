@@ -75,6 +75,7 @@ class PointRow:
     overhead_ms: float = NAN
     avg_batch: float = NAN
     cpu_busy: str | None = None  # "0:93.1 1:87.0": percent busy of each CPU of the range while measuring (CPU target)
+    neuron_busy: str | None = None  # the same for each NeuronCore of the range, from neuron-monitor (Neuron target)
     engine: str | None = None
     served_by: str | None = None  # the backend that served the variant (Python, PyTorch/LibTorch, its twin)
     warnings: str | None = None

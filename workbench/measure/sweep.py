@@ -23,6 +23,7 @@ from workbench.generate.config import ModelConfig, parameters_of, read_config, s
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
+from workbench.measure.neuron_use import NeuronUse
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
 from workbench.measure.results import (
@@ -40,7 +41,9 @@ from workbench.measure.results import (
 from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
 from workbench.measure.rows import PointRow, now
 from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
+from workbench.measure.search.confirm import confirm_answer
 from workbench.measure.settings import MeasureSettings
+from workbench.measure.settle import model_processes, wait_quiet
 from workbench.measure.variant_times import first_and_warmup, load_variant
 from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import detect, installed_versions
@@ -304,12 +307,17 @@ def run_sweep(
             return
         report(f"loading {variant.label}")
         current["variant"] = variant.label
+        leaving = model_processes(getattr(server, "pid", None), name)  # the stubs this load replaces
         times, current["error"], stuck = load_variant(server, name, variant, load_timeout_s, stuck)
         if current["error"] is None:
             loaded = True
             if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
                 record.setdefault("served_by", {})[variant.label] = server.served_by(name)
                 current["served_by"] = server.backend_of(name)
+            # the previous variant's stubs exit (and the new ones finish importing) after the load returns
+            report(f"{variant.label}: waiting for the server's processes to go quiet")
+            quiet = wait_quiet(getattr(server, "pid", None), leaving=leaving, cancel=cancel)
+            times["quiet"] = quiet.to_dict() if quiet is not None else None
             times.update(_first_and_warmup(target, point.batch_size, settings))
         record.setdefault("variant_times", {})[variant.label] = times
 
@@ -317,24 +325,28 @@ def run_sweep(
         load(point)
         if current["error"] is not None:
             return PointRow.failed(point, current["error"])
-        use = CpuUse(cpus).start()
+        use = (CpuUse(cpus) if cpus else NeuronUse(range(core_range.start, core_range.end + 1))).start()
         row = measure_point(target, point, how, cancel=cancel,
                             progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-        row = replace(row, served_by=current["served_by"])
-        return replace(row, cpu_busy=format_busy(use.stop())) if cpus else row
+        busy = format_busy(use.stop())
+        return replace(row, served_by=current["served_by"], **{"cpu_busy" if cpus else "neuron_busy": busy})
 
-    def measure(point: Point) -> PointRow:
-        """The point's row: the one on disk when resuming, else loaded (when the variant changes) and measured."""
+    def measure(point: Point, again: bool = False) -> PointRow:
+        """The point's row: the one on disk when resuming, else loaded (when the variant changes) and
+        measured; ``again``: measured anew, the new row the point's unless it failed."""
         nonlocal count
-        if point.key in by_key:
+        if point.key in by_key and not again:
             count += 1
             return by_key[point.key]
         check_cancel(cancel)
         row = measured_row(point, measuring)
         append_point(out_dir / POINTS_FILE, row.to_dict())
-        rows.append(row)
-        by_key[row.key] = row
-        count += 1
+        if point.key not in by_key:
+            rows.append(row)
+            by_key[row.key] = row
+        elif not row.error:
+            rows[rows.index(by_key[row.key])] = by_key[row.key] = row
+        count += 0 if again else 1
         session["measured"] += 1
         save()
         report(f"{point.label}: {row.summary()}")
@@ -359,6 +371,11 @@ def run_sweep(
                     measure(point)
         else:
             search.run(log.space, measure, log, screen if screening is not None else None)
+            points = {p.key: p for v in variants for p in plan.points(v)}
+            done_before = ((previous or {}).get("search") or {}).get("confirmed", [])
+            confirmed = confirm_answer(rows, points, lambda p: measure(p, again=True), log,
+                                       search.latency_budget_ms, done=done_before)
+            log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
         status = "complete"
     except Cancelled:
         status = "cancelled"

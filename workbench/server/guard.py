@@ -40,19 +40,25 @@ def remove_shm_regions(prefix: str) -> list[str]:
     return removed
 
 
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group ``pgid`` that still run. Zombies do not count: where PID 1 does not
-    reap (some containers), a killed stub stays a zombie forever and kill(0) still finds it."""
-    members = []
+def group_stats(pgid: int) -> dict[int, list[str]]:
+    """``{pid: /proc/<pid>/stat fields after "pid (comm) "}`` (state ppid pgrp ... utime stime ...,
+    proc(5)) of the processes in group ``pgid`` that still run. Zombies do not count: where PID 1
+    does not reap (some containers), a killed stub stays a zombie forever and kill(0) still finds it."""
+    members = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        fields = text[text.rindex(")") + 2:].split()
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
+            members[int(stat.parent.name)] = fields
     return members
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Pids in process group ``pgid`` that still run (zombies do not count)."""
+    return list(group_stats(pgid))
 
 
 def group_alive(pgid: int) -> bool:

@@ -75,6 +75,7 @@ class SearchLog:
         self.screens: list[dict] = []
         self.notes: list[str] = []
         self.stopped: str | None = None
+        self.confirmed: list[str] = []  # points measured again before the answer was named (confirm.py)
 
     @staticmethod
     def _entry(number: int, row: PointRow, why: str, latency_budget_ms: float | None) -> dict:
@@ -105,7 +106,7 @@ class SearchLog:
                 "measured_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.steps}),
                 "screened_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.screens}),
                 "steps": list(self.steps), "screens": list(self.screens), "notes": list(self.notes),
-                "stopped": self.stopped}
+                "stopped": self.stopped, "confirmed": list(self.confirmed)}
 
 
 class SearchStrategy:

@@ -1,11 +1,16 @@
 """Successive halving with short windows first (Jamieson & Talwalkar's rule, as Optuna's
 SuccessiveHalvingPruner applies it): every variant x batch size is screened with short, cheap
 measurements (one window of ``screen_window_s``, concurrency bisected under the budget), and only
-the cells whose screened throughput comes within ``within`` of the best screened so far are
-measured in full; the answer is read from the full measurements only. The defaults (30%, two
-cells per variant) are wide because a 0.2 s screen on a busy machine moves by tens of percent
-between runs (benchmarks/search_vs_grid.py prints the spreads); a full point costs little
-beside a variant load, so a wide cut is cheap insurance.
+the cells that the screen cannot rule out are measured in full; the answer is read from the full
+measurements only.
+
+A cell is ruled out only when its screen is clearly below the best screen so far: its 95%
+throughput interval ends below the start of the best's, and its throughput is more than
+``within`` below the best's (a short screen on a busy machine moves by more than its own
+interval between runs, so the interval alone is not trusted either). Cells whose interval
+overlaps the best's are always measured in full; the others within ``within`` only while the
+variant has fewer than ``keep`` cells measured in full. A full point costs little beside a
+variant load, so a wide cut is cheap.
 
 The rungs run per variant while it is loaded: on this server a variant load (a Python-backend
 stub per instance, each importing its framework) costs more than several full points, so a
@@ -66,7 +71,7 @@ class SuccessiveHalving(SearchStrategy):
         if screen is None:
             raise SweepError("the halving search screens points: run it through run_sweep, which gives screen()")
         budget = self.latency_budget_ms
-        best_screen = -math.inf
+        best_screen: PointRow | None = None
         full_cells = 0
         for v, variant in enumerate(space.variants):
             cells: list[tuple[CellAnswer, int]] = []
@@ -79,19 +84,49 @@ class SuccessiveHalving(SearchStrategy):
             if not ranked:
                 log.note(f"{variant.label}: no cell meets the budget in the screen; nothing measured in full")
                 continue
-            best_screen = max(best_screen, ranked[0][0].best.throughput)
-            cut = (1 - self.within) * best_screen
-            for rank, (cell, b) in enumerate(ranked):  # rung 2: the survivors, in full, while still loaded
+            if best_screen is None or ranked[0][0].best.throughput > best_screen.throughput:
+                best_screen = ranked[0][0].best
+            kept = 0
+            for cell, b in ranked:  # rung 2: the survivors, in full, while still loaded
                 label = f"{variant.label} batch {space.batch_sizes[b]}"
-                if rank >= self.keep or cell.best.throughput < cut:
-                    log.note(f"{label}: not measured in full: screened {cell.best.throughput:.1f} infer/s "
-                             + (f"is below {1 - self.within:.0%} of the best screen {best_screen:.1f}"
-                                if cell.best.throughput < cut else f"ranks {rank + 1} of the variant (keep {self.keep})"))
+                why = self._ruled_out(cell.best, best_screen, kept)
+                if why is not None:
+                    log.note(f"{label}: not measured in full: {why}")
                     continue
+                overlaps = not _clearly_below(cell.best, best_screen)
+                kept += 1
                 self._full(space, v, b, space.concurrency.index(cell.best.concurrency), measure, log,
-                           f"screened {cell.best.throughput:.1f} infer/s, within {self.within:.0%} of the best screen")
+                           f"screened {_interval(cell.best)}: "
+                           + ("its interval overlaps the best screen's" if overlaps
+                              else f"within {self.within:.0%} of the best screen"))
                 full_cells += 1
         cells_total = len(space.variants) * len(space.batch_sizes)
         log.stop(f"every cell screened with {self.screen_window_s:g} s windows; {full_cells} of {cells_total} "
-                 f"cells measured in full (screened within {self.within:.0%} of the best screen, "
-                 f"at most {self.keep} per variant)")
+                 f"cells measured in full (every cell whose screen's interval overlaps the best screen's; those "
+                 f"within {self.within:.0%} of it while the variant has fewer than {self.keep} in full)")
+
+    def _ruled_out(self, row: PointRow, best: PointRow, kept: int) -> str | None:
+        """Why the screen rules this cell out (None: measure it in full)."""
+        if not _clearly_below(row, best):
+            return None
+        if row.throughput < (1 - self.within) * best.throughput:
+            return (f"screened {_interval(row)} is clearly below the best screen {_interval(best)} "
+                    f"and more than {self.within:.0%} below it")
+        if kept >= self.keep:
+            return (f"screened {_interval(row)} is clearly below the best screen {_interval(best)}, and "
+                    f"{kept} cell(s) of the variant are measured in full already (keep {self.keep})")
+        return None
+
+
+def _interval(row: PointRow) -> str:
+    if math.isnan(row.throughput_low) or math.isnan(row.throughput_high):
+        return f"{row.throughput:.1f} infer/s"
+    return f"{row.throughput:.1f} infer/s [{row.throughput_low:.1f}, {row.throughput_high:.1f}]"
+
+
+def _clearly_below(row: PointRow, best: PointRow) -> bool:
+    """The 95% throughput interval of ``row`` ends below the start of ``best``'s (without intervals:
+    the throughputs themselves)."""
+    high = row.throughput if math.isnan(row.throughput_high) else row.throughput_high
+    low = best.throughput if math.isnan(best.throughput_low) else best.throughput_low
+    return row is not best and high < low
