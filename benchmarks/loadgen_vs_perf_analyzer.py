@@ -58,10 +58,11 @@ def _children_cpu_s() -> float:
 
 class ServerWatch:
     """The server's own count of what an engine made it do: its statistics polled on the wall
-    clock while the engine runs; the inferences/s is the median over the intervals in which it
-    served anything (so the pauses between perf_analyzer's runs and the engines' start-up do not
-    count), the first and last tenth of them dropped (warm-up, ramp-down). Neither client's clock
-    is involved, so it says which client's throughput is what the server served."""
+    clock while the engine runs; the inferences/s over the intervals in which it served anything
+    (so the pauses between perf_analyzer's runs and the engines' start-up do not count), the first
+    and last tenth of them dropped (warm-up, ramp-down). Neither client's clock is involved, so
+    the same rule for both engines says which client's throughput is what the server served (a
+    whole run's mean: on a busy machine it differs from the last windows a client pools)."""
 
     def __init__(self, grpc_url: str, model: str, every_s: float = 0.2) -> None:
         import tritonclient.grpc as grpcclient  # thread-safe, unlike the gevent-based HTTP client
@@ -100,7 +101,7 @@ class ServerWatch:
         steps = steps[cut:-cut]
         if len(steps) < 3:
             return None
-        return {"thr": statistics.median(inferences / seconds for seconds, _, inferences, _ in steps),
+        return {"thr": sum(step[2] for step in steps) / sum(step[0] for step in steps),
                 "compute_infer_us": sum(s[3] for s in steps) / sum(s[1] for s in steps) / 1000}
 
 

@@ -5,7 +5,7 @@ Senders keep to what a protocol client must do per request. HTTP writes the read
 persistent socket and reads the status line, the headers and Content-Length bytes back, nothing
 more (client CPU per request measured on a 2-core machine: about 70-130 us, against about 300 us
 for ``http.client`` with the same body). Blocking gRPC writes its request's prepared HTTP/2 frames
-to a connection of its own (``grpc_h2``: about 0.6x the CPU of grpcio's channel, which
+to a connection of its own (``grpc_h2``: about a quarter of the CPU of grpcio's channel, which
 ``GrpcSender`` keeps as the reference it is tested and benchmarked against); the asyncio one goes
 through grpc.aio with a generic call that takes and returns bytes (no protobuf per request), as
 rate mode multiplexes every request in flight on one channel. Blocking senders run one per slot
