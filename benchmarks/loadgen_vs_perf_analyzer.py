@@ -58,7 +58,7 @@ def _children_cpu_s() -> float:
 
 class ServerWatch:
     """The server's own count of what an engine made it do: its statistics polled on the wall
-    clock while the engine runs; the inferences/s over the intervals in which it served anything
+    clock while the engine runs; the inferences/s over the intervals in which it served throughout
     (so the pauses between perf_analyzer's runs and the engines' start-up do not count), the first
     and last tenth of them dropped (warm-up, ramp-down). Neither client's clock is involved, so
     the same rule for both engines says which client's throughput is what the server served (a
@@ -95,8 +95,10 @@ class ServerWatch:
 
     def summary(self) -> dict | None:
         """Inferences/s and compute_infer per request while it served, or None (too few intervals)."""
-        steps = [(b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3])
-                 for a, b in zip(self.samples, self.samples[1:]) if b[1] > a[1]]
+        steps = [(b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]) for a, b in zip(self.samples, self.samples[1:])]
+        # an interval counts when it and both its neighbours served: the one where a run (each of
+        # perf_analyzer's attempts is one) began or ended was partly idle
+        steps = [steps[k] for k in range(1, len(steps) - 1) if steps[k - 1][1] and steps[k][1] and steps[k + 1][1]]
         cut = max(1, len(steps) // 10)
         steps = steps[cut:-cut]
         if len(steps) < 3:

@@ -54,8 +54,8 @@ def status_name(code: int) -> str:
     return f"STATUS {code}"
 
 
-class _Closed(ConnectionError):
-    pass
+class ConnectionClosed(ConnectionError):
+    """The server closed the connection (or is going away) before the stream ended."""
 
 
 class GrpcH2Sender:
@@ -138,7 +138,7 @@ class GrpcH2Sender:
     def _fill(self, wanted: int = 0) -> None:
         chunk = self.sock.recv(max(65536, wanted))
         if not chunk:
-            raise _Closed("the server closed the connection")
+            raise ConnectionClosed("the server closed the connection")
         self.buffer += chunk
 
     def _header_block(self, flags: int, payload: bytes) -> tuple:
@@ -210,7 +210,7 @@ class GrpcH2Sender:
                 self._open()
             try:
                 return self._exchange()
-            except _Closed:
+            except ConnectionClosed:
                 if not reused:
                     raise
                 self.close()  # the server closed an idle connection: once more on a new one
@@ -288,7 +288,7 @@ class GrpcH2Sender:
             else:
                 frame = self._control(header, payload)
                 if stream == 0 and self.going_away and self.last_served < sid:
-                    raise _Closed(f"the server is going away (GOAWAY, error code {self.goaway_code})")
+                    raise ConnectionClosed(f"the server is going away (GOAWAY, error code {self.goaway_code})")
                 if stream == sid and isinstance(frame, RstStreamFrame):
                     return False, f"{status_name(13)}: the server reset the stream (HTTP/2 error code {frame.error_code})"
             if stream == sid and flags & _END_STREAM and kind in (DataFrame.type, HeadersFrame.type):
@@ -301,7 +301,7 @@ class GrpcH2Sender:
         return _outcome(head, trailers if trailers is not None else head, b"".join(parts))
 
 
-def _outcome(head: list | None, trailers: list | None, data: bytes) -> tuple[bool, Any]:
+def _outcome(head: tuple | None, trailers: tuple | None, data: bytes) -> tuple[bool, Any]:
     """``(True, serialized ModelInferResponse)`` or ``(False, "<STATUS>: <message>")``."""
     fields = dict(trailers or ())
     if "grpc-status" not in fields:
