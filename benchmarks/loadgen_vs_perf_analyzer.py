@@ -18,9 +18,10 @@ senders alone are timed first: the generator's HTTP/2 sender beside grpcio's cha
 bytes (p50 and CPU per request).
 
 Ground truth: while each engine runs, the server's own statistics are polled on the wall clock
-(``ServerWatch``); the inferences/s the server served over the steady middle of the run, and its
-compute_infer per request, print under each pair with what each client claimed beside them, so
-where the engines disagree the print shows which client number matches what the server did.
+(``ServerWatch``); the inferences/s the server served while it was kept busy, and its compute_infer
+per request, print under each pair with what each client claimed beside them (and each point's
+median server ratio beside the clients'), so where the engines disagree the print shows which
+client number matches what the server did.
 
 perf_analyzer comes from --perf-analyzer, $PERF_ANALYZER or PATH (on a machine whose glibc is too
 old for the wheel, a wrapper such as perf_analyzer_here.sh works: pass it as the command).
@@ -221,6 +222,12 @@ def _senders_floor(url: str, x, repeats: int, requests: int = 2000) -> None:
           f"{h2[1] / grpcio[1]:.2f}x, p50 {h2[0] - grpcio[0]:+.0f} us (load {os.getloadavg()[0]:.1f})", flush=True)
 
 
+def _server_note(pairs: list[dict]) -> str:
+    """The median ratio of what the server itself served under each engine, beside the clients'."""
+    ratios = [p["server_ours"]["thr"] / p["server_pa"]["thr"] for p in pairs if p["server_ours"] and p["server_pa"]]
+    return f"; the server's own count: {statistics.median(ratios):.3f}x" if ratios else ""
+
+
 def _within(value: float, band: tuple[float, float]) -> bool:
     return band[0] <= value <= band[1]
 
@@ -289,7 +296,7 @@ def main() -> None:
                 print(f"  -> median of {len(stable)} stable pair(s): throughput {thr:.3f}x "
                       f"(range {min(p['thr'] for p in stable):.3f}-{max(p['thr'] for p in stable):.3f}), "
                       f"p50 {p50:.3f}x (range {min(p['p50'] for p in stable):.3f}-{max(p['p50'] for p in stable):.3f}): "
-                      f"{'met' if met else 'NOT met'}{floor_note}", flush=True)
+                      f"{'met' if met else 'NOT met'}{floor_note}{_server_note(stable)}", flush=True)
     print(f"target: throughput {THROUGHPUT_BAND[0]}x-{THROUGHPUT_BAND[1]}x and p50 {P50_BAND[0]}x-{P50_BAND[1]}x "
           f"of perf_analyzer's where it is stable: met at {sum(verdicts)} of {len(verdicts)} point(s) -> "
           f"{'MET' if verdicts and all(verdicts) else 'NOT MET'}"
