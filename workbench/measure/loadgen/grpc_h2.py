@@ -114,11 +114,9 @@ class GrpcH2Sender:
             self.frames += frame.serialize()
 
     def close(self) -> None:
-        if self.sock is not None:
-            try:
-                self.sock.close()
-            finally:
-                self.sock = None
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
 
     # -- reading ----------------------------------------------------------------------------
 
