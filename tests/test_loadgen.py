@@ -489,3 +489,34 @@ def test_a_server_that_goes_away_mid_point_is_reported_not_hung(tmp_path, triton
         assert any("closed the connection" in m or "going away" in m or "Connection" in m for m in result.errors)
     else:
         assert "error" in outcome
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_sender_cut_off_at_the_end_sends_nothing_more(server, protocol):
+    """A slot still out when a point ends is cut off; it must not retry on a new connection (that
+    request would reach the server after the point, uncounted)."""
+    from workbench.measure.loadgen.plan import interface_from
+    from workbench.measure.loadgen.senders import Admin, make_sender
+    from workbench.measure.loadgen.slots import _abort
+    from workbench.measure.loadgen.wire import grpc_request, http_request
+
+    plan = type("Plan", (), {"model": "double", "version": "", "url": url(server, protocol), "protocol": protocol,
+                             "timeout_s": 30.0})
+    admin = Admin(plan)
+    iface = admin.interface()
+    admin.close()
+    x = [np.ones((1, 4), np.float32)]
+    request = grpc_request(plan, iface, x) if protocol == "grpc" else http_request(plan, iface, x)
+    sender = make_sender(protocol, request, url(server, protocol), 30, blocking=True)
+    try:
+        start = server.stats("double")
+        assert sender.send()[0]
+        settled_delta(server, "double", start, 1)  # that request counted before the baseline is taken
+        before = server.stats("double")
+        _abort(sender)
+        ok, message = sender.send()
+        assert not ok and message
+        time.sleep(0.3)
+        assert server_breakdown(before, server.stats("double"), "double").requests == 0
+    finally:
+        sender.close()

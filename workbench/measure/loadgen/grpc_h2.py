@@ -62,6 +62,7 @@ class GrpcH2Sender:
     """One connection, one stream at a time, the request's frames written as built."""
 
     blocking = True
+    aborted = False  # set by the slot group that cut it off: no retry on a new connection then
 
     def __init__(self, url: str, message: bytes, timeout_s: float) -> None:
         host, _, port = url.rpartition(":")
@@ -209,7 +210,7 @@ class GrpcH2Sender:
             try:
                 return self._exchange()
             except ConnectionClosed:
-                if not reused:
+                if not reused or self.aborted:
                     raise
                 self.close()  # the server closed an idle connection: once more on a new one
                 self._open()

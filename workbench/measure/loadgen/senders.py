@@ -53,6 +53,7 @@ class HttpSender:
     """One keep-alive connection, the ready request written as-is, the response read to its end."""
 
     blocking = True
+    aborted = False  # set by the slot group that cut it off: no retry on a new connection then
 
     def __init__(self, request: HttpRequest, timeout_s: float) -> None:
         self.request, self.timeout = request, timeout_s
@@ -71,7 +72,7 @@ class HttpSender:
             try:
                 return self._exchange(self.sock if reused else self._open())
             except ConnectionError:
-                if not reused:
+                if not reused or self.aborted:
                     raise
                 self.close()  # the server closed an idle connection: once more on a new one
                 return self._exchange(self._open())
