@@ -13,7 +13,15 @@ small MLP, loaded beside) at batch 1, concurrency 1. There the whole latency is 
 Triton's fixed cost, so ours minus perf_analyzer's p50 is what the Python client itself adds to
 every request (its time in the send and receive path), and its CPU per request beside
 perf_analyzer's says what it takes from a server sharing the machine's cores. Each point prints the
-p50 ratio that this floor alone predicts, so a miss the floor explains reads as such.
+p50 ratio that this floor alone predicts, so a miss the floor explains reads as such. For gRPC the
+senders alone are timed first: the generator's HTTP/2 sender beside grpcio's channel on the same
+bytes (p50 and CPU per request).
+
+Ground truth: while each engine runs, the server's own statistics are polled on the wall clock
+(``ServerWatch``); the inferences/s the server served while it was kept busy, and its compute_infer
+per request, print under each pair with what each client claimed beside them (and each point's
+median server ratio beside the clients'), so where the engines disagree the print shows which
+client number matches what the server did.
 
 perf_analyzer comes from --perf-analyzer, $PERF_ANALYZER or PATH (on a machine whose glibc is too
 old for the wheel, a wrapper such as perf_analyzer_here.sh works: pass it as the command).
@@ -27,6 +35,7 @@ import dataclasses
 import os
 import resource
 import statistics
+import threading
 import time
 
 from _common import MLP_SIZES, add_size_option, build_mlp, header, served_mlp
@@ -48,18 +57,76 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _pair(url: str, name: str, x, settings: MeasureSettings, batch: int, concurrency: int,
+class ServerWatch:
+    """The server's own count of what an engine made it do: its statistics polled on the wall
+    clock while the engine runs; the inferences/s over the intervals in which it served throughout
+    (so the pauses between perf_analyzer's runs and the engines' start-up do not count), the first
+    and last tenth of them dropped (warm-up, ramp-down). Neither client's clock is involved, so
+    the same rule for both engines says which client's throughput is what the server served (a
+    whole run's mean: on a busy machine it differs from the last windows a client pools)."""
+
+    def __init__(self, grpc_url: str, model: str, every_s: float = 0.2) -> None:
+        import tritonclient.grpc as grpcclient  # thread-safe, unlike the gevent-based HTTP client
+
+        self.client, self.model, self.every = grpcclient.InferenceServerClient(grpc_url), model, every_s
+        self.samples: list[tuple[float, int, int, int]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> tuple[float, int, int, int]:
+        stats = self.client.get_inference_statistics(self.model, as_json=True)
+        entry = stats["model_stats"][0]
+        infer = entry["inference_stats"]
+        return (time.monotonic(), int(infer["success"].get("count", 0)), int(entry.get("inference_count", 0)),
+                int(infer["compute_infer"].get("ns", 0)))
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.every):
+            self.samples.append(self._sample())
+
+    def __enter__(self) -> "ServerWatch":
+        self.samples.append(self._sample())
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        self.thread.join()
+        self.client.close()
+
+    def summary(self) -> dict | None:
+        """Inferences/s and compute_infer per request while it served, or None (too few intervals)."""
+        steps = [(b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]) for a, b in zip(self.samples, self.samples[1:])]
+        # an interval counts when it and both its neighbours served: the one where a run (each of
+        # perf_analyzer's attempts is one) began or ended was partly idle
+        steps = [steps[k] for k in range(1, len(steps) - 1) if steps[k - 1][1] and steps[k][1] and steps[k + 1][1]]
+        cut = max(1, len(steps) // 10)
+        steps = steps[cut:-cut]
+        if len(steps) < 3:
+            return None
+        return {"thr": sum(step[2] for step in steps) / sum(step[0] for step in steps),
+                "compute_infer_us": sum(s[3] for s in steps) / sum(s[1] for s in steps) / 1000}
+
+
+def _pair(url: str, watch_url: str, name: str, x, settings: MeasureSettings, batch: int, concurrency: int,
           pa_first: bool = False) -> dict | None:
     """One measurement by each engine, back to back (``pa_first``: perf_analyzer's first, so a
     drifting load does not always favour the same side); None when perf_analyzer failed outright."""
+    watched: dict[str, dict | None] = {}
+
     def ours():
-        return measure(url, name, [x], dataclasses.replace(settings, engine="workbench"), batch_size=batch,
-                       concurrency=concurrency)
+        with ServerWatch(watch_url, name) as watch:
+            result = measure(url, name, [x], dataclasses.replace(settings, engine="workbench"), batch_size=batch,
+                             concurrency=concurrency)
+        watched["ours"] = watch.summary()
+        return result
 
     def theirs():
         cpu, started = _children_cpu_s(), time.monotonic()
-        (row,) = run_perf_analyzer(url, name, settings, batch_size=batch, concurrency=concurrency,
-                                   inputs={"INPUT__0": x[0]})
+        with ServerWatch(watch_url, name) as watch:
+            (row,) = run_perf_analyzer(url, name, settings, batch_size=batch, concurrency=concurrency,
+                                       inputs={"INPUT__0": x[0]})
+        watched["pa"] = watch.summary()
         # its CPU over every request it sent (warm-up and all windows, about throughput x run time)
         sent = row["throughput"] / batch * (time.monotonic() - started)
         return row, (_children_cpu_s() - cpu) / sent * 1e6 if sent else float("nan")
@@ -73,7 +140,8 @@ def _pair(url: str, name: str, x, settings: MeasureSettings, batch: int, concurr
     except PerfAnalyzerError as err:
         print(f"    perf_analyzer failed: {str(err).splitlines()[-1]}", flush=True)
         return None
-    return {"thr": mine.throughput / pa["throughput"], "p50": mine.p50_us / pa["p50_us"],
+    return {"server_ours": watched.get("ours"), "server_pa": watched.get("pa"),
+            "thr": mine.throughput / pa["throughput"], "p50": mine.p50_us / pa["p50_us"],
             "ours_thr": mine.throughput, "pa_thr": pa["throughput"], "ours_p50": mine.p50_us / 1000,
             "pa_p50": pa["p50_us"] / 1000, "ours_stable": mine.stable, "pa_stable": bool(pa.get("stable", True)),
             "cpu_us": mine.client_cpu_us, "pa_cpu_us": pa_cpu, "delay_us": mine.send_delay_us,
@@ -86,13 +154,19 @@ def _print_pair(pair: dict) -> None:
           f"stable ours {pair['ours_stable']} pa {pair['pa_stable']}; client CPU ours {pair['cpu_us']:.0f} "
           f"pa ~{pair['pa_cpu_us']:.0f} us/request, send delay {pair['delay_us']:.0f} us; "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
+    ours, pa = pair["server_ours"], pair["server_pa"]
+    if ours and pa:
+        print(f"      server saw: ours {ours['thr']:8.1f}/s (client says {pair['ours_thr'] / ours['thr']:.3f}x that), "
+              f"pa {pa['thr']:8.1f}/s (client says {pair['pa_thr'] / pa['thr']:.3f}x) -> server ratio "
+              f"{ours['thr'] / pa['thr']:.3f}x; compute_infer ours {ours['compute_infer_us']:.0f} us pa "
+              f"{pa['compute_infer_us']:.0f} us per request", flush=True)
 
 
-def _floor(url: str, x, settings: MeasureSettings, repeats: int) -> dict | None:
+def _floor(url: str, watch_url: str, x, settings: MeasureSettings, repeats: int) -> dict | None:
     """What the Python client adds per request over perf_analyzer's, on the near-zero-compute model."""
     pairs = []
     for k in range(repeats):
-        pair = _pair(url, FLOOR_MODEL, x, settings, 1, 1, pa_first=bool(k % 2))
+        pair = _pair(url, watch_url, FLOOR_MODEL, x, settings, 1, 1, pa_first=bool(k % 2))
         if pair is not None:
             _print_pair(pair)
             pairs.append(pair)
@@ -101,6 +175,57 @@ def _floor(url: str, x, settings: MeasureSettings, repeats: int) -> dict | None:
     return {"p50_ms": statistics.median(p["ours_p50"] - p["pa_p50"] for p in pairs),
             "cpu_us": statistics.median(p["cpu_us"] for p in pairs),
             "pa_cpu_us": statistics.median(p["pa_cpu_us"] for p in pairs)}
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process: grpcio's own too
+    return usage.ru_utime + usage.ru_stime
+
+
+def _senders_floor(url: str, x, repeats: int, requests: int = 2000) -> None:
+    """The gRPC senders alone, same bytes, one request at a time: the HTTP/2 one the generator
+    uses beside grpcio's channel (the previous sender), p50 and this process's CPU per request."""
+    import tritonclient.grpc as grpcclient
+
+    from workbench.measure.loadgen.plan import interface_from
+    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
+    from workbench.measure.loadgen.wire import grpc_request
+
+    client = grpcclient.InferenceServerClient(url)
+    iface = interface_from(client.get_model_metadata(FLOOR_MODEL, as_json=True),
+                           client.get_model_config(FLOOR_MODEL, as_json=True))
+    client.close()
+    plan = type("Plan", (), {"model": FLOOR_MODEL, "version": ""})
+    message = grpc_request(plan, iface, [x])
+    figures: dict[str, list[tuple[float, float]]] = {"h2": [], "grpcio": []}
+    for k in range(repeats):
+        for label in (("h2", "grpcio") if k % 2 == 0 else ("grpcio", "h2")):
+            sender = (GrpcH2Sender if label == "h2" else GrpcSender)(url, message, 30.0)
+            try:
+                for _ in range(200):
+                    sender.send()
+                latencies = []
+                cpu = _self_cpu_s()
+                for _ in range(requests):
+                    t0 = time.perf_counter_ns()
+                    ok, payload = sender.send()
+                    latencies.append(time.perf_counter_ns() - t0)
+                    if not ok:
+                        raise RuntimeError(payload)
+                figures[label].append((statistics.median(latencies) / 1000, (_self_cpu_s() - cpu) / requests * 1e6))
+            finally:
+                sender.close()
+    h2 = [statistics.median(v[i] for v in figures["h2"]) for i in (0, 1)]
+    grpcio = [statistics.median(v[i] for v in figures["grpcio"]) for i in (0, 1)]
+    print(f"  senders alone ({repeats} x {requests} requests each): HTTP/2 sender p50 {h2[0]:.0f} us, CPU {h2[1]:.0f} "
+          f"us/request; grpcio channel p50 {grpcio[0]:.0f} us, CPU {grpcio[1]:.0f} us/request -> CPU "
+          f"{h2[1] / grpcio[1]:.2f}x, p50 {h2[0] - grpcio[0]:+.0f} us (load {os.getloadavg()[0]:.1f})", flush=True)
+
+
+def _server_note(pairs: list[dict]) -> str:
+    """The median ratio of what the server itself served under each engine, beside the clients'."""
+    ratios = [p["server_ours"]["thr"] / p["server_pa"]["thr"] for p in pairs if p["server_ours"] and p["server_pa"]]
+    return f"; the server's own count: {statistics.median(ratios):.3f}x" if ratios else ""
 
 
 def _within(value: float, band: tuple[float, float]) -> bool:
@@ -133,7 +258,9 @@ def main() -> None:
             url = server.grpc_url if protocol == "grpc" else server.http_url
             each = dataclasses.replace(settings, protocol=protocol)
             print(f"{protocol} floor (small MLP, batch 1, concurrency 1):", flush=True)
-            floor = _floor(url, floor_x, each, args.repeats)
+            if protocol == "grpc":
+                _senders_floor(url, floor_x, args.repeats)
+            floor = _floor(url, server.grpc_url, floor_x, each, args.repeats)
             if floor is not None:
                 print(f"  -> the Python client adds {floor['p50_ms'] * 1000:+.0f} us to each request's p50 over "
                       f"perf_analyzer's and uses {floor['cpu_us']:.0f} us of CPU per request (perf_analyzer "
@@ -143,7 +270,7 @@ def main() -> None:
                 print(f"{protocol} batch {batch} concurrency {concurrency}:", flush=True)
                 pairs = []
                 for r in range(args.repeats):
-                    pair = _pair(url, served.name, x, each, batch, concurrency, pa_first=bool((k + r) % 2))
+                    pair = _pair(url, server.grpc_url, served.name, x, each, batch, concurrency, pa_first=bool((k + r) % 2))
                     if pair is None:
                         continue
                     pairs.append(pair)
@@ -169,7 +296,7 @@ def main() -> None:
                 print(f"  -> median of {len(stable)} stable pair(s): throughput {thr:.3f}x "
                       f"(range {min(p['thr'] for p in stable):.3f}-{max(p['thr'] for p in stable):.3f}), "
                       f"p50 {p50:.3f}x (range {min(p['p50'] for p in stable):.3f}-{max(p['p50'] for p in stable):.3f}): "
-                      f"{'met' if met else 'NOT met'}{floor_note}", flush=True)
+                      f"{'met' if met else 'NOT met'}{floor_note}{_server_note(stable)}", flush=True)
     print(f"target: throughput {THROUGHPUT_BAND[0]}x-{THROUGHPUT_BAND[1]}x and p50 {P50_BAND[0]}x-{P50_BAND[1]}x "
           f"of perf_analyzer's where it is stable: met at {sum(verdicts)} of {len(verdicts)} point(s) -> "
           f"{'MET' if verdicts and all(verdicts) else 'NOT MET'}"

@@ -81,10 +81,11 @@ class TritonPythonModel:
 FAST = MeasureSettings(window_s=0.2, max_windows=4, warmup_requests=10, time_limit_s=None)
 
 
-def write_model(repo: Path, name: str, code: str, *, max_batch_size: int, dynamic_batching: bool = False) -> None:
+def write_model(repo: Path, name: str, code: str, *, max_batch_size: int, dynamic_batching: bool = False,
+                dims: tuple[int, ...] = (4,)) -> None:
     config = model_config_pb2.ModelConfig(name=name, backend="python", max_batch_size=max_batch_size)
-    config.input.add(name="X", data_type=model_config_pb2.TYPE_FP32, dims=[4])
-    config.output.add(name="Y", data_type=model_config_pb2.TYPE_FP32, dims=[4])
+    config.input.add(name="X", data_type=model_config_pb2.TYPE_FP32, dims=list(dims))
+    config.output.add(name="Y", data_type=model_config_pb2.TYPE_FP32, dims=list(dims))
     config.instance_group.add(count=1, kind=model_config_pb2.ModelInstanceGroup.KIND_CPU)
     if dynamic_batching:
         config.dynamic_batching.max_queue_delay_microseconds = 2000
@@ -101,8 +102,9 @@ def server(tmp_path_factory, triton_server_module):
     write_model(repo, "flaky", FLAKY_PY, max_batch_size=8)
     write_model(repo, "error_response", ERROR_RESPONSE_PY, max_batch_size=8)
     write_model(repo, "single", DOUBLE_PY, max_batch_size=0)
+    write_model(repo, "wide", DOUBLE_PY, max_batch_size=0, dims=(-1,))  # any length: bodies past every window
     srv = triton_server_module(repo)
-    for name in ("double", "batched", "flaky", "error_response", "single"):
+    for name in ("double", "batched", "flaky", "error_response", "single", "wide"):
         srv.load(name)
     return srv
 
@@ -359,3 +361,162 @@ def test_a_rate_the_generator_cannot_keep_is_flagged(server):
     assert result.sent == result.succeeded + result.failed
     assert result.late_fraction > 0.5
     assert any("could not keep 100000 requests/s" in w for w in result.warnings)
+
+
+# -- the HTTP/2 gRPC sender against grpcio's channel and tritonclient, on the same bytes -------------
+
+def _infer_request(model: str, x: np.ndarray, *, datatype: str = "FP32", shape=None) -> bytes:
+    from tritonclient.grpc import service_pb2
+
+    request = service_pb2.ModelInferRequest(model_name=model)
+    entry = request.inputs.add(name="X", datatype=datatype)
+    entry.shape.extend(x.shape if shape is None else shape)
+    request.raw_input_contents.append(x.tobytes())
+    request.outputs.add(name="Y")
+    return request.SerializeToString()
+
+
+@pytest.mark.parametrize("model, x", [("double", np.arange(32, dtype=np.float32).reshape(8, 4)),
+                                      # 12 MiB each way: past Triton's 8 MiB stream window and frame size
+                                      ("wide", np.linspace(-1, 1, 3 << 20, dtype=np.float32))])
+def test_h2_sender_outputs_equal_tritonclients(server, model, x):
+    import tritonclient.grpc as grpcclient
+
+    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
+    from workbench.measure.loadgen.wire import grpc_outputs
+
+    item = grpcclient.InferInput("X", list(x.shape), "FP32")
+    item.set_data_from_numpy(x)
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    expected = client.infer(model, [item]).as_numpy("Y")
+    client.close()
+    message = _infer_request(model, x)
+    ours, reference = GrpcH2Sender(server.grpc_url, message, 30), GrpcSender(server.grpc_url, message, 30)
+    try:
+        ours._open()
+        if model == "wide":  # the first body must wait for WINDOW_UPDATEs, frame by frame
+            assert len(ours.body) > min(ours.peer_initial, ours.peer_window)
+            assert len(ours.body) > ours.peer_frame
+        for _ in range(3):  # the same connection, stream after stream
+            ok, payload = ours.send()
+            assert ok, payload
+            np.testing.assert_array_equal(grpc_outputs(payload)["Y"], expected)
+        assert ours.next_stream == 7  # three streams on one connection
+        ok, payload = reference.send()
+        assert ok and grpc_outputs(payload)["Y"].tobytes() == expected.tobytes() == (x * 2).tobytes()
+    finally:
+        ours.close()
+        reference.close()
+
+
+@pytest.mark.parametrize("model, message", [
+    ("absent", _infer_request("absent", np.ones((1, 4), np.float32))),
+    ("double", _infer_request("double", np.ones((1, 4), np.float32), shape=[1, 5])),  # 16 bytes for 20
+    ("double", _infer_request("double", np.ones((1, 4), np.float32), datatype="INT64")),
+    ("flaky", _infer_request("flaky", np.ones((1, 4), np.float32))),
+])
+def test_h2_sender_errors_read_as_grpcios(server, model, message):
+    """The server's grpc-status and grpc-message, in the words grpcio gives them."""
+    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
+
+    ours, reference = GrpcH2Sender(server.grpc_url, message, 30), GrpcSender(server.grpc_url, message, 30)
+    try:
+        if model == "flaky":  # fails one execution in three: three sends each see one failure
+            outcomes = [ours.send() for _ in range(3)] + [reference.send() for _ in range(3)]
+            errors = [payload for ok, payload in outcomes if not ok]
+            assert len(errors) == 2 and errors[0] == errors[1] and "flaky on purpose" in errors[0]
+            return
+        theirs = reference.send()
+        mine = ours.send()
+        assert theirs[0] is False and mine == theirs
+        assert ours.send() == theirs  # and the connection still serves after an error
+    finally:
+        ours.close()
+        reference.close()
+
+
+def test_h2_sender_concurrency_4_is_4_connections(server):
+    """Like perf_analyzer's threads: every slot its own connection, and the server counts them all."""
+    from workbench.measure.loadgen.senders import make_sender
+
+    message = _infer_request("double", np.ones((2, 4), np.float32))
+    senders = [make_sender("grpc", message, server.grpc_url, 30, blocking=True) for _ in range(4)]
+    before = server.stats("double")
+    outcomes: list = []
+
+    def run(sender):
+        outcomes.extend(sender.send() for _ in range(25))
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in senders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    try:
+        assert len(outcomes) == 100 and all(ok for ok, _ in outcomes)
+        assert len({s.sock.getsockname() for s in senders}) == 4
+        assert all(s.next_stream == 51 for s in senders)  # 25 streams on each connection
+        assert settled_delta(server, "double", before, 100).inferences == 200
+    finally:
+        for sender in senders:
+            sender.close()
+
+
+def test_a_server_that_goes_away_mid_point_is_reported_not_hung(tmp_path, triton_server):
+    """The server stops while four slots are sending: measure() returns, the failures counted."""
+    write_model(tmp_path, "double", DOUBLE_PY, max_batch_size=8)
+    srv = triton_server(tmp_path)
+    srv.load("double")
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["result"] = measure(srv.grpc_url, "double", [np.ones(4, np.float32)],
+                                        MeasureSettings(window_s=0.5, max_windows=12, warmup_requests=5,
+                                                        time_limit_s=None), concurrency=4, timeout_s=5)
+        except MeasureError as err:
+            outcome["error"] = err
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(2.0)
+    srv.stop(timeout=10)
+    thread.join(60)
+    assert not thread.is_alive()  # 12 windows of 0.5 s: far less than a minute unless a slot hangs
+    if "result" in outcome:
+        result = outcome["result"]
+        assert result.failed > 0 and result.sent == result.succeeded + result.failed
+        assert any("closed the connection" in m or "going away" in m or "Connection" in m for m in result.errors)
+    else:
+        assert "error" in outcome
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_a_sender_cut_off_at_the_end_sends_nothing_more(server, protocol):
+    """A slot still out when a point ends is cut off; it must not retry on a new connection (that
+    request would reach the server after the point, uncounted)."""
+    from workbench.measure.loadgen.plan import interface_from
+    from workbench.measure.loadgen.senders import Admin, make_sender
+    from workbench.measure.loadgen.slots import _abort
+    from workbench.measure.loadgen.wire import grpc_request, http_request
+
+    plan = type("Plan", (), {"model": "double", "version": "", "url": url(server, protocol), "protocol": protocol,
+                             "timeout_s": 30.0})
+    admin = Admin(plan)
+    iface = admin.interface()
+    admin.close()
+    x = [np.ones((1, 4), np.float32)]
+    request = grpc_request(plan, iface, x) if protocol == "grpc" else http_request(plan, iface, x)
+    sender = make_sender(protocol, request, url(server, protocol), 30, blocking=True)
+    try:
+        start = server.stats("double")
+        assert sender.send()[0]
+        settled_delta(server, "double", start, 1)  # that request counted before the baseline is taken
+        before = server.stats("double")
+        _abort(sender)
+        ok, message = sender.send()
+        assert not ok and message
+        time.sleep(0.3)
+        assert server_breakdown(before, server.stats("double"), "double").requests == 0
+    finally:
+        sender.close()

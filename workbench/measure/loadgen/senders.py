@@ -4,9 +4,12 @@ one request sender per protocol and style, each sending the bytes ``wire`` built
 Senders keep to what a protocol client must do per request. HTTP writes the ready request to a
 persistent socket and reads the status line, the headers and Content-Length bytes back, nothing
 more (client CPU per request measured on a 2-core machine: about 70-130 us, against about 300 us
-for ``http.client`` with the same body). gRPC goes through grpc's own channel with a generic
-call that takes and returns bytes, so no protobuf is built or parsed per request. Blocking
-senders run one per slot thread; the asyncio ones serve large slot groups and rate mode.
+for ``http.client`` with the same body). Blocking gRPC writes its request's prepared HTTP/2 frames
+to a connection of its own (``grpc_h2``: about a quarter of the CPU of grpcio's channel, which
+``GrpcSender`` keeps as the reference it is tested and benchmarked against); the asyncio one goes
+through grpc.aio with a generic call that takes and returns bytes (no protobuf per request), as
+rate mode multiplexes every request in flight on one channel. Blocking senders run one per slot
+thread; the asyncio ones serve large slot groups and rate mode.
 ``send()`` returns ``(True, payload)`` or ``(False, error text)`` and never raises: a failed request
 is counted, never lost.
 """
@@ -17,11 +20,12 @@ import asyncio
 import socket
 from typing import Any, Protocol
 
+from workbench.measure.loadgen.grpc_h2 import GrpcH2Sender
 from workbench.measure.loadgen.plan import Interface, LoadPlan, interface_from
 from workbench.measure.loadgen.wire import GRPC_METHOD, HttpHead, HttpRequest, http_error, read_head
 from workbench.measure.settings import MeasureError
 
-__all__ = ["Sender", "Admin", "HttpSender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
+__all__ = ["Sender", "Admin", "HttpSender", "GrpcH2Sender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
 
 # Every slot its own connection (no HTTP/2 multiplexing of slots on one socket, as perf_analyzer's
 # threads each have their own client), messages of any size.
@@ -42,13 +46,14 @@ def make_sender(protocol: str, request: Any, url: str, timeout_s: float, *, bloc
     message for gRPC."""
     if protocol == "http":
         return HttpSender(request, timeout_s) if blocking else AsyncHttpSender(request, timeout_s)
-    return GrpcSender(url, request, timeout_s) if blocking else AsyncGrpcSender(url, request, timeout_s)
+    return GrpcH2Sender(url, request, timeout_s) if blocking else AsyncGrpcSender(url, request, timeout_s)
 
 
 class HttpSender:
     """One keep-alive connection, the ready request written as-is, the response read to its end."""
 
     blocking = True
+    aborted = False  # set by the slot group that cut it off: no retry on a new connection then
 
     def __init__(self, request: HttpRequest, timeout_s: float) -> None:
         self.request, self.timeout = request, timeout_s
@@ -67,7 +72,7 @@ class HttpSender:
             try:
                 return self._exchange(self.sock if reused else self._open())
             except ConnectionError:
-                if not reused:
+                if not reused or self.aborted:
                     raise
                 self.close()  # the server closed an idle connection: once more on a new one
                 return self._exchange(self._open())
@@ -126,7 +131,8 @@ def _generic_call(channel: Any) -> Any:
 
 
 class GrpcSender:
-    """The serialized request through grpc's synchronous channel."""
+    """The serialized request through grpc's synchronous channel: the reference ``GrpcH2Sender``
+    is checked against (same bytes in, same payload and error text out)."""
 
     blocking = True
 

@@ -162,7 +162,9 @@ class ThreadGroup(_Local):
 
 
 def _abort(sender: Any) -> None:
-    """Unblock a sender stuck in a call from another thread."""
+    """Unblock a sender stuck in a call from another thread (and keep it from sending again on a
+    new connection: a request sent after the point ended would reach the server uncounted)."""
+    sender.aborted = True
     try:
         sock = getattr(sender, "sock", None)
         if sock is not None:

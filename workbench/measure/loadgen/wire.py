@@ -4,7 +4,8 @@ Why bytes: a load generator written in Python spends its time building and parsi
 at concurrency 1 every microsecond of that is in the latency. So each point serializes its inputs
 once: for HTTP, one complete HTTP/1.1 request (Triton's binary tensor data extension, the body
 made by tritonclient's ``generate_request_body``) written as-is to a persistent connection; for
-gRPC, one serialized ``ModelInferRequest`` sent through a generic call that passes bytes through.
+gRPC, one serialized ``ModelInferRequest``, framed once into HTTP/2 (``grpc_h2``) or passed as
+bytes through grpc.aio's generic call.
 A response is read only as far as its status and length. The responses the engine checks (the
 warm-up ones and the first of every window) are decoded fully, by tritonclient's own parsers.
 """
