@@ -43,6 +43,7 @@ from _common import MLP_SIZES, add_size_option, build_mlp, header, served_mlp
 from workbench import zoo
 from workbench.measure import MeasureSettings, measure
 from workbench.measure.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
+from workbench.measure.stats import model_counters
 
 POINTS = ((1, 1), (8, 1), (1, 4), (8, 4))  # (batch size, concurrency)
 THROUGHPUT_BAND = (0.95, 1.05)
@@ -74,11 +75,8 @@ class ServerWatch:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> tuple[float, int, int, int]:
-        stats = self.client.get_inference_statistics(self.model, as_json=True)
-        entry = stats["model_stats"][0]
-        infer = entry["inference_stats"]
-        return (time.monotonic(), int(infer["success"].get("count", 0)), int(entry.get("inference_count", 0)),
-                int(infer["compute_infer"].get("ns", 0)))
+        counts = model_counters(self.client.get_inference_statistics(self.model, as_json=True), self.model)
+        return time.monotonic(), counts["success"][0], counts["inference_count"], counts["compute_infer"][1]
 
     def _run(self) -> None:
         while not self.stopping.wait(self.every):

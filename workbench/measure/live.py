@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.measure.stats import StatsError, model_counters
 from workbench.server.metrics import metric_value
 
 __all__ = ["ServerView", "ServerWatch", "PENDING_METRIC"]
@@ -46,18 +47,14 @@ class ServerView:
 
 
 def _counters(stats: dict, model: str) -> dict[str, int]:
-    """Success count, executions, inferences and the summed ns of each duration, over versions."""
-    out = {"success": 0, "executions": 0, "inferences": 0, **{key: 0 for key in _DURATIONS}}
-    for entry in stats.get("model_stats", []):
-        if entry.get("name") != model:
-            continue
-        inference = entry.get("inference_stats", {})
-        out["success"] += int(inference.get("success", {}).get("count", 0))
-        out["executions"] += int(entry.get("execution_count", 0))  # 64-bit counts are strings over gRPC
-        out["inferences"] += int(entry.get("inference_count", 0))
-        for key in _DURATIONS:
-            out[key] += int(inference.get(key, {}).get("ns", 0))
-    return out
+    """Success count, executions, inferences and the summed ns of each duration, over versions
+    (read by `stats.model_counters`; all zero while the server has no statistics for the model)."""
+    try:
+        counts = model_counters(stats, model)
+    except StatsError:
+        return dict.fromkeys(("success", "executions", "inferences", *_DURATIONS), 0)
+    return {"success": counts["success"][0], "executions": counts["execution_count"],
+            "inferences": counts["inference_count"], **{key: counts[key][1] for key in _DURATIONS}}
 
 
 class ServerWatch:
