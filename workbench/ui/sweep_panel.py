@@ -95,7 +95,7 @@ class SweepPanel:
         self.plan_link.link("concurrency", c["concurrency"], parse=partial(parse_counts, what="concurrency"),
                             show=comma_joined)
         self.plan_link.link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none)
-        self.measure_link: Linked[MeasureSettings] = Linked(MeasureSettings(window_s=1.0, stable_windows=3,
+        self.measure_link: Linked[MeasureSettings] = Linked(MeasureSettings(window_s=0.5, stable_windows=3,
                                                                             max_windows=10))
         for key in ("engine", "protocol", "window_s", "stable_windows", "max_windows"):
             self.measure_link.link(key, c[key])
