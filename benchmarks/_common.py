@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import statistics
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 import torch
+
+from _in_process import in_fresh_process, in_process  # noqa: F401 (re-exported)
 
 from workbench import zoo
 from workbench.compiler import compile_model
@@ -49,22 +48,27 @@ class ServedModel:
     model: zoo.ZooModel
 
 
-def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", max_batch_size: int = 8,
-              dynamic_batching: bool = False, queue_delay_us: int | None = None, instances: int = 1) -> ServedModel:
-    """Trace the zoo MLP on the CPU and generate its model directory (one instance over CORES
-    cores, so the served model gets the same thread count as the in-process run)."""
+def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", **options) -> ServedModel:
+    """Trace the zoo MLP on the CPU and generate its model directory (`generate_traced`)."""
     model = zoo.get("mlp", **MLP_SIZES[size])
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=workdir / "artifacts",
-                             name=name, overwrite=True)
-    repository = workdir / "repository"
+    artifact = generate_traced(workdir, model.module, model.example_inputs(2), name, **options)
+    return ServedModel(name, workdir / "repository", artifact, model)
+
+
+def generate_traced(workdir: Path, module: torch.nn.Module, example: tuple, name: str, *, max_batch_size: int = 8,
+                    dynamic_batching: bool = False, queue_delay_us: int | None = None, instances: int = 1) -> Path:
+    """Trace ``module`` on the CPU into ``workdir/artifacts`` and generate its model directory in
+    ``workdir/repository`` (one instance over CORES cores, so the served model gets the same thread
+    count as the in-process run); returns the TorchScript file."""
+    artifact = compile_model(module, example, "cpu", out_dir=workdir / "artifacts", name=name, overwrite=True)
     settings = dataclasses.replace(
-        quickstart_settings(artifact, repository, name, max_batch_size=max_batch_size, cores=CORES),
+        quickstart_settings(artifact, workdir / "repository", name, max_batch_size=max_batch_size, cores=CORES),
         triton_model_instance_count=instances,
         enable_dynamic_batching=dynamic_batching,
         max_queue_delay_microseconds=queue_delay_us,
     )
     write(render(settings))
-    return ServedModel(name, repository, Path(artifact.path), model)
+    return Path(artifact.path)
 
 
 @contextmanager
@@ -77,25 +81,6 @@ def served_mlp(*, server_args: tuple[str, ...] = (), **options) -> Iterator[tupl
         with server:
             server.load(served.name)
             yield server, served
-
-
-def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = CORES) -> dict:
-    """Time the TorchScript file called directly: calls/s x batch, and the median call."""
-    torch.set_num_threads(threads)
-    module = torch.jit.load(str(artifact)).eval()
-    x = torch.from_numpy(batch)
-    with torch.no_grad():
-        for _ in range(20):
-            module(x)
-        latencies = []
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            t0 = time.perf_counter_ns()
-            module(x)
-            latencies.append(time.perf_counter_ns() - t0)
-    total_s = sum(latencies) / 1e9
-    return {"throughput": len(latencies) * batch.shape[0] / total_s,
-            "p50_us": statistics.median(latencies) / 1000.0, "calls": len(latencies)}
 
 
 def add_size_option(parser, default: str) -> None:

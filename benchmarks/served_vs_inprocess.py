@@ -1,38 +1,94 @@
-"""Served vs in-process: the reference MLP's TorchScript file ("large" by default, a batch-8 call of
-a few milliseconds) called directly in this process, and the same file served on a local
-tritonserver two ways: by the generated model.py (Python backend) and, where Triton's real PyTorch
-(LibTorch) backend is present, by LibTorch itself (the floor of serving without the Python
-backend's hop). Both are measured by the workbench's load generator at concurrency 1 over gRPC and
-HTTP (both by default: their fixed costs differ), batch 1 and 8, with the same thread count. The
-in-process side is timed again right before each served measurement and every ratio is within that
-pair (a neighbour's load drifts over minutes; a pair sees about the same).
+"""Served vs in-process, judged on alternating pairs: the reference MLP's TorchScript file ("large"
+by default: ~100 MB of weights read per call) called directly, and the same file served on a local
+tritonserver by the generated model.py (Python backend) and, where Triton's real PyTorch (LibTorch)
+backend is present, by LibTorch itself (serving without the Python backend's hop). Concurrency 1,
+batch 8 and 1, gRPC and HTTP, the workbench's load generator, one thread everywhere.
+
+Why pairs of fresh processes: the large MLP's call is memory-bound and its time varies from one
+process to the next (where its weights land), so one in-process timing against one served one is
+noise. Each of ``--pairs`` pairs times the file in a new Python process and reloads the served
+model (a new backend stub with its own weights), in alternating order; each pair gives a ratio,
+the verdict is on the median pair, and the spread (min-max over pairs) is printed.
+
+Where the time goes, measured in the same pairs:
+* the hop floor: a model.py that computes nothing (the same tensors; it answers with rows of an
+  array made at load) on the same server: its p50 is what the path costs with no model at all
+  (client, HTTP/gRPC, Triton, the Python backend's shared-memory hop). At batch 8 the ratio this
+  floor alone allows is in-process / (in-process + floor p50).
+* model.py's own code: the generated model.py serving a TorchScript that computes nothing (rows of
+  a zero buffer): its p50 minus the floor's.
+* at batch 8, the server's compute_infer (the stub's execute) minus the in-process call: how much
+  slower the same forward runs inside the stub; p50 minus compute_infer: the path outside execute.
+
+Huge pages: the generated model.py sets THP_MEM_ALLOC_ENABLE=1 (the weights in 2 MB pages) unless
+the environment says otherwise; this script sets the same default in its own environment, so the
+in-process child and the LibTorch server get what the stub gets.
 
 Targets (issue 15): served throughput through the generated model.py >= 0.95x in-process at batch
-8, concurrency 1; served p50 at most 0.3 ms above in-process at batch 1 over HTTP. The LibTorch row
-shows how much of a miss is the Python backend's own hop.
+8, concurrency 1; served p50 at most 0.3 ms above in-process at batch 1 over HTTP. The LibTorch
+rows are the reference floor without the Python hop.
 
 The LibTorch backend directory: --libtorch-backend DIR, else $WORKBENCH_LIBTORCH_BACKEND, else what
 the shared tools/build_libtorch_backend.sh builds (cached: seconds) when $WORKBENCH_SHARED or
 ../shared holds it; otherwise that row is skipped, saying why.
-Run: python benchmarks/served_vs_inprocess.py [--window 2] [--libtorch-backend DIR]
+Run: python benchmarks/served_vs_inprocess.py [--pairs 5] [--window 1] [--libtorch-backend DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 from pathlib import Path
 
-from _common import CORES, add_size_option, header, in_process, ratio, served_mlp
+os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # what model.py does; before torch is imported
 
-from workbench.generate import pytorch_backend as ptb
-from workbench.measure import MeasureSettings, measure
-from workbench.server import TritonServer
-from workbench.tutorial_backends import build_libtorch_backend
+import torch  # noqa: E402
+from _common import CORES, add_size_option, generate_traced, header, in_fresh_process, served_mlp  # noqa: E402
+
+from workbench.generate import pytorch_backend as ptb  # noqa: E402
+from workbench.generate.config import build_config, to_text  # noqa: E402
+from workbench.measure import MeasureSettings, measure  # noqa: E402
+from workbench.server import TritonServer  # noqa: E402
+from workbench.tutorial_backends import build_libtorch_backend  # noqa: E402
 
 THROUGHPUT_TARGET = 0.95  # served / in-process at batch 8
 P50_OVERHEAD_TARGET_MS = 0.3  # served - in-process at batch 1, HTTP
 LIBTORCH_NAME = "mlp_libtorch"
+FLOOR_NAME = "hop_floor"  # a model.py that computes nothing
+ZERO_NAME = "zero_compute"  # the generated model.py over a TorchScript that computes nothing
+BATCHES = (8, 1)
+
+FLOOR_MODEL_PY = '''"""The Python backend's hop floor: no compute; each request gets rows of an array made at load."""
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.input, output = config["input"][0]["name"], config["output"][0]
+        self.output = output["name"]
+        self.rows = np.zeros([int(config["max_batch_size"])] + [int(d) for d in output["dims"]], np.float32)
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+                    self.output, self.rows[:pb_utils.get_input_tensor_by_name(r, self.input).as_numpy().shape[0]])])
+                for r in requests]
+'''
+
+
+class Zeros(torch.nn.Module):
+    """The MLP's tensors with no compute: the first rows of a zero buffer."""
+
+    def __init__(self, rows: int, classes: int) -> None:
+        super().__init__()
+        self.register_buffer("out", torch.zeros(rows, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out[: x.shape[0]]
 
 
 def _libtorch_backend(given: str | None) -> tuple[Path | None, str]:
@@ -52,81 +108,161 @@ def _libtorch_backend(given: str | None) -> tuple[Path | None, str]:
 
 def _libtorch_model(repository: Path, served) -> None:
     """The same TorchScript file as a LibTorch model, one intra-op thread per served core."""
-    import torch
-
     cfg = ptb.build_pytorch_config(LIBTORCH_NAME, served.model.spec, max_batch_size=8,
                                    parameters={"INTRA_OP_THREAD_COUNT": CORES, "INTER_OP_THREAD_COUNT": 1})
     ptb.write_torchscript_model(repository, cfg, torch.jit.load(str(served.artifact)).eval())
 
 
-def _measure_row(label: str, server: TritonServer, artifact: Path, name: str, x, batch: int, protocols,
-                 window: float, rows: dict) -> None:
-    """Each protocol's served measurement, the in-process one just before it: one pair per row."""
+def _floor_models(served) -> None:
+    """The hop floor and the zero-compute model, beside the MLP in its repository."""
+    directory = served.repository / FLOOR_NAME
+    (directory / "1").mkdir(parents=True)
+    config = build_config(FLOOR_NAME, served.model.spec, max_batch_size=8, kind="KIND_CPU")
+    (directory / "config.pbtxt").write_text(to_text(config))
+    (directory / "1" / "model.py").write_text(FLOOR_MODEL_PY)
+    classes = served.model.spec.outputs[0].dims[-1]
+    generate_traced(served.repository.parent, Zeros(8, classes).eval(), served.model.example_inputs(2), ZERO_NAME)
+
+
+def _served(server: TritonServer, name: str, x, batch: int, protocol: str, window: float):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    # p50 and throughput only: 50 latencies are enough, and a 30 ms call gives ~30 per window
+    settings = MeasureSettings(engine="workbench", protocol=protocol, window_s=window, min_latencies=50,
+                               max_windows=6, time_limit_s=None)
+    result = measure(url, name, [x], settings, batch_size=batch, concurrency=1)
+    for warning in result.warnings:
+        print(f"    warning ({name} {protocol} batch {batch}): {warning}")
+    return result
+
+
+def _pair(k: int, server: TritonServer, name: str, served, inputs: dict, protocols, window: float,
+          floors: bool) -> dict:
+    """One pair: a fresh in-process timing and the model reloaded (a new stub) and served, the
+    order alternating with ``k``; with ``floors`` the hop floor and zero-compute models too."""
+    figures: dict = {}
+
+    def local() -> None:
+        figures["local"] = in_fresh_process(served.artifact, inputs, seconds=2 * window, threads=CORES)
+
+    def remote() -> None:
+        server.unload(name)
+        server.load(name)
+        for protocol in protocols:
+            for batch in BATCHES:
+                figures[protocol, batch] = _served(server, name, inputs[batch], batch, protocol, window)
+        if floors:
+            for protocol in protocols:
+                for batch in BATCHES:
+                    figures[FLOOR_NAME, protocol, batch] = _served(server, FLOOR_NAME, inputs[batch], batch, protocol,
+                                                                   window)
+            for batch in BATCHES:
+                figures[ZERO_NAME, "http", batch] = _served(server, ZERO_NAME, inputs[batch], batch, "http", window)
+
+    for step in ((local, remote) if k % 2 == 0 else (remote, local)):
+        step()
+    local_ms = {batch: figures["local"][batch]["p50_us"] / 1000 for batch in BATCHES}
+    parts = [f"in-process {local_ms[8]:.2f} ms (b8) {local_ms[1]:.2f} ms (b1)"]
     for protocol in protocols:
-        here = in_process(artifact, x, seconds=3 * window)
-        print(f"batch {batch}: in-process          {here['throughput']:9.1f} infer/s p50 {here['p50_us'] / 1000:6.3f} ms",
-              flush=True)
-        url = server.grpc_url if protocol == "grpc" else server.http_url
-        result = measure(url, name, [x], MeasureSettings(protocol=protocol, window_s=window),
-                         batch_size=batch, concurrency=1)
-        rows[label, protocol, batch] = result, here
-        s = result.server
-        # client = p50 minus the server's request time: what the load generator and the network add
-        server_part = (f"server request {s.request_us / 1000:.3f} ms, compute infer {s.compute_infer_us / 1000:.3f} ms, "
-                       f"client+network ~{(result.p50_us - s.request_us) / 1000:.3f} ms") if s else "no server statistics"
-        print(f"batch {batch}: {label:9s} {protocol:4s} {result.throughput:9.1f} infer/s p50 {result.p50_us / 1000:6.3f} ms "
-              f"(stable {result.stable}, failed {result.failed}; {server_part}; load {os.getloadavg()[0]:.1f})", flush=True)
-        for warning in result.warnings:
-            print(f"  warning: {warning}")
+        r8, r1 = figures[protocol, 8], figures[protocol, 1]
+        infer = f", compute infer {r8.server.compute_infer_us / 1000:.2f} ms" if r8.server else ""
+        thr = r8.throughput / figures["local"][8]["throughput"]
+        parts.append(f"{protocol} b8 {thr:.3f}x (p50 {r8.p50_us / 1000:.2f} ms{infer}), "
+                     f"b1 p50 {r1.p50_us / 1000 - local_ms[1]:+.3f} ms")
+    if floors:
+        parts.append("floor http b1 " + f"{figures[FLOOR_NAME, 'http', 1].p50_us / 1000:.3f} ms, zero-compute model.py "
+                     f"http b1 {figures[ZERO_NAME, 'http', 1].p50_us / 1000:.3f} ms")
+    print(f"  pair {k + 1} ({'in-process first' if k % 2 == 0 else 'served first'}): " + "; ".join(parts)
+          + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+    return figures
+
+
+def _spread(values: list[float], fmt: str, unit: str) -> str:
+    """The median and min-max of ``values``, formatted with ``fmt`` and ``unit``."""
+    def show(v: float) -> str:
+        return format(v, fmt) + unit
+    return f"{show(statistics.median(values))} (pairs {show(min(values))} to {show(max(values))}, n={len(values)})"
+
+
+def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[bool]:
+    """Print the rows of one backend; returns the verdicts (model.py rows only)."""
+    judged, verdicts = label == "model.py", []
+    tag = (lambda met: f" -> {'met' if met else 'NOT met'}") if judged else (lambda met: " (reference)")
+    local = {batch: [p["local"][batch] for p in pairs] for batch in BATCHES}
+    for protocol in protocols:
+        thr = [p[protocol, 8].throughput / p["local"][8]["throughput"] for p in pairs]
+        met = statistics.median(thr) >= THROUGHPUT_TARGET
+        print(f"{label} {protocol}: throughput served/in-process at batch 8: {_spread(thr, '.3f', 'x')} "
+              f"(target >= {THROUGHPUT_TARGET}x){tag(met)}")
+        verdicts += [met] if judged else []
+        # the split in means (the throughput ratio is one): in-process call, execute's extra, the rest
+        here_ms = [1000 * 8 / x["throughput"] for x in local[8]]
+        timed = [(p[protocol, 8], ms) for p, ms in zip(pairs, here_ms) if p[protocol, 8].server]
+        infer = [r.server.compute_infer_us / 1000 - ms for r, ms in timed]
+        outside = [(r.latency["avg"] - r.server.compute_infer_us) / 1000 for r, _ in timed]
+        if timed:
+            print(f"  batch 8 split (means): in-process call {_spread(here_ms, '.2f', ' ms')}; the stub's compute "
+                  f"infer minus it {_spread(infer, '+.2f', ' ms')}; served latency minus compute infer (outside "
+                  f"execute) {_spread(outside, '.2f', ' ms')}")
+        if floors:
+            floor8 = [p[FLOOR_NAME, protocol, 8].p50_us / 1000 for p in pairs]
+            allowed = [ms / (ms + f) for ms, f in zip(here_ms, floor8)]
+            print(f"  batch 8 hop floor (model.py computing nothing): p50 {_spread(floor8, '.3f', ' ms')}: the ratio "
+                  f"it alone allows {_spread(allowed, '.3f', 'x')}")
+        over = [p[protocol, 1].p50_us / 1000 - x["p50_us"] / 1000 for p, x in zip(pairs, local[1])]
+        p50_met = statistics.median(over) <= P50_OVERHEAD_TARGET_MS
+        p50_tag = tag(p50_met) if protocol == "http" else (" (judged over HTTP)" if judged else " (reference)")
+        print(f"{label} {protocol}: p50 served - in-process at batch 1: {_spread(over, '+.3f', ' ms')} "
+              f"(target <= {P50_OVERHEAD_TARGET_MS} ms over HTTP){p50_tag}")
+        verdicts += [p50_met] if judged and protocol == "http" else []
+        if floors:
+            floor1 = [p[FLOOR_NAME, protocol, 1].p50_us / 1000 for p in pairs]
+            print(f"  batch 1 hop floor (model.py computing nothing): p50 {_spread(floor1, '.3f', ' ms')}")
+            if protocol == "http":
+                own = [(p[ZERO_NAME, "http", 1].p50_us - p[FLOOR_NAME, "http", 1].p50_us) / 1000 for p in pairs]
+                rest = [o - (p[ZERO_NAME, "http", 1].p50_us / 1000) for o, p in zip(over, pairs)]
+                own8 = [(p[ZERO_NAME, "http", 8].p50_us - p[FLOOR_NAME, "http", 8].p50_us) / 1000 for p in pairs]
+                print(f"  batch 1 over HTTP = hop floor + model.py's own code {_spread(own, '+.3f', ' ms')} (the "
+                      f"generated model.py on a zero-compute TorchScript minus the floor; at batch 8 "
+                      f"{_spread(own8, '+.3f', ' ms')}) + the rest {_spread(rest, '+.3f', ' ms')} (the forward inside "
+                      "the stub vs in-process, and noise)")
+    return verdicts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--window", type=float, default=2.0, help="measurement window, seconds")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating pairs per backend (default 5)")
+    parser.add_argument("--window", type=float, default=1.0, help="measurement window, seconds")
     parser.add_argument("--protocol", default="both", choices=("grpc", "http", "both"))
     parser.add_argument("--libtorch-backend", default=None, help="backend directory with Triton's PyTorch backend")
     add_size_option(parser, "large")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
     protocols = ("grpc", "http") if args.protocol == "both" else (args.protocol,)
-    header(f"served vs in-process, {args.size} MLP, {CORES} thread(s), concurrency 1, {' and '.join(protocols)}")
+    header(f"served vs in-process, {args.size} MLP, {CORES} thread(s), concurrency 1, {' and '.join(protocols)}, "
+           f"{args.pairs} alternating pair(s) per backend, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}")
     backend, source = _libtorch_backend(args.libtorch_backend)
     print(f"LibTorch backend: {backend} ({source})" if backend else f"LibTorch row skipped: {source}", flush=True)
-    rows: dict = {}
+    results: dict[str, list[dict]] = {}
     with served_mlp(size=args.size) as (server, served):
-        inputs = {batch: served.model.example_inputs(batch)[0].numpy() for batch in (1, 8)}
-        for batch, x in inputs.items():
-            _measure_row("model.py", server, served.artifact, served.name, x, batch, protocols, args.window, rows)
+        _floor_models(served)
+        for name in (FLOOR_NAME, ZERO_NAME):
+            server.load(name)
+        inputs = {batch: served.model.example_inputs(batch)[0].numpy() for batch in BATCHES}
+        print("model.py (Python backend):", flush=True)
+        results["model.py"] = [_pair(k, server, served.name, served, inputs, protocols, args.window, True)
+                               for k in range(args.pairs)]
         if backend is not None:
             server.stop()  # one server at a time: the two would share the same cores
             _libtorch_model(served.repository, served)
             with TritonServer(served.repository, pytorch_backend=backend) as libtorch:
                 libtorch.load(LIBTORCH_NAME)
-                for batch, x in inputs.items():
-                    _measure_row("LibTorch", libtorch, served.artifact, LIBTORCH_NAME, x, batch, protocols,
-                                 args.window, rows)
-    labels = ("model.py", "LibTorch") if backend is not None else ("model.py",)
+                print("LibTorch backend:", flush=True)
+                results["LibTorch"] = [_pair(k, libtorch, LIBTORCH_NAME, served, inputs, protocols, args.window, False)
+                                       for k in range(args.pairs)]
     verdicts = []
-    for label in labels:
-        for protocol in protocols:
-            (served8, local8), (served1, local1) = rows[label, protocol, 8], rows[label, protocol, 1]
-            thr = served8.throughput / local8["throughput"]
-            over = (served1.p50_us - local1["p50_us"]) / 1000
-            judged = label == "model.py"
-            thr_met, p50_met = thr >= THROUGHPUT_TARGET, over <= P50_OVERHEAD_TARGET_MS
-            if judged:
-                verdicts.append(thr_met)
-                if protocol == "http":
-                    verdicts.append(p50_met)
-            tag = (lambda met: f" -> {'met' if met else 'NOT met'}") if judged else (lambda met: " (reference)")
-            print(f"{label} {protocol}: throughput served/in-process at batch 8: {thr:.3f}x "
-                  f"(target >= {THROUGHPUT_TARGET}x){tag(thr_met)}")
-            print(f"{label} {protocol}: throughput served/in-process at batch 1: "
-                  f"{ratio(served1.throughput, local1['throughput'])}")
-            p50_tag = tag(p50_met) if protocol == "http" else (" (judged over HTTP)" if judged else " (reference)")
-            print(f"{label} {protocol}: p50 served - in-process at batch 1: {over:.3f} ms "
-                  f"(target <= {P50_OVERHEAD_TARGET_MS} ms over HTTP){p50_tag}")
-            print(f"{label} {protocol}: p50 served - in-process at batch 8: "
-                  f"{(served8.p50_us - local8['p50_us']) / 1000:.3f} ms (the fixed cost of serving)")
+    for label, pairs in results.items():
+        verdicts += _summary(label, pairs, protocols, label == "model.py")
     print(f"targets (issue 15, through the generated model.py): {'MET' if all(verdicts) else 'NOT MET'} "
           f"(load average {', '.join(f'{v:.1f}' for v in os.getloadavg())})")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import time
@@ -419,6 +420,46 @@ def test_bad_settings_fail_the_load_with_a_clear_message(server, repo, name, inp
     with pytest.raises(ModelLoadError) as caught:
         server.load(name)
     assert message in str(caught.value)
+
+
+THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def _huge_page_advised_mb(pid: int) -> list[float]:
+    """Sizes (MB) of the mappings of ``pid`` madvised for transparent huge pages (VmFlags "hg")."""
+    sizes = []
+    for block in re.split(r"\n(?=[0-9a-f]+-[0-9a-f]+ )", Path(f"/proc/{pid}/smaps").read_text()):
+        flags = re.search(r"VmFlags:(.*)", block)
+        if flags and "hg" in flags.group(1).split():
+            sizes.append(int(re.search(r"\nSize:\s+(\d+) kB", block).group(1)) / 1024)
+    return sizes
+
+
+@pytest.mark.server
+def test_cpu_weights_go_in_huge_pages_unless_the_server_turns_it_off(repo, monkeypatch):
+    """model.py sets THP_MEM_ALLOC_ENABLE=1 before torch is imported, so the 4 MB weight is madvised
+    for 2 MB pages in the stub; a THP_MEM_ALLOC_ENABLE=0 given to the server is kept (no such mapping)."""
+    if not THP_MODE.is_file() or "[never]" in THP_MODE.read_text():
+        pytest.skip("the kernel's transparent huge pages are off (or absent)")
+    monkeypatch.delenv("THP_MEM_ALLOC_ENABLE", raising=False)
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(1024, 1024).eval()  # a 4 MB weight
+    save_module(linear, repo / "huge_pages" / "model.pt", (torch.ones(1, 1024),))
+    write_model(repo, "huge_pages", ["INPUT__0,FP32,1024"], ["OUTPUT__0,FP32,1024"], max_batch_size=4)
+    x = np.random.default_rng(5).standard_normal((3, 1024)).astype(np.float32)
+    advised = {}
+    for setting, env in (("default", {}), ("off", {"THP_MEM_ALLOC_ENABLE": "0"})):
+        with TritonServer(repo, env=env) as own:
+            own.load("huge_pages")
+            (result,) = burst(own, "huge_pages", [{"INPUT__0": x}])
+            assert not isinstance(result, Exception), result
+            with torch.no_grad():
+                np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), linear(torch.from_numpy(x)).numpy(),
+                                           rtol=1e-5, atol=1e-5)
+            (pid,) = _stub_processes(repo / "huge_pages" / "1" / "model.py").values()
+            advised[setting] = _huge_page_advised_mb(pid)
+    assert any(mb >= 4 for mb in advised["default"]), f"no mapping of >= 4 MB madvised for huge pages: {advised}"
+    assert not any(mb >= 4 for mb in advised["off"]), f"THP_MEM_ALLOC_ENABLE=0 was not kept: {advised}"
 
 
 def tf_add_sub(path: Path):

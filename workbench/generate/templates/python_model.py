@@ -466,7 +466,17 @@ def _torch_runner(module, torch):
     return run
 
 
+def _huge_page_weights():
+    """Weights in transparent huge pages: a CPU forward reads all of them per call (~100 MB for a
+    large MLP), and with 4 KB pages its speed varies with where they land. PyTorch's allocator
+    madvises 2 MB pages for blocks of 2 MB and more when THP_MEM_ALLOC_ENABLE=1; it reads the
+    variable once, so this runs before torch is imported. A value already set (0: off) is kept;
+    the kernel's THP mode "never" makes it a no-op."""
+    os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")
+
+
 def load_pytorch_cpu(settings, layout):
+    _huge_page_weights()
     import torch
 
     torch.set_num_threads(settings["threads"])
@@ -590,6 +600,7 @@ def load_transformers_neuronx(settings, layout):
     eos = tnx["eos_token_ids"]
     fill = eos[0] if eos else None
     if settings["target"] == "cpu":
+        _huge_page_weights()
         import torch
         import transformers
 
