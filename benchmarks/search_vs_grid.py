@@ -179,6 +179,7 @@ def main() -> None:
                           f"{abs(1 - p99 / budget):.0%} {'under' if fits else 'over'})")
             lines.append(f"{name:<11} {wall:7.1f} s  {wall / grid_s:5.2f}x  {detail}: "
                          f"{'met' if verdict else 'not met'}")
+            print(f"  verdict: {lines[-1]}", flush=True)  # on record even if a later search is cut short
         print(f"\ntarget: the grid's best (or within {WITHIN:.0%} of its throughput) in <= {TIME_SHARE:.2f}x "
               f"the grid's {grid_s:.1f} s")
         print("\n".join(lines))
