@@ -1,7 +1,13 @@
 """Time to the answer: the full grid against each search, on one model and one space, ratios in
 one run. The space: batch sizes 1,4,8 x allocations 1x1,2x1,1x2 (cores 0:1) x concurrency 1,2,4,8
 (36 points) of the reference MLP, every variant loaded as a config override on one server.
-The p99 budget is the grid's median p99 unless --budget-ms is given (half the space qualifies).
+The p99 budget, unless --budget-ms is given, is set from the grid alone before any search runs: the
+middle (geometric) of the widest gap between adjacent p99s among the grid's middle half, so that a
+quarter to three quarters of the space qualifies and no grid point lies nearer the budget. The
+grid's median p99 (the earlier default) lies by construction next to two grid points' own p99s, on
+the budget's edge: a point measured there falls on either side by run-to-run noise alone (the same
+point measured twice differed 1-11% here; the last judging run's halving answer was judged over a
+29.44 ms budget by its own 29.44 ms).
 Target, per search: it names the grid's best point under the budget, or one whose throughput in
 the grid is within 5% of the best (and whose grid p99 meets the same budget), in at most 1/3 of
 the grid's wall time. Every search is judged by the grid's own row for the point it names, and the
@@ -21,6 +27,7 @@ Run: python benchmarks/search_vs_grid.py [--window 0.5] [--searches halving,...]
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tempfile
 import time
@@ -47,6 +54,19 @@ def _spread(row) -> str:
             f"{float(row['throughput_high']):.1f}] p99 {float(row['p99_ms']):.2f} ms")
 
 
+def _widest_gap(p99s: list[float]) -> tuple[float, float, float]:
+    """(budget, the grid p99 just below it, the one just above): the geometric middle of the widest
+    gap, by ratio, between adjacent p99s where a quarter to three quarters of the points lie below."""
+    values = sorted(p99s)
+    n = len(values)
+    if n < 2:
+        raise SystemExit("the grid measured fewer than two p99s: give --budget-ms")
+    pairs = [(values[i] / values[i - 1], values[i - 1], values[i])
+             for i in range(max(n // 4, 1), max(3 * n // 4, 1) + 1)]
+    _ratio, below, above = max(pairs)
+    return math.sqrt(below * above), below, above
+
+
 def _loads(record: dict) -> str:
     """Each variant's load time, and the wait for the server to go quiet after it (settle.py)."""
     parts, waited = [], 0.0
@@ -62,7 +82,8 @@ def _loads(record: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--window", type=float, default=0.5, help="measurement window, seconds (default 0.5)")
-    parser.add_argument("--budget-ms", type=float, help="p99 budget (default: the grid's median p99)")
+    parser.add_argument("--budget-ms", type=float,
+                        help="p99 budget (default: the middle of the widest gap between the grid's p99s in its middle half)")
     parser.add_argument("--searches", default=",".join(SEARCHES),
                         help=f"searches to time against the grid, comma-separated (default {','.join(SEARCHES)})")
     parser.add_argument("--min-latencies", type=int, default=2000,
@@ -99,11 +120,19 @@ def main() -> None:
         # restore=False: reloading the base config after a run is not part of finding the answer
         grid = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / "grid", settings=settings, restore=False)
         grid_s = time.perf_counter() - start
-        budget = args.budget_ms or float(grid.frame["p99_ms"].median())
+        gap = _widest_gap(grid.frame["p99_ms"].dropna().tolist())
+        budget = args.budget_ms or gap[0]
         by_key = {_key(r): r for _i, r in grid.frame.iterrows()}
         grid_best = best_point(grid.frame, latency_budget_ms=budget)
         print(f"grid: {_loads(grid.record)}")
-        print(f"p99 budget {budget:.2f} ms ({'given' if args.budget_ms else 'the grid median'})")
+        meets = int((grid.frame["p99_ms"] <= budget).sum())
+        print(f"p99 budget {budget:.2f} ms ("
+              + ("given" if args.budget_ms else
+                 f"the middle of the widest gap between adjacent grid p99s in its middle half, {gap[1]:.2f} to "
+                 f"{gap[2]:.2f} ms: no grid point within {1 - gap[1] / budget:.1%} below or "
+                 f"{gap[2] / budget - 1:.1%} above it")
+              + f"; {meets} of {len(grid.frame)} grid points meet it; the grid median p99 is "
+              f"{float(grid.frame['p99_ms'].median()):.2f} ms)")
         print(f"grid: {len(grid.frame)} points in {grid_s:.1f} s (load average now {os.getloadavg()[0]:.1f}). "
               f"{answer(grid.frame, budget).describe()}")
         if grid_best is None:
@@ -144,11 +173,13 @@ def main() -> None:
                 same = _key(found.best) == _key(grid_best)
                 fits = float(in_grid["p99_ms"]) <= budget
                 verdict = (same or (share >= 1 - WITHIN and fits)) and wall <= TIME_SHARE * grid_s
+                p99 = float(in_grid["p99_ms"])
                 detail = (f"{'the grid best' if same else 'not the grid best'}; in the grid its throughput is "
-                          f"{share:.1%} of the best, p99 {float(in_grid['p99_ms']):.2f} ms "
-                          f"({'within' if fits else 'over'} budget)")
+                          f"{share:.1%} of the best, p99 {p99:.2f} ms ({'within' if fits else 'over'} budget, "
+                          f"{abs(1 - p99 / budget):.0%} {'under' if fits else 'over'})")
             lines.append(f"{name:<11} {wall:7.1f} s  {wall / grid_s:5.2f}x  {detail}: "
                          f"{'met' if verdict else 'not met'}")
+            print(f"  verdict: {lines[-1]}", flush=True)  # on record even if a later search is cut short
         print(f"\ntarget: the grid's best (or within {WITHIN:.0%} of its throughput) in <= {TIME_SHARE:.2f}x "
               f"the grid's {grid_s:.1f} s")
         print("\n".join(lines))

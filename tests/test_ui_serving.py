@@ -321,6 +321,9 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     with pytest.raises(ValueError, match="min_gain do\\(es\\) not apply to it"):
         search_from_args(parser.parse_args(["model", "--out", "o", "--search", "halving", "--latency-budget-ms", "20",
                                             "--min-gain", "7"]))
+    c["search"].value = "hill-climb"  # screens as halving does: the same two fields, and min gain
+    assert sweep.search().strategy().params == {"latency_budget_ms": 20.0, "screen_window_s": 0.05, "within": 0.1,
+                                                "min_gain": 0.07}
     c["search"].value = "early-stop"
     assert sweep.search().strategy().params == {"latency_budget_ms": 20.0, "min_gain": 0.07, "tries": 1}
     c["tries"].value = "two"

@@ -63,9 +63,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                       help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
     grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")
     grid.add_argument("--screen-window-ms", type=float, metavar="MS",
-                      help="halving: the short window every cell is screened with first (default 200)")
+                      help="halving/hill-climb: the short window every cell is screened with first (default 200)")
     grid.add_argument("--within", type=float, metavar="PCT",
-                      help="halving: a cell is dropped only when its screen's 95%% interval ends below the best "
+                      help="halving/hill-climb: a cell is dropped only when its screen's 95%% interval ends below the best "
                            "screen's and it is more than this percentage below it (default 30)")
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")

@@ -129,9 +129,9 @@ class SweepPanel:
         c["tries"] = widgets.Text(description="tries", placeholder="default 1", style=style,
                                   tooltip="early-stop: steps without that gain before a walk ends")
         c["screen_window_ms"] = widgets.Text(description="screen window (ms)", placeholder="default 200", style=style,
-                                             tooltip="halving: the short window every cell is screened with first")
+                                             tooltip="halving / hill-climb: the short window every cell is screened with first")
         c["within"] = widgets.Text(description="within (%)", placeholder="default 30", style=style,
-                                   tooltip="halving: cells screened this close to the best screen are measured in full")
+                                   tooltip="halving / hill-climb: cells screened this close to the best screen are measured in full")
         self.search_link: Linked[SearchChoice] = Linked(SearchChoice())
         self.search_link.link("name", c["search"])
         self.search_link.link("latency_budget_ms", c["budget_ms"], parse=parse_budget_ms, show=lambda v: v or 0.0)

@@ -30,16 +30,18 @@ class CellAnswer:
 
 
 def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, log: SearchLog,
-                latency_budget_ms: float, start: int | None = None, *, screening: bool = False) -> CellAnswer:
+                latency_budget_ms: float, start: int | None = None, *, screening: bool = False,
+                start_why: str = "warm start at a neighbour's answer") -> CellAnswer:
     """Bisect the concurrency levels of one cell. ``start`` (an index, e.g. the answer of a
-    neighbouring cell) is probed first; a failed point counts as missing the budget.
+    neighbouring cell, logged as ``start_why``) is probed first; a failed point counts as missing
+    the budget.
     ``screening``: ``measure`` is a short screen, logged as one (its rows are no results)."""
     record = log.screened if screening else log.measured
     levels = space.concurrency
     low, high = -1, len(levels)  # low: highest index known to meet the budget; high: lowest known to miss
     rows: list[PointRow] = []
     probe = start if start is not None and 0 <= start < len(levels) else (len(levels) - 1) // 2
-    why = "warm start at a neighbour's answer" if start is not None else "middle of the concurrency levels"
+    why = start_why if start is not None else "middle of the concurrency levels"
     while high - low > 1:
         row = measure(space.point(variant, batch, probe))
         record(row, why, latency_budget_ms)

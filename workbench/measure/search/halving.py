@@ -4,13 +4,10 @@ measurements (one window of ``screen_window_s``, concurrency bisected under the 
 the cells that the screen cannot rule out are measured in full; the answer is read from the full
 measurements only.
 
-A cell is ruled out only when its screen is clearly below the best screen so far: its 95%
-throughput interval ends below the start of the best's, and its throughput is more than
-``within`` below the best's (a short screen on a busy machine moves by more than its own
-interval between runs, so the interval alone is not trusted either). Cells whose interval
-overlaps the best's are always measured in full; the others within ``within`` only while the
-variant has fewer than ``keep`` cells measured in full. A full point costs little beside a
-variant load, so a wide cut is cheap.
+A cell is ruled out only when its screen is clearly below the best screen so far (screen.py's
+rule, shared with hill-climb). Cells whose interval overlaps the best's are always measured in
+full; the others within ``within`` only while the variant has fewer than ``keep`` cells measured
+in full. A full point costs little beside a variant load, so a wide cut is cheap.
 
 The rungs run per variant while it is loaded: on this server a variant load (a Python-backend
 stub per instance, each importing its framework) costs more than several full points, so a
@@ -21,42 +18,27 @@ concurrency level down, in full.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-
 from workbench.measure.plan import SweepError
 from workbench.measure.rows import PointRow
-from workbench.measure.search.base import Measure, SearchLog, SearchSpace, SearchStrategy, meets_budget
-from workbench.measure.search.concurrency_bisection import CellAnswer, bisect_cell
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.search.base import Measure, SearchLog, SearchSpace, meets_budget
+from workbench.measure.search.screen import ScreeningSearch, clearly_below, interval, screen_variant
 
 __all__ = ["SuccessiveHalving"]
 
 
-class SuccessiveHalving(SearchStrategy):
+class SuccessiveHalving(ScreeningSearch):
     name = "halving"
-    needs_budget = True
 
     def __init__(self, latency_budget_ms: float | None = None, *, screen_window_s: float = 0.2,
                  within: float = 0.3, keep: int = 2) -> None:
-        super().__init__(latency_budget_ms)
-        if not isinstance(screen_window_s, (int, float)) or isinstance(screen_window_s, bool) \
-                or not math.isfinite(screen_window_s) or screen_window_s <= 0:
-            raise SweepError(f"screen_window_s {screen_window_s!r} must be a positive number of seconds")
-        if not isinstance(within, (int, float)) or not 0 <= within < 1:
-            raise SweepError(f"within {within!r} must be a fraction in [0, 1) (0.3 = 30%)")
+        super().__init__(latency_budget_ms, screen_window_s=screen_window_s, within=within)
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise SweepError(f"keep {keep!r} must be a whole number >= 1 (cells per variant measured in full)")
-        self.screen_window_s, self.within, self.keep = float(screen_window_s), float(within), keep
+        self.keep = keep
 
     @property
     def params(self) -> dict:
-        return {**super().params, "screen_window_s": self.screen_window_s, "within": self.within, "keep": self.keep}
-
-    def screening(self, settings: MeasureSettings) -> MeasureSettings:
-        """One window of ``screen_window_s`` (never longer than the run's), no latency floor."""
-        return dataclasses.replace(settings, window_s=min(self.screen_window_s, settings.window_s), stable_windows=1,
-                                   max_windows=1, time_limit_s=None, min_latencies=0)
+        return {**super().params, "keep": self.keep}
 
     def _full(self, space: SearchSpace, v: int, b: int, c: int, measure: Measure, log: SearchLog,
               why: str) -> PointRow:
@@ -74,12 +56,8 @@ class SuccessiveHalving(SearchStrategy):
         best_screen: PointRow | None = None
         full_cells = 0
         for v, variant in enumerate(space.variants):
-            cells: list[tuple[CellAnswer, int]] = []
-            start = None
-            for b in range(len(space.batch_sizes)):  # rung 1: every cell of the loaded variant, screened
-                cell = bisect_cell(space, v, b, screen, log, budget, start, screening=True)
-                cells.append((cell, b))
-                start = cell.highest_ok if cell.highest_ok >= 0 else 0
+            # rung 1: every cell of the loaded variant, screened
+            cells = [(cell, b) for b, cell in enumerate(screen_variant(space, v, screen, log, budget))]
             ranked = sorted((c for c in cells if c[0].best is not None), key=lambda c: -c[0].best.throughput)
             if not ranked:
                 log.note(f"{variant.label}: no cell meets the budget in the screen; nothing measured in full")
@@ -93,10 +71,10 @@ class SuccessiveHalving(SearchStrategy):
                 if why is not None:
                     log.note(f"{label}: not measured in full: {why}")
                     continue
-                overlaps = not _clearly_below(cell.best, best_screen)
+                overlaps = not clearly_below(cell.best, best_screen)
                 kept += 1
                 self._full(space, v, b, space.concurrency.index(cell.best.concurrency), measure, log,
-                           f"screened {_interval(cell.best)}: "
+                           f"screened {interval(cell.best)}: "
                            + ("its interval overlaps the best screen's" if overlaps
                               else f"within {self.within:.0%} of the best screen"))
                 full_cells += 1
@@ -107,26 +85,12 @@ class SuccessiveHalving(SearchStrategy):
 
     def _ruled_out(self, row: PointRow, best: PointRow, kept: int) -> str | None:
         """Why the screen rules this cell out (None: measure it in full)."""
-        if not _clearly_below(row, best):
+        if not clearly_below(row, best):
             return None
-        if row.throughput < (1 - self.within) * best.throughput:
-            return (f"screened {_interval(row)} is clearly below the best screen {_interval(best)} "
-                    f"and more than {self.within:.0%} below it")
+        far = self.far_below(row, best)
+        if far is not None:
+            return far
         if kept >= self.keep:
-            return (f"screened {_interval(row)} is clearly below the best screen {_interval(best)}, and "
+            return (f"screened {interval(row)} is clearly below the best screen {interval(best)}, and "
                     f"{kept} cell(s) of the variant are measured in full already (keep {self.keep})")
         return None
-
-
-def _interval(row: PointRow) -> str:
-    if math.isnan(row.throughput_low) or math.isnan(row.throughput_high):
-        return f"{row.throughput:.1f} infer/s"
-    return f"{row.throughput:.1f} infer/s [{row.throughput_low:.1f}, {row.throughput_high:.1f}]"
-
-
-def _clearly_below(row: PointRow, best: PointRow) -> bool:
-    """The 95% throughput interval of ``row`` ends below the start of ``best``'s (without intervals:
-    the throughputs themselves)."""
-    high = row.throughput if math.isnan(row.throughput_high) else row.throughput_high
-    low = best.throughput if math.isnan(best.throughput_low) else best.throughput_low
-    return row is not best and high < low
