@@ -58,7 +58,7 @@ def main() -> None:
             url = server.grpc_url if args.protocol == "grpc" else server.http_url
             for batch in (1, 8):
                 x = served.model.example_inputs(batch)[0].numpy()
-                local[batch] = here = in_process(served.artifact, x, seconds=3 * args.window)
+                local[batch] = here = in_process(served.artifact, x, seconds=3 * args.window, threads=CORES)
                 print(f"batch {batch}: in-process   {here['throughput']:9.1f} infer/s p50 "
                       f"{here['p50_us'] / 1000:6.3f} ms", flush=True)
                 for name in ("mlp_python", "mlp_libtorch"):
