@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.measure.rows import PointRow
-from workbench.measure.search.base import Measure, SearchLog, SearchSpace, SearchStrategy, meets_budget, row_score
+from workbench.measure.search.base import (Measure, SearchLog, SearchSpace, SearchStrategy, may_meet_budget, meets_budget,
+                                           row_score)
 
 __all__ = ["CellAnswer", "bisect_cell", "ConcurrencyBisection"]
 
@@ -35,8 +36,10 @@ def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, 
     """Bisect the concurrency levels of one cell. ``start`` (an index, e.g. the answer of a
     neighbouring cell, logged as ``start_why``) is probed first; a failed point counts as missing
     the budget.
-    ``screening``: ``measure`` is a short screen, logged as one (its rows are no results)."""
+    ``screening``: ``measure`` is a short screen, logged as one (its rows are no results), and a
+    level passes when it may meet the budget (``may_meet_budget``: the low end of its p99 interval)."""
     record = log.screened if screening else log.measured
+    passes = may_meet_budget if screening else meets_budget
     levels = space.concurrency
     low, high = -1, len(levels)  # low: highest index known to meet the budget; high: lowest known to miss
     rows: list[PointRow] = []
@@ -46,7 +49,7 @@ def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, 
         row = measure(space.point(variant, batch, probe))
         record(row, why, latency_budget_ms)
         rows.append(row)
-        if meets_budget(row, latency_budget_ms):
+        if passes(row, latency_budget_ms):
             low = probe
         else:
             high = probe
@@ -63,8 +66,8 @@ def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, 
         reason = f"{cell}: p99 meets the budget up to the highest concurrency {levels[-1]}"
     else:
         reason = f"{cell}: p99 meets the budget at concurrency {levels[low]} and misses it at {levels[high]}"
-    log.note(("screen: " if screening else "") + reason)
-    ok = [r for r in rows if meets_budget(r, latency_budget_ms)]
+    log.note(("screen (p99 read at the low end of its interval): " if screening else "") + reason)
+    ok = [r for r in rows if passes(r, latency_budget_ms)]
     best = max(ok, key=lambda r: r.throughput) if ok else None
     return CellAnswer(best, low, reason)
 
