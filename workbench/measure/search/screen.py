@@ -3,7 +3,9 @@ first with short, cheap windows (concurrency bisected under the budget), kept ap
 results, only to choose what to measure in full; and the one rule by which a screen rules a cell
 out: its 95% throughput interval ends below the start of the best screen's, and its throughput
 is more than ``within`` below the best's (a short screen on a busy machine moves by more than its
-own interval between runs, so the interval alone is not trusted either).
+own interval between runs, so the interval alone is not trusted either). Against the budget a
+screen is read the same way, optimistically: a level passes when the low end of its p99 interval
+meets it (``base.may_meet_budget``); only the full measurement judges a p99 at face value.
 """
 
 from __future__ import annotations
