@@ -43,8 +43,10 @@ def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
     only when even its optimistic end misses: one short window's p99 moves by a quarter between
     runs of the same point (2.81 vs 3.58 ms on the medium MLP, quiet), and a screen read at face
     value dropped the grid's best cell against a budget inside that band."""
-    if not _usable(row) or latency_budget_ms is None:
-        return _usable(row)
+    if not _usable(row):
+        return False
+    if latency_budget_ms is None:
+        return True
     low = row.p99_ms if math.isnan(row.p99_low_ms) else min(row.p99_low_ms, row.p99_ms)
     return low <= latency_budget_ms
 

@@ -119,11 +119,11 @@ class HillClimb(ScreeningSearch):
             for cell in near:
                 if cell in full:
                     continue
-                why = self._ruled_out(screens[cell], screens[best]) if cell != top else None
-                if why is not None:
+                why = self._ruled_out(screens[cell], screens[best])
+                if why is not None and cell != top:
                     log.note(f"{label(cell)}: not measured in full beside {label(best)}: {why}")
                     continue
-                if cell == top and self._ruled_out(screens[cell], screens[best]) is not None:
+                if why is not None:
                     log.note(f"{label(cell)}: the best screen beside {label(best)}, measured in full although "
                              "its screen is far below: one screen alone does not end the climb")
                 measure_cell(cell)
