@@ -1,6 +1,10 @@
 """Time to the answer: the full grid against each search, on one model and one space, ratios in
 one run. The space: batch sizes 1,4,8 x allocations 1x1,2x1,1x2 (cores 0:1) x concurrency 1,2,4,8
-(36 points) of the reference MLP, every variant loaded as a config override on one server.
+(36 points) of the large reference MLP (2048->8192->1000, --size), every variant loaded as a config
+override on one server. Large by default: on the medium MLP a call takes well under a millisecond
+and one point's p99 moved 2.8 -> 9.3 ms between two runs an hour apart on this VM, more than the
+gaps between neighbouring points, so no budget separated the space from noise; the large MLP's
+call takes 4-13 ms and p99 rises with load by tens of milliseconds.
 The p99 budget, unless --budget-ms is given, is set from the grid alone before any search runs: the
 middle (geometric) of the widest gap between adjacent p99s among the grid's middle half, so that a
 quarter to three quarters of the space qualifies and no grid point lies nearer the budget. The
@@ -100,7 +104,7 @@ def main() -> None:
                         help="leave Triton's config auto-complete on: every load then starts one more Python stub "
                              "just to ask model.py for a config the workbench already wrote in full (default: "
                              "--disable-auto-complete-config, for the grid and the searches alike)")
-    add_size_option(parser, "medium")
+    add_size_option(parser, "large")
     args = parser.parse_args()
     searches = [name.strip() for name in args.searches.split(",") if name.strip()]
     unknown = [name for name in searches if name not in SEARCHES]
