@@ -6,6 +6,12 @@ triton-model-analyzer`` when missing. Wrappers give it the workbench's tritonser
 python backend directory, a unique shm prefix) and perf_analyzer. A NeuronCore allocation can only
 be written for it as instance count x NEURON_CORE_END_INDEX, so it also tries the split that
 overlaps cores (2 instances on core 0); every config it profiles restarts the server.
+
+Its perf_analyzer is given the workbench's input values (``perf_analyzer_flags: input-data``):
+perf_analyzer's default "random" input is random bytes (src/data_loader.cc fills its buffer with
+``rand()``), which read as FP32 hold NaN, infinities and denormals, and the large MLP's forward
+took 26 ms on such an input against 13 ms on normal values (one process, back to back), so Model
+Analyzer measured a slower model than the workbench did.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.generate.config import parameters_of, read_config
-from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer, write_input_data
 from workbench.server.discovery import find_tritonserver
 from workbench.server.ports import pick_ports
 
@@ -107,7 +113,8 @@ def _wrappers(folder: Path) -> tuple[Path, Path]:
     return server, analyzer
 
 
-def _profile(served, run: Path, batch_sizes, allocations, concurrency, budget_ms: float, wrappers) -> str:
+def _profile(served, run: Path, batch_sizes, allocations, concurrency, budget_ms: float, wrappers,
+             input_data: Path) -> str:
     counts = sorted({int(a.split("x")[0]) for a in allocations})
     ends = sorted({str(int(a.split("x")[0]) * int(a.split("x")[1]) - 1) for a in allocations})
     ports = pick_ports("127.0.0.1", {"http": None, "grpc": None, "metrics": None})
@@ -130,6 +137,7 @@ profile_models:
   {served.name}:
     cpu_only: true
     parameters: {{batch_sizes: {list(batch_sizes)}, concurrency: {list(concurrency)}}}
+    perf_analyzer_flags: {{input-data: {input_data}}}
     model_config_parameters:
       max_batch_size: {max(batch_sizes)}
       dynamic_batching: {{}}
@@ -170,7 +178,10 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
     run = wrappers_dir / "run"
     run.mkdir(exist_ok=True)  # MA checks its checkpoint directory's parent exists
     profile = wrappers_dir / "profile.yaml"
-    profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers))
+    spec = served.model.spec
+    inputs = write_input_data(dict(zip([t.name for t in spec.by_index("input")], spec.example_inputs())),
+                              wrappers_dir / "inputs.json")  # one sample, as the workbench's own engine sends
+    profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers, inputs))
     print(f"  model-analyzer from {source}; log {wrappers_dir / 'ma.log'}", flush=True)
     start = time.perf_counter()
     with open(wrappers_dir / "ma.log", "w") as log:
