@@ -190,9 +190,14 @@ def _paced(served, inputs: dict, figures: dict, protocols, window: float) -> dic
     between requests at concurrency 1. On this VM a call after 0.3-3 ms asleep took 0.3-1.3 ms more
     than back to back at batch 8 (a spinning wait of the same length cost nothing)."""
     protocol = "http" if "http" in protocols else protocols[0]
-    idle = {batch: max(0.0, figures[protocol, batch].latency["avg"] - figures[protocol, batch].server.compute_infer_us)
+    idle = {batch: max(0.0, _outside_execute_us(figures[protocol, batch]))
             for batch in BATCHES if figures[protocol, batch].server}
     return in_fresh_process(served.artifact, inputs, seconds=2 * window, threads=CORES, idle_us=idle)
+
+
+def _outside_execute_us(result) -> float:
+    """A served result's mean latency minus the server's compute infer: the path outside execute."""
+    return result.latency["avg"] - result.server.compute_infer_us
 
 
 def _spread(values: list[float], fmt: str, unit: str) -> str:
@@ -217,12 +222,12 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
         here_ms = [1000 * 8 / x["throughput"] for x in local[8]]
         timed = [(p[protocol, 8], ms) for p, ms in zip(pairs, here_ms) if p[protocol, 8].server]
         infer = [r.server.compute_infer_us / 1000 - ms for r, ms in timed]
-        outside = [(r.latency["avg"] - r.server.compute_infer_us) / 1000 for r, _ in timed]
+        outside = [_outside_execute_us(r) / 1000 for r, _ in timed]
         if timed:
             print(f"  batch 8 split (means): in-process call {_spread(here_ms, '.2f', ' ms')}; the stub's compute "
                   f"infer minus it {_spread(infer, '+.2f', ' ms')}; served latency minus compute infer (outside "
                   f"execute) {_spread(outside, '.2f', ' ms')}")
-        if "paced" in pairs[0] and timed:
+        if floors and timed:  # the paced call is timed with the floors
             paced_ms = [1000 * 8 / p["paced"][8]["throughput"] for p in pairs]
             woken = [p[protocol, 8].server.compute_infer_us / 1000 - ms for p, ms in zip(pairs, paced_ms)
                      if p[protocol, 8].server]
