@@ -16,10 +16,11 @@ from typing import Iterator
 
 import torch
 
-from _in_process import in_fresh_process, in_process  # noqa: F401 (re-exported)
+from _in_process import FreshProcess, in_process  # noqa: F401 (re-exported)
 
 from workbench import zoo
 from workbench.compiler import compile_model
+from workbench.coremap import CoreRange
 from workbench.generate import render, write
 from workbench.quickstart import quickstart_settings
 from workbench.server import TritonServer
@@ -56,10 +57,12 @@ def build_mlp(workdir: Path, *, size: str = "medium", name: str = "mlp", **optio
 
 
 def generate_traced(workdir: Path, module: torch.nn.Module, example: tuple, name: str, *, max_batch_size: int = 8,
-                    dynamic_batching: bool = False, queue_delay_us: int | None = None, instances: int = 1) -> Path:
+                    dynamic_batching: bool = False, queue_delay_us: int | None = None, instances: int = 1,
+                    pin_cpu: int | None = None) -> Path:
     """Trace ``module`` on the CPU into ``workdir/artifacts`` and generate its model directory in
     ``workdir/repository`` (one instance over CORES cores, so the served model gets the same thread
-    count as the in-process run); returns the TorchScript file."""
+    count as the in-process run; ``pin_cpu``: those cores start there and execute is pinned to them,
+    the generated model.py's CPU_AFFINITY); returns the TorchScript file."""
     artifact = compile_model(module, example, "cpu", out_dir=workdir / "artifacts", name=name, overwrite=True)
     settings = dataclasses.replace(
         quickstart_settings(artifact, workdir / "repository", name, max_batch_size=max_batch_size, cores=CORES),
@@ -67,6 +70,9 @@ def generate_traced(workdir: Path, module: torch.nn.Module, example: tuple, name
         enable_dynamic_batching=dynamic_batching,
         max_queue_delay_microseconds=queue_delay_us,
     )
+    if pin_cpu is not None:
+        settings = dataclasses.replace(settings, cpu_affinity=True,
+                                       neuron_core_range=CoreRange(pin_cpu, pin_cpu + CORES - 1))
     write(render(settings))
     return Path(artifact.path)
 

@@ -1,15 +1,19 @@
 """The TorchScript file timed in-process: in this process (`in_process`), or in a new Python
-process (`in_fresh_process`, which runs this file). Only torch and numpy are imported, so the
-child is what a user's own script would be.
+process kept for several timings (`FreshProcess`, which runs this file). Only torch and numpy are
+imported, so the child is what a user's own script would be.
 
-Why a fresh process: the large MLP (~100 MB of weights read per call) is memory-bound, and the
+Why a new process: the large MLP (~100 MB of weights read per call) is memory-bound, and the
 same call varies from one process to the next with where its weights land, so a served process
 (the backend stub, new at every load) is paired with a new in-process one, not with this one.
+Why kept: on a shared VM the same call's speed drifts over seconds (and differs between vCPUs),
+so a served measurement is bracketed by in-process timings just before and just after it, in the
+same child (`FreshProcess.time`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,16 +25,11 @@ import numpy as np
 import torch
 
 
-def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = 1,
-               idle_us: float = 0.0) -> dict:
-    """Time the TorchScript file called directly: calls/s x batch, and the median call.
-    ``inference_mode``, as the generated model.py calls it. ``idle_us``: sleep that long before
-    each call, as a served model's thread waits between requests (a VM's idle CPU wakes slower)."""
-    torch.set_num_threads(threads)
-    module = torch.jit.load(str(artifact)).eval()
-    x = torch.from_numpy(batch)
+def _time_calls(module, x: torch.Tensor, seconds: float, idle_us: float, warmup: int = 5) -> dict:
+    """Call ``module(x)`` for ``seconds`` after ``warmup`` calls; ``idle_us``: asleep that long
+    before each call, as a served model's thread waits between requests."""
     with torch.inference_mode():
-        for _ in range(20):
+        for _ in range(warmup):
             module(x)
         latencies, idled = [], 0
         end = time.perf_counter() + seconds
@@ -43,30 +42,87 @@ def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threa
             module(x)
             latencies.append(time.perf_counter_ns() - t0)
     total_s = sum(latencies) / 1e9
-    return {"throughput": len(latencies) * batch.shape[0] / total_s,
+    return {"throughput": len(latencies) * x.shape[0] / total_s,
             "p50_us": statistics.median(latencies) / 1000.0, "calls": len(latencies),
             "idle_us": idled / len(latencies) / 1000.0}
 
 
-def in_fresh_process(artifact: Path, inputs: dict[int, np.ndarray], *, seconds: float, threads: int = 1,
-                     env: dict[str, str] | None = None, idle_us: dict[int, float] | None = None) -> dict[int, dict]:
-    """`in_process` for each batch size in ``inputs``, in one new Python process (``env``: its
-    environment, default this one's; ``idle_us``: the idle gap per batch size, default none)."""
-    with tempfile.TemporaryDirectory(prefix="workbench-bench-") as scratch:
-        arrays = Path(scratch) / "inputs.npz"
+def _load(artifact: Path, threads: int):
+    torch.set_num_threads(threads)
+    return torch.jit.load(str(artifact)).eval()
+
+
+def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = 1,
+               idle_us: float = 0.0) -> dict:
+    """Time the TorchScript file called directly: calls/s x batch, and the median call, under
+    ``inference_mode`` as the generated model.py calls it."""
+    return _time_calls(_load(artifact, threads), torch.from_numpy(batch), seconds, idle_us, warmup=20)
+
+
+class FreshProcess:
+    """The TorchScript file loaded once in a new Python process, timed on request: ``time(batch,
+    seconds, idle_us)`` returns what `in_process` does. ``cpu``: pin the child to that CPU."""
+
+    def __init__(self, artifact: Path, inputs: dict[int, np.ndarray], *, threads: int = 1, cpu: int | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self._scratch = tempfile.TemporaryDirectory(prefix="workbench-bench-")
+        arrays = Path(self._scratch.name) / "inputs.npz"
         np.savez(arrays, **{str(batch): x for batch, x in inputs.items()})
-        idle = json.dumps({str(batch): us for batch, us in (idle_us or {}).items()})
-        done = subprocess.run([sys.executable, __file__, str(artifact), str(arrays), str(seconds), str(threads), idle],
-                              capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"in-process timing failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return {int(batch): figures for batch, figures in json.loads(done.stdout.splitlines()[-1]).items()}
+        self._child = subprocess.Popen(
+            [sys.executable, __file__, str(artifact), str(arrays), str(threads), "" if cpu is None else str(cpu)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self._ask("ready")
+
+    def _ask(self, line: str) -> str:
+        self._child.stdin.write(line + "\n")
+        self._child.stdin.flush()
+        answer = self._child.stdout.readline()
+        if not answer:
+            self._child.wait()
+            raise RuntimeError(f"in-process timing failed (exit {self._child.returncode}):\n"
+                               f"{self._child.stderr.read()[-2000:]}")
+        return answer
+
+    def time(self, batch: int, seconds: float, idle_us: float = 0.0) -> dict:
+        return json.loads(self._ask(f"{batch} {seconds} {idle_us}"))
+
+    def close(self) -> None:
+        if self._child.poll() is None:
+            self._child.stdin.close()
+            try:
+                self._child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+        self._child.stdout.close()
+        self._child.stderr.close()
+        self._scratch.cleanup()
+
+    def __enter__(self) -> "FreshProcess":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
 
 
-if __name__ == "__main__":  # in_fresh_process's child: ARTIFACT INPUTS.npz SECONDS THREADS IDLE_JSON
-    _artifact, _arrays, _seconds, _threads, _idle = sys.argv[1:]
-    _idle_us = json.loads(_idle)
-    with np.load(_arrays) as _loaded:
-        print(json.dumps({batch: in_process(Path(_artifact), _loaded[batch], seconds=float(_seconds),
-                                            threads=int(_threads), idle_us=_idle_us.get(batch, 0.0))
-                          for batch in _loaded.files}))
+def _serve_timings(artifact: str, arrays: str, threads: str, cpu: str) -> None:
+    """The child: load once, then answer each stdin line BATCH SECONDS IDLE_US with one JSON line."""
+    if cpu:
+        os.sched_setaffinity(0, {int(cpu)})
+    module = _load(Path(artifact), int(threads))
+    with np.load(arrays) as loaded:
+        tensors = {int(batch): torch.from_numpy(loaded[batch]) for batch in loaded.files}
+    with torch.inference_mode():  # TorchScript's profiling runs, once per shape
+        for x in tensors.values():
+            for _ in range(20):
+                module(x)
+    for line in sys.stdin:
+        if line.strip() == "ready":
+            print("{}", flush=True)
+            continue
+        batch, seconds, idle_us = line.split()
+        print(json.dumps(_time_calls(module, tensors[int(batch)], float(seconds), float(idle_us))), flush=True)
+
+
+if __name__ == "__main__":  # FreshProcess's child: ARTIFACT INPUTS.npz THREADS CPU (empty: unpinned)
+    _serve_timings(*sys.argv[1:5])

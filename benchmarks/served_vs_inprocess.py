@@ -1,14 +1,20 @@
-"""Served vs in-process, judged on alternating pairs: the reference MLP's TorchScript file ("large"
+"""Served vs in-process, judged on pairs: the reference MLP's TorchScript file ("large"
 by default: ~100 MB of weights read per call) called directly, and the same file served on a local
 tritonserver by the generated model.py (Python backend) and, where Triton's real PyTorch (LibTorch)
 backend is present, by LibTorch itself (serving without the Python backend's hop). Concurrency 1,
 batch 8 and 1, gRPC and HTTP, the workbench's load generator, one thread everywhere.
 
-Why pairs of fresh processes: the large MLP's call is memory-bound and its time varies from one
-process to the next (where its weights land), so one in-process timing against one served one is
-noise. Each of ``--pairs`` pairs times the file in a new Python process and reloads the served
-model (a new backend stub with its own weights), in alternating order; each pair gives a ratio,
-the verdict is on the median pair, and the spread (min-max over pairs) is printed.
+Why pairs of fresh processes, each served point bracketed: the large MLP's call is memory-bound
+and its time varies from one process to the next (where its weights land), and on this shared VM
+it also drifts over seconds and differs between the two vCPUs (the same call 11 or 18 ms). Each of
+``--pairs`` pairs reloads the served model (a new backend stub with its own weights) and starts a
+new in-process child; each served point is bracketed by in-process timings in that child just
+before and just after it (their ratio prints as the drift). Each pair gives a ratio, the verdict is
+on the median pair, and the spread (min-max over pairs) is printed.
+
+Is the stub a slower place to compute? Before the pairs, a probe model.py runs the forward back to
+back inside a stub (20 calls per request, their median returned), alternated within seconds with
+the in-process child, both unpinned and then both pinned to one CPU (``--cpu``, default the last).
 
 Where the time goes, measured in the same pairs:
 * the hop floor: a model.py that computes nothing (the same tensors; it answers with rows of an
@@ -20,9 +26,13 @@ Where the time goes, measured in the same pairs:
 * at batch 8, the server's compute_infer (the stub's execute) minus the in-process call: how much
   slower the same forward runs inside the stub; p50 minus compute_infer: the path outside execute.
 * the CPU waking: the in-process call paced like the stub's (asleep before each call as long as the
-  served path outside execute), in a third fresh process per pair. On this VM a call after an idle
-  gap is slower than back to back; the part of the stub's extra that this explains is the machine's,
-  not the path's, and is printed beside the judged ratio (which stays against back to back).
+  served path outside execute), in the pair's child after its HTTP points. On this VM a call after
+  an idle gap is slower than back to back; the part of the stub's extra that this explains is the
+  machine's, not the path's, and is printed beside the judged ratio (which stays against back to
+  back).
+* the path outside execute at batch 8 (client, HTTP/gRPC, Triton; after a forward that streamed
+  100 MB through the caches): every backend pays it, LibTorch too, so the ratio it alone allows,
+  in-process / (in-process + it), is the floor of any server on this machine.
 
 Huge pages: the generated model.py sets THP_MEM_ALLOC_ENABLE=1 (the weights in 2 MB pages) unless
 the environment says otherwise; this script sets the same default in its own environment, so the
@@ -35,7 +45,9 @@ rows are the reference floor without the Python hop.
 The LibTorch backend directory: --libtorch-backend DIR, else $WORKBENCH_LIBTORCH_BACKEND, else what
 the shared tools/build_libtorch_backend.sh builds (cached: seconds) when $WORKBENCH_SHARED or
 ../shared holds it; otherwise that row is skipped, saying why.
-Run: python benchmarks/served_vs_inprocess.py [--pairs 5] [--window 1] [--libtorch-backend DIR]
+--cpu N pins the pairs' in-process child and the served model's execute thread (the generated
+model.py's CPU_AFFINITY) to CPU N; the LibTorch model is not pinned.
+Run: python benchmarks/served_vs_inprocess.py [--pairs 5] [--window 1] [--cpu N] [--libtorch-backend DIR]
 """
 
 from __future__ import annotations
@@ -48,7 +60,7 @@ from pathlib import Path
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # what model.py does; before torch is imported
 
 import torch  # noqa: E402
-from _common import CORES, add_size_option, generate_traced, header, in_fresh_process, served_mlp  # noqa: E402
+from _common import CORES, FreshProcess, add_size_option, generate_traced, header, served_mlp  # noqa: E402
 
 from workbench.generate import pytorch_backend as ptb  # noqa: E402
 from workbench.generate.config import build_config, to_text  # noqa: E402
@@ -81,6 +93,48 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse([pb_utils.Tensor(
                     self.output, self.rows[:pb_utils.get_input_tensor_by_name(r, self.input).as_numpy().shape[0]])])
                 for r in requests]
+'''
+
+BURST_NAME = "burst"  # the same TorchScript called back to back inside the stub
+BURST_MODEL_PY = '''"""The forward alone inside the stub: each request runs CALLS calls back to back on its input and
+answers with their median (ms) in every element; pinned to CPU when it is not None."""
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import triton_python_backend_utils as pb_utils
+
+ARTIFACT, CPU, CALLS = {artifact!r}, {cpu!r}, 20
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.input, output = config["input"][0]["name"], config["output"][0]
+        self.output, self.classes = output["name"], int(output["dims"][-1])
+        torch.set_num_threads(1)
+        self.module = torch.jit.load(ARTIFACT, map_location="cpu").eval()
+
+    def execute(self, requests):
+        if CPU is not None:
+            os.sched_setaffinity(0, {{CPU}})  # the thread running execute
+        responses = []
+        for request in requests:
+            x = torch.from_numpy(pb_utils.get_input_tensor_by_name(request, self.input).as_numpy().copy())
+            times = []
+            with torch.inference_mode():
+                for _ in range(5):
+                    self.module(x)
+                for _ in range(CALLS):
+                    t0 = time.perf_counter_ns()
+                    self.module(x)
+                    times.append(time.perf_counter_ns() - t0)
+            ms = np.full((x.shape[0], self.classes), statistics.median(times) / 1e6, np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(self.output, ms)]))
+        return responses
 '''
 
 
@@ -128,6 +182,39 @@ def _floor_models(served) -> None:
     generate_traced(served.repository.parent, Zeros(8, classes).eval(), served.model.example_inputs(2), ZERO_NAME)
 
 
+def _burst_model(served, name: str, cpu: int | None) -> None:
+    """The burst model (BURST_MODEL_PY) as ``name``, beside the MLP, pinned to ``cpu`` or not."""
+    directory = served.repository / name
+    (directory / "1").mkdir(parents=True)
+    (directory / "config.pbtxt").write_text(to_text(build_config(name, served.model.spec, max_batch_size=8,
+                                                                 kind="KIND_CPU")))
+    (directory / "1" / "model.py").write_text(BURST_MODEL_PY.format(artifact=str(served.artifact), cpu=cpu))
+
+
+def _same_moments(server: TritonServer, served, x, cpu: int | None, rounds: int = 10) -> list[float]:
+    """The forward back to back inside a stub against the in-process child, alternated ``rounds``
+    times within seconds (so the VM's drift falls on both), both pinned to ``cpu`` or both not:
+    in-process p50 / the stub's median, one ratio per round."""
+    import tritonclient.http as httpclient
+
+    name = f"{BURST_NAME}_{'unpinned' if cpu is None else f'cpu{cpu}'}"
+    _burst_model(served, name, cpu)
+    server.load(name)
+    client = httpclient.InferenceServerClient(server.http_url.split("://", 1)[-1])
+    request = httpclient.InferInput(served.model.spec.inputs[0].name, list(x.shape), "FP32")
+    request.set_data_from_numpy(x)
+    ratios = []
+    try:
+        with FreshProcess(served.artifact, {x.shape[0]: x}, threads=1, cpu=cpu) as local:
+            for _ in range(rounds):
+                stub_ms = float(client.infer(name, [request]).as_numpy(served.model.spec.outputs[0].name)[0, 0])
+                ratios.append(local.time(x.shape[0], 0.3)["p50_us"] / 1000 / stub_ms)
+    finally:
+        client.close()
+        server.unload(name)
+    return ratios
+
+
 def _served(server: TritonServer, name: str, x, batch: int, protocol: str, window: float):
     url = server.grpc_url if protocol == "grpc" else server.http_url
     # p50 and throughput only: 50 latencies are enough, and a 30 ms call gives ~30 per window
@@ -139,60 +226,57 @@ def _served(server: TritonServer, name: str, x, batch: int, protocol: str, windo
     return result
 
 
+def _bracket(before: dict, after: dict) -> dict:
+    """Two in-process timings around a served one, as one: the mean call time and the mean p50."""
+    ms = (1 / before["throughput"] + 1 / after["throughput"]) / 2
+    return {"throughput": 1 / ms, "p50_us": (before["p50_us"] + after["p50_us"]) / 2,
+            "calls": before["calls"] + after["calls"], "drift": after["throughput"] / before["throughput"]}
+
+
 def _pair(k: int, server: TritonServer, name: str, served, inputs: dict, protocols, window: float,
-          floors: bool) -> dict:
-    """One pair: a fresh in-process timing and the model reloaded (a new stub) and served, the
-    order alternating with ``k``; with ``floors`` the hop floor and zero-compute models too."""
+          floors: bool, cpu: int | None) -> dict:
+    """One pair: a new in-process child and the model reloaded (a new stub); each served point is
+    bracketed by in-process timings just before and after it; with ``floors`` the hop floor and
+    zero-compute models too, and the in-process call paced as the stub's (after the HTTP points)."""
     figures: dict = {}
-
-    def local() -> None:
-        figures["local"] = in_fresh_process(served.artifact, inputs, seconds=2 * window, threads=CORES)
-
-    def remote() -> None:
-        server.unload(name)
-        server.load(name)
+    server.unload(name)
+    server.load(name)
+    with FreshProcess(served.artifact, inputs, threads=CORES, cpu=cpu) as local:
         for protocol in protocols:
             for batch in BATCHES:
-                figures[protocol, batch] = _served(server, name, inputs[batch], batch, protocol, window)
-        if floors:
-            for protocol in protocols:
-                for batch in BATCHES:
-                    figures[FLOOR_NAME, protocol, batch] = _served(server, FLOOR_NAME, inputs[batch], batch, protocol,
-                                                                   window)
-            for batch in BATCHES:
-                figures[ZERO_NAME, "http", batch] = _served(server, ZERO_NAME, inputs[batch], batch, "http", window)
-
-    for step in ((local, remote) if k % 2 == 0 else (remote, local)):
-        step()
-    local_ms = {batch: figures["local"][batch]["p50_us"] / 1000 for batch in BATCHES}
-    parts = [f"in-process {local_ms[8]:.2f} ms (b8) {local_ms[1]:.2f} ms (b1)"]
+                before = local.time(batch, window)
+                figures[protocol, batch] = result = _served(server, name, inputs[batch], batch, protocol, window)
+                figures["local", protocol, batch] = _bracket(before, local.time(batch, window))
+                if floors and protocol == _paced_protocol(protocols) and result.server:
+                    figures["paced", batch] = local.time(batch, window, max(0.0, _outside_execute_us(result)))
     if floors:
-        figures["paced"] = paced = _paced(served, inputs, figures, protocols, window)
-        parts.append(f"paced in-process {paced[8]['p50_us'] / 1000:.2f} ms (b8, after {paced[8]['idle_us'] / 1000:.2f} ms "
-                     f"idle) {paced[1]['p50_us'] / 1000:.2f} ms (b1, after {paced[1]['idle_us'] / 1000:.2f} ms)")
+        for protocol in protocols:
+            for batch in BATCHES:
+                figures[FLOOR_NAME, protocol, batch] = _served(server, FLOOR_NAME, inputs[batch], batch, protocol, window)
+        for batch in BATCHES:
+            figures[ZERO_NAME, "http", batch] = _served(server, ZERO_NAME, inputs[batch], batch, "http", window)
+    parts = []
     for protocol in protocols:
         r8, r1 = figures[protocol, 8], figures[protocol, 1]
+        here8, here1 = figures["local", protocol, 8], figures["local", protocol, 1]
         infer = f", compute infer {r8.server.compute_infer_us / 1000:.2f} ms" if r8.server else ""
-        thr = r8.throughput / figures["local"][8]["throughput"]
-        parts.append(f"{protocol} b8 {thr:.3f}x (p50 {r8.p50_us / 1000:.2f} ms{infer}), "
-                     f"b1 p50 {r1.p50_us / 1000 - local_ms[1]:+.3f} ms")
+        parts.append(f"{protocol} b8 {r8.throughput / here8['throughput']:.3f}x (p50 {r8.p50_us / 1000:.2f} ms{infer}; "
+                     f"in-process {here8['p50_us'] / 1000:.2f} ms, drift {here8['drift']:.2f}x), "
+                     f"b1 p50 {(r1.p50_us - here1['p50_us']) / 1000:+.3f} ms (in-process {here1['p50_us'] / 1000:.2f} ms)")
+    if ("paced", 8) in figures:
+        paced = {batch: figures["paced", batch] for batch in BATCHES}
+        parts.append(f"paced in-process {paced[8]['p50_us'] / 1000:.2f} ms (b8, after {paced[8]['idle_us'] / 1000:.2f} ms "
+                     f"idle) {paced[1]['p50_us'] / 1000:.2f} ms (b1, after {paced[1]['idle_us'] / 1000:.2f} ms)")
     if floors:
         parts.append("floor http b1 " + f"{figures[FLOOR_NAME, 'http', 1].p50_us / 1000:.3f} ms, zero-compute model.py "
                      f"http b1 {figures[ZERO_NAME, 'http', 1].p50_us / 1000:.3f} ms")
-    print(f"  pair {k + 1} ({'in-process first' if k % 2 == 0 else 'served first'}): " + "; ".join(parts)
-          + f"; load {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"  pair {k + 1}: " + "; ".join(parts) + f"; load {os.getloadavg()[0]:.1f}", flush=True)
     return figures
 
 
-def _paced(served, inputs: dict, figures: dict, protocols, window: float) -> dict[int, dict]:
-    """The in-process call after an idle gap as long as the served path's time outside execute (its
-    mean latency minus compute infer, over HTTP where measured): what the stub's thread sleeps through
-    between requests at concurrency 1. On this VM a call after 0.3-3 ms asleep took 0.3-1.3 ms more
-    than back to back at batch 8 (a spinning wait of the same length cost nothing)."""
-    protocol = "http" if "http" in protocols else protocols[0]
-    idle = {batch: max(0.0, _outside_execute_us(figures[protocol, batch]))
-            for batch in BATCHES if figures[protocol, batch].server}
-    return in_fresh_process(served.artifact, inputs, seconds=2 * window, threads=CORES, idle_us=idle)
+def _paced_protocol(protocols) -> str:
+    """The protocol whose served path the paced call copies: HTTP where measured."""
+    return "http" if "http" in protocols else protocols[0]
 
 
 def _outside_execute_us(result) -> float:
@@ -200,20 +284,20 @@ def _outside_execute_us(result) -> float:
     return result.latency["avg"] - result.server.compute_infer_us
 
 
-def _spread(values: list[float], fmt: str, unit: str) -> str:
-    """The median and min-max of ``values``, formatted with ``fmt`` and ``unit``."""
+def _spread(values: list[float], fmt: str, unit: str, over: str = "pairs") -> str:
+    """The median and min-max (over ``over``) of ``values``, formatted with ``fmt`` and ``unit``."""
     def show(v: float) -> str:
         return format(v, fmt) + unit
-    return f"{show(statistics.median(values))} (pairs {show(min(values))} to {show(max(values))}, n={len(values)})"
+    return f"{show(statistics.median(values))} ({over} {show(min(values))} to {show(max(values))}, n={len(values)})"
 
 
 def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[bool]:
     """Print the rows of one backend; returns the verdicts (model.py rows only)."""
     judged, verdicts = label == "model.py", []
     tag = (lambda met: f" -> {'met' if met else 'NOT met'}") if judged else (lambda met: " (reference)")
-    local = {batch: [p["local"][batch] for p in pairs] for batch in BATCHES}
     for protocol in protocols:
-        thr = [p[protocol, 8].throughput / p["local"][8]["throughput"] for p in pairs]
+        local = {batch: [p["local", protocol, batch] for p in pairs] for batch in BATCHES}
+        thr = [p[protocol, 8].throughput / p["local", protocol, 8]["throughput"] for p in pairs]
         met = statistics.median(thr) >= THROUGHPUT_TARGET
         print(f"{label} {protocol}: throughput served/in-process at batch 8: {_spread(thr, '.3f', 'x')} "
               f"(target >= {THROUGHPUT_TARGET}x){tag(met)}")
@@ -227,11 +311,14 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
             print(f"  batch 8 split (means): in-process call {_spread(here_ms, '.2f', ' ms')}; the stub's compute "
                   f"infer minus it {_spread(infer, '+.2f', ' ms')}; served latency minus compute infer (outside "
                   f"execute) {_spread(outside, '.2f', ' ms')}")
-        if floors and timed:  # the paced call is timed with the floors
-            paced_ms = [1000 * 8 / p["paced"][8]["throughput"] for p in pairs]
+            allowed = [ms / (ms + o) for (_, ms), o in zip(timed, outside)]
+            print(f"  batch 8, the ratio the path outside execute alone allows (client, {protocol}, Triton; every "
+                  f"backend has it): {_spread(allowed, '.3f', 'x')}")
+        if floors and timed and protocol == _paced_protocol(protocols):
+            paced_ms = [1000 * 8 / p["paced", 8]["throughput"] for p in pairs]
             woken = [p[protocol, 8].server.compute_infer_us / 1000 - ms for p, ms in zip(pairs, paced_ms)
                      if p[protocol, 8].server]
-            thr_paced = [p[protocol, 8].throughput / p["paced"][8]["throughput"] for p in pairs]
+            thr_paced = [p[protocol, 8].throughput / p["paced", 8]["throughput"] for p in pairs]
             print(f"  batch 8, the in-process call paced (asleep as long as the served path outside execute before "
                   f"each call): {_spread(paced_ms, '.2f', ' ms')}; the stub's compute infer minus it "
                   f"{_spread(woken, '+.2f', ' ms')}; served throughput / paced in-process "
@@ -258,7 +345,7 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
                       f"generated model.py on a zero-compute TorchScript minus the floor; at batch 8 "
                       f"{_spread(own8, '+.3f', ' ms')}) + the rest {_spread(rest, '+.3f', ' ms')} (the forward inside "
                       "the stub vs in-process, and noise)")
-                woken1 = [(p["paced"][1]["p50_us"] - x["p50_us"]) / 1000 for p, x in zip(pairs, local[1])]
+                woken1 = [(p["paced", 1]["p50_us"] - x["p50_us"]) / 1000 for p, x in zip(pairs, local[1])]
                 print(f"  of the rest, the in-process call paced as served minus back to back (batch 1): "
                       f"{_spread(woken1, '+.3f', ' ms')}")
     return verdicts
@@ -266,27 +353,37 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=5, help="alternating pairs per backend (default 5)")
+    parser.add_argument("--pairs", type=int, default=5, help="pairs per backend (default 5)")
     parser.add_argument("--window", type=float, default=1.0, help="measurement window, seconds")
     parser.add_argument("--protocol", default="both", choices=("grpc", "http", "both"))
     parser.add_argument("--libtorch-backend", default=None, help="backend directory with Triton's PyTorch backend")
+    parser.add_argument("--cpu", type=int, default=None,
+                        help="pin the in-process child and the served model's execute thread (CPU_AFFINITY) to this "
+                             "CPU; the LibTorch model is not pinned (its backend has no such setting)")
     add_size_option(parser, "large")
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
     protocols = ("grpc", "http") if args.protocol == "both" else (args.protocol,)
     header(f"served vs in-process, {args.size} MLP, {CORES} thread(s), concurrency 1, {' and '.join(protocols)}, "
-           f"{args.pairs} alternating pair(s) per backend, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}")
+           f"{args.pairs} pair(s) per backend, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}, "
+           + ("unpinned" if args.cpu is None else f"model.py and in-process pinned to CPU {args.cpu}"))
     backend, source = _libtorch_backend(args.libtorch_backend)
     print(f"LibTorch backend: {backend} ({source})" if backend else f"LibTorch row skipped: {source}", flush=True)
     results: dict[str, list[dict]] = {}
-    with served_mlp(size=args.size) as (server, served):
+    with served_mlp(size=args.size, pin_cpu=args.cpu) as (server, served):
         _floor_models(served)
         for name in (FLOOR_NAME, ZERO_NAME):
             server.load(name)
         inputs = {batch: served.model.example_inputs(batch)[0].numpy() for batch in BATCHES}
+        pin = os.cpu_count() - 1 if args.cpu is None else args.cpu
+        same = {cpu: _same_moments(server, served, inputs[8], cpu) for cpu in (None, pin)}
+        for cpu, ratios in same.items():
+            print(f"the forward back to back inside a stub vs in-process, alternated within seconds, batch 8, "
+                  f"{'unpinned' if cpu is None else f'both pinned to CPU {cpu}'}: in-process / stub "
+                  f"{_spread(ratios, '.3f', 'x', 'rounds')}", flush=True)
         print("model.py (Python backend):", flush=True)
-        results["model.py"] = [_pair(k, server, served.name, served, inputs, protocols, args.window, True)
+        results["model.py"] = [_pair(k, server, served.name, served, inputs, protocols, args.window, True, args.cpu)
                                for k in range(args.pairs)]
         if backend is not None:
             server.stop()  # one server at a time: the two would share the same cores
@@ -294,8 +391,8 @@ def main() -> None:
             with TritonServer(served.repository, pytorch_backend=backend) as libtorch:
                 libtorch.load(LIBTORCH_NAME)
                 print("LibTorch backend:", flush=True)
-                results["LibTorch"] = [_pair(k, libtorch, LIBTORCH_NAME, served, inputs, protocols, args.window, False)
-                                       for k in range(args.pairs)]
+                results["LibTorch"] = [_pair(k, libtorch, LIBTORCH_NAME, served, inputs, protocols, args.window, False,
+                                             None) for k in range(args.pairs)]
     verdicts = []
     for label, pairs in results.items():
         verdicts += _summary(label, pairs, protocols, label == "model.py")
