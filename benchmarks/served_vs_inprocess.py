@@ -334,6 +334,10 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
         print(f"{label} {protocol}: p50 served - in-process at batch 1: {_spread(over, '+.3f', ' ms')} "
               f"(target <= {P50_OVERHEAD_TARGET_MS} ms over HTTP){p50_tag}")
         verdicts += [p50_met] if judged and protocol == "http" else []
+        outside1 = [_outside_execute_us(p[protocol, 1]) / 1000 for p in pairs if p[protocol, 1].server]
+        if outside1:
+            print(f"  batch 1, the path outside execute (mean latency minus compute infer; every backend has it): "
+                  f"{_spread(outside1, '.3f', ' ms')}")
         if floors:
             floor1 = [p[FLOOR_NAME, protocol, 1].p50_us / 1000 for p in pairs]
             print(f"  batch 1 hop floor (model.py computing nothing): p50 {_spread(floor1, '.3f', ' ms')}")
