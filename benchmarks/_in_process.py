@@ -25,12 +25,18 @@ import numpy as np
 import torch
 
 
-def _time_calls(module, x: torch.Tensor, seconds: float, idle_us: float, warmup: int = 5) -> dict:
+def _warm(module, x: torch.Tensor, calls: int) -> None:
+    """``calls`` untimed calls: TorchScript's profiling runs, and the weights brought in."""
+    with torch.inference_mode():
+        for _ in range(calls):
+            module(x)
+
+
+def _time_calls(module, x: torch.Tensor, seconds: float, idle_us: float = 0.0, warmup: int = 5) -> dict:
     """Call ``module(x)`` for ``seconds`` after ``warmup`` calls; ``idle_us``: asleep that long
     before each call, as a served model's thread waits between requests."""
+    _warm(module, x, warmup)
     with torch.inference_mode():
-        for _ in range(warmup):
-            module(x)
         latencies, idled = [], 0
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
@@ -52,30 +58,32 @@ def _load(artifact: Path, threads: int):
     return torch.jit.load(str(artifact)).eval()
 
 
-def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = 1,
-               idle_us: float = 0.0) -> dict:
+def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threads: int = 1) -> dict:
     """Time the TorchScript file called directly: calls/s x batch, and the median call, under
     ``inference_mode`` as the generated model.py calls it."""
-    return _time_calls(_load(artifact, threads), torch.from_numpy(batch), seconds, idle_us, warmup=20)
+    return _time_calls(_load(artifact, threads), torch.from_numpy(batch), seconds, warmup=20)
 
 
 class FreshProcess:
     """The TorchScript file loaded once in a new Python process, timed on request: ``time(batch,
     seconds, idle_us)`` returns what `in_process` does. ``cpu``: pin the child to that CPU."""
 
-    def __init__(self, artifact: Path, inputs: dict[int, np.ndarray], *, threads: int = 1, cpu: int | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, artifact: Path, inputs: dict[int, np.ndarray], *, threads: int = 1,
+                 cpu: int | None = None) -> None:
         self._scratch = tempfile.TemporaryDirectory(prefix="workbench-bench-")
         arrays = Path(self._scratch.name) / "inputs.npz"
         np.savez(arrays, **{str(batch): x for batch, x in inputs.items()})
         self._child = subprocess.Popen(
             [sys.executable, __file__, str(artifact), str(arrays), str(threads), "" if cpu is None else str(cpu)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self._ask("ready")
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self._answer()  # the child's first line: loaded and warm
 
     def _ask(self, line: str) -> str:
         self._child.stdin.write(line + "\n")
         self._child.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> str:
         answer = self._child.stdout.readline()
         if not answer:
             self._child.wait()
@@ -106,20 +114,17 @@ class FreshProcess:
 
 
 def _serve_timings(artifact: str, arrays: str, threads: str, cpu: str) -> None:
-    """The child: load once, then answer each stdin line BATCH SECONDS IDLE_US with one JSON line."""
+    """The child: load once and say so ("{}"), then answer each stdin line BATCH SECONDS IDLE_US
+    with one JSON line."""
     if cpu:
         os.sched_setaffinity(0, {int(cpu)})
     module = _load(Path(artifact), int(threads))
     with np.load(arrays) as loaded:
         tensors = {int(batch): torch.from_numpy(loaded[batch]) for batch in loaded.files}
-    with torch.inference_mode():  # TorchScript's profiling runs, once per shape
-        for x in tensors.values():
-            for _ in range(20):
-                module(x)
+    for x in tensors.values():
+        _warm(module, x, 20)
+    print("{}", flush=True)
     for line in sys.stdin:
-        if line.strip() == "ready":
-            print("{}", flush=True)
-            continue
         batch, seconds, idle_us = line.split()
         print(json.dumps(_time_calls(module, tensors[int(batch)], float(seconds), float(idle_us))), flush=True)
 

@@ -171,24 +171,20 @@ def _libtorch_model(repository: Path, served) -> None:
     ptb.write_torchscript_model(repository, cfg, torch.jit.load(str(served.artifact)).eval())
 
 
-def _floor_models(served) -> None:
-    """The hop floor and the zero-compute model, beside the MLP in its repository."""
-    directory = served.repository / FLOOR_NAME
-    (directory / "1").mkdir(parents=True)
-    config = build_config(FLOOR_NAME, served.model.spec, max_batch_size=8, kind="KIND_CPU")
-    (directory / "config.pbtxt").write_text(to_text(config))
-    (directory / "1" / "model.py").write_text(FLOOR_MODEL_PY)
-    classes = served.model.spec.outputs[0].dims[-1]
-    generate_traced(served.repository.parent, Zeros(8, classes).eval(), served.model.example_inputs(2), ZERO_NAME)
-
-
-def _burst_model(served, name: str, cpu: int | None) -> None:
-    """The burst model (BURST_MODEL_PY) as ``name``, beside the MLP, pinned to ``cpu`` or not."""
+def _python_model(served, name: str, source: str) -> None:
+    """A hand-written model.py with the MLP's tensors as ``name``, beside the MLP in its repository."""
     directory = served.repository / name
     (directory / "1").mkdir(parents=True)
-    (directory / "config.pbtxt").write_text(to_text(build_config(name, served.model.spec, max_batch_size=8,
-                                                                 kind="KIND_CPU")))
-    (directory / "1" / "model.py").write_text(BURST_MODEL_PY.format(artifact=str(served.artifact), cpu=cpu))
+    config = build_config(name, served.model.spec, max_batch_size=8, kind="KIND_CPU")
+    (directory / "config.pbtxt").write_text(to_text(config))
+    (directory / "1" / "model.py").write_text(source)
+
+
+def _floor_models(served) -> None:
+    """The hop floor and the zero-compute model, beside the MLP in its repository."""
+    _python_model(served, FLOOR_NAME, FLOOR_MODEL_PY)
+    classes = served.model.spec.outputs[0].dims[-1]
+    generate_traced(served.repository.parent, Zeros(8, classes).eval(), served.model.example_inputs(2), ZERO_NAME)
 
 
 def _same_moments(server: TritonServer, served, x, cpu: int | None, rounds: int = 10) -> list[float]:
@@ -198,7 +194,7 @@ def _same_moments(server: TritonServer, served, x, cpu: int | None, rounds: int 
     import tritonclient.http as httpclient
 
     name = f"{BURST_NAME}_{'unpinned' if cpu is None else f'cpu{cpu}'}"
-    _burst_model(served, name, cpu)
+    _python_model(served, name, BURST_MODEL_PY.format(artifact=str(served.artifact), cpu=cpu))
     server.load(name)
     client = httpclient.InferenceServerClient(server.http_url.split("://", 1)[-1])
     request = httpclient.InferInput(served.model.spec.inputs[0].name, list(x.shape), "FP32")
@@ -314,7 +310,7 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
             allowed = [ms / (ms + o) for (_, ms), o in zip(timed, outside)]
             print(f"  batch 8, the ratio the path outside execute alone allows (client, {protocol}, Triton; every "
                   f"backend has it): {_spread(allowed, '.3f', 'x')}")
-        if floors and timed and protocol == _paced_protocol(protocols):
+        if floors and protocol == _paced_protocol(protocols) and all(("paced", 8) in p for p in pairs):
             paced_ms = [1000 * 8 / p["paced", 8]["throughput"] for p in pairs]
             woken = [p[protocol, 8].server.compute_infer_us / 1000 - ms for p, ms in zip(pairs, paced_ms)
                      if p[protocol, 8].server]
@@ -341,7 +337,7 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
         if floors:
             floor1 = [p[FLOOR_NAME, protocol, 1].p50_us / 1000 for p in pairs]
             print(f"  batch 1 hop floor (model.py computing nothing): p50 {_spread(floor1, '.3f', ' ms')}")
-            if protocol == "http":
+            if protocol == "http" and all(("paced", 1) in p for p in pairs):
                 own = [(p[ZERO_NAME, "http", 1].p50_us - p[FLOOR_NAME, "http", 1].p50_us) / 1000 for p in pairs]
                 rest = [o - (p[ZERO_NAME, "http", 1].p50_us / 1000) for o, p in zip(over, pairs)]
                 own8 = [(p[ZERO_NAME, "http", 8].p50_us - p[FLOOR_NAME, "http", 8].p50_us) / 1000 for p in pairs]
