@@ -26,9 +26,13 @@ per request, print under each pair with what each client claimed beside them (an
 median server ratio beside the clients'), so where the engines disagree the print shows which
 client number matches what the server did.
 
+--awake holds Linux's PM QoS CPU latency request at 0 for the whole run (`_awake`: idle CPUs poll
+instead of halting; root only), so what each client pays in wake-ups (its threads sleeping between
+a send and its response) falls out of both sides.
+
 perf_analyzer comes from --perf-analyzer, $PERF_ANALYZER or PATH (on a machine whose glibc is too
 old for the wheel, a wrapper such as perf_analyzer_here.sh works: pass it as the command).
-Run: python benchmarks/loadgen_vs_perf_analyzer.py [--perf-analyzer CMD] [--window 1] [--repeats 3]
+Run: python benchmarks/loadgen_vs_perf_analyzer.py [--perf-analyzer CMD] [--window 1] [--repeats 3] [--awake]
 """
 
 from __future__ import annotations
@@ -40,7 +44,9 @@ import resource
 import statistics
 import threading
 import time
+from contextlib import nullcontext
 
+import _awake
 from _common import MLP_SIZES, add_size_option, build_mlp, header, served_mlp
 
 from workbench import zoo
@@ -249,15 +255,26 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="pairs per point (default 3)")
     parser.add_argument("--time-limit", type=float, default=20.0, help="seconds each side may measure a point")
     parser.add_argument("--protocol", default="both", choices=("grpc", "http", "both"))
+    parser.add_argument("--awake", action="store_true",
+                        help="hold the CPUs out of halt for the run (PM QoS CPU latency 0; needs root)")
     add_size_option(parser, "medium")
     args = parser.parse_args()
+    problem = _awake.unavailable() if args.awake else None
+    if problem:
+        parser.error(f"--awake: {problem}")
+    with _awake.held() if args.awake else nullcontext():
+        _run(args)
+
+
+def _run(args) -> None:
     # one settings value for both engines: the same windows, stability, limits and warm-up
     settings = MeasureSettings(engine="perf_analyzer", perf_analyzer=args.perf_analyzer, window_s=args.window,
                                max_windows=10, warmup_requests=50, time_limit_s=args.time_limit, min_latencies=1000)
     command = settings.engine_command()
     protocols = ("grpc", "http") if args.protocol == "both" else (args.protocol,)
     header(f"built-in load generator vs perf_analyzer ({' '.join(command)}), MLP {args.size}, "
-           f"window {args.window:g} s, {args.repeats} pair(s) per point")
+           f"window {args.window:g} s, {args.repeats} pair(s) per point"
+           + (", CPUs held out of halt (PM QoS CPU latency 0)" if args.awake else ""))
     verdicts: list[bool] = []
     explained = faster = 0
     with served_mlp(size=args.size) as (server, served):

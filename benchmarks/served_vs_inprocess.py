@@ -34,6 +34,15 @@ Where the time goes, measured in the same pairs:
   100 MB through the caches): every backend pays it, LibTorch too, so the ratio it alone allows,
   in-process / (in-process + it), is the floor of any server on this machine.
 
+The machine waking up (``--rounds``, default 12; root only): after the pairs, each backend is
+measured in short interleaved rounds (`_awake_rounds`: a one-window served point between two
+in-process timings) with Linux's PM QoS CPU latency request held at 0 (idle CPUs poll instead of
+halting into the hypervisor) and without it, model.py and the in-process child pinned to one CPU
+(the pinned copy of the MLP, ``mlp_pinned``, unless ``--cpu`` pinned the MLP itself; LibTorch
+unpinned). The difference between the two states is the wake-ups' share of the gap; each state
+prints how many of its idle entries polled, so a hold that did not take reads as such. Reference
+rows, not judged.
+
 Huge pages: the generated model.py sets THP_MEM_ALLOC_ENABLE=1 (the weights in 2 MB pages) unless
 the environment says otherwise; this script sets the same default in its own environment, so the
 in-process child and the LibTorch server get what the stub gets.
@@ -47,7 +56,7 @@ the shared tools/build_libtorch_backend.sh builds (cached: seconds) when $WORKBE
 ../shared holds it; otherwise that row is skipped, saying why.
 --cpu N pins the pairs' in-process child and the served model's execute thread (the generated
 model.py's CPU_AFFINITY) to CPU N; the LibTorch model is not pinned.
-Run: python benchmarks/served_vs_inprocess.py [--pairs 5] [--window 1] [--cpu N] [--libtorch-backend DIR]
+Run: python benchmarks/served_vs_inprocess.py [--pairs 5] [--window 1] [--cpu N] [--rounds 12] [--libtorch-backend DIR]
 """
 
 from __future__ import annotations
@@ -59,6 +68,8 @@ from pathlib import Path
 
 os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # what model.py does; before torch is imported
 
+import _awake  # noqa: E402
+import _awake_rounds  # noqa: E402
 import torch  # noqa: E402
 from _common import CORES, FreshProcess, add_size_option, generate_traced, header, served_mlp  # noqa: E402
 
@@ -95,6 +106,7 @@ class TritonPythonModel:
                 for r in requests]
 '''
 
+PINNED_NAME = "mlp_pinned"  # the MLP again, execute pinned to one CPU, for the awake rounds
 BURST_NAME = "burst"  # the same TorchScript called back to back inside the stub
 BURST_MODEL_PY = '''"""The forward alone inside the stub: each request runs CALLS calls back to back on its input and
 answers with their median (ms) in every element; pinned to CPU when it is not None."""
@@ -351,6 +363,16 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
     return verdicts
 
 
+def _awake_section(label: str, server: TritonServer, name: str, artifact: Path, inputs: dict, protocol: str,
+                   cpu: int | None, count: int, window: float) -> None:
+    """The awake rounds of one backend at both batch sizes (reference rows: not judged)."""
+    targets = {8: f">= {THROUGHPUT_TARGET}x", 1: f"p50 <= +{P50_OVERHEAD_TARGET_MS} ms"}
+    for batch in BATCHES:
+        figures, entries = _awake_rounds.rounds(server, name, artifact, inputs, batch, protocol, cpu=cpu,
+                                                count=count, window=window)
+        _awake_rounds.report(label, protocol, batch, figures, entries, targets[batch])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5, help="pairs per backend (default 5)")
@@ -360,23 +382,35 @@ def main() -> None:
     parser.add_argument("--cpu", type=int, default=None,
                         help="pin the in-process child and the served model's execute thread (CPU_AFFINITY) to this "
                              "CPU; the LibTorch model is not pinned (its backend has no such setting)")
+    parser.add_argument("--rounds", type=int, default=12,
+                        help="awake rounds per backend and batch size (default 12; 0 skips them)")
+    parser.add_argument("--round-window", type=float, default=0.5, help="an awake round's window, seconds")
     add_size_option(parser, "large")
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
+    if args.rounds < 0:
+        parser.error("--rounds must be 0 or more")
     protocols = ("grpc", "http") if args.protocol == "both" else (args.protocol,)
     header(f"served vs in-process, {args.size} MLP, {CORES} thread(s), concurrency 1, {' and '.join(protocols)}, "
            f"{args.pairs} pair(s) per backend, THP_MEM_ALLOC_ENABLE={os.environ['THP_MEM_ALLOC_ENABLE']}, "
            + ("unpinned" if args.cpu is None else f"model.py and in-process pinned to CPU {args.cpu}"))
     backend, source = _libtorch_backend(args.libtorch_backend)
     print(f"LibTorch backend: {backend} ({source})" if backend else f"LibTorch row skipped: {source}", flush=True)
+    awake_problem = _awake.unavailable() if args.rounds else "--rounds 0"
+    print(f"awake rounds skipped: {awake_problem}" if awake_problem else
+          f"awake rounds: {args.rounds} per backend and batch size, {args.round_window} s windows", flush=True)
     results: dict[str, list[dict]] = {}
     with served_mlp(size=args.size, pin_cpu=args.cpu) as (server, served):
         _floor_models(served)
+        pin = os.cpu_count() - 1 if args.cpu is None else args.cpu
+        pinned = served.artifact  # the rounds' model: the MLP when --cpu pinned it, else a pinned copy
+        if not awake_problem and args.cpu is None:
+            pinned = generate_traced(served.repository.parent, served.model.module, served.model.example_inputs(2),
+                                     PINNED_NAME, pin_cpu=pin)
         for name in (FLOOR_NAME, ZERO_NAME):
             server.load(name)
         inputs = {batch: served.model.example_inputs(batch)[0].numpy() for batch in BATCHES}
-        pin = os.cpu_count() - 1 if args.cpu is None else args.cpu
         same = {cpu: _same_moments(server, served, inputs[8], cpu) for cpu in (None, pin)}
         for cpu, ratios in same.items():
             print(f"the forward back to back inside a stub vs in-process, alternated within seconds, batch 8, "
@@ -385,6 +419,15 @@ def main() -> None:
         print("model.py (Python backend):", flush=True)
         results["model.py"] = [_pair(k, server, served.name, served, inputs, protocols, args.window, True, args.cpu)
                                for k in range(args.pairs)]
+        round_protocol = _paced_protocol(protocols)
+        if not awake_problem:
+            pinned_name = served.name if args.cpu is not None else PINNED_NAME
+            server.unload(served.name)  # one copy of the weights in memory at a time
+            server.load(pinned_name)
+            print(f"awake rounds (PM QoS CPU latency 0 held vs not, interleaved; model.py and in-process pinned to "
+                  f"CPU {pin}; reference rows):", flush=True)
+            _awake_section("model.py", server, pinned_name, pinned, inputs, round_protocol, pin, args.rounds,
+                           args.round_window)
         if backend is not None:
             server.stop()  # one server at a time: the two would share the same cores
             _libtorch_model(served.repository, served)
@@ -393,6 +436,11 @@ def main() -> None:
                 print("LibTorch backend:", flush=True)
                 results["LibTorch"] = [_pair(k, libtorch, LIBTORCH_NAME, served, inputs, protocols, args.window, False,
                                              None) for k in range(args.pairs)]
+                if not awake_problem:
+                    print("awake rounds, LibTorch (unpinned: its backend has no affinity setting; reference rows):",
+                          flush=True)
+                    _awake_section("LibTorch", libtorch, LIBTORCH_NAME, served.artifact, inputs, round_protocol, None,
+                                   args.rounds, args.round_window)
     verdicts = []
     for label, pairs in results.items():
         verdicts += _summary(label, pairs, protocols, label == "model.py")
