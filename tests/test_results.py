@@ -190,6 +190,20 @@ def test_comparing_runs_says_how_they_differ_before_the_ratios():
     assert same.differences() == [] and same.summary().startswith("Both runs were measured alike")
 
 
+def test_comparing_runs_names_the_engines_when_they_differ():
+    """Both settings say engine "auto", but it resolved to perf_analyzer on one machine and to the
+    built-in engine on the other: the settings alone would call them measured alike."""
+    rows = [point("1x1", 1, 1)]
+    chosen = {"perf_analyzer": {"engine": "perf_analyzer", "command": ["perf_analyzer"], "reason": "found on PATH"},
+              "workbench": {"engine": "workbench", "command": None, "reason": "glibc 2.36 < 2.38"}}
+    record = {"label": "a", "settings": {"model": "m", "engine": "auto"}}
+    a = SweepResult(frame_from_rows(rows), dict(record, engine=chosen["perf_analyzer"]))
+    b = SweepResult(frame_from_rows(rows), dict(record, label="b", engine=chosen["workbench"]))
+    differ = compare_runs(a, b).differences()
+    assert len(differ) == 1 and differ[0].startswith("measured by another engine: perf_analyzer -> workbench")
+    assert compare_runs(a, SweepResult(frame_from_rows(rows), dict(a.record, label="a2"))).differences() == []
+
+
 def test_the_table_explains_unstable_points_and_p50_falling_with_batch_size():
     rows = [point("1x1", 1, 1, p99=10.0, queue_ms=0.2, compute_infer_ms=2.0),
             point("1x1", 4, 1, p99=6.0, queue_ms=0.1, compute_infer_ms=1.5, avg_batch=4.0),  # p50 3 < 5

@@ -324,7 +324,7 @@ class Comparison:
     only_b: pd.DataFrame
 
     def differences(self) -> list[str]:
-        """How the two runs were not measured alike (measurement settings, points, server
+        """How the two runs were not measured alike (measurement settings, engine, points, server
         version, machine, packages): what to weigh before reading any ratio."""
         a, b = self.a.record, self.b.record
         out = []
@@ -333,6 +333,11 @@ class Comparison:
                    if key != "model" and sa.get(key) != sb.get(key)]
         if changed:
             out.append("measured differently: " + "; ".join(changed))
+        ea, eb = ((run.get("engine") or {}).get("engine") or "not recorded" for run in (a, b))
+        if ea != eb:
+            out.append(f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
+                       "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
+                       "same server; the figures are in benchmarks/README)")
         if len(self.only_a) or len(self.only_b):
             out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
                        f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
@@ -353,7 +358,7 @@ class Comparison:
         a, b = self.a.label, self.b.label
         differ = self.differences()
         head = (["How the runs differ:"] + [f"  - {line}" for line in differ] if differ
-                else ["Both runs were measured alike (settings, points, server, machine, packages)."])
+                else ["Both runs were measured alike (settings, engine, points, server, machine, packages)."])
         if self.table.empty:
             return "\n".join(head + [f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
                                       f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."])
