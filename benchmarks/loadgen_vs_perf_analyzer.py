@@ -24,7 +24,10 @@ Ground truth: while each engine runs, the server's own statistics are polled on 
 (``ServerWatch``); the inferences/s the server served while it was kept busy, and its compute_infer
 per request, print under each pair with what each client claimed beside them (and each point's
 median server ratio beside the clients'), so where the engines disagree the print shows which
-client number matches what the server did.
+client number matches what the server did. The last line counts, for each client, the points where
+its throughput was within 0.95x-1.05x of the server's own count (a reference beside the target; the
+server's count spans the whole run, a client's figure only its last windows, so on a drifting host
+the two part even for an exact client).
 
 --awake holds Linux's PM QoS CPU latency request at 0 for the whole run (`_awake`: idle CPUs poll
 instead of halting; root only), so what each client pays in wake-ups (its threads sleeping between
@@ -236,6 +239,13 @@ def _server_ratio(pairs: list[dict]) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+def _read_as_served(pairs: list[dict], engine: str) -> float | None:
+    """The median of what ``engine`` (``ours`` or ``pa``) claimed over what the server itself served
+    while it ran: how true each client's throughput is, on the server's own count."""
+    ratios = [p[f"{engine}_thr"] / p[f"server_{engine}"]["thr"] for p in pairs if p[f"server_{engine}"]]
+    return statistics.median(ratios) if ratios else None
+
+
 def _faster_as_served(thr: float, p50: float, server: float | None) -> bool:
     """A miss only in the direction of ours being the faster client (more throughput, or lower p50,
     neither short of the band), with the server's own count agreeing with the clients' ratio within
@@ -277,6 +287,7 @@ def _run(args) -> None:
            + (", CPUs held out of halt (PM QoS CPU latency 0)" if args.awake else ""))
     verdicts: list[bool] = []
     explained = faster = 0
+    truthful: dict[str, list[bool]] = {"ours": [], "pa": []}  # per point: client within the band of the server
     with served_mlp(size=args.size) as (server, served):
         build_mlp(served.repository.parent, size="small", name=FLOOR_MODEL)  # beside, in the same repository
         server.load(FLOOR_MODEL)
@@ -325,6 +336,13 @@ def _run(args) -> None:
                     faster += 1
                     floor_note += " (ours the faster client, and the server's count agrees)"
                 server_note = f"; the server's own count: {server_ratio:.3f}x" if server_ratio is not None else ""
+                claims = {engine: _read_as_served(stable, engine) for engine in ("ours", "pa")}
+                for engine, claim in claims.items():
+                    if claim is not None:
+                        truthful[engine].append(_within(claim, THROUGHPUT_BAND))
+                if None not in claims.values():
+                    server_note += (f"; each client's throughput over the server's count: ours {claims['ours']:.3f}x, "
+                                    f"perf_analyzer {claims['pa']:.3f}x")
                 print(f"  -> median of {len(stable)} stable pair(s): throughput {thr:.3f}x "
                       f"(range {min(p['thr'] for p in stable):.3f}-{max(p['thr'] for p in stable):.3f}), "
                       f"p50 {p50:.3f}x (range {min(p['p50'] for p in stable):.3f}-{max(p['p50'] for p in stable):.3f}): "
@@ -336,6 +354,11 @@ def _run(args) -> None:
           + (f"; {faster} miss(es) where ours drove the server harder than perf_analyzer (its own count within "
              f"{SERVER_AGREEMENT:.2f} of the clients' ratio)" if faster else "")
           + f" (load average {', '.join(f'{v:.1f}' for v in os.getloadavg())})")
+    if truthful["ours"] or truthful["pa"]:
+        print(f"against the server's own count (ground truth; reference, not the target): the throughput each client "
+              f"reported was within {THROUGHPUT_BAND[0]}x-{THROUGHPUT_BAND[1]}x of what the server served at "
+              f"{sum(truthful['ours'])} of {len(truthful['ours'])} point(s) for ours, {sum(truthful['pa'])} of "
+              f"{len(truthful['pa'])} for perf_analyzer")
 
 
 if __name__ == "__main__":
