@@ -156,7 +156,8 @@ def _pair(url: str, watch_url: str, name: str, x, settings: MeasureSettings, bat
             "ours_thr": mine.throughput, "pa_thr": pa["throughput"], "ours_p50": mine.p50_us / 1000,
             "pa_p50": pa["p50_us"] / 1000, "ours_stable": mine.stable, "pa_stable": bool(pa.get("stable", True)),
             "cpu_us": mine.client_cpu_us, "pa_cpu_us": pa_cpu, "delay_us": mine.send_delay_us,
-            "requests": mine.requests, "pa_requests": pa.get("requests")}
+            "requests": mine.requests, "pa_requests": pa.get("requests"),
+            "server_requests": mine.server.requests if mine.server else None}
 
 
 def _print_pair(pair: dict) -> None:
@@ -171,6 +172,9 @@ def _print_pair(pair: dict) -> None:
               f"pa {pa['thr']:8.1f}/s (client says {pair['pa_thr'] / pa['thr']:.3f}x) -> server ratio "
               f"{ours['thr'] / pa['thr']:.3f}x; compute_infer ours {ours['compute_infer_us']:.0f} us pa "
               f"{pa['compute_infer_us']:.0f} us per request", flush=True)
+    if pair["server_requests"] is not None:  # the server's snapshots at ours' own window edges: the same span
+        print(f"      ours' pooled windows: the client counted {pair['requests']} requests, the server "
+              f"{pair['server_requests']} over the same span", flush=True)
 
 
 def _floor(url: str, watch_url: str, x, settings: MeasureSettings, repeats: int) -> dict | None:
