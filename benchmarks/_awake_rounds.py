@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import _awake
-from _in_process import FreshProcess
+from _common import FreshProcess, bracket, outside_execute_us
 
 from workbench.measure import MeasureSettings, measure
 
@@ -55,13 +55,13 @@ def rounds(server, name: str, artifact, inputs: dict, batch: int, protocol: str,
                     after = local.time(batch, window)
                 for idle_state, n in _awake.idle_entries().items():
                     entries[state][idle_state] = entries[state].get(idle_state, 0) + n - before_idle.get(idle_state, 0)
-                here_ms = (1000 * batch / before["throughput"] + 1000 * batch / after["throughput"]) / 2
+                here = bracket(before, after)
                 f = figures[state]
-                f.ratio.append(served.throughput * here_ms / (1000 * batch))
-                f.p50_over_ms.append((served.p50_us - (before["p50_us"] + after["p50_us"]) / 2) / 1000)
+                f.ratio.append(served.throughput / here["throughput"])
+                f.p50_over_ms.append((served.p50_us - here["p50_us"]) / 1000)
                 if served.server:
-                    f.infer_over_ms.append(served.server.compute_infer_us / 1000 - here_ms)
-                    f.outside_ms.append((served.latency["avg"] - served.server.compute_infer_us) / 1000)
+                    f.infer_over_ms.append(served.server.compute_infer_us / 1000 - 1000 * batch / here["throughput"])
+                    f.outside_ms.append(outside_execute_us(served) / 1000)
     return figures, entries
 
 

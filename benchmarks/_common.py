@@ -16,7 +16,7 @@ from typing import Iterator
 
 import torch
 
-from _in_process import FreshProcess, in_process  # noqa: F401 (re-exported)
+from _in_process import FreshProcess, bracket, in_process  # noqa: F401 (re-exported)
 
 from workbench import zoo
 from workbench.compiler import compile_model
@@ -87,6 +87,12 @@ def served_mlp(*, server_args: tuple[str, ...] = (), **options) -> Iterator[tupl
         with server:
             server.load(served.name)
             yield server, served
+
+
+def outside_execute_us(result) -> float:
+    """A served result's mean latency minus the server's compute infer: the path outside execute
+    (client, HTTP/gRPC, Triton), which every backend pays."""
+    return result.latency["avg"] - result.server.compute_infer_us
 
 
 def add_size_option(parser, default: str) -> None:

@@ -64,6 +64,13 @@ def in_process(artifact: Path, batch: np.ndarray, *, seconds: float = 3.0, threa
     return _time_calls(_load(artifact, threads), torch.from_numpy(batch), seconds, warmup=20)
 
 
+def bracket(before: dict, after: dict) -> dict:
+    """Two in-process timings around a served one, as one: the mean call time and the mean p50."""
+    ms = (1 / before["throughput"] + 1 / after["throughput"]) / 2
+    return {"throughput": 1 / ms, "p50_us": (before["p50_us"] + after["p50_us"]) / 2,
+            "calls": before["calls"] + after["calls"], "drift": after["throughput"] / before["throughput"]}
+
+
 class FreshProcess:
     """The TorchScript file loaded once in a new Python process, timed on request: ``time(batch,
     seconds, idle_us)`` returns what `in_process` does. ``cpu``: pin the child to that CPU."""

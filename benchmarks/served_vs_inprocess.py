@@ -71,7 +71,8 @@ os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # what model.py does; before
 import _awake  # noqa: E402
 import _awake_rounds  # noqa: E402
 import torch  # noqa: E402
-from _common import CORES, FreshProcess, add_size_option, generate_traced, header, served_mlp  # noqa: E402
+from _common import (CORES, FreshProcess, add_size_option, bracket, generate_traced, header,  # noqa: E402
+                     outside_execute_us, served_mlp)
 
 from workbench.generate import pytorch_backend as ptb  # noqa: E402
 from workbench.generate.config import build_config, to_text  # noqa: E402
@@ -234,13 +235,6 @@ def _served(server: TritonServer, name: str, x, batch: int, protocol: str, windo
     return result
 
 
-def _bracket(before: dict, after: dict) -> dict:
-    """Two in-process timings around a served one, as one: the mean call time and the mean p50."""
-    ms = (1 / before["throughput"] + 1 / after["throughput"]) / 2
-    return {"throughput": 1 / ms, "p50_us": (before["p50_us"] + after["p50_us"]) / 2,
-            "calls": before["calls"] + after["calls"], "drift": after["throughput"] / before["throughput"]}
-
-
 def _pair(k: int, server: TritonServer, name: str, served, inputs: dict, protocols, window: float,
           floors: bool, cpu: int | None) -> dict:
     """One pair: a new in-process child and the model reloaded (a new stub); each served point is
@@ -254,9 +248,9 @@ def _pair(k: int, server: TritonServer, name: str, served, inputs: dict, protoco
             for batch in BATCHES:
                 before = local.time(batch, window)
                 figures[protocol, batch] = result = _served(server, name, inputs[batch], batch, protocol, window)
-                figures["local", protocol, batch] = _bracket(before, local.time(batch, window))
+                figures["local", protocol, batch] = bracket(before, local.time(batch, window))
                 if floors and protocol == _paced_protocol(protocols) and result.server:
-                    figures["paced", batch] = local.time(batch, window, max(0.0, _outside_execute_us(result)))
+                    figures["paced", batch] = local.time(batch, window, max(0.0, outside_execute_us(result)))
     if floors:
         for protocol in protocols:
             for batch in BATCHES:
@@ -287,11 +281,6 @@ def _paced_protocol(protocols) -> str:
     return "http" if "http" in protocols else protocols[0]
 
 
-def _outside_execute_us(result) -> float:
-    """A served result's mean latency minus the server's compute infer: the path outside execute."""
-    return result.latency["avg"] - result.server.compute_infer_us
-
-
 def _spread(values: list[float], fmt: str, unit: str, over: str = "pairs") -> str:
     """The median and min-max (over ``over``) of ``values``, formatted with ``fmt`` and ``unit``."""
     def show(v: float) -> str:
@@ -314,7 +303,7 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
         here_ms = [1000 * 8 / x["throughput"] for x in local[8]]
         timed = [(p[protocol, 8], ms) for p, ms in zip(pairs, here_ms) if p[protocol, 8].server]
         infer = [r.server.compute_infer_us / 1000 - ms for r, ms in timed]
-        outside = [_outside_execute_us(r) / 1000 for r, _ in timed]
+        outside = [outside_execute_us(r) / 1000 for r, _ in timed]
         if timed:
             print(f"  batch 8 split (means): in-process call {_spread(here_ms, '.2f', ' ms')}; the stub's compute "
                   f"infer minus it {_spread(infer, '+.2f', ' ms')}; served latency minus compute infer (outside "
@@ -342,7 +331,7 @@ def _summary(label: str, pairs: list[dict], protocols, floors: bool) -> list[boo
         print(f"{label} {protocol}: p50 served - in-process at batch 1: {_spread(over, '+.3f', ' ms')} "
               f"(target <= {P50_OVERHEAD_TARGET_MS} ms over HTTP){p50_tag}")
         verdicts += [p50_met] if judged and protocol == "http" else []
-        outside1 = [_outside_execute_us(p[protocol, 1]) / 1000 for p in pairs if p[protocol, 1].server]
+        outside1 = [outside_execute_us(p[protocol, 1]) / 1000 for p in pairs if p[protocol, 1].server]
         if outside1:
             print(f"  batch 1, the path outside execute (mean latency minus compute infer; every backend has it): "
                   f"{_spread(outside1, '.3f', ' ms')}")

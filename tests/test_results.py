@@ -8,6 +8,7 @@ import json
 import pandas as pd
 import pytest
 
+from workbench.measure.engines import EngineChoice
 from workbench.measure.results import (
     COLUMNS,
     CSV_FILE,
@@ -194,11 +195,12 @@ def test_comparing_runs_names_the_engines_when_they_differ():
     """Both settings say engine "auto", but it resolved to perf_analyzer on one machine and to the
     built-in engine on the other: the settings alone would call them measured alike."""
     rows = [point("1x1", 1, 1)]
-    chosen = {"perf_analyzer": {"engine": "perf_analyzer", "command": ["perf_analyzer"], "reason": "found on PATH"},
-              "workbench": {"engine": "workbench", "command": None, "reason": "glibc 2.36 < 2.38"}}
+    # the record's "engine" entry as a sweep writes it (EngineChoice.to_dict)
+    perf_analyzer = EngineChoice("perf_analyzer", ("perf_analyzer",), "found on PATH").to_dict()
+    built_in = EngineChoice("workbench", None, "glibc 2.36 < 2.38").to_dict()
     record = {"label": "a", "settings": {"model": "m", "engine": "auto"}}
-    a = SweepResult(frame_from_rows(rows), dict(record, engine=chosen["perf_analyzer"]))
-    b = SweepResult(frame_from_rows(rows), dict(record, label="b", engine=chosen["workbench"]))
+    a = SweepResult(frame_from_rows(rows), dict(record, engine=perf_analyzer))
+    b = SweepResult(frame_from_rows(rows), dict(record, label="b", engine=built_in))
     differ = compare_runs(a, b).differences()
     assert len(differ) == 1 and differ[0].startswith("measured by another engine: perf_analyzer -> workbench")
     assert compare_runs(a, SweepResult(frame_from_rows(rows), dict(a.record, label="a2"))).differences() == []
