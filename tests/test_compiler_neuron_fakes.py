@@ -13,11 +13,13 @@ process. No number here says anything about Neuron performance.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -33,6 +35,7 @@ from workbench.compiler import (
     read_artifact,
 )
 from workbench.compiler import neuron as seam
+from workbench.system import OUT_OF_SUPPORT, WrongSDKError
 from workbench.compiler.tnx import SAMPLING_CLASSES, package_causal_lm, tiny_causal_lm
 from workbench.tasks import Task
 
@@ -42,8 +45,26 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 @pytest.fixture
 def device(monkeypatch):
-    """Pretend a Neuron device is present (the seam asks has_neuron_device)."""
+    """Pretend a Neuron device is present (the seam asks has_neuron_device; the fakes read
+    FAKE_NEURON_DEVICE)."""
     monkeypatch.setattr(seam, "has_neuron_device", lambda: True)
+    monkeypatch.setenv("FAKE_NEURON_DEVICE", "1")
+
+
+@pytest.fixture
+def torchneuron(neuron_fakes, monkeypatch):
+    """The FAKE TorchNeuron (tests/fake_neuron/torchneuron) in place of the PyTorch/XLA fake, as on a
+    Trn2/Trn3 image from Neuron 2.33 on; its accelerator stand-in is undone afterwards."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fake_neuron" / "torchneuron"))
+    sys.modules.pop("torch_neuronx", None)
+    import torch_neuronx
+
+    assert torch_neuronx.__version__.startswith("2.14.")
+    try:
+        yield torch_neuronx
+    finally:
+        torch_neuronx.restore()
+        torch._dynamo.reset()
 
 
 def _mlp():
@@ -65,7 +86,8 @@ def test_inf2_without_device_uses_cpu_backend_and_target(tmp_path, neuron_fakes)
     assert [torch.equal(a, b) for a, b in zip(example, inputs)] == [True]
     assert kwargs["compiler_args"] == ["--target", "inf2"] and kwargs["cpu_backend"] is True
     assert kwargs["compiler_workdir"] is None
-    assert [name for name, _, _ in neuron_fakes.CALLS] == ["torch_neuronx.trace", "torch_neuronx.dynamic_batch"]
+    assert [name for name, _, _ in neuron_fakes.CALLS] == [
+        "torch_neuronx.trace", "torch_neuronx.dynamic_batch", "torch_neuronx.lazy_load"]  # lazy: loaded once
     import torch_neuronx
 
     assert torch_neuronx.IMPORT_ENV["NEURON_PLATFORM_TARGET_OVERRIDE"] == "inf2"  # set before the import
@@ -90,43 +112,136 @@ def test_with_a_device_the_target_is_still_given(tmp_path, neuron_fakes, device)
     assert kwargs["compiler_args"] == ["--auto-cast", "matmult", "--target", "inf2"]
     assert kwargs["cpu_backend"] is False and kwargs["compiler_workdir"] == str(tmp_path / "work")
     assert "NEURON_PLATFORM_TARGET_OVERRIDE" not in os.environ
-    assert seam.neuronx_trace_arguments("trn2", None, None, has_device=True) == {
-        "compiler_args": ["--target", "trn2"]}
 
 
 def test_trn1_keeps_user_flags_and_adds_its_target(tmp_path, neuron_fakes):
     module, inputs = _mlp()
     compile_model(module, inputs, "trn1", out_dir=tmp_path, compiler_args=["--optlevel", "1"],
                   dynamic_batch_size=False, isolate=False)
-    assert [name for name, _, _ in neuron_fakes.CALLS] == ["torch_neuronx.trace"]  # no dynamic_batch unasked
+    assert [name for name, _, _ in neuron_fakes.CALLS] == [
+        "torch_neuronx.trace", "torch_neuronx.lazy_load"]  # no dynamic_batch unasked
     (_, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
     assert kwargs["compiler_args"] == ["--optlevel", "1", "--target", "trn1"] and kwargs["cpu_backend"] is True
     assert os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] == "trn1"
 
 
-def test_trn2_compiles_with_its_target_and_logical_core_config(tmp_path, neuron_fakes):
+@pytest.mark.parametrize("target", ["trn2", "trn3"])
+def test_trn2_and_trn3_export_for_torchneuron_without_a_device(tmp_path, torchneuron, target):
+    """No device: the program is exported (dim 0 dynamic) and nothing Neuron runs here; TorchNeuron
+    compiles each shape on its first call on the Trn host."""
     module, inputs = _mlp()
-    artifact = compile_model(module, inputs, "trn2", out_dir=tmp_path, name="m", isolate=False)
-    (_, kwargs), = _calls(neuron_fakes, "torch_neuronx.trace")
-    assert kwargs["compiler_args"] == ["--target", "trn2"] and kwargs["cpu_backend"] is True  # LNC 2: the default
+    logged: list[str] = []
+    artifact = compile_model(module, inputs, target, out_dir=tmp_path, name="m", isolate=False, log=logged.append)
+    assert torchneuron.COMPILED == []
+    assert artifact.target == target and artifact.path == str(tmp_path / f"m.{target}.pt")
+    assert artifact.extra == {"format": "torch.export", "backend": "neuron", "has_device": False,
+                              "compiled_example_shape": False, "lnc": 2}
+    assert artifact.compiler_args == [] and artifact.dynamic_batch is True
+    assert "compiles on the first call on the Trn host" in "\n".join(logged)
+    program = torch.export.load(artifact.path).module()  # the file is a torch.export program
+    wide = torch.randn(8, *inputs[0].shape[1:])
+    assert torch.allclose(program(wide), module(wide))
+    assert torch.allclose(load_artifact(artifact, has_device=True)(*inputs), module(*inputs))
+    assert read_artifact(artifact.path) == artifact
+
+
+_DEVICE_COMPILE = """
+import json, sys, torch
+import torch_neuronx
+from workbench import zoo
+from workbench.compiler import compile_model, neuron
+neuron.has_neuron_device = lambda: True  # the fake device (FAKE_NEURON_DEVICE=1)
+model = zoo.get("mlp")
+inputs = model.example_inputs(2)
+artifact = compile_model(model.module, inputs, "trn2", out_dir=sys.argv[1], name="m", lnc=1, isolate=False)
+print(json.dumps({"compiled": torch_neuronx.COMPILED, "extra": artifact.extra, "shape": list(inputs[0].shape)}))
+"""
+
+
+def test_trn2_with_a_device_compiles_through_torch_compile_backend_neuron(tmp_path, torchneuron):
+    """With a device, the example shape is compiled once through torch.compile(backend="neuron"),
+    static. In a child: the fake's `neuron` device cannot be unregistered from a process."""
+    env = {**os.environ, "FAKE_NEURON_DEVICE": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "fake_neuron" / "torchneuron"),
+                                          os.environ["PYTHONPATH"], str(Path(__file__).parents[1])])}
+    done = subprocess.run([sys.executable, "-c", _DEVICE_COMPILE, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    (graph,) = result["compiled"]  # one graph: the example shape, static (weights are graph inputs too)
+    assert graph[0] == result["shape"]
+    assert result["extra"]["compiled_example_shape"] is True and result["extra"]["lnc"] == 1
+
+
+def test_torchneuron_targets_refuse_the_xla_calls(tmp_path, torchneuron):
+    """TorchNeuron has no trace/DataParallel/dynamic_batch/analyze, and the workbench never asks it for them."""
+    for name in ("trace", "dynamic_batch", "DataParallel", "analyze", "lazy_load"):
+        assert not hasattr(torchneuron, name), name
+    module, inputs = _mlp()
+    with pytest.raises(CompileError, match="torch_neuronx.trace is the PyTorch/XLA library's call.*trn2 compiles "
+                                           "through TorchNeuron"):
+        seam.neuronx_trace_arguments("trn2", None, None, has_device=True)
+    with pytest.raises(CompileError, match="trn3 serves through TorchNeuron, which has no operator analyzer"):
+        analyze(module, inputs, "trn3")
+    with pytest.raises(CompileError, match=r"compiler args \['--auto-cast', 'matmult'\]: TorchNeuron compiles "
+                                           "through torch.compile"):
+        compile_model(module, inputs, "trn2", out_dir=tmp_path / "out", compiler_args="--auto-cast matmult -lnc 2")
+    assert not (tmp_path / "out").exists()
+
+
+def test_torchneuron_installed_refuses_inf2_and_trn1_before_any_work(tmp_path, torchneuron):
+    """torch-neuronx 2.14.x on inf2: "this is TorchNeuron, Trn2/Trn3 only", before anything is written."""
+    module, inputs = _mlp()
+    for target in ("inf2", "trn1"):
+        with pytest.raises(WrongSDKError, match=rf"compiling for {target}: torch-neuronx 2.14.3.1\+fake is "
+                                                "TorchNeuron, the native PyTorch backend: it runs on Trn2/Trn3 only"):
+            compile_model(module, inputs, target, out_dir=tmp_path / "out", isolate=False)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_xla_library_installed_refuses_trn2_and_trn3(tmp_path, neuron_fakes):
+    module, inputs = _mlp()
+    for target in ("trn2", "trn3"):
+        with pytest.raises(WrongSDKError, match=r"torch-neuronx 2.9.0.2.15.32035\+fake is the PyTorch/XLA library.*"
+                                                "no longer supports for inference on Trn2/Trn3 from release 2.34.0"):
+            compile_model(module, inputs, target, out_dir=tmp_path / "out", isolate=False)
+    assert not (tmp_path / "out").exists() and neuron_fakes.CALLS == []
+
+
+def test_the_fake_trace_fails_without_a_device_unless_cpu_backend(neuron_fakes, monkeypatch):
+    """As the SDK: torch 2.x needs a device to trace (PJRT "num_devices > 0", aws-neuron-sdk #902/#910),
+    unless cpu_backend=True with a --target; with a device the plain call works."""
     import torch_neuronx
 
-    assert torch_neuronx.IMPORT_ENV["NEURON_PLATFORM_TARGET_OVERRIDE"] == "trn2"
-    assert artifact.target == "trn2" and artifact.path == str(tmp_path / "m.trn2.pt")
-    assert artifact.extra == {"cpu_backend": True, "has_device": False, "lnc": 2}
-    assert read_artifact(artifact.path).extra["lnc"] == 2
+    module, inputs = _mlp()
+    with pytest.raises(RuntimeError, match=r"PJRT_Client_Create.*num_devices > 0"):
+        torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"])
+    assert torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"], cpu_backend=True)(*inputs).shape
+    monkeypatch.setenv("FAKE_NEURON_DEVICE", "1")
+    assert torch.equal(torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"])(*inputs),
+                       module(*inputs))
 
-    one = compile_model(module, inputs, "trn2", out_dir=tmp_path, name="m1", lnc=1, isolate=False)
-    assert one.compiler_args == ["--target", "trn2", "--logical-nc-config", "1"] and one.extra["lnc"] == 1
-    assert seam.neuronx_trace_arguments("trn2", "-lnc 1", None, has_device=False)["compiler_args"] == [
-        "-lnc", "1", "--target", "trn2"]  # the user's spelling is kept, not repeated
+
+def test_a_graph_traced_at_batch_1_takes_only_batch_1_unless_dynamic_batching(tmp_path, neuron_fakes):
+    """A NEFF takes one shape (trace page, "Dynamic Batching"): batch 8 into a batch-1 trace fails;
+    with dynamic_batch (the seam's default) it works, also after save and load."""
+    model = zoo.get("mlp")
+    module, one, eight = model.module, model.example_inputs(1), model.example_inputs(8)
+    fixed = compile_model(module, one, "inf2", out_dir=tmp_path, name="fixed", dynamic_batch_size=False,
+                          isolate=False)
+    loaded = load_artifact(fixed, has_device=True)
+    assert torch.allclose(loaded(*one), module(*one))
+    with pytest.raises((RuntimeError, torch.jit.Error), match=r"has shape \[8, .*compiled for \[1, "):
+        loaded(*eight)
+    dynamic = compile_model(module, one, "inf2", out_dir=tmp_path, name="dynamic", isolate=False)
+    assert torch.allclose(load_artifact(dynamic, has_device=True)(*eight), module(*eight))
 
 
 @pytest.mark.parametrize("target, options, message", [
-    ("inf2", {"lnc": 2}, "a logical NeuronCore config \\(lnc=2\\) is a trn2 setting; inf2 takes none"),
-    ("trn1", {"compiler_args": ["--logical-nc-config", "2"]}, "is a trn2 setting; trn1 takes none"),
+    ("inf2", {"lnc": 2}, r"a logical NeuronCore config \(lnc=2\) is a trn2/trn3 setting; inf2 takes none"),
+    ("trn1", {"compiler_args": ["--logical-nc-config", "2"]}, r"lnc=2 on trn1: neuronx-cc refuses it \(NCC_EARG001"),
     ("trn2", {"lnc": 3}, "lnc=3: trn2 runs at a logical NeuronCore config of 1 or 2"),
-    ("trn2", {"lnc": 2, "compiler_args": "-lnc 1"}, "lnc=2 contradicts the compiler args' logical NeuronCore config 1"),
+    ("trn3", {"lnc": 2, "compiler_args": "-lnc 1"}, "lnc=2 contradicts the compiler args' logical NeuronCore config 1"),
     ("trn2", {"compiler_args": "--lnc=4"}, "logical NeuronCore config '4'; use 1 or 2"),
     ("cpu", {"lnc": 1}, "lnc are Neuron compiler settings"),
 ])
@@ -136,6 +251,21 @@ def test_bad_logical_core_configs_are_refused_before_writing(tmp_path, neuron_fa
     with pytest.raises(CompileError, match=message):
         compile_model(module, inputs, target, out_dir=out, isolate=False, **options)
     assert neuron_fakes.CALLS == [] and not out.exists()
+
+
+def test_lnc_1_on_trn1_is_what_neuronx_cc_accepts(tmp_path, neuron_fakes):
+    """NCC_EARG001: "On trn1, only lnc=1 is supported" (SDK compiler/error-codes/EARG001.rst:18-21)."""
+    module, inputs = _mlp()
+    artifact = compile_model(module, inputs, "trn1", out_dir=tmp_path, compiler_args="-lnc 1", isolate=False)
+    assert artifact.compiler_args == ["-lnc", "1", "--target", "trn1"] and "lnc" not in artifact.extra
+    import torch_neuronx
+
+    with pytest.raises(RuntimeError, match=r"\[NCC_EARG001\] On trn1, only lnc=1 is supported"):
+        torch_neuronx.trace(module, inputs, compiler_args=["--target", "trn1", "-lnc", "2"], cpu_backend=True)
+    with pytest.raises(RuntimeError, match="--target: invalid choice: 'inf9'"):
+        torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf9"], cpu_backend=True)
+    with pytest.raises(RuntimeError, match="PyTorch/XLA inference is not supported on Trn2/Trn3"):
+        torch_neuronx.trace(module, inputs, compiler_args=["--target", "trn2"], cpu_backend=True)
 
 
 def test_a_given_matching_target_is_not_repeated():
@@ -150,8 +280,8 @@ def test_a_target_for_another_chip_is_refused_before_writing(tmp_path, neuron_fa
     out = tmp_path / "out"
     with pytest.raises(CompileError, match="compiler args say --target trn1 but the target is inf2"):
         compile_model(module, inputs, "inf2", out_dir=out, compiler_args=["--target", "trn1"], isolate=False)
-    with pytest.raises(CompileError, match="compiler args say --target trn1 but the target is trn2"):
-        compile_model(module, inputs, "trn2", out_dir=out, compiler_args=["--target", "trn1"], isolate=False)
+    with pytest.raises(CompileError, match="compiler args say --target inf2 but the target is trn1"):
+        compile_model(module, inputs, "trn1", out_dir=out, compiler_args=["--target", "inf2"], isolate=False)
     assert neuron_fakes.CALLS == [] and not out.exists()
     with pytest.raises(CompileError, match="--target but give no value"):
         seam.neuronx_trace_arguments("inf2", ["--target"], None, has_device=False)
@@ -178,6 +308,7 @@ def test_inf1_calls_torch_neuron_trace(tmp_path, neuron_fakes):
     assert kwargs == {"compiler_args": ["--neuroncore-pipeline-cores", "4"], "dynamic_batch_size": True}
     assert artifact.target == "inf1" and artifact.compiler_args == ["--neuroncore-pipeline-cores", "4"]
     assert artifact.extra["cpu_backend"] is False and "cpu_fallback" not in artifact.extra
+    assert f"inf1: NOTE {OUT_OF_SUPPORT['inf1']}" in artifact.log  # kept, and marked out of support
 
 
 def test_inf1_without_a_batch_dim_asks_for_no_dynamic_batch(tmp_path, neuron_fakes):
@@ -186,6 +317,29 @@ def test_inf1_without_a_batch_dim_asks_for_no_dynamic_batch(tmp_path, neuron_fak
                   isolate=False)
     (_, kwargs), = _calls(neuron_fakes, "torch.neuron.trace")
     assert kwargs == {"compiler_args": [], "dynamic_batch_size": False, "compiler_workdir": str(tmp_path / "w")}
+
+
+def test_inf1_cpu_trace_warning_follows_issue_827(neuron_fakes, caplog):
+    """#827: a fully supported one-operator model still gets "returning a CPU trace", because the
+    default minimum_segment_size=2 leaves no segment to place; two supported operators in a row do not."""
+    import torch_neuron
+
+    x = torch.randn(2, 4)
+    with caplog.at_level("WARNING", logger="Neuron"):
+        cpu_trace = torch.neuron.trace(torch.nn.Linear(4, 3).eval(), x)
+    assert "No operator is placed on Neuron runtime; returning a CPU trace" in caplog.text
+    assert cpu_trace(torch.randn(7, 4)).shape == (7, 3)  # a CPU trace: any batch
+    caplog.clear()
+    two = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    with caplog.at_level("WARNING", logger="Neuron"):
+        placed = torch.neuron.trace(two, x)
+    assert "No operator is placed" not in caplog.text
+    with pytest.raises((RuntimeError, torch.jit.Error), match=r"compiled for \[2, 4\]"):
+        placed(torch.randn(7, 4))  # a Neuron graph without dynamic_batch_size: one shape
+    with caplog.at_level("WARNING", logger="Neuron"):
+        torch.neuron.trace(two, x, minimum_segment_size=3)
+    assert "No operator is placed" in caplog.text
+    assert torch_neuron.UNSUPPORTED == set()
 
 
 def test_inf1_trace_that_placed_nothing_on_neuron_is_flagged(tmp_path, neuron_fakes):
@@ -201,10 +355,11 @@ def test_inf1_trace_that_placed_nothing_on_neuron_is_flagged(tmp_path, neuron_fa
 
 
 @pytest.mark.parametrize("target, module, packages", [
-    ("inf1", "torch_neuron", "pip install torch-neuron neuron-cc from the AWS Neuron pip repository"),
-    ("inf2", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
-    ("trn1", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
-    ("trn2", "torch_neuronx", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
+    ("inf1", "torch_neuron", "pip install torch-neuron==1.13.1.2.11.13.0 'neuron-cc[tensorflow]==1.24.0.0'"),
+    ("inf2", "torch_neuronx", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS"),
+    ("trn1", "torch_neuronx", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS"),
+    ("trn2", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS"),
+    ("trn3", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS"),
 ])
 def test_missing_sdk_says_what_to_install_and_writes_nothing(tmp_path, monkeypatch, target, module, packages):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import <module>` fail like a missing package
@@ -326,7 +481,7 @@ def test_cancel_kills_the_compiler_process(tmp_path, neuron_fakes, monkeypatch):
     assert list(out.iterdir()) == [] if out.exists() else True
 
 
-@pytest.mark.parametrize("target", ["inf2", "trn2"])
+@pytest.mark.parametrize("target", ["inf2", "trn1"])
 def test_neuronx_operator_report_reads_the_sdk_types(neuron_fakes, target):
     """torch_neuronx.analyze: "66.67%" and a list of per-node dicts; unsupported ones show as such."""
     import torch_neuronx
@@ -344,6 +499,7 @@ def test_neuronx_operator_report_reads_the_sdk_types(neuron_fakes, target):
     frame = report.to_frame().set_index("operator")
     assert frame.loc["aten::relu", "supported"] == False and frame.loc["aten::linear", "supported"] == True  # noqa: E712
     assert "of arithmetic operations (2 of 3) are supported" in report.log
+    assert report.log.startswith(f"NOTE torch_neuronx.analyze checks operators for trn1 whatever the target ({target})")
 
 
 def test_inf1_operator_report_reads_the_returned_dict_and_the_log(neuron_fakes, monkeypatch):
@@ -459,7 +615,7 @@ def test_tnx_bad_settings_and_missing_sdk(tmp_path, neuron_fakes, monkeypatch):
         package_causal_lm(model, "inf2", out_dir=tmp_path, model_class="GPT2ForSampling")
     monkeypatch.setitem(sys.modules, "transformers_neuronx", None)
     with pytest.raises(MissingSDKError, match="missing transformers-neuronx, neuronx-cc; pip install "
-                                              "transformers-neuronx neuronx-cc from the AWS Neuron pip repository"):
+                                              "transformers-neuronx==0.13.1315 'transformers==4.48.\\*'"):
         package_causal_lm(model, "inf2", out_dir=tmp_path)
     assert neuron_fakes.CALLS == [] and list(tmp_path.iterdir()) == []
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from workbench.cli import main
-from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, ManifestError, kubernetes_manifests,
-                                         manifests_for_model, to_yaml)
+from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, DRA_DEVICE_CLASS, HELM_CHART, LNC_NODE_LABEL,
+                                         ManifestError, kubernetes_manifests, manifests_for_model, to_yaml)
 from workbench.generate import GenerateSettings, render, write
 from workbench.system import cores_for_instance
 
@@ -67,7 +67,8 @@ def test_manifests_validate_and_ask_for_the_core_range(tmp_path, target, core_ra
     assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/scrape"] == "true"
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "metrics": 8002}
     assert {"name": "AWS_DEFAULT_REGION", "value": "us-west-2"} in container["env"]
-    assert container["image"].startswith("workbench/tritonserver-neuron:26.07-neuronx-pytorch")
+    assert container["image"].startswith("workbench/tritonserver-neuron:26.07-xla-pytorch")
+    assert HELM_CHART in deployment["metadata"]["annotations"]["workbench.neuron/device-plugin"]
 
 
 def test_a_volume_repository_and_trn2_lnc(tmp_path):
@@ -76,7 +77,13 @@ def test_a_volume_repository_and_trn2_lnc(tmp_path):
                                                service_account="s3-reader", replicas=2))
     container, pod = _container(documents), documents[0]["spec"]["template"]["spec"]
     assert container["resources"]["limits"] == {CORE_RESOURCE: 8}
-    assert {"name": "NEURON_LOGICAL_NC_CONFIG", "value": "1"} in container["env"]
+    # with the device plugin LNC is the node's (launch-template UserData, SDK deploy/eks/prerequisites.rst):
+    # no pod env, a node label to land on such nodes, and an annotation saying what they need
+    assert "env" not in container
+    terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert {"key": LNC_NODE_LABEL, "operator": "In", "values": ["1"]} in terms[0]["matchExpressions"]
+    setup = documents[0]["metadata"]["annotations"]["workbench.neuron/node-setup"]
+    assert "NEURON_LOGICAL_NC_CONFIG=1 to /opt/aws/neuron/logical_nc_config" in setup and LNC_NODE_LABEL in setup
     assert {"name": "model-repository", "mountPath": "/models", "readOnly": True, "subPath": "llm"} in \
         container["volumeMounts"]
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "models"
@@ -84,7 +91,34 @@ def test_a_volume_repository_and_trn2_lnc(tmp_path):
     assert "for d in /dev/neuron0; do" in container["command"][-1]  # 8 cores per device at LNC=1: one device
     default_lnc = kubernetes_manifests("t", "0:7", target="trn2", repository="s3://b/r")
     assert "env" not in _container(default_lnc)
+    assert LNC_NODE_LABEL not in str(default_lnc)  # the default LNC needs no node set-up
     assert "for d in /dev/neuron0 /dev/neuron1; do" in _container(default_lnc)["command"][-1]  # 4 per device
+
+
+def test_the_dra_variant_claims_devices_with_the_lnc_per_workload():
+    """EKS >= 1.34 with the Neuron DRA driver: a ResourceClaimTemplate shaped like the SDK's
+    lnc-setting-trn2.yaml / 1x4-connected-devices.yaml (resource.k8s.io/v1 nests the request under
+    ``exactly``), and a pod that claims it instead of device-plugin limits."""
+    documents = kubernetes_manifests("triton-llm", "0:15", target="trn2", instance_type="trn2.48xlarge", lnc=1,
+                                     repository="s3://b/r", namespace="serving", dra=True)
+    for document in documents:
+        assert kubernetes_validate.validate(document, "1.34", strict=True) == "1.34"
+    claim, deployment, _ = documents
+    assert claim["kind"] == "ResourceClaimTemplate" and claim["metadata"]["name"] == "triton-llm-neurons"
+    request = claim["spec"]["spec"]["devices"]["requests"][0]
+    assert request["exactly"] == {"deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": 2,
+                                  "selectors": [{"cel": {"expression": "device.attributes['neuron.aws.com']"
+                                                                      ".instanceType == 'trn2.48xlarge'"}}]}
+    (config,) = claim["spec"]["spec"]["devices"]["config"]
+    assert config["opaque"]["parameters"]["logicalNeuronCore"] == 1 and config["opaque"]["driver"] == DRA_DEVICE_CLASS
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["resourceClaims"] == [{"name": "neurons", "resourceClaimTemplateName": "triton-llm-neurons"}]
+    assert _container(documents[1:])["resources"] == {"claims": [{"name": "neurons"}]}
+    assert LNC_NODE_LABEL not in str(pod)  # LNC comes with the claim, not from the node
+    with pytest.raises(ManifestError, match="the Neuron DRA driver is for Trn2/Trn3"):
+        kubernetes_manifests("t", "0:1", target="inf2", repository="s3://b/r", dra=True)
+    with pytest.raises(ManifestError, match="dra gives whole devices .* use the device plugin"):
+        kubernetes_manifests("t", "0:1", target="trn2", repository="s3://b/r", dra=True)
 
 
 def _guard(documents, dev: str) -> str:
@@ -114,7 +148,7 @@ def test_the_guard_stops_a_pod_given_other_cores_than_the_config_pins(tmp_path):
 
 def test_bad_input_errors_before_anything_is_made(tmp_path):
     ok = dict(target="inf2", repository="s3://b/r")
-    with pytest.raises(ManifestError, match="not whole devices; use resource 'neuroncore'"):
+    with pytest.raises(ManifestError, match="not whole devices; use resource neuroncore"):
         kubernetes_manifests("t", "1:2", resource="neuron", **ok)
     with pytest.raises(ManifestError, match="give s3://bucket/path .* or pvc:CLAIM"):
         kubernetes_manifests("t", "0:1", target="inf2", repository="/srv/models")
@@ -146,8 +180,8 @@ def test_workbench_deploy_writes_recipe_and_manifests_and_keeps_what_was_there(t
     assert main(args) == 0
     written = tmp_path / "neuron-host" / "kubernetes-resnet" / "triton.yaml"
     _validate(list(yaml.safe_load_all(written.read_text())))
-    assert (tmp_path / "neuron-host" / "neuronx-pytorch" / "Dockerfile").is_file()
-    assert "--device /dev/neuron0" in (tmp_path / "neuron-host" / "neuronx-pytorch" / "RECIPE.md").read_text()
+    assert (tmp_path / "neuron-host" / "xla-pytorch" / "Dockerfile").is_file()
+    assert "--device /dev/neuron0" in (tmp_path / "neuron-host" / "xla-pytorch" / "RECIPE.md").read_text()
     written.write_text("# edited\n")
     capsys.readouterr()
     assert main(args) == 2

@@ -85,6 +85,7 @@ def _fake_trace_module(monkeypatch) -> list[dict]:
 
     fake.trace = trace
     fake.dynamic_batch = lambda neuron_script: neuron_script  # in place, returns its argument
+    fake.lazy_load = lambda trace, enable_lazy_load=True: None  # async-lazy-load page: marks the trace
     monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
     monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
     return calls

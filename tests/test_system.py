@@ -78,14 +78,25 @@ def test_cores_table_matches_the_reference_notes():
 
 
 @pytest.mark.parametrize("target, expected", [
-    ("inf2", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
-    ("trn1", "pip install torch-neuronx neuronx-cc from the AWS Neuron pip repository"),
-    ("inf1", "pip install torch-neuron neuron-cc from the AWS Neuron pip repository"),
-    ("tensorflow-inf2", "pip install tensorflow-neuronx from the AWS Neuron pip repository"),
+    ("inf2", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS Neuron pip repository"),
+    ("trn1", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS Neuron pip repository"),
+    ("trn2", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS Neuron pip repository"),
+    ("trn3", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS Neuron pip repository"),
+    ("inf1", "pip install torch-neuron==1.13.1.2.11.13.0 'neuron-cc[tensorflow]==1.24.0.0' 'protobuf<3.20'"),
+    ("tensorflow-inf2", "pip install tensorflow-neuronx==2.10.1.2.1.0 neuronx-cc==2.23.6484.0 'protobuf<3.20' from"),
+    ("transformers_neuronx", "pip install transformers-neuronx==0.13.1315 'transformers==4.48.*'"),
     ("tensorflow", "pip install tensorflow-cpu (or pip install 'triton-neuron-workbench[tensorflow]')"),
 ])
-def test_install_hints_name_the_packages_and_where_they_come_from(target, expected):
+def test_install_hints_are_pinned_and_say_where_they_come_from(target, expected):
+    """Every Neuron hint is pinned to the stack facts.py cites (an unpinned torch-neuronx now installs
+    TorchNeuron, which has no trace); out-of-support stacks say so with their last working stack."""
+    from workbench.deploy.facts import pins_for
+
     assert install_hint(target).startswith(expected)
+    if target in system.TARGET_PACKAGES and target not in ("tensorflow", "transformers"):
+        assert " ".join(pins_for(target)) in install_hint(target)
+    if target in ("inf1", "tensorflow-inf2", "transformers_neuronx"):
+        assert "out of support" in install_hint(target)
     with pytest.raises(ValueError, match="unknown target 'inf9'"):
         install_hint("inf9")
 
@@ -96,6 +107,7 @@ def test_require_sdk_reads_metadata_and_spots_pypi_placeholders():
     with pytest.raises(MissingSDKError, match="torch-neuronx 1.0 is the PyPI placeholder"):
         require_sdk("inf2", {"torch-neuronx": "1.0", "neuronx-cc": "2.27.5334.0"})
     require_sdk("inf2", {"torch-neuronx": "2.9.0.2.15.32035", "neuronx-cc": "2.27.5334.0"})
+    require_sdk("trn3", {"torch-neuronx": "2.14.3.1", "neuronx-cc": "2.28.7631.0"})
     require_sdk("cpu")
     installed = metadata.version("torch")
     assert system.installed_versions(("torch", "surely-not-installed-pkg")) == {
@@ -105,6 +117,50 @@ def test_require_sdk_reads_metadata_and_spots_pypi_placeholders():
     assert info.can_compile("inf2") and info.can_compile("trn1") and info.can_compile("cpu")
     info.packages["neuronx-cc"] = None
     assert not info.can_compile("inf2")
+
+
+@pytest.mark.parametrize("version, line", [
+    ("2.9.0.2.15.32035", "xla"), ("2.7.0.2.10.16998", "xla"), ("1.13.1.1.12.0", "xla"),
+    ("2.14.3.1", "torchneuron"), ("2.13.3.0", "torchneuron"), ("2.14.3.1+fake", "torchneuron"),
+])
+def test_the_torch_neuronx_version_says_which_library_it_is(version, line):
+    """From 2.33, torch-neuronx for PyTorch 2.13/2.14 is TorchNeuron (torchneuron release notes)."""
+    assert system.torch_neuronx_line(version) == line
+
+
+def test_the_wrong_torch_neuronx_is_named_before_any_work():
+    """torch-neuronx 2.14.x on inf2: this is TorchNeuron, Trn2/Trn3 only; 2.9 on trn2: PyTorch/XLA,
+    unsupported there from 2.34. Both name the pinned install for the target."""
+    with pytest.raises(system.WrongSDKError, match="compiling for inf2: torch-neuronx 2.14.3.1 is TorchNeuron, the "
+                                                   "native PyTorch backend: it runs on Trn2/Trn3 only.*"
+                                                   "torch-neuronx==2.9.0.2.15.32035"):
+        require_sdk("inf2", {"torch-neuronx": "2.14.3.1", "neuronx-cc": "2.28.7631.0"})
+    with pytest.raises(system.WrongSDKError, match="compiling for trn3: torch-neuronx 2.9.0.2.15.32035 is the "
+                                                   "PyTorch/XLA library.*from release 2.34.0.*torch-neuronx==2.14.3.1"):
+        require_sdk("trn3", {"torch-neuronx": "2.9.0.2.15.32035", "neuronx-cc": "2.26.6360.0"})
+    info = detect()
+    info.packages.update({"torch-neuronx": "2.14.3.1", "neuronx-cc": "2.28.7631.0"})
+    assert info.can_compile("trn2") and not info.can_compile("inf2")
+
+
+def test_the_default_target_follows_the_installed_library(tmp_path):
+    (tmp_path / "neuron0").touch()
+    real = system.installed_versions
+    for version, target in (("2.14.3.1", "trn2"), ("2.9.0.2.15.32035", "inf2")):
+        system.installed_versions = lambda packages=system.SDK_PACKAGES, v=version: {**real(packages), "torch-neuronx": v}
+        try:
+            assert detect(dev_dir=tmp_path, proc_devices=tmp_path / "none").default_target == target, version
+        finally:
+            system.installed_versions = real
+
+
+def test_neuroncore_ids_with_and_without_the_neuroncore_ids_key():
+    """neuron-ls from tools 2.25 lists neuroncore_ids; the v2.24.0 JSON has only nc_count (SDK
+    neuron-ls.rst at v2.24.0 vs v2.25.0): the running sum of nc_count gives the same ids."""
+    new = [{"neuron_device": i, "nc_count": 4, "neuroncore_ids": [4 * i + k for k in range(4)]} for i in range(3)]
+    old = [{"neuron_device": i, "nc_count": 4} for i in range(3)]
+    assert system.neuroncore_ids(new) == system.neuroncore_ids(old) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert system.neuroncore_ids([{"nc_count": 2}, {"nc_count": 0}, {"nc_count": 2}]) == [[0, 1], [], [2, 3]]
 
 
 def test_instance_type_from_dmi(tmp_path):
@@ -133,17 +189,29 @@ def test_trn2_instances_cores_and_target(tmp_path):
         system.cores_per_device("trn9.large")
 
 
+def test_trn3_is_a_target_with_lnc_and_its_cores_come_from_neuron_ls(tmp_path):
+    """Trainium3: 8 NeuronCore-v4 per device, 4 logical at the default LNC=2 (trainium3.rst, LNC page);
+    no instance size has a documented chip count, so the table has none and neuron-ls counts."""
+    assert "trn3" in system.NEURON_TARGETS and system.DEFAULT_LNC["trn3"] == 2
+    assert system.cores_per_device("trn3") == 4 and system.instance_family("trn3pds98.48xlarge") == "trn3"
+    assert system.cores_for_instance("trn3.48xlarge") is None
+    (tmp_path / "neuron0").touch()
+    info = detect("trn3.48xlarge", dev_dir=tmp_path, proc_devices=tmp_path / "none")
+    assert info.default_target == "trn3" and info.neuron_cores is None
+
+
 def test_the_one_target_list():
     """Everything that lists targets reads system.TARGETS (model.py keeps a copy a test compares)."""
     from workbench import compiler, tutorial
     from workbench.compiler import tensorflow as tf_compiler, tnx
     from workbench.generate import config
 
-    assert system.TARGETS == ("cpu", "inf1", "inf2", "trn1", "trn2")
+    assert system.TARGETS == ("cpu", "inf1", "inf2", "trn1", "trn2", "trn3")
+    assert system.XLA_TARGETS + system.TORCHNEURON_TARGETS == system.NEURON_TARGETS[1:]
     assert compiler.TARGETS is system.TARGETS and config.TARGETS is system.TARGETS
     assert tutorial.NEURON_TARGETS is system.NEURON_TARGETS
     assert tf_compiler.TF_TARGETS == ("cpu", "inf1", "inf2", "trn1")  # tensorflow-neuronx: trn1/inf2 only
-    assert tnx.TNX_TARGETS == ("cpu", "inf2", "trn1")  # transformers-neuronx never supported trn2
+    assert tnx.TNX_TARGETS == ("cpu", "inf2", "trn1")  # transformers-neuronx never supported trn2/trn3
     assert set(system.TARGET_PACKAGES) >= set(system.NEURON_TARGETS)
     assert system.target_problem("tensorflow", "trn2") == "tensorflow runs on inf1/inf2/trn1 (or cpu), not trn2"
     assert system.target_problem("pytorch", "trn2") is None and system.target_problem("pytorch", "gpu") is None

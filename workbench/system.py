@@ -20,9 +20,13 @@ from pathlib import Path
 
 __all__ = [
     "MissingSDKError",
+    "WrongSDKError",
     "SystemInfo",
     "TARGETS",
     "NEURON_TARGETS",
+    "XLA_TARGETS",
+    "TORCHNEURON_TARGETS",
+    "OUT_OF_SUPPORT",
     "FRAMEWORK_TARGETS",
     "DEFAULT_LNC",
     "LNC_VALUES",
@@ -34,9 +38,12 @@ __all__ = [
     "has_neuron_device",
     "neuron_devices",
     "neuron_ls",
+    "neuroncore_ids",
+    "torch_neuronx_line",
     "installed_versions",
     "install_hint",
     "require_sdk",
+    "check_torch_neuronx_line",
     "cores_for_instance",
     "cores_per_device",
     "instance_family",
@@ -45,10 +52,23 @@ __all__ = [
 ]
 
 # The one list of targets: every module that names targets (compile, generate, model.py, the UI,
-# the tutorials) reads these. inf1 = NeuronCore-v1 (torch-neuron); inf2/trn1 = NeuronCore-v2 and
-# trn2 = NeuronCore-v3 (torch-neuronx, ``--target trn2`` for neuronx-cc; SDK compiler CLI reference).
-NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2")
+# the tutorials) reads these. inf1 = NeuronCore-v1 (torch-neuron); inf2/trn1 = NeuronCore-v2,
+# trn2 = NeuronCore-v3, trn3 = NeuronCore-v4 (``--target trn2``/``trn3`` for neuronx-cc: SDK compiler
+# CLI reference; NEURON_PLATFORM_TARGET_OVERRIDE trn3|gen4: SDK nki/api/nki/__init__.py; Trainium3:
+# SDK about-neuron/arch/neuron-hardware/trainium3.rst).
+NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2", "trn3")
 TARGETS = ("cpu", *NEURON_TARGETS)
+# Which PyTorch library serves each NeuronCore-v2+ target, as of Neuron 2.34.0 (2026-11-30):
+# * inf2/trn1: PyTorch/XLA torch-neuronx (``torch_neuronx.trace`` + DataParallel), in maintenance for
+#   inference since 2.31, last build 2.9.0.2.15.32035 (DOCS archive/frameworks/torch/
+#   inference-torch-neuronx.html "Maintenance status"; SDK announce-maintenance-pytorch-xla-inference.rst).
+#   The trace page itself says "Currently this only supports NeuronCore-v2 type instances (e.g. trn1,
+#   inf2)" (SDK api-torch-neuronx-trace.rst:30).
+# * trn2/trn3: TorchNeuron, the native backend (``torch.compile(backend="neuron")``): "Starting with
+#   Neuron Release 2.34.0, Neuron no longer supports PyTorch/XLA for inference workloads on Trn2 and
+#   Trn3" (DOCS about-neuron/announcements/neuron2.x/announce-no-support-torch-xla-inference-trn.html).
+XLA_TARGETS = ("inf2", "trn1")
+TORCHNEURON_TARGETS = ("trn2", "trn3")
 # Which targets each framework's Neuron SDK ever supported (Neuron release manifest n2-manifest.json,
 # "supported_instances"): tensorflow-neuronx lists trn1/inf2 only, transformers-neuronx trn1/inf2 only.
 FRAMEWORK_TARGETS = {
@@ -56,7 +76,20 @@ FRAMEWORK_TARGETS = {
     "tensorflow": ("cpu", "inf1", "inf2", "trn1"),
     "transformers_neuronx": ("cpu", "inf2", "trn1"),
 }
-
+# Stacks the SDK no longer supports, kept because the seed's workflow used them, with their last
+# working build (the recipe and the compile log print this). Sources: "torch-neuron (Inf1) is no
+# longer officially supported" and "Inf1 instances are no longer supported" (DOCS v2.31.1
+# archive/torch-neuron/setup/pytorch-install-prev-al2.html; SDK archive/torch-neuron/*); "TensorFlow is
+# no longer officially supported", last builds in 2.28.1 (SDK archive/tensorflow/** warnings, MAN);
+# transformers-neuronx end of support at 2.26, last 0.13.1315 (MAN 2.26.1 entry).
+OUT_OF_SUPPORT = {
+    "inf1": "torch-neuron (Inf1) is out of support; its last working stack is torch-neuron 1.13.1.2.11.13.0 "
+            "with neuron-cc 1.24.0.0 on Python 3.9/3.10 (Neuron 2.32.0 manifest)",
+    "tensorflow": "TensorFlow on Neuron is out of support; its last working stack is Neuron 2.28.1 "
+                  "(tensorflow-neuron 2.10.1.2.12.2.0, tensorflow-neuronx 2.10.1.2.1.0)",
+    "transformers_neuronx": "transformers-neuronx is out of support (ended with Neuron 2.26); its last working "
+                            "stack is transformers-neuronx 0.13.1315 with transformers 4.48 on Python 3.9-3.11",
+}
 
 
 def target_problem(framework: str, target: str) -> str | None:
@@ -68,21 +101,28 @@ def target_problem(framework: str, target: str) -> str | None:
 
 
 # Families with a logical NeuronCore config (LNC), and its default: two physical cores per logical
-# core on Trn2 (SDK about-neuron/arch/neuron-features/logical-neuroncore-config.rst: "LNC=2
-# (default)"; compiler ``--logical-nc-config``/``-lnc`` in {1, 2}, "Only available on trn2; Default: 2").
-DEFAULT_LNC = {"trn2": 2}
+# core (SDK about-neuron/arch/neuron-features/logical-neuroncore-config.rst: "LNC=2 (default)", and
+# ":14 LNC applies only to Trn2 and Trn3 instances"; Trainium3 "Similar to Trainium2, AWS Neuron adds
+# support for LNC", trainium3.rst). Compiler ``--logical-nc-config``/``-lnc`` in {1, 2}.
+DEFAULT_LNC = {"trn2": 2, "trn3": 2}
 LNC_VALUES = (1, 2)
 
 # NeuronCores per Neuron device (chip), by instance family, as the runtime numbers them (logical
-# cores: trn2 at LNC=2 has 4 of its 8 physical cores). SDK about-neuron/arch/neuron-hardware/
-# {inferentia,inferentia2,trainium,trainium2}.rst.
-CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4}
-# Instance families that are variants of a target family (network or UltraServer variants).
-_FAMILY_OF = {"trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2"}
+# cores: trn2/trn3 at LNC=2 have 4 of their 8 physical cores). SDK about-neuron/arch/neuron-hardware/
+# {inferentia,inferentia2,trainium,trainium2,trainium3}.rst ("A Trainium3 device contains eight
+# NeuronCore-v4 cores").
+CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4, "trn3": 4}
+# Instance families that are variants of a target family (network or UltraServer variants). The Trn3
+# names are the runtime's and driver's (SDK src/libnrt/include/nrt/nrt.h NRT_INSTANCE_TRN3,
+# NRT_INSTANCE_TRN3PDS98; EKS ultraserver-operator page "Trn3pds").
+_FAMILY_OF = {"trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2", "trn3pds98": "trn3", "trn3pds": "trn3",
+              "trn3p": "trn3", "trn3u": "trn3"}
 
 # Neuron devices per instance type; cores = devices x cores per device of the family.
 # Sources: SDK about-neuron/arch/neuron-hardware/{inf1,inf2,trn1,trn2}-arch.rst; trn2n.48xlarge from
 # the neuron-ls example output (tools/neuron-sys-tools/neuron-ls.rst, 16 devices x 4 cores).
+# No Trn3 instance size has a documented chip count in the sources read (trn3-arch.rst names
+# UltraServers of 64 and 144 chips, not instance sizes): on Trn3 the cores come from neuron-ls.
 DEVICES_BY_INSTANCE = {
     "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
     "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
@@ -105,6 +145,7 @@ TARGET_PACKAGES = {
     "inf2": ("torch-neuronx", "neuronx-cc"),
     "trn1": ("torch-neuronx", "neuronx-cc"),
     "trn2": ("torch-neuronx", "neuronx-cc"),
+    "trn3": ("torch-neuronx", "neuronx-cc"),
     "tensorflow-inf1": ("tensorflow-neuron",),
     "tensorflow-inf2": ("tensorflow-neuronx",),
     "tensorflow-trn1": ("tensorflow-neuronx",),
@@ -142,21 +183,61 @@ class MissingSDKError(RuntimeError):
         super().__init__(message)
 
 
+class WrongSDKError(MissingSDKError):
+    """The installed torch-neuronx is the other library of that name (TorchNeuron where the target
+    needs PyTorch/XLA, or the reverse); the message says which is installed and what to install."""
+
+    def __init__(self, target: str, version: str) -> None:
+        self.target, self.missing, self.version = target, ["torch-neuronx"], version
+        if torch_neuronx_line(version) == "torchneuron":
+            why = (f"torch-neuronx {version} is TorchNeuron, the native PyTorch backend: it runs on Trn2/Trn3 only "
+                   f"and has no torch_neuronx.trace or DataParallel, which {target} needs")
+        else:
+            why = (f"torch-neuronx {version} is the PyTorch/XLA library (torch_neuronx.trace), which Neuron no "
+                   f"longer supports for inference on Trn2/Trn3 from release 2.34.0; {target} needs TorchNeuron")
+        RuntimeError.__init__(self, f"compiling for {target}: {why}; {install_hint(target)}")
+
+
+def torch_neuronx_line(version: str) -> str:
+    """Which library a ``torch-neuronx`` version is: ``"torchneuron"`` for PyTorch >= 2.10 builds
+    (2.13.3.x / 2.14.3.x in Neuron 2.33-2.34: "torch-neuronx for PyTorch 2.13 and 2.14 is TorchNeuron",
+    DOCS release-notes/components/torchneuron.html; "torch-neuronx 2.14.x is the native backend;
+    earlier versions are the legacy XLA-based library", DOCS torch/troubleshooting.html), else
+    ``"xla"`` (PyTorch/XLA builds end at 2.9.0.2.15.32035: DOCS archive/.../pytorch-update-u24.html).
+    The version reads ``<torch major>.<torch minor>.<...>``; a local suffix (``+fake``) is ignored."""
+    parts = re.findall(r"\d+", version.split("+", 1)[0])[:2]
+    if len(parts) < 2:
+        raise ValueError(f"torch-neuronx version {version!r} does not start with <major>.<minor>")
+    return "torchneuron" if (int(parts[0]), int(parts[1])) >= (2, 10) else "xla"
+
+
 def install_hint(target: str) -> str:
-    """The pip command that brings a target's SDK, with where it comes from."""
+    """The pip command that brings a target's SDK, pinned to the release `workbench.deploy.facts`
+    names for it (its source there), with where it comes from."""
     packages = TARGET_PACKAGES.get(target)
     if packages is None:
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGET_PACKAGES)}")
     if target in _PUBLIC_EXTRAS:
         return f"pip install {' '.join(packages)} (or pip install 'triton-neuron-workbench[{_PUBLIC_EXTRAS[target]}]')"
+    from workbench.deploy.facts import pins_for  # facts reads this module's tables: imported late
+
+    pins = pins_for(target)
     extra = ""
     if target == "inf1":
-        extra = " in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20)"
+        extra = (" in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20); "
+                 + OUT_OF_SUPPORT["inf1"])
     elif target == "tensorflow-inf1":
-        extra = " in a Python 3.9/3.10 environment of its own"
+        extra = f" in a Python 3.9/3.10 environment of its own; {OUT_OF_SUPPORT['tensorflow']}"
+    elif target.startswith("tensorflow-"):
+        extra = f"; {OUT_OF_SUPPORT['tensorflow']}"
     elif target == "transformers_neuronx":
-        extra = " (Python 3.9-3.11; transformers-neuronx is archived, NxD Inference succeeds it)"
-    return f"pip install {' '.join(packages)} {_NEURON_REPO_HINT}{extra}"
+        extra = (f" (Python 3.9-3.11); {OUT_OF_SUPPORT['transformers_neuronx']}; for LLMs the SDK now documents "
+                 "vLLM Neuron on Trn2/Trn3 and vLLM 0.16 with NxD Inference on Inf2/Trn1")
+    elif target in TORCHNEURON_TARGETS:
+        extra = " (TorchNeuron: Python 3.12-3.14, Trn2/Trn3 only)"
+    elif target in XLA_TARGETS:
+        extra = " (the PyTorch/XLA line, in maintenance; an unpinned torch-neuronx now installs TorchNeuron)"
+    return f"pip install {' '.join(pins)} {_NEURON_REPO_HINT}{extra}"
 
 
 def installed_versions(packages=SDK_PACKAGES) -> dict[str, str | None]:
@@ -171,7 +252,8 @@ def installed_versions(packages=SDK_PACKAGES) -> dict[str, str | None]:
 
 
 def require_sdk(target: str, versions: dict[str, str | None] | None = None) -> None:
-    """Raise `MissingSDKError` unless the packages for ``target`` are installed (and not placeholders)."""
+    """Raise `MissingSDKError` unless the packages for ``target`` are installed (and not placeholders),
+    and `WrongSDKError` when the installed torch-neuronx is the other library of that name."""
     packages = TARGET_PACKAGES.get(target)
     if packages is None:
         return
@@ -183,6 +265,16 @@ def require_sdk(target: str, versions: dict[str, str | None] | None = None) -> N
     if fake:
         raise MissingSDKError(target, fake, f"installed {', '.join(f'{p} {versions[p]}' for p in fake)} "
                                             "is the PyPI placeholder, not the SDK")
+    check_torch_neuronx_line(target, versions.get("torch-neuronx"))
+
+
+def check_torch_neuronx_line(target: str, version: str | None) -> None:
+    """`WrongSDKError` when ``version`` of torch-neuronx is not the library ``target`` needs."""
+    if version is None or target not in (*XLA_TARGETS, *TORCHNEURON_TARGETS):
+        return
+    wanted = "torchneuron" if target in TORCHNEURON_TARGETS else "xla"
+    if torch_neuronx_line(version) != wanted:
+        raise WrongSDKError(target, version)
 
 
 def neuron_devices(dev_dir: str | os.PathLike = "/dev") -> list[str]:
@@ -220,6 +312,21 @@ def neuron_ls(executable: str | None = None, timeout: float = 30.0) -> list[dict
     except json.JSONDecodeError:
         return None
     return data if isinstance(data, list) else None
+
+
+def neuroncore_ids(records: list[dict]) -> list[list[int]]:
+    """The global NeuronCore ids of each neuron-ls device record: its ``neuroncore_ids`` when the tool
+    gives them (tools from 2.25 on), else the running sum of ``nc_count`` (the only core key of the
+    v2.24.0 JSON example; SDK tools/neuron-sys-tools/neuron-ls.rst at tags v2.24.0 vs v2.25.0). Cores
+    are numbered across devices in device order, which is what the sum gives."""
+    out, first = [], 0
+    for record in records:
+        count = int(record.get("nc_count") or 0)
+        given = record.get("neuroncore_ids")
+        ids = [int(i) for i in given] if given else list(range(first, first + count))
+        out.append(ids)
+        first = (max(ids) + 1) if ids else first + count
+    return out
 
 
 def instance_family(instance_type: str) -> str:
@@ -307,8 +414,8 @@ class SystemInfo:
             cores = "unknown" if self.neuron_cores is None else self.neuron_cores
             lines.append(f"Neuron: {len(self.neuron_devices)} device(s), {cores} NeuronCore(s) ({self.cores_source})")
         else:
-            lines.append("Neuron: no device (compiles for inf2/trn1/trn2 use cpu_backend=True; artifacts run on a "
-                         "Neuron host)")
+            lines.append("Neuron: no device (compiles for inf2/trn1 use cpu_backend=True; trn2/trn3 compile on first "
+                         "use on the Trn host; artifacts run on a Neuron host)")
         present = {k: v for k, v in self.packages.items() if v}
         lines.append("packages: " + (", ".join(f"{k} {v}" for k, v in present.items()) or "none"))
         lines.append(f"default target: {self.default_target}")
@@ -374,15 +481,17 @@ def detect(
 
 
 def _default_target(has_device: bool, instance_type: str | None, packages: dict[str, str | None]) -> str:
-    """The instance family when known; else what the installed SDK compiles for; else cpu.
-    Without a device the artifacts cannot be run here, so the default stays cpu."""
+    """The instance family when known; else what the installed SDK compiles for (TorchNeuron: trn2,
+    PyTorch/XLA torch-neuronx: inf2); else cpu. Without a device the artifacts cannot be run here, so
+    the default stays cpu."""
     if not has_device:
         return "cpu"
     family = instance_family(instance_type or "")
     if family in NEURON_TARGETS:
         return family
-    if packages.get("torch-neuronx"):
-        return "inf2"
+    version = packages.get("torch-neuronx")
+    if version and version != _PLACEHOLDER_VERSIONS["torch-neuronx"]:
+        return "trn2" if torch_neuronx_line(version) == "torchneuron" else "inf2"
     if packages.get("torch-neuron"):
         return "inf1"
     return "cpu"

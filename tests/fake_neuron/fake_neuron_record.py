@@ -30,13 +30,27 @@ def instance_name():
     return argv[-2] if len(argv) >= 2 else "unknown"
 
 
+def visible_cores(value):
+    """The core ids of a NEURON_RT_VISIBLE_CORES value: ``"2"``, ``"4-7"`` (SDK runtime configuration
+    guide) or a comma list of either, ``"2,3"``, which the device plugin exports (SDK
+    deploy/infrastructure/scheduler-flow.rst)."""
+    cores = []
+    for part in value.split(","):
+        first, _, last = part.strip().partition("-")
+        cores.extend(range(int(first), int(last or first) + 1))
+    return cores
+
+
 def visible_core_count():
-    """How many cores NEURON_RT_VISIBLE_CORES ("2" or "4-7") gives this process; None when unset."""
+    """How many cores NEURON_RT_VISIBLE_CORES gives this process; None when unset."""
     value = os.environ.get("NEURON_RT_VISIBLE_CORES")
-    if not value:
-        return None
-    first, _, last = value.partition("-")
-    return int(last or first) - int(first) + 1
+    return None if not value else len(visible_cores(value))
+
+
+def device_present():
+    """Whether the fake sees a Neuron device: a ``/dev/neuron0`` node, or ``FAKE_NEURON_DEVICE=1``
+    (what a test sets to stand for one)."""
+    return os.environ.get("FAKE_NEURON_DEVICE") == "1" or os.path.exists("/dev/neuron0")
 
 
 def record(**fields):
@@ -82,11 +96,23 @@ def check_device_ids(device_ids, sdk):
 
 class DataParallelBase:
     """What torch.neuron.DataParallel and torch_neuronx.DataParallel share (SDK DataParallel API
-    pages): ``num_workers`` defaults to 2 x the cores used, ``split_size`` to
-    ``max(1, batch // cores)`` at call time, ``disable_dynamic_batching()``. The fake runs the
-    wrapped CPU TorchScript module once per chunk of ``split_size`` rows."""
+    pages): replicate the module over ``device_ids`` and scatter the inputs along ``dim``;
+    ``disable_dynamic_batching()``. With dynamic batching on (the default for dim 0) the module's own
+    dynamic batching is switched on, as the SDK does (TNXSRC data_parallel.py calls
+    ``torch_neuronx.dynamic_batch(module, True)``), so chunks of any size run; with it off every
+    chunk must have the compiled shape (the fake graph of fake_neff.py refuses others).
+
+    How the subclasses differ, each from its source:
+
+    * ``SPLIT_BY_SOURCE`` (torch_neuronx, TNXSRC ``scatter_map``): ``divmod`` the rows into exactly
+      ``len(device_ids)`` chunks, the remainder spread over the first ones, empty chunks skipped;
+      ``num_workers`` = 2 x the loaded modules, and consecutive ids load ONE module on all cores
+      (``_load_modules``), so 2. Otherwise (torch_neuron, whose source is not public) the docs:
+      ``split_size`` = ``max(1, rows // cores)`` and ``num_workers`` = 2 x cores.
+    """
 
     sdk = "fake"
+    SPLIT_BY_SOURCE = False
 
     def _setup(self, module, device_ids, dim, dynamic_batching):
         count = visible_core_count()
@@ -95,8 +121,12 @@ class DataParallelBase:
             check_device_ids(ids, self.sdk)
         self.module, self.device_ids, self.dim = module, ids, dim
         self.dynamic_batching = dynamic_batching
+        if dynamic_batching:
+            set_dynamic(module, True)
         self.split_size = None  # computed per call unless set
-        self._num_workers = 2 * len(ids)
+        consecutive = ids == list(range(ids[0], ids[0] + len(ids))) if ids else True
+        loaded = 1 if (self.SPLIT_BY_SOURCE and consecutive) else len(ids)
+        self._num_workers = 2 * loaded
         call(f"{self.sdk}.DataParallel", module, device_ids=device_ids, dim=dim)
         record(sdk=self.sdk, device_ids=ids, dim=dim, num_workers=self._num_workers, num_workers_set=False,
                visible_cores_at_data_parallel=os.environ.get("NEURON_RT_VISIBLE_CORES"))
@@ -112,19 +142,39 @@ class DataParallelBase:
 
     def disable_dynamic_batching(self):
         self.dynamic_batching = False
+        set_dynamic(self.module, False)
+
+    def _chunks(self, rows):
+        """(start, length) of each chunk the inputs are scattered into."""
+        if self.split_size is None and self.SPLIT_BY_SOURCE:
+            size, extra = divmod(rows, len(self.device_ids))
+            lengths = [size + (1 if i < extra else 0) for i in range(len(self.device_ids))]
+        else:
+            split = self.split_size or max(1, rows // len(self.device_ids))
+            lengths = [min(split, rows - start) for start in range(0, rows, split)]
+        starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        return [(start, length) for start, length in zip(starts, lengths) if length > 0]
 
     def __call__(self, *inputs):
         import torch
 
         rows = inputs[0].shape[self.dim]
-        split = self.split_size or max(1, rows // len(self.device_ids))
-        if not self.dynamic_batching:
-            return self.module(*inputs)
-        chunks = [self.module(*[t.narrow(self.dim, start, min(split, rows - start)) for t in inputs])
-                  for start in range(0, rows, split)]
+        chunks = [self.module(*[t.narrow(self.dim, start, length) for t in inputs])
+                  for start, length in self._chunks(rows)]
+        record(last_chunks=[length for _, length in self._chunks(rows)])
         if isinstance(chunks[0], (tuple, list)):
             return type(chunks[0])(torch.cat(parts, dim=self.dim) for parts in zip(*chunks))
         return torch.cat(chunks, dim=self.dim)
+
+
+def set_dynamic(module, on=True):
+    """Switch dynamic batching of a fake Neuron graph (fake_neff.py; also a loaded one) in place; other
+    modules are left alone. Here, not in fake_neff, so a stub needs only this file and the package."""
+    import torch
+
+    if isinstance(module, torch.jit.ScriptModule) and hasattr(module, "dynamic"):
+        module.dynamic = bool(on)
+    return module
 
 
 def record_jit_loads(torch, sdk):

@@ -13,8 +13,9 @@ import logging
 import re
 from typing import Any
 
-from workbench.compiler.cpu import as_tensors
+from workbench.compiler.cpu import CompileError, as_tensors
 from workbench.compiler.neuron import _captured, import_sdk
+from workbench.system import TORCHNEURON_TARGETS
 
 __all__ = ["analyze_neuron"]
 
@@ -89,6 +90,11 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
     ``torch.neuron.analyze_model`` logs the lists and percentages and, in SDK 1.x, returned a dict
     with ``percent_supported`` and ``unsupported_operators`` (names); both are read.
     """
+    if target in TORCHNEURON_TARGETS:
+        raise CompileError(f"{target} serves through TorchNeuron, which has no operator analyzer (its API "
+                           "reference lists the supported-operator table only: DOCS torch/reference/api/index.html); "
+                           "analyze for cpu to see the model's operators, or compile: TorchNeuron falls back to the CPU "
+                           "for unsupported operators in eager mode and refuses them under torch.compile(fullgraph=True)")
     inputs = as_tensors(example_inputs)
     sdk = import_sdk(target)
     lines: list[str] = []
@@ -99,6 +105,11 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
             raw = sdk.analyze(model, tuple(inputs))
     raw = _json_safe(dict(raw)) if isinstance(raw, dict) else {}
     log = "\n".join(lines)
+    if target != "inf1":
+        # torch_neuronx.analyze takes no target and checks each operator with neuronx-cc --target trn1
+        # (TNXSRC torch_neuronx/xla_impl/analyze.py check_supported_unsupported), so say whose support it is
+        log = (f"NOTE torch_neuronx.analyze checks operators for trn1 whatever the target ({target}); "
+               "inf2 and trn1 share NeuronCore-v2\n" + log)
     if target == "inf1":
         percentage = _percentage(raw.get("percent_supported"))
         if percentage is None:

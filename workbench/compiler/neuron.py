@@ -1,14 +1,17 @@
-"""THE seam to torch-neuron (Inf1) and torch-neuronx (Inf2/Trn1/Trn2).
+"""THE seam to torch-neuron (Inf1, out of support) and the PyTorch/XLA torch-neuronx (Inf2/Trn1).
 
-Every call into a Neuron SDK goes through this module, so the rest of the workbench runs (and is
-tested) where the SDK cannot be installed. The rules it encodes come from the Neuron docs and
+Every call into a Neuron SDK goes through this module (and `workbench.compiler.torchneuron` for
+Trn2/Trn3, which serve through TorchNeuron from Neuron 2.34), so the rest of the workbench runs (and
+is tested) where the SDK cannot be installed. The rules it encodes come from the Neuron docs and
 issues: ``import torch_neuron`` registers ``torch.neuron``; torch-neuronx is always given
 ``--target`` (with a device too: the compiler would otherwise target the host, which may be
 another chip), and without a device also ``cpu_backend=True`` (with
-``NEURON_PLATFORM_TARGET_OVERRIDE`` set before the import); trn2 takes ``--logical-nc-config``
-when its LNC is not the default 2; variable batch sizes come from ``dynamic_batch_size=True``
-(Inf1) or ``torch_neuronx.dynamic_batch`` (Inf2/Trn1/Trn2). The analyzers live in
-`workbench.compiler.analysis`.
+``NEURON_PLATFORM_TARGET_OVERRIDE`` set before the import); the installed torch-neuronx must be the
+library the target needs (`workbench.system.check_torch_neuronx_line`: 2.13/2.14 builds are
+TorchNeuron); variable batch sizes come from ``dynamic_batch_size=True`` (Inf1) or
+``torch_neuronx.dynamic_batch`` (Inf2/Trn1), and the traced graph takes one shape otherwise; the
+trace is marked ``lazy_load`` before saving so DataParallel loads it once (SDK
+api-torch-neuronx-async-lazy-load.rst:34-37). The analyzers live in `workbench.compiler.analysis`.
 
 Compiles can take many minutes, so by default they run isolated (`workbench.compiler.isolation`):
 the compiler's output streams to the caller's ``log`` and cancel kills it.
@@ -28,7 +31,8 @@ from typing import Any, Callable, Sequence
 from workbench.compiler.artifact import Artifact, atomic_write
 from workbench.compiler.isolation import run_isolated
 from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
-from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
+from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS,
+                              MissingSDKError, TARGET_PACKAGES, check_torch_neuronx_line, has_neuron_device,
                               installed_versions)
 from workbench.tasks import Cancelled, check_cancel
 
@@ -42,14 +46,21 @@ __all__ = [
     "trace_inf1",
     "trace_neuronx",
     "compile_neuron",
+    "run_compile",
 ]
 
-NEURONX_TARGETS = tuple(t for t in NEURON_TARGETS if t != "inf1")
-# neuronx-cc --target values that compile for each workbench target (SDK neuronx-cc CLI reference)
-_COMPILER_TARGETS = {"inf2": ("inf2",), "trn1": ("trn1", "trn1n"), "trn2": ("trn2",)}
-# neuronx-cc spellings of the logical NeuronCore config flag (SDK neuronx-cc CLI reference, LNC page)
+NEURONX_TARGETS = (*XLA_TARGETS, *TORCHNEURON_TARGETS)  # the targets whose library is a torch-neuronx
+# neuronx-cc --target values that compile for each workbench target (SDK neuronx-cc CLI reference
+# :85-94 lists inf2, trn1, trn1n, trn2; trn3 is NEURON_PLATFORM_TARGET_OVERRIDE's gen4, SDK NKI docs)
+_COMPILER_TARGETS = {"inf2": ("inf2",), "trn1": ("trn1", "trn1n"), "trn2": ("trn2",), "trn3": ("trn3",)}
+# neuronx-cc spellings of the logical NeuronCore config flag (SDK neuronx-cc CLI reference :60
+# ``--logical-nc-config``/``-lnc``; ``--lnc`` as in the NCC_EARG001 example)
 _LNC_FLAGS = ("--logical-nc-config", "-lnc", "--lnc")
-# torch.neuron.trace's warning when nothing compiled (aws-neuron-sdk issue #827)
+# LNC values neuronx-cc accepts on targets without LNC: "On trn1, only lnc=1 is supported"
+# (SDK compiler/error-codes/EARG001.rst:18-21); any other value there is error NCC_EARG001.
+_LNC_ONE_ONLY = ("trn1",)
+# torch.neuron.trace's warning when nothing compiled (aws-neuron-sdk issue #827: it also fires for a
+# fully supported model whose supported segments are all shorter than minimum_segment_size=2)
 _CPU_FALLBACK = "No operator is placed on Neuron runtime"
 _IMPORT_ERRORS = (ImportError, OSError, RuntimeError)
 
@@ -57,7 +68,9 @@ Log = Callable[[str], None]
 
 
 def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
-    """Import the SDK for ``target``: the ``torch.neuron`` namespace for inf1, ``torch_neuronx`` else.
+    """Import the SDK for ``target``: the ``torch.neuron`` namespace for inf1, ``torch_neuronx`` else,
+    checked to be the library the target needs (PyTorch/XLA for inf2/trn1, TorchNeuron for
+    trn2/trn3: `workbench.system.WrongSDKError` otherwise, before any work).
 
     Without a device, ``NEURON_PLATFORM_TARGET_OVERRIDE`` is set first: Neuron libraries read it at
     import time to pick the compile target (values trn1/inf2, trn2, trn3: SDK NKI docs).
@@ -71,14 +84,15 @@ def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
         except _IMPORT_ERRORS as err:
             raise MissingSDKError("inf1", list(TARGET_PACKAGES["inf1"]), f"import torch_neuron failed: {err}") from None
     if target in NEURONX_TARGETS:
+        check_torch_neuronx_line(target, installed_versions(("torch-neuronx",))["torch-neuronx"])
         if not (has_neuron_device() if has_device is None else has_device):
             os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
         try:
             import torch_neuronx
-
-            return torch_neuronx
         except _IMPORT_ERRORS as err:
             raise MissingSDKError(target, list(TARGET_PACKAGES[target]), f"import torch_neuronx failed: {err}") from None
+        check_torch_neuronx_line(target, getattr(torch_neuronx, "__version__", None))
+        return torch_neuronx
     raise ValueError(f"unknown Neuron target {target!r}; use one of {', '.join(NEURON_TARGETS)}")
 
 
@@ -105,10 +119,12 @@ def _flag_value(args: list[str], names: Sequence[str], what: str) -> str | None:
 
 
 def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, lnc: int | None = None) -> int | None:
-    """The logical NeuronCore config a compile uses: trn2 only (default 2), None for other targets.
+    """The logical NeuronCore config a compile uses: trn2/trn3 (default 2), None for other targets.
 
-    ``lnc`` and an LNC flag in ``compiler_args`` must agree; LNC is refused for other chips
-    (neuronx-cc: "Only available on trn2"; LNC=2 on trn1 is error NCC_EARG001).
+    ``lnc`` and an LNC flag in ``compiler_args`` must agree and be 1 or 2 (neuronx-cc's choices).
+    As neuronx-cc does: ``-lnc 1`` is accepted on trn1 and anything else there is NCC_EARG001 ("On
+    trn1, only lnc=1 is supported", SDK compiler/error-codes/EARG001.rst:18-21); other chips take
+    none ("LNC applies only to Trn2 and Trn3 instances", SDK logical-nc-config page :14).
     """
     given = _flag_value(normalize_compiler_args(compiler_args), _LNC_FLAGS, "1 or 2")
     if given is not None:
@@ -118,9 +134,12 @@ def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, ln
             raise CompileError(f"lnc={lnc} contradicts the compiler args' logical NeuronCore config {given}")
         lnc = int(given)
     if target not in DEFAULT_LNC:
-        if lnc is not None:
-            raise CompileError(f"a logical NeuronCore config (lnc={lnc}) is a trn2 setting; {target} takes none")
-        return None
+        if lnc is None or (lnc == 1 and target in _LNC_ONE_ONLY):
+            return None
+        if target in _LNC_ONE_ONLY:
+            raise CompileError(f"lnc={lnc} on {target}: neuronx-cc refuses it (NCC_EARG001: on trn1 only lnc=1 is "
+                               "supported); LNC 2 is a trn2/trn3 setting")
+        raise CompileError(f"a logical NeuronCore config (lnc={lnc}) is a trn2/trn3 setting; {target} takes none")
     if lnc is None:
         return DEFAULT_LNC[target]
     if lnc not in LNC_VALUES:
@@ -143,7 +162,11 @@ def neuronx_trace_arguments(
     ``--logical-nc-config`` when its LNC is not the default.
     """
     args = normalize_compiler_args(compiler_args)
-    given = _flag_value(args, ("--target",), "inf2, trn1, trn2...")
+    if target not in XLA_TARGETS:
+        raise CompileError(f"torch_neuronx.trace is the PyTorch/XLA library's call, for {'/'.join(XLA_TARGETS)}; "
+                           f"{target} compiles through TorchNeuron (Neuron no longer supports PyTorch/XLA inference "
+                           "on Trn2/Trn3 from release 2.34.0)")
+    given = _flag_value(args, ("--target",), "inf2, trn1, trn1n")
     if given is not None and given not in _COMPILER_TARGETS[target]:
         raise CompileError(f"compiler args say --target {given} but the target is {target}; "
                            f"drop --target or use {' or '.join(_COMPILER_TARGETS[target])}")
@@ -189,13 +212,17 @@ def trace_neuronx(
     has_device: bool | None = None,
     lnc: int | None = None,
 ) -> Any:
-    """``torch_neuronx.trace`` (neuronx-cc), then ``dynamic_batch`` for variable batch sizes."""
+    """``torch_neuronx.trace`` (neuronx-cc), then ``dynamic_batch`` for variable batch sizes, then
+    ``lazy_load`` so the saved trace is loaded once, by DataParallel, instead of loaded, unloaded
+    and loaded again (SDK api-torch-neuronx-async-lazy-load.rst:34-37: call it after trace, before
+    ``torch.jit.save``)."""
     has_device = has_neuron_device() if has_device is None else has_device
     kwargs = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device, lnc)
     neuronx = import_sdk(target, has_device=has_device)
     traced = neuronx.trace(model, tuple(inputs), **kwargs)
     if dynamic_batch_size:
         neuronx.dynamic_batch(traced)
+    neuronx.lazy_load(traced)
     return traced
 
 
@@ -235,6 +262,32 @@ def _captured(sink: Log):
         writer.flush()
 
 
+def run_compile(work: Callable[[], None], *, target: str, message: str, isolate: bool, emit: Log,
+                progress: Callable[[int, int, str], None] | None, total: int, cancel: Any) -> float:
+    """Run ``work`` (the SDK call that writes the artifact) isolated in a child when ``isolate``, with
+    its output streamed to ``emit``, a progress heartbeat and cancel; else in-process with its output
+    captured. Returns the seconds it took; SDK failures come back as `CompileError`."""
+    start = time.perf_counter()
+    if isolate and hasattr(os, "fork"):
+        reported = [0]
+
+        def tick(seconds: float) -> None:  # a heartbeat every 5 s, so a long compile visibly lives
+            if progress is not None and seconds >= reported[0] + 5:
+                reported[0] = int(seconds)
+                progress(4, total, f"{message} ({reported[0]} s)")
+
+        run_isolated(work, log=emit, cancel=cancel, on_tick=tick)
+    else:
+        with _captured(emit):
+            try:
+                work()
+            except (Cancelled, MissingSDKError, CompileError):
+                raise
+            except Exception as err:
+                raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
+    return time.perf_counter() - start
+
+
 def compile_neuron(
     model: Any,
     example_inputs: Any,
@@ -258,14 +311,23 @@ def compile_neuron(
 ) -> Artifact:
     """CPU trace (always, so the model can be served and checked here), then the Neuron compile.
 
-    The SDK is imported and the arguments checked before anything is written. ``lnc``: trn2's
-    logical NeuronCore config (1 or 2, default 2), recorded in the artifact's ``extra``.
+    The SDK is imported and the arguments checked before anything is written. ``lnc``: the
+    logical NeuronCore config (trn2/trn3: 1 or 2, default 2; trn1: 1 only), recorded in the
+    artifact's ``extra``. trn2/trn3 go to `workbench.compiler.torchneuron` (TorchNeuron).
     """
     import torch
 
     if target not in NEURON_TARGETS:
         raise ValueError(f"unknown Neuron target {target!r}; use one of {', '.join(NEURON_TARGETS)}")
     has_device = has_neuron_device() if has_device is None else has_device
+    if target in TORCHNEURON_TARGETS:
+        from workbench.compiler.torchneuron import compile_torchneuron
+
+        return compile_torchneuron(model, example_inputs, target, path=path, cpu_path=cpu_path, name=name,
+                                   compiler_args=compiler_args, dynamic_batch_size=dynamic_batch_size,
+                                   batch_dim=batch_dim, input_names=input_names, output_names=output_names,
+                                   progress=progress, cancel=cancel, log=log, isolate=isolate,
+                                   has_device=has_device, lnc=lnc)
     dynamic = dynamic_batch_size and batch_dim
     chosen_lnc = logical_nc_config(target, compiler_args, lnc)
     if target == "inf1":
@@ -293,6 +355,8 @@ def compile_neuron(
     compiler = "neuron-cc" if target == "inf1" else "neuronx-cc"
     message = f"{target}: compiling with {compiler} {' '.join(call_args['compiler_args'])}".rstrip()
     check_cancel(cancel)
+    if target == "inf1":
+        emit(f"{target}: NOTE {OUT_OF_SUPPORT['inf1']}")
     emit(message + ("" if has_device or target == "inf1" else " (no device: cpu_backend=True)"))
     if progress is not None:
         progress(4, total, message)
@@ -313,31 +377,15 @@ def compile_neuron(
             model.train(was_training)
         atomic_write(path, script_bytes(traced))
 
-    start = time.perf_counter()
-    if isolate and hasattr(os, "fork"):
-        reported = [0]
-
-        def tick(seconds: float) -> None:  # a heartbeat every 5 s, so a long compile visibly lives
-            if progress is not None and seconds >= reported[0] + 5:
-                reported[0] = int(seconds)
-                progress(4, total, f"{message} ({reported[0]} s)")
-
-        run_isolated(work, log=emit, cancel=cancel, on_tick=tick)
-    else:
-        with _captured(emit):
-            try:
-                work()
-            except (Cancelled, MissingSDKError, CompileError):
-                raise
-            except Exception as err:
-                raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
-    seconds = time.perf_counter() - start
+    seconds = run_compile(work, target=target, message=message, isolate=isolate, emit=emit, progress=progress,
+                          total=total, cancel=cancel)
     extra: dict[str, Any] = {"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device}
     if chosen_lnc is not None:
         extra["lnc"] = chosen_lnc
     if target == "inf1" and any(_CPU_FALLBACK in line for line in lines):
         extra["cpu_fallback"] = True  # torch.neuron.trace returned a CPU trace: nothing runs on Neuron
-        emit(f"{target}: WARNING nothing in this model was placed on a NeuronCore; the artifact is a CPU trace")
+        emit(f"{target}: WARNING nothing in this model was placed on a NeuronCore; the artifact is a CPU trace "
+             "(torch-neuron places only runs of at least minimum_segment_size=2 supported operators: issue #827)")
     emit(f"{target}: saved {path}")
     if progress is not None:
         progress(5, total, f"{target}: saved {path}")

@@ -39,7 +39,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
                                              "pvc:CLAIM[/subpath]")
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
-    parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
+    parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2/Trn3 logical NeuronCore config (default 2)")
+    parser.add_argument("--dra", action="store_true",
+                        help="Kubernetes >= 1.34 with the Neuron DRA driver: a ResourceClaimTemplate (LNC per "
+                             "workload) instead of the device plugin (LNC per node)")
     parser.add_argument("--image", help="image to run (default: the one the recipe builds; push it to your registry)")
     parser.add_argument("--resource", choices=("neuroncore", "neuron"), default="neuroncore",
                         help="device plugin resource: cores (default) or whole devices")
@@ -89,7 +92,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
         documents = manifests_for_model(model_dir, repository=args.repository, instance_type=args.instance_type,
                                         lnc=args.lnc, resource=args.resource, image=args.image,
                                         replicas=args.replicas, namespace=args.namespace, s3_region=args.s3_region,
-                                        service_account=args.service_account)
+                                        service_account=args.service_account, dra=args.dra)
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
         planned.append(Planned(folder, files,

@@ -4,17 +4,20 @@ Every value a recipe prints comes from this table, and every row names where it 
 so a reader can check it and a later SDK release is a one-place edit. Rows marked
 ``verified=False`` were inferred or remembered, not read; the recipe prints them as such. Nothing
 here was run on Neuron hardware: these are documented package combinations, not measurements.
+Checked against Neuron 2.34.0 (2026-11-30, `LATEST_RELEASE`); stacks the SDK no longer supports
+(Inf1, TensorFlow, transformers-neuronx) keep their last working release and say so.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 
-from workbench.system import FRAMEWORK_TARGETS
+from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS
 
 __all__ = ["Source", "Fact", "Stack", "SOURCES", "STACKS", "NEURON_APT_REPO", "NEURON_APT_KEY", "NEURON_PIP_INDEX",
-           "TRITON_IMAGE", "stub_python_of"]
+           "TRITON_IMAGE", "LATEST_RELEASE", "stub_python_of", "stack_of", "pins_for"]
 
 
 @dataclass(frozen=True)
@@ -25,10 +28,47 @@ class Source:
 
 
 _SDK = "aws-neuron/aws-neuron-sdk @ 81ce03ae"
+_DOCS = "awsdocs-neuron.readthedocs-hosted.com/en/latest"
 SOURCES = {
+    "SDK-2.34": Source("Neuron 2.34.0 release (2026-11-30): TorchNeuron torch-neuronx 2.13.3.1 / 2.14.3.1; vLLM "
+                       "Neuron GA; PyTorch/XLA inference no longer supported on Trn2/Trn3",
+                       f"{_DOCS}/release-notes/2.34.0; github.com/aws-neuron/aws-neuron-sdk releases/tag/v2.34.0",
+                       "2026-12-04"),
+    "SDK-2.33": Source("Neuron 2.33.0 release component index (2026-10-19): neuronx-cc 2.28.7631.0, runtime-lib "
+                       "2.35.30.0, driver 2.31.7.0, tools 2.33.38.0, TorchNeuron 2.14.3.0 / 2.13.3.0",
+                       f"{_DOCS}/release-notes/2.33.0 (the 2.34.0 package list was not retrievable; these are the "
+                       "versions the audit found shipped by 2.33 and 2.34)", "2026-12-04"),
+    "SDK-tn": Source("TorchNeuron: torch-neuronx for PyTorch 2.13/2.14 is the native backend, Trn2/Trn3 only, "
+                     "Python 3.12-3.14, torch.compile(backend=\"neuron\")",
+                     f"{_DOCS}/release-notes/components/torchneuron.html; {_DOCS}/torch/compile/index.html; "
+                     f"{_DOCS}/torch/troubleshooting.html", "2026-12-04"),
+    "SDK-no-xla-trn": Source("Neuron no longer supports PyTorch/XLA inference on Trn2 and Trn3 from 2.34.0",
+                             f"{_DOCS}/about-neuron/announcements/neuron2.x/announce-no-support-torch-xla-inference-"
+                             "trn.html", "2026-12-04"),
+    "SDK-xla-update": Source("PyTorch/XLA torch-neuronx update (Ubuntu 24.04): 'Neuron 2.31 versions' "
+                             "neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035",
+                             f"{_DOCS}/archive/frameworks/torch/torch-neuronx/setup/pytorch-update-u24.html",
+                             "2026-12-04"),
+    "DLC-2.31.1": Source("The 2.31.1 inference DLC that ships torch-neuronx 2.9.0.2.15.32035: neuronx-cc 2.26.6360.0, "
+                         "runtime 2.33.10.0, tools 2.31.15.0",
+                         "aws-neuron/deep-learning-containers @ 2be9ed1 docker/pytorch/inference/2.9.0/"
+                         "Dockerfile.neuronx:183-188", "2026-12-04"),
+    "DLC-tnx": Source("The last DLC with transformers-neuronx (Neuron 2.25.0, py310) pins transformers==4.48.*",
+                      "aws-neuron/deep-learning-containers @ 2be9ed1 docker/pytorch/inference/2.7.0/"
+                      "Dockerfile.neuronx:100,158", "2026-12-04"),
+    "SDK-eks": Source("EKS prerequisites: Trn2 LNC is set per node in the launch template's UserData "
+                      "(NEURON_LOGICAL_NC_CONFIG in /opt/aws/neuron/logical_nc_config); the device plugin is "
+                      "installed from the Neuron Helm chart oci://public.ecr.aws/neuron/neuron-helm-chart",
+                      f"{_SDK} deploy/eks/prerequisites.rst:44-62; deploy/includes/k8s-neuron-device-plugin.rst",
+                      "2026-12-04"),
+    "EKS-dra": Source("EKS Neuron device management: the Neuron DRA driver (Kubernetes >= 1.34) gives per-workload "
+                      "LNC through a ResourceClaimTemplate; the device plugin needs LNC pre-configured in the "
+                      "launch template", "docs.aws.amazon.com/eks/latest/userguide/device-management-neuron.html; "
+                      f"{_SDK} deploy/eks/dra.rst", "2026-12-04"),
     "SDK-man": Source("Neuron release manifest 2.32.0 (packages, versions, Pythons, instances per release)",
                       f"{_SDK} src/helperscripts/n2-manifest.json (manifest_date 08/17/2026)", "2026-08-21"),
-    "SDK-setup": Source("PyTorch (torch-neuronx) manual setup, Neuron 2.32",
+    "SDK-setup": Source("PyTorch (torch-neuronx) manual setup, Neuron 2.32 (its neuronx-cc 2.27.5334.0 pairing "
+                        "with torch-neuronx 2.9.0.2.15.32035 is on this one page only)",
                         f"{_SDK} setup/pytorch/manual.rst", "2026-08-21"),
     "SDK-inf1-driver": Source("Correction: Neuron driver support for Inf1 is version 2.24",
                               f"{_SDK} about-neuron/announcements/neuron2.x/"
@@ -67,6 +107,8 @@ SOURCES = {
                         "triton-inference-server/python_backend branch r24.10 README.md", "2026-07-17"),
     "audit": Source("Researcher's audit for issue 13 (sections 5.1-5.3), from the sources above",
                     "notes/neuron_audit.md", "2026-11-30"),
+    "audit-2.34": Source("Neuron SDK at 2.34: an audit of the workbench against the SDK docs and sources",
+                         "shared/reference/neuron_sdk_2_34_audit.md (sections 1-3)", "2026-12-04"),
 }
 
 NEURON_APT_REPO = "https://apt.repos.neuron.amazonaws.com"  # SDK-setup, SDK-man repos_n2
@@ -121,6 +163,9 @@ def _f(value: str, source: str, note: str = "", verified: bool = True) -> Fact:
     return Fact(value, source, verified, note)
 
 
+LATEST_RELEASE = _f("2.34.0", "SDK-2.34", "the newest Neuron SDK release these facts were checked against")
+
+
 _HOST_HEADERS = _f("linux-headers-$(uname -r)", "SDK-setup", "the driver is a DKMS module built for the running kernel")
 _INF1_HOST = (
     _HOST_HEADERS,
@@ -133,6 +178,8 @@ _INF1_NOTES = (
     _f("protobuf < 3.20 for torch-neuron and tensorflow-neuron(x); >= 3.20 for torch-neuronx: "
        "separate images", "SDK-rc"),
 )
+_OUT_INF1 = _f(OUT_OF_SUPPORT["inf1"], "SDK-man")
+_OUT_TF = _f(OUT_OF_SUPPORT["tensorflow"], "SDK-man")
 _CONTAINER_2410 = _f("24.10", "TS", "Triton 2.51, Ubuntu 22.04 (jammy)")
 _STUB_310 = _f("3.10", "PB-r24.10")
 
@@ -146,45 +193,75 @@ STACKS: tuple[Stack, ...] = (
         key="inf1-pytorch", targets=("inf1",), framework="pytorch",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.9-3.10", "SDK-man"),
-        release=_f("2.32.0", "SDK-man", "torch-neuron 1.13.1.2.11.13.0 is still listed in 2.32.0"),
+        release=_f("2.32.0", "SDK-man", "OUT OF SUPPORT: the last manifest listing torch-neuron 1.13.1.2.11.13.0; "
+                   "Inf1 instances are no longer supported by the SDK"),
         pip=(_f("torch-neuron==1.13.1.2.11.13.0", "SDK-man", "PyTorch 1.13.1"),
              _f("neuron-cc[tensorflow]==1.24.0.0", "SDK-man"),
              _f("protobuf<3.20", "SDK-rc"),
              _f("numpy<2", "audit", "torch 1.13 wheels predate NumPy 2", verified=False)),
-        container_apt=(), host_apt=_INF1_HOST, notes=_INF1_NOTES,
+        container_apt=(), host_apt=_INF1_HOST, notes=(*_INF1_NOTES, _OUT_INF1),
     ),
     Stack(
         key="inf1-tensorflow", targets=("inf1",), framework="tensorflow",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.9-3.10", "SDK-man"),
-        release=_f("2.28.1", "SDK-man", "the last release that lists tensorflow-neuron"),
+        release=_f("2.28.1", "SDK-man", "OUT OF SUPPORT: the last release that lists tensorflow-neuron"),
         pip=(_f("tensorflow-neuron[cc]==2.10.1.2.12.2.0", "SDK-man"),
              _f("protobuf<3.20", "SDK-rc")),
-        container_apt=(), host_apt=_INF1_HOST, notes=_INF1_NOTES,
+        container_apt=(), host_apt=_INF1_HOST, notes=(*_INF1_NOTES, _OUT_TF),
     ),
     Stack(
-        key="neuronx-pytorch", targets=_neuronx_targets("pytorch"), framework="pytorch",
+        key="xla-pytorch", targets=XLA_TARGETS, framework="pytorch",
         container=_f("26.07", "TS", "Triton 2.71, Ubuntu 24.04 (noble), the latest tag read"),
         stub_python=_f("3.12", "TS-24.12", "every container from 24.12 on"),
         python_range=_f("3.11-3.13", "SDK-man"),
-        release=_f("2.32.0", "SDK-setup", "torch-neuronx is pinned to its last build, from 2.31.1 "
-                   "(PyTorch/XLA support ended there)"),
-        pip=(_f("neuronx-cc==2.27.5334.0", "SDK-setup"),
-             _f("torch-neuronx==2.9.0.2.15.32035", "SDK-setup")),
-        container_apt=(_f("aws-neuronx-runtime-lib=2.34.10.0*", "SDK-setup"),
-                       _f("aws-neuronx-collectives=2.34.10.0*", "SDK-setup")),
-        host_apt=(_HOST_HEADERS, _f("aws-neuronx-dkms=2.30.2.0*", "SDK-setup"),
-                  _f("aws-neuronx-tools=2.32.28.0*", "SDK-setup")),
+        release=_f("2.31.1", "DLC-2.31.1", "PyTorch/XLA torch-neuronx is in maintenance for inference on Inf2/Trn1 "
+                   "and its last build is from 2.31.1; these pins are the pairing that release's container ships "
+                   "and the archive update page installs (the 2.32 setup page pairs neuronx-cc 2.27.5334.0 "
+                   "instead, on that page only)"),
+        pip=(_f("neuronx-cc==2.26.6360.0", "SDK-xla-update", "also the 2.31.1 DLC's [DLC-2.31.1]"),
+             _f("torch-neuronx==2.9.0.2.15.32035", "SDK-xla-update",
+                "explicit: an unpinned torch-neuronx now installs TorchNeuron, which has no trace")),
+        container_apt=(_f("aws-neuronx-runtime-lib=2.33.10.0*", "DLC-2.31.1"),
+                       _f("aws-neuronx-collectives=2.33.*", "DLC-2.31.1",
+                          "the DLC's collectives build was not read; the runtime's series is assumed",
+                          verified=False)),
+        host_apt=(_HOST_HEADERS, _f("aws-neuronx-dkms=2.31.7.0*", "SDK-2.33",
+                                    "the current driver; the SDK keeps drivers backward compatible with runtimes "
+                                    "of earlier releases", verified=False),
+                  _f("aws-neuronx-tools=2.31.15.0*", "DLC-2.31.1")),
         notes=(_f("images from 24.12 set PIP_BREAK_SYSTEM_PACKAGES=1, so pip installs into the stub's Python",
                   "TS"),
-               _f("trn2 runs at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1; compile with the same LNC", "SDK-lnc")),
+               _f("PyTorch/XLA inference is in maintenance on Inf2/Trn1 and unsupported on Trn2/Trn3 from 2.34",
+                  "SDK-no-xla-trn")),
+    ),
+    Stack(
+        key="torchneuron-pytorch", targets=TORCHNEURON_TARGETS, framework="pytorch",
+        container=_f("26.07", "TS", "Triton 2.71, Ubuntu 24.04 (noble), the latest tag read"),
+        stub_python=_f("3.12", "TS-24.12", "every container from 24.12 on"),
+        python_range=_f("3.12-3.14", "SDK-tn"),
+        release=_f("2.34.0", "SDK-2.34"),
+        pip=(_f("torch-neuronx==2.14.3.1", "SDK-2.34", "TorchNeuron (PyTorch 2.14); it brings its torch"),
+             _f("neuronx-cc==2.28.7631.0", "SDK-2.33", "the compiler TorchNeuron calls (2.33 index; the 2.34 list "
+                "was not retrievable)", verified=False)),
+        container_apt=(_f("aws-neuronx-runtime-lib=2.35.30.0*", "SDK-2.33", verified=False),
+                       _f("aws-neuronx-collectives=2.35.*", "SDK-2.33",
+                          "the collectives build was not read; the runtime's series is assumed", verified=False)),
+        host_apt=(_HOST_HEADERS, _f("aws-neuronx-dkms=2.31.7.0*", "SDK-2.33"),
+                  _f("aws-neuronx-tools=2.33.38.0*", "SDK-2.33")),
+        notes=(_f("images from 24.12 set PIP_BREAK_SYSTEM_PACKAGES=1, so pip installs into the stub's Python",
+                  "TS"),
+               _f("TorchNeuron compiles on the first call per input shape (torch.compile JIT): the first "
+                  "request of each batch size waits for neuronx-cc", "SDK-tn"),
+               _f("trn2/trn3 run at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1 is set on the node", "SDK-lnc")),
     ),
     Stack(
         key="neuronx-tensorflow", targets=_neuronx_targets("tensorflow"), framework="tensorflow",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.10-3.12", "SDK-man", "TensorFlow 2.10.1 wheels themselves stop at Python 3.10",
                         verified=False),
-        release=_f("2.28.1", "SDK-man", "the last release with TensorFlow for Inf2 (unsupported from 2.29)"),
+        release=_f("2.28.1", "SDK-man", "OUT OF SUPPORT: the last release with TensorFlow for Inf2 "
+                   "(unsupported from 2.29)"),
         pip=(_f("tensorflow-neuronx==2.10.1.2.1.0", "SDK-man"),
              _f("neuronx-cc==2.23.6484.0", "SDK-man"),
              _f("protobuf<3.20", "SDK-rc")),
@@ -194,14 +271,15 @@ STACKS: tuple[Stack, ...] = (
                   _f("aws-neuronx-tools=2.28.23.0*", "SDK-man")),
         notes=(_f("an archived SDK: whether a newer host driver serves this runtime is not documented",
                   "audit", verified=False),
-               _f("TensorFlow on Inf2 is unsupported from Neuron 2.29", "SDK-tf-inf2")),
+               _f("TensorFlow on Inf2 is unsupported from Neuron 2.29", "SDK-tf-inf2"), _OUT_TF),
     ),
     Stack(
         key="neuronx-transformers_neuronx", targets=_neuronx_targets("transformers_neuronx"), framework="transformers_neuronx",
         container=_CONTAINER_2410, stub_python=_STUB_310,
         python_range=_f("3.9-3.11", "SDK-man"),
-        release=_f("2.26.1", "SDK-man", "transformers-neuronx ended with 2.26 (never for trn2)"),
+        release=_f("2.26.1", "SDK-man", "OUT OF SUPPORT: transformers-neuronx ended with 2.26 (never for trn2)"),
         pip=(_f("transformers-neuronx==0.13.1315", "SDK-man"),
+             _f("transformers==4.48.*", "DLC-tnx", "transformers-neuronx 0.13 predates later transformers releases"),
              _f("torch-neuronx==2.7.0.2.10.16998", "SDK-man",
                 "2.26.1 ships it; transformers-neuronx itself only requires torch-neuronx", verified=False),
              _f("neuronx-cc==2.21.33363.0", "SDK-man")),
@@ -210,9 +288,29 @@ STACKS: tuple[Stack, ...] = (
         host_apt=(_HOST_HEADERS, _f("aws-neuronx-dkms=2.24.7.0*", "SDK-man"),
                   _f("aws-neuronx-tools=2.26.14.0*", "SDK-man")),
         notes=(_f("an archived SDK: whether a newer host driver serves this runtime is not documented",
-                  "audit", verified=False),),
+                  "audit", verified=False),
+               _f(OUT_OF_SUPPORT["transformers_neuronx"], "SDK-man")),
     ),
 )
+
+# workbench.system.TARGET_PACKAGES key -> (stack target, framework): the stack whose pins install it
+_PIN_KEYS = {"tensorflow-inf1": ("inf1", "tensorflow"), "tensorflow-inf2": ("inf2", "tensorflow"),
+             "tensorflow-trn1": ("trn1", "tensorflow"), "transformers_neuronx": ("inf2", "transformers_neuronx")}
+
+
+def stack_of(target: str, framework: str = "pytorch") -> Stack | None:
+    """The stack that serves ``framework`` on ``target`` (None when the SDK has none)."""
+    return next((s for s in STACKS if target in s.targets and s.framework == framework), None)
+
+
+def pins_for(key: str) -> tuple[str, ...]:
+    """The pinned pip requirements (shell-quoted) that install a `workbench.system.TARGET_PACKAGES`
+    key's SDK: the same rows a host recipe prints, so a hint and a recipe never disagree."""
+    target, framework = _PIN_KEYS.get(key, (key, "pytorch"))
+    stack = stack_of(target, framework)
+    if stack is None:
+        raise ValueError(f"no pinned Neuron stack for {key!r}")
+    return tuple(shlex.quote(f.value) for f in stack.pip)
 
 
 def stub_python_of(image: str) -> Fact | None:

@@ -18,6 +18,16 @@ Kubernetes API schema as it is. What each part rests on:
 * Probes on Triton's ``/v2/health/live`` and ``/v2/health/ready``; the metrics port is annotated
   for Prometheus (``prometheus.io/*``); ``/dev/shm`` is a memory volume (the python backend
   passes tensors through shared memory; docker gets ``--shm-size``).
+* The device plugin is installed from the Neuron Helm chart (``HELM_CHART``) [SDK-eks]. With it
+  the logical NeuronCore config (LNC, Trn2/Trn3) is a NODE setting: the launch template's UserData
+  writes ``NEURON_LOGICAL_NC_CONFIG`` into ``/opt/aws/neuron/logical_nc_config`` [SDK-eks]; a pod env
+  would make the runtime number cores unlike the plugin's allocation. So a non-default LNC becomes a
+  node affinity on ``LNC_NODE_LABEL`` (the user labels the nodes they set up so) and an annotation
+  saying what the nodes need.
+* ``dra=True``: the Neuron DRA driver (Kubernetes >= 1.34, recommended by EKS for new clusters;
+  per-workload LNC) [EKS-dra]: a ``ResourceClaimTemplate`` asking for the devices of the range
+  (``neuron.aws.com`` device class, ``NeuronConfig`` with ``logicalNeuronCore``: SDK
+  containers/files/specs/{lnc-setting-trn2,1x4-connected-devices}.yaml) and a pod that claims it.
 """
 
 from __future__ import annotations
@@ -34,13 +44,19 @@ from workbench.deploy.devices import (cores_per_device_at, family_of, instance_c
 from workbench.deploy.recipe import recipe_for
 from workbench.system import DEVICES_BY_INSTANCE
 
-__all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "kubernetes_manifests", "manifests_for_model",
-           "to_yaml", "instance_types_for"]
+__all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "DRA_DEVICE_CLASS", "HELM_CHART", "LNC_NODE_LABEL",
+           "kubernetes_manifests", "manifests_for_model", "to_yaml", "instance_types_for"]
 
 CORE_RESOURCE = "aws.amazon.com/neuroncore"  # SDK-k8s
 DEVICE_RESOURCE = "aws.amazon.com/neuron"  # SDK-k8s; "neurondevice" is gone since 2.20 (SDK-k8s-name)
 _RESOURCES = {"neuroncore": CORE_RESOURCE, "neuron": DEVICE_RESOURCE}
 _PORTS = (("http", 8000), ("grpc", 8001), ("metrics", 8002))
+HELM_CHART = "oci://public.ecr.aws/neuron/neuron-helm-chart"  # SDK-eks: the device plugin's install
+# A workbench label, not the SDK's: the nodes whose UserData set a non-default LNC carry it, so a
+# pod compiled for that LNC lands only there (SDK-eks prerequisites.rst:44-62 sets LNC per node).
+LNC_NODE_LABEL = "workbench.neuron/logical-nc-config"
+DRA_DEVICE_CLASS = "neuron.aws.com"  # SDK containers/files/specs/*.yaml deviceClassName and driver
+_DRA_TARGETS = ("trn2", "trn3")  # the Neuron DRA page is "relevant for: Trn2, Trn3" (SDK deploy/eks/dra.rst)
 _MOUNT = "/models"
 
 
@@ -109,8 +125,10 @@ def kubernetes_manifests(
     namespace: str | None = None,
     s3_region: str | None = None,
     service_account: str | None = None,
+    dra: bool = False,
 ) -> list[dict]:
-    """A Deployment and a Service serving ``repository`` on ``core_range`` of a ``target`` node.
+    """A Deployment and a Service serving ``repository`` on ``core_range`` of a ``target`` node
+    (with ``dra``, first a ResourceClaimTemplate for the Neuron DRA driver, Kubernetes >= 1.34).
 
     ``resource`` is ``neuroncore`` (one per core of the range) or ``neuron`` (whole devices; the
     range must be whole devices). ``image`` defaults to the host recipe's (build it with the
@@ -130,11 +148,14 @@ def kubernetes_manifests(
     recipe = recipe_for(target, framework)
     devices = neuron_devices(cores, instance_type=instance_type or target, lnc=lnc)
     count = cores.size
-    if resource == "neuron":
+    if dra and family_of(target) not in _DRA_TARGETS:
+        raise ManifestError(f"dra: the Neuron DRA driver is for Trn2/Trn3 [EKS-dra]; {target} uses the device plugin")
+    if resource == "neuron" or dra:
         per_device = cores_per_device_at(instance_type or target, lnc)
         if cores.start % per_device or cores.size % per_device:
-            raise ManifestError(f"resource 'neuron' gives whole devices ({per_device} cores each on {target}), but "
-                                f"core range {cores} is not whole devices; use resource 'neuroncore'")
+            raise ManifestError(f"{'dra' if dra else 'resource neuron'} gives whole devices ({per_device} cores each "
+                                f"on {target}), but core range {cores} is not whole devices; "
+                                f"{'use the device plugin' if dra else 'use resource neuroncore'}")
         count = len(devices)
     nodes = [instance_type.lower()] if instance_type else instance_types_for(family, cores, lnc)
     if not nodes:
@@ -148,28 +169,61 @@ def kubernetes_manifests(
              *([f"--load-model={m}" for m in load_models] or ["--load-model=*"])]
     env = []
     effective_lnc = lnc_of(instance_type or target, lnc)
-    if effective_lnc is not None and effective_lnc != lnc_of(instance_type or target):
-        env.append({"name": "NEURON_LOGICAL_NC_CONFIG", "value": str(effective_lnc)})
+    node_lnc = effective_lnc is not None and effective_lnc != lnc_of(instance_type or target) and not dra
     if s3_region:
         env.append({"name": "AWS_DEFAULT_REGION", "value": s3_region})
     image = image or recipe.image
     if not image.strip() or any(c.isspace() for c in image):
         raise ManifestError(f"image must be a docker image reference, got {image!r}")
-    container = _container(image, f"{_core_guard(cores, devices)}; exec {shlex.join(serve)}",
-                           {_RESOURCES[resource]: count}, env, mounts)
+    resources: dict[str, Any] = {"claims": [{"name": "neurons"}]} if dra else {"limits": {_RESOURCES[resource]: count}}
+    container = _container(image, f"{_core_guard(cores, devices)}; exec {shlex.join(serve)}", resources, env, mounts)
+    match = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": nodes}]
+    notes = {"workbench.neuron/device-plugin": f"the Neuron device plugin, installed with helm from {HELM_CHART}"}
+    if node_lnc:
+        match.append({"key": LNC_NODE_LABEL, "operator": "In", "values": [str(effective_lnc)]})
+        notes = {"workbench.neuron/node-setup": (
+            f"nodes must run at LNC={effective_lnc}: launch-template UserData writing "
+            f"NEURON_LOGICAL_NC_CONFIG={effective_lnc} to /opt/aws/neuron/logical_nc_config, and the node label "
+            f"{LNC_NODE_LABEL}={effective_lnc}"), **notes}
     pod_spec: dict[str, Any] = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": nodes}]},
+            {"matchExpressions": match},
         ]}}},
         "containers": [container],
         "volumes": [*volumes, {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
     }
     if service_account:
         pod_spec["serviceAccountName"] = _dns_label(service_account, "service account")
-    return _deployment_and_service(app, namespace, replicas, pod_spec)
+    if not dra:
+        return _deployment_and_service(app, namespace, replicas, pod_spec, notes)
+    claim = _claim_template(f"{app}-neurons", namespace, len(devices), instance_type, effective_lnc)
+    pod_spec["resourceClaims"] = [{"name": "neurons", "resourceClaimTemplateName": claim["metadata"]["name"]}]
+    notes = {"workbench.neuron/dra": "the Neuron DRA driver (Kubernetes >= 1.34) allocates the devices and sets the "
+                                     "logical NeuronCore config per workload"}
+    return [claim, *_deployment_and_service(app, namespace, replicas, pod_spec, notes)]
 
 
-def _container(image: str, command: str, limits: dict, env: list[dict], mounts: list[dict]) -> dict:
+def _claim_template(name: str, namespace: str | None, devices: int, instance_type: str | None,
+                    lnc: int | None) -> dict:
+    """A resource.k8s.io/v1 ResourceClaimTemplate (GA in Kubernetes 1.34) for ``devices`` Neuron
+    devices, shaped like the SDK's examples (which use v1beta1, whose request fields v1 nests under
+    ``exactly``): device class and driver ``neuron.aws.com``, ``NeuronConfig.logicalNeuronCore``."""
+    request: dict[str, Any] = {"deviceClassName": DRA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": devices}
+    if instance_type:
+        request["selectors"] = [{"cel": {"expression": f"device.attributes['{DRA_DEVICE_CLASS}'].instanceType == "
+                                                       f"'{instance_type.lower()}'"}}]
+    spec: dict[str, Any] = {"devices": {"requests": [{"name": "neurons", "exactly": request}]}}
+    if lnc is not None:
+        spec["devices"]["config"] = [{"requests": ["neurons"], "opaque": {"driver": DRA_DEVICE_CLASS, "parameters": {
+            "apiVersion": "neuron.aws.com/v1alphav1", "kind": "NeuronConfig", "logicalNeuronCore": lnc}}}]
+    metadata: dict[str, Any] = {"name": _dns_label(name[:63].rstrip("-"), "claim template name")}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": metadata,
+            "spec": {"spec": spec}}
+
+
+def _container(image: str, command: str, resources: dict, env: list[dict], mounts: list[dict]) -> dict:
     probe = lambda path, **more: {"httpGet": {"path": path, "port": "http"}, **more}  # noqa: E731
     container = {
         "name": "triton",
@@ -177,7 +231,7 @@ def _container(image: str, command: str, limits: dict, env: list[dict], mounts: 
         "imagePullPolicy": "IfNotPresent",
         "command": ["/bin/sh", "-c", command],
         "ports": [{"name": port_name, "containerPort": port} for port_name, port in _PORTS],
-        "resources": {"limits": limits},
+        "resources": resources,
         # a Neuron model can take minutes to load: liveness only counts once startup has passed
         "startupProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=60),
         "livenessProbe": probe("/v2/health/live", periodSeconds=10, failureThreshold=3),
@@ -189,7 +243,8 @@ def _container(image: str, command: str, limits: dict, env: list[dict], mounts: 
     return container
 
 
-def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_spec: dict) -> list[dict]:
+def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_spec: dict,
+                            notes: dict[str, str]) -> list[dict]:
     labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "triton",
               "app.kubernetes.io/managed-by": "workbench"}
     prometheus = {"prometheus.io/scrape": "true", "prometheus.io/port": "8002", "prometheus.io/path": "/metrics"}
@@ -197,7 +252,7 @@ def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_
     if namespace:
         metadata["namespace"] = _dns_label(namespace, "namespace")
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata,
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**metadata, "annotations": dict(notes)},
         "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": app}},
                  "template": {"metadata": {"labels": dict(labels), "annotations": dict(prometheus)},
                               "spec": pod_spec}},

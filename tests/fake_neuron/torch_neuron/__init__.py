@@ -4,10 +4,13 @@
 * ``trace(model, example_inputs, **kwargs)``: SDK api-compilation-python-api.rst ("torch_neuron.trace");
   a Tensor is wrapped in a tuple, a list/tuple passed positionally (torch.jit.trace's rule); the known
   keyword arguments are consumed, the rest forwarded to ``torch.jit.trace`` as documented. Returns a
-  CPU ``torch.jit.ScriptModule`` where the real one embeds Neuron graphs. ``fallback=False`` with an
-  operator in ``UNSUPPORTED`` raises ``AttributeError`` (documented); when every operator is
-  unsupported it logs the SDK's WARNING "No operator is placed on Neuron runtime; returning a CPU
-  trace" (aws-neuron-sdk issue #827).
+  fake Neuron graph (fake_neff.py: the CPU trace taking only the traced shapes, dim 0 free with
+  ``dynamic_batch_size=True``) where the real one embeds Neuron graphs. ``fallback=False`` with an
+  operator in ``UNSUPPORTED`` raises ``AttributeError`` (documented). Operators go to Neuron only in
+  runs of at least ``minimum_segment_size`` (default 2) consecutive supported operators (the trace
+  page's partitioning parameters); when no run is that long it logs the SDK's WARNING "No operator
+  is placed on Neuron runtime; returning a CPU trace" and returns the plain CPU trace: aws-neuron-sdk
+  issue #827 shows it for a 100%-supported one-convolution model.
 * ``analyze_model(model, example_inputs)``: logs at INFO on the ``Neuron`` logger with the SDK's
   line texts (aws-neuron-sdk issues #630, #698) and returns the OrderedDict of the SDK 1.11
   tutorial (tag 1.11.0 getting_started.rst; unverified for torch-neuron 1.13.1.2.x).
@@ -50,9 +53,16 @@ def trace(model, example_inputs, **kwargs):
     bad = [k for k in kinds if k in UNSUPPORTED]
     if bad and options.get("fallback", True) is False:
         raise AttributeError(f"FAKE torch.neuron.trace: unsupported operator(s) {sorted(set(bad))} with fallback=False")
-    if kinds and len(bad) == len(kinds):
+    longest = run = 0
+    for kind in kinds:
+        run = 0 if kind in UNSUPPORTED else run + 1
+        longest = max(longest, run)
+    if longest < options.get("minimum_segment_size", 2):
         _logger.warning("No operator is placed on Neuron runtime; returning a CPU trace")
-    return traced
+        return traced
+    from fake_neff import compiled  # only compiles need it (a stub links the package alone)
+
+    return compiled(traced, _as_tuple(example_inputs), dynamic=bool(options.get("dynamic_batch_size", False)))
 
 
 def analyze_model(model, example_inputs):
@@ -86,7 +96,7 @@ class DataParallel(DataParallelBase):
     sdk = "torch_neuron"
 
     def __init__(self, model, device_ids=None, dim=0):
-        self._setup(model, device_ids, dim, dynamic_batching=dim == 0)
+        self._setup(model, device_ids, dim, dynamic_batching=dim == 0)  # "switched on automatically when dim=0"
 
 
 record(imported="torch_neuron", visible_cores_at_import=os.environ.get("NEURON_RT_VISIBLE_CORES"))
