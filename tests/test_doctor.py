@@ -162,3 +162,25 @@ def test_neuron_doctor_names_what_blocks_serving_and_serves_nothing(tmp_path, mo
     assert _lines(report, "pytorch")[0].status == "skip" and calls == []
     assert not (tmp_path / "work").exists()  # nothing compiled, nothing written
     assert "FAILED" in report.text().splitlines()[-1]
+
+
+def test_doctor_reads_neuron_ls_without_neuroncore_ids(tmp_path, monkeypatch):
+    """neuron-ls before tools 2.25 has no neuroncore_ids (SDK neuron-ls.rst at v2.24.0): the ids come
+    from the running sum of nc_count, so the free core is found as with newer tools."""
+    from workbench.deploy.doctor import DoctorReport, _device_checks
+    from workbench.system import detect
+
+    old = [{k: v for k, v in d.items() if k not in ("neuroncore_ids", "cpu_affinity", "numa_node")}
+           for d in FAKE_DEVICES]
+    reports = {}
+    for name, devices in (("old", old), ("new", FAKE_DEVICES)):
+        folder = tmp_path / name
+        folder.mkdir()
+        with monkeypatch.context() as patch:
+            dev = _fake_neuron_host(folder, patch, devices)
+            system = detect("inf2.24xlarge", dev_dir=dev, proc_devices=folder / "none")
+        report = DoctorReport(system=system)
+        reports[name] = (_device_checks(report, system), report.text())
+    assert reports["old"][0] == reports["new"][0] == 2
+    assert "[info] device 0: cores [0, 1] at LNC=1, held by pid 4242 (python3 other_server.py)" in reports["old"][1]
+    assert "[info] device 1: cores [2, 3] at LNC=1, free" in reports["old"][1]

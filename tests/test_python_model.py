@@ -684,7 +684,9 @@ def test_trn2_serves_pytorch_only(template, tmp_path):
     (tmp_path / "hf").mkdir()
     trn2 = template.read_settings(_settings_config(COMPILED_MODEL="model.pt", WORKBENCH_TARGET="trn2",
                                                    WORKBENCH_FRAMEWORK="pytorch"), str(tmp_path), "m_0_0")
-    assert template.LOADERS[(trn2["target"], trn2["framework"])] is template.load_pytorch_neuronx
+    # from Neuron 2.34 trn2/trn3 serve through TorchNeuron, not the PyTorch/XLA loader
+    assert template.LOADERS[(trn2["target"], trn2["framework"])] is template.load_pytorch_torchneuron
+    assert template.LOADERS[("trn3", "pytorch")] is template.load_pytorch_torchneuron
     for framework, compiled in (("tensorflow", "model.pt"), ("transformers_neuronx", "hf")):
         with pytest.raises(template.SettingsError, match=f"{framework} runs on .* \\(or cpu\\), not trn2"):
             template.read_settings(_settings_config(COMPILED_MODEL=compiled, WORKBENCH_TARGET="trn2",

@@ -37,13 +37,13 @@ PLACEMENTS = [
     ("inf2_0to7_x3", "inf2", 0, 7, 3, 1, ["torch_neuronx"], "inf2"),
     ("inf2_0to3_x2", "inf2", 0, 3, 2, 2, ["torch_neuronx"], "inf2"),
     ("trn1_4to5_x1", "trn1", 4, 5, 1, None, ["torch_neuronx"], "trn1"),
-    ("trn2_4to11_x2", "trn2", 4, 11, 2, None, ["torch_neuronx"], "trn2"),
     # no WORKBENCH_* parameters: the target is inferred from the SDK that is importable, and upstream's
     # always-written NUM_THREADS_PER_CORE "1" counts as not given
     ("upstream_both_0to1_x1", None, 0, 1, 1, 1, ["torch_neuron", "torch_neuronx"], "inf2"),
     ("upstream_inf1_2to2_x1", None, 2, 2, 1, 1, ["torch_neuron"], "inf1"),
 ]
-SDK_OF = {"inf1": "torch_neuron", "inf2": "torch_neuronx", "trn1": "torch_neuronx", "trn2": "torch_neuronx"}
+SDK_OF = {"inf1": "torch_neuron", "inf2": "torch_neuronx", "trn1": "torch_neuronx"}
+TORCHNEURON = FAKE_SDK / "torchneuron" / "torch_neuronx"  # the FAKE TorchNeuron (torch-neuronx 2.14.3.1)
 
 
 def link_fakes(model_dir: Path, packages: list[str]) -> None:
@@ -64,7 +64,8 @@ def repo(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(repo, records):
-    env = {"FAKE_NEURON_RECORD_DIR": str(records), "FAKE_TF_CALL_SECONDS": str(TF_CALL_SECONDS)}
+    env = {"FAKE_NEURON_RECORD_DIR": str(records), "FAKE_TF_CALL_SECONDS": str(TF_CALL_SECONDS),
+           "FAKE_NEURON_DEVICE": "1"}  # the fakes stand for a host with a device
     with TritonServer(repo, env=env) as running:
         yield running
 
@@ -130,9 +131,11 @@ def test_each_instance_gets_its_cores_and_all_of_them(placed, server, repo, reco
         assert record["visible_cores_at_import"] == visible
         assert record["visible_cores_at_load"] == visible
         assert record["device_ids"] == list(range(core_map.cores_per_instance))
-        # NUM_THREADS_PER_CORE asks for cores x threads workers; otherwise the SDK's default, 2 x cores
+        # NUM_THREADS_PER_CORE asks for cores x threads workers; otherwise the SDK's default: 2 x cores in
+        # torch-neuron's docs, 2 (one module loaded on the consecutive cores) in torch-neuronx's source
         assert record["num_workers_set"] is asked
-        assert record["num_workers"] == (core_map.threads() if asked else 2 * core_map.cores_per_instance)
+        default = 2 if sdk == "torch_neuronx" else 2 * core_map.cores_per_instance
+        assert record["num_workers"] == (core_map.threads() if asked else default)
         assert record["load_path"] == str(placed[name])
     assert not (records / f"{name}_0_{count}.json").exists()
     log = "\n".join(server.log_tail(2000))
@@ -335,3 +338,85 @@ def test_tensorflow_threads_per_core_widen_the_pool(server, repo, records, unloa
     single, = burst(server, name, tf_requests([1], seed=4))
     assert not isinstance(single, Exception), single
     assert read_record(records, f"{name}_0_0")["signature_calls"] == 5  # one row: one call, no empty pieces
+
+
+# --- trn2/trn3: TorchNeuron -----------------------------------------------------------------------
+
+def _torchneuron_model(repo: Path, name: str, version: str = "2.14.3.1") -> Path:
+    """A model folder whose stub finds the FAKE TorchNeuron as torch_neuronx, with the dist-info an
+    installed torch-neuronx of ``version`` has (model.py reads the version from metadata)."""
+    (repo / name).mkdir()
+    (repo / name / "fake_neuron_record.py").symlink_to(FAKE_SDK / "fake_neuron_record.py")
+    (repo / name / "torch_neuronx").symlink_to(TORCHNEURON)
+    info = repo / name / f"torch_neuronx-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch-neuronx\nVersion: {version}\n")
+    return repo / name
+
+
+def _exported_add_sub(path: Path) -> None:
+    batch = torch.export.Dim("batch")
+    example = (torch.ones(2, 4), torch.ones(2, 4))
+    torch.export.save(torch.export.export(AddSub(), example, dynamic_shapes=({0: batch}, {0: batch})), str(path))
+
+
+@pytest.mark.server
+def test_trn2_serves_a_torch_export_program_through_torch_compile_backend_neuron(server, repo, records,
+                                                                                 unload_after):
+    """One NeuronCore per instance (TorchNeuron has no DataParallel), pinned before the import; each
+    batch size Triton forms compiles once through the "neuron" backend, statically."""
+    folder = _torchneuron_model(repo, "trn2_4to5_x2")
+    _exported_add_sub(folder / "model.pt2")
+    write_model(repo, "trn2_4to5_x2", ["INPUT__0,FP32,4", "INPUT__1,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,4"],
+                compiled_model="model.pt2", max_batch_size=8, instance_count=2, NEURON_CORE_START_INDEX=4,
+                NEURON_CORE_END_INDEX=5, WORKBENCH_TARGET="trn2", WORKBENCH_FRAMEWORK="pytorch")
+    server.load("trn2_4to5_x2")
+    unload_after("trn2_4to5_x2")
+    requests = rng_inputs([1, 3, 8], seed=5)
+    for arrays, result in zip(requests, burst(server, "trn2_4to5_x2", requests)):
+        assert not isinstance(result, Exception), result
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), arrays["INPUT__0"] + arrays["INPUT__1"], rtol=1e-6)
+        np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), arrays["INPUT__0"] - arrays["INPUT__1"], rtol=1e-6)
+    compiled = []
+    for k, core in enumerate(("4", "5")):
+        record = read_record(records, f"trn2_4to5_x2_0_{k}")
+        assert record["library"] == "torchneuron" and record["visible_cores_at_import"] == core
+        assert record["visible_cores_at_load"] == core and record["load_path"] == str(folder / "model.pt2")
+        assert "device_ids" not in record  # no DataParallel
+        compiled += record.get("compiled_shapes", [])
+    batches = sorted({shapes[-1][0] for shapes in compiled})  # the inputs' batch dim, per compiled graph
+    assert batches and set(batches) <= {1, 2, 3, 4, 8, 9, 11, 12}  # sizes Triton formed from 1, 3 and 8 rows
+    assert "workbench instance 1/2: target trn2 framework pytorch" in "\n".join(server.log_tail(500))
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("case", ["torchneuron_on_inf2", "xla_file_on_trn3", "two_cores_on_trn2", "no_batch_dim"])
+def test_what_torchneuron_and_dataparallel_cannot_serve_is_refused_at_load(server, repo, case):
+    """Each refusal names the cause before anything loads: TorchNeuron installed for inf2 (Trn2/Trn3
+    only), a torch_neuronx.trace file for trn3, several cores per TorchNeuron instance, and
+    DataParallel over a model without a batch dim (it would split dim 0 over the cores)."""
+    name = f"refuse_{case}"
+    inputs, outputs = ["INPUT__0,FP32,4", "INPUT__1,FP32,4"], ["OUTPUT__0,FP32,4", "OUTPUT__1,FP32,4"]
+    settings = dict(NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=0, WORKBENCH_FRAMEWORK="pytorch",
+                    max_batch_size=8)
+    if case == "no_batch_dim":
+        (repo / name).mkdir()
+        link_fakes(repo / name, ["torch_neuronx"])
+        save_module(AddSub(), repo / name / "model.pt", (torch.ones(4), torch.ones(4)))
+        settings.update(WORKBENCH_TARGET="inf2", NEURON_CORE_END_INDEX=1, max_batch_size=0)
+        expected = "no batch dim.*DataParallel would split its dim 0 over the instance's 2 cores"
+    else:
+        folder = _torchneuron_model(repo, name)
+        save_module(AddSub(), folder / "model.pt", (torch.ones(2, 4), torch.ones(2, 4)))
+        if case == "torchneuron_on_inf2":
+            settings.update(WORKBENCH_TARGET="inf2")
+            expected = "torch-neuronx 2.14.3.1 is TorchNeuron, the native PyTorch backend for Trn2/Trn3 only"
+        elif case == "xla_file_on_trn3":
+            settings.update(WORKBENCH_TARGET="trn3")
+            expected = "'model.pt' is not a torch.export program.*compile it again with workbench compile --target trn3"
+        else:
+            settings.update(WORKBENCH_TARGET="trn2", NEURON_CORE_END_INDEX=1)
+            expected = "TorchNeuron, which has no DataParallel.*set the instance count to 2"
+    write_model(repo, name, inputs, outputs, **settings)
+    with pytest.raises(ModelLoadError, match=expected):
+        server.load(name)

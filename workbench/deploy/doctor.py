@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from workbench.system import FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, require_sdk, usable_cpu_ids
+from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, neuroncore_ids,
+                              require_sdk, usable_cpu_ids)
 
 __all__ = ["Check", "DoctorReport", "run_doctor", "register", "FRAMEWORKS"]
 
@@ -84,9 +85,9 @@ def _device_checks(report: DoctorReport, system: SystemInfo) -> int | None:
                                         "(the host recipe does); which core is free cannot be told")
         return None
     free: int | None = None
-    for index, record in enumerate(records):
+    # neuroncore_ids exists from tools 2.25; older tools give nc_count only (system.neuroncore_ids)
+    for index, (record, ids) in enumerate(zip(records, neuroncore_ids(records))):
         device = record.get("neuron_device", index)
-        ids = record.get("neuroncore_ids") or []
         lnc = record.get("logical_neuroncore_config")
         holders = _held(record)
         what = f"cores {ids}" + (f" at LNC={lnc}" if lnc else "")

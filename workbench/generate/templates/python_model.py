@@ -18,18 +18,27 @@ Parameters (config.pbtxt ``parameters``, all strings):
   it as written; only its ``--inf2`` variants joined it with the model folder).
 * ``NEURON_CORE_START_INDEX`` / ``NEURON_CORE_END_INDEX`` (default 0:0): the core range split over
   the instances exactly like ``workbench/coremap.py``.
-* ``NUM_THREADS_PER_CORE``: on Neuron, DataParallel's ``num_workers`` becomes cores x this value;
-  absent or empty leaves the SDK's default (2 x the instance's cores, DataParallel API pages). In an
+* ``NUM_THREADS_PER_CORE``: on Inf1/Inf2/Trn1, DataParallel's ``num_workers`` becomes cores x this
+  value; absent or empty leaves the SDK's default, which the docs give as 2 x the cores but the only
+  public torch-neuronx source (1.13.1.1.12.0, data_parallel.py ``_load_modules``) sets to 2 x the
+  loaded modules, i.e. 2 for the consecutive ids model.py passes: set it to use more workers. In an
   upstream directory ``"1"`` is gen_triton_model.py's default, written whether asked or not, so it
-  counts as absent. TensorFlow on Neuron serves with cores x (this or 1) threads over one loaded
-  copy per core; on the cpu target the instance runs cores x (this or 1) threads.
-* ``WORKBENCH_TARGET`` (cpu, inf1, inf2, trn1, trn2) and ``WORKBENCH_FRAMEWORK`` (pytorch,
+  counts as absent. TensorFlow on Neuron serves with cores x (this or 1) threads; on the cpu target
+  the instance runs cores x (this or 1) threads.
+* ``WORKBENCH_TARGET`` (cpu, inf1, inf2, trn1, trn2, trn3) and ``WORKBENCH_FRAMEWORK`` (pytorch,
   tensorflow, transformers_neuronx). Directories written by upstream have neither; then the
   framework is tensorflow when COMPILED_MODEL is a SavedModel folder (saved_model.pb inside), else
-  pytorch, and the target is what upstream's variants imported: inf2 when torch_neuronx
-  (tensorflow_neuronx for TF) is importable, else inf1 when torch_neuron (tensorflow-neuron) is,
-  else cpu. trn2 serves like inf2/trn1 (torch_neuronx); TensorFlow and transformers-neuronx never
-  supported trn2.
+  pytorch, and the target is what upstream's variants imported: for torch_neuronx, inf2 when its
+  installed version is the PyTorch/XLA library and trn2 when it is TorchNeuron (2.13/2.14), else inf1
+  when torch_neuron (tensorflow-neuron, or tensorflow_neuronx: inf2) is importable, else cpu.
+* trn2/trn3 serve through TorchNeuron (from Neuron 2.34 the PyTorch/XLA trace is not supported for
+  inference there): COMPILED_MODEL is a ``torch.export`` program, moved to the ``neuron`` device and
+  wrapped in ``torch.compile(backend="neuron", fullgraph=True, dynamic=False)``; each new batch size
+  compiles once on its first request. TorchNeuron has no DataParallel, so each instance owns one
+  NeuronCore. The installed torch-neuronx must be the library the target needs (TorchNeuron for
+  trn2/trn3, PyTorch/XLA for inf2/trn1), checked before anything loads. inf1 (torch-neuron) and
+  TensorFlow are out of support in the SDK (last working stacks: Neuron 2.32.0 manifest, 2.28.1)
+  and kept as the seed's workflow.
 * ``BATCH_REQUESTS`` (default true): false runs one forward per request (upstream's
   ``--disable_batch_requests_to_neuron``).
 * ``CPU_AFFINITY`` (default false): cpu target only; pin each instance to its cores.
@@ -61,9 +70,11 @@ import triton_python_backend_utils as pb_utils
 # These tables repeat workbench/system.py, workbench/compiler/tnx.py and workbench/generate/settings.py
 # (test_python_model.py keeps them equal):
 # model.py runs where the workbench is not installed.
-TARGETS = ("cpu", "inf1", "inf2", "trn1", "trn2")
+TARGETS = ("cpu", "inf1", "inf2", "trn1", "trn2", "trn3")
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
-NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2")
+NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2", "trn3")
+XLA_TARGETS = ("inf2", "trn1")  # PyTorch/XLA torch-neuronx: trace + DataParallel
+TORCHNEURON_TARGETS = ("trn2", "trn3")  # TorchNeuron: torch.compile(backend="neuron")
 FRAMEWORK_TARGETS = {
     "pytorch": TARGETS,
     "tensorflow": ("cpu", "inf1", "inf2", "trn1"),
@@ -142,6 +153,38 @@ def _importable(name):
         return False
 
 
+def torch_neuronx_version():
+    """The installed torch-neuronx version from its metadata (None when absent), read without
+    importing it: the runtime reads NEURON_RT_VISIBLE_CORES once, at import."""
+    try:
+        return importlib.metadata.version("torch-neuronx")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def is_torchneuron(version):
+    """torch-neuronx for PyTorch 2.13/2.14 (2.10 on) is TorchNeuron, the native backend; earlier
+    versions are the PyTorch/XLA library (same rule as workbench/system.py torch_neuronx_line)."""
+    parts = re.findall(r"\d+", version.split("+", 1)[0])[:2]
+    return len(parts) == 2 and (int(parts[0]), int(parts[1])) >= (2, 10)
+
+
+def check_torch_neuronx(target, version):
+    """SettingsError when the installed torch-neuronx is the other library of that name."""
+    if version is None or target not in XLA_TARGETS + TORCHNEURON_TARGETS:
+        return
+    if target in XLA_TARGETS and is_torchneuron(version):
+        raise SettingsError(
+            f"target {target}: the installed torch-neuronx {version} is TorchNeuron, the native PyTorch backend for "
+            f"Trn2/Trn3 only, which has no torch_neuronx.trace or DataParallel; {target} needs the PyTorch/XLA "
+            "library: pip install torch-neuronx==2.9.0.2.15.32035 (Neuron pip repository)")
+    if target in TORCHNEURON_TARGETS and not is_torchneuron(version):
+        raise SettingsError(
+            f"target {target}: the installed torch-neuronx {version} is the PyTorch/XLA library, which Neuron no longer "
+            f"supports for inference on Trn2/Trn3 from 2.34.0; install TorchNeuron: pip install "
+            "torch-neuronx==2.14.3.1 (Neuron pip repository)")
+
+
 def _infer_target(framework):
     """Upstream directories carry no target: use the SDK that is installed, as its variants did."""
     if framework == "tensorflow":
@@ -153,7 +196,8 @@ def _infer_target(framework):
         except importlib.metadata.PackageNotFoundError:
             return "cpu"
     if _importable("torch_neuronx"):
-        return "inf2"
+        version = torch_neuronx_version()
+        return "trn2" if version is not None and is_torchneuron(version) else "inf2"
     if _importable("torch_neuron"):
         return "inf1"
     return "cpu"
@@ -211,6 +255,8 @@ def read_settings(model_config, model_dir, instance_name):
     if target not in FRAMEWORK_TARGETS[framework]:
         allowed = "/".join(t for t in FRAMEWORK_TARGETS[framework] if t != "cpu")
         raise SettingsError(f"{framework} runs on {allowed} (or cpu), not {target}")
+    if framework == "pytorch":
+        check_torch_neuronx(target, torch_neuronx_version())
     cwd_relative = upstream and target == "inf1"  # upstream's inf1 variants opened the path as written
     path = _compiled_path(compiled, model_dir, cwd_relative)
     if not os.path.exists(path):
@@ -223,6 +269,12 @@ def read_settings(model_config, model_dir, instance_name):
     threads_per_core = _threads_per_core(params, upstream)
     cores_per_instance, threads = split_cores(start, end, count, threads_per_core or 1)
     index = instance_index(instance_name, count)
+    if framework == "pytorch" and target in TORCHNEURON_TARGETS and cores_per_instance > 1:
+        raise SettingsError(
+            f"target {target} serves through TorchNeuron, which has no DataParallel (its API reference lists the "
+            f"operator table and the torch.compile backend only), so an instance uses one NeuronCore; the range "
+            f"{start}:{end} over {count} instance(s) gives each {cores_per_instance}: set the instance count to "
+            f"{end - start + 1}")
     settings = {
         "path": path,
         "compiled_model": compiled,
@@ -232,7 +284,7 @@ def read_settings(model_config, model_dir, instance_name):
         "count": count,
         "cores": instance_cores(start, cores_per_instance, index),
         "threads": threads,
-        # DataParallel workers: None leaves the SDK's default (2 x cores)
+        # DataParallel workers: None leaves the SDK's default (see NUM_THREADS_PER_CORE above)
         "num_workers": None if threads_per_core is None else threads,
         "batch_requests": _flag(params, "BATCH_REQUESTS", "true"),
         "cpu_affinity": _flag(params, "CPU_AFFINITY", "false"),
@@ -451,7 +503,7 @@ def _pin_this_thread(cores, pinned):
         pinned.add(tid)
 
 
-def _torch_runner(module, torch):
+def _torch_runner(module, torch, device=None):
     def run(arrays):
         # An absent optional input is passed as None (Optional[Tensor] in the model); trailing ones are
         # left out so the model's own defaults apply.
@@ -459,8 +511,10 @@ def _torch_runner(module, torch):
             arrays = arrays[:-1]
         with torch.inference_mode():
             # Triton's input buffers are read-only; torch wants to own writable memory.
-            result = module(*[None if a is None else torch.from_numpy(a if a.flags.writeable else a.copy())
-                              for a in arrays])
+            tensors = [None if a is None else torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays]
+            if device is not None:
+                tensors = [None if t is None else t.to(device) for t in tensors]
+            result = module(*tensors)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         return [r.detach().cpu().numpy() if hasattr(r, "detach") else np.asarray(r) for r in results]
     return run
@@ -483,12 +537,24 @@ def load_pytorch_cpu(settings, layout):
     return _torch_runner(torch.jit.load(settings["path"], map_location="cpu"), torch)
 
 
-def _with_workers(module, settings):
-    """A DataParallel module (device ids count from 0 within NEURON_RT_VISIBLE_CORES: DataParallel API
-    pages) with num_workers set only when NUM_THREADS_PER_CORE asks for it."""
+def _data_parallel(data_parallel, module, settings, layout):
+    """``module`` over all of the instance's cores (a bare jit.load would use only one of them):
+    DataParallel (device ids count from 0 within NEURON_RT_VISIBLE_CORES: DataParallel API pages)
+    with num_workers set only when NUM_THREADS_PER_CORE asks for it. DataParallel scatters dim 0
+    over the cores (DataParallel pages; TNXSRC data_parallel.py scatter_map), so a model whose dim 0
+    is not a batch is served unwrapped on one core, and refused with more."""
+    cores = len(settings["cores"])
+    if not layout.batched:
+        if cores > 1:
+            raise SettingsError(
+                f"the model has no batch dim (max_batch_size 0 and dims not [-1, ...]), and DataParallel would "
+                f"split its dim 0 over the instance's {cores} cores; give each instance one core (instance count "
+                f"= the cores of the range)")
+        return module
+    model = data_parallel(module, device_ids=list(range(cores)))
     if settings["num_workers"] is not None:
-        module.num_workers = settings["num_workers"]
-    return module
+        model.num_workers = settings["num_workers"]
+    return model
 
 
 def load_pytorch_inf1(settings, layout):
@@ -496,19 +562,43 @@ def load_pytorch_inf1(settings, layout):
     import torch
     importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
 
-    model = torch.neuron.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    return _torch_runner(_with_workers(model, settings), torch)
+    return _torch_runner(_data_parallel(torch.neuron.DataParallel, torch.jit.load(settings["path"]), settings, layout),
+                         torch)
 
 
 def load_pytorch_neuronx(settings, layout):
-    """inf2, trn1 and trn2: torch_neuronx ScriptModules."""
+    """inf2 and trn1: PyTorch/XLA torch_neuronx ScriptModules (saved after lazy_load, so DataParallel
+    loads them once)."""
     _pin_neuron_cores(settings)
     import torch
     import torch_neuronx
 
-    # DataParallel over all of the instance's cores; a bare jit.load would use only one of them.
-    model = torch_neuronx.DataParallel(torch.jit.load(settings["path"]), device_ids=list(range(len(settings["cores"]))))
-    return _torch_runner(_with_workers(model, settings), torch)
+    return _torch_runner(_data_parallel(torch_neuronx.DataParallel, torch.jit.load(settings["path"]), settings,
+                                        layout), torch)
+
+
+def load_pytorch_torchneuron(settings, layout):
+    """trn2 and trn3: a torch.export program on TorchNeuron's ``neuron`` device, compiled as its docs
+    show: ``torch.compile(model, backend="neuron", fullgraph=True)`` with ``dynamic=False`` (dynamic
+    shapes are rejected; each new batch size compiles on first use and is reused after: DOCS
+    torch/compile/how-to-optimize-with-torch-compile.html, reference-torch-compile.html)."""
+    _pin_neuron_cores(settings)
+    import torch
+    import torch_neuronx  # noqa: F401  (registers the neuron device and the "neuron" torch.compile backend)
+
+    try:
+        program = torch.export.load(settings["path"])
+    except Exception as err:
+        raise SettingsError(
+            f"COMPILED_MODEL {settings['compiled_model']!r} is not a torch.export program ({type(err).__name__}); "
+            f"{settings['target']} serves through TorchNeuron: compile it again with workbench compile --target "
+            f"{settings['target']} (a torch_neuronx.trace file is the PyTorch/XLA library's, inf2/trn1 only)"
+        ) from None
+    # one compiled graph per batch size Triton forms (up to max_batch_size), before Dynamo gives up
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, layout.max_batch_size + 1)
+    device = torch.device("neuron")
+    module = torch.compile(program.module().to(device), backend="neuron", fullgraph=True, dynamic=False)
+    return _torch_runner(module, torch, device)
 
 
 def _tf_signature(loaded, settings, layout):
@@ -529,10 +619,13 @@ def _tf_signature(loaded, settings, layout):
 
 
 def load_tensorflow(settings, layout):
-    """One SavedModel signature called by key. On Neuron, as upstream did: one loaded copy per core
-    of the instance and a pool of cores x threads-per-core workers, a batch split over them so
+    """One SavedModel signature called by key. On Neuron, as upstream did: as many loads as the
+    instance has cores and a pool of cores x threads-per-core workers, a batch split over them so
     several pieces run at once (upstream made a new pool per request and sent empty pieces; here
-    the pool lives with the instance and empty pieces are skipped)."""
+    the pool lives with the instance and empty pieces are skipped). The SDK places the loads, not
+    model.py: without auto-replication "the model will default to replicate on up to 4 cores"
+    (archive/tensorflow/tensorflow-neuron/api-auto-replication-api.rst:56-57), so each load may
+    span several of the visible cores; it is not one copy pinned per core."""
     neuron = settings["target"] in NEURON_TARGETS
     if neuron:
         _pin_neuron_cores(settings)
@@ -678,7 +771,8 @@ LOADERS = {
     ("inf1", "pytorch"): load_pytorch_inf1,
     ("inf2", "pytorch"): load_pytorch_neuronx,
     ("trn1", "pytorch"): load_pytorch_neuronx,
-    ("trn2", "pytorch"): load_pytorch_neuronx,
+    ("trn2", "pytorch"): load_pytorch_torchneuron,
+    ("trn3", "pytorch"): load_pytorch_torchneuron,
     ("cpu", "tensorflow"): load_tensorflow,
     ("inf1", "tensorflow"): load_tensorflow,
     ("inf2", "tensorflow"): load_tensorflow,

@@ -112,6 +112,21 @@ def restore():
     _COMPILER_FNS.pop("neuron", None)
 
 
+def _record_export_loads():
+    """Inside a stub only: note the path torch.export.load reads and the visible cores then."""
+    if not os.environ.get("FAKE_NEURON_RECORD_DIR") or getattr(torch.export.load, "_fake_neuron", False):
+        return
+    original = torch.export.load
+
+    def load(path, *args, **kwargs):
+        record(load_path=str(path), visible_cores_at_load=os.environ.get("NEURON_RT_VISIBLE_CORES"))
+        return original(path, *args, **kwargs)
+
+    load._fake_neuron = True
+    torch.export.load = load
+
+
 if device_present():
     _register_device()
+_record_export_loads()
 record(imported="torch_neuronx", library="torchneuron", visible_cores_at_import=os.environ.get("NEURON_RT_VISIBLE_CORES"))
