@@ -3,12 +3,18 @@
 CONTRACT is the table: every SDK function, class and method the workbench (compiler/, model.py)
 calls, with its signature as the SDK documents or defines it, and where that comes from. A fake
 whose ``inspect.signature`` differs fails here, and so does a public fake callable with no row, so
-a fake cannot drift from the SDK (or grow beliefs of its own) silently.
+a fake cannot drift from the SDK (or grow beliefs of its own) silently. BEHAVIOUR holds what the
+fakes DO where the SDK fails or differs from its docs (no device, fixed shapes, compiler checks,
+DataParallel as its source splits, #827, TorchNeuron's surface), each row citing the line it follows.
 
 Source tags:
   SDK   aws-neuron/aws-neuron-sdk @ 81ce03ae (Neuron 2.32.0 docs), path given
-  TNXA  torch_neuronx/xla_impl/analyze.py (the analyze source; the doc page names its first two
-        parameters func/example_inputs, the source model/ex_input)
+  DOCS  awsdocs-neuron.readthedocs-hosted.com/en/latest (Neuron 2.33.0-2.34.0 pages), path given
+  ISS   aws-neuron/aws-neuron-sdk issues
+  TNXSRC gschaves/torch-neuronx @ ba50005 (torch-neuronx 1.13.1.1.12.0, the only public source),
+        torch_neuronx/xla_impl/<path>
+  TNXA  TNXSRC analyze.py (the analyze source; the doc page names its first two parameters
+        func/example_inputs, the source model/ex_input)
   TFN   aws-neuron/aws-neuron-tensorflow @ 3fd68693, python/_trace.py
   TNX   aws-neuron/transformers-neuronx @ 1ade6d74, src/transformers_neuronx/<path>
 """
@@ -17,8 +23,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 PYTORCH_INF = "SDK frameworks/torch/torch-neuronx/api-reference-guide/inference/"
 TORCH_NEURON = "SDK archive/torch-neuron/"
@@ -46,7 +56,7 @@ CONTRACT = [
      TORCH_NEURON + "api-torch-neuron-dataparallel-api.rst"),
     ("torch.neuron", "DataParallel.disable_dynamic_batching", "(self)",
      TORCH_NEURON + "api-torch-neuron-dataparallel-api.rst"),
-    # torch-neuronx (Inf2/Trn1/Trn2)
+    # torch-neuronx, the PyTorch/XLA library (Inf2/Trn1; TorchNeuron's surface is a BEHAVIOUR row)
     ("torch_neuronx", "trace", "(func, example_inputs, *_, input_output_aliases={}, compiler_workdir=None, "
      "compiler_args=None, partitioner_config=None, inline_weights_to_neff=True, cpu_backend=False)",
      PYTORCH_INF + "api-torch-neuronx-trace.rst"),
@@ -58,6 +68,7 @@ CONTRACT = [
      PYTORCH_INF + "api-torch-neuronx-data-parallel.rst"),
     ("torch_neuronx", "DataParallel.disable_dynamic_batching", "(self)",
      PYTORCH_INF + "api-torch-neuronx-data-parallel.rst"),
+    ("torch_neuronx", "lazy_load", "(trace, enable_lazy_load=True)", PYTORCH_INF + "api-torch-neuronx-async-lazy-load.rst"),
     # tensorflow-neuron(x)
     ("tensorflow_neuronx", "trace", "(func, example_inputs, subgraph_builder_function=None)", TF_TRACE),
     ("tensorflow_neuron", "trace", "(func, example_inputs, subgraph_builder_function=None)",
@@ -177,3 +188,178 @@ def test_transformers_neuronx_exports_exactly_the_sdk_classes(neuron_fakes):
     assert not hasattr(transformers_neuronx, "GPT2ForSampling")
     for name in ("GPTJForSampling", "GPTNeoXForSampling"):  # plain PretrainedModels: no serialization
         assert not any(hasattr(getattr(transformers_neuronx, name), m) for m in ("save", "load", "cpu_compile"))
+
+
+# --- behaviour: what the fakes do, each as its source says --------------------------------------
+
+def _linear(batch=2):
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval(), (torch.randn(batch, 4),)
+
+
+def _raises(pattern, call):
+    with pytest.raises((RuntimeError, torch.jit.Error), match=pattern):
+        call()
+
+
+def no_device_trace_fails(fakes, monkeypatch):
+    import torch_neuronx
+
+    module, inputs = _linear()
+    _raises(r"num_devices > 0", lambda: torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"]))
+    torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"], cpu_backend=True)
+
+
+def cpu_backend_needs_a_target(fakes, monkeypatch):
+    import torch_neuronx
+
+    module, inputs = _linear()
+    _raises("please supply compiler argument target", lambda: torch_neuronx.trace(module, inputs, cpu_backend=True))
+
+
+def one_shape_unless_dynamic_batch(fakes, monkeypatch):
+    import torch_neuronx
+
+    module, inputs = _linear(1)
+    traced = torch_neuronx.trace(module, inputs, compiler_args=["--target", "inf2"], cpu_backend=True)
+    _raises(r"has shape \[8, 4\]", lambda: traced(torch.randn(8, 4)))
+    assert torch_neuronx.dynamic_batch(traced) is traced  # in place
+    assert traced(torch.randn(8, 4)).shape == (8, 3)
+
+
+def target_and_lnc_as_neuronx_cc(fakes, monkeypatch):
+    import torch_neuronx
+
+    module, inputs = _linear()
+
+    def trace(*args):
+        return torch_neuronx.trace(module, inputs, compiler_args=list(args), cpu_backend=True)
+
+    _raises("invalid choice: 'inf3'", lambda: trace("--target", "inf3"))
+    _raises("NCC_EARG001", lambda: trace("--target", "trn1", "-lnc", "2"))
+    _raises("invalid choice: '3'", lambda: trace("--target", "trn1", "--logical-nc-config", "3"))
+    trace("--target", "trn1", "-lnc", "1")
+
+
+def no_xla_inference_on_trn2(fakes, monkeypatch):
+    import torch_neuronx
+
+    module, inputs = _linear()
+    _raises("not supported on Trn2/Trn3 from Neuron 2.34.0",
+            lambda: torch_neuronx.trace(module, inputs, compiler_args=["--target", "trn2"], cpu_backend=True))
+
+
+def data_parallel_splits_as_its_source(fakes, monkeypatch):
+    import torch_neuronx
+
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "0-2")
+    module, _ = _linear()
+    parallel = torch_neuronx.DataParallel(module, device_ids=[0, 1, 2])
+    assert parallel.num_workers == 2  # one module loaded on consecutive cores: 2 x 1
+    assert [length for _, length in parallel._chunks(7)] == [3, 2, 2]  # divmod, remainder first
+    assert [length for _, length in parallel._chunks(2)] == [1, 1]  # empty chunks skipped
+    assert torch.allclose(parallel(torch.ones(7, 4)), module(torch.ones(7, 4)))
+    assert torch_neuronx.DataParallel(module, device_ids=[0, 2]).num_workers == 4  # not consecutive: 2 x 2
+
+
+def torch_neuron_data_parallel_as_its_docs(fakes, monkeypatch):
+    import torch_neuron  # noqa: F401
+
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "0-3")
+    module, _ = _linear()
+    parallel = torch.neuron.DataParallel(module, device_ids=[0, 1, 2, 3])
+    assert parallel.num_workers == 8 and [n for _, n in parallel._chunks(6)] == [1, 1, 1, 1, 1, 1]
+
+
+def visible_cores_as_a_comma_list(fakes, monkeypatch):
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "2,3")
+    assert fakes.visible_core_count() == 2
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "0-1,4")
+    assert fakes.visible_cores("0-1,4") == [0, 1, 4] and fakes.visible_core_count() == 3
+
+
+def cpu_trace_warning_of_issue_827(fakes, monkeypatch):
+    import torch_neuron  # noqa: F401
+
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("Neuron").addHandler(handler)
+    try:
+        torch.neuron.trace(torch.nn.Linear(4, 3).eval(), torch.randn(2, 4))  # 100% supported, one operator
+    finally:
+        logging.getLogger("Neuron").removeHandler(handler)
+    assert any("returning a CPU trace" in r.getMessage() for r in records)
+
+
+def tnx_bans_every_eos_id(fakes, monkeypatch):
+    pytest.importorskip("transformers")
+    import transformers_neuronx
+
+    class Config:
+        eos_token_id = [0, 1]
+
+    sampler = object.__new__(transformers_neuronx.GPT2ForSamplingWithContextBroadcasting)
+    sampler.config = Config()
+    scores = torch.zeros(1, 8)
+    scores[0, :2] = 100.0  # both EOS ids would win if not banned
+    sampler._next_scores = lambda tokens: scores.clone().expand(tokens.shape[0], -1).clone()
+    out = sampler._sample_loop(torch.tensor([[5]]), 4, top_k=1)
+    assert not set(out[0, 1:].tolist()) & {0, 1}
+
+
+def torchneuron_surface(fakes, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "fake_neuron" / "torchneuron"))
+    sys.modules.pop("torch_neuronx", None)
+    import torch_neuronx
+
+    try:
+        assert torch_neuronx.__version__.startswith("2.14.3.1")
+        assert not any(hasattr(torch_neuronx, name) for name in ("trace", "dynamic_batch", "DataParallel", "analyze"))
+        module, inputs = _linear()
+        compiled = torch.compile(module, backend="neuron", fullgraph=True, dynamic=False)
+        compiled(*inputs)
+        compiled(torch.randn(5, 4))  # a new shape compiles again, statically
+        assert [graph[-1][0] for graph in torch_neuronx.COMPILED] == [2, 5]
+        with pytest.raises(Exception, match="dynamic shapes are not supported"):
+            torch.compile(module, backend="neuron", dynamic=True)(torch.randn(3, 4))
+    finally:
+        torch_neuronx.restore()
+        torch._dynamo.reset()
+        sys.modules.pop("torch_neuronx", None)
+
+
+# (behaviour, what the fake does, the source line it follows)
+BEHAVIOUR = [
+    (no_device_trace_fails, "trace without a device and without cpu_backend fails (PJRT num_devices > 0)",
+     "ISS #902, #910 (a maintainer: a Neuron device is required for torch 2.x compilation); "
+     "SDK " + PYTORCH_INF + "api-torch-neuronx-trace.rst:53-55 (cpu_backend)"),
+    (cpu_backend_needs_a_target, "cpu_backend=True without --target raises the SDK's message",
+     "SDK " + PYTORCH_INF + "api-torch-neuronx-trace.rst:53-55; optimum-neuron PR #961"),
+    (one_shape_unless_dynamic_batch, "a traced graph takes only its traced shape until dynamic_batch",
+     "SDK " + PYTORCH_INF + "api-torch-neuronx-trace.rst, 'Dynamic Batching'"),
+    (target_and_lnc_as_neuronx_cc, "--target choices, LNC in {1, 2}, LNC 2 on trn1 is NCC_EARG001",
+     "SDK compiler/neuronx-cc/api-reference-guide/index.rst:85-94, :153; compiler/error-codes/EARG001.rst:18-21"),
+    (no_xla_inference_on_trn2, "the PyTorch/XLA trace refuses trn2",
+     "DOCS about-neuron/announcements/neuron2.x/announce-no-support-torch-xla-inference-trn.html; "
+     "SDK " + PYTORCH_INF + "api-torch-neuronx-trace.rst:30 (NeuronCore-v2 only)"),
+    (data_parallel_splits_as_its_source, "torch_neuronx.DataParallel: divmod chunks, num_workers 2 x loaded modules",
+     "TNXSRC data_parallel.py scatter_map and _load_modules (torch-neuronx 1.13.1.1.12.0)"),
+    (torch_neuron_data_parallel_as_its_docs, "torch.neuron.DataParallel: split max(1, rows // cores), 2 x cores",
+     "SDK " + TORCH_NEURON + "api-torch-neuron-dataparallel-api.rst (num_workers, split_size)"),
+    (visible_cores_as_a_comma_list, "NEURON_RT_VISIBLE_CORES as '2,3' (the device plugin's form) or ranges",
+     "SDK deploy/infrastructure/scheduler-flow.rst (NEURON_RT_VISIBLE_CORES=2,3); runtime configuration guide"),
+    (cpu_trace_warning_of_issue_827, "torch.neuron.trace warns 'returning a CPU trace' for a 1-operator model",
+     "ISS #827 (a fully supported single conv; minimum_segment_size=2, " + TORCH_NEURON
+     + "api-compilation-python-api.rst)"),
+    (tnx_bans_every_eos_id, "sample_loop bans every EOS id of a list",
+     "TNX src/transformers_neuronx/sampling.py sample_loop: next_token_scores[:, eos_token_id] = -inf"),
+    (torchneuron_surface, "TorchNeuron: no trace/DataParallel; backend 'neuron' compiles per shape, rejects dynamic",
+     "DOCS torch/reference/api/index.html; torch/compile/reference-torch-compile.html (dynamic: Unsupported); "
+     "torch/compile/how-to-optimize-with-torch-compile.html step 2"),
+]
+
+
+@pytest.mark.parametrize("check, what, source", BEHAVIOUR, ids=[row[0].__name__ for row in BEHAVIOUR])
+def test_fake_behaves_as_the_sdk(neuron_fakes, monkeypatch, check, what, source):
+    assert what and source  # every row says what it checks and the line it follows
+    check(neuron_fakes, monkeypatch)

@@ -130,7 +130,7 @@ class _PretrainedModel:
             return self._cpu_model(tokens, attention_mask=torch.ones_like(tokens)).logits[:, -1, :].float()
 
     def _sample_loop(self, input_ids, sequence_length, top_k, context_rows=None):
-        """sampling.sample_loop: EOS never sampled, always sequence_length columns."""
+        """sampling.sample_loop: no EOS id ever sampled, always sequence_length columns."""
         import torch
 
         eos = _eos_ids(self.config)
@@ -138,8 +138,9 @@ class _PretrainedModel:
         context = input_ids if context_rows is None else input_ids[context_rows]
         for _ in range(input_ids.shape[1], sequence_length):
             scores = self._next_scores(torch.cat([context, *tokens[1:]], dim=-1))
-            if eos:
-                scores[:, eos[0]] = -float("inf")
+            # sampling.sample_loop: next_token_scores[:, eos_token_id] = -inf bans EVERY id of a list, and
+            # with eos_token_id None indexes [:, None], i.e. every score (then multinomial fails, as here)
+            scores[:, eos if eos else slice(None)] = -float("inf")
             values, indices = torch.topk(scores, top_k)
             probs = torch.nn.functional.softmax(values, dim=-1, dtype=torch.float32)
             tokens.append(torch.gather(indices, 1, torch.multinomial(probs, num_samples=1, replacement=True)))

@@ -38,7 +38,8 @@ IMPORT_ENV = {key: os.environ.get(key) for key in ("NEURON_RT_VISIBLE_CORES", "N
 
 def _neuron_backend(graph_module, example_inputs):
     shapes = [list(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)]
-    if any(not isinstance(d, int) for shape in shapes for d in shape):
+    symbolic = any(isinstance(t, torch.SymInt) for t in example_inputs)  # dynamic=True passes sizes as inputs
+    if symbolic or any(not isinstance(d, int) for shape in shapes for d in shape):
         raise RuntimeError("FAKE TorchNeuron: dynamic shapes are not supported (dynamic=True is rejected during "
                            "compilation); compile with dynamic=False")
     COMPILED.append(shapes)
