@@ -192,7 +192,8 @@ def test_trn2_is_not_a_tensorflow_target(saved_model, tmp_path):
 def test_missing_tensorflow_neuronx_says_what_to_install(saved_model, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tensorflow_neuronx", None)
     with pytest.raises(MissingSDKError, match="compiling for tensorflow-inf2: missing tensorflow-neuronx; "
-                                              "pip install tensorflow-neuronx from the AWS Neuron pip repository"):
+                                              "pip install tensorflow-neuronx==2.10.1.2.1.0 .* from the AWS Neuron "
+                                              "pip repository.*TensorFlow on Neuron is out of support"):
         compile_saved_model(saved_model, "inf2", out_dir=tmp_path / "out", signature_def_key="plain")
     assert not (tmp_path / "out").exists()
 

@@ -42,7 +42,7 @@ def test_without_the_sdk_the_cpu_stands_in_and_says_so():
     assert choice.missing == ("torch-neuronx", "neuronx-cc")
     assert "No Neuron SDK here for inf2 (missing torch-neuronx, neuronx-cc)" in choice.message
     assert "Every number below is a CPU number, not a Neuron number." in choice.message
-    assert "pip install torch-neuronx neuronx-cc" in choice.message
+    assert "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035" in choice.message  # pinned: facts.py
     assert choice.tolerances == {"rtol": 1e-4, "atol": 1e-5}
     settings = choice.measure_settings(window_s=0.3)
     assert (settings.rtol, settings.atol, settings.window_s) == (1e-4, 1e-5, 0.3)
@@ -67,10 +67,16 @@ def test_sdk_and_device_serve_on_neuroncores():
     assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == CoreRange(0, 11)
 
 
-def test_trn2_is_chosen_like_the_other_neuronx_targets():
-    choice = tutorial.choose_target("trn2", system=machine(NEURONX, device=True, cores=64))
+def test_trn2_is_chosen_when_torchneuron_is_installed():
+    """From Neuron 2.34 trn2/trn3 need TorchNeuron (torch-neuronx 2.13/2.14); the PyTorch/XLA
+    torch-neuronx on a Trn2 host counts as the wrong SDK, and the CPU stands in."""
+    torchneuron = {"torch": "2.14.0", "torch-neuronx": "2.14.3.1", "neuronx-cc": "2.28.7631.0"}
+    choice = tutorial.choose_target("trn2", system=machine(torchneuron, device=True, cores=64))
     assert (choice.compile_target, choice.serve_target, choice.on_neuron) == ("trn2", "trn2", True)
     assert choice.all_cores() == CoreRange(0, 63)
+    xla = tutorial.choose_target("trn2", system=machine(NEURONX, device=True, cores=64))
+    assert xla.compile_target == "cpu" and xla.missing == ("torch-neuronx",)
+    assert "torch-neuronx==2.14.3.1" in xla.hint
     assert tutorial.choose_target("trn2", system=NO_SDK).missing == ("torch-neuronx", "neuronx-cc")
 
 
@@ -221,6 +227,7 @@ def test_a_neuron_compile_here_serves_its_cpu_twin_and_ships_the_neuron_file(tmp
     fake.__doc__ = "FAKE torch_neuronx for tests"
     fake.trace = lambda func, example_inputs, **kwargs: torch.jit.trace(func, example_inputs)
     fake.dynamic_batch = lambda traced: traced
+    fake.lazy_load = lambda trace, enable_lazy_load=True: None  # async-lazy-load page: marks the trace
     monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "")  # the compile sets it; restored afterwards
     model = zoo.get("add_sub")

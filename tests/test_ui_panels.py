@@ -271,6 +271,7 @@ def _fake_torch_neuronx(monkeypatch, trace) -> None:
     fake = types.ModuleType("torch_neuronx")
     fake.__doc__ = "FAKE torch_neuronx for tests"
     fake.trace, fake.dynamic_batch = trace, lambda traced: traced
+    fake.lazy_load = lambda trace, enable_lazy_load=True: None  # async-lazy-load page: marks the trace
     monkeypatch.setitem(sys.modules, "torch_neuronx", fake)
 
 

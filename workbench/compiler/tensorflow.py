@@ -36,7 +36,7 @@ from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
 from workbench.compiler.cpu import CompileError
 from workbench.compiler.isolation import exit_with_parent, run_command_isolated
 from workbench.compiler.neuron import normalize_compiler_args
-from workbench.system import FRAMEWORK_TARGETS, MissingSDKError, TARGET_PACKAGES, installed_versions
+from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, MissingSDKError, TARGET_PACKAGES, installed_versions
 from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
 from workbench.tasks import check_cancel
 
@@ -212,6 +212,7 @@ def compile_saved_model(
             log(line)
 
     check_cancel(cancel)
+    emit(f"{target}: NOTE {OUT_OF_SUPPORT['tensorflow']}")
     message = f"{target}: {_SDK_MODULES[target]}.trace of {source} ({signature_def_key})"
     emit(message + (f" with NEURON_CC_FLAGS={' '.join(flags)}" if flags else ""))
     if progress is not None:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
-from workbench.system import FRAMEWORK_TARGETS, MissingSDKError, TARGET_PACKAGES, has_neuron_device, installed_versions
+from workbench.system import (FRAMEWORK_TARGETS, OUT_OF_SUPPORT, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
+                              installed_versions)
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.tasks import check_cancel
 
@@ -166,6 +167,10 @@ def package_causal_lm(
             progress(k, total, message)
 
     total = 2 if target == "cpu" else 3
+    if target != "cpu":
+        lines.append(f"{target}: NOTE {OUT_OF_SUPPORT['transformers_neuronx']}")
+        if log is not None:
+            log(lines[-1])
     start = time.perf_counter()
     staging = out_dir / f".{name}.staging"
     shutil.rmtree(staging, ignore_errors=True)
