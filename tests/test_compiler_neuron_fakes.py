@@ -189,23 +189,24 @@ def test_torchneuron_targets_refuse_the_xla_calls(tmp_path, torchneuron):
     assert not (tmp_path / "out").exists()
 
 
-def test_torchneuron_installed_refuses_inf2_and_trn1_before_any_work(tmp_path, torchneuron):
-    """torch-neuronx 2.14.x on inf2: "this is TorchNeuron, Trn2/Trn3 only", before anything is written."""
+@pytest.mark.parametrize("library, targets, message", [
+    ("torchneuron", ("inf2", "trn1"), r"torch-neuronx 2.14.3.1\+fake is TorchNeuron, the native PyTorch backend: it "
+                                      "runs on Trn2/Trn3 only"),
+    ("neuron_fakes", ("trn2", "trn3"), r"torch-neuronx 2.9.0.2.15.32035\+fake is the PyTorch/XLA library.*no longer "
+                                       "supports for inference on Trn2/Trn3 from release 2.34.0"),
+])
+def test_the_wrong_torch_neuronx_is_refused_before_any_work(tmp_path, request, library, targets, message):
+    """torch-neuronx 2.14.x on inf2: "this is TorchNeuron, Trn2/Trn3 only"; the XLA 2.9 build on trn2/trn3:
+    unsupported there from 2.34. Both before anything is written or any SDK call."""
+    request.getfixturevalue(library)
     module, inputs = _mlp()
-    for target in ("inf2", "trn1"):
-        with pytest.raises(WrongSDKError, match=rf"compiling for {target}: torch-neuronx 2.14.3.1\+fake is "
-                                                "TorchNeuron, the native PyTorch backend: it runs on Trn2/Trn3 only"):
+    for target in targets:
+        with pytest.raises(WrongSDKError, match=f"compiling for {target}: {message}"):
             compile_model(module, inputs, target, out_dir=tmp_path / "out", isolate=False)
     assert not (tmp_path / "out").exists()
+    import fake_neuron_record
 
-
-def test_the_xla_library_installed_refuses_trn2_and_trn3(tmp_path, neuron_fakes):
-    module, inputs = _mlp()
-    for target in ("trn2", "trn3"):
-        with pytest.raises(WrongSDKError, match=r"torch-neuronx 2.9.0.2.15.32035\+fake is the PyTorch/XLA library.*"
-                                                "no longer supports for inference on Trn2/Trn3 from release 2.34.0"):
-            compile_model(module, inputs, target, out_dir=tmp_path / "out", isolate=False)
-    assert not (tmp_path / "out").exists() and neuron_fakes.CALLS == []
+    assert fake_neuron_record.CALLS == []
 
 
 def test_the_fake_trace_fails_without_a_device_unless_cpu_backend(neuron_fakes, monkeypatch):

@@ -31,6 +31,8 @@ from typing import Any, Callable, Sequence
 from workbench.compiler.artifact import Artifact, atomic_write
 from workbench.compiler.isolation import run_isolated
 from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
+from workbench.compiler import torchneuron
+from workbench.compiler.torchneuron import LNC_FLAGS
 from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS,
                               MissingSDKError, TARGET_PACKAGES, check_torch_neuronx_line, has_neuron_device,
                               installed_versions)
@@ -53,9 +55,6 @@ NEURONX_TARGETS = (*XLA_TARGETS, *TORCHNEURON_TARGETS)  # the targets whose libr
 # neuronx-cc --target values that compile for each workbench target (SDK neuronx-cc CLI reference
 # :85-94 lists inf2, trn1, trn1n, trn2; trn3 is NEURON_PLATFORM_TARGET_OVERRIDE's gen4, SDK NKI docs)
 _COMPILER_TARGETS = {"inf2": ("inf2",), "trn1": ("trn1", "trn1n"), "trn2": ("trn2",), "trn3": ("trn3",)}
-# neuronx-cc spellings of the logical NeuronCore config flag (SDK neuronx-cc CLI reference :60
-# ``--logical-nc-config``/``-lnc``; ``--lnc`` as in the NCC_EARG001 example)
-_LNC_FLAGS = ("--logical-nc-config", "-lnc", "--lnc")
 # LNC values neuronx-cc accepts on targets without LNC: "On trn1, only lnc=1 is supported"
 # (SDK compiler/error-codes/EARG001.rst:18-21); any other value there is error NCC_EARG001.
 _LNC_ONE_ONLY = ("trn1",)
@@ -126,7 +125,7 @@ def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, ln
     trn1, only lnc=1 is supported", SDK compiler/error-codes/EARG001.rst:18-21); other chips take
     none ("LNC applies only to Trn2 and Trn3 instances", SDK logical-nc-config page :14).
     """
-    given = _flag_value(normalize_compiler_args(compiler_args), _LNC_FLAGS, "1 or 2")
+    given = _flag_value(normalize_compiler_args(compiler_args), LNC_FLAGS, "1 or 2")
     if given is not None:
         if not given.isdigit() or int(given) not in LNC_VALUES:
             raise CompileError(f"compiler args give logical NeuronCore config {given!r}; use 1 or 2")
@@ -173,7 +172,7 @@ def neuronx_trace_arguments(
     chosen = logical_nc_config(target, args, lnc)
     if given is None:
         args += ["--target", target]
-    if chosen is not None and chosen != DEFAULT_LNC[target] and _flag_value(args, _LNC_FLAGS, "1 or 2") is None:
+    if chosen is not None and chosen != DEFAULT_LNC[target] and _flag_value(args, LNC_FLAGS, "1 or 2") is None:
         args += ["--logical-nc-config", str(chosen)]
     kwargs: dict[str, Any] = {"compiler_args": args}
     if not has_device:
@@ -313,26 +312,23 @@ def compile_neuron(
 
     The SDK is imported and the arguments checked before anything is written. ``lnc``: the
     logical NeuronCore config (trn2/trn3: 1 or 2, default 2; trn1: 1 only), recorded in the
-    artifact's ``extra``. trn2/trn3 go to `workbench.compiler.torchneuron` (TorchNeuron).
+    artifact's ``extra``. trn2/trn3 export a program for TorchNeuron (`workbench.compiler.torchneuron`),
+    compiled here on the example inputs only when a device is here.
     """
     import torch
 
     if target not in NEURON_TARGETS:
         raise ValueError(f"unknown Neuron target {target!r}; use one of {', '.join(NEURON_TARGETS)}")
     has_device = has_neuron_device() if has_device is None else has_device
-    if target in TORCHNEURON_TARGETS:
-        from workbench.compiler.torchneuron import compile_torchneuron
-
-        return compile_torchneuron(model, example_inputs, target, path=path, cpu_path=cpu_path, name=name,
-                                   compiler_args=compiler_args, dynamic_batch_size=dynamic_batch_size,
-                                   batch_dim=batch_dim, input_names=input_names, output_names=output_names,
-                                   progress=progress, cancel=cancel, log=log, isolate=isolate,
-                                   has_device=has_device, lnc=lnc)
     dynamic = dynamic_batch_size and batch_dim
     chosen_lnc = logical_nc_config(target, compiler_args, lnc)
+    native = target in TORCHNEURON_TARGETS
     if target == "inf1":
         import_sdk("inf1")
         call_args = {"compiler_args": normalize_compiler_args(compiler_args)}
+    elif native:
+        call_args = {"compiler_args": torchneuron.check_compiler_args(normalize_compiler_args(compiler_args))}
+        sdk = import_sdk(target, has_device=has_device)
     else:
         call_args = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device, lnc)
         import_sdk(target, has_device=has_device)
@@ -354,10 +350,14 @@ def compile_neuron(
     inputs = check_inputs(example_inputs, batch_dim=batch_dim, input_names=input_names)
     compiler = "neuron-cc" if target == "inf1" else "neuronx-cc"
     message = f"{target}: compiling with {compiler} {' '.join(call_args['compiler_args'])}".rstrip()
+    if native:
+        message = f"{target}: exporting for TorchNeuron {getattr(sdk, '__version__', '')}".rstrip()
     check_cancel(cancel)
     if target == "inf1":
         emit(f"{target}: NOTE {OUT_OF_SUPPORT['inf1']}")
-    emit(message + ("" if has_device or target == "inf1" else " (no device: cpu_backend=True)"))
+    no_device = " (no device: it compiles on the first call on the Trn host)" if native else \
+        " (no device: cpu_backend=True)"
+    emit(message + ("" if has_device or target == "inf1" else no_device))
     if progress is not None:
         progress(4, total, message)
 
@@ -377,9 +377,23 @@ def compile_neuron(
             model.train(was_training)
         atomic_write(path, script_bytes(traced))
 
-    seconds = run_compile(work, target=target, message=message, isolate=isolate, emit=emit, progress=progress,
-                          total=total, cancel=cancel)
+    exported_dynamic = True
+    if native:
+        program, exported_dynamic = torchneuron.save_program(model, tuple(inputs), dynamic, path, target, emit)
+        work = torchneuron.device_compile(program, tuple(inputs), target)
+    seconds = 0.0
+    if has_device or not native:
+        try:
+            seconds = run_compile(work, target=target, message=message, isolate=isolate, emit=emit,
+                                  progress=progress, total=total, cancel=cancel)
+        except BaseException:
+            if native:
+                path.unlink(missing_ok=True)  # the exported program does not stay behind a failed compile
+            raise
     extra: dict[str, Any] = {"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device}
+    if native:
+        extra = {"format": torchneuron.ARTIFACT_FORMAT, "backend": "neuron", "has_device": has_device,
+                 "compiled_example_shape": has_device}
     if chosen_lnc is not None:
         extra["lnc"] = chosen_lnc
     if target == "inf1" and any(_CPU_FALLBACK in line for line in lines):
@@ -391,6 +405,8 @@ def compile_neuron(
         progress(5, total, f"{target}: saved {path}")
     versions = {k: v for k, v in installed_versions(("torch", *TARGET_PACKAGES[target])).items() if v}
     versions.setdefault("torch", torch.__version__)
+    if native:
+        versions.setdefault("torch-neuronx", str(getattr(sdk, "__version__", "")))
     return Artifact(
         path=str(path),
         target=target,
@@ -402,7 +418,8 @@ def compile_neuron(
         compile_seconds=seconds,
         size_bytes=path.stat().st_size,
         log="\n".join(lines),
-        dynamic_batch=dynamic and bool(cpu.dynamic_batch),  # a batch size baked into the graph stays baked in
+        # a batch size baked into the graph (or the exported program) stays baked in
+        dynamic_batch=dynamic and bool(cpu.dynamic_batch) and exported_dynamic,
         operator_counts=cpu.operator_counts,
         extra=extra,
         cpu_artifact=cpu,
