@@ -40,7 +40,7 @@ def test_trn2_run_passes_the_lnc_only_when_not_the_default(tmp_path):
     assert _env(lnc1) == ["NEURON_RT_VISIBLE_CORES=4-7", "NEURON_LOGICAL_NC_CONFIG=1"]
     assert _env(docker_run_command(tmp_path, "3:3", instance_type="inf2")) == ["NEURON_RT_VISIBLE_CORES=3"]
     assert "--device /dev/neuron1" in default.pretty
-    with pytest.raises(ValueError, match="lnc=1 applies only to Trn2 instances, not inf2.xlarge"):
+    with pytest.raises(ValueError, match="lnc=1 applies only to Trn2/Trn3 instances, not inf2.xlarge"):
         docker_run_command(tmp_path, "0:1", instance_type="inf2.xlarge", lnc=1)
     with pytest.raises(ValueError, match="lnc must be 1 or 2"):
         docker_run_command(tmp_path, "0:1", instance_type="trn2", lnc=4)

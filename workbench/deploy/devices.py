@@ -35,7 +35,7 @@ def lnc_of(instance_type: str | None, lnc: int | None = None) -> int | None:
     if family not in DEFAULT_LNC:
         if lnc is not None:
             where = instance_type or "an unnamed instance type"
-            raise ValueError(f"lnc={lnc} applies only to Trn2 instances, not {where}")
+            raise ValueError(f"lnc={lnc} applies only to Trn2/Trn3 instances, not {where}")
         return None
     return DEFAULT_LNC[family] if lnc is None else lnc
 

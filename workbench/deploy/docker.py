@@ -114,8 +114,8 @@ def docker_run_command(
     container to the range. Otherwise the image defaults to the one the host recipe builds for the
     instance's family and ``framework`` (`recipe_for`; a given ``image`` must fit it too), the
     runtime sees only the range (``NEURON_RT_VISIBLE_CORES``; model.py narrows it per instance)
-    and a non-default Trn2 ``lnc`` is passed as ``NEURON_LOGICAL_NC_CONFIG`` (it must match the
-    LNC the model was compiled for).
+    and a non-default Trn2/Trn3 ``lnc`` is passed as ``NEURON_LOGICAL_NC_CONFIG``, the runtime's own
+    variable (SDK logical-nc-config page; TorchNeuron compiles at that LNC on first use).
 
     Ports are published on ``publish_address`` (loopback by default; use ``0.0.0.0`` to serve
     other hosts). Triton runs with explicit model control and loads ``load_models``, or every
