@@ -23,7 +23,8 @@ import torch
 from workbench.coremap import split_cores
 from workbench.server import ModelLoadError, TritonServer
 
-from test_python_model import AddSub, tf_add_sub, burst, rng_inputs, save_module, tf_requests, write_model
+from test_python_model import (AddSub, burst, rng_inputs, save_module, template, tf_add_sub, tf_requests,  # noqa: F401
+                               write_model)
 
 FAKE_SDK = Path(__file__).parent / "fake_neuron"
 TF_CALL_SECONDS = 0.3  # each FAKE TensorFlow call lasts this long, so calls run at once overlap visibly
@@ -420,3 +421,20 @@ def test_what_torchneuron_and_dataparallel_cannot_serve_is_refused_at_load(serve
     write_model(repo, name, inputs, outputs, **settings)
     with pytest.raises(ModelLoadError, match=expected):
         server.load(name)
+
+
+@pytest.mark.parametrize("version", ["2.9.0.2.15.32035", "2.7.0.2.10.16998", "2.13.3.1", "2.14.3.1", "2.14.3.1+fake"])
+def test_model_py_tells_the_libraries_apart_as_the_workbench_does(template, version):
+    """model.py runs without the workbench, so it keeps its own copy of the rule and the tables."""
+    from workbench import system
+    from workbench.neuron_libraries import torch_neuronx_problem
+
+    assert template.XLA_TARGETS == system.XLA_TARGETS and template.TORCHNEURON_TARGETS == system.TORCHNEURON_TARGETS
+    assert template.is_torchneuron(version) == (system.torch_neuronx_line(version) == "torchneuron")
+    for target in system.NEURON_TARGETS:
+        refused = torch_neuronx_problem(target, version) is not None
+        if refused:
+            with pytest.raises(template.SettingsError, match=f"target {target}: the installed torch-neuronx"):
+                template.check_torch_neuronx(target, version)
+        else:
+            template.check_torch_neuronx(target, version)
