@@ -184,3 +184,17 @@ def test_doctor_reads_neuron_ls_without_neuroncore_ids(tmp_path, monkeypatch):
     assert reports["old"][0] == reports["new"][0] == 2
     assert "[info] device 0: cores [0, 1] at LNC=1, held by pid 4242 (python3 other_server.py)" in reports["old"][1]
     assert "[info] device 1: cores [2, 3] at LNC=1, free" in reports["old"][1]
+
+
+def test_the_sweeps_core_check_reads_neuron_ls_without_neuroncore_ids():
+    """The sweep's core check (measure/core_check.py) reads the same neuron-ls JSON: with tools older
+    than 2.25 (no neuroncore_ids) the ids come from the running sum of nc_count, so the holder of
+    cores 0-1 is still named and cores 2-3 are free."""
+    from workbench.coremap import CoreRange
+    from workbench.measure.core_check import neuron_holders
+
+    old = [{k: v for k, v in d.items() if k != "neuroncore_ids"} for d in FAKE_DEVICES]
+    for devices in (old, FAKE_DEVICES):
+        assert neuron_holders(CoreRange(1, 1), devices) == [
+            "device 0 (cores [0, 1]): pid 4242 (python3 other_server.py)"]
+        assert neuron_holders(CoreRange(2, 3), devices) == []

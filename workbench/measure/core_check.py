@@ -15,7 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 from workbench.coremap import CoreRange
 from workbench.measure.plan import SweepError
-from workbench.system import neuron_ls
+from workbench.system import neuron_ls, neuroncore_ids
 
 __all__ = ["BUSY_SHARE", "neuron_holders", "cpu_busy", "check_core_ownership"]
 
@@ -39,8 +39,8 @@ def neuron_holders(core_range: CoreRange, records: Sequence[Mapping], own_pid: i
     core in the range held by a process that is not ``own_pid`` or one of its children."""
     wanted = set(range(core_range.start, core_range.end + 1))
     out = []
-    for index, record in enumerate(records):
-        ids = [int(i) for i in record.get("neuroncore_ids") or []]
+    # neuroncore_ids exists from tools 2.25; older tools give nc_count only (system.neuroncore_ids)
+    for index, (record, ids) in enumerate(zip(records, neuroncore_ids(list(records)))):
         if not wanted.intersection(ids):
             continue
         others = [p for p in record.get("neuron_processes") or []
