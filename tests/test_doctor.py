@@ -198,3 +198,16 @@ def test_the_sweeps_core_check_reads_neuron_ls_without_neuroncore_ids():
         assert neuron_holders(CoreRange(1, 1), devices) == [
             "device 0 (cores [0, 1]): pid 4242 (python3 other_server.py)"]
         assert neuron_holders(CoreRange(2, 3), devices) == []
+
+
+def test_torchneuron_on_an_inf2_host_is_named_before_any_work(tmp_path, monkeypatch):
+    """torch-neuronx 2.14.x is TorchNeuron, Trn2/Trn3 only: on an inf2 host the doctor fails that check
+    with the pinned install for inf2, and compiles nothing."""
+    dev = _fake_neuron_host(tmp_path, monkeypatch, FAKE_DEVICES)
+    _fake_installed(tmp_path, monkeypatch, {"torch-neuronx": "2.14.3.1", "neuronx-cc": "2.28.7631.0"})
+    report = run_doctor(tmp_path / "work", instance_type="inf2.24xlarge", dev_dir=dev, proc_devices=tmp_path / "none",
+                        frameworks=("pytorch",))
+    (check,) = _lines(report, "pytorch")
+    assert check.status == "fail" and "torch-neuronx 2.14.3.1 is TorchNeuron" in check.detail
+    assert "Trn2/Trn3 only" in check.detail and "torch-neuronx==2.9.0.2.15.32035" in check.detail
+    assert not report.ok and not (tmp_path / "work").exists()

@@ -391,6 +391,37 @@ def test_trn2_serves_a_torch_export_program_through_torch_compile_backend_neuron
 
 
 @pytest.mark.server
+def test_workbench_generate_target_trn3_writes_the_torchneuron_path(server, repo, records, tmp_path, unload_after):
+    """`workbench generate --target trn3` on a torch.export program: model.py's TorchNeuron loader
+    serves it (here on the FAKE TorchNeuron)."""
+    from workbench.cli import main
+
+    program = tmp_path / "add_sub.trn3.pt"
+    _exported_add_sub(program)
+    assert main(["generate", "--triton_input", "INPUT__0,FP32,4", "--triton_input", "INPUT__1,FP32,4",
+                 "--triton_output", "OUTPUT__0,FP32,4", "--triton_output", "OUTPUT__1,FP32,4",
+                 "--compiled_model", str(program), "--copy-compiled-model", "--triton_model_dir",
+                 str(repo / "gen_trn3"), "--target", "trn3", "--neuron_core_range", "6:6", "--max_batch_size", "4",
+                 "--enable_dynamic_batching"]) == 0
+    assert 'string_value: "trn3"' in (repo / "gen_trn3" / "config.pbtxt").read_text()
+    folder = repo / "gen_trn3"
+    (folder / "fake_neuron_record.py").symlink_to(FAKE_SDK / "fake_neuron_record.py")
+    (folder / "torch_neuronx").symlink_to(TORCHNEURON)
+    info = folder / "torch_neuronx-2.14.3.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch-neuronx\nVersion: 2.14.3.1\n")
+    server.load("gen_trn3")
+    unload_after("gen_trn3")
+    (arrays,) = rng_inputs([3], seed=9)
+    (result,) = burst(server, "gen_trn3", [arrays])
+    assert not isinstance(result, Exception), result
+    np.testing.assert_allclose(result.as_numpy("OUTPUT__1"), arrays["INPUT__0"] - arrays["INPUT__1"], rtol=1e-6)
+    record = read_record(records, "gen_trn3_0_0")
+    assert record["library"] == "torchneuron" and record["visible_cores_at_load"] == "6"
+    assert [shapes[-1][0] for shapes in record["compiled_shapes"]] == [3]
+
+
+@pytest.mark.server
 @pytest.mark.parametrize("case", ["torchneuron_on_inf2", "xla_file_on_trn3", "two_cores_on_trn2", "no_batch_dim"])
 def test_what_torchneuron_and_dataparallel_cannot_serve_is_refused_at_load(server, repo, case):
     """Each refusal names the cause before anything loads: TorchNeuron installed for inf2 (Trn2/Trn3

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, detect, neuroncore_ids,
-                              require_sdk, usable_cpu_ids)
+from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, WrongSDKError, detect,
+                              neuroncore_ids, require_sdk, usable_cpu_ids)
 
 __all__ = ["Check", "DoctorReport", "run_doctor", "register", "FRAMEWORKS"]
 
@@ -141,6 +141,9 @@ def _plan(report: DoctorReport, system: SystemInfo, frameworks: tuple[str, ...])
             if key is None:
                 raise MissingSDKError(target, [framework], f"{framework} has no Neuron SDK for {target}")
             require_sdk(key, system.packages)
+        except WrongSDKError as err:  # e.g. TorchNeuron on an inf2 host: installed, but the wrong library
+            report.add(framework, "fail", f"wrong SDK for {target}: {err}")
+            continue
         except (MissingSDKError, ValueError) as err:
             report.add(framework, "skip", f"not installed for {target}: {err}")
             continue
