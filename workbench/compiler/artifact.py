@@ -171,8 +171,8 @@ def load_artifact(artifact: Artifact | str | os.PathLike, *, has_device: bool | 
         import_sdk(artifact.target)  # registers the neuron:: ops torch.jit.load needs
     if not Path(artifact.path).is_file():
         raise ArtifactError(f"{artifact.path}: file not found")
-    if artifact.extra.get("format") == "torch.export":  # trn2/trn3: workbench.compiler.torchneuron
-        return torch.export.load(artifact.path).module()
+    if artifact.extra.get("format") == "torch.export":  # trn2/trn3 (workbench.compiler.torchneuron): the
+        return torch.export.load(artifact.path).module()  # program itself, run here on the CPU (a reference)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.x marks TorchScript deprecated
         return torch.jit.load(artifact.path, map_location="cpu")
