@@ -193,4 +193,6 @@ def test_workbench_deploy_writes_recipe_and_manifests_and_keeps_what_was_there(t
     assert main(["deploy", str(model_dir), "--kubernetes"]) == 2
     assert main(["deploy", str(model_dir), "--lnc", "1"]) == 2
     assert "lnc=1 applies only to Trn2" in capsys.readouterr().err
+    assert main(args + ["--dra", "--dry-run"]) == 2  # an inf2 model: the DRA driver is for Trn2/Trn3
+    assert "the Neuron DRA driver is for Trn2/Trn3" in capsys.readouterr().err
     assert to_yaml([{"a": 1}]) == "a: 1\n"
