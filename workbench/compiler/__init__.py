@@ -82,7 +82,8 @@ def compile_model(
     ``batch_dim``: dim 0 of every input/output is the batch (left out of the spec's dims).
     ``dynamic_batch_size``: the artifact must serve other batch sizes (checked on the CPU).
     ``isolate``: run a Neuron compile in a child process so ``cancel`` can stop the compiler.
-    ``lnc``: trn2's logical NeuronCore config (1 or 2; default 2, the SDK's); other targets take none.
+    ``lnc``: trn2/trn3's logical NeuronCore config (1 or 2; default 2, the SDK's); trn1 takes only 1
+    (NCC_EARG001), other targets none.
     Existing files are refused unless ``overwrite``; ``log`` receives the compile log live.
     """
     if target not in TARGETS:

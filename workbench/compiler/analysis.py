@@ -84,7 +84,7 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
     ``support_percentage`` (float or None), ``unsupported`` (sorted operator kinds), ``raw`` (the
     SDK's report, JSON-safe) and ``log``.
 
-    inf2/trn1/trn2: ``torch_neuronx.analyze`` returns ``{"support_percentage": "NN.NN%",
+    inf2/trn1: ``torch_neuronx.analyze`` returns ``{"support_percentage": "NN.NN%",
     "supported_operators": {kind: count}, "unsupported_operators": [{"kind", "failureAt", "call",
     "opGraph"}, ...]}`` (one dict per node; SDK torch_neuronx.analyze page). inf1:
     ``torch.neuron.analyze_model`` logs the lists and percentages and, in SDK 1.x, returned a dict

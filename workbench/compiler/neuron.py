@@ -153,12 +153,12 @@ def neuronx_trace_arguments(
     has_device: bool,
     lnc: int | None = None,
 ) -> dict[str, Any]:
-    """Keyword arguments for ``torch_neuronx.trace``.
+    """Keyword arguments for ``torch_neuronx.trace`` (the PyTorch/XLA library: inf2/trn1 only).
 
     ``--target <target>`` always (added unless already given): with a device the compiler would
     otherwise compile for the host's chip. No device => also ``cpu_backend=True``. A ``--target``
-    for another chip is refused rather than compiled for the wrong hardware; trn2 gets
-    ``--logical-nc-config`` when its LNC is not the default.
+    for another chip is refused rather than compiled for the wrong hardware, and an LNC flag as
+    neuronx-cc would refuse it (`logical_nc_config`).
     """
     args = normalize_compiler_args(compiler_args)
     if target not in XLA_TARGETS:
@@ -169,11 +169,9 @@ def neuronx_trace_arguments(
     if given is not None and given not in _COMPILER_TARGETS[target]:
         raise CompileError(f"compiler args say --target {given} but the target is {target}; "
                            f"drop --target or use {' or '.join(_COMPILER_TARGETS[target])}")
-    chosen = logical_nc_config(target, args, lnc)
+    logical_nc_config(target, args, lnc)  # refuses what neuronx-cc refuses; inf2/trn1 have no LNC to add
     if given is None:
         args += ["--target", target]
-    if chosen is not None and chosen != DEFAULT_LNC[target] and _flag_value(args, LNC_FLAGS, "1 or 2") is None:
-        args += ["--logical-nc-config", str(chosen)]
     kwargs: dict[str, Any] = {"compiler_args": args}
     if not has_device:
         kwargs["cpu_backend"] = True
