@@ -15,18 +15,20 @@ workbench's own environment need not have vLLM.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import subprocess
 import tempfile
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "Offline", "GenerationRow", "GenerationCheck", "offline_greedy", "served_greedy",
-           "check_served_generation"]
+__all__ = ["PROTOCOLS", "Offline", "GenerationRow", "GenerationCheck", "GenerationServer", "engine_args",
+           "offline_greedy", "served_greedy", "check_served_generation"]
 
 PROTOCOLS = ("http", "http_stream", "grpc_stream")
 _OFFLINE_SCRIPT = Path(__file__).with_name("vllm_offline.py")
@@ -100,11 +102,9 @@ def offline_greedy(python: str | Path, args: dict, prompts: Sequence[str], max_t
     with tempfile.TemporaryDirectory(prefix="workbench-vllm-offline-") as tmp:
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request.write_text(json.dumps({"engine_args": args, "prompts": list(prompts), "max_tokens": max_tokens}))
-        env = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
-        import os
-
+        utf8 = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}  # vLLM's import reads UTF-8 templates (torch._inductor)
         done = subprocess.run([str(python), str(_OFFLINE_SCRIPT), str(request), str(result)], cwd=tmp,
-                              env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout)
+                              env={**os.environ, **utf8}, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0 or not result.is_file():
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
             raise RuntimeError(f"vLLM's offline generate failed (exit {done.returncode}) in {python}:\n{tail}")
@@ -200,17 +200,30 @@ def served_greedy(protocol: str, url: str, model: str, prompt: str, max_tokens: 
     raise ValueError(f"unknown protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}")
 
 
-def check_served_generation(server, model: str, model_dir: str | Path, prompts: Sequence[str], *,
+class GenerationServer(Protocol):
+    """What the check needs of a server: its HTTP and gRPC ``host:port``s (a `TritonServer` or a
+    `RunningServer` has both)."""
+
+    @property
+    def http_url(self) -> str: ...
+
+    @property
+    def grpc_url(self) -> str: ...
+
+
+def check_served_generation(server: GenerationServer, model: str, model_dir: str | Path, prompts: Sequence[str], *,
                             max_tokens: int = 16, python: str | Path | None = None,
                             protocols: Sequence[str] = PROTOCOLS, offline: Offline | None = None) -> GenerationCheck:
     """Generate ``prompts`` greedily on the served ``model`` over each of ``protocols`` and compare
-    the token ids with vLLM's offline generate (``offline``, else run here with ``python``, else
-    the server's vLLM Python) on ``model_dir``'s engine arguments. ``server`` has ``http_url``
-    and ``grpc_url`` (a `TritonServer` or `RunningServer`)."""
+    the token ids with vLLM's offline generate: ``offline`` (a run made before), else one run here
+    by ``python`` (an interpreter with vLLM, e.g. ``TritonServer.vllm.backend.python``) on
+    ``model_dir``'s engine arguments."""
     if not prompts:
         raise ValueError("give at least one prompt")
+    unknown = [p for p in protocols if p not in PROTOCOLS]
+    if unknown:
+        raise ValueError(f"unknown protocol(s) {', '.join(unknown)}; use {', '.join(PROTOCOLS)}")
     if offline is None:
-        python = python or getattr(getattr(getattr(server, "vllm", None), "backend", None), "python", None)
         if python is None:
             raise ValueError("no Python with vLLM for the offline reference: pass python= (e.g. .venv-vllm/bin/python)")
         offline = offline_greedy(python, engine_args(model_dir), prompts, max_tokens)
