@@ -1,10 +1,10 @@
 """The tiny LLM served by Triton's REAL vLLM backend in the wheel's tritonserver, checked against
 vLLM's offline greedy generate over HTTP generate, HTTP generate_stream (SSE) and gRPC streaming.
 
-Needs the vLLM environment (``$WORKBENCH_VLLM_PYTHON``, else ``.venv-vllm`` beside the repository:
-``bash scripts/vllm_env.sh``, which ``dev.sh test`` runs) and the shared folder's
-``tools/vllm_backend_here.sh``; skips, saying which is missing, without them. One server and one
-offline run serve every test here (a vLLM engine takes ~25-45 s to load on 2 cores).
+Needs the vLLM environment and the shared folder's ``tools/vllm_backend_here.sh`` (conftest's
+``vllm_python`` and ``vllm_backend_dir``); skips, saying which is missing, without them (all but the
+refusal test). One server and one offline run serve every test here (a vLLM engine takes ~25-45 s
+to load on 2 cores).
 
 The model directory is written by hand here (config.pbtxt with ``backend: "vllm"`` + 1/model.json);
 the KV cache is given in bytes (64 MiB): the share of RAM (``gpu_memory_utilization``) is taken
@@ -15,8 +15,6 @@ on another.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,42 +31,12 @@ from workbench.check_generate import (
 )
 from workbench.server import TritonServer
 from workbench.server.errors import ModelRefusedError
-from workbench.server.vllm import ENV_PYTHON, SERVED_AS_VLLM
-
-from shared_folder import ROOT, SHARED
+from workbench.server.vllm import SERVED_AS_VLLM
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1500)]
 
-_SCRIPT = SHARED / "tools" / "vllm_backend_here.sh"
 MAX_TOKENS = 12
 MODEL = "tiny_llm"
-
-
-def _vllm_python() -> Path:
-    named = os.environ.get(ENV_PYTHON)
-    python = Path(named) if named else ROOT / ".venv-vllm" / "bin" / "python"
-    if not python.is_file():
-        pytest.skip(f"no vLLM environment: ${ENV_PYTHON} is unset and {python} is absent "
-                    "(bash scripts/vllm_env.sh sets one up; dev.sh test does)")
-    return python
-
-
-@pytest.fixture(scope="module")
-def vllm_python() -> Path:
-    return _vllm_python()
-
-
-@pytest.fixture(scope="module")
-def vllm_backend_dir(vllm_python: Path) -> Path:
-    """The backend directory the shared script assembles for the vLLM Python (cached by it), with
-    the stub locale fix (the .pth goes into the vLLM environment only)."""
-    if not _SCRIPT.is_file():
-        pytest.skip(f"no Triton vLLM backend: {_SCRIPT} is absent")
-    done = subprocess.run(["bash", str(_SCRIPT), str(vllm_python)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "WB_STUB_LOCALE_FIX": "1"})
-    if done.returncode != 0:
-        pytest.fail(f"{_SCRIPT} failed: {done.stderr.strip()}")
-    return Path(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +113,7 @@ def test_served_by_names_the_vllm_backend(server, vllm_backend_dir, vllm_python)
     assert f"--backend-directory={vllm_backend_dir}" in server.command()
 
 
-def test_a_vllm_model_without_backend_is_refused_before_triton(tmp_path, repo, vllm_python):
+def test_a_vllm_model_without_backend_is_refused_before_triton(repo):
     """A server with no vLLM backend refuses the load, saying where one comes from."""
     plain = TritonServer(repo, vllm_backend=False, pytorch_backend=False)
     with plain:
