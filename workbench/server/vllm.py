@@ -135,10 +135,11 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
 
 def backend_install(install: TritonInstall, pytorch: PyTorchBackend | None, vllm: VllmBackend | None) -> TritonInstall:
     """``install`` with the vLLM backend's directory as the server's: one ``--backend-directory``
-    per server, so a named PyTorch backend elsewhere cannot be served beside it."""
+    per server, so a PyTorch backend elsewhere cannot be served beside it. (Python-backend models
+    of that server run in the vLLM Python's environment too: the stub is one per server.)"""
     if vllm is None or vllm.backend_dir == install.backend_dir:
         return install
-    if pytorch is not None and pytorch.backend_dir != vllm.backend_dir and pytorch.source != "the server's backend directory":
+    if pytorch is not None and pytorch.backend_dir != vllm.backend_dir:
         raise ValueError(f"one server has one backend directory: the PyTorch backend at {pytorch.backend_dir} and "
                          f"the vLLM backend at {vllm.backend_dir} differ; serve them on two servers (or pass "
                          "pytorch_backend=False)")
