@@ -29,6 +29,15 @@ case $what in
     exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" --config=scripts/jupyter_server_config.py "$@"
     ;;
   test)
+    # the vLLM tests' own environment (scripts/vllm_env.sh: idempotent, prints its set-up time);
+    # where it cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip and say why
+    if [[ ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]]; then
+      if vllm_py=$(bash scripts/vllm_env.sh); then
+        export WORKBENCH_VLLM_PYTHON=$vllm_py
+      else
+        echo "dev.sh: the vLLM environment could not be set up; the vLLM tests will skip" >&2
+      fi
+    fi
     exec "$py" -m pytest "$@"
     ;;
   *)

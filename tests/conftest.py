@@ -16,6 +16,11 @@ perf_analyzer wrapper and its backend build, so the README's test command alone 
 that need them.
 
 ``generate_cpu_model`` makes the small CPU model directory the sweep, search and resume tests serve.
+
+``vllm_python`` is the interpreter of the vLLM environment (``$WORKBENCH_VLLM_PYTHON``, which
+``dev.sh test`` sets from scripts/vllm_env.sh, else ``.venv-vllm``); ``vllm_backend_dir`` the
+backend directory the shared folder's ``vllm_backend_here.sh`` assembles for it. Both skip, saying
+why, where absent.
 """
 
 from __future__ import annotations
@@ -169,3 +174,34 @@ def pytorch_backend_or_twin(request) -> Path | bool:
     except pytest.skip.Exception as skipped:
         print(f"\nno real PyTorch backend ({skipped}); the Python-backend twin serves", file=sys.stderr)
         return False
+
+
+_VLLM_SCRIPT = SHARED / "tools" / "vllm_backend_here.sh"
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> Path:
+    """The vLLM environment's Python, or a skip that says how to make one."""
+    from workbench.server.vllm import ENV_PYTHON
+
+    named = os.environ.get(ENV_PYTHON)
+    python = Path(named) if named else Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+    if not python.is_file():
+        source = f"${ENV_PYTHON}" if named else f"${ENV_PYTHON} is unset, so the default"
+        pytest.skip(f"no vLLM environment: {source} {python} is absent "
+                    "(bash scripts/vllm_env.sh sets one up; dev.sh test does)")
+    return python
+
+
+@pytest.fixture(scope="session")
+def vllm_backend_dir(vllm_python: Path) -> Path:
+    """Triton's vLLM backend for the wheel's tritonserver, as the shared script assembles it for
+    ``vllm_python`` (cached by the script), with the stub locale fix: its .pth goes into the vLLM
+    environment only, whose stub would otherwise fail to import vLLM."""
+    if not _VLLM_SCRIPT.is_file():
+        pytest.skip(f"no Triton vLLM backend: {_VLLM_SCRIPT} is absent")
+    done = subprocess.run(["bash", str(_VLLM_SCRIPT), str(vllm_python)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"})
+    if done.returncode != 0:
+        pytest.fail(f"{_VLLM_SCRIPT} failed: {done.stderr.strip()}")
+    return Path(done.stdout.strip().splitlines()[-1])

