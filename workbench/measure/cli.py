@@ -273,7 +273,7 @@ def run_cli(args: argparse.Namespace) -> int:
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             print(f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
                   "(continue with --resume)", file=sys.stderr)
-            tail = server.log_tail(15) if hasattr(server, "log_tail") else []
+            tail = server.log_tail(15)
             if tail:
                 print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
             return 1

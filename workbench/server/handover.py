@@ -53,6 +53,10 @@ class HandedOver:
         """The backend (and PyTorch layout) that served the last load of ``name``, for sweep rows."""
         return self.pytorch.backend_of(name)
 
+    def requested_config(self, name: str) -> str | None:
+        """The config JSON last asked for ``name`` when its twin serves another (`PyTorchServing`)."""
+        return self.pytorch.requested_config(name)
+
     unload = _handed_to_control("unload")
     index = _handed_to_control("index")
     is_model_ready = _handed_to_control("is_model_ready")
