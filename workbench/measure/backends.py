@@ -24,6 +24,7 @@ from workbench.generate.config import ConfigError, read_config
 from workbench.measure.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.results import SweepResult, frame_from_rows, write_exports
 from workbench.measure.settings import MeasureSettings
+from workbench.server.protocol import Server
 
 __all__ = ["BackendSweep", "BackendComparison", "compare_backends", "backend_plan", "backend_plans", "run_folders"]
 
@@ -204,7 +205,7 @@ def _breakdown_text(row: pd.Series) -> str:
 
 def compare_backends(
     plan: SweepPlan,
-    server: Any,
+    server: Server,
     model_dirs: Sequence[str | Path],
     out_dir: str | Path,
     *,

@@ -211,36 +211,22 @@ def _cost_line(frame, args: argparse.Namespace) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
-    from workbench.generate.config import ConfigError, read_config
-    from workbench.coremap import CoreRangeError
-    from workbench.measure.plots import plot_run
-    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
-    from workbench.measure.plan import SweepError, plan_variants
     from workbench.measure.fanout import run_fanout
-    from workbench.measure.results import ResultsError, load_run
-    from workbench.measure.sweep import check_out_dir, run_sweep
+    from workbench.measure.plots import plot_run
+    from workbench.measure.preflight import INPUT_ERRORS, preflight
+    from workbench.measure.sweep import run_sweep
     from workbench.server import RunningServer, ServerError, TritonServer
 
     model_dir = Path(args.model_dir)
-    if args.compare or args.backend_param:
-        return _run_backends(args)
-    try:  # everything checked before a server starts
-        settings = settings_from_args(args)
-        settings.engine_command()
-        if not (model_dir / "config.pbtxt").is_file():
-            raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
-        plan = plan_from_args(args)
-        search = search_from_args(args)
-        plan_variants(plan, read_config(model_dir))
-        if args.new_run and len(args.url) > 1:
-            raise SweepError("--new-run replaces one server's run; for a fan-out use a new --out folder")
-        if search is not None and len(args.url) > 1:
-            raise SweepError(f"--search {args.search} walks one server's measurements; a fan-out measures the grid")
-        if check_out_dir(args.out, args.resume or args.new_run) and not args.new_run:
-            load_run(args.out)  # a corrupted run folder is named (file, line) before a server starts
-    except (SweepError, ResultsError, ConfigError, CoreRangeError, ValueError, PerfAnalyzerNotFound) as err:
-        print(f"workbench sweep: error: {err}", file=sys.stderr)
+    checked = preflight(model_dir, plan=lambda: plan_from_args(args), settings=lambda: settings_from_args(args),
+                        search=lambda: search_from_args(args), backends=lambda: backend_sweep_from_args(args),
+                        out_dir=Path(args.out), resume=args.resume, new_run=args.new_run, urls=len(args.url))
+    if not checked.ok:  # everything checked before a server starts
+        print(f"workbench sweep: error: {'; '.join(checked.problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
+    plan, settings, search = checked.plan, checked.settings, checked.search
+    if checked.backends.active:
+        return _run_backends(args, plan, settings, checked.backends)
     try:
         servers = [RunningServer(url, settings.protocol) for url in args.url]
         server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
@@ -266,14 +252,14 @@ def run_cli(args: argparse.Namespace) -> int:
             server.stop()
     if task.state == "failed":
         err = task.error
-        if isinstance(err, (SweepError, ConfigError, CoreRangeError)):
+        if isinstance(err, INPUT_ERRORS):
             print(f"workbench sweep: error: {err}", file=sys.stderr)
             return _EXIT_BAD_INPUT
         if isinstance(err, ServerError):  # the server died under the sweep: say so, no traceback
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             print(f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
                   "(continue with --resume)", file=sys.stderr)
-            tail = server.log_tail(15) if hasattr(server, "log_tail") else []
+            tail = server.log_tail(15)
             if tail:
                 print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
             return 1
@@ -317,27 +303,15 @@ def backend_sweep_from_args(args: argparse.Namespace):
         raise SweepError(f"--backend-param {err}") from None
 
 
-def _run_backends(args: argparse.Namespace) -> int:
-    """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined."""
-    from workbench.generate.config import ConfigError
-    from workbench.coremap import CoreRangeError
+def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
+    """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
+    (the values already checked by `preflight`)."""
     from workbench.measure.backends import compare_backends
-    from workbench.measure.plan import SweepError
     from workbench.measure.plots import plot_run
+    from workbench.measure.preflight import INPUT_ERRORS
     from workbench.server import TritonServer
 
-    try:
-        if args.url or args.search != "grid":
-            raise SweepError("--compare/--backend-param measure on a server started here, over the whole grid "
-                             "(no --url, no --search)")
-        settings = settings_from_args(args)
-        settings.engine_command()
-        plan, backends = plan_from_args(args), backend_sweep_from_args(args)
-        dirs = backends.model_dirs(args.model_dir)
-        backends.check(plan, args.model_dir)
-    except (SweepError, ConfigError, CoreRangeError, ValueError) as err:
-        print(f"workbench sweep: error: {err}", file=sys.stderr)
-        return _EXIT_BAD_INPUT
+    dirs = backends.model_dirs(args.model_dir)
     try:
         server = TritonServer(dirs[0].resolve().parent).start()
     except Exception as err:
@@ -352,7 +326,7 @@ def _run_backends(args: argparse.Namespace) -> int:
         bar.close()
         server.stop()
     if task.state == "failed":
-        if isinstance(task.error, (SweepError, ConfigError, CoreRangeError)):
+        if isinstance(task.error, INPUT_ERRORS):
             print(f"workbench sweep: error: {task.error}", file=sys.stderr)
             return _EXIT_BAD_INPUT
         print(task.error_text, file=sys.stderr)

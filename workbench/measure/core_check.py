@@ -15,6 +15,7 @@ from typing import Iterable, Mapping, Sequence
 
 from workbench.coremap import CoreRange
 from workbench.measure.plan import SweepError
+from workbench.server.protocol import Server
 from workbench.system import neuron_ls, neuroncore_ids
 
 __all__ = ["BUSY_SHARE", "neuron_holders", "cpu_busy", "check_core_ownership"]
@@ -97,10 +98,10 @@ def check_core_ownership(core_range: CoreRange, *, own_pid: int | None = None, n
             f"{os.getloadavg()[0]:.1f}): its numbers will be noisy"]
 
 
-def check_server_cores(core_range: CoreRange, server: object) -> list[str]:
+def check_server_cores(core_range: CoreRange, server: Server) -> list[str]:
     """``check_core_ownership`` for a server this process started (its pid known, on this machine);
     a remote server's cores are on its own host, so they are not checked here (said in the result)."""
-    pid = getattr(server, "pid", None)
+    pid = server.pid
     if pid is None:
         return ["core ownership not checked: the server was not started here (its host's cores are not visible)"]
     return check_core_ownership(core_range, own_pid=int(pid))

@@ -14,7 +14,7 @@ import re
 import threading
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from workbench.check import Eager, InputMaker
 from workbench.measure.engines import EngineChoice, choose_engine
@@ -24,7 +24,9 @@ from workbench.measure.results import (
 )
 from workbench.measure.rows import now
 from workbench.measure.settings import MeasureSettings
-from workbench.measure.sweep import _base_config, _reference, check_out_dir, run_sweep
+from workbench.measure.sweep import run_sweep
+from workbench.measure.swept import base_config, check_out_dir, reference_for
+from workbench.server.protocol import Server
 
 __all__ = ["SERVERS_FOLDER", "deal_variants", "run_fanout"]
 
@@ -42,13 +44,13 @@ def deal_variants(labels: Sequence[str], servers: Sequence[str]) -> dict[str, li
     return shares
 
 
-def _named(servers: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+def _named(servers: Mapping[str, Server] | Sequence[Server]) -> dict[str, Server]:
     if isinstance(servers, Mapping):
         named = {str(k): v for k, v in servers.items()}
     else:
         named = {}
         for server in servers:
-            name = str(getattr(server, "name", None) or server.url)
+            name = server.name
             if name in named:
                 raise SweepError(f"server {name!r} is given twice")
             named[name] = server
@@ -74,7 +76,7 @@ def _write_points(out_dir: Path, rows: list[dict]) -> None:
 
 def run_fanout(
     plan: SweepPlan,
-    servers: Mapping[str, Any] | Sequence[Any],
+    servers: Mapping[str, Server] | Sequence[Server],
     model: str | Path,
     *,
     out_dir: str | Path,
@@ -97,10 +99,10 @@ def run_fanout(
     out_dir = Path(out_dir)
     has_run = check_out_dir(out_dir, resume)
     first = next(iter(named.values()))
-    _, base, model_dir = _base_config(first, model)
+    _, base, model_dir = base_config(first, model)
     # made once for every share: the same engine measures all points, one model loaded in-process
     choice = choose_engine(MeasureSettings() if settings is None else settings)
-    reference = _reference(model_dir) if reference is None else reference
+    reference = reference_for(model_dir) if reference is None else reference
     labels = [v.label for v in plan_variants(plan, base)]
     previous = load_run(out_dir).record if has_run else {}
     if previous:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from workbench.measure.stats import StatsError, model_counters
+from workbench.server.protocol import Server
 from workbench.server.metrics import metric_value
 
 __all__ = ["ServerView", "ServerWatch", "PENDING_METRIC"]
@@ -60,7 +60,7 @@ def _counters(stats: dict, model: str) -> dict[str, int]:
 class ServerWatch:
     """The server side of one model, read on demand (``server``: a TritonServer or RunningServer)."""
 
-    def __init__(self, server: Any, model: str) -> None:
+    def __init__(self, server: Server, model: str) -> None:
         self.server, self.model = server, model
         self._last = _counters(server.stats(model), model)
         self._at = time.monotonic()

@@ -10,43 +10,33 @@ what the numbers mean is refused.
 from __future__ import annotations
 
 import json
-import platform
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Callable, Collection
 
 from workbench import __version__
-from workbench.check import CheckError, Eager, InputMaker, eager_reference
-from workbench.coremap import CoreRange
-from workbench.generate.config import ModelConfig, parameters_of, read_config, spec_from_config, to_json
+from workbench.check import Eager, InputMaker
+from workbench.generate.config import parameters_of, spec_from_config, to_json
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.neuron_use import NeuronUse
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
-from workbench.measure.results import (
-    POINTS_FILE,
-    RECORD_FILE,
-    SCREENING_FILE,
-    SweepResult,
-    append_point,
-    frame_from_rows,
-    load_run,
-    read_points,
-    write_exports,
-    write_record,
-)
-from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
+from workbench.measure.results import POINTS_FILE, SCREENING_FILE, SweepResult, append_point, frame_from_rows, write_exports, write_record
+from workbench.measure.resume import fingerprint, set_aside
 from workbench.measure.rows import PointRow, now
 from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.search.confirm import confirm_answer
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.settle import model_processes, wait_quiet
-from workbench.measure.variant_times import first_and_warmup, load_variant
-from workbench.server.state import describe_server, restore as restore_state, snapshot
-from workbench.system import detect, installed_versions
+from workbench.measure.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine, chosen_variants, machine,
+                                     open_run, range_cpus, reference_for, screened_rows, server_url)
+from workbench.measure.variant_times import first_and_warmup_noted, load_variant
+from workbench.server.protocol import Server
+from workbench.server.state import ModelState, describe_server, restore as restore_state, snapshot
+from workbench.system import installed_versions
 from workbench.tasks import Cancelled, check_cancel
 
 __all__ = [
@@ -58,6 +48,7 @@ __all__ = [
     "plan_variants",
     "check_out_dir",
     "run_sweep",
+    "SweepRun",
 ]
 
 _RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
@@ -69,109 +60,9 @@ _RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "trit
 LOAD_TIMEOUT_S = 900.0
 
 
-def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
-    """Whether ``out_dir`` holds a run to resume; a run there without ``resume`` is refused, so
-    nothing measured before is overwritten."""
-    out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise SweepError(f"{out_dir} is a file, not a folder for the run")
-    has_run = (out_dir / RECORD_FILE).exists() or (out_dir / POINTS_FILE).exists()
-    if has_run and not resume:
-        raise SweepError(f"{out_dir} already holds a sweep run; resume it (resume=True, --resume) "
-                         "or choose another folder")
-    return has_run
-
-
-def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
-              resume: bool, measured: dict) -> tuple[dict | None, list[PointRow]]:
-    """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
-    runs, overwrite one, or resume one whose model, config or versions changed (``measured``: the
-    fingerprint of what this session measures)."""
-    if not check_out_dir(out_dir, resume):
-        return None, []
-    record = load_run(out_dir).record
-    old = record.get("settings", {})
-    old_model = record.get("model", old.get("model"))
-    different = ([f"model {old_model!r} -> {model!r}"] if old_model is not None and old_model != model else [])
-    different += settings.differences(old)
-    old_engine = (record.get("engine") or {}).get("engine")
-    if old_engine is not None and old_engine != choice.engine:
-        different.append(f"measured by {old_engine} -> {choice.engine} ({choice.reason})")
-    if different:
-        raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
-                         "use the same settings or another folder")
-    changed = fingerprint_changes(record.get("fingerprint"), measured)
-    if changed:
-        raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
-                         "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
-                         "one is kept beside it) or use another folder")
-    compact_points(out_dir / POINTS_FILE)
-    return record, [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
-
-
-def _machine() -> dict:
-    info = detect()
-    return {"cpu_model": info.cpu_model, "cpu_count": info.cpu_count, "usable_cpus": info.usable_cpus,
-            "neuron_devices": info.neuron_devices, "neuron_cores": info.neuron_cores,
-            "python": platform.python_version(), "platform": platform.platform()}
-
-
-def _base_config(server: Any, model: str | Path) -> tuple[str, ModelConfig, Path | None]:
-    """(name, base config, model directory or None) of the model to sweep."""
-    model_dir = Path(model) if Path(model).is_dir() else None
-    if model_dir is None:
-        name = str(model)
-        try:
-            return name, server.model_config(name, as_proto=True), None
-        except Exception as err:
-            raise SweepError(f"model {name!r} is not loaded on the server ({err}); load it or give its directory") from None
-    base = read_config(model_dir)
-    name = base.name or model_dir.name
-    repository = getattr(server, "model_repository", None)  # known for a server we started
-    if repository is not None and model_dir.resolve().parent != Path(repository).resolve():
-        raise SweepError(f"{model_dir} is not in the server's model repository {repository}; the server "
-                         f"would load its own {name!r}. Start the server on {model_dir.resolve().parent}")
-    return name, base, model_dir
-
-
-def _reference(model_dir: Path | None) -> Eager:
-    """The in-process reference every point's outputs are checked against: the directory's model."""
-    if model_dir is None:
-        raise SweepError("outputs are checked at every point: pass reference= (inputs -> outputs) "
-                         "or give the model directory")
-    try:
-        return eager_reference(model_dir)
-    except CheckError as err:
-        raise SweepError(str(err)) from None
-
-
-def _url(server: Any, protocol: str) -> str:
-    try:
-        return server.grpc_url if protocol == "grpc" else server.http_url
-    except ValueError as err:  # a remote server given on the other protocol
-        raise SweepError(str(err)) from None
-
-
-def _check_reachable_by_engine(server: Any) -> None:
-    """The load generators reach a server in the clear and without headers: say so before anything loads."""
-    options = getattr(server, "options", None)
-    if options is not None and (options.ssl or options.headers):
-        raise SweepError(f"the server at {server.url} needs TLS or headers, which the sweep's load generators "
-                         "do not send yet; measure it through a plain endpoint (e.g. from inside its network)")
-
-
-def _first_and_warmup(target: Target, batch_size: int, settings: MeasureSettings) -> dict:
-    """First-response and warm-up times of a freshly loaded variant; a failure here is noted, and
-    the point's own measurement says what is wrong."""
-    try:
-        return first_and_warmup(target, batch_size, settings.protocol, settings.seed)
-    except Exception as err:  # noqa: BLE001 - any client error: recorded, not raised
-        return {"error": f"first response failed: {err}"}
-
-
 def run_sweep(
     plan: SweepPlan,
-    server: Any,
+    server: Server,
     model: str | Path,
     *,
     out_dir: str | Path,
@@ -219,200 +110,241 @@ def run_sweep(
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
-    out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
-    name, base, model_dir = _base_config(server, model)
-    reference = _reference(model_dir) if reference is None else reference
-    variants = _chosen(plan_variants(plan, base), variants)
-    core_range = plan.resolve_core_range(base)
-    core_warnings = check_server_cores(core_range, server)  # held NeuronCores: refused here
-    url = _url(server, settings.protocol)
-    _check_reachable_by_engine(server)
-    # perf_analyzer asked for and absent: said before anything is loaded
-    choice = choose_engine(settings) if engine is None else engine
-    measuring = resolved(settings, choice)
-    target = Target(url, name, spec_from_config(base), base.max_batch_size > 0, reference, inputs)
+    sweep = SweepRun(plan, server, model, Path(out_dir), settings, reference=reference, inputs=inputs,
+                     variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
+                     progress=progress, cancel=cancel)
+    sweep.open(resume=resume, new_run=new_run, label=label)
+    return sweep.run(restore=restore)
 
-    measured = fingerprint(model_dir, to_json(base), server_version=server.version, package_version=__version__,
-                           compiled_model=parameters_of(base).get("COMPILED_MODEL"))
-    if new_run and check_out_dir(out_dir, True):
-        set_aside(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    previous, rows = _open_run(out_dir, name, settings, choice, resume, measured)
-    check_resume(search, previous)
-    done = {r.key for r in rows if not r.error}
-    rows = [r for r in rows if r.key in done]  # failed points are measured again
 
-    record = dict(previous or {})
-    record.update({
-        "label": label or record.get("label") or out_dir.name,
-        "model": name,
-        "model_dir": str(model_dir.resolve()) if model_dir else None,
-        "started": record.get("started") or now(),
-        "ended": None,
-        "status": "running",
-        "plan": plan.to_dict(),
-        "planned_points": sum(len(plan.points(v)) for v in variants),
-        "settings": {"model": name, **settings.to_dict()},
-        "engine": choice.to_dict(),
-        "seed": settings.seed,
-        "base_config": json.loads(to_json(base)),
-        "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
-        "server_version": server.version,
-        "fingerprint": measured,
-        "url": url,
-        "server": describe_server(server, url),
-        "machine": _machine(),
-        "packages": installed_versions(_RECORD_PACKAGES),
-        "core_check": core_warnings,
-    })
-    record.pop("search", None)
-    log = SearchLog(search.name, search.params, SearchSpace.of(plan, variants)) if search is not None else None
-    sessions = list(record.get("sessions", []))
-    session = {"started": now(), "ended": None, "status": "running", "measured": 0, "reused": len(rows)}
-    record["sessions"] = sessions + [session]
-    write_record(out_dir, record)
+@dataclass
+class _Loaded:
+    """The variant the server holds for this sweep: its label, why it failed to load (or None), the
+    backend that served it; ``stuck`` says why loads stopped (one got no answer in time)."""
 
-    def save() -> SweepResult:
-        result = SweepResult(frame_from_rows(r.to_dict() for r in rows), record, out_dir)
-        if log is not None:
-            record["search"] = {**log.to_dict(), "answer": answer(result.frame, search.latency_budget_ms).to_dict()}
-        write_record(out_dir, record)
-        write_exports(out_dir, result.frame, record)
+    variant: str | None = None
+    error: str | None = None
+    backend: str | None = None
+    any_loaded: bool = False
+    stuck: str | None = None
+
+
+class SweepRun:
+    """One sweep of one model on one server: it owns the run folder (record and rows), the variant
+    loaded, and measuring a point. The grid (`run`), the searches (through `measure` and `screen`),
+    a fan-out's share and a backend comparison all drive it through `run_sweep`.
+
+    Everything is checked when it is made (the model, the plan's variants, the cores, the engine)
+    and nothing is loaded or written until `open`.
+    """
+
+    def __init__(self, plan: SweepPlan, server: Server, model: str | Path, out_dir: Path,
+                 settings: MeasureSettings, *, reference: Eager | None, inputs: InputMaker | None,
+                 variants: Collection[str] | None, search: SearchStrategy | None, engine: EngineChoice | None,
+                 load_timeout_s: float, progress: Callable[[int, int, str], None] | None,
+                 cancel: threading.Event | None) -> None:
+        self.plan, self.server, self.out_dir, self.settings = plan, server, out_dir, settings
+        self.search, self.load_timeout_s, self.progress, self.cancel = search, load_timeout_s, progress, cancel
+        self.name, self.base, self.model_dir = base_config(server, model)
+        reference = reference_for(self.model_dir) if reference is None else reference
+        self.variants = chosen_variants(plan_variants(plan, self.base), variants)
+        self.core_range = plan.resolve_core_range(self.base)
+        check_in_repository(server, self.name, self.model_dir)
+        self.core_warnings = check_server_cores(self.core_range, server)  # held NeuronCores: refused here
+        self.url = server_url(server, settings.protocol)
+        check_reachable_by_engine(server)
+        # perf_analyzer asked for and absent: said before anything is loaded
+        self.choice = choose_engine(settings) if engine is None else engine
+        self.measuring = resolved(settings, self.choice)
+        self.target = Target(self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0,
+                             reference, inputs)
+        self.screening = search.screening(self.measuring) if search is not None else None
+        self.cpus = range_cpus(self.core_range, self.base)
+        self.loaded = _Loaded()
+        self.count = 0
+        self.rows: list[PointRow] = []
+        self.by_key: dict[tuple, PointRow] = {}
+        self.screened: dict[tuple, PointRow] = {}
+        self.previous: dict | None = None
+        self.record: dict = {}
+        self.session: dict = {}
+        self.log: SearchLog | None = None
+
+    # ---- the run folder -------------------------------------------------------------------------
+
+    def open(self, *, resume: bool, new_run: bool, label: str | None) -> None:
+        """Take the run folder: a new run, or the earlier one's rows when resuming (refused when
+        what it measured changed); the record says what this session measures."""
+        check_out_dir(self.out_dir, resume or new_run)
+        measured = fingerprint(self.model_dir, to_json(self.base), server_version=self.server.version,
+                               package_version=__version__,
+                               compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
+        if new_run and check_out_dir(self.out_dir, True):
+            set_aside(self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured)
+        check_resume(self.search, self.previous)
+        self.rows = [r for r in rows if not r.error]  # failed points are measured again
+        self.by_key = {r.key: r for r in self.rows}
+        if self.screening is not None:
+            self.screened = {r.key: r for r in screened_rows(self.out_dir, self.previous)}
+        self.record = self._new_record(label, measured)
+        if self.search is not None:
+            self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
+        self.session = {"started": now(), "ended": None, "status": "running", "measured": 0,
+                        "reused": len(self.rows)}
+        self.record["sessions"] = list(self.record.get("sessions", [])) + [self.session]
+        write_record(self.out_dir, self.record)
+
+    def _new_record(self, label: str | None, measured: dict) -> dict:
+        """The run record as this session starts: the earlier one's, updated with what it measures."""
+        record = dict(self.previous or {})
+        record.update({
+            "label": label or record.get("label") or self.out_dir.name,
+            "model": self.name,
+            "model_dir": str(self.model_dir.resolve()) if self.model_dir else None,
+            "started": record.get("started") or now(),
+            "ended": None,
+            "status": "running",
+            "plan": self.plan.to_dict(),
+            "planned_points": sum(len(self.plan.points(v)) for v in self.variants),
+            "settings": {"model": self.name, **self.settings.to_dict()},
+            "engine": self.choice.to_dict(),
+            "seed": self.settings.seed,
+            "base_config": json.loads(to_json(self.base)),
+            "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in self.variants}},
+            "server_version": self.server.version,
+            "fingerprint": measured,
+            "url": self.url,
+            "server": describe_server(self.server, self.url),
+            "machine": machine(),
+            "packages": installed_versions(_RECORD_PACKAGES),
+            "core_check": self.core_warnings,
+        })
+        record.pop("search", None)
+        return record
+
+    def save(self) -> SweepResult:
+        """The result so far, its record and exports written."""
+        result = SweepResult(frame_from_rows(r.to_dict() for r in self.rows), self.record, self.out_dir)
+        if self.log is not None:
+            answer_now = answer(result.frame, self.search.latency_budget_ms).to_dict()
+            self.record["search"] = {**self.log.to_dict(), "answer": answer_now}
+        write_record(self.out_dir, self.record)
+        write_exports(self.out_dir, result.frame, self.record)
         return result
 
-    total = record["planned_points"]
-    count = 0
+    def _report(self, message: str) -> None:
+        if self.progress is not None:
+            self.progress(self.count, self.record["planned_points"], message)
 
-    def report(message: str) -> None:
-        if progress is not None:
-            progress(count, total, message)
+    # ---- the run --------------------------------------------------------------------------------
 
-    status = "failed"
-    loaded = False
-    stuck: str | None = None  # why loads stopped: one got no answer in time
-    before = snapshot(server, [name]) if restore else None
-    report(f"measured by {choice.engine}: {choice.reason}")
-    by_key = {r.key: r for r in rows}
-    current: dict[str, Any] = {"variant": None, "error": None, "served_by": None}
-    screening = search.screening(measuring) if search is not None else None
-    cpus = _range_cpus(core_range, base)
-    screened = {r.key: r for r in _screened_rows(out_dir, previous)} if screening is not None else {}
+    def run(self, *, restore: bool = True) -> SweepResult:
+        """Measure the grid (or what the search picks), then leave the model as it was."""
+        status = "failed"
+        before = snapshot(self.server, [self.name]) if restore else None
+        self._report(f"measured by {self.choice.engine}: {self.choice.reason}")
+        try:
+            self._drive()
+            status = "complete"
+        except Cancelled:
+            status = "cancelled"
+        finally:
+            self._restore(before)
+            self.record["status"] = self.session["status"] = status
+            self.record["ended"] = self.session["ended"] = now()
+            result = self.save()
+        return result
 
-    def load(point: Point) -> None:
-        """Load the point's variant when it is not the one loaded (once per change, timed)."""
-        nonlocal loaded, stuck
-        variant = point.variant
-        if current["variant"] == variant.label:
+    def _drive(self) -> None:
+        if self.search is None:
+            for variant in self.variants:
+                for point in self.plan.points(variant):
+                    self.measure(point)
             return
-        report(f"loading {variant.label}")
-        current["variant"] = variant.label
-        leaving = model_processes(getattr(server, "pid", None), name)  # the stubs this load replaces
-        times, current["error"], stuck = load_variant(server, name, variant, load_timeout_s, stuck)
-        if current["error"] is None:
-            loaded = True
-            if hasattr(server, "served_by"):  # which backend served it (PyTorch backend or its twin)
-                record.setdefault("served_by", {})[variant.label] = server.served_by(name)
-                current["served_by"] = server.backend_of(name)
-            # the previous variant's stubs exit (and the new ones finish importing) after the load returns
-            report(f"{variant.label}: waiting for the server's processes to go quiet")
-            quiet = wait_quiet(getattr(server, "pid", None), leaving=leaving, cancel=cancel)
-            times["quiet"] = quiet.to_dict() if quiet is not None else None
-            times.update(_first_and_warmup(target, point.batch_size, settings))
-        record.setdefault("variant_times", {})[variant.label] = times
+        self.search.run(self.log.space, self.measure, self.log, self.screen if self.screening is not None else None)
+        points = {p.key: p for v in self.variants for p in self.plan.points(v)}
+        done_before = ((self.previous or {}).get("search") or {}).get("confirmed", [])
+        confirmed = confirm_answer(self.rows, points, lambda p: self.measure(p, again=True), self.log,
+                                   self.search.latency_budget_ms, done=done_before)
+        self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
 
-    def measured_row(point: Point, how: MeasureSettings) -> PointRow:
-        load(point)
-        if current["error"] is not None:
-            return PointRow.failed(point, current["error"])
-        use = (CpuUse(cpus) if cpus else NeuronUse(range(core_range.start, core_range.end + 1))).start()
-        row = measure_point(target, point, how, cancel=cancel,
-                            progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
-        busy = format_busy(use.stop())
-        return replace(row, served_by=current["served_by"], **{"cpu_busy" if cpus else "neuron_busy": busy})
+    def _restore(self, before: ModelState | None) -> None:
+        """The model back as it was (not after a stuck load: restoring would only wait as long again)."""
+        loaded = self.loaded
+        if before is None or not loaded.any_loaded or loaded.stuck is not None or not self.server.running:
+            return
+        try:
+            self.session["restored"] = restore_state(self.server, before)
+        except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
+            self.session["restored"] = f"failed: {err}"
 
-    def measure(point: Point, again: bool = False) -> PointRow:
+    # ---- one point ------------------------------------------------------------------------------
+
+    def measure(self, point: Point, again: bool = False) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and
         measured; ``again``: measured anew, the new row the point's unless it failed."""
-        nonlocal count
-        if point.key in by_key and not again:
-            count += 1
-            return by_key[point.key]
-        check_cancel(cancel)
-        row = measured_row(point, measuring)
-        append_point(out_dir / POINTS_FILE, row.to_dict())
-        if point.key not in by_key:
-            rows.append(row)
-            by_key[row.key] = row
+        if point.key in self.by_key and not again:
+            self.count += 1
+            return self.by_key[point.key]
+        check_cancel(self.cancel)
+        row = self._measured_row(point, self.measuring)
+        append_point(self.out_dir / POINTS_FILE, row.to_dict())
+        if point.key not in self.by_key:
+            self.rows.append(row)
+            self.by_key[row.key] = row
         elif not row.error:
-            rows[rows.index(by_key[row.key])] = by_key[row.key] = row
-        count += 0 if again else 1
-        session["measured"] += 1
-        save()
-        report(f"{point.label}: {row.summary()}")
+            self.rows[self.rows.index(self.by_key[row.key])] = self.by_key[row.key] = row
+        self.count += 0 if again else 1
+        self.session["measured"] += 1
+        self.save()
+        self._report(f"{point.label}: {row.summary()}")
         return row
 
-    def screen(point: Point) -> PointRow:
+    def screen(self, point: Point) -> PointRow:
         """A short screening measurement (the search's ``screening`` settings), kept apart from the results."""
-        if point.key in screened:
-            return screened[point.key]
-        check_cancel(cancel)
-        row = measured_row(point, screening)
-        append_point(out_dir / SCREENING_FILE, row.to_dict())
+        if point.key in self.screened:
+            return self.screened[point.key]
+        check_cancel(self.cancel)
+        row = self._measured_row(point, self.screening)
+        append_point(self.out_dir / SCREENING_FILE, row.to_dict())
         if not row.error:
-            screened[row.key] = row
-        report(f"{point.label} (screen): {row.summary()}")
+            self.screened[row.key] = row
+        self._report(f"{point.label} (screen): {row.summary()}")
         return row
 
-    try:
-        if search is None:
-            for variant in variants:
-                for point in plan.points(variant):
-                    measure(point)
-        else:
-            search.run(log.space, measure, log, screen if screening is not None else None)
-            points = {p.key: p for v in variants for p in plan.points(v)}
-            done_before = ((previous or {}).get("search") or {}).get("confirmed", [])
-            confirmed = confirm_answer(rows, points, lambda p: measure(p, again=True), log,
-                                       search.latency_budget_ms, done=done_before)
-            log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
-        status = "complete"
-    except Cancelled:
-        status = "cancelled"
-    finally:
-        # not after a stuck load: restoring would only wait as long again
-        if before is not None and loaded and stuck is None and getattr(server, "running", True):
-            try:
-                session["restored"] = restore_state(server, before)
-            except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
-                session["restored"] = f"failed: {err}"
-        record["status"] = session["status"] = status
-        record["ended"] = session["ended"] = now()
-        result = save()
-    return result
+    def _measured_row(self, point: Point, how: MeasureSettings) -> PointRow:
+        self._load(point)
+        if self.loaded.error is not None:
+            return PointRow.failed(point, self.loaded.error)
+        cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
+        use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
+        row = measure_point(self.target, point, how, cancel=self.cancel,
+                            progress=lambda _d, _n, message: self._report(f"{point.label}: {message}"))
+        busy = format_busy(use.stop())
+        return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy})
 
-
-def _range_cpus(core_range: CoreRange, base: ModelConfig) -> tuple[int, ...]:
-    """The CPUs of the core range on the CPU target (on Neuron the range names NeuronCores)."""
-    if parameters_of(base).get("WORKBENCH_TARGET", "cpu") != "cpu":
-        return ()
-    return tuple(range(core_range.start, core_range.end + 1))
-
-
-def _screened_rows(out_dir: Path, previous: dict | None) -> list[PointRow]:
-    """The screening rows a resumed search made before (error-free, one per point)."""
-    path = out_dir / SCREENING_FILE
-    if previous is None or not path.exists():
-        return []
-    return [PointRow.from_dict(row) for row in unique_rows(read_points(path)) if not row.get("error")]
-
-
-def _chosen(variants: list[Variant], labels: Collection[str] | None) -> list[Variant]:
-    """The plan's variants named by ``labels`` (all when None); an unknown label is an error."""
-    if labels is None:
-        return variants
-    known = {v.label for v in variants}
-    unknown = [label for label in labels if label not in known]
-    if unknown:
-        raise SweepError(f"variant(s) {unknown} are not in the plan (its variants: {sorted(known)})")
-    return [v for v in variants if v.label in set(labels)]
+    def _load(self, point: Point) -> None:
+        """Load the point's variant when it is not the one loaded (once per change, timed)."""
+        variant, loaded, server = point.variant, self.loaded, self.server
+        if loaded.variant == variant.label:
+            return
+        self._report(f"loading {variant.label}")
+        loaded.variant = variant.label
+        leaving = model_processes(server.pid, self.name)  # the stubs this load replaces
+        times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
+                                                         loaded.stuck)
+        if loaded.error is None:
+            loaded.any_loaded = True
+            served_by = server.served_by(self.name)  # which backend served it (PyTorch backend or its twin)
+            if served_by is not None:
+                self.record.setdefault("served_by", {})[variant.label] = served_by
+            loaded.backend = server.backend_of(self.name)
+            # the previous variant's stubs exit (and the new ones finish importing) after the load returns
+            self._report(f"{variant.label}: waiting for the server's processes to go quiet")
+            quiet = wait_quiet(server.pid, leaving=leaving, cancel=self.cancel)
+            times["quiet"] = quiet.to_dict() if quiet is not None else None
+            times.update(first_and_warmup_noted(self.target, point.batch_size, self.settings))
+        self.record.setdefault("variant_times", {})[variant.label] = times

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from workbench.check import connect, infer
+from workbench.server.protocol import Server
 
 __all__ = ["SETTLED_RUN", "SETTLED_RATIO", "MAX_WARMUP_REQUESTS", "timed_load", "load_variant", "first_and_warmup",
            "times_frame"]
@@ -31,7 +32,7 @@ def timed_load(load: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def load_variant(server: Any, name: str, variant: Any, timeout_s: float,
+def load_variant(server: Server, name: str, variant: Any, timeout_s: float,
                  stuck: str | None) -> tuple[dict, str | None, str | None]:
     """Load ``variant`` of model ``name`` as a config override: ``(times, error, stuck)``.
 
@@ -45,7 +46,7 @@ def load_variant(server: Any, name: str, variant: Any, timeout_s: float,
     try:
         return {"load_s": timed_load(lambda: server.load(name, config=variant.config, timeout=timeout_s))}, None, None
     except Exception as err:  # Triton refused this variant: record it and go on with the rest
-        if not getattr(server, "running", True):
+        if not server.running:
             raise
         error = f"load failed: {err}"
         if time.perf_counter() - started >= 0.95 * timeout_s:
@@ -90,3 +91,12 @@ def times_frame(record: dict) -> pd.DataFrame:
     rows = [{"variant": label, **times} for label, times in record.get("variant_times", {}).items()]
     columns = ["variant", "load_s", "first_response_s", "warmup_s", "warmup_requests", "settled", "batch_size", "error"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def first_and_warmup_noted(target: Any, batch_size: int, settings: Any) -> dict:
+    """First-response and warm-up times of a freshly loaded variant; a failure here is noted, and
+    the point's own measurement says what is wrong."""
+    try:
+        return first_and_warmup(target, batch_size, settings.protocol, settings.seed)
+    except Exception as err:  # noqa: BLE001 - any client error: recorded, not raised
+        return {"error": f"first response failed: {err}"}

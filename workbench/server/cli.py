@@ -11,10 +11,10 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 from workbench.deploy.docker import docker_run_command
 from workbench.server.errors import ModelLoadError
+from workbench.server.protocol import Server
 from workbench.system import LNC_VALUES
 
 
@@ -66,7 +66,7 @@ def _print_docker(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_index(server: Any) -> None:
+def print_index(server: Server) -> None:
     """The repository index of ``server`` (local or remote), one model a line."""
     rows = server.index()
     if not rows:

@@ -60,6 +60,10 @@ class HandedOver:
         served = self.vllm.served(name)
         return served.backend if served is not None else self.pytorch.backend_of(name)
 
+    def requested_config(self, name: str) -> str | None:
+        """The config JSON last asked for ``name`` when its twin serves another (`PyTorchServing`)."""
+        return self.pytorch.requested_config(name)
+
     unload = _handed_to_control("unload")
     index = _handed_to_control("index")
     is_model_ready = _handed_to_control("is_model_ready")

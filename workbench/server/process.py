@@ -34,13 +34,13 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
 from workbench.server.cache import cache_args
-from workbench.server.control import ModelControl
+from workbench.server.control import ClientOptions, ModelControl
 from workbench.server.handover import HandedOver
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
@@ -176,6 +176,20 @@ class TritonServer(HandedOver):
     @property
     def log_path(self) -> Path | None:
         return self.log.path
+
+    @property
+    def name(self) -> str:
+        """Its HTTP address, the name a run record and a fan-out give a server this process started."""
+        return self.http_url
+
+    @property
+    def options(self) -> ClientOptions:
+        """A server this process started is reached in the clear, with no headers."""
+        return ClientOptions()
+
+    def describe(self) -> dict[str, Any]:
+        """What a run record says about this server (the measured URL is added by the sweep)."""
+        return {"name": self.name, "url": self.http_url, "version": self.version, "remote": False}
 
     def command(self) -> list[str]:
         """The tritonserver command line (ports must be chosen, i.e. after ``start``)."""

@@ -57,6 +57,8 @@ class RunningServer(ModelControl):
     """
 
     running = True  # not ours to watch: as far as this process knows, it runs
+    pid = None  # not a process of ours
+    model_repository = None  # its folder is on its own machine
 
     def __init__(self, url: str, protocol: str | None = None, *, options: ClientOptions | None = None,
                  metrics_url: str | None = None, name: str | None = None) -> None:
@@ -89,6 +91,21 @@ class RunningServer(ModelControl):
             raise ValueError(f"the server at {self.url} was given as {self.protocol}; "
                              f"measure with protocol={self.protocol!r}")
         return self.url
+
+    def log_tail(self, n: int = 50) -> list[str]:
+        """Its output is not ours to read."""
+        return []
+
+    def served_by(self, name: str) -> str | None:
+        """Which backend served ``name`` is the remote server's to know: None."""
+        return None
+
+    def backend_of(self, name: str) -> str | None:
+        return None
+
+    def requested_config(self, name: str) -> str | None:
+        """A remote server serves what it was asked for: None (its served config is the one)."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         """What a run record says about this server: name, URL, protocol, version, TLS and the

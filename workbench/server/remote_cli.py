@@ -11,7 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the client library is imported when a command runs
+    from workbench.server.remote import RunningServer
 
 _EXIT_BAD_INPUT = 2
 
@@ -30,7 +33,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
                        help="header sent with every request, e.g. Authorization=Bearer... (repeatable)")
 
 
-def server_from_args(url: str, args: argparse.Namespace) -> Any:
+def server_from_args(url: str, args: argparse.Namespace) -> RunningServer:
     """The `RunningServer` the flags describe (ValueError/FileNotFoundError name a bad flag)."""
     from workbench.server.control import ClientOptions
     from workbench.server.remote import RunningServer, headers_from_items
@@ -74,7 +77,7 @@ def _config_text(value: str | None) -> str | None:
     return path.read_text(encoding="utf-8") if not value.lstrip().startswith("{") and path.is_file() else value
 
 
-def _print_index(server: Any) -> None:
+def _print_index(server: RunningServer) -> None:
     from workbench.server.cli import print_index
 
     print(f"tritonserver {server.version} at {server.protocol}://{server.url}")
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         server.close()
 
 
-def _check(server: Any, args: argparse.Namespace) -> int:
+def _check(server: RunningServer, args: argparse.Namespace) -> int:
     from workbench.check import CheckError, check_served, eager_reference
     from workbench.generate.config import read_config, spec_from_config
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from workbench.server.protocol import Server
+
 __all__ = ["ModelState", "snapshot", "restore", "describe_server"]
 
 _LOADED = ("READY",)
@@ -26,7 +28,7 @@ class ModelState:
         return sorted(name for name, config in self.configs.items() if config is not None)
 
 
-def snapshot(server: Any, names: Iterable[str]) -> ModelState:
+def snapshot(server: Server, names: Iterable[str]) -> ModelState:
     """The state of models ``names`` on ``server`` (a `TritonServer` or `RunningServer`)."""
     ready = {row["name"] for row in server.index() if row.get("state") in _LOADED}
     configs: dict[str, dict | None] = {}
@@ -35,20 +37,19 @@ def snapshot(server: Any, names: Iterable[str]) -> ModelState:
     return ModelState(configs)
 
 
-def _served_config(server: Any, name: str) -> dict:
+def _served_config(server: Server, name: str) -> dict:
     """The served config as a load override takes it (Triton's JSON, checked by ModelConfig). For a
     PyTorch-backend model the config that was asked for: the server reports its twin's, which
     loaded again as it is would look for a model.py the directory does not have."""
     from workbench.server.control import config_to_json
 
-    pytorch = getattr(server, "pytorch", None)
-    requested = pytorch.requested_config(name) if pytorch is not None else None
+    requested = server.requested_config(name)
     if requested is not None:
         return json.loads(requested)
     return json.loads(config_to_json(server.model_config(name)))
 
 
-def restore(server: Any, state: ModelState) -> list[str]:
+def restore(server: Server, state: ModelState) -> list[str]:
     """Put every model of ``state`` back: loaded with its config, or unloaded. Returns what was
     done (``"loaded m"``/``"unloaded m"``); an error names the model and stops."""
     done = []
@@ -63,10 +64,6 @@ def restore(server: Any, state: ModelState) -> list[str]:
     return done
 
 
-def describe_server(server: Any, url: str) -> dict[str, Any]:
-    """The run record's entry for the server measured: its own description where it has one
-    (`RunningServer.describe`), else the URL and version of a server this process started."""
-    describe = getattr(server, "describe", None)
-    if callable(describe):
-        return describe()
-    return {"name": url, "url": url, "version": server.version, "remote": False}
+def describe_server(server: Server, url: str) -> dict[str, Any]:
+    """The run record's entry for the server measured: its own description, with the URL measured."""
+    return {**server.describe(), "url": url}

@@ -17,14 +17,13 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.coremap import CoreRange, parse_allocations
-from workbench.generate.config import ConfigError
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
 from workbench.measure import plots
 from workbench.measure.backends import BackendComparison, BackendSweep, compare_backends, run_folders
 from workbench.measure.live import ServerView, ServerWatch
 from workbench.measure.results import ResultsError, SweepResult, load_run
-from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.preflight import preflight
 from workbench.measure.search.choice import (
     SearchChoice,
     parse_budget_ms,
@@ -224,39 +223,14 @@ class SweepPanel:
         c = self.controls
         c["error"].value = c["exported"].value = ""
         server, model_dir = self.state.server, self.state.model_dir
-        problems = []
-        if server is None or not server.running:
-            problems.append("start the server first (server panel)")
-        if not (model_dir / "config.pbtxt").is_file():
-            problems.append(f"{model_dir} has no config.pbtxt: write the model directory first (preview panel)")
-        try:
-            plan = self.plan()
-        except SweepError as err:
-            plan = None
-            problems.append(str(err))
-        try:
-            search = self.search().strategy()
-        except SweepError as err:
-            search = None
-            problems.append(str(err))
-        try:
-            settings = self.settings()
-            settings.engine_command()
-        except (MeasureError, PerfAnalyzerNotFound) as err:
-            problems.append(str(err))
-        try:
-            backends = self.backends()
-            if backends.active and search is not None:
-                raise SweepError("comparing backends or sweeping backend settings measures the whole grid "
-                                 "(strategy: grid)")
-            if backends.active and plan is not None and (model_dir / "config.pbtxt").is_file():
-                backends.check(plan, model_dir)  # every model and backend setting, before anything runs
-        except (SweepError, ConfigError) as err:
-            backends = None
-            problems.append(str(err))
+        checked = preflight(model_dir, plan=self.plan, settings=self.settings, search=lambda: self.search().strategy(),
+                            backends=self.backends)
+        problems = ([] if server is not None and server.running else ["start the server first (server panel)"])
+        problems += checked.problems
         if problems:
             c["error"].value = error_list(problems)
             return None
+        plan, settings, search, backends = checked.plan, checked.settings, checked.search, checked.backends
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = self.comparison = None
