@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.files import atomic_write  # re-exported: the compilers write through it
 from workbench.spec import ModelSpec
 
 __all__ = [
@@ -176,17 +176,3 @@ def load_artifact(artifact: Artifact | str | os.PathLike, *, has_device: bool | 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch 2.x marks TorchScript deprecated
         return torch.jit.load(artifact.path, map_location="cpu")
-
-
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write a file so readers see either the old or the new content, never half of it."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -16,7 +16,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from workbench.measure.results import _qualifying, _usable
+from workbench.measure.results import qualifying, usable_points
 from workbench.system import cores_for_instance
 
 __all__ = ["Price", "PRICES", "PRICE_PAGE", "CostError", "price_of", "price_table", "cost_per_million",
@@ -136,7 +136,7 @@ def best_by_cost(frame: pd.DataFrame, instance_type: str, *, latency_budget_ms: 
     """The usable point with the lowest cost per million inferences within the p99 budget (ties:
     higher throughput); None when none qualifies."""
     costed = with_cost(frame, instance_type, prices=prices, instance_cores=instance_cores, whole_instance=whole_instance)
-    candidates = _qualifying(_usable(costed), latency_budget_ms, None)
+    candidates = qualifying(usable_points(costed), latency_budget_ms, None)
     if candidates.empty:
         return None
     order = candidates.sort_values(["cost_per_million_usd", "throughput"], ascending=[True, False], kind="stable")

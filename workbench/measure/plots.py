@@ -19,6 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import ScalarFormatter
 
+from workbench.measure.rows import flag
 from workbench.measure.results import Comparison, SweepResult, load_run
 
 __all__ = [
@@ -75,7 +76,7 @@ def _unstable(frame: pd.DataFrame) -> pd.Series:
     """Points whose windows never agreed within the tolerance (the table says why)."""
     if "stable" not in frame.columns:
         return pd.Series(False, index=frame.index)
-    return frame["stable"].map(lambda v: str(v).strip().lower() in ("false", "0")).astype(bool)
+    return frame["stable"].map(lambda v: flag(v) is False).astype(bool)
 
 
 def _mark_unstable(ax, frame: pd.DataFrame, x: str, y: str, colors: dict) -> bool:

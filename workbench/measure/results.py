@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
-from workbench.measure.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
+from workbench.files import atomic_write
+from workbench.measure.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.notes import point_notes
 from workbench.measure.settings import MeasureSettings
 
@@ -100,20 +100,9 @@ def append_point(path: str | Path, row: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_record(out_dir: str | Path, record: dict) -> Path:
     path = Path(out_dir) / RECORD_FILE
-    _write_atomic(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 
@@ -121,9 +110,9 @@ def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tup
     """results.csv (the table) and results.json (record + rows, readable on its own)."""
     out_dir = Path(out_dir)
     csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
-    _write_atomic(csv_path, frame.to_csv(index=False))
+    atomic_write(csv_path, frame.to_csv(index=False))
     rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
-    _write_atomic(json_path, json.dumps({"record": record, "points": rows}, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(json_path, json.dumps({"record": record, "points": rows}, indent=2, sort_keys=True, default=str) + "\n")
     return csv_path, json_path
 
 
@@ -238,15 +227,12 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
 
 
-def _usable(frame: pd.DataFrame) -> pd.DataFrame:
-    """Points whose numbers can be trusted: measured, no failed requests, outputs matched."""
-    ok = frame["throughput"].notna() & frame["p99_ms"].notna()
-    ok &= frame["failures"].fillna(0).astype(float) == 0
-    ok &= frame["outputs_ok"].map(_true).astype(bool)
-    return frame[ok]
+def usable_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points whose numbers can be trusted (`rows.usable`)."""
+    return frame[[usable(point) for point in frame.to_dict("records")]] if len(frame) else frame
 
 
-def _qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
+def qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
                 min_throughput: float | None) -> pd.DataFrame:
     out = usable
     if latency_budget_ms is not None:
@@ -264,7 +250,7 @@ def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
     missing = [c for c in ("throughput", "p99_ms", "failures", "outputs_ok") if c not in frame.columns]
     if missing:
         raise ResultsError(f"results table lacks column(s) {missing}")
-    candidates = _qualifying(_usable(frame), latency_budget_ms, min_throughput)
+    candidates = qualifying(usable_points(frame), latency_budget_ms, min_throughput)
     if candidates.empty:
         return None
     if min_throughput is not None and latency_budget_ms is None:
@@ -280,7 +266,7 @@ def _point_text(point: pd.Series) -> str:
     text = (f"{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
             f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
             f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
-    if _flag(point.get("stable")) is False:
+    if flag(point.get("stable")) is False:
         text += " (measurement did not stabilise; re-run with a longer window to confirm)"
     return text
 
@@ -288,7 +274,7 @@ def _point_text(point: pd.Series) -> str:
 def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
                   min_throughput: float | None = None) -> str:
     """One sentence naming the best configuration and the constraint it meets (or why none does)."""
-    usable = _usable(frame)
+    usable = usable_points(frame)
     constraint = []
     if latency_budget_ms is not None:
         constraint.append(f"p99 <= {latency_budget_ms:g} ms")
@@ -306,8 +292,8 @@ def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None
         strongest = usable.sort_values("throughput", ascending=False).iloc[0]
         return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
                 f"Lowest p99: {_point_text(fastest)}. Highest throughput: {_point_text(strongest)}.")
-    qualifying = len(_qualifying(usable, latency_budget_ms, min_throughput))
-    return (f"Best ({goal}{where}, {qualifying} of {len(usable)} usable point(s) qualify): "
+    count = len(qualifying(usable, latency_budget_ms, min_throughput))
+    return (f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): "
             f"{_point_text(best)}{note}.")
 
 
@@ -380,17 +366,8 @@ class Comparison:
         return "\n".join(lines)
 
 
-def _flag(value: Any) -> bool | None:
-    """A yes/no column value as read back from JSON, CSV or numpy; None when not recorded."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, str):
-        return {"true": True, "false": False}.get(value.strip().lower())
-    return bool(value)
-
-
 def _true(value: Any) -> bool:
-    return _flag(value) is True
+    return flag(value) is True
 
 
 def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:

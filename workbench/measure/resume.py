@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.files import atomic_write
 from workbench.measure.rows import KEY_COLUMNS
 
 __all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside"]
@@ -108,16 +108,7 @@ def compact_points(path: Path) -> None:
     text = "".join(line + "\n" for line in keep.values())
     if text == "".join(line + "\n" for line in lines):
         return
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, text)
 
 
 def set_aside(out_dir: Path) -> Path:

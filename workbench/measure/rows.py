@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from workbench.measure.loadgen.results import LoadResult
     from workbench.measure.plan import Point
 
-__all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now"]
+__all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now", "flag", "usable"]
 
 NAN = math.nan
 
@@ -172,3 +172,37 @@ COLUMNS = tuple(f.name for f in fields(PointRow))
 KEY_COLUMNS = ("variant", "batch_size", "concurrency")
 INT_COLUMNS = ("instances", "cores_per_instance", "core_start", "core_end", "batch_size", "concurrency")
 _NUMBER_COLUMNS = frozenset(f.name for f in fields(PointRow) if isinstance(f.default, float) and math.isnan(f.default))
+
+
+def flag(value: Any) -> bool | None:
+    """A yes/no column's value as read back from JSON, CSV or numpy; None when not recorded."""
+    if value is None or value is _pandas_na() or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, str):
+        return {"true": True, "false": False, "1": True, "0": False}.get(value.strip().lower())
+    return bool(value)
+
+
+def _pandas_na() -> Any:
+    import pandas as pd  # only where a frame is read: rows are made without pandas
+
+    return pd.NA
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return NAN
+
+
+def usable(point: PointRow | Mapping[str, Any]) -> bool:
+    """The one rule for a point whose numbers can be trusted: measured without an error, no failed
+    requests, outputs matched. Takes a row, or a row's values (a dict, a frame's record)."""
+    values = point.to_dict() if isinstance(point, PointRow) else point
+    error = values.get("error")
+    if error is not None and not (isinstance(error, float) and math.isnan(error)) and str(error).strip():
+        return False
+    failures = _number(values.get("failures"))
+    return (not math.isnan(_number(values.get("throughput"))) and not math.isnan(_number(values.get("p99_ms")))
+            and (math.isnan(failures) or failures == 0) and flag(values.get("outputs_ok")) is True)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from workbench.measure.plan import Point, SweepError, SweepPlan, Variant
-from workbench.measure.rows import PointRow
+from workbench.measure.rows import PointRow, usable
 from workbench.measure.settings import MeasureSettings
 
 __all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "row_score", "meets_budget",
@@ -26,15 +26,9 @@ __all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "row_score",
 Measure = Callable[[Point], PointRow]
 
 
-def _usable(row: PointRow) -> bool:
-    """The row-level twin of results' usable rule: measured, no failed requests, outputs matched."""
-    return (not row.error and not math.isnan(row.throughput) and not math.isnan(row.p99_ms)
-            and (math.isnan(row.failures) or row.failures == 0) and row.outputs_ok is True)
-
-
 def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
     """Usable and, with a budget, p99 within it."""
-    return _usable(row) and (latency_budget_ms is None or row.p99_ms <= latency_budget_ms)
+    return usable(row) and (latency_budget_ms is None or row.p99_ms <= latency_budget_ms)
 
 
 def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
@@ -43,7 +37,7 @@ def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
     only when even its optimistic end misses: one short window's p99 moves by a quarter between
     runs of the same point (2.81 vs 3.58 ms on the medium MLP, quiet), and a screen read at face
     value dropped the grid's best cell against a budget inside that band."""
-    if not _usable(row):
+    if not usable(row):
         return False
     if latency_budget_ms is None:
         return True

@@ -1,0 +1,44 @@
+"""Writing a file so that a reader, a crash or a full disk never leaves half of it: the content goes
+to a temporary file beside it, is synced to disk, renamed over the old one, and the folder is synced
+so the rename itself survives a crash. One helper for every file the workbench rewrites (run
+records and exports, compiled artifacts and their records, compacted points)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["atomic_write"]
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
+    """Replace ``path`` with ``data`` (text is written as UTF-8): readers see the old or the new
+    content, never a mix; on any failure the old file is left and the temporary one removed."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _sync_folder(path.parent)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync the directory; not possible everywhere)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems do not sync directories; the rename itself is still atomic
+    finally:
+        os.close(fd)
