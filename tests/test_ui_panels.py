@@ -538,6 +538,24 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     assert state.generated is not None and "1/model.py" in state.generated.files and not c["core_range"].disabled
 
 
+def test_switching_to_the_pytorch_backend_after_changing_the_core_range_stays_valid(panels):
+    """Issue 31 item 1: the quickstart's core range 0:1, then the PyTorch backend: the core-range
+    field is greyed out, so the value it holds must not be what makes the settings invalid."""
+    state, settings, _preview = panels
+    c = settings.controls
+    state.target = "cpu"
+    c["core_range"].value = "0:1"
+    assert str(settings.link.value.neuron_core_range) == "0:1" and state.settings_problems == []
+    c["backend"].value = "pytorch"
+    assert c["core_range"].disabled
+    assert state.settings_problems == [] and state.generated is not None, state.settings_problems
+    assert state.generated.config.backend == "pytorch"
+    assert settings.settings == state.settings == settings.build_settings()
+    assert c["core_range"].value == str(settings.link.value.neuron_core_range) == "0:0"
+    c["backend"].value = "python"
+    assert not c["core_range"].disabled and state.settings_problems == []
+
+
 _TORCHSCRIPT_CONFIG = """name: "{name}"
 backend: "{backend}"
 max_batch_size: 8

@@ -18,12 +18,12 @@ from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
-from workbench.generate.settings import BACKENDS, TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
-from workbench.system import target_problem, usable_cpu_ids
+from workbench.system import MissingSDKError, target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
+__all__ = ["Plan", "make_plan", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
            "read_sidecar", "spec_from_record", "plan_batching", "setting_flag"]
 
 # model.py refuses these data types (it has no wire conversion for them)
@@ -132,13 +132,12 @@ def spec_from_record(settings: GenerateSettings, record: dict) -> ModelSpec:
 
 def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
     try:
-        from workbench.compiler.tensorflow import spec_from_saved_model
+        from workbench.compiler.tensorflow import spec_from_saved_model  # tensorflow: only for a SavedModel
     except ImportError as err:
         raise GenerateError([
             f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
             "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
         ]) from None
-    from workbench.system import MissingSDKError
 
     try:
         return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,
@@ -434,6 +433,9 @@ def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
     written = _written(settings, plan)
     plan.problems += preserve.problems(settings, plan.spec, written)
     plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
+    if settings.instance_group_kind == "KIND_GPU":
+        plan.problems.append("--instance-group-kind KIND_GPU: the generated model.py runs on the CPU or NeuronCores, "
+                             "never a GPU; use KIND_MODEL (upstream's) or KIND_CPU")
     plan.warnings += rules.warnings(settings)
 
 
@@ -443,11 +445,6 @@ def make_plan(settings: GenerateSettings) -> Plan:
     plan.problems += dataclass_problems(settings, setting_flag)
     if plan.problems:
         return plan  # the checks below compare and count: they need the right types first
-    if settings.backend not in BACKENDS:
-        plan.problems.append(f"--backend {settings.backend!r} is not one of {', '.join(BACKENDS)}")
-    for name in ("runtime", "state_dict"):
-        if getattr(settings, name):
-            plan.problems.append(f"{setting_flag(name)} is for Triton's PyTorch backend; add --backend pytorch")
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -471,13 +468,3 @@ def make_plan(settings: GenerateSettings) -> Plan:
     _plan_variants(settings, plan)
     _plan_kept(settings, plan)
     return plan
-
-
-def validate(settings: GenerateSettings) -> list[str]:
-    """Every problem with ``settings``, one message each naming the bad item; empty when fine.
-    Nothing is written. (Warnings, e.g. idle cores, come with `render`.)"""
-    if settings.backend == "pytorch":
-        from workbench.generate.pytorch_backend.generate import pytorch_settings_problems
-
-        return pytorch_settings_problems(settings).problems
-    return make_plan(settings).problems

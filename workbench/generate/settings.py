@@ -14,7 +14,7 @@ from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, 
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
-__all__ = ["BACKENDS", "GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
+__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
            "whole_numbers", "optional_whole", "optional_text"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
@@ -23,9 +23,6 @@ TNX_AMPS = ("f32", "f16", "bf16")
 TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
                   "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
                   "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
-
-BACKENDS = ("python", "pytorch")  # GenerateSettings.backend: Triton's backend names
-
 
 class GenerateError(ValueError):
     """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
@@ -133,6 +130,9 @@ class GenerateSettings:
     backend: str = "python"
     runtime: str = ""
     state_dict: str = ""
+    # A further backend's own settings: its typed dataclass (the backend's validate checks the type),
+    # so adding a backend adds no field here. The two backends above keep their flat fields.
+    backend_settings: object | None = None
 
     def __post_init__(self) -> None:
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])

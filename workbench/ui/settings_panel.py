@@ -19,6 +19,8 @@ from workbench import generate
 from workbench.generate import options
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
+from workbench.generate.backends import BACKENDS, backend_of, switching_to, unread_fields
+from workbench.generate.pytorch_backend import PYTORCH
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
@@ -35,11 +37,13 @@ _BATCHING_MODES = {
 }
 
 
-_BACKENDS = {"Python backend (model.py)": "python", "PyTorch backend (LibTorch)": "pytorch"}
+_BACKENDS = {backend.label: name for name, backend in BACKENDS.items()}
 _RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "model.py"}
 
-# what only the generated model.py reads: greyed out for the PyTorch backend
-_PYTHON_BACKEND_CONTROLS = ("copy_compiled_model", "core_range", "threads_per_core", "batching_mode", "cpu_affinity")
+# control -> the GenerateSettings field it shows: greyed out for a backend that does not read it
+_BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "core_range": "neuron_core_range",
+                              "threads_per_core": "threads_per_core", "batching_mode": "disable_batch_requests_to_neuron",
+                              "cpu_affinity": "cpu_affinity"}
 
 _TRITON_CONTROLS = ("instance_group_kind", "rate_limiter_resources", "rate_limiter_priority", "preserve_ordering",
                     "priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy",
@@ -232,6 +236,8 @@ class SettingsPanel:
             row(c["tnx_n_positions"], c["tnx_sequence_length"], c["tnx_unroll"], c["tnx_amp"]),
         ])
         self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
+        # backend name -> its own controls, shown only while it is chosen, and its parameter control
+        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"])}
         self.state.observe(self._artifact_changed, names="artifact")
         self.state.observe(lambda change: change["new"] and self.link.update(compiled_model=change["new"]),
                            names="model_file")
@@ -301,13 +307,15 @@ class SettingsPanel:
         self.controls["pytorch_parameters"].layout = layout_of_settings(self.link.value)
         if "max_batch_size" in changed:
             self._refill_tensors()
-        if "backend" in changed and self.link.value.backend == "pytorch" and self.link.value.target != "cpu":
-            self.link.update(target="cpu")  # LibTorch serves on this machine's CPU (Neuron: the Python backend)
-        if "backend" in changed and self.link.value.backend == "python":
-            # the PyTorch backend's own fields (hidden now) would only be refused or carried unread
-            own = {key: value for key, value in self.link.value.parameters.items()
-                   if key not in self.controls["pytorch_parameters"].keys()}
-            self.link.update(runtime="", state_dict="", parameters=own)
+        if "backend" in changed:
+            # the other backends' fields (greyed out or hidden now) would only be refused or carried unread:
+            # back to their defaults, and a target the backend serves (LibTorch: this machine's CPU)
+            settings = self.link.value
+            hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
+                      for key in params.keys()}
+            parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
+            self.link.update(**switching_to(backend_of(settings), settings),
+                             **({"parameters": parameters} if parameters != settings.parameters else {}))
         self._show()
 
     def _show_core_map(self) -> None:
@@ -328,12 +336,13 @@ class SettingsPanel:
         for key in ("preferred_batch_sizes", "max_queue_delay_us", "preserve_ordering", "priority_levels",
                     "default_priority_level", "default_queue_policy", "priority_queue_policy"):
             c[key].disabled = not settings.enable_dynamic_batching  # dynamic batcher fields
-        pytorch = settings.backend == "pytorch"
-        for key in _PYTHON_BACKEND_CONTROLS:
-            c[key].disabled = pytorch
-        c["cpu_affinity"].disabled = pytorch or settings.target != "cpu"
-        self.pytorch_box.layout.display = None if pytorch else "none"
-        c["core_map"].layout.display = "none" if pytorch else None
+        unread = unread_fields(backend_of(settings))
+        for key, name in _BACKEND_SPECIFIC_CONTROLS.items():
+            c[key].disabled = name in unread
+        c["cpu_affinity"].disabled = "cpu_affinity" in unread or settings.target != "cpu"
+        for name, (box, _params) in self._backend_boxes.items():
+            box.layout.display = None if settings.backend == name else "none"
+        c["core_map"].layout.display = "none" if "neuron_core_range" in unread else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
         self._show_core_map()
         problems, generated = list(self.link.problems), None
