@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Backend", "BACKENDS", "backend_named", "backend_of", "backend_of_config", "unread_fields", "switching_to",
            "validate", "render", "write",
-           "diff", "changes", "read_back", "load_settings"]
+           "diff", "changes", "read_back", "load_settings", "model_target"]
 
 
 class Backend(Protocol):
@@ -167,6 +167,11 @@ def read_back(model_dir: str | Path) -> ReadBack:
     model_dir = Path(model_dir)
     config = read_config(model_dir)
     return backend_of_config(config).read_back(model_dir, config)
+
+
+def model_target(model_dir: str | Path) -> str:
+    """The target ``model_dir`` is generated for (what its model runs on when served), as read back."""
+    return read_back(model_dir).settings.target
 
 
 def load_settings(model_dir: str | Path) -> GenerateSettings:

@@ -267,10 +267,12 @@ def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
 
 
 def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
-    try:
-        core_range = CoreRange.parse(settings.neuron_core_range)
-    except CoreRangeError as err:
-        plan.problems.append(f"--neuron_core_range: {err}")
+    core_range = settings.neuron_core_range
+    if not isinstance(core_range, CoreRange):  # text GenerateSettings could not parse: the parser's words
+        try:
+            CoreRange.parse(core_range)
+        except CoreRangeError as err:
+            plan.problems.append(f"--neuron_core_range: {err}")
         return
     limit = neuron_core_limit(settings.target)
     if limit is not None and core_range.end >= limit[1]:

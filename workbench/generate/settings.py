@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.coremap import CoreRange
+from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
 from workbench.spec import TensorSpec
 from workbench.system import detect
@@ -77,7 +77,9 @@ class GenerateSettings:
     target: str = field(default_factory=default_target)
     triton_input: list = field(default_factory=list)
     triton_output: list = field(default_factory=list)
-    neuron_core_range: str | CoreRange = "0:0"
+    # a CoreRange after construction (text such as "0:3" is parsed here, where a notebook's enters);
+    # text that does not parse is kept as given, so `validate` names it with every other problem
+    neuron_core_range: CoreRange | str = CoreRange(0, 0)
     triton_model_instance_count: int = 1
     threads_per_core: int | None = None  # None: NUM_THREADS_PER_CORE left out (SDK default workers)
     model_version: int = 1
@@ -135,6 +137,11 @@ class GenerateSettings:
     backend_settings: object | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.neuron_core_range, CoreRange):
+            try:
+                self.neuron_core_range = CoreRange.parse(self.neuron_core_range)
+            except CoreRangeError:
+                pass  # kept as given: the checks name it
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])
         if isinstance(self.preferred_batch_size, int):
             self.preferred_batch_size = [self.preferred_batch_size]

@@ -167,7 +167,7 @@ class PreviewPanel:
             note = preformatted("target cpu: serve it here (server tab); this is the command once it is "
                                 "generated for a Neuron target")
         try:
-            run = docker_run_command(self.state.repository.resolve(), (cmap.start, cmap.end),
+            run = docker_run_command(self.state.repository.resolve(), cmap.core_range,
                                      instance_type=self.controls["instance_type"].value,
                                      framework=generated.settings.framework,
                                      load_models=[generated.config.name])

@@ -117,7 +117,7 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         return int(value) if re.fullmatch(r"-?\d+", value) else None
 
     try:
-        core_range = str(CoreRange.from_parameters(params) or CoreRange(0, 0))
+        core_range: CoreRange | str = CoreRange.from_parameters(params) or CoreRange(0, 0)
     except CoreRangeError:  # kept as written, so validation names it
         start = params.get(START_PARAMETER, "0")
         core_range = f"{start}:{params.get(END_PARAMETER, start)}"
