@@ -10,6 +10,7 @@ keeps its finished points.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.coremap import CoreRange, parse_allocations
+from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
 from workbench.measure import plots
 from workbench.measure.backends import BackendComparison, BackendSweep, compare_backends, run_folders
@@ -34,6 +36,7 @@ from workbench.measure.search.choice import (
 )
 from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
+from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
@@ -186,6 +189,14 @@ class SweepPanel:
             raise MeasureError("; ".join(self.measure_link.problems))
         return self.measure_link.value
 
+    def _settings_for(self, model_dir: Path) -> MeasureSettings:
+        """How to measure ``model_dir``: the controls' settings, outputs checked at the tolerance of
+        where the model runs (`targets.output_tolerances`)."""
+        settings = self.settings()
+        if not (model_dir / "config.pbtxt").is_file():
+            return settings
+        return dataclasses.replace(settings, **output_tolerances(model_target(model_dir)))
+
     def backends(self) -> BackendSweep:
         """The backend settings and models to compare (``backend_link.value``); SweepError names a bad value."""
         if self.backend_link.problems:
@@ -223,8 +234,8 @@ class SweepPanel:
         c = self.controls
         c["error"].value = c["exported"].value = ""
         server, model_dir = self.state.server, self.state.model_dir
-        checked = preflight(model_dir, plan=self.plan, settings=self.settings, search=lambda: self.search().strategy(),
-                            backends=self.backends)
+        checked = preflight(model_dir, plan=self.plan, settings=lambda: self._settings_for(model_dir),
+                            search=lambda: self.search().strategy(), backends=self.backends)
         problems = ([] if server is not None and server.running else ["start the server first (server panel)"])
         problems += checked.problems
         if problems:
