@@ -278,6 +278,11 @@ def run_cli(args: argparse.Namespace) -> int:
             if tail:
                 print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
             return 1
+        if isinstance(err, OSError):  # a full disk or a folder taken away: one line, the points kept so far
+            print(f"workbench sweep: error: cannot write the run in {args.out}: {err.strerror or err} "
+                  f"({err.filename or args.out}); the points written before are kept (continue with --resume)",
+                  file=sys.stderr)
+            return 1
         print(task.error_text, file=sys.stderr)
         return 1
     result = task.result

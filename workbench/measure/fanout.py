@@ -27,6 +27,7 @@ from workbench.measure.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.swept import base_config, check_out_dir, reference_for
 from workbench.server.protocol import Server
+from workbench.server.remote import endpoint_addresses
 
 __all__ = ["SERVERS_FOLDER", "deal_variants", "run_fanout"]
 
@@ -56,7 +57,32 @@ def _named(servers: Mapping[str, Server] | Sequence[Server]) -> dict[str, Server
             named[name] = server
     if not named:
         raise SweepError("a fan-out needs at least one server")
+    _refuse_one_server_twice(named)
     return named
+
+
+def _refuse_one_server_twice(named: Mapping[str, Server]) -> None:
+    """Two names for one server (``127.0.0.1:P`` and ``grpc://localhost:P``) would load variants
+    over each other and measure the same host twice: refused, naming both."""
+    seen: dict[tuple[str, int], str] = {}
+    for name, server in named.items():
+        for address in _addresses(server):
+            if address in seen and seen[address] != name:
+                raise SweepError(f"servers {seen[address]!r} and {name!r} are the same server "
+                                 f"({address[0]} port {address[1]}); give each server once")
+            seen[address] = name
+
+
+def _addresses(server: Server) -> set[tuple[str, int]]:
+    """Every (address, port) the server is reached at (a remote one answers on one protocol)."""
+    found: set[tuple[str, int]] = set()
+    for endpoint in ("http_url", "grpc_url"):
+        try:
+            url = server.http_url if endpoint == "http_url" else server.grpc_url
+        except ValueError:  # a remote server given on the other protocol
+            continue
+        found |= endpoint_addresses(url)
+    return found
 
 
 def _folder(name: str) -> str:

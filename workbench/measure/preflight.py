@@ -15,6 +15,7 @@ from typing import Callable, TypeVar
 from workbench.coremap import CoreRangeError
 from workbench.generate.config import ConfigError, read_config
 from workbench.measure.backends import BackendSweep
+from workbench.measure.lock import RunFolderLock
 from workbench.measure.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.results import ResultsError, load_run
@@ -98,5 +99,6 @@ def _check_combinations(checked: Preflight, urls: int, new_run: bool) -> None:
 
 
 def _check_run_folder(out_dir: Path, resume: bool, new_run: bool) -> None:
+    RunFolderLock.check_free(out_dir)  # another sweep writing it: said before a server starts
     if check_out_dir(out_dir, resume or new_run) and not new_run:
         load_run(out_dir)  # a corrupted run folder is named (file, line) before a server starts

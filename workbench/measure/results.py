@@ -57,9 +57,42 @@ def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
 
 
 def _dump_line(row: dict) -> str:
-    """JSON without NaN (not valid JSON): missing numbers are written as null."""
-    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-    return json.dumps(clean, sort_keys=True, default=str)
+    """Strict JSON (NaN and infinities are not JSON): a number not measured is written as null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+    return json.dumps(clean, sort_keys=True, default=str, allow_nan=False)
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every NaN or infinity (anywhere in it) as None, so it is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
+def _not_a_number(word: str) -> float:
+    raise ValueError(f"{word} is not a JSON number")
+
+
+def _point_row(path: Path, number: int, row: dict) -> dict:
+    """``row`` with its whole-number columns as integers; a value that is not one is an error
+    naming the line (a hand-edited ``"batch_size": "1"`` would otherwise count as another point)."""
+    for column in INT_COLUMNS:
+        value = row.get(column)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            continue
+        try:
+            whole = int(str(value).strip())
+        except ValueError:
+            raise ResultsError(f"{path} line {number}: {column} {value!r} is not a whole number; fix or remove "
+                               "the line") from None
+        row[column] = whole
+    return row
 
 
 def read_points(path: str | Path) -> list[dict]:
@@ -74,16 +107,17 @@ def read_points(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            if number == len(lines):
+            row = json.loads(line, parse_constant=_not_a_number)
+        except ValueError as err:  # JSONDecodeError, or Infinity/NaN (not JSON: results.json must stay strict)
+            if number == len(lines) and isinstance(err, json.JSONDecodeError):
                 break
-            raise ResultsError(f"{path} line {number} is not a JSON row; fix or remove it") from None
+            why = "" if isinstance(err, json.JSONDecodeError) else f" ({err})"
+            raise ResultsError(f"{path} line {number} is not a JSON row{why}; fix or remove it") from None
         missing = [c for c in KEY_COLUMNS if c not in row] if isinstance(row, dict) else list(KEY_COLUMNS)
         if missing:
             raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
                                "fix or remove it")
-        rows.append(row)
+        rows.append(_point_row(path, number, row))
     return rows
 
 
@@ -102,7 +136,7 @@ def append_point(path: str | Path, row: dict) -> None:
 
 def write_record(out_dir: str | Path, record: dict) -> Path:
     path = Path(out_dir) / RECORD_FILE
-    atomic_write(path, json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(path, json.dumps(_strict(record), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     return path
 
 
@@ -112,7 +146,8 @@ def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tup
     csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
     atomic_write(csv_path, frame.to_csv(index=False))
     rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
-    atomic_write(json_path, json.dumps({"record": record, "points": rows}, indent=2, sort_keys=True, default=str) + "\n")
+    document = _strict({"record": record, "points": rows})
+    atomic_write(json_path, json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     return csv_path, json_path
 
 

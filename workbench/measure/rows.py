@@ -30,6 +30,14 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _nothing_succeeded(sent: Any, failed: Any, errors: Mapping[str, int]) -> str:
+    """Why a point with no successful request has no numbers: how many were sent and failed, and
+    the most frequent error."""
+    counts = f" ({failed} of {sent} failed)" if failed is not None and sent is not None else ""
+    common = max(errors.items(), key=lambda item: item[1])[0] if errors else None
+    return f"no request succeeded{counts}" + (f": {common}" if common else "")
+
+
 def _ms(value_us: Any) -> float:
     return float(value_us) / 1000.0 if value_us is not None else NAN
 
@@ -81,10 +89,15 @@ class PointRow:
     warnings: str | None = None
     error: str | None = None
     measured_at: str | None = None
+    model: str | None = None  # what the row measured: the model, and a digest of its variant's config
+    config_digest: str | None = None  # (a resume refuses rows of another model or config)
 
     @classmethod
     def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> "PointRow":
-        """The row of a point the built-in load generator measured."""
+        """The row of a point the built-in load generator measured; a point where no request
+        succeeded is a failed point (resume measures it again), whatever else was counted."""
+        if result.succeeded == 0 or not result.throughput > 0:
+            return cls.failed(point, _nothing_succeeded(result.sent, result.failed, result.errors))
         server, latency, spread = result.server, result.latency, result.spread
         breakdown = {}
         if server is not None:
@@ -117,6 +130,8 @@ class PointRow:
         or ``run_perf_analyzer``'s, in microseconds); its outputs were checked with one request
         before it ran. perf_analyzer gives no raw latencies: the throughput spread is the range of
         the three windows it pooled, the p99 spread is not known."""
+        if not float(row.get("throughput") or 0) > 0:
+            return cls.failed(point, _nothing_succeeded(row.get("requests"), None, {}))
         us = lambda key: row.get(key, NAN)  # noqa: E731
         pooled = list(row.get("windows", []))[-3:]
         notes = ["measured by perf_analyzer"] + list(row.get("warnings", []))

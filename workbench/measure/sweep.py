@@ -21,6 +21,7 @@ from workbench.generate.config import parameters_of, spec_from_config, to_json
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
+from workbench.measure.lock import RunFolderLock
 from workbench.measure.neuron_use import NeuronUse
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
@@ -31,7 +32,7 @@ from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, ans
 from workbench.measure.search.confirm import confirm_answer
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.settle import model_processes, wait_quiet
-from workbench.measure.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine, chosen_variants, machine,
+from workbench.measure.swept import (base_config, check_in_repository, check_out_dir, config_digest, check_reachable_by_engine, chosen_variants, machine,
                                      open_run, range_cpus, reference_for, screened_rows, server_url)
 from workbench.measure.variant_times import first_and_warmup_noted, load_variant
 from workbench.server.protocol import Server
@@ -114,8 +115,9 @@ def run_sweep(
     sweep = SweepRun(plan, server, model, Path(out_dir), settings, reference=reference, inputs=inputs,
                      variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
                      progress=progress, cancel=cancel)
-    sweep.open(resume=resume, new_run=new_run, label=label)
-    return sweep.run(restore=restore)
+    with RunFolderLock(Path(out_dir)):  # one writer per run folder, taken before anything is loaded
+        sweep.open(resume=resume, new_run=new_run, label=label)
+        return sweep.run(restore=restore)
 
 
 @dataclass
@@ -161,6 +163,7 @@ class SweepRun:
                              reference, inputs)
         self.screening = search.screening(self.measuring) if search is not None else None
         self.cpus = range_cpus(self.core_range, self.base)
+        self.config_digests = {v.label: config_digest(v.config_json()) for v in self.variants}
         self.loaded = _Loaded()
         self.count = 0
         self.rows: list[PointRow] = []
@@ -183,7 +186,8 @@ class SweepRun:
         if new_run and check_out_dir(self.out_dir, True):
             set_aside(self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured)
+        self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured,
+                                       self.config_digests)
         check_resume(self.search, self.previous)
         self.rows = [r for r in rows if not r.error]  # failed points are measured again
         self.by_key = {r.key: r for r in self.rows}
@@ -316,15 +320,18 @@ class SweepRun:
         return row
 
     def _measured_row(self, point: Point, how: MeasureSettings) -> PointRow:
+        """The point measured as ``how`` says, its row stamped with what it measured."""
+        stamp = {"model": self.name, "config_digest": self.config_digests[point.variant.label]}
         self._load(point)
         if self.loaded.error is not None:
-            return PointRow.failed(point, self.loaded.error)
+            return replace(PointRow.failed(point, self.loaded.error), **stamp)
         cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
         use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
         row = measure_point(self.target, point, how, cancel=self.cancel,
                             progress=lambda _d, _n, message: self._report(f"{point.label}: {message}"))
         busy = format_busy(use.stop())
-        return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy})
+        return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy},
+                       **stamp)
 
     def _load(self, point: Point) -> None:
         """Load the point's variant when it is not the one loaded (once per change, timed)."""

@@ -6,9 +6,11 @@ earlier one's rows when resuming, refused when what it measured changed).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 from pathlib import Path
-from typing import Collection
+from typing import Collection, Mapping
 
 from workbench.check import CheckError, Eager, eager_reference
 from workbench.coremap import CoreRange
@@ -36,8 +38,13 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     return has_run
 
 
+def config_digest(config: dict) -> str:
+    """A short digest of a variant's config (Triton's JSON): what a row records it measured."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
-              resume: bool, measured: dict) -> tuple[dict | None, list[PointRow]]:
+             resume: bool, measured: dict, digests: Mapping[str, str]) -> tuple[dict | None, list[PointRow]]:
     """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
     runs, overwrite one, or resume one whose model, config or versions changed (``measured``: the
     fingerprint of what this session measures)."""
@@ -60,7 +67,23 @@ def open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: Engin
                          "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
                          "one is kept beside it) or use another folder")
     compact_points(out_dir / POINTS_FILE)
-    return record, [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
+    rows = [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
+    _refuse_foreign_rows(out_dir, rows, model, digests)
+    return record, rows
+
+
+def _refuse_foreign_rows(out_dir: Path, rows: list[PointRow], model: str, digests: Mapping[str, str]) -> None:
+    """Rows that say they measured another model, or another config of a variant, are not this
+    run's points (a points file copied from another run): refused, naming the difference."""
+    others = sorted({r.model for r in rows if r.model is not None and r.model != model})
+    if others:
+        raise SweepError(f"cannot resume the run in {out_dir}: its {POINTS_FILE} holds points of model "
+                         f"{', '.join(map(repr, others))}, not {model!r}; use another folder")
+    changed = sorted({r.variant for r in rows if r.config_digest is not None and r.variant in digests
+                      and r.config_digest != digests[r.variant]})
+    if changed:
+        raise SweepError(f"cannot resume the run in {out_dir}: the config of variant(s) {', '.join(changed)} "
+                         "differs from the one their saved points measured; use another folder")
 
 
 def machine() -> dict:

@@ -8,12 +8,13 @@ tritonclient as its clients take them (`ClientOptions`); the headers ride on eve
 
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from workbench.server.control import PROTOCOLS, ClientOptions, ModelControl
 
-__all__ = ["RunningServer", "ClientOptions", "parse_server_url"]
+__all__ = ["RunningServer", "ClientOptions", "parse_server_url", "endpoint_addresses"]
 
 _SCHEMES = {"http": ("http", False), "https": ("http", True), "grpc": ("grpc", False), "grpcs": ("grpc", True)}
 
@@ -45,6 +46,19 @@ def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
     if not colon or not host or not port.isdigit() or "/" in text:
         raise ValueError(f"server URL {url!r} needs host:port (e.g. 10.0.0.5:8001), without a path")
     return ParsedUrl(text, given, ssl)
+
+
+def endpoint_addresses(hostport: str) -> frozenset[tuple[str, int]]:
+    """The (address, port) pairs ``host:port`` reaches, so that two spellings of one server
+    (``localhost:8001``, ``127.0.0.1:8001``, ``grpc://localhost:8001``) are seen as one; a host that
+    does not resolve stands for itself."""
+    host, _, port = hostport.rpartition(":")
+    host = host.strip("[]").lower()
+    try:
+        infos = socket.getaddrinfo(host, int(port), proto=socket.IPPROTO_TCP)
+    except (OSError, ValueError):
+        return frozenset({(host, int(port) if port.isdigit() else -1)})
+    return frozenset((info[4][0], int(port)) for info in infos)
 
 
 class RunningServer(ModelControl):
