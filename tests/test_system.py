@@ -202,14 +202,14 @@ def test_trn3_is_a_target_with_lnc_and_its_cores_come_from_neuron_ls(tmp_path):
 
 def test_the_one_target_list():
     """Everything that lists targets reads system.TARGETS (model.py keeps a copy a test compares)."""
-    from workbench import compiler, tutorial
+    from workbench import compiler, targets
     from workbench.compiler import tensorflow as tf_compiler, tnx
     from workbench.generate import config
 
     assert system.TARGETS == ("cpu", "inf1", "inf2", "trn1", "trn2", "trn3")
     assert system.XLA_TARGETS + system.TORCHNEURON_TARGETS == system.NEURON_TARGETS[1:]
     assert compiler.TARGETS is system.TARGETS and config.TARGETS is system.TARGETS
-    assert tutorial.NEURON_TARGETS is system.NEURON_TARGETS
+    assert targets.NEURON_TARGETS is system.NEURON_TARGETS
     assert tf_compiler.TF_TARGETS == ("cpu", "inf1", "inf2", "trn1")  # tensorflow-neuronx: trn1/inf2 only
     assert tnx.TNX_TARGETS == ("cpu", "inf2", "trn1")  # transformers-neuronx never supported trn2/trn3
     assert set(system.TARGET_PACKAGES) >= set(system.NEURON_TARGETS)
