@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from workbench.server.protocol import Server
 from workbench.coremap import CoreRange
 from workbench.generate import GenerateSettings, render, write
 
@@ -67,6 +68,6 @@ def generate_both(artifact: Any, repository: str | Path, name: str, *, max_batch
     return python.model_dir, pytorch.model_dir
 
 
-def where_served(server: Any, names: list[str]) -> str:
+def where_served(server: Server, names: list[str]) -> str:
     """One line per model: the backend that served its last load."""
-    return "\n".join(server.served_by(name) for name in names)
+    return "\n".join(server.served_by(name) or f"{name}: not loaded by this process" for name in names)

@@ -273,7 +273,7 @@ class ServerPanel:
 
         def run(progress, cancel):
             progress(0, 1, f"{op} {name}")
-            getattr(server, op)(name)
+            {"load": server.load, "unload": server.unload, "reload": server.reload}[op](name)
             progress(1, 1, f"{op} {name}: done")
 
         self._run(f"{op} {name}", run)
