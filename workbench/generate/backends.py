@@ -38,6 +38,7 @@ class Backend(Protocol):
     targets: tuple[str, ...]  # the targets it serves (the first is chosen when the current one is not)
     own_fields: tuple[str, ...]  # GenerateSettings fields only this backend reads
     ignored_fields: tuple[str, ...]  # fields it accepts but has no use for (greyed out in the panel)
+    pins_cores: bool  # its model reads NEURON_CORE_START/END_INDEX (a sweep sets them for each variant)
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         """Every problem with ``settings`` for this backend; nothing read for writing, nothing written."""

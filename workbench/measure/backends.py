@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from workbench.generate.config import ConfigError, read_config
+from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.measure.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.results import SweepResult, frame_from_rows, write_exports
 from workbench.measure.settings import MeasureSettings
@@ -35,7 +36,7 @@ def backend_plan(plan: SweepPlan, model_dir: str | Path, backend_grid: Mapping[s
     """``plan`` for one model directory: a PyTorch-backend model also sweeps ``backend_grid``
     (friendly settings checked by `sweep_grid` against its config); a Python-backend one as is."""
     cfg = read_config(model_dir)
-    if not backend_grid or cfg.backend != "pytorch":
+    if not backend_grid or not PYTORCH.recognises(cfg):
         return plan
     from workbench.generate.pytorch_backend import PyTorchConfigError, sweep_grid
 
@@ -69,7 +70,7 @@ def backend_plans(plan: SweepPlan, model_dirs: Sequence[str | Path],
     names = [cfg.name or d.name for cfg, d in zip(configs, dirs)]
     if len(set(names)) != len(names):
         raise SweepError(f"model names {names} repeat; each backend's model needs its own name")
-    if backend_grid and not any(cfg.backend == "pytorch" for cfg in configs):
+    if backend_grid and not any(PYTORCH.recognises(cfg) for cfg in configs):
         raise SweepError(f"the backend settings ({', '.join(backend_grid)}) are for Triton's PyTorch backend, and "
                          f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} for the Python backend: "
                          "compare with a model generated with --backend pytorch")

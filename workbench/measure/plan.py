@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
 from workbench.coremap import Allocation, CoreRange, CoreRangeError, parse_allocations
+from workbench.generate.backends import backend_of_config
 from workbench.generate.config import ModelConfig, check_config, parameters_of, to_json
 from workbench.measure.settings import MeasureError
 from workbench.system import usable_cpu_ids
@@ -123,7 +124,7 @@ def variant_config(
     cfg.CopyFrom(base)
     group = cfg.instance_group[0] if cfg.instance_group else cfg.instance_group.add(kind="KIND_MODEL")
     group.count = allocation.instances
-    if cfg.backend != "pytorch":  # Triton's PyTorch backend pins no cores and reads no such keys
+    if backend_of_config(cfg).pins_cores:  # e.g. Triton's PyTorch backend pins no cores, reads no such keys
         for key, value in CoreRange(core_start, core_start + allocation.cores - 1).parameters().items():
             cfg.parameters[key].string_value = value
     if max_batch_size is not None:
@@ -261,8 +262,8 @@ class SweepPlan:
             core_range = CoreRange.from_parameters(parameters_of(base))
         except CoreRangeError as err:
             raise SweepError(f"model {base.name!r}: {err}") from None
-        if core_range is None and base.backend == "pytorch":
-            # Triton's PyTorch backend pins no cores: its allocations count instances on this machine's CPUs
+        if core_range is None and not backend_of_config(base).pins_cores:
+            # a backend that pins no cores (Triton's PyTorch backend): allocations count instances on this machine's CPUs
             return CoreRange(0, max(len(usable_cpu_ids()), 1) - 1)
         if core_range is None:
             raise SweepError(f"model {base.name!r} has no NEURON_CORE_START_INDEX/END_INDEX parameters; "

@@ -34,9 +34,9 @@ def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
 def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
     """A screen's test: usable and the low end of its p99 interval within the budget (its p99 when
     it has no interval). A screen only chooses what to measure in full, so it rules a level out
-    only when even its optimistic end misses: one short window's p99 moves by a quarter between
-    runs of the same point (2.81 vs 3.58 ms on the medium MLP, quiet), and a screen read at face
-    value dropped the grid's best cell against a budget inside that band."""
+    only when even its optimistic end misses: one short window's p99 moves between runs of the same
+    point by as much as the gaps between candidates, and a screen read at face value can drop the
+    grid's best cell against a budget inside that band."""
     if not usable(row):
         return False
     if latency_budget_ms is None:

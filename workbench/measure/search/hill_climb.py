@@ -9,15 +9,14 @@ included, the allocation counted as two axes, instances and cores per instance (
 Analyzer's quick search climbs instance count x max_batch_size within a radius the same way):
 1x1, 2x1 and 1x2 are all neighbours. A neighbour is measured in full unless its screen rules it
 out beside the best cell's screen (screen.py's rule), but the neighbour with the best screen is
-measured in full whatever: screens are short and biased (on the medium MLP, one screened at twice
-its full throughput), and one fluke-high screen of the best cell would rule out every neighbour.
+measured in full whatever: screens are short and biased (one can read twice its full
+throughput), and one fluke-high screen of the best cell would rule out every neighbour.
 The climb stops at a local optimum, where every neighbour of the best is measured in full or
 ruled out.
 
 Why: a climb from one fixed cell along the four axis neighbours stalls on one cell measured
-badly (search_vs_grid, load 6: the centre 1x2 batch 4 missed at batch 4 and 8, the climb went
-down to batch 1 and stopped there, at 38% of the grid's best). Neighbours sharing the best
-cell's variant (loaded) come first, the others by their screen, best first.
+badly (benchmarks/README: search_vs_grid). Neighbours sharing the best cell's variant (loaded)
+come first, the others by their screen, best first.
 """
 
 from __future__ import annotations
