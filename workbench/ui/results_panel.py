@@ -79,7 +79,7 @@ class ResultsPanel:
         except ResultsError as err:
             c["error"].value = error_list([str(err)])
             return []
-        c["runs"].value = frame_html(frame.drop(columns=["path"]), digits=1)
+        c["runs"].value = frame_html(frame.drop(columns=["path"]))
         options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
         paths = list(options.values())
         picks = {key: c[key].value for key in ("run", "run_a", "run_b")}
