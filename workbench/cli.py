@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "serve": "workbench.server.cli",
     "remote": "workbench.server.remote_cli",
     "sweep": "workbench.measure.cli",
+    "report": "workbench.report.cli",
     "deploy": "workbench.deploy.cli",
     "doctor": "workbench.deploy.doctor",
 }
