@@ -35,6 +35,8 @@ class ResultsPanel:
         c["runs"] = table_view()
         c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px", max_width="100%"))
         c["open"] = button("open", icon="folder-open")
+        c["report"] = button("write report", icon="file-text", tooltip="one HTML file of this run that opens offline")
+        c["report_path"] = widgets.HTML()
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style)
         c["best"] = widgets.HTML()
         c["table"] = table_view()
@@ -45,6 +47,8 @@ class ResultsPanel:
         c["run_b"] = widgets.Dropdown(options=[], description="B (after)", style=style,
                                       layout=widgets.Layout(width="560px", max_width="100%"))
         c["compare"] = button("compare B to A", icon="balance-scale")
+        c["compare_report"] = button("write comparison report", icon="file-text",
+                                     tooltip="one HTML file of B against A that opens offline")
         c["summary"] = widgets.HTML()
         c["comparison_table"] = table_view()
         c["comparison_plot"] = plot_image()
@@ -52,15 +56,19 @@ class ResultsPanel:
         c["scan"].on_click(lambda _b: self.scan())
         c["open"].on_click(lambda _b: self.open())
         c["compare"].on_click(lambda _b: self.compare())
+        c["report"].on_click(lambda _b: self.write_report())
+        c["compare_report"].on_click(lambda _b: self.write_report(compared=True))
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
         c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
         self.widget = widgets.VBox([
             row(c["runs_dir"], c["scan"]), c["runs"], c["error"],
             widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
-            row(c["run"], c["open"]), c["budget_ms"], c["best"], c["table"], c["plot"], c["heatmap"],
+            row(c["run"], c["open"], c["report"]), c["report_path"], c["budget_ms"], c["best"], c["table"], c["plot"],
+            c["heatmap"],
             widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
-            c["run_a"], c["run_b"], c["compare"], c["summary"], c["comparison_table"], c["comparison_plot"],
+            c["run_a"], c["run_b"], row(c["compare"], c["compare_report"]), c["summary"], c["comparison_table"],
+            c["comparison_plot"],
         ])
 
     def _repr_mimebundle_(self, **kwargs):
@@ -137,3 +145,30 @@ class ResultsPanel:
         c["comparison_table"].value = frame_html(self.comparison.table)
         c["comparison_plot"].value = figure_png(plots.comparison_plot(self.comparison))
         return self.comparison
+
+    def write_report(self, compared: bool = False) -> Path | None:
+        """Write the open run's report (or, ``compared``, B's against A's) as one HTML file in the
+        run's folder (`workbench.report.html.save_report`) and say where it went."""
+        from workbench.report.html import save_report
+
+        c = self.controls
+        c["report_path"].value = ""
+        if compared:
+            a, b = c["run_a"].value, c["run_b"].value
+            if not a or not b or a == b:
+                c["error"].value = error_list(["pick two different runs as A and B, then write their report"])
+                return None
+            runs = (a, b)
+        else:
+            if self.run is None:
+                c["error"].value = error_list(["open a run first, then write its report"])
+                return None
+            runs = (self.run, None)
+        try:
+            path = save_report(*runs, latency_budget_ms=self._budget())
+        except (ResultsError, OSError) as err:
+            c["error"].value = error_list([f"the report was not written: {err}"])
+            return None
+        c["error"].value = ""
+        c["report_path"].value = f"report written: <code>{html.escape(str(path))}</code> (one file; opens offline)"
+        return path
