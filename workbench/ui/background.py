@@ -65,9 +65,12 @@ class LogView:
             body = f"<i style='color:#777'>{html.escape(self._placeholder)}</i>"
         else:
             body = "\n".join(self._line_html(line) for line in lines)
-        self.view.value = (f"<div class='{SCROLL_CLASS}' style='display:flex;flex-direction:column-reverse;"
-                           f"max-height:{self._height};overflow:auto;border:1px solid #ccc;padding:2px 4px'>"
-                           f"<pre style='margin:0;font-size:12px;line-height:1.35'>{body}</pre></div>")
+        # The <pre> must not shrink nor scroll itself: JupyterLab's CSS gives a rendered <pre> overflow:auto, which
+        # lets a flex item shrink to the box and scroll its own top (the oldest lines) into view.
+        self.view.value = (f"<div class='{SCROLL_CLASS} workbench-log-box' style='display:flex;"
+                           f"flex-direction:column-reverse;max-height:{self._height};overflow:auto;"
+                           f"border:1px solid #ccc;padding:2px 4px'><pre style='margin:0;font-size:12px;"
+                           f"line-height:1.35;flex:none;overflow:visible;max-height:none'>{body}</pre></div>")
 
     def _line_html(self, line: str) -> str:
         note = self._note(line) if self._note is not None else None

@@ -10,6 +10,7 @@ config.pbtxt are never thrown away by a settings change; the user picks which on
 from __future__ import annotations
 
 import html
+import re
 
 import ipywidgets as widgets
 
@@ -180,8 +181,9 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None and generated.core_map is not None else 0
-        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if family_of(name) == family)
-        return next((name for cores, name in sizes if cores > end), sizes[-1][1])
+        sizes = sorted((cores_for_instance(name), _size(name), name) for name in DEVICES_BY_INSTANCE
+                       if family_of(name) == family)
+        return next((name for cores, _, name in sizes if cores > end), sizes[-1][2])
 
     def _instance_changed(self, _change) -> None:
         if self.state.generated is not None:
@@ -294,3 +296,10 @@ class PreviewPanel:
         self._show_diff()
         self.state.written = result
         return result
+
+
+def _size(instance_type: str) -> int:
+    """How big an instance is within its family, from its name (xlarge 1, 8xlarge 8, 48xlarge 48): two
+    sizes with the same NeuronCores differ in vCPUs and price, and the smaller is the default."""
+    match = re.fullmatch(r"(\d*)xlarge", instance_type.partition(".")[2])
+    return int(match.group(1) or 1) if match else 0

@@ -59,6 +59,8 @@ class ResultsPanel:
         c["report"].on_click(lambda _b: self.write_report())
         c["compare_report"].on_click(lambda _b: self.write_report(compared=True))
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
+        for key in ("runs_dir", "run_a", "run_b"):  # an error about the picks goes once they change
+            c[key].observe(lambda _change: setattr(c["error"], "value", ""), names="value")
         c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
         self.widget = widgets.VBox([
@@ -112,6 +114,9 @@ class ResultsPanel:
         try:
             self.run = load_run(path)
         except ResultsError as err:
+            self.run = None  # the last run's table and plots go: they are not this pick's
+            c["table"].value = c["best"].value = c["report_path"].value = ""
+            c["plot"].value = c["heatmap"].value = b""
             c["error"].value = error_list([str(err)])
             return None
         c["error"].value = ""
@@ -129,6 +134,9 @@ class ResultsPanel:
         """Compare run B with run A on their common points."""
         c = self.controls
         a, b = c["run_a"].value, c["run_b"].value
+        self.comparison = None  # the last comparison goes, whatever this one gives
+        c["summary"].value = c["comparison_table"].value = ""
+        c["comparison_plot"].value = b""
         if not a or not b:
             c["error"].value = error_list(["pick two runs to compare"])
             return None

@@ -158,6 +158,9 @@ class SweepPanel:
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
+        for control in c.values():  # an error said about the inputs goes once they change
+            if isinstance(control, widgets.ValueWidget) and not isinstance(control, (widgets.HTML, widgets.Image)):
+                control.observe(lambda _change: self._inputs_changed(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
             row(c["batch_sizes"], c["allocations"], c["concurrency"]),
@@ -261,6 +264,7 @@ class SweepPanel:
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = self.comparison = None
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
+        self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
         try:
             self._watch = ServerWatch(server, self.state.name)
@@ -331,6 +335,15 @@ class SweepPanel:
         self._draw(result)
         self._show_best()
         c["export"].disabled = result.path is None
+
+    def _inputs_changed(self) -> None:
+        if not self.run.running:
+            self.controls["error"].value = ""
+
+    def _clear_plots(self) -> None:
+        for image in self.controls["plots"].children:
+            image.value = b""
+        hidden(self.controls["plots"])
 
     def _draw(self, result: SweepResult) -> None:
         self._last_plot = time.monotonic()

@@ -1,0 +1,55 @@
+"""What the app shows goes stale or misleads (issue 31): displays cleared when their input changes or a
+new run starts, the smallest instance as the docker-run default, the log's newest line kept in view.
+Plain pytest on the widgets' values; tests/browser/test_tabs.py checks the same in JupyterLab."""
+
+from __future__ import annotations
+
+from workbench.measure.results import SweepResult, frame_from_rows
+from workbench.ui import Workbench
+from workbench.ui.background import LogView
+from workbench.ui.results_panel import ResultsPanel
+
+from test_results import KNOWN, save_run
+
+
+def test_docker_run_defaults_to_the_smallest_instance_with_the_cores(tmp_path):
+    preview = Workbench(tmp_path / "repo")["preview"]
+    assert preview._default_instance() == "inf2.xlarge"  # not inf2.8xlarge: same NeuronCores, 8x the vCPUs
+
+
+def test_a_new_sweep_clears_the_last_runs_plots_and_an_error_goes_when_the_input_changes(tmp_path):
+    sweep = Workbench(tmp_path / "repo")["sweep"]
+    c = sweep.controls
+    sweep._draw(SweepResult(frame_from_rows(KNOWN), {"label": "old"}))
+    assert all(image.value for image in c["plots"].children) and c["plots"].layout.display != "none"
+    assert sweep.start() is None  # no server, no model: refused, and the old plots are not this run's
+    assert "start the server first" in c["error"].value
+    c["batch_sizes"].value = "1,2"
+    assert c["error"].value == ""
+    sweep._draw(SweepResult(frame_from_rows(KNOWN), {"label": "old"}))
+    sweep._out_dir = tmp_path / "never"
+    sweep._clear_plots()
+    assert not any(image.value for image in c["plots"].children) and c["plots"].layout.display == "none"
+
+
+def test_the_results_tab_drops_a_run_it_can_no_longer_open(tmp_path):
+    save_run(tmp_path / "a", KNOWN[:4], label="a")
+    panel = ResultsPanel(runs_dir=tmp_path)
+    panel.scan()
+    panel.open(str(tmp_path / "a"))
+    assert panel.controls["table"].value and panel.controls["plot"].value
+    (tmp_path / "b").mkdir()
+    assert panel.open(str(tmp_path / "b")) is None
+    assert panel.controls["table"].value == "" and not panel.controls["plot"].value and panel.run is None
+    panel.controls["runs_dir"].value = str(tmp_path / "elsewhere")
+    assert panel.controls["error"].value == ""
+
+
+def test_the_log_keeps_its_lines_from_scrolling_themselves():
+    log = LogView(height="100px")
+    for n in range(200):
+        log.append(f"line {n}")
+    log.flush()
+    pre = log.view.value[log.view.value.index("<pre"):]
+    assert "flex:none" in pre and "overflow:visible" in pre  # JupyterLab's pre{overflow:auto} must not win
+    assert pre.endswith("line 199</pre></div>")
