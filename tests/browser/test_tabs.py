@@ -109,9 +109,22 @@ def _button(workbench, text: str):
     return workbench.locator("button.widget-button:visible", has_text=text).first
 
 
-# Each visible table: rows taller than 3 lines (text wrapping a word per line), titles over 2 lines.
-_TABLE_PROBLEMS = """root => {
+# Each visible table: rows taller than 3 lines (text wrapping a word per line), titles over 2 lines;
+# buttons stretched far past their label; plots shown wider than their pixels (stretched, blurry).
+_READING_PROBLEMS = """root => {
     const problems = [];
+    for (const button of root.querySelectorAll('button.widget-button')) {
+        if (button.offsetParent === null) continue;
+        const range = document.createRange();
+        range.selectNodeContents(button);
+        const label = range.getBoundingClientRect().width, width = button.getBoundingClientRect().width;
+        if (width > label + 80) problems.push(`button "${button.innerText}" is ${width}px wide for a ${label}px label`);
+    }
+    for (const img of root.querySelectorAll('img')) {
+        if (img.offsetParent === null || !img.naturalWidth) continue;
+        if (img.clientWidth > img.naturalWidth / 1.9 + 1)
+            problems.push(`plot shown ${img.clientWidth}px wide from ${img.naturalWidth}px: blurry`);
+    }
     for (const table of root.querySelectorAll('table')) {
         if (table.offsetParent === null || !table.tBodies.length) continue;
         const cell = table.querySelector('td');
@@ -192,7 +205,7 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
             page.screenshot(path=str(shot))  # what the user sees at this size
             shots.append(shot)
             found = page.evaluate(_LAYOUT_PROBLEMS, workbench.element_handle())
-            found += page.evaluate(_TABLE_PROBLEMS, workbench.element_handle())
+            found += page.evaluate(_READING_PROBLEMS, workbench.element_handle())
             if tab == "server":
                 log = page.evaluate(_NEWEST_LOG_LINE, workbench.element_handle())
                 if log["text"] != "log line 299" or log.get("bottom", 1e9) > log["boxBottom"] + 1 or log["top"] < log["boxTop"] - 1:

@@ -10,7 +10,6 @@ config.pbtxt are never thrown away by a settings change; the user picks which on
 from __future__ import annotations
 
 import html
-import re
 
 import ipywidgets as widgets
 
@@ -21,7 +20,7 @@ from workbench.generate.repository import RepositoryError, compare_model_dir, wr
 from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
-from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
+from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
 from workbench.ui.render import core_map_html, error_list, highlight, preformatted
@@ -181,7 +180,7 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None and generated.core_map is not None else 0
-        sizes = sorted((cores_for_instance(name), _size(name), name) for name in DEVICES_BY_INSTANCE
+        sizes = sorted((cores_for_instance(name), instance_size(name), name) for name in DEVICES_BY_INSTANCE
                        if family_of(name) == family)
         return next((name for cores, _, name in sizes if cores > end), sizes[-1][2])
 
@@ -297,9 +296,3 @@ class PreviewPanel:
         self.state.written = result
         return result
 
-
-def _size(instance_type: str) -> int:
-    """How big an instance is within its family, from its name (xlarge 1, 8xlarge 8, 48xlarge 48): two
-    sizes with the same NeuronCores differ in vCPUs and price, and the smaller is the default."""
-    match = re.fullmatch(r"(\d*)xlarge", instance_type.partition(".")[2])
-    return int(match.group(1) or 1) if match else 0

@@ -44,12 +44,25 @@ def error_list(problems: list[str]) -> str:
     return f"<ul style='color:#b00020;margin:0'>{items}</ul>"
 
 
+_DPI, _SCALE = 90, 2  # drawn at twice the pixels it is shown at: sharp on a high-density screen
+
+
 def figure_png(figure) -> bytes:
-    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``. The workbench's plots are
-    built without pyplot, so rendering them from a worker thread touches no global figure state."""
+    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``, at twice its shown size
+    (`show_figure` sets that size). The workbench's plots are built without pyplot, so rendering them
+    from a worker thread touches no global figure state."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=_DPI * _SCALE, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def show_figure(image, figure) -> None:
+    """Put ``figure`` in an Image widget at its natural size (never wider than the panel): a PNG
+    left to the page's width was stretched and blurry at 1920 px."""
+    png = figure_png(figure)
+    width = int.from_bytes(png[16:20], "big") // _SCALE  # the IHDR chunk's width
+    image.layout.width = f"{width}px"
+    image.value = png
 
 
 def core_map_html(cmap: CoreMap) -> str:

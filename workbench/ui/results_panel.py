@@ -15,7 +15,7 @@ import ipywidgets as widgets
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
-from workbench.ui.render import best_html, error_list, figure_png, frame_html, preformatted, table_html
+from workbench.ui.render import best_html, error_list, frame_html, preformatted, show_figure, table_html
 from workbench.ui.state import WorkbenchState
 
 
@@ -121,8 +121,8 @@ class ResultsPanel:
             return None
         c["error"].value = ""
         c["table"].value = table_html(self.run)
-        c["plot"].value = figure_png(plots.throughput_vs_latency(self.run))
-        c["heatmap"].value = figure_png(plots.throughput_heatmap(self.run))
+        show_figure(c["plot"], plots.throughput_vs_latency(self.run))
+        show_figure(c["heatmap"], plots.throughput_heatmap(self.run))
         self._show_best()
         return self.run
 
@@ -151,7 +151,7 @@ class ResultsPanel:
         c["error"].value = ""
         c["summary"].value = preformatted(self.comparison.summary())
         c["comparison_table"].value = frame_html(self.comparison.table)
-        c["comparison_plot"].value = figure_png(plots.comparison_plot(self.comparison))
+        show_figure(c["comparison_plot"], plots.comparison_plot(self.comparison))
         return self.comparison
 
     def write_report(self, compared: bool = False) -> Path | None:

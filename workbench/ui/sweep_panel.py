@@ -38,11 +38,12 @@ from workbench.measure.sweep import run_sweep
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
-from workbench.ui.render import best_html, error_list, figure_png, preformatted, server_view_html, table_html
+from workbench.ui.render import best_html, error_list, preformatted, server_view_html, show_figure, table_html
 from workbench.ui.state import WorkbenchState
 
-PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
-         "server breakdown": plots.server_breakdown, "throughput heat map": plots.throughput_heatmap}
+# Tab titles short enough for a tab (a longer one was cut to "throughput vs latenc")
+PLOTS = {"latency": plots.latency_vs_batch, "throughput": plots.throughput_vs_latency,
+         "server time": plots.server_breakdown, "heat map": plots.throughput_heatmap}
 
 
 def _percent_text(fraction: float | None) -> str:
@@ -348,7 +349,7 @@ class SweepPanel:
     def _draw(self, result: SweepResult) -> None:
         self._last_plot = time.monotonic()
         for image, draw in zip(self.controls["plots"].children, PLOTS.values()):
-            image.value = figure_png(draw(result))
+            show_figure(image, draw(result))
         shown(self.controls["plots"])
 
     def _show_best(self) -> None:
