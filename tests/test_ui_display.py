@@ -53,3 +53,18 @@ def test_the_log_keeps_its_lines_from_scrolling_themselves():
     pre = log.view.value[log.view.value.index("<pre"):]
     assert "flex:none" in pre and "overflow:visible" in pre  # JupyterLab's pre{overflow:auto} must not win
     assert pre.endswith("line 199</pre></div>")
+
+
+def test_the_server_tab_says_who_serves_pytorch_backend_models_and_why(tmp_path, monkeypatch):
+    from workbench.server.pytorch import ENV_VAR, PyTorchBackend
+    from workbench.ui.server_panel import pytorch_notice
+
+    twin = pytorch_notice(None)
+    assert "Python-backend twin" in twin and "notebook 08 builds one" in twin and ENV_VAR in twin
+    real = pytorch_notice(PyTorchBackend(tmp_path / "backends", ("torchscript",), "given"))
+    assert "real PyTorch backend at" in real and str(tmp_path / "backends") in real
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    from workbench.tutorial_backends import built_libtorch_backend
+
+    assert built_libtorch_backend() is None  # what the tab and notebook 08 both ask
