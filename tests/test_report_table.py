@@ -8,6 +8,8 @@ person sees are measured in Chromium by tests/browser/test_tabs.py.
 from __future__ import annotations
 
 import re
+
+import pandas as pd
 from html.parser import HTMLParser
 
 from workbench.measure.results import SweepResult, frame_from_rows
@@ -95,3 +97,18 @@ def test_long_text_is_one_line_with_the_whole_text_as_tooltip():
 def test_the_same_renderer_reads_any_frame():
     listing = readable_table(frame_from_rows(LONG_NOTE_ROWS)[["batch_size", "p99_ms"]])
     assert [c.heading for c in listing.columns] == ["batch", "p99 (ms)"]
+
+
+def test_run_table_in_a_notebook_is_the_same_readable_table():
+    table = SweepResult(frame_from_rows(LONG_NOTE_ROWS), {"label": "r"}).table()
+    cells = _parse(table._repr_html_())
+    assert "throughput (infer/s)" in cells.headers and not [h for h in cells.headers if "_" in h]
+    assert type(table[["throughput"]]) is pd.DataFrame  # as data, a plain frame
+
+
+def test_the_best_line_of_a_backend_comparison_names_the_backend():
+    rows = [dict(row, variant=f"{row['served_by']}: 1x1") for row in LONG_NOTE_ROWS]
+    text = SweepResult(frame_from_rows(rows), {"label": "r"}).describe_best()
+    assert "served by PyTorch backend through the workbench's Python-backend twin" in text
+    plain = SweepResult(frame_from_rows(LONG_NOTE_ROWS[:1]), {"label": "r"}).describe_best()
+    assert "served by" not in plain

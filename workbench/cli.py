@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command as typed, for a run record that says how to run it again
     try:
         return int(args.func(args) or 0)
     except _user_errors() as err:

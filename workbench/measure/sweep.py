@@ -45,6 +45,7 @@ from workbench.measure.search.confirm import confirm_answer
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.settle import model_processes, wait_quiet
 from workbench.measure.variant_times import first_and_warmup, load_variant
+from workbench.report.reproduce import sweep_call
 from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import detect, installed_versions
 from workbench.tasks import Cancelled, check_cancel
@@ -188,6 +189,7 @@ def run_sweep(
     variants: Collection[str] | None = None,
     search: SearchStrategy | None = None,
     engine: EngineChoice | None = None,
+    command: str | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
@@ -215,6 +217,8 @@ def run_sweep(
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
     loading, measurement and files; its log and answer go into the record. ``engine``: the choice
     already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
+    ``command``: the command line that ran this sweep (the CLI gives it), recorded beside the Python
+    call that measures the same grid again (the record's ``reproduce``; `workbench report` shows both).
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -267,6 +271,7 @@ def run_sweep(
         "core_check": core_warnings,
     })
     record.pop("search", None)
+    record["reproduce"] = {"python": sweep_call(record, out_dir), **({"command": command} if command else {})}
     log = SearchLog(search.name, search.params, SearchSpace.of(plan, variants)) if search is not None else None
     sessions = list(record.get("sessions", []))
     session = {"started": now(), "ended": None, "status": "running", "measured": 0, "reused": len(rows)}

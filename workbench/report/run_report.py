@@ -146,12 +146,8 @@ def _unstable(run: SweepResult) -> tuple[str, ...]:
 
 
 def _best(run: SweepResult, budget_ms: float | None) -> str:
-    """The best configuration's sentence; in a backend comparison it names the backend that won."""
-    text = run.describe_best(budget_ms)
-    best = run.best(budget_ms)
-    if best is not None and run.frame["served_by"].nunique() > 1 and isinstance(best.get("served_by"), str):
-        text = text.replace(": ", f": served by {best['served_by']}, ", 1)
-    return text
+    """The best configuration's sentence (in a backend comparison it names the backend that won)."""
+    return run.describe_best(budget_ms)
 
 
 def _plots(run: SweepResult) -> list[Plot]:
