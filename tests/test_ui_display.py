@@ -68,3 +68,18 @@ def test_the_server_tab_says_who_serves_pytorch_backend_models_and_why(tmp_path,
     from workbench.tutorial_backends import built_libtorch_backend
 
     assert built_libtorch_backend() is None  # what the tab and notebook 08 both ask
+
+
+def test_progress_moves_within_a_point_and_window_counts_say_why_they_pass_the_maximum():
+    from types import SimpleNamespace
+
+    from workbench.measure.loadgen.engine import Engine
+    from workbench.ui.background import TaskControls
+
+    controls = TaskControls("run")
+    controls._on_progress(2.5, 8, "1x1 b4 c1: window 5 of up to 10")  # half-way through point 3 of 8
+    assert controls.progress.value / controls.progress.max == 2.5 / 8
+    engine = Engine.__new__(Engine)
+    engine.plan = SimpleNamespace(max_windows=10, time_limit_s=30.0)
+    assert engine._window_count(4) == "window 4 of up to 10"
+    assert engine._window_count(22) == "window 22: not stable after 10, longer windows until the 30 s limit"

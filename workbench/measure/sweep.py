@@ -289,9 +289,11 @@ def run_sweep(
     total = record["planned_points"]
     count = 0
 
-    def report(message: str) -> None:
+    def report(message: str, within: float = 0.0) -> None:
+        """Progress in points; ``within``: how far into the point in progress its windows are (0-1), so
+        a bar moves with each window (a point can take 20-30 s)."""
         if progress is not None:
-            progress(count, total, message)
+            progress(count + min(max(within, 0.0), 0.99) if within else count, total, message)
 
     status = "failed"
     loaded = False
@@ -332,7 +334,7 @@ def run_sweep(
             return PointRow.failed(point, current["error"])
         use = (CpuUse(cpus) if cpus else NeuronUse(range(core_range.start, core_range.end + 1))).start()
         row = measure_point(target, point, how, cancel=cancel,
-                            progress=lambda _d, _n, message: report(f"{point.label}: {message}"))
+                            progress=lambda d, n, message: report(f"{point.label}: {message}", d / n if n else 0.0))
         busy = format_busy(use.stop())
         return replace(row, served_by=current["served_by"], **{"cpu_busy" if cpus else "neuron_busy": busy})
 

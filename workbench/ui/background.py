@@ -19,6 +19,7 @@ from workbench.ui.layout import SCROLL_CLASS, button, row
 
 # Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes configs monospace.
 MONOSPACE_CLASS = "workbench-mono"
+_STEPS = 100  # progress bar steps per unit of work (per point of a sweep)
 _LOG_FLUSH_S = 0.25  # a burst of lines (a server starting) is sent to the browser as one update
 
 
@@ -146,9 +147,11 @@ class TaskControls:
     def join(self, timeout: float | None = None) -> bool:
         return self.task is None or self.task.join(timeout)
 
-    def _on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.max = max(total, 1)
-        self.progress.value = min(done, self.progress.max)
+    def _on_progress(self, done: float, total: int, message: str) -> None:
+        """``done`` may be fractional (a sweep reports how far into a point its windows are): the bar
+        has 100 steps per unit, so it moves with each window, not only with each point."""
+        self.progress.max = max(total, 1) * _STEPS
+        self.progress.value = min(round(done * _STEPS), self.progress.max)
         if message:
             self.status.value = html.escape(message)
 
