@@ -83,3 +83,15 @@ def test_progress_moves_within_a_point_and_window_counts_say_why_they_pass_the_m
     engine.plan = SimpleNamespace(max_windows=10, time_limit_s=30.0)
     assert engine._window_count(4) == "window 4 of up to 10"
     assert engine._window_count(22) == "window 22: not stable after 10, longer windows until the 30 s limit"
+
+
+def test_a_failure_is_said_once(tmp_path):
+    sweep = Workbench(tmp_path / "repo")["sweep"]
+
+    def broken(progress, cancel):
+        raise RuntimeError("the server went away")
+
+    task = sweep.run.start(broken, on_done=sweep._finished)
+    assert task.join(timeout=30)
+    shown = sweep.run.status.value + sweep.controls["error"].value
+    assert shown.count("the server went away") == 1 and "failed" in sweep.run.status.value

@@ -86,7 +86,8 @@ class LogView:
 
 
 class TaskControls:
-    """Run and Cancel buttons, a progress bar and a status line for one kind of background work.
+    """Run and Cancel buttons, a progress bar and a status line for one kind of background work
+    (a failure's reason is the owning panel's to show, in its error list: said once, not twice).
 
     ``start(fn, *args, on_done=..., **kwargs)`` runs ``fn`` as a `Task`; Run is disabled while it
     runs and re-enabled when it ends, whatever the outcome (unless ``run_enabled()`` says no, e.g.
@@ -165,7 +166,7 @@ class TaskControls:
             self.status.value = "cancelled"
         else:
             self.progress.bar_style = "danger"
-            self.status.value = html.escape(f"failed: {task.error}")
+            self.status.value = "failed (why: below)"  # each panel shows the error in full there, once
         self._active = False
         self.run_button.disabled = not (self._run_enabled is None or self._run_enabled())
         self.cancel_button.disabled = True
