@@ -14,10 +14,15 @@ if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
 fi
 py=$venv/bin/python
-# torch first, pinned to the CPU build: a bare "torch" requirement would let pip pick a
-# multi-GB CUDA wheel. Override with WORKBENCH_TORCH=<version> where another build is wanted.
+# torch first, as PyTorch's CPU build: a bare "torch" requirement would let pip pick PyPI's multi-GB CUDA
+# wheel on x86_64 Linux. scripts/pip_torch.sh says how (pip's own sources, else PyTorch's CPU index, else a
+# sentence on what to do); WORKBENCH_TORCH=<version> and WORKBENCH_TORCH_INDEX=<url> override.
 if ! "$py" -c "import torch" 2>/dev/null; then
-  "$py" -m pip install --quiet "torch==${WORKBENCH_TORCH:-2.13.0}"
+  mapfile -t torch_args < <(bash scripts/pip_torch.sh "$py"; echo "status=$?")
+  [[ ${torch_args[-1]} == status=0 ]] || exit 1
+  unset 'torch_args[-1]'
+  echo "dev.sh: pip install ${torch_args[*]}"
+  "$py" -m pip install --quiet "${torch_args[@]}"
 fi
 # lab: the package and what the tutorials use; test: also the test tools and the optional paths
 if [[ $what == test ]]; then extras="test"; else extras="transformers"; fi

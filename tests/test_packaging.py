@@ -11,12 +11,16 @@ import yaml
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
+CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
 def _normalised(requirements):
+    """Name -> (extras, specifier); torch apart: the environments pin its CPU build (_check_torch)."""
     out = {}
     for text in requirements:
         req = Requirement(text)
+        if req.name == "torch":
+            continue
         out[req.name.lower().replace("_", "-")] = (frozenset(req.extras), str(req.specifier))
     return out
 
@@ -33,18 +37,35 @@ def _pip_section(path):
     python = [d for d in deps if isinstance(d, str) and d.startswith("python=")]
     assert python == ["python=3.11"], f"{path}: pin python=3.11 (the version the Triton stub is built for)"
     (pip,) = [d["pip"] for d in deps if isinstance(d, dict)]
-    return [p for p in pip if not p.startswith("-e")], pip
+    return [p for p in pip if not p.startswith("-")], pip
+
+
+def _check_torch(path, reqs):
+    """Every torch line pins a version pyproject.toml allows; on x86_64 Linux the +cpu build."""
+    declared = Requirement(next(d for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+                                ["dependencies"] if d.startswith("torch")))
+    torch = [Requirement(r) for r in reqs if Requirement(r).name == "torch"]
+    linux = {"sys_platform": "linux", "platform_machine": "x86_64"}
+    on_linux = [r for r in torch if r.marker is None or r.marker.evaluate(linux)]
+    assert len(on_linux) == 1, f"{path}: one torch requirement for x86_64 Linux"
+    (pin,) = on_linux[0].specifier
+    assert pin.operator == "==" and pin.version.endswith("+cpu"), f"{path}: pin torch's CPU build on x86_64 Linux"
+    assert declared.specifier.contains(pin.version), f"{path}: {pin} outside pyproject's {declared}"
 
 
 def test_environment_yml_matches_pyproject():
     reqs, pip = _pip_section(ROOT / "environment.yml")
     assert _normalised(reqs) == _declared()
+    _check_torch("environment.yml", reqs)
     assert "-e ." in pip, "environment.yml must install the workbench itself"
+    assert CPU_INDEX in pip, "environment.yml must offer PyTorch's CPU build (PyPI's torch is CUDA on x86_64 Linux)"
 
 
 def test_binder_environment_matches_pyproject_and_installs_the_package():
-    reqs, _ = _pip_section(ROOT / "binder" / "environment.yml")
+    reqs, pip = _pip_section(ROOT / "binder" / "environment.yml")
     assert _normalised(reqs) == _declared()
+    _check_torch("binder/environment.yml", reqs)
+    assert CPU_INDEX in pip, "Binder must get PyTorch's CPU build (PyPI's torch is CUDA on x86_64 Linux)"
     post_build = (ROOT / "binder" / "postBuild").read_text()
     assert "pip install" in post_build and "set -e" in post_build
     assert os.access(ROOT / "binder" / "postBuild", os.X_OK)

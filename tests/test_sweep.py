@@ -357,6 +357,9 @@ def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path, capsys):
     run = load_run(out)
     assert run.complete and run.frame["batch_size"].tolist() == [1, 2]
     assert run.frame["outputs_ok"].tolist() == [True, True]
+    command = run.record["reproduce"]["command"]  # the command as typed, to run it again (workbench report)
+    assert command.startswith(f"workbench sweep {model_dir} --batch-sizes 1,2 ") and f"--out {out}" in command
+    assert "workbench.run_sweep(plan, server" in run.record["reproduce"]["python"]
     for name in ("latency_vs_batch", "throughput_vs_latency", "server_breakdown", "throughput_heatmap"):
         assert (out / "plots" / f"{name}.png").is_file() and (out / "plots" / f"{name}.svg").is_file()
     before = (out / POINTS_FILE).read_bytes()

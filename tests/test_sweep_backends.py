@@ -18,6 +18,7 @@ from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
 from workbench.measure.backends import compare_backends
 from workbench.measure.plan import SweepError, SweepPlan
 from workbench.measure.plots import latency_vs_batch
+from workbench.measure.results import list_runs, load_run
 from workbench.measure.settings import MeasureSettings
 from workbench.server import TritonServer
 from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
@@ -88,6 +89,12 @@ def test_compare_backends_measures_both_and_rows_say_which_served(models, backen
     saved = pd.read_csv(tmp_path / "run" / "add_sub_pt" / "results.csv")
     assert set(saved["served_by"]) == {_expected(backend_dir)}
     assert set(comparison.runs["add_sub"].frame["served_by"]) == {PYTHON_BACKEND}
+    # the comparison is a saved run of its own: listed with the others, its sub-runs labelled apart (issue 31)
+    listed = list_runs(tmp_path)
+    assert list(listed["path"]) == [str(tmp_path / "run")] and listed["points"].iloc[0] == len(frame)
+    assert load_run(tmp_path / "run").record["kind"] == "backends" and len(load_run(tmp_path / "run").frame) == len(frame)
+    assert [run.label for run in comparison.runs.values()] == ["add_sub", "add_sub_pt"]
+    assert "compare_backends(" in comparison.record["reproduce"]["python"]
     summary = comparison.summary()
     assert f"batch 4, concurrency 1: {PYTHON_BACKEND}" in summary and f"  {_expected(backend_dir)} [" in summary
     assert "server: queue" in summary

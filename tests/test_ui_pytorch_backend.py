@@ -104,6 +104,6 @@ def test_settings_to_a_sweep_through_the_pytorch_backend(tmp_path, backend_dir, 
         assert set(frame[frame["model"] == "add_sub_py"]["served_by"]) == {PYTHON_BACKEND}
         assert (sweep.result.path / "results.csv").is_file() and sweep.result.path.name == "cmp"
         assert f"{served_as}, torchscript layout [" in html.unescape(sweep.controls["best"].value)
-        assert "served_by" in _text(sweep.controls["table"].value)
+        assert "served by" in _text(sweep.controls["table"].value)
     finally:
         app.close()

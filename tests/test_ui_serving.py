@@ -133,7 +133,7 @@ def test_a_small_sweep_runs_from_the_panel_with_table_and_plots(app):
     assert (result.path / "results.csv").is_file() and (result.path / "points.jsonl").is_file()
     assert bool(result.frame["outputs_ok"].all())  # served outputs matched the eager model
     table = _text(sweep.controls["table"].value)
-    assert "throughput" in table and "p99_ms" in table and sweep.controls["table"].value.count("<tr") == 3
+    assert "throughput (infer/s)" in table and "p99 (ms)" in table and sweep.controls["table"].value.count("<tr") == 3
     assert all(bytes(image.value).startswith(b"\x89PNG") for image in sweep.controls["plots"].children)
     assert "Best (highest throughput" in _text(sweep.controls["best"].value)
     sweep.controls["budget_ms"].value = 1e-6

@@ -34,6 +34,7 @@ _LAZY = {
     "run_fanout": ("workbench.measure.fanout", "run_fanout"),
     "load_run": ("workbench.measure.results", "load_run"),
     "compare_runs": ("workbench.measure.results", "compare_runs"),
+    "save_report": ("workbench.report.html", "save_report"),
 }
 
 __all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreRange", "Allocation", "CoreMap", "CoreRangeError", "split_cores",

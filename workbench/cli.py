@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "serve": "workbench.server.cli",
     "remote": "workbench.server.remote_cli",
     "sweep": "workbench.measure.cli",
+    "report": "workbench.report.cli",
     "deploy": "workbench.deploy.cli",
     "doctor": "workbench.deploy.doctor",
 }
@@ -57,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     first = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(first if first in SUBCOMMANDS else None)
     args = parser.parse_args(argv)
+    args.argv = argv  # the command as typed, for a run record that says how to run it again
     try:
         return int(args.func(args) or 0)
     except _user_errors() as err:

@@ -304,6 +304,13 @@ def cores_for_instance(instance_type: str) -> int | None:
     return None if devices is None else devices * cores_per_device(instance_type)
 
 
+def instance_size(instance_type: str) -> int:
+    """How big an instance is within its family, from its name (xlarge 1, 8xlarge 8, 48xlarge 48; 0
+    when the name has no size): two sizes with the same NeuronCores differ in vCPUs and price."""
+    match = re.fullmatch(r"(\d*)xlarge", instance_type.strip().lower().partition(".")[2])
+    return int(match.group(1) or 1) if match else 0
+
+
 def usable_cpu_ids() -> frozenset[int]:
     """The CPUs this process may run on (its affinity mask, which a container or taskset narrows);
     what a CPU core range is checked against."""

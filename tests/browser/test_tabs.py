@@ -1,6 +1,8 @@
 """Every tab of the workbench as a newcomer sees it, in a real JupyterLab and Chromium, at
 1280x800 and 1920x1080 (issue 18): no label or button text cut off, no stray horizontal
-scrollbar (logs and files scroll inside their own boxes), no broken image, no console error.
+scrollbar (logs and files scroll inside their own boxes), no broken image, no console error;
+and what a person reads (issue 31): every table's rows at most 3 lines tall and its titles whole,
+the server log's newest line in view, an error about an input gone once the input changes.
 
 The results tab opens and compares two saved runs (written here with the logic layer's own
 writers, one with an outlier and unstable points), so its tables and plots are on screen.
@@ -87,7 +89,9 @@ def lab_root(tmp_path_factory) -> Path:
     _save_run(root / "runs" / "run-1", "before-1", outlier=False)
     _save_run(root / "runs" / "run-2", "after-2", outlier=True)
     cells = [nbformat.v4.new_code_cell("from workbench.ui import Workbench\n"
-                                       "app = Workbench(repository='model_repository')\napp")]
+                                       "app = Workbench(repository='model_repository')\n"
+                                       "for n in range(300):\n    app['server'].log.append(f'log line {n}')\n"
+                                       "app['server'].log.flush()\napp")]
     nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
         "name": "python3", "display_name": "Python 3", "language": "python"}}), root / NOTEBOOK)
     return root
@@ -105,6 +109,57 @@ def _button(workbench, text: str):
     return workbench.locator("button.widget-button:visible", has_text=text).first
 
 
+# Each visible table: rows taller than 3 lines (text wrapping a word per line), titles over 2 lines;
+# buttons stretched far past their label; plots shown wider than their pixels (stretched, blurry).
+_READING_PROBLEMS = """root => {
+    const problems = [];
+    for (const button of root.querySelectorAll('button.widget-button')) {
+        if (button.offsetParent === null) continue;
+        const range = document.createRange();
+        range.selectNodeContents(button);
+        const label = range.getBoundingClientRect().width, width = button.getBoundingClientRect().width;
+        if (width > label + 80) problems.push(`button "${button.innerText}" is ${width}px wide for a ${label}px label`);
+    }
+    for (const img of root.querySelectorAll('img')) {
+        if (img.offsetParent === null || !img.naturalWidth) continue;
+        if (img.clientWidth > img.naturalWidth / 1.9 + 1)
+            problems.push(`plot shown ${img.clientWidth}px wide from ${img.naturalWidth}px: blurry`);
+    }
+    for (const table of root.querySelectorAll('table')) {
+        if (table.offsetParent === null || !table.tBodies.length) continue;
+        const cell = table.querySelector('td');
+        if (!cell) continue;
+        const line = parseFloat(getComputedStyle(cell).lineHeight) || 1.2 * parseFloat(getComputedStyle(cell).fontSize);
+        const pad = el => parseFloat(getComputedStyle(el).paddingTop) + parseFloat(getComputedStyle(el).paddingBottom) + 2;
+        [...table.tBodies[0].rows].forEach((row, i) => {
+            const height = row.getBoundingClientRect().height;
+            if (height > 3 * line + pad(cell)) problems.push(`row ${i} of a table is ${height}px tall (a line is ${line}px)`);
+        });
+        for (const th of table.querySelectorAll('th')) {
+            if (th.getBoundingClientRect().height > 2 * line + pad(th))
+                problems.push(`title "${th.innerText}" wraps (${th.getBoundingClientRect().height}px, ${th.getBoundingClientRect().width}px wide)`);
+        }
+    }
+    return problems;
+}"""
+
+# Where the newest line of the server log is, against its scrolling box.
+_NEWEST_LOG_LINE = """root => {
+    const box = [...root.querySelectorAll('.workbench-log .workbench-scroll')].find(b => b.offsetParent !== null);
+    const pre = box.querySelector('pre');
+    const walker = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
+    let text = null;
+    while (walker.nextNode()) if (walker.currentNode.textContent.includes('log line')) text = walker.currentNode;
+    if (text === null) return {text: pre.innerText.slice(-200)};
+    const range = document.createRange();
+    const at = text.textContent.lastIndexOf('log line');
+    range.setStart(text, at); range.setEnd(text, text.textContent.length);
+    const line = range.getBoundingClientRect(), frame = box.getBoundingClientRect();
+    return {text: range.toString(), top: line.top, bottom: line.bottom, boxTop: frame.top, boxBottom: frame.bottom,
+            preScrolls: pre.scrollHeight > pre.clientHeight + 1};
+}"""
+
+
 def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     page = browser_page
     console: list[str] = []
@@ -119,9 +174,23 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     _open_tab(workbench, "results")
     _button(workbench, "list runs").click()
     workbench.get_by_text("after-2").first.wait_for(timeout=WAIT_MS)
-    workbench.locator("table.dataframe:visible td").first.wait_for(timeout=WAIT_MS)
+    workbench.locator("table.workbench-table:visible td").first.wait_for(timeout=WAIT_MS)
+    # the run with unstable points: its table has the long note column
+    workbench.locator(".widget-dropdown:has(label:text-is('run')) select").first.select_option(
+        label="after-2 (complete, 6 points)")
+    workbench.get_by_text("unstable after 10 windows").first.wait_for(timeout=WAIT_MS)
     _button(workbench, "compare").click()
     workbench.locator("img:visible").nth(1).wait_for(timeout=WAIT_MS)
+
+    # an error about an input is shown until the input changes
+    _open_tab(workbench, "sweep")
+    _button(workbench, "run sweep").click()
+    error = workbench.get_by_text("start the server first").first
+    error.wait_for(timeout=WAIT_MS)
+    batch_sizes = workbench.locator(".widget-text:has(label:text-is('batch sizes')) input").first
+    batch_sizes.fill("1,2")
+    batch_sizes.press("Enter")  # the field sends its value on Enter
+    error.wait_for(state="detached", timeout=10_000)
 
     shots, problems = [], []
     for width, height in VIEWPORTS:
@@ -136,6 +205,13 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
             page.screenshot(path=str(shot))  # what the user sees at this size
             shots.append(shot)
             found = page.evaluate(_LAYOUT_PROBLEMS, workbench.element_handle())
+            found += page.evaluate(_READING_PROBLEMS, workbench.element_handle())
+            if tab == "server":
+                log = page.evaluate(_NEWEST_LOG_LINE, workbench.element_handle())
+                if log["text"] != "log line 299" or log.get("bottom", 1e9) > log["boxBottom"] + 1 or log["top"] < log["boxTop"] - 1:
+                    found.append(f"the newest log line is out of view: {log}")
+                if log.get("preScrolls"):
+                    found.append("the log's <pre> scrolls inside its box")
             problems += [f"{width}x{height} {tab}: {problem}" for problem in found]
     print(f"screenshots of every tab: {tmp_path}")
     (tmp_path / "problems.json").write_text(json.dumps(problems, indent=1))

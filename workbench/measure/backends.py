@@ -23,7 +23,8 @@ import pandas as pd
 from workbench.generate.config import ConfigError, read_config
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.measure.plan import SweepError, SweepPlan, plan_variants
-from workbench.measure.results import SweepResult, frame_from_rows, write_exports
+from workbench.measure.results import ReadableFrame, SweepResult, frame_from_rows, write_exports, write_record
+from workbench.report.reproduce import backends_call
 from workbench.measure.settings import MeasureSettings
 from workbench.server.protocol import Server
 
@@ -149,17 +150,16 @@ class BackendComparison:
     runs: dict[str, SweepResult]
     frame: pd.DataFrame = field(repr=False)
     path: Path | None = None  # where the joined results.csv/.json are (compare_backends' out_dir)
+    record: Mapping[str, Any] = field(default_factory=dict, repr=False)  # its run.json (compare_backends)
 
     @property
     def backends(self) -> list[str]:
         return list(dict.fromkeys(self.frame["served_by"].dropna()))
 
     def result(self) -> SweepResult:
-        """The joined table as one SweepResult, for the plots and `SweepResult.table`."""
-        first = next(iter(self.runs.values()), None)
-        record = {"label": "backends: " + " vs ".join(self.backends),
-                  "runs": {name: str(run.path) for name, run in self.runs.items()},
-                  "settings": first.record.get("settings") if first else None}
+        """The joined table as one SweepResult, for the plots and `SweepResult.table`; its record is
+        the comparison's own run.json when it was written (`compare_backends`)."""
+        record = dict(self.record) if self.record else comparison_record(self.runs, self.frame)
         return SweepResult(self.frame, record, self.path)
 
     def table(self) -> pd.DataFrame:
@@ -167,7 +167,7 @@ class BackendComparison:
         usable = self.frame[self.frame["error"].isna()]
         columns = ["served_by", "variant", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms", *_BREAKDOWN,
                    "outputs_ok"]
-        return usable[columns].reset_index(drop=True)
+        return ReadableFrame(usable[columns].reset_index(drop=True))
 
     def summary(self) -> str:
         """Each backend's best variant against the first backend's at each common point."""
@@ -194,6 +194,31 @@ class BackendComparison:
                                  f"(x{row['throughput'] / ref['throughput']:.2f}), p50 {row['p50_ms']:.3f} ms "
                                  f"(x{row['p50_ms'] / ref['p50_ms']:.2f})" + _breakdown_text(row))
         return "\n".join(lines)
+
+
+def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, label: str | None = None,
+                      **extra: Any) -> dict[str, Any]:
+    """The run record of a backend comparison (its own run.json, so saved-run lists show it): the
+    sub-runs' folders and labels, what was measured (from the first sub-run), the status of the whole."""
+    records = [run.record for run in runs.values()]
+    first = records[0] if records else {}
+    backends = list(dict.fromkeys(frame["served_by"].dropna())) if "served_by" in frame.columns else []
+    statuses = [r.get("status") for r in records]
+    status = next((s for s in ("failed", "cancelled", "running") if s in statuses), "complete" if records else "unknown")
+    return {
+        "kind": "backends",
+        "label": label or "backends: " + " vs ".join(backends),
+        "model": " vs ".join(runs),
+        "runs": {name: str(run.path) for name, run in runs.items()},
+        "run_labels": {name: run.label for name, run in runs.items()},
+        "status": status,
+        "started": min((r.get("started") or "" for r in records), default="") or None,
+        "ended": max((r.get("ended") or "" for r in records), default="") or None,
+        "planned_points": sum(r.get("planned_points") or 0 for r in records),
+        "settings": first.get("settings"),
+        "engine": first.get("engine"),
+        **extra,
+    }
 
 
 def _breakdown_text(row: pd.Series) -> str:
@@ -227,15 +252,21 @@ def compare_backends(
 
     if "restore" in sweep_options:
         raise SweepError("compare_backends always restores each model after its run (restore= is not an option)")
+    label = sweep_options.pop("label", None)  # the comparison's; each model's run gets its own
     dirs = [Path(d) for d in model_dirs]
     plans = backend_plans(plan, dirs, backend_grid)  # every grid checked before anything runs
     folders = run_folders(dirs, out_dir)
     names = list(folders)
+    reproduce = {"python": backends_call(plan.to_dict(), dirs, out_dir, backend_grid,
+                                         (settings or MeasureSettings()).to_dict())}
+    if sweep_options.get("command"):
+        reproduce["command"] = sweep_options["command"]
     runs: dict[str, SweepResult] = {}
     for name, model_dir, model_plan in zip(names, dirs, plans):
         report = None if progress is None else (lambda done, total, message, n=name: progress(done, total, f"{n}: {message}"))
         runs[name] = run_sweep(model_plan, server, model_dir, out_dir=folders[name], settings=settings,
-                               progress=report, cancel=cancel, resume=resume, **sweep_options)
+                               progress=report, cancel=cancel, resume=resume,
+                               label=f"{label}: {name}" if label else name, **sweep_options)
         if runs[name].status == "cancelled":
             break
     frames = []
@@ -244,8 +275,11 @@ def compare_backends(
         frame["model"] = name
         frame["variant"] = [f"{by or name}: {variant}" for by, variant in zip(frame["served_by"], frame["variant"])]
         frames.append(frame)
-    comparison = BackendComparison(runs, frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records")),
-                                   Path(out_dir))
-    joined = comparison.result()
-    write_exports(out_dir, joined.frame, joined.record)
+    frame = frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records"))
+    record = comparison_record(runs, frame, label, plan=plan.to_dict(),
+                               backend_grid={k: list(v) for k, v in (backend_grid or {}).items()},
+                               reproduce=reproduce)
+    comparison = BackendComparison(runs, frame, Path(out_dir), record)
+    write_record(out_dir, record)  # the comparison is a saved run of its own (listed, opened, reported)
+    write_exports(out_dir, frame, record)
     return comparison

@@ -7,6 +7,7 @@ opened in the notebook afterwards. Ctrl-C stops at the next check and keeps what
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,6 +193,12 @@ class _Bar:
         self.bar.close()
 
 
+def _command(args: argparse.Namespace) -> str | None:
+    """The command line as typed (`workbench.cli.main` keeps it), for the run record."""
+    argv = getattr(args, "argv", None)
+    return shlex.join(["workbench", *argv]) if argv is not None else None
+
+
 def _run_to_the_end(task: Task) -> None:
     """Run ``task``; Ctrl-C cancels it and waits while it finishes its record."""
     try:
@@ -255,7 +262,7 @@ def run_cli(args: argparse.Namespace) -> int:
     else:
         task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
                     new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
-                    on_progress=bar)
+                    command=_command(args), on_progress=bar)
     try:
         _run_to_the_end(task)
     finally:
@@ -339,7 +346,7 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
         return 1
     bar = _Bar(plan.size * len(dirs))
     task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=backends.grid, settings=settings,
-                resume=args.resume, label=args.label, on_progress=bar)
+                resume=args.resume, label=args.label, command=_command(args), on_progress=bar)
     try:
         _run_to_the_end(task)
     finally:

@@ -9,6 +9,7 @@ same file (diff-able in git).
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Iterable
 
@@ -95,7 +96,20 @@ def _legend(ax, title: str, unstable: bool) -> None:
         handles.append(matplotlib.lines.Line2D([], [], marker="o", linestyle="none", markerfacecolor="white",
                                                markeredgecolor="black"))
         labels.append("unstable point (see table)")
-    ax.legend(handles, labels, title=title, fontsize="small", **_OUTSIDE)
+    ax.legend(handles, [_wrap(label) for label in labels], title=title, fontsize="small", **_OUTSIDE)
+
+
+def _wrap(label: str, width: int = 28) -> str:
+    """A legend or tick label on lines of at most ``width`` characters: one long backend name
+    squeezed the plot to a third of the figure's width."""
+    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in str(label).split("\n"))
+
+
+def _grouped_by(frame: pd.DataFrame) -> str:
+    """What a line or colour stands for: the allocation, or the backend and allocation when the
+    rows were served by several backends (a backend comparison's variants start with the backend)."""
+    backends = "served_by" in frame.columns and frame["served_by"].dropna().nunique() > 1
+    return "backend: allocation" if backends else "allocation"
 
 
 def _spread(group: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray | None:
@@ -150,7 +164,7 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("latency (ms)")
     _latency_axis(axes[0], pd.concat([frame["p50_ms"], frame["p99_ms"]]).astype(float))  # shared by both
-    _legend(axes[1], "allocation", unstable)
+    _legend(axes[1], _grouped_by(frame), unstable)
     fig.suptitle(_title(data, "latency against batch size"))
     return fig
 
@@ -186,13 +200,22 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
     ax.set_xlabel("p99 latency (ms)")
     ax.set_ylabel("throughput (infer/s)")
     ax.grid(True, alpha=0.3)
-    _legend(ax, "allocation", unstable)
+    _legend(ax, _grouped_by(frame), unstable)
     ax.set_title(_title(data, "throughput against p99 latency"))
     return fig
 
 
 def _point_labels(frame: pd.DataFrame) -> list[str]:
-    return [f"{v}\nb{int(b)} c{int(c)}" for v, b, c in zip(frame["variant"], frame["batch_size"], frame["concurrency"])]
+    return [f"{_wrap(v, 32)}\nb{int(b)} c{int(c)}" for v, b, c in zip(frame["variant"], frame["batch_size"], frame["concurrency"])]
+
+
+def _label_points(ax, x, labels: list[str], fontsize: str = "small") -> None:
+    """Point labels under the bars, upright when they are wider than a bar's room (a slanted label's
+    box still reaches its neighbour's)."""
+    widest = max((len(line) for label in labels for line in label.split("\n")), default=0)
+    turned = widest > 9
+    ax.set_xticks(x, labels, fontsize=fontsize, rotation=90 if turned else 0, ha="right" if turned else "center",
+                  va="center" if turned else "top", rotation_mode="anchor")
 
 
 def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
@@ -209,7 +232,7 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
         values = pd.to_numeric(frame[column], errors="coerce").fillna(0.0).to_numpy(dtype=float)
         ax.bar(x, values, bottom=bottom, label=name)
         bottom += values
-    ax.set_xticks(x, _point_labels(frame), fontsize="small")
+    _label_points(ax, x, _point_labels(frame))
     ax.set_ylabel("server time per request (ms)")
     twin = ax.twinx()
     twin.plot(x, frame["throughput"].astype(float), color="black", marker="D", linestyle="none", label="throughput")
@@ -217,7 +240,8 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
     twin.set_ylim(bottom=0)
     handles, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
-    ax.legend(handles + more, labels + more_labels, fontsize="small", **_OUTSIDE)
+    # beside the figure, past the throughput axis (beside the plot it covered that axis' ticks)
+    fig.legend(handles + more, labels + more_labels, fontsize="small", loc="outside right upper")
     ax.set_title(_title(data, "server-side time per request"))
     return fig
 
@@ -246,7 +270,7 @@ def throughput_heatmap(data: SweepResult | pd.DataFrame) -> Figure:
                     color="white" if value < middle else "black")
     fig.colorbar(image, ax=ax, label="throughput (infer/s)")
     best_of = " (best over concurrency)" if frame["concurrency"].nunique() > 1 else ""
-    ax.set_title(_title(data, f"throughput{best_of}"))
+    fig.suptitle(_title(data, f"throughput{best_of}"))  # above the colour bar too, whose top tick it met
     return fig
 
 

@@ -151,6 +151,21 @@ def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tup
     return csv_path, json_path
 
 
+class ReadableFrame(pd.DataFrame):
+    """A results table that a notebook shows as people read it (`workbench.report.table`: short titles
+    with units, rounded numbers, one-line rows); as data it is the plain frame, and anything made
+    from it is a plain DataFrame again."""
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        from workbench.report.table import table_html
+
+        return table_html(pd.DataFrame(self))
+
+
 @dataclass
 class SweepResult:
     """A sweep's table and run record; ``path`` is its folder (None for an unsaved table)."""
@@ -202,7 +217,7 @@ class SweepResult:
         keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]
         table = table[keep]
         notes = point_notes(self.frame)  # unstable points, p50 falling with batch: what the server shows
-        return table.assign(note=notes) if notes.astype(bool).any() else table
+        return ReadableFrame(table.assign(note=notes) if notes.astype(bool).any() else table)
 
     @property
     def engine_note(self) -> str:
@@ -230,6 +245,9 @@ def load_run(path: str | Path) -> SweepResult:
                            "start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
+        joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
+        return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
     from workbench.measure.resume import unique_rows
 
     return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
@@ -295,10 +313,12 @@ def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
     return order.iloc[0]
 
 
-def _point_text(point: pd.Series) -> str:
+def _point_text(point: pd.Series, backends: bool = False) -> str:
+    """The point in words; ``backends``: the run compares backends, so say which served it."""
     extra = "".join(f", {point[c]}" for c in ("batching", "parameters")
                     if isinstance(point.get(c), str) and point[c] and point[c] != "as configured")
-    text = (f"{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
+    served = f"served by {point['served_by']}: " if isinstance(point.get("served_by"), str) and backends else ""
+    text = (f"{served}{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
             f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
             f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
     if flag(point.get("stable")) is False:
@@ -320,16 +340,17 @@ def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None
     excluded = len(frame) - len(usable)
     note = f" ({excluded} point(s) excluded for failed requests, wrong outputs or errors)" if excluded else ""
     best = best_point(frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+    backends = "served_by" in frame.columns and frame["served_by"].dropna().nunique() > 1
     if best is None:
         if usable.empty:
             return f"No configuration can be named: none of {len(frame)} point(s) is usable{note}."
         fastest = usable.sort_values("p99_ms").iloc[0]
         strongest = usable.sort_values("throughput", ascending=False).iloc[0]
         return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
-                f"Lowest p99: {_point_text(fastest)}. Highest throughput: {_point_text(strongest)}.")
+                f"Lowest p99: {_point_text(fastest, backends)}. Highest throughput: {_point_text(strongest, backends)}.")
     count = len(qualifying(usable, latency_budget_ms, min_throughput))
     return (f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): "
-            f"{_point_text(best)}{note}.")
+            f"{_point_text(best, backends)}{note}.")
 
 
 

@@ -32,9 +32,11 @@ from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, ans
 from workbench.measure.search.confirm import confirm_answer
 from workbench.measure.settings import MeasureSettings
 from workbench.measure.settle import model_processes, wait_quiet
-from workbench.measure.swept import (base_config, check_in_repository, check_out_dir, config_digest, check_reachable_by_engine, chosen_variants, machine,
-                                     open_run, range_cpus, reference_for, screened_rows, server_url)
+from workbench.measure.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
+                                     chosen_variants, config_digest, machine, open_run, range_cpus, reference_for,
+                                     screened_rows, server_url)
 from workbench.measure.variant_times import first_and_warmup_noted, load_variant
+from workbench.report.reproduce import sweep_call
 from workbench.server.protocol import Server
 from workbench.server.state import ModelState, describe_server, restore as restore_state, snapshot
 from workbench.system import installed_versions
@@ -80,6 +82,7 @@ def run_sweep(
     variants: Collection[str] | None = None,
     search: SearchStrategy | None = None,
     engine: EngineChoice | None = None,
+    command: str | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
     as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
@@ -107,6 +110,8 @@ def run_sweep(
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
     loading, measurement and files; its log and answer go into the record. ``engine``: the choice
     already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
+    ``command``: the command line that ran this sweep (the CLI gives it), recorded beside the Python
+    call that measures the same grid again (the record's ``reproduce``; `workbench report` shows both).
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -116,7 +121,7 @@ def run_sweep(
                      variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
                      progress=progress, cancel=cancel)
     with RunFolderLock(Path(out_dir)):  # one writer per run folder, taken before anything is loaded
-        sweep.open(resume=resume, new_run=new_run, label=label)
+        sweep.open(resume=resume, new_run=new_run, label=label, command=command)
         return sweep.run(restore=restore)
 
 
@@ -176,7 +181,7 @@ class SweepRun:
 
     # ---- the run folder -------------------------------------------------------------------------
 
-    def open(self, *, resume: bool, new_run: bool, label: str | None) -> None:
+    def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None = None) -> None:
         """Take the run folder: a new run, or the earlier one's rows when resuming (refused when
         what it measured changed); the record says what this session measures."""
         check_out_dir(self.out_dir, resume or new_run)
@@ -194,6 +199,8 @@ class SweepRun:
         if self.screening is not None:
             self.screened = {r.key: r for r in screened_rows(self.out_dir, self.previous)}
         self.record = self._new_record(label, measured)
+        self.record["reproduce"] = {"python": sweep_call(self.record, self.out_dir),
+                                    **({"command": command} if command else {})}
         if self.search is not None:
             self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
         self.session = {"started": now(), "ended": None, "status": "running", "measured": 0,
@@ -239,9 +246,12 @@ class SweepRun:
         write_exports(self.out_dir, result.frame, self.record)
         return result
 
-    def _report(self, message: str) -> None:
+    def _report(self, message: str, within: float = 0.0) -> None:
+        """Progress in points; ``within``: how far into the point in progress its windows are (0-1),
+        so a bar moves with each window (a point can take tens of seconds)."""
         if self.progress is not None:
-            self.progress(self.count, self.record["planned_points"], message)
+            done = self.count + min(max(within, 0.0), 0.99) if within else self.count
+            self.progress(done, self.record["planned_points"], message)
 
     # ---- the run --------------------------------------------------------------------------------
 
@@ -328,7 +338,8 @@ class SweepRun:
         cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
         use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
         row = measure_point(self.target, point, how, cancel=self.cancel,
-                            progress=lambda _d, _n, message: self._report(f"{point.label}: {message}"))
+                            progress=lambda d, n, message: self._report(f"{point.label}: {message}",
+                                                                        d / n if n else 0.0))
         busy = format_busy(use.stop())
         return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy},
                        **stamp)

@@ -19,6 +19,7 @@ from workbench.ui.layout import SCROLL_CLASS, button, row
 
 # Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes configs monospace.
 MONOSPACE_CLASS = "workbench-mono"
+_STEPS = 100  # progress bar steps per unit of work (per point of a sweep)
 _LOG_FLUSH_S = 0.25  # a burst of lines (a server starting) is sent to the browser as one update
 
 
@@ -65,9 +66,12 @@ class LogView:
             body = f"<i style='color:#777'>{html.escape(self._placeholder)}</i>"
         else:
             body = "\n".join(self._line_html(line) for line in lines)
-        self.view.value = (f"<div class='{SCROLL_CLASS}' style='display:flex;flex-direction:column-reverse;"
-                           f"max-height:{self._height};overflow:auto;border:1px solid #ccc;padding:2px 4px'>"
-                           f"<pre style='margin:0;font-size:12px;line-height:1.35'>{body}</pre></div>")
+        # The <pre> must not shrink nor scroll itself: JupyterLab's CSS gives a rendered <pre> overflow:auto, which
+        # lets a flex item shrink to the box and scroll its own top (the oldest lines) into view.
+        self.view.value = (f"<div class='{SCROLL_CLASS} workbench-log-box' style='display:flex;"
+                           f"flex-direction:column-reverse;max-height:{self._height};overflow:auto;"
+                           f"border:1px solid #ccc;padding:2px 4px'><pre style='margin:0;font-size:12px;"
+                           f"line-height:1.35;flex:none;overflow:visible;max-height:none'>{body}</pre></div>")
 
     def _line_html(self, line: str) -> str:
         note = self._note(line) if self._note is not None else None
@@ -82,7 +86,8 @@ class LogView:
 
 
 class TaskControls:
-    """Run and Cancel buttons, a progress bar and a status line for one kind of background work.
+    """Run and Cancel buttons, a progress bar and a status line for one kind of background work
+    (a failure's reason is the owning panel's to show, in its error list: said once, not twice).
 
     ``start(fn, *args, on_done=..., **kwargs)`` runs ``fn`` as a `Task`; Run is disabled while it
     runs and re-enabled when it ends, whatever the outcome (unless ``run_enabled()`` says no, e.g.
@@ -143,9 +148,11 @@ class TaskControls:
     def join(self, timeout: float | None = None) -> bool:
         return self.task is None or self.task.join(timeout)
 
-    def _on_progress(self, done: int, total: int, message: str) -> None:
-        self.progress.max = max(total, 1)
-        self.progress.value = min(done, self.progress.max)
+    def _on_progress(self, done: float, total: int, message: str) -> None:
+        """``done`` may be fractional (a sweep reports how far into a point its windows are): the bar
+        has 100 steps per unit, so it moves with each window, not only with each point."""
+        self.progress.max = max(total, 1) * _STEPS
+        self.progress.value = min(round(done * _STEPS), self.progress.max)
         if message:
             self.status.value = html.escape(message)
 
@@ -159,7 +166,7 @@ class TaskControls:
             self.status.value = "cancelled"
         else:
             self.progress.bar_style = "danger"
-            self.status.value = html.escape(f"failed: {task.error}")
+            self.status.value = "failed (why: below)"  # each panel shows the error in full there, once
         self._active = False
         self.run_button.disabled = not (self._run_enabled is None or self._run_enabled())
         self.cancel_button.disabled = True

@@ -26,10 +26,11 @@ def row(*children: Any, **layout: Any) -> widgets.HBox:
 
 
 def button(description: str, **kwargs: Any) -> widgets.Button:
-    """A button as wide as its label (and icon)."""
+    """A button as wide as its label (and icon), also in a column (which stretches its children)."""
     layout = kwargs.pop("layout", None) or widgets.Layout()
     layout.width = layout.width or "auto"
     layout.min_width = layout.min_width or "fit-content"
+    layout.align_self = layout.align_self or "flex-start"
     return widgets.Button(description=description, layout=layout, **kwargs)
 
 

@@ -23,7 +23,7 @@ from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.server.pytorch import serving_preview
-from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
+from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
 from workbench.ui.render import core_map_html, error_list, highlight, preformatted
@@ -181,8 +181,9 @@ class PreviewPanel:
         generated = self.state.generated
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None and generated.core_map is not None else 0
-        sizes = sorted((cores_for_instance(name), name) for name in DEVICES_BY_INSTANCE if family_of(name) == family)
-        return next((name for cores, name in sizes if cores > end), sizes[-1][1])
+        sizes = sorted((cores_for_instance(name), instance_size(name), name) for name in DEVICES_BY_INSTANCE
+                       if family_of(name) == family)
+        return next((name for cores, _, name in sizes if cores > end), sizes[-1][2])
 
     def _instance_changed(self, _change) -> None:
         if self.state.generated is not None:
@@ -294,3 +295,4 @@ class PreviewPanel:
         self._show_diff()
         self.state.written = result
         return result
+

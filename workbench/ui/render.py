@@ -16,6 +16,7 @@ from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
 from workbench.measure.results import SweepResult
+from workbench.report.table import table_html as readable_table_html
 from workbench.ui.layout import SCROLL_CLASS
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
@@ -43,12 +44,25 @@ def error_list(problems: list[str]) -> str:
     return f"<ul style='color:#b00020;margin:0'>{items}</ul>"
 
 
+_DPI, _SCALE = 90, 2  # drawn at twice the pixels it is shown at: sharp on a high-density screen
+
+
 def figure_png(figure) -> bytes:
-    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``. The workbench's plots are
-    built without pyplot, so rendering them from a worker thread touches no global figure state."""
+    """PNG bytes of a matplotlib Figure, for ``widgets.Image(value=...)``, at twice its shown size
+    (`show_figure` sets that size). The workbench's plots are built without pyplot, so rendering them
+    from a worker thread touches no global figure state."""
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    figure.savefig(buffer, format="png", dpi=_DPI * _SCALE, bbox_inches="tight")
     return buffer.getvalue()
+
+
+def show_figure(image, figure) -> None:
+    """Put ``figure`` in an Image widget at its natural size (never wider than the panel): a PNG
+    left to the page's width was stretched and blurry at 1920 px."""
+    png = figure_png(figure)
+    width = int.from_bytes(png[16:20], "big") // _SCALE  # the IHDR chunk's width
+    image.layout.width = f"{width}px"
+    image.value = png
 
 
 def core_map_html(cmap: CoreMap) -> str:
@@ -68,15 +82,15 @@ def core_map_html(cmap: CoreMap) -> str:
     return table + preformatted(cmap.describe())
 
 
-def frame_html(frame, digits: int = 2) -> str:
-    """A table, floats rounded, in a box that scrolls sideways by itself when the table is wider
+def frame_html(frame) -> str:
+    """A table for people (`workbench.report.table`: short titles with units, rounded numbers, one-line
+    rows with long text as tooltips) in a box that scrolls sideways by itself when the table is wider
     than the panel (the page around it never does)."""
-    table = frame.to_html(index=False, float_format=lambda v: f"{v:.{digits}f}", na_rep="", border=0)
-    return f"<div class='{SCROLL_CLASS}' style='overflow-x:auto;max-width:100%'>{table}</div>"
+    return readable_table_html(frame, scroll_class=SCROLL_CLASS)
 
 
 def table_html(result: SweepResult) -> str:
-    """The readable columns of a run, floats rounded, under which engine measured it and why."""
+    """The readable columns of a run under which engine measured it and why."""
     if result.frame.empty:
         return "<i>no points yet</i>"
     note = f"<div><i>{html.escape(result.engine_note)}</i></div>" if result.engine_note else ""

@@ -15,7 +15,7 @@ import ipywidgets as widgets
 from workbench.measure import plots
 from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
-from workbench.ui.render import best_html, error_list, figure_png, frame_html, preformatted, table_html
+from workbench.ui.render import best_html, error_list, frame_html, preformatted, show_figure, table_html
 from workbench.ui.state import WorkbenchState
 
 
@@ -35,6 +35,8 @@ class ResultsPanel:
         c["runs"] = table_view()
         c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px", max_width="100%"))
         c["open"] = button("open", icon="folder-open")
+        c["report"] = button("write report", icon="file-text", tooltip="one HTML file of this run that opens offline")
+        c["report_path"] = widgets.HTML()
         c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style)
         c["best"] = widgets.HTML()
         c["table"] = table_view()
@@ -45,6 +47,8 @@ class ResultsPanel:
         c["run_b"] = widgets.Dropdown(options=[], description="B (after)", style=style,
                                       layout=widgets.Layout(width="560px", max_width="100%"))
         c["compare"] = button("compare B to A", icon="balance-scale")
+        c["compare_report"] = button("write comparison report", icon="file-text",
+                                     tooltip="one HTML file of B against A that opens offline")
         c["summary"] = widgets.HTML()
         c["comparison_table"] = table_view()
         c["comparison_plot"] = plot_image()
@@ -52,15 +56,21 @@ class ResultsPanel:
         c["scan"].on_click(lambda _b: self.scan())
         c["open"].on_click(lambda _b: self.open())
         c["compare"].on_click(lambda _b: self.compare())
+        c["report"].on_click(lambda _b: self.write_report())
+        c["compare_report"].on_click(lambda _b: self.write_report(compared=True))
         c["budget_ms"].observe(lambda _change: self._show_best(), names="value")
+        for key in ("runs_dir", "run_a", "run_b"):  # an error about the picks goes once they change
+            c[key].observe(lambda _change: setattr(c["error"], "value", ""), names="value")
         c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
         self.widget = widgets.VBox([
             row(c["runs_dir"], c["scan"]), c["runs"], c["error"],
             widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
-            row(c["run"], c["open"]), c["budget_ms"], c["best"], c["table"], c["plot"], c["heatmap"],
+            row(c["run"], c["open"], c["report"]), c["report_path"], c["budget_ms"], c["best"], c["table"], c["plot"],
+            c["heatmap"],
             widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
-            c["run_a"], c["run_b"], c["compare"], c["summary"], c["comparison_table"], c["comparison_plot"],
+            c["run_a"], c["run_b"], row(c["compare"], c["compare_report"]), c["summary"], c["comparison_table"],
+            c["comparison_plot"],
         ])
 
     def _repr_mimebundle_(self, **kwargs):
@@ -79,7 +89,7 @@ class ResultsPanel:
         except ResultsError as err:
             c["error"].value = error_list([str(err)])
             return []
-        c["runs"].value = frame_html(frame.drop(columns=["path"]), digits=1)
+        c["runs"].value = frame_html(frame.drop(columns=["path"]))
         options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
         paths = list(options.values())
         picks = {key: c[key].value for key in ("run", "run_a", "run_b")}
@@ -104,12 +114,15 @@ class ResultsPanel:
         try:
             self.run = load_run(path)
         except ResultsError as err:
+            self.run = None  # the last run's table and plots go: they are not this pick's
+            c["table"].value = c["best"].value = c["report_path"].value = ""
+            c["plot"].value = c["heatmap"].value = b""
             c["error"].value = error_list([str(err)])
             return None
         c["error"].value = ""
         c["table"].value = table_html(self.run)
-        c["plot"].value = figure_png(plots.throughput_vs_latency(self.run))
-        c["heatmap"].value = figure_png(plots.throughput_heatmap(self.run))
+        show_figure(c["plot"], plots.throughput_vs_latency(self.run))
+        show_figure(c["heatmap"], plots.throughput_heatmap(self.run))
         self._show_best()
         return self.run
 
@@ -121,6 +134,9 @@ class ResultsPanel:
         """Compare run B with run A on their common points."""
         c = self.controls
         a, b = c["run_a"].value, c["run_b"].value
+        self.comparison = None  # the last comparison goes, whatever this one gives
+        c["summary"].value = c["comparison_table"].value = ""
+        c["comparison_plot"].value = b""
         if not a or not b:
             c["error"].value = error_list(["pick two runs to compare"])
             return None
@@ -135,5 +151,32 @@ class ResultsPanel:
         c["error"].value = ""
         c["summary"].value = preformatted(self.comparison.summary())
         c["comparison_table"].value = frame_html(self.comparison.table)
-        c["comparison_plot"].value = figure_png(plots.comparison_plot(self.comparison))
+        show_figure(c["comparison_plot"], plots.comparison_plot(self.comparison))
         return self.comparison
+
+    def write_report(self, compared: bool = False) -> Path | None:
+        """Write the open run's report (or, ``compared``, B's against A's) as one HTML file in the
+        run's folder (`workbench.report.html.save_report`) and say where it went."""
+        from workbench.report.html import save_report
+
+        c = self.controls
+        c["report_path"].value = ""
+        if compared:
+            a, b = c["run_a"].value, c["run_b"].value
+            if not a or not b or a == b:
+                c["error"].value = error_list(["pick two different runs as A and B, then write their report"])
+                return None
+            runs = (a, b)
+        else:
+            if self.run is None:
+                c["error"].value = error_list(["open a run first, then write its report"])
+                return None
+            runs = (self.run, None)
+        try:
+            path = save_report(*runs, latency_budget_ms=self._budget())
+        except (ResultsError, OSError) as err:
+            c["error"].value = error_list([f"the report was not written: {err}"])
+            return None
+        c["error"].value = ""
+        c["report_path"].value = f"report written: <code>{html.escape(str(path))}</code> (one file; opens offline)"
+        return path

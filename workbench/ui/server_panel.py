@@ -19,6 +19,8 @@ import ipywidgets as widgets
 from workbench.server import RunningServer, ServerError, TritonServer
 from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
+from workbench.server.pytorch import ENV_VAR, PyTorchBackend
+from workbench.tutorial_backends import built_libtorch_backend
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
 from workbench.ui.render import error_list
@@ -98,6 +100,7 @@ class ServerPanel:
         c["refresh"] = button("refresh", icon="sync", disabled=True)
         c["models"] = widgets.HTML()
         c["notice"] = widgets.HTML()
+        c["pytorch"] = widgets.HTML()  # who serves PyTorch-backend models on this server, and why
         c["error"] = widgets.HTML()
         self.log = LogView(height="320px", placeholder="server log: it appears here as tritonserver writes it",
                            note=gpu_probe_note)
@@ -118,7 +121,7 @@ class ServerPanel:
             row(self.ops.widget, c["stop"]), c["load_on_start"],
             row(c["connect_url"], c["connect_protocol"], c["connect"]), c["server_info"],
             row(c["model"], c["load"], c["unload"], c["reload"], c["refresh"]),
-            c["models"], c["notice"], c["error"], c["log"],
+            c["models"], c["pytorch"], c["notice"], c["error"], c["log"],
         ], layout=widgets.Layout(width="100%"))
         self._show()
 
@@ -188,10 +191,12 @@ class ServerPanel:
         repository = Path(self.state.repository)
         repository.mkdir(parents=True, exist_ok=True)
         try:
-            server = TritonServer(repository)
+            # the LibTorch build notebook 08 made (cached), as the notebook serves with, else the twin
+            server = TritonServer(repository, pytorch_backend=built_libtorch_backend())
         except (ServerError, OSError, ValueError) as err:
             self.controls["error"].value = error_list([f"cannot start: {err}"])
             return
+        self.controls["pytorch"].value = pytorch_notice(server.pytorch.backend)
         self._stop_following()
         self.log.clear()
         self.state.server = server
@@ -313,3 +318,13 @@ class ServerPanel:
             self.server.close()
         self._phase = ""
         self._show()
+
+
+def pytorch_notice(backend: PyTorchBackend | None) -> str:
+    """One line on who serves a PyTorch-backend model on the server the panel started, and why (the
+    app and notebook 08 serve it alike: the real backend where a build is found, else the twin)."""
+    if backend is not None:
+        return f"<i>PyTorch-backend models: Triton's real PyTorch backend at {html.escape(str(backend.backend_dir))}</i>"
+    return ("<i>PyTorch-backend models: served by the workbench's Python-backend twin, because this machine has no "
+            "build of Triton's PyTorch (LibTorch) backend: notebook 08 builds one once (about 2 min, then cached, "
+            f"and this tab uses it after a restart), or set ${ENV_VAR} to one</i>")

@@ -40,11 +40,12 @@ from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
-from workbench.ui.render import best_html, error_list, figure_png, preformatted, server_view_html, table_html
+from workbench.ui.render import best_html, error_list, preformatted, server_view_html, show_figure, table_html
 from workbench.ui.state import WorkbenchState
 
-PLOTS = {"latency vs batch": plots.latency_vs_batch, "throughput vs latency": plots.throughput_vs_latency,
-         "server breakdown": plots.server_breakdown, "throughput heat map": plots.throughput_heatmap}
+# Tab titles short enough for a tab (a longer one was cut to "throughput vs latenc")
+PLOTS = {"latency": plots.latency_vs_batch, "throughput": plots.throughput_vs_latency,
+         "server time": plots.server_breakdown, "heat map": plots.throughput_heatmap}
 
 
 def _percent_text(fraction: float | None) -> str:
@@ -160,6 +161,9 @@ class SweepPanel:
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
+        for control in c.values():  # an error said about the inputs goes once they change
+            if isinstance(control, widgets.ValueWidget) and not isinstance(control, (widgets.HTML, widgets.Image)):
+                control.observe(lambda _change: self._inputs_changed(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
         self.widget = widgets.VBox([
             row(c["batch_sizes"], c["allocations"], c["concurrency"]),
@@ -246,6 +250,7 @@ class SweepPanel:
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = self.comparison = None
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
+        self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
         try:
             self._watch = ServerWatch(server, self.state.name)
@@ -317,10 +322,19 @@ class SweepPanel:
         self._show_best()
         c["export"].disabled = result.path is None
 
+    def _inputs_changed(self) -> None:
+        if not self.run.running:
+            self.controls["error"].value = ""
+
+    def _clear_plots(self) -> None:
+        for image in self.controls["plots"].children:
+            image.value = b""
+        hidden(self.controls["plots"])
+
     def _draw(self, result: SweepResult) -> None:
         self._last_plot = time.monotonic()
         for image, draw in zip(self.controls["plots"].children, PLOTS.values()):
-            image.value = figure_png(draw(result))
+            show_figure(image, draw(result))
         shown(self.controls["plots"])
 
     def _show_best(self) -> None:

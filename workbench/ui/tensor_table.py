@@ -10,6 +10,7 @@ import ipywidgets as widgets
 import traitlets
 
 from workbench.spec import TRITON_DTYPES
+from workbench.ui.layout import button
 
 
 class TensorRow:
@@ -42,8 +43,7 @@ class TensorTable(traitlets.HasTraits):
         self.kind = kind
         self.rows: list[TensorRow] = []
         self._syncing = False
-        self.add_button = widgets.Button(description=f"add {kind}", icon="plus",
-                                         layout=widgets.Layout(width="auto"))
+        self.add_button = button(f"add {kind}", icon="plus")
         self.add_button.on_click(lambda _b: self.add())
         self._rows_box = widgets.VBox()
         header = widgets.HTML(f"<b>{kind}s</b> (name, dtype, dims without the batch dim when batching)")

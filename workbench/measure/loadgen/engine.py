@@ -127,6 +127,15 @@ class Engine:
             time.sleep(min(left, POLL_S))
             self._drain()
 
+    def _window_count(self, n: int) -> str:
+        """``window 4 of up to 10``; past max windows, why there are more ("window 22" after "max
+        windows 10" read as a bug): the windows lengthen until the time limit or stability."""
+        plan = self.plan
+        if n <= plan.max_windows:
+            return f"window {n} of up to {plan.max_windows}"
+        limit = f"until the {plan.time_limit_s:g} s limit" if plan.time_limit_s else "until they agree"
+        return f"window {n}: not stable after {plan.max_windows}, longer windows {limit}"
+
     def _report(self, done: int, message: str) -> None:
         if self.progress is not None:
             self.progress(done, max(self.plan.max_windows, done), message)
@@ -161,8 +170,8 @@ class Engine:
                 at_length += 1
                 length, at_length, finished = self._next(windows, length, at_length, (end_ns - measuring_from) / 1e9)
                 w = windows[-1]
-                self._report(len(windows), f"window {len(windows)} ({w.duration_s:.2g} s): {w.throughput:.1f} infer/s, "
-                                           f"p50 {w.latency(50) / 1000:.2f} ms")
+                self._report(len(windows), f"{self._window_count(len(windows))} ({w.duration_s:.2g} s): "
+                                           f"{w.throughput:.1f} infer/s, p50 {w.latency(50) / 1000:.2f} ms")
                 if finished:
                     break
                 self._ask_check()

@@ -1,0 +1,63 @@
+"""Every plot the app and the report draw reads cleanly (issue 31, defect 3): no text over other text
+(`plot_check.text_overlaps`: tick labels, axis labels, titles, legends), on a plain sweep and on a
+backend comparison with long backend names; the legend says what it groups by."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.measure import plots
+from workbench.measure.plot_check import text_overlaps
+from workbench.measure.results import SweepResult, compare_runs, frame_from_rows
+
+from test_plots import rows
+
+PYTHON = "Python backend (model.py)"
+TWIN = "PyTorch backend, Python-backend twin (torchscript layout)"
+
+
+def _backends() -> SweepResult:
+    out = []
+    for backend in (PYTHON, TWIN):
+        for row in rows():
+            if row["allocation"] == "1x1":
+                out.append({**row, "served_by": backend, "variant": f"{backend}: {row['variant']}",
+                            "throughput": row["throughput"] * 40})
+    return SweepResult(frame_from_rows(out), {"label": "backends", "model": "mlp vs mlp_pt"})
+
+
+def _plain() -> SweepResult:
+    frame = frame_from_rows([{**row, "throughput": row["throughput"] * 40} for row in rows()])
+    return SweepResult(frame, {"label": "plain", "model": "mlp"})
+
+
+DRAWN = [plots.latency_vs_batch, plots.throughput_vs_latency, plots.server_breakdown, plots.throughput_heatmap]
+
+
+@pytest.mark.parametrize("draw", DRAWN, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("run", [_plain, _backends], ids=["sweep", "backends"])
+def test_no_plot_text_overlaps(draw, run):
+    assert text_overlaps(draw(run())) == []
+
+
+def test_the_comparison_plot_reads_cleanly():
+    a, b = _plain(), SweepResult(_plain().frame, {"label": "after"})
+    assert text_overlaps(plots.comparison_plot(compare_runs(a, b))) == []
+
+
+def test_the_checker_sees_a_legend_over_the_axis_and_labels_over_each_other():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2))
+    ax = fig.subplots()
+    ax.plot(range(6), label="a long label for a line")
+    ax.set_xticks(range(6), [f"label number {i}" for i in range(6)])
+    ax.legend(loc="upper left", bbox_to_anchor=(-0.2, 1.0))
+    found = text_overlaps(fig)
+    assert any("x tick labels" in p for p in found) and any("legend covers" in p for p in found)
+
+
+def test_a_backend_comparisons_legend_says_backend():
+    fig = plots.throughput_vs_latency(_backends())
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    assert any("backend" in legend.get_title().get_text() for legend in legends)
