@@ -65,7 +65,7 @@ def test_the_server_tab_says_who_serves_pytorch_backend_models_and_why(tmp_path,
     assert "real PyTorch backend at" in real and str(tmp_path / "backends") in real
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))
     monkeypatch.delenv(ENV_VAR, raising=False)
-    from workbench.tutorial_backends import built_libtorch_backend
+    from workbench.tutorial.backends import built_libtorch_backend
 
     assert built_libtorch_backend() is None  # what the tab and notebook 08 both ask
 

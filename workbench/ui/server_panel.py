@@ -20,7 +20,7 @@ from workbench.server import RunningServer, ServerError, TritonServer
 from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
 from workbench.server.pytorch import ENV_VAR, PyTorchBackend
-from workbench.tutorial_backends import built_libtorch_backend
+from workbench.tutorial.backends import built_libtorch_backend
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
 from workbench.ui.render import error_list
