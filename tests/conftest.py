@@ -154,7 +154,7 @@ def libtorch_backend_dir() -> Path:
     if not _BUILD_SCRIPT.is_file():
         pytest.skip(f"no real PyTorch backend: ${ENV_VAR} is unset and {_BUILD_SCRIPT} is absent "
                     "(the PyTorch-backend tests cover the Python-backend twin only)")
-    from workbench.tutorial_backends import build_libtorch_backend
+    from workbench.tutorial.backends import build_libtorch_backend
 
     started = time.monotonic()
     try:

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from workbench import generate as gen
+from workbench.coremap import CoreRange
 from workbench.generate.config import from_text, parameters_of, read_config, to_json, validate_config
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate, write
 from workbench.generate import cli as generate_cli
@@ -385,7 +386,8 @@ def test_upstream_config_with_a_rewritten_model_py_reads_back_and_keeps_it(tmp_p
     assert loaded.triton_input == ["INPUT__0,INT64,4", "INPUT__1,INT64,4"]
     assert loaded.triton_output == ["OUTPUT__0,INT64,4", "OUTPUT__1,INT64,4"]
     # upstream writes NUM_THREADS_PER_CORE "1" whether asked or not: read as not given
-    assert (loaded.neuron_core_range, loaded.triton_model_instance_count, loaded.threads_per_core) == ("0:7", 3, None)
+    assert loaded.neuron_core_range == CoreRange(0, 7)
+    assert (loaded.triton_model_instance_count, loaded.threads_per_core) == (3, None)
     assert (loaded.max_batch_size, loaded.enable_dynamic_batching) == (1000, True)
     assert (loaded.preferred_batch_size, loaded.max_queue_delay_microseconds) == ([8], 100)
     assert loaded.compiled_model == "/home/ubuntu/add_sub.pt" and loaded.for_other_machine
@@ -463,7 +465,8 @@ def test_upstream_tensorflow_and_hand_written_directories(tmp_path):
         'name: "hand" backend: "python" input { name: "INPUT__0" data_type: TYPE_FP32 dims: [-1, 3] } '
         'output { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [-1, 3] }')
     loaded = load_settings(hand)
-    assert (loaded.framework, loaded.target, loaded.neuron_core_range, loaded.compiled_model) == ("pytorch", "cpu", "0:0", "")
+    assert (loaded.framework, loaded.target, loaded.compiled_model) == ("pytorch", "cpu", "")
+    assert loaded.neuron_core_range == CoreRange(0, 0)
     assert "--compiled_model is required" in validate(loaded)[0]
 
 

@@ -33,6 +33,7 @@ from workbench.server import (
     TritonServer,
     find_tritonserver,
 )
+from workbench.coremap import CoreRange
 from workbench.server.discovery import python_backend_dir
 from workbench.server.metrics import metric_value, parse_metrics
 from workbench.server.control import config_to_json
@@ -601,12 +602,12 @@ def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
     from workbench.deploy.docker import DEFAULT_IMAGE, docker_run_command, neuron_devices
 
     # inf1: 4 cores per device, so cores 51-52 sit on devices 12 and 13 (the Neuron container guide's example).
-    assert neuron_devices("51:52", instance_type="inf1.24xlarge") == [12, 13]
-    assert neuron_devices("0:1", instance_type="inf2.xlarge") == [0]
-    assert neuron_devices("2:5", instance_type="trn1.32xlarge") == [1, 2]
-    assert neuron_devices((4, 7), instance_type="trn2") == [1]
-    assert neuron_devices("3:3", cores_per_device=8) == [0]
-    run = docker_run_command(tmp_path / "repo", "5:9", instance_type="inf2.24xlarge", load_models=["bert"])
+    assert neuron_devices(CoreRange(51, 52), instance_type="inf1.24xlarge") == [12, 13]
+    assert neuron_devices(CoreRange(0, 1), instance_type="inf2.xlarge") == [0]
+    assert neuron_devices(CoreRange(2, 5), instance_type="trn1.32xlarge") == [1, 2]
+    assert neuron_devices(CoreRange(4, 7), instance_type="trn2") == [1]
+    assert neuron_devices(CoreRange(3, 3), cores_per_device=8) == [0]
+    run = docker_run_command(tmp_path / "repo", CoreRange(5, 9), instance_type="inf2.24xlarge", load_models=["bert"])
     argv = list(run.argv)
     assert argv[:3] == ["docker", "run", "--rm"]
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--device"] == ["/dev/neuron2", "/dev/neuron3", "/dev/neuron4"]
@@ -619,7 +620,7 @@ def test_docker_run_passes_exactly_the_devices_holding_the_cores(tmp_path):
                                    "--load-model=bert"]
     assert run.command.split() == argv  # nothing here needs quoting
     assert run.pretty.replace("\\\n", "").split() == argv
-    everything = docker_run_command("/srv/repo", "0:1", instance_type="inf2", image="my/triton-neuron:1",
+    everything = docker_run_command("/srv/repo", CoreRange(0, 1), instance_type="inf2", image="my/triton-neuron:1",
                                     http_port=9000, publish_address="0.0.0.0")
     assert "'--load-model=*'" in everything.command  # quoted for the shell
     assert "0.0.0.0:9000:8000" in everything.argv and everything.image == "my/triton-neuron:1"
@@ -630,25 +631,25 @@ def test_docker_run_rejects_what_the_host_cannot_do():
     from workbench.deploy.docker import docker_run_command
 
     with pytest.raises(CoreRangeError, match=r"inf2.xlarge has cores 0..1"):
-        docker_run_command("/r", "0:3", instance_type="inf2.xlarge")
+        docker_run_command("/r", CoreRange(0, 3), instance_type="inf2.xlarge")
     with pytest.raises(CoreRangeError, match="malformed"):
-        docker_run_command("/r", "0-3", instance_type="inf2")
+        docker_run_command("/r", CoreRange.parse("0-3"), instance_type="inf2")  # refused where the text enters
     with pytest.raises(ValueError, match="unknown Neuron instance type 'p4d.24xlarge'"):
-        docker_run_command("/r", "0:1", instance_type="p4d.24xlarge")
+        docker_run_command("/r", CoreRange(0, 1), instance_type="p4d.24xlarge")
     with pytest.raises(ValueError, match="instance_type .* or cores_per_device"):
-        docker_run_command("/r", "0:1")
+        docker_run_command("/r", CoreRange(0, 1))
     with pytest.raises(ValueError, match="contradicts inf1"):
-        docker_run_command("/r", "0:1", instance_type="inf1", cores_per_device=2)
+        docker_run_command("/r", CoreRange(0, 1), instance_type="inf1", cores_per_device=2)
     with pytest.raises(ValueError, match="metrics_port"):
-        docker_run_command("/r", "0:1", instance_type="inf2", metrics_port=0)
+        docker_run_command("/r", CoreRange(0, 1), instance_type="inf2", metrics_port=0)
     with pytest.raises(ValueError, match="'../x'"):
-        docker_run_command("/r", "0:1", instance_type="inf2", load_models=["../x"])
+        docker_run_command("/r", CoreRange(0, 1), instance_type="inf2", load_models=["../x"])
 
 
 def test_docker_run_for_a_cpu_target_pins_cpus_instead_of_devices():
     from workbench.deploy.docker import docker_run_command
 
-    run = docker_run_command("/r", "2:5", instance_type="cpu")
+    run = docker_run_command("/r", CoreRange(2, 5), instance_type="cpu")
     assert run.devices == () and "--cpuset-cpus=2-5" in run.argv
     assert not any(a.startswith("/dev/neuron") for a in run.argv)
 

@@ -59,7 +59,7 @@ def test_sdk_and_device_serve_on_neuroncores():
     choice = tutorial.choose_target("trn1", system=machine(NEURONX, device=True))
     assert (choice.compile_target, choice.serve_target, choice.on_neuron) == ("trn1", "trn1", True)
     assert choice.message == "Neuron SDK and device found: compiling pytorch for trn1 and serving on NeuronCores."
-    assert choice.core_range("0:3", 2) == CoreRange(0, 3)
+    assert choice.core_range(CoreRange(0, 3), 2) == CoreRange(0, 3)
     assert choice.tolerances == {"rtol": 1e-2, "atol": 1e-2}
     assert (choice.measure_settings().rtol, choice.measure_settings(atol=0.5).atol) == (1e-2, 0.5)
     with pytest.raises(ValueError, match="NeuronCore count is unknown"):
@@ -108,7 +108,7 @@ def test_bad_choices_are_named(args, message):
 ])
 def test_cpu_core_range_fits_the_machine_and_splits_evenly(neuron_range, instances, cpus, expected):
     choice = tutorial.choose_target("inf1", system=NO_SDK)
-    assert choice.core_range(neuron_range, instances, cpus=cpus) == CoreRange.parse(expected)
+    assert choice.core_range(CoreRange.parse(neuron_range), instances, cpus=cpus) == CoreRange.parse(expected)
 
 
 def test_each_run_gets_a_new_folder(tmp_path):
@@ -204,7 +204,7 @@ def test_neuron_host_settings_refer_to_the_neuron_artifact_by_name(tmp_path):
                             copy_compiled_model=True, target="cpu", neuron_core_range="0:1", max_batch_size=4,
                             cpu_affinity=True)
     choice = tutorial.choose_target("inf1", system=NO_SDK)
-    host = render(tutorial.for_neuron_host(here, choice, artifact, core_range="0:3", repository=tmp_path / "host"))
+    host = render(tutorial.for_neuron_host(here, choice, artifact, core_range=CoreRange(0, 3), repository=tmp_path / "host"))
     assert host.dest == tmp_path / "host" / "add_sub"
     assert (host.settings.target, host.settings.compiled_model) == ("inf1", "add_sub.inf1.pt")
     assert host.settings.for_other_machine and not host.settings.copy_compiled_model
@@ -232,7 +232,7 @@ def test_a_neuron_compile_here_serves_its_cpu_twin_and_ships_the_neuron_file(tmp
                             compiled_model=str(choice.servable(artifact).path), target=choice.serve_target,
                             neuron_core_range="0:0", max_batch_size=4)
     assert render(here).settings.target == "cpu"
-    host = render(tutorial.for_neuron_host(here, choice, artifact, core_range="0:1", repository=tmp_path / "host"))
+    host = render(tutorial.for_neuron_host(here, choice, artifact, core_range=CoreRange(0, 1), repository=tmp_path / "host"))
     assert host.settings.compiled_model == artifact.path and host.settings.copy_compiled_model
     assert "1/add_sub.inf2.pt" in host.files and "1/add_sub.cpu.pt" not in host.files
 

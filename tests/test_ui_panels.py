@@ -538,6 +538,24 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     assert state.generated is not None and "1/model.py" in state.generated.files and not c["core_range"].disabled
 
 
+def test_switching_to_the_pytorch_backend_after_changing_the_core_range_stays_valid(panels):
+    """Issue 31 item 1: the quickstart's core range 0:1, then the PyTorch backend: the core-range
+    field is greyed out, so the value it holds must not be what makes the settings invalid."""
+    state, settings, _preview = panels
+    c = settings.controls
+    state.target = "cpu"
+    c["core_range"].value = "0:1"
+    assert str(settings.link.value.neuron_core_range) == "0:1" and state.settings_problems == []
+    c["backend"].value = "pytorch"
+    assert c["core_range"].disabled
+    assert state.settings_problems == [] and state.generated is not None, state.settings_problems
+    assert state.generated.config.backend == "pytorch"
+    assert settings.settings == state.settings == settings.build_settings()
+    assert c["core_range"].value == str(settings.link.value.neuron_core_range) == "0:0"
+    c["backend"].value = "python"
+    assert not c["core_range"].disabled and state.settings_problems == []
+
+
 _TORCHSCRIPT_CONFIG = """name: "{name}"
 backend: "{backend}"
 max_batch_size: 8
@@ -587,3 +605,35 @@ def test_the_sweep_panel_backend_fields_are_one_backend_sweep_checked_before_any
     assert not (tmp_path / "runs").exists()
     c["compare"].value = []
     assert not panel.backends().active  # a plain sweep again
+
+
+def test_the_triton_config_controls_are_linked_so_every_view_of_the_settings_agrees(panels):
+    """The Triton-config controls go through `Linked` like the others: ``panel.settings``,
+    ``build_settings()`` and ``state.settings`` are one value, and a change of the value shows."""
+    from workbench.generate.options import QueuePolicy, RateLimiter, RateLimiterResource, Warmup
+
+    state, settings, _preview = panels
+    c = settings.controls
+    c["dynamic_batching"].value = True
+    c["rate_limiter_resources"].value = "R1:1, MEM:2:global"
+    c["rate_limiter_priority"].value = 2
+    c["default_queue_policy"].value = "max_queue_size=16"
+    c["optional_inputs"].value = "INPUT__1"
+    c["warmup"].value = 3
+    c["warmup_data"].value = "random"
+    c["response_cache"].value = True
+    value = settings.settings
+    assert value == settings.build_settings() == state.settings
+    assert value.rate_limiter == RateLimiter((RateLimiterResource("R1", 1), RateLimiterResource("MEM", 2, True)), 2)
+    assert value.default_queue_policy == QueuePolicy(max_queue_size=16) and value.optional_inputs == ["INPUT__1"]
+    assert value.model_warmup == [Warmup(count=3, data="random")] and value.response_cache is True
+    c["rate_limiter_resources"].value = "R1"  # no count: named, and the field keeps its last good value
+    assert any("rate limiter resource 'R1'" in p for p in state.settings_problems) and state.settings is None
+    assert settings.settings.rate_limiter.resources[0] == RateLimiterResource("R1", 1)
+    settings.link.update(rate_limiter=None, default_queue_policy=QueuePolicy("DELAY", 100), version_policy=None)
+    assert (c["rate_limiter_resources"].value, c["rate_limiter_priority"].value) == ("", 0)
+    assert c["default_queue_policy"].value == "timeout_action=DELAY,default_timeout_microseconds=100"
+    assert settings.settings == settings.build_settings() == state.settings
+    c["dynamic_batching"].value = False  # the batcher's own fields go back to their defaults, shown
+    assert settings.settings.default_queue_policy is None and c["default_queue_policy"].value == ""
+    assert settings.settings == state.settings

@@ -23,7 +23,7 @@ import pytest
 from workbench import generate as gen
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
 from workbench.generate.repository import RepositoryError
-from workbench.generate.upstream import UpstreamModelPy, recognise
+from workbench.generate.python_backend.upstream import UpstreamModelPy, recognise
 
 from shared_folder import SHARED
 

@@ -21,7 +21,7 @@ import torch
 
 from workbench import generate as gen
 from workbench.generate.config import parameters_of, read_config
-from workbench.generate.upstream import UpstreamModelPy, is_workbench_model_py, recognise
+from workbench.generate.python_backend.upstream import UpstreamModelPy, is_workbench_model_py, recognise
 
 from test_python_model import burst
 from test_upstream_oracle import SCRIPT, run_upstream

@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
+from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
 from workbench.spec import ModelSpec
 from workbench.system import has_neuron_device
@@ -91,10 +92,9 @@ def eager_reference(model_dir: str | Path) -> Eager:
     directory, run eagerly on numpy inputs."""
     model_dir = Path(model_dir)
     config = read_config(model_dir)
-    if config.backend == "pytorch" or config.platform == "pytorch_libtorch":  # Triton's PyTorch backend
-        from workbench.generate.pytorch_backend import eager_module
-
-        return torch_eager(eager_module(model_dir))
+    module = backend_of_config(config).eager_module(model_dir)  # e.g. Triton's PyTorch backend's module
+    if module is not None:
+        return torch_eager(module)
     params = parameters_of(config)
     compiled = params.get("COMPILED_MODEL", "")
     if not compiled:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_yaml
 from workbench.deploy.recipe import host_folder, recipe_for, write_recipe
@@ -76,7 +77,8 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     settings = load_settings(model_dir)
     root = args.out.resolve() if args.out else host_folder(model_dir.parent)
     instance = args.instance_type or settings.target
-    run = docker_run_command(model_dir.parent, settings.neuron_core_range, instance_type=instance, lnc=args.lnc,
+    cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
+    run = docker_run_command(model_dir.parent, cores, instance_type=instance, lnc=args.lnc,
                              framework=settings.framework, image=args.image, load_models=[model_dir.name])
     planned: list[Planned] = []
     if not args.no_recipe:

@@ -73,7 +73,7 @@ def _per_device(instance_type: str | None, given: int | None, lnc: int | None) -
 
 
 def neuron_devices(
-    core_range: str | CoreRange | tuple[int, int],
+    core_range: CoreRange,
     *,
     instance_type: str | None = None,
     cores_per_device: int | None = None,
@@ -81,7 +81,7 @@ def neuron_devices(
 ) -> list[int]:
     """Indices N of the ``/dev/neuronN`` devices holding cores ``a:b`` (inclusive); none for
     ``instance_type="cpu"``."""
-    cores = CoreRange.parse(core_range)
+    cores = core_range
     if is_cpu(instance_type):
         return []
     per_device = _per_device(instance_type, cores_per_device, lnc)

@@ -90,7 +90,7 @@ def _port(value: int, what: str) -> int:
 
 def docker_run_command(
     model_repository: str | os.PathLike[str],
-    core_range: str | CoreRange | tuple[int, int],
+    core_range: CoreRange,
     *,
     instance_type: str | None = None,
     cores_per_device: int | None = None,
@@ -121,7 +121,7 @@ def docker_run_command(
     other hosts). Triton runs with explicit model control and loads ``load_models``, or every
     model in the repository when none are named, so the workbench can still load/unload later.
     """
-    cores = CoreRange.parse(core_range)
+    cores = core_range
     devices = neuron_devices(cores, instance_type=instance_type, cores_per_device=cores_per_device, lnc=lnc)
     effective_lnc = None if is_cpu(instance_type) else lnc_of(instance_type, lnc)
     recipe = None

@@ -10,29 +10,38 @@ its changes (`changes`) and needs them confirmed (``write(generated, confirm=cha
 Modules, one concern each:
 
 * `settings`: `GenerateSettings` (every upstream flag plus ours) and `GenerateError`;
-* `checks`: the plan that collects every problem before anything is written;
-* `python_backend`: config.pbtxt (and ``configs/<name>.pbtxt`` variants) + the one model.py
-  (``templates/python_model.py``), `write`, `diff`, `changes`;
-* `readback`: a model directory -> the settings that regenerate it, keeping what they do not model
-  (`preserve`) and recognising upstream's model.py variants (`upstream`);
+* `backends`: the backend switch -- `BACKENDS`, the `Backend` protocol, and the public calls
+  (`validate`, `render`, `write`, `diff`, `changes`, `read_back`), the same for every backend;
+* `product`: what every backend makes, `GeneratedModel` and `ReadBack`;
+* `python_backend/`: config.pbtxt (and ``configs/<name>.pbtxt`` variants) + the one model.py
+  (``templates/python_model.py``), its read-back, recognising upstream's model.py variants;
+* `pytorch_backend/`: the same for Triton's PyTorch (LibTorch) backend;
+* `checks`: the plan that collects every problem before anything is written (the Python backend's,
+  and the pieces both backends use: tensors, batching, variants);
 * `options`: the Triton config fields users tune (queue policies, rate limiter, warm-up ...), typed,
-  and `rules`, Triton's rules for them;
+  and `rules`, Triton's rules for them; `preserve`: what read-back keeps that the settings do not model;
 * `cli`: the ``workbench generate`` command;
-* `pytorch_backend/`: the same for Triton's PyTorch (LibTorch) backend, beside the Python backend;
-* `config` and `repository`: what both paths share (the ModelConfig protobuf, atomic writes).
+* `config` and `repository`: what every backend shares (the ModelConfig protobuf, atomic writes).
+
+Adding a backend = one package + one entry in `backends.BACKENDS`: a sibling package
+(``generate/<name>_backend/``) exposing an object that satisfies `backends.Backend` (name, label,
+targets, own_fields, validate, render, read_back, recognises, config_problems, eager_module),
+building `product.GeneratedModel` / `product.ReadBack`. Settings only it reads go in its own typed
+dataclass carried as ``GenerateSettings.backend_settings``, not as new GenerateSettings fields.
+How a local server serves it (finding the backend's files, loading it) belongs in `workbench.server`.
 """
 
 from __future__ import annotations
 
-from workbench.generate.checks import validate
+from workbench.generate.backends import BACKENDS, changes, diff, load_settings, read_back, render, validate, write
 from workbench.generate.cli import register
 from workbench.generate.options import QueuePolicy, RateLimiter, RateLimiterResource, VersionPolicy, Warmup, WarmupInput
-from workbench.generate.python_backend import GeneratedModel, changes, diff, render, write
-from workbench.generate.readback import ReadBack, load_settings, read_back
+from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.repository import Changes
 from workbench.generate.settings import GenerateError, GenerateSettings, default_target
 
 __all__ = [
+    "BACKENDS",
     "GenerateError",
     "GenerateSettings",
     "GeneratedModel",

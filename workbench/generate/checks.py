@@ -9,7 +9,6 @@ is worked out twice.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -18,13 +17,14 @@ from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
-from workbench.generate.settings import BACKENDS, TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
+from workbench.generate.record import check_against_record, read_sidecar, spec_from_record
+from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
-from workbench.system import target_problem, usable_cpu_ids
+from workbench.system import MissingSDKError, target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "validate", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
-           "read_sidecar", "spec_from_record", "plan_batching", "setting_flag"]
+__all__ = ["Plan", "make_plan", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
+           "plan_batching", "setting_flag"]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -56,89 +56,14 @@ def tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec
     return tensors
 
 
-def read_sidecar(artifact: Path | None, problems: list[str]) -> dict | None:
-    """The compile step's record beside the artifact, or None when there is none."""
-    if artifact is None:
-        return None
-    side = sidecar_path(artifact)
-    if not side.is_file():
-        return None
-    try:
-        data = json.loads(side.read_text())
-        data["spec"] = ModelSpec.from_dict(data["spec"])
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        problems.append(f"{side}: unreadable compile record ({err})")
-        return None
-    return data
-
-
-def _dims_match(given: tuple[int, ...], expected: tuple[int, ...]) -> bool:
-    return len(given) == len(expected) and all(g == e or -1 in (g, e) for g, e in zip(given, expected))
-
-
-def _check_against_sidecar(settings: GenerateSettings, spec: ModelSpec, record: dict, where: str) -> list[str]:
-    """Config dims, names and dtypes against what the compiled model takes (dims there exclude the batch)."""
-    problems = []
-    compiled: ModelSpec = record["spec"]
-    batch_dim = bool(record.get("batch_dim", True))
-    mbs = settings.max_batch_size
-    if record.get("target") and record["target"] != settings.target:
-        problems.append(f"--compiled_model was compiled for {record['target']} ({where}), but the target is "
-                        f"{settings.target}; use --target {record['target']} or compile for {settings.target}")
-    if record.get("framework") and record["framework"] != settings.framework:
-        problems.append(f"--compiled_model is a {record['framework']} model ({where}), but --model_type is "
-                        f"{settings.framework}")
-    if not batch_dim and mbs > 0:
-        problems.append(f"--max_batch_size {mbs}: the compiled model has no batch dim ({where}); "
-                        "Triton cannot batch it, use --max_batch_size 0")
-    for kind, given, known in (("input", spec.inputs, compiled.inputs), ("output", spec.outputs, compiled.outputs)):
-        by_name = {t.name: t for t in known}
-        for tensor in given:
-            model_tensor = by_name.get(tensor.name)
-            if model_tensor is None:
-                names = ", ".join(by_name)
-                problems.append(f"{kind} {tensor.name!r} is not one of the compiled model's {kind}s ({names}; {where})")
-                continue
-            if model_tensor.dtype != tensor.dtype:
-                problems.append(f"{kind} {tensor.name!r}: dtype {tensor.dtype}, but the compiled model's is "
-                                f"{model_tensor.dtype} ({where})")
-            expected = model_tensor.dims if (mbs > 0 or not batch_dim) else (-1, *model_tensor.dims)
-            if _dims_match(tensor.dims, expected):
-                continue
-            if settings.framework == "transformers_neuronx" and _dims_match(tensor.dims, model_tensor.dims):
-                continue  # its model.py also takes one unbatched prompt
-            if mbs > 0 and _dims_match(tensor.dims[1:], model_tensor.dims):
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} include a batch dim, but with "
-                                f"max_batch_size {mbs} Triton adds it; use {list(model_tensor.dims)}")
-            elif mbs == 0 and batch_dim and _dims_match(tensor.dims, model_tensor.dims):
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} lack the batch dim the compiled "
-                                f"model takes; with max_batch_size 0 use {[-1, *model_tensor.dims]}")
-            else:
-                shown = ("[batch] + " if batch_dim else "") + str(list(model_tensor.dims))
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} disagree with the compiled "
-                                f"model's {shown} ({where})")
-        missing = [name for name in by_name if name not in {t.name for t in given}]
-        if missing:
-            problems.append(f"the compiled model also takes {kind}(s) {', '.join(missing)} ({where})")
-    return problems
-
-
-def spec_from_record(settings: GenerateSettings, record: dict) -> ModelSpec:
-    spec: ModelSpec = record["spec"]
-    if settings.max_batch_size == 0 and record.get("batch_dim", True):
-        return spec.with_batch_dim(-1)
-    return spec
-
-
 def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
     try:
-        from workbench.compiler.tensorflow import spec_from_saved_model
+        from workbench.compiler.tensorflow import spec_from_saved_model  # tensorflow: only for a SavedModel
     except ImportError as err:
         raise GenerateError([
             f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
             "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
         ]) from None
-    from workbench.system import MissingSDKError
 
     try:
         return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,
@@ -264,14 +189,16 @@ def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
                 plan.problems.append(f"{kind} {t.name!r}: {t.dtype} tensors are not supported by the generated "
                                      "model.py; use a numeric type")
     if record is not None:
-        plan.problems += _check_against_sidecar(settings, spec, record, where)
+        plan.problems += check_against_record(settings, spec, record, where)
 
 
 def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
-    try:
-        core_range = CoreRange.parse(settings.neuron_core_range)
-    except CoreRangeError as err:
-        plan.problems.append(f"--neuron_core_range: {err}")
+    core_range = settings.neuron_core_range
+    if not isinstance(core_range, CoreRange):  # text GenerateSettings could not parse: the parser's words
+        try:
+            CoreRange.parse(core_range)
+        except CoreRangeError as err:
+            plan.problems.append(f"--neuron_core_range: {err}")
         return
     limit = neuron_core_limit(settings.target)
     if limit is not None and core_range.end >= limit[1]:
@@ -434,6 +361,9 @@ def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
     written = _written(settings, plan)
     plan.problems += preserve.problems(settings, plan.spec, written)
     plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
+    if settings.instance_group_kind == "KIND_GPU":
+        plan.problems.append("--instance-group-kind KIND_GPU: the generated model.py runs on the CPU or NeuronCores, "
+                             "never a GPU; use KIND_MODEL (upstream's) or KIND_CPU")
     plan.warnings += rules.warnings(settings)
 
 
@@ -443,11 +373,6 @@ def make_plan(settings: GenerateSettings) -> Plan:
     plan.problems += dataclass_problems(settings, setting_flag)
     if plan.problems:
         return plan  # the checks below compare and count: they need the right types first
-    if settings.backend not in BACKENDS:
-        plan.problems.append(f"--backend {settings.backend!r} is not one of {', '.join(BACKENDS)}")
-    for name in ("runtime", "state_dict"):
-        if getattr(settings, name):
-            plan.problems.append(f"{setting_flag(name)} is for Triton's PyTorch backend; add --backend pytorch")
     if settings.framework not in FRAMEWORKS:
         plan.problems.append(f"--model_type {settings.framework!r} is not one of {', '.join(FRAMEWORKS)}")
     if settings.target not in TARGETS:
@@ -471,13 +396,3 @@ def make_plan(settings: GenerateSettings) -> Plan:
     _plan_variants(settings, plan)
     _plan_kept(settings, plan)
     return plan
-
-
-def validate(settings: GenerateSettings) -> list[str]:
-    """Every problem with ``settings``, one message each naming the bad item; empty when fine.
-    Nothing is written. (Warnings, e.g. idle cores, come with `render`.)"""
-    if settings.backend == "pytorch":
-        from workbench.generate.pytorch_backend.generate import pytorch_settings_problems
-
-        return pytorch_settings_problems(settings).problems
-    return make_plan(settings).problems

@@ -17,11 +17,12 @@ from typing import Any, Callable
 
 from workbench.generate import options
 from workbench.generate.config import FRAMEWORKS, TARGETS
-from workbench.generate.python_backend import render, write
+from workbench.generate.backends import BACKENDS, render, write
+from workbench.generate.python_backend.upstream import UPSTREAM_DEFAULT_TARGET
+from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.generate.pytorch_backend.layouts import PYTORCH2_PARAMETERS, TORCHSCRIPT_PARAMETERS
 from workbench.generate.repository import FileSystemRefusal, RepositoryError
-from workbench.generate.settings import BACKENDS, TNX_AMPS, GenerateError, GenerateSettings, default_target
-from workbench.generate.upstream import UPSTREAM_DEFAULT_TARGET
+from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
 
 __all__ = ["register", "run_cli", "settings_from_args"]
 
@@ -175,7 +176,7 @@ def _add_pytorch_flags(parser: argparse.ArgumentParser) -> None:
         "Triton's PyTorch backend (--backend pytorch)",
         "config parameters of the LibTorch backend (TorchScript) or of its PyTorch 2 runtime (--runtime model.py); "
         "unset: the backend's default")
-    group.add_argument("--backend", choices=BACKENDS,
+    group.add_argument("--backend", choices=tuple(BACKENDS),
                        help="python (default): the generated model.py for every target; pytorch: Triton's PyTorch "
                             "backend serves --compiled_model (a TorchScript archive, or with --runtime model.py a "
                             "module's source) on the CPU")
@@ -200,7 +201,7 @@ def _pytorch_parameters(given: dict[str, Any], values: dict[str, Any], *, backen
     chosen = {p.key: given[p.key] for p in _PYTORCH_PARAMETER_FLAGS.values() if p.key in given}
     if not chosen:
         return
-    if (backend or given.get("backend")) != "pytorch":
+    if (backend or given.get("backend")) != PYTORCH.name:  # these flags are its config parameters
         flags = [flag for flag, p in _PYTORCH_PARAMETER_FLAGS.items() if p.key in chosen]
         raise GenerateError([f"{', '.join(flags)}: parameter(s) of Triton's PyTorch backend; add --backend pytorch"])
     parameters = dict(values.get("parameters", {}))
@@ -278,8 +279,9 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
     if framework is not None:
         values["framework"] = framework
     values.pop("target", None)
-    if given.get("backend") == "pytorch" and "target" not in given and "inf2" not in given:
-        values["target"] = "cpu"  # LibTorch serves on this machine's CPU; upstream's inf1 default is model.py's
+    backend = BACKENDS.get(given.get("backend", ""))
+    if backend is not None and len(backend.targets) == 1 and "target" not in given and "inf2" not in given:
+        values["target"] = backend.targets[0]  # e.g. LibTorch on the CPU; upstream's inf1 default is model.py's
     elif not variant or "target" in given or "inf2" in given:
         values["target"] = _target({k: given.get(k) for k in ("inf2", "target")}, framework or "pytorch", notes)
     if given.get("parameter"):
@@ -331,10 +333,12 @@ def run_cli(args: argparse.Namespace) -> int:
     for note in notes:
         print(f"workbench generate: note: {note}", file=sys.stderr)
     changes = generated.changes()
-    if generated.settings.backend == "pytorch":
-        from workbench.generate.pytorch_backend.generate import serving_preview
+    # the command is the top layer: how this machine's server would serve the model is server
+    # knowledge (server imports generate), asked only here and only when the command runs
+    from workbench.server.pytorch import serving_preview
 
-        preview = serving_preview(generated)
+    preview = serving_preview(generated)
+    if preview is not None:
         print(f"workbench generate: note: {preview.layout} layout; a local server here serves it as: "
               f"{preview.served_as}", file=sys.stderr)
         for note in preview.notes:

@@ -17,11 +17,12 @@ from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.limits import tensor_name_problem
-from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype
+from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype, upstream_item
 from workbench.system import TARGETS
 
 __all__ = [
     "ConfigError",
+    "config_item",
     "ModelConfig",
     "TARGETS",
     "FRAMEWORKS",
@@ -344,3 +345,14 @@ def _parameter_problems(cfg: ModelConfig) -> list[str]:
             f"{len(cfg.instance_group)} instance_group blocks; model.py splits its core range over exactly one"
         )
     return problems
+
+
+def config_item(entry: model_config_pb2.ModelInput | model_config_pb2.ModelOutput) -> str | tuple[str, str, list[int]]:
+    """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES). A
+    name outside the tensor-name rule comes back as a (name, dtype, dims) triple, so the checks
+    name it by that rule instead of failing to split an item."""
+    dtype = model_config_pb2.DataType.Name(entry.data_type).removeprefix("TYPE_")
+    dtype = "BYTES" if dtype == "STRING" else dtype
+    if tensor_name_problem(entry.name):
+        return (entry.name, dtype, list(entry.dims))
+    return upstream_item(entry.name, dtype, entry.dims)

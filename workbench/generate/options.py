@@ -20,7 +20,10 @@ from workbench.spec import ModelSpec, config_dtype, parse_dtype
 
 __all__ = ["QueuePolicy", "RateLimiterResource", "RateLimiter", "VersionPolicy", "WarmupInput", "Warmup",
            "KINDS", "parse_queue_policy", "parse_priority_queue_policy", "parse_version_policy",
-           "parse_resource", "warmup_inputs_from_spec", "apply", "read", "OptionError"]
+           "parse_resource", "parse_rate_limiter", "rate_limiter_text", "parse_optional_queue_policy",
+           "queue_policy_text", "parse_priority_queue_policies", "priority_queue_policies_text", "parse_names",
+           "parse_optional_version_policy", "warmup_samples", "warmup_text", "warmup_inputs_from_spec", "apply",
+           "read", "OptionError"]
 
 KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
@@ -168,6 +171,72 @@ def parse_resource(text: str) -> RateLimiterResource:
     if len(parts) not in (2, 3) or not parts[0] or (len(parts) == 3 and parts[2].lower() != "global"):
         raise OptionError(f"rate limiter resource {text!r}: expected NAME:COUNT or NAME:COUNT:global")
     return RateLimiterResource(parts[0], _int(parts[1], f"resource {parts[0]} count"), len(parts) == 3)
+
+
+# --- the settings panel's text fields: one list per field, blank meaning "not written" ------------
+
+def _items(text: str, separator: str) -> list[str]:
+    return [part.strip() for part in str(text).split(separator) if part.strip()]
+
+
+def parse_rate_limiter(resources: str, priority: int) -> RateLimiter | None:
+    """``R1:1,R2:2:global`` and a priority -> the rate limiter; None when neither is given."""
+    parsed = tuple(parse_resource(item) for item in _items(resources, ","))
+    return RateLimiter(parsed, priority) if parsed or priority else None
+
+
+def rate_limiter_text(limiter: RateLimiter | None) -> tuple[str, int]:
+    """What `parse_rate_limiter` reads back to ``limiter``: the resources' text and the priority."""
+    if limiter is None:
+        return "", 0
+    resources = ",".join(f"{r.name}:{r.count}" + (":global" if r.global_ else "") for r in limiter.resources)
+    return resources, limiter.priority
+
+
+def parse_optional_queue_policy(text: str) -> QueuePolicy | None:
+    """`parse_queue_policy`, blank -> None (the field is not written)."""
+    return parse_queue_policy(text) if str(text).strip() else None
+
+
+def queue_policy_text(policy: QueuePolicy | None) -> str:
+    """What `parse_optional_queue_policy` reads back to ``policy`` (its fields that are not the default)."""
+    if policy is None:
+        return ""
+    default, parts = QueuePolicy(), []
+    for f in fields(QueuePolicy):
+        value = getattr(policy, f.name)
+        if value != getattr(default, f.name):
+            parts.append(f"{f.name}={str(value).lower() if isinstance(value, bool) else value}")
+    return ",".join(parts) or f"timeout_action={policy.timeout_action}"
+
+
+def parse_priority_queue_policies(text: str) -> dict[int, QueuePolicy]:
+    """``2:max_queue_size=4; 1:timeout_action=DELAY`` -> priority level -> its queue policy."""
+    return dict(parse_priority_queue_policy(item) for item in _items(text, ";"))
+
+
+def priority_queue_policies_text(policies: Mapping[int, QueuePolicy]) -> str:
+    return "; ".join(f"{level}:{queue_policy_text(policy)}" for level, policy in policies.items())
+
+
+def parse_names(text: str) -> list[str]:
+    """``INPUT__1, INPUT__2`` -> the names (optional inputs)."""
+    return _items(text, ",")
+
+
+def parse_optional_version_policy(text: str) -> VersionPolicy | None:
+    """`parse_version_policy`, blank -> None (the field is not written)."""
+    return parse_version_policy(text) if str(text).strip() else None
+
+
+def warmup_samples(count: int, data: str) -> list[Warmup]:
+    """The settings panel's warm-up: ``count`` runs of one sample built from the inputs (0: none)."""
+    return [Warmup(count=count, data=data)] if count else []
+
+
+def warmup_text(samples: list[Warmup]) -> tuple[int, str]:
+    """What `warmup_samples` reads back to ``samples``: the first sample's count and data."""
+    return (samples[0].count, samples[0].data) if samples else (0, "zero")
 
 
 # --- settings <-> ModelConfig ----------------------------------------------------------------------

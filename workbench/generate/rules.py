@@ -126,9 +126,6 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
     found = _batcher_problems(settings)
     if settings.instance_group_kind not in KINDS:
         found.append(f"--instance-group-kind {settings.instance_group_kind!r} is not one of {', '.join(KINDS)}")
-    elif settings.instance_group_kind == "KIND_GPU" and settings.backend == "python":
-        found.append("--instance-group-kind KIND_GPU: the generated model.py runs on the CPU or NeuronCores, never a "
-                     "GPU; use KIND_MODEL (upstream's) or KIND_CPU")
     if settings.instance_group_name and not settings.instance_group_name.strip():
         found.append("--instance-group-name is blank")
     limiter = settings.rate_limiter

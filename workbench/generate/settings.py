@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.coremap import CoreRange
+from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
-__all__ = ["BACKENDS", "GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
+__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
            "whole_numbers", "optional_whole", "optional_text"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
@@ -23,9 +23,6 @@ TNX_AMPS = ("f32", "f16", "bf16")
 TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
                   "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
                   "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
-
-BACKENDS = ("python", "pytorch")  # GenerateSettings.backend: Triton's backend names
-
 
 class GenerateError(ValueError):
     """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
@@ -80,7 +77,9 @@ class GenerateSettings:
     target: str = field(default_factory=default_target)
     triton_input: list = field(default_factory=list)
     triton_output: list = field(default_factory=list)
-    neuron_core_range: str | CoreRange = "0:0"
+    # a CoreRange after construction (text such as "0:3" is parsed here, where a notebook's enters);
+    # text that does not parse is kept as given, so `validate` names it with every other problem
+    neuron_core_range: CoreRange | str = CoreRange(0, 0)
     triton_model_instance_count: int = 1
     threads_per_core: int | None = None  # None: NUM_THREADS_PER_CORE left out (SDK default workers)
     model_version: int = 1
@@ -133,8 +132,16 @@ class GenerateSettings:
     backend: str = "python"
     runtime: str = ""
     state_dict: str = ""
+    # A further backend's own settings: its typed dataclass (the backend's validate checks the type),
+    # so adding a backend adds no field here. The two backends above keep their flat fields.
+    backend_settings: object | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.neuron_core_range, CoreRange):
+            try:
+                self.neuron_core_range = CoreRange.parse(self.neuron_core_range)
+            except CoreRangeError:
+                pass  # kept as given: the checks name it
         # single values are accepted where upstream took one (notebook callers pass 8, not [8])
         if isinstance(self.preferred_batch_size, int):
             self.preferred_batch_size = [self.preferred_batch_size]

@@ -88,8 +88,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--stable-windows", type=int, default=3,
                      help="windows that must agree to call a point stable (default 3)")
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
-    run.add_argument("--rtol", type=float, default=1e-4, help="relative tolerance of the output check (default 1e-4)")
-    run.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the output check (default 1e-5)")
+    run.add_argument("--rtol", type=float, help="relative tolerance of the output check (default: the model's target's, "
+                                                "1e-4 on the CPU, 1e-2 on NeuronCores; workbench.targets)")
+    run.add_argument("--atol", type=float, help="absolute tolerance of the output check (default: the model's target's, "
+                                                "1e-5 on the CPU, 1e-2 on NeuronCores)")
     run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
                      help="use this running tritonserver (explicit model control) instead of starting one; "
                           "repeat to fan the variants out over several servers (one thread each, one merged run)")
@@ -156,8 +158,21 @@ def settings_from_args(args: argparse.Namespace):
                            window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,
                            stable_windows=args.stable_windows, max_windows=args.max_windows,
                            time_limit_s=args.time_limit_s or None, min_latencies=args.min_latencies,
-                           processes=args.processes, warmup_requests=args.warmup, seed=args.seed, rtol=args.rtol,
-                           atol=args.atol)
+                           processes=args.processes, warmup_requests=args.warmup, seed=args.seed,
+                           **_tolerances(args))
+
+
+def _tolerances(args: argparse.Namespace) -> dict[str, float]:
+    """--rtol/--atol as given, else those of the target the model directory is generated for."""
+    from workbench.generate.backends import model_target
+    from workbench.targets import CPU_TOLERANCES, output_tolerances
+
+    given = {"rtol": args.rtol, "atol": args.atol}
+    if None not in given.values():
+        return given
+    model_dir = Path(args.model_dir)  # without a config.pbtxt the run is refused just after this
+    target = output_tolerances(model_target(model_dir)) if (model_dir / "config.pbtxt").is_file() else CPU_TOLERANCES
+    return {key: target[key] if value is None else value for key, value in given.items()}
 
 
 class _Bar:

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
 from workbench.server.errors import ModelLoadError
 from workbench.system import LNC_VALUES
@@ -51,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _print_docker(args: argparse.Namespace) -> int:
     command = docker_run_command(
         args.model_repository,
-        args.docker,
+        CoreRange.parse(args.docker),  # where the text enters: CoreRangeError in the parser's words
         instance_type=args.instance_type,
         cores_per_device=args.cores_per_device,
         lnc=args.lnc,

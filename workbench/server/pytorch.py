@@ -30,13 +30,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from workbench.server.discovery import TritonInstall, TritonNotFoundError
+from workbench.generate.config import ConfigError, ModelConfig, parameters_of, read_config, to_json
+from workbench.generate.product import GeneratedModel
+from workbench.generate.pytorch_backend import (SERVED_AS_LIBTORCH, SERVED_AS_PYTHON, ServingPreview,
+                                                check_pytorch_config, layout_of, libtorch_layouts, preview_serving,
+                                                twin_of)
+from workbench.generate.pytorch_backend.backend import PYTORCH
+from workbench.generate.pytorch_backend.real_backend import (locale_fix_hint, misserved, needs_inductor,
+                                                             process_settings, stub_locale_is_utf8)
+from workbench.generate.repository import served_config_path
+from workbench.server.control import as_model_config
+from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
 from workbench.server.errors import ModelLoadError
 
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["ENV_VAR", "PyTorchBackend", "find_pytorch_backend", "Served", "PyTorchServing"]
+__all__ = ["ENV_VAR", "PyTorchBackend", "find_pytorch_backend", "serving_preview", "Served", "PyTorchServing"]
 
 ENV_VAR = "WORKBENCH_LIBTORCH_BACKEND"
 PYTHON_BACKEND = "Python backend (model.py)"
@@ -89,8 +99,6 @@ def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] |
     """The PyTorch backend a server of ``install`` should use: ``given`` (a directory; False: none,
     always the twin), else ``$WORKBENCH_LIBTORCH_BACKEND``, else the server's own backend directory.
     A directory that is named but holds no PyTorch backend is an error, not skipped."""
-    from workbench.generate.pytorch_backend import libtorch_layouts
-
     if given is False:
         return None
     named, source = (given, "given") if given not in (None, True) else (os.environ.get(ENV_VAR) or None, f"${ENV_VAR}")
@@ -107,6 +115,20 @@ def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] |
     if install.backend_dir is not None and libtorch_layouts(install.backend_dir):
         return PyTorchBackend(install.backend_dir, libtorch_layouts(install.backend_dir), "the server's backend directory")
     return None
+
+
+def serving_preview(generated: GeneratedModel, *,
+                    pytorch_backend: str | os.PathLike[str] | bool | None = None) -> ServingPreview | None:
+    """How a local tritonserver would serve a generated PyTorch-backend model: the real backend the
+    finder above turns up (``pytorch_backend``, ``$WORKBENCH_LIBTORCH_BACKEND``, the server's own
+    backends), else the Python-backend twin, with the notes; None for a model of another backend."""
+    if not PYTORCH.recognises(generated.config):
+        return None
+    try:
+        backend = find_pytorch_backend(find_tritonserver(), pytorch_backend)
+    except TritonNotFoundError:
+        backend = None
+    return preview_serving(generated.config, backend_dir=backend.backend_dir if backend else None)
 
 
 @dataclass(frozen=True)
@@ -174,18 +196,13 @@ class PyTorchServing:
         return {"OMP_NUM_THREADS": str(self._next_omp)}
 
     def _repository_counts(self) -> set[int]:
-        from workbench.generate.config import ConfigError, read_config
-        from workbench.generate.pytorch_backend.real_backend import process_settings
-
-        from workbench.generate.repository import served_config_path
-
         counts = set()
         for model_dir in sorted(p for p in self.server.model_repository.iterdir() if p.is_dir()):
             try:
                 cfg = read_config(served_config_path(model_dir, self.server.model_config_name))
             except (ConfigError, OSError):
                 continue
-            if cfg.backend == "pytorch" and not cfg.runtime:
+            if PYTORCH.recognises(cfg) and not cfg.runtime:  # TorchScript on LibTorch
                 try:
                     threads = process_settings(cfg).omp_threads
                 except ValueError:
@@ -225,14 +242,11 @@ class PyTorchServing:
         """Load ``name`` (see `ModelControl.load`); a PyTorch-backend config is served by the real
         backend or its twin, after the checks that keep the server alive and its answers right."""
         cfg = self._config_of(name, config)
-        if cfg is None or not (cfg.backend == "pytorch" or cfg.platform == "pytorch_libtorch"):
+        if cfg is None or not PYTORCH.recognises(cfg):
             self.server.control.load(name, config=config, files=files, timeout=timeout)
             self._served.pop(name, None)
             self._loaded_json.pop(name, None)
             return
-        from workbench.generate.config import to_json
-        from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, check_pytorch_config, layout_of
-
         with self._lock:
             cfg = check_pytorch_config(cfg)
             layout = layout_of(cfg)
@@ -243,12 +257,7 @@ class PyTorchServing:
                 self._load_twin(name, cfg, files, timeout)
             self._loaded_json[name] = to_json(cfg)
 
-    def _config_of(self, name: str, config: Any):
-        from workbench.generate.config import ConfigError, read_config
-        from workbench.server.control import as_model_config
-
-        from workbench.generate.repository import served_config_path
-
+    def _config_of(self, name: str, config: Any) -> ModelConfig | None:
         if config is not None:
             return as_model_config(config)
         try:  # the file this server reads: configs/<name>.pbtxt under --model-config-name
@@ -260,8 +269,6 @@ class PyTorchServing:
         raise ModelLoadError(name, "", f"refused before loading: {reason}", [])
 
     def _load_twin(self, name: str, cfg, files, timeout: float) -> None:
-        from workbench.generate.pytorch_backend import SERVED_AS_PYTHON, layout_of, twin_of
-
         if files:
             self._refuse(name, "override files for a PyTorch-backend model need the real backend; this server "
                                "serves it through the Python-backend twin, which builds its own files")
@@ -270,15 +277,6 @@ class PyTorchServing:
         self._served[name] = Served(name, SERVED_AS_PYTHON, layout_of(cfg), "", twin.notes)
 
     def _load_real(self, name: str, cfg, files, timeout: float) -> None:
-        from workbench.generate.config import parameters_of, to_json
-        from workbench.generate.pytorch_backend.real_backend import (
-            locale_fix_hint,
-            misserved,
-            process_settings,
-            stub_locale_is_utf8,
-            needs_inductor,
-        )
-
         for problem in misserved(cfg):
             self._refuse(name, problem)
         if needs_inductor(cfg) and not stub_locale_is_utf8(self.stub_python()):

@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 from typing import Any, Callable, Generic, Iterator, TypeVar
 
-__all__ = ["Linked", "comma_joined", "blank_if_none"]
+__all__ = ["Linked", "WidgetGroup", "comma_joined", "blank_if_none"]
 
 T = TypeVar("T")
 _PARSE_ERRORS = (ValueError, TypeError)  # what the logic parsers raise for bad text (SpecError, SweepError...)
@@ -35,6 +35,27 @@ def comma_joined(values: Any) -> str:
 def blank_if_none(value: Any) -> Any:
     """An optional field as a text field shows it: blank for None."""
     return "" if value is None else str(value)
+
+
+class WidgetGroup:
+    """Several widgets that together show one field (a rate limiter's resources and priority): its
+    ``value`` is the tuple of theirs, so `Linked.link` takes it like one widget."""
+
+    def __init__(self, *widgets: Any) -> None:
+        self.widgets = widgets
+
+    @property
+    def value(self) -> tuple:
+        return tuple(widget.value for widget in self.widgets)
+
+    @value.setter
+    def value(self, values: tuple) -> None:
+        for widget, value in zip(self.widgets, values):
+            widget.value = value
+
+    def observe(self, handler: Callable[[dict], None], names: str = "value") -> None:
+        for widget in self.widgets:
+            widget.observe(lambda _change: handler({"name": "value", "new": self.value}), names=names)
 
 
 @dataclasses.dataclass

@@ -14,12 +14,15 @@ import html
 import ipywidgets as widgets
 
 from workbench.generate.config import ConfigError, from_text, validate_config
-from workbench.generate.pytorch_backend.configs import pytorch_problems
+from workbench.generate.backends import backend_of, backend_of_config
+from workbench.generate.product import GeneratedModel
+from workbench.generate.pytorch_backend import ServingPreview
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
 from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
+from workbench.server.pytorch import serving_preview
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
@@ -126,23 +129,21 @@ class PreviewPanel:
         choices = [("config.pbtxt", "")] + [(f"configs/{name}.pbtxt", name) for name in generated.variants]
         keep = c["config_choice"].value if c["config_choice"].value in dict(choices).values() else ""
         c["config_choice"].options, c["config_choice"].value = choices, keep
-        if generated.settings.backend == "pytorch":
-            c["model_py"].value = self._pytorch_html(generated)
-            c["core_map"].value = preformatted("Triton's PyTorch backend places nothing on cores: its threads are "
-                                               "the INTRA_OP_THREAD_COUNT / NUM_THREADS parameters")
+        preview = serving_preview(generated)
+        c["model_py"].value = highlight(generated.model_py, "python") if preview is None else \
+            self._serving_html(generated, preview)
+        if generated.core_map is None:
+            c["core_map"].value = preformatted(f"{backend_of(generated.settings).label} places nothing on cores: its "
+                                               "threads are its config parameters (e.g. INTRA_OP_THREAD_COUNT)")
         else:
-            c["model_py"].value = highlight(generated.model_py, "python")
             c["core_map"].value = core_map_html(generated.core_map)
         c["instance_type"].value = self._default_instance()
         c["docker"].value = self._docker_html(generated)
         self._config_edited()
 
-    def _pytorch_html(self, generated) -> str:
-        """The PyTorch-backend layout: the model files, who would serve it here (the real backend the
+    def _serving_html(self, generated: GeneratedModel, preview: ServingPreview) -> str:
+        """A PyTorch-backend layout: the model files, who would serve it here (the real backend the
         server's finder turns up, or the twin) with the notes, and a PyTorch 2 module's source."""
-        from workbench.generate.pytorch_backend.generate import serving_preview
-
-        preview = serving_preview(generated)
         files = [f"{rel}" + (f"  <- copy of {content}" if not isinstance(content, str) else "")
                  for rel, content in generated.files.items()]
         lines = [f"{preview.layout} layout for Triton's PyTorch backend", f"served here as: {preview.served_as}"]
@@ -166,7 +167,7 @@ class PreviewPanel:
             note = preformatted("target cpu: serve it here (server tab); this is the command once it is "
                                 "generated for a Neuron target")
         try:
-            run = docker_run_command(self.state.repository.resolve(), (cmap.start, cmap.end),
+            run = docker_run_command(self.state.repository.resolve(), cmap.core_range,
                                      instance_type=self.controls["instance_type"].value,
                                      framework=generated.settings.framework,
                                      load_models=[generated.config.name])
@@ -215,8 +216,7 @@ class PreviewPanel:
         except ConfigError as err:
             return [str(err)]
         problems = validate_config(config)
-        if config.backend == "pytorch":
-            problems += [p for p in pytorch_problems(config) if p not in problems]
+        problems += [p for p in backend_of_config(config).config_problems(config) if p not in problems]
         expected = self.state.generated.config.name if self.state.generated is not None else None
         if expected and config.name != expected:
             problems.append(f"name {config.name!r} must be the model directory's name {expected!r}")

@@ -9,7 +9,6 @@ panel changes the settings, and the controls follow.
 
 from __future__ import annotations
 
-import dataclasses
 import html
 from pathlib import Path
 
@@ -19,11 +18,13 @@ from workbench import generate
 from workbench.generate import options
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
+from workbench.generate.backends import BACKENDS, backend_of, switching_to, unread_fields
+from workbench.generate.pytorch_backend import PYTORCH
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
 from workbench.ui.layout import description_style, heading, row
-from workbench.ui.links import Linked, blank_if_none, comma_joined
+from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
 from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
 from workbench.ui.pytorch_fields import PyTorchParameters
@@ -35,15 +36,18 @@ _BATCHING_MODES = {
 }
 
 
-_BACKENDS = {"Python backend (model.py)": "python", "PyTorch backend (LibTorch)": "pytorch"}
+_BACKENDS = {backend.label: name for name, backend in BACKENDS.items()}
 _RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "model.py"}
 
-# what only the generated model.py reads: greyed out for the PyTorch backend
-_PYTHON_BACKEND_CONTROLS = ("copy_compiled_model", "core_range", "threads_per_core", "batching_mode", "cpu_affinity")
+# control -> the GenerateSettings field it shows: greyed out for a backend that does not read it
+_BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "core_range": "neuron_core_range",
+                              "threads_per_core": "threads_per_core",
+                              "batching_mode": "disable_batch_requests_to_neuron", "cpu_affinity": "cpu_affinity"}
 
-_TRITON_CONTROLS = ("instance_group_kind", "rate_limiter_resources", "rate_limiter_priority", "preserve_ordering",
-                    "priority_levels", "default_priority_level", "default_queue_policy", "priority_queue_policy",
-                    "optional_inputs", "warmup", "warmup_data", "response_cache", "version_policy")
+# the dynamic batcher's own fields: greyed out, and back to their defaults, without the dynamic batcher
+# (each control is named as its GenerateSettings field)
+_BATCHER_FIELDS = ("preserve_ordering", "priority_levels", "default_priority_level", "default_queue_policy",
+                   "priority_queue_policy")
 
 _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_model_class", "model class", "e.g. LlamaForSampling"),
@@ -53,35 +57,6 @@ _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_sequence_length", "sequence length", "n_positions"),
     ("tnx_unroll", "unroll", "SDK default"),
 )
-
-
-def _triton_fields(c: dict) -> dict:
-    """The Triton config fields of the "Triton config" controls, as GenerateSettings keywords; blank
-    text means the field is not written. OptionError names a malformed value."""
-    def items(text: str, separator: str = ",") -> list[str]:
-        return [part.strip() for part in text.split(separator) if part.strip()]
-
-    resources = tuple(options.parse_resource(r) for r in items(c["rate_limiter_resources"].value))
-    priority = c["rate_limiter_priority"].value
-    queue = c["default_queue_policy"].value.strip()
-    version = c["version_policy"].value.strip()
-    batcher = dict(
-        preserve_ordering=c["preserve_ordering"].value,
-        priority_levels=c["priority_levels"].value,
-        default_priority_level=c["default_priority_level"].value,
-        default_queue_policy=options.parse_queue_policy(queue) if queue else None,
-        priority_queue_policy=dict(options.parse_priority_queue_policy(p)
-                                   for p in items(c["priority_queue_policy"].value, ";")),
-    ) if c["dynamic_batching"].value else {}  # greyed out (and not applied) without the dynamic batcher
-    return dict(
-        instance_group_kind=c["instance_group_kind"].value,
-        rate_limiter=options.RateLimiter(resources, priority) if resources or priority else None,
-        **batcher,
-        optional_inputs=items(c["optional_inputs"].value),
-        model_warmup=[options.Warmup(count=c["warmup"].value, data=c["warmup_data"].value)] if c["warmup"].value else [],
-        response_cache=True if c["response_cache"].value else None,
-        version_policy=options.parse_version_policy(version) if version else None,
-    )
 
 
 def _rows(tensors) -> tuple:
@@ -170,8 +145,7 @@ class SettingsPanel:
         c["warnings"] = widgets.HTML()
 
         start = generate.GenerateSettings(name=self.state.name, target=self.state.target,
-                                          framework=self.state.framework, copy_compiled_model=True,
-                                          neuron_core_range=CoreRange(0, 0))
+                                          framework=self.state.framework, copy_compiled_model=True)
         self.link: Linked[generate.GenerateSettings] = Linked(start, derive=self._model_dir)
         link = self.link.link
         link("name", c["name"], parse=optional_text, show=blank_if_none)
@@ -200,6 +174,22 @@ class SettingsPanel:
             link(key, c[key], parse=optional_text if key == "tnx_model_class" else optional_whole,
                  show=blank_if_none, label=f"transformers-neuronx {label}")
         link("tnx_amp", c["tnx_amp"], parse=optional_text, show=blank_if_none)
+        # the Triton config fields: the text spellings are options.py's, both ways
+        link("instance_group_kind", c["instance_group_kind"])
+        link("rate_limiter", WidgetGroup(c["rate_limiter_resources"], c["rate_limiter_priority"]),
+             parse=lambda shown: options.parse_rate_limiter(*shown), show=options.rate_limiter_text)
+        link("preserve_ordering", c["preserve_ordering"])
+        link("priority_levels", c["priority_levels"])
+        link("default_priority_level", c["default_priority_level"])
+        link("default_queue_policy", c["default_queue_policy"], parse=options.parse_optional_queue_policy,
+             show=options.queue_policy_text, label="default queue policy")
+        link("priority_queue_policy", c["priority_queue_policy"], parse=options.parse_priority_queue_policies,
+             show=options.priority_queue_policies_text, label="priority queue policies")
+        link("optional_inputs", c["optional_inputs"], parse=options.parse_names, show=comma_joined)
+        link("model_warmup", WidgetGroup(c["warmup"], c["warmup_data"]),
+             parse=lambda shown: options.warmup_samples(*shown), show=options.warmup_text)
+        link("response_cache", c["response_cache"], parse=lambda on: True if on else None, show=bool)
+        link("version_policy", c["version_policy"], parse=options.parse_optional_version_policy, show=blank_if_none)
 
         self.widget = widgets.VBox([
             heading("Model"),
@@ -232,13 +222,13 @@ class SettingsPanel:
             row(c["tnx_n_positions"], c["tnx_sequence_length"], c["tnx_unroll"], c["tnx_amp"]),
         ])
         self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
+        # backend name -> its own controls, shown only while it is chosen, and its parameter control
+        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"])}
         self.state.observe(self._artifact_changed, names="artifact")
         self.state.observe(lambda change: change["new"] and self.link.update(compiled_model=change["new"]),
                            names="model_file")
         for name in ("name", "target", "framework"):
             self.state.observe(lambda change: self.link.update(**{change["name"]: change["new"]}), names=name)
-        for key in _TRITON_CONTROLS:
-            c[key].observe(lambda _change: self._show(), names="value")
         self.link.on_change = self._changed
         if self.state.artifact is not None:
             self._artifact_changed({"new": self.state.artifact})
@@ -257,7 +247,7 @@ class SettingsPanel:
         """The settings the controls describe; a SpecError names every control that does not parse."""
         if self.link.problems:
             raise SpecError("; ".join(self.link.problems))
-        return dataclasses.replace(self.link.value, **_triton_fields(self.controls))  # OptionError names a bad one
+        return self.link.value
 
     def _model_dir(self, fields: dict) -> dict:
         """The model directory follows the name: ``<repository>/<name>``."""
@@ -301,13 +291,18 @@ class SettingsPanel:
         self.controls["pytorch_parameters"].layout = layout_of_settings(self.link.value)
         if "max_batch_size" in changed:
             self._refill_tensors()
-        if "backend" in changed and self.link.value.backend == "pytorch" and self.link.value.target != "cpu":
-            self.link.update(target="cpu")  # LibTorch serves on this machine's CPU (Neuron: the Python backend)
-        if "backend" in changed and self.link.value.backend == "python":
-            # the PyTorch backend's own fields (hidden now) would only be refused or carried unread
-            own = {key: value for key, value in self.link.value.parameters.items()
-                   if key not in self.controls["pytorch_parameters"].keys()}
-            self.link.update(runtime="", state_dict="", parameters=own)
+        if "enable_dynamic_batching" in changed and not self.link.value.enable_dynamic_batching:
+            defaults = generate.GenerateSettings(target=self.link.value.target)
+            self.link.update(**{name: getattr(defaults, name) for name in _BATCHER_FIELDS})
+        if "backend" in changed:
+            # the other backends' fields (greyed out or hidden now) would only be refused or carried unread:
+            # back to their defaults, and a target the backend serves (LibTorch: this machine's CPU)
+            settings = self.link.value
+            hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
+                      for key in params.keys()}
+            parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
+            self.link.update(**switching_to(backend_of(settings), settings),
+                             **({"parameters": parameters} if parameters != settings.parameters else {}))
         self._show()
 
     def _show_core_map(self) -> None:
@@ -316,8 +311,8 @@ class SettingsPanel:
             self.controls["core_map"].value = error_list([f"core map: {problem}"])
             return
         try:
-            core_map = CoreRange.parse(settings.neuron_core_range).split(settings.triton_model_instance_count,
-                                                                         settings.threads_per_core or 1)
+            core_map = settings.neuron_core_range.split(settings.triton_model_instance_count,
+                                                        settings.threads_per_core or 1)
         except CoreRangeError as err:
             self.controls["core_map"].value = error_list([f"core map: {err}"])
             return
@@ -325,24 +320,21 @@ class SettingsPanel:
 
     def _show(self) -> None:
         c, settings = self.controls, self.link.value
-        for key in ("preferred_batch_sizes", "max_queue_delay_us", "preserve_ordering", "priority_levels",
-                    "default_priority_level", "default_queue_policy", "priority_queue_policy"):
+        for key in ("preferred_batch_sizes", "max_queue_delay_us", *_BATCHER_FIELDS):
             c[key].disabled = not settings.enable_dynamic_batching  # dynamic batcher fields
-        pytorch = settings.backend == "pytorch"
-        for key in _PYTHON_BACKEND_CONTROLS:
-            c[key].disabled = pytorch
-        c["cpu_affinity"].disabled = pytorch or settings.target != "cpu"
-        self.pytorch_box.layout.display = None if pytorch else "none"
-        c["core_map"].layout.display = "none" if pytorch else None
+        unread = unread_fields(backend_of(settings))
+        for key, name in _BACKEND_SPECIFIC_CONTROLS.items():
+            c[key].disabled = name in unread
+        c["cpu_affinity"].disabled = "cpu_affinity" in unread or settings.target != "cpu"
+        for name, (box, _params) in self._backend_boxes.items():
+            box.layout.display = None if settings.backend == name else "none"
+        c["core_map"].layout.display = "none" if "neuron_core_range" in unread else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
         self._show_core_map()
         problems, generated = list(self.link.problems), None
         if not problems:
             try:
-                settings = dataclasses.replace(settings, **_triton_fields(c))
                 generated = generate.render(settings)
-            except options.OptionError as err:
-                problems = [str(err)]
             except generate.GenerateError as err:
                 problems = err.problems
         self.problems = problems

@@ -10,6 +10,7 @@ keeps its finished points.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from functools import partial
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.coremap import CoreRange, parse_allocations
+from workbench.generate.backends import model_target
 from workbench.generate.config import ConfigError
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
 from workbench.measure import plots
@@ -35,6 +37,7 @@ from workbench.measure.search.choice import (
 )
 from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
+from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
@@ -242,6 +245,8 @@ class SweepPanel:
         try:
             settings = self.settings()
             settings.engine_command()
+            if (model_dir / "config.pbtxt").is_file():  # outputs checked at the tolerance of where the model runs
+                settings = dataclasses.replace(settings, **output_tolerances(model_target(model_dir)))
         except (MeasureError, PerfAnalyzerNotFound) as err:
             problems.append(str(err))
         try:

@@ -11,10 +11,11 @@ Two layouts share ``backend: "pytorch"``:
   ``NUM_INTEROP_THREADS`` and ``TORCH_COMPILE_OPTIONAL_PARAMETERS`` (JSON for ``torch.compile``).
 
 Modules, one concern each: `layouts` (the layouts and the parameters each reads), `configs`
-(build and check a config), `files` (the layouts on disk), `real_backend` (what the real r24.10
+(build and check a config), `files` (the layouts on disk), `backend` (``PYTORCH``, this
+backend's entry in the switch, `workbench.generate.backends`), `real_backend` (what the real r24.10
 backend does process-wide and what it misserves), `serving` (the real backend or the
-Python-backend twin), `sweep` (parameter grids), `generate` (settings -> the files, for the CLI
-and the settings panel). What this path shares with the Python backend's
+Python-backend twin), `sweep` (parameter grids), `generate` (settings -> the files), `readback` (a directory -> the
+settings). Finding a server's PyTorch backend and loading models on it is `workbench.server.pytorch`. What this path shares with the Python backend's
 lives once in `workbench.generate.config` (the ModelConfig, parameter strings) and
 `workbench.generate.repository` (atomic writes, version folders).
 """
@@ -22,6 +23,7 @@ lives once in `workbench.generate.config` (the ModelConfig, parameter strings) a
 from __future__ import annotations
 
 from workbench.generate.config import ModelConfig
+from workbench.generate.pytorch_backend.backend import PYTORCH, PyTorchBackend
 from workbench.generate.pytorch_backend.configs import (
     INSTANCE_KINDS,
     build_pytorch_config,
@@ -65,6 +67,8 @@ from workbench.generate.pytorch_backend.serving import (
 from workbench.generate.pytorch_backend.sweep import SWEEP_SETTINGS, sweep_grid, sweep_variant, variant_label
 
 __all__ = [
+    "PYTORCH",
+    "PyTorchBackend",
     "ModelConfig",
     "PyTorchConfigError",
     "TORCHSCRIPT",

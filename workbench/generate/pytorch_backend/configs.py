@@ -14,6 +14,7 @@ from workbench.generate.pytorch_backend.layouts import (
     layout_of,
     parameter_problems,
 )
+from workbench.generate.pytorch_backend.real_backend import misserved
 from workbench.spec import ModelSpec, SpecError
 
 __all__ = ["INSTANCE_KINDS", "build_pytorch_config", "check_pytorch_config", "pytorch_problems"]
@@ -69,8 +70,6 @@ def build_pytorch_config(
             if entry.data_type == model_config_pb2.TYPE_STRING and list(entry.dims) == [1]:
                 entry.reshape.SetInParent()
     check_pytorch_config(cfg)
-    from workbench.generate.pytorch_backend.real_backend import misserved
-
     problems = misserved(cfg)  # what the r24.10 backend would answer wrongly is not generated
     if problems:
         raise PyTorchConfigError("; ".join(problems))

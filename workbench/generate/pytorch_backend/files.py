@@ -13,10 +13,11 @@ import zipfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from workbench.generate.config import ModelConfig, to_text
+from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.pytorch_backend.configs import check_pytorch_config
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, layout_of
-from workbench.generate.repository import FileContent, WriteResult, write_model_dir
+from workbench.generate.pytorch_backend.serving import pytorch2_module_file
+from workbench.generate.repository import FileContent, WriteResult, version_folders, write_model_dir
 
 __all__ = [
     "is_torchscript_archive",
@@ -65,7 +66,7 @@ def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict
             )
         payload: FileContent = source
     else:
-        import torch
+        import torch  # torch only when a model is saved or loaded: `workbench generate` starts without it
 
         if not isinstance(model, torch.jit.ScriptModule):
             raise PyTorchConfigError(
@@ -121,7 +122,7 @@ def _module_source(module_source: str | Path) -> tuple[str, str]:
 
 
 def _state_dict_bytes(state_dict: Any) -> bytes | Path:
-    import torch
+    import torch  # torch only when a model is saved or loaded: `workbench generate` starts without it
 
     if isinstance(state_dict, (str, Path)):
         path = Path(state_dict)
@@ -198,7 +199,7 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module
 
     The runtime's rule picks alphabetically, so an *imported* class such as ``Linear`` can win over
     the one the file defines; that is refused here with the class names."""
-    import torch
+    import torch  # torch only when a model is saved or loaded: `workbench generate` starts without it
 
     version_dir = Path(version_dir)
     path = version_dir / module_file
@@ -250,11 +251,7 @@ def eager_module(model_dir: str | Path) -> Any:
     """The module a PyTorch-backend model directory serves, loaded in this process for comparing
     outputs: the latest version's TorchScript archive, or its PyTorch 2 module (as the runtime picks
     it: `serving.pytorch2_module_file`) with its state dict."""
-    import torch
-
-    from workbench.generate.config import read_config
-    from workbench.generate.pytorch_backend.serving import pytorch2_module_file
-    from workbench.generate.repository import version_folders
+    import torch  # torch only when a module is loaded: `workbench generate` starts without it
 
     model_dir = Path(model_dir)
     cfg = check_pytorch_config(read_config(model_dir))

@@ -1,8 +1,8 @@
 """`GenerateSettings` with ``backend="pytorch"`` -> a model directory for Triton's PyTorch backend.
 
 The CLI (``workbench generate --backend pytorch``) and the settings panel come here through
-`workbench.generate.python_backend.render`, so preview, diff and write are the same calls for
-both backends. The layout is Triton's ``runtime`` field: empty for a TorchScript archive
+the backend switch (`workbench.generate.backends`), so preview, diff and write are the same calls
+for every backend. The layout is Triton's ``runtime`` field: empty for a TorchScript archive
 (``<version>/model.pt``), ``"model.py"`` for a PyTorch 2 module (``<version>/model.py`` and, with
 ``state_dict``, ``<version>/model.pt``). The backend's switches are the config's ``parameters``,
 checked by `configs.pytorch_problems` (one table of keys and values, `layouts`); the model file is
@@ -14,11 +14,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from workbench.coremap import CoreRange
 from workbench.generate import options, preserve, rules
-from workbench.generate.checks import (FIXED_IN_VARIANTS, Plan, plan_batching, read_sidecar, setting_flag,
-                                       spec_from_record, tensor_items, variant_name_problem)
-from workbench.generate.config import parameter_string
+from workbench.generate.checks import (FIXED_IN_VARIANTS, Plan, plan_batching, setting_flag, tensor_items,
+                                       variant_name_problem)
+from workbench.generate.config import ModelConfig, parameter_string
+from workbench.generate.product import GeneratedModel, kept_text
+from workbench.generate.record import read_sidecar, spec_from_record
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
 from workbench.generate.pytorch_backend.files import is_torchscript_archive, pytorch2_files, torchscript_files
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
@@ -26,19 +27,11 @@ from workbench.generate.settings import GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem
 from workbench.spec import ModelSpec, SpecError
 
-__all__ = ["RUNTIMES", "PYTHON_BACKEND_ONLY", "layout_of_settings", "pytorch_settings_problems", "render_pytorch"]
+__all__ = ["RUNTIMES", "layout_of_settings", "pytorch_settings_problems", "render_pytorch"]
 
 # Triton's ``runtime`` field -> the layout it selects.
 RUNTIMES = {"": TORCHSCRIPT, "model.py": PYTORCH2}
 
-# Fields only the generated model.py reads (Neuron cores, threads per core, transformers-neuronx,
-# a hand-written model.py); for the PyTorch backend a value other than the default is refused,
-# naming the flag, instead of being silently dropped. (``copy_compiled_model`` is moot: the model
-# file is always copied into the version folder, where the backend loads it.)
-PYTHON_BACKEND_ONLY = ("neuron_core_range", "threads_per_core", "disable_batch_requests_to_neuron", "cpu_affinity",
-                       "for_other_machine", "model_py", "compiled_model_base",
-                       "tnx_model_class", "tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_amp",
-                       "tnx_unroll", "tnx_sequence_length", "tnx_compiled_dir", "decoupled")
 # A configs/<name>.pbtxt variant is read by the server core (--model-config-name) and handed to the
 # backend like config.pbtxt, so variants work for both layouts; they share the version folder's
 # model files, so these stay the directory's own.
@@ -47,10 +40,6 @@ FIXED_IN_PYTORCH_VARIANTS = ("backend", "runtime", "compiled_model", "state_dict
 
 def layout_of_settings(settings: GenerateSettings) -> str:
     return RUNTIMES.get(settings.runtime, TORCHSCRIPT)
-
-
-def _defaults() -> GenerateSettings:
-    return GenerateSettings(target="cpu")
 
 
 def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
@@ -79,19 +68,12 @@ def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
 
 def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     """Every problem with settings meant for the PyTorch backend, before any file is read for
-    writing; the plan carries the tensor spec the config is built from."""
+    writing; the plan carries the tensor spec the config is built from. (Fields only another
+    backend reads are refused by the switch, `workbench.generate.backends.validate`.)"""
     plan = Plan()
     plan.problems += dataclass_problems(settings, setting_flag)
     if plan.problems:
         return plan
-    defaults = _defaults()
-    for name in PYTHON_BACKEND_ONLY:
-        value, default = getattr(settings, name), getattr(defaults, name)
-        if name == "neuron_core_range":
-            value, default = str(value), str(CoreRange.parse(default))
-        if value != default:
-            plan.problems.append(f"{setting_flag(name)} is for the Python backend's model.py; Triton's PyTorch backend "
-                                 "does not read it (leave it out, or use --backend python)")
     if settings.framework != "pytorch":
         plan.problems.append(f"--model_type {settings.framework}: Triton's PyTorch backend serves PyTorch models "
                              "only; use --backend python")
@@ -184,7 +166,7 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
         plan.variants[name] = (variant, sub)
 
 
-def _config(settings: GenerateSettings, plan: Plan):
+def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     """The checked ModelConfig of ``settings`` (config.pbtxt or a variant)."""
     cfg = build_pytorch_config(
         settings.model_name, plan.spec, layout=layout_of_settings(settings),
@@ -205,12 +187,10 @@ def _config(settings: GenerateSettings, plan: Plan):
     return check_pytorch_config(cfg)
 
 
-def render_pytorch(settings: GenerateSettings):
+def render_pytorch(settings: GenerateSettings) -> GeneratedModel:
     """Check ``settings`` and build the PyTorch-backend files in memory (GenerateError lists every
     problem): config.pbtxt from `build_pytorch_config` with the tuned Triton fields applied, and
     the model file checked the way the backend will load it."""
-    from workbench.generate.python_backend import GeneratedModel, kept_text
-
     plan = pytorch_settings_problems(settings)
     if plan.problems:
         raise GenerateError(plan.problems)
@@ -242,21 +222,3 @@ def render_pytorch(settings: GenerateSettings):
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
     return GeneratedModel(settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files,
                           list(plan.warnings), variants)
-
-
-def serving_preview(generated, *, pytorch_backend=None):
-    """How a local tritonserver would serve a generated PyTorch-backend model: the real backend
-    the server's one finder (`workbench.server.pytorch.find_pytorch_backend`: ``pytorch_backend``,
-    ``$WORKBENCH_LIBTORCH_BACKEND``, the server's own backends) turns up, else the Python-backend
-    twin, with the notes; None for a Python-backend model."""
-    if generated.settings.backend != "pytorch":
-        return None
-    from workbench.generate.pytorch_backend.serving import preview_serving
-    from workbench.server.discovery import TritonNotFoundError, find_tritonserver
-    from workbench.server.pytorch import find_pytorch_backend
-
-    try:
-        backend = find_pytorch_backend(find_tritonserver(), pytorch_backend)
-    except TritonNotFoundError:
-        backend = None
-    return preview_serving(generated.config, backend_dir=backend.backend_dir if backend else None)

@@ -18,7 +18,9 @@ from pathlib import Path
 
 from workbench.generate import options, preserve
 from workbench.generate.checks import FIXED_IN_VARIANTS
-from workbench.generate.config import ConfigError, ModelConfig, parameters_of, read_config, spec_from_config
+from workbench.generate.config import (ConfigError, ModelConfig, config_item, parameters_of, read_config,
+                                      spec_from_config)
+from workbench.generate.product import ReadBack
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT
 from workbench.generate.pytorch_backend.serving import pytorch2_module_file
 from workbench.generate.repository import version_folders
@@ -61,8 +63,6 @@ def _version(model_dir: Path, config: ModelConfig) -> int:
 
 def _settings(model_dir: Path, config: ModelConfig, version: int) -> tuple[GenerateSettings, list[str]]:
     """The settings one config (config.pbtxt or a configs/ variant) describes, and what was decided."""
-    from workbench.generate.readback import config_item
-
     notes: list[str] = []
     files = model_files(config, version, model_dir)
     model, state_dict = model_dir / files["model"], ""
@@ -106,11 +106,8 @@ def _settings(model_dir: Path, config: ModelConfig, version: int) -> tuple[Gener
     return settings, notes
 
 
-def read_back_pytorch(model_dir: str | Path, config: ModelConfig | None = None):
-    """`workbench.generate.readback.ReadBack` for a PyTorch-backend directory (``config``: its
-    config.pbtxt, already read)."""
-    from workbench.generate.readback import ReadBack
-
+def read_back_pytorch(model_dir: str | Path, config: ModelConfig | None = None) -> ReadBack:
+    """The `ReadBack` of a PyTorch-backend directory (``config``: its config.pbtxt, already read)."""
     model_dir = Path(model_dir)
     config = read_config(model_dir) if config is None else config
     version = _version(model_dir, config)

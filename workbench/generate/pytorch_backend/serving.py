@@ -97,7 +97,7 @@ def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None,
     for its own model.py under that name."""
     check_pytorch_config(cfg)
     if gpu_available is None:
-        import torch
+        import torch  # torch only to ask about a GPU: `workbench generate` starts without it
 
         gpu_available = torch.cuda.is_available()
     layout = layout_of(cfg)

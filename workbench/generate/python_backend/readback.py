@@ -1,9 +1,8 @@
-"""Read-back: a model directory on disk -> the GenerateSettings that regenerate it, losing nothing.
+"""Read-back for the Python backend: a model directory on disk -> the GenerateSettings that regenerate it.
 
-Works for directories this package wrote (their ``WORKBENCH_*`` parameters say everything; those
-for Triton's PyTorch backend are read by `pytorch_backend.readback`), for
+Works for directories this backend wrote (their ``WORKBENCH_*`` parameters say everything), for
 those upstream's gen_triton_model.py wrote (framework, target and batching mode come from which of
-its model.py variants is there, `workbench.generate.upstream`) and for hand-written or hand-edited
+its model.py variants is there, `workbench.generate.python_backend.upstream`) and for hand-written or hand-edited
 ones: the fields the settings model are read into them, everything else is kept -- the rest of the
 config (``extra_config``), custom parameters, extra files, a rewritten model.py and the
 ``configs/<name>.pbtxt`` variants -- so rendering the result rewrites an unchanged directory
@@ -13,46 +12,26 @@ byte for byte. Values that do not parse are kept as written, so the checks name 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
-
-from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.generate import options, preserve
 from workbench.generate.checks import FIXED_IN_VARIANTS, make_plan
-from workbench.generate.config import ConfigError, ModelConfig, parameters_of, read_config, spec_from_config
+from workbench.generate.config import (ConfigError, ModelConfig, config_item, parameters_of, read_config,
+                                      spec_from_config)
+from workbench.generate.product import ReadBack
+from workbench.generate.python_backend.upstream import UpstreamModelPy, is_workbench_model_py, recognise
 from workbench.generate.repository import version_folders
 from workbench.generate.settings import GenerateSettings, default_target
-from workbench.generate.upstream import UpstreamModelPy, is_workbench_model_py, recognise
-from workbench.limits import tensor_name_problem
-from workbench.spec import tensor_index, upstream_item
+from workbench.spec import tensor_index
 
-__all__ = ["ReadBack", "read_back", "load_settings"]
+__all__ = ["read_back"]
 
 
-@dataclass
-class ReadBack:
-    """The settings, and what read-back had to decide or keep (one line each)."""
-
-    settings: GenerateSettings
-    notes: list[str] = field(default_factory=list)
-
-
-def load_settings(model_dir: str | Path) -> GenerateSettings:
-    """Settings that regenerate ``model_dir`` (see `read_back` for the notes)."""
-    return read_back(model_dir).settings
-
-
-def read_back(model_dir: str | Path) -> ReadBack:
-    """Read ``model_dir`` (ours, upstream's or hand-written) into settings that regenerate it."""
-    model_dir = Path(model_dir)
-    config = read_config(model_dir)
-    from workbench.generate.pytorch_backend.readback import is_pytorch_config, read_back_pytorch
-
-    if is_pytorch_config(config):  # model.pt / the PyTorch 2 layout: backend, runtime, state dict, parameters
-        return read_back_pytorch(model_dir, config)
+def read_back(model_dir: Path, config: ModelConfig) -> ReadBack:
+    """Read ``model_dir`` (ours, upstream's or hand-written; ``config``: its config.pbtxt, already
+    read) into settings that regenerate it."""
     versions = [int(p.name) for p in version_folders(model_dir) if int(p.name) > 0]
     version = next((v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()),
                    versions[-1] if versions else 1)
@@ -138,7 +117,7 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         return int(value) if re.fullmatch(r"-?\d+", value) else None
 
     try:
-        core_range = str(CoreRange.from_parameters(params) or CoreRange(0, 0))
+        core_range: CoreRange | str = CoreRange.from_parameters(params) or CoreRange(0, 0)
     except CoreRangeError:  # kept as written, so validation names it
         start = params.get(START_PARAMETER, "0")
         core_range = f"{start}:{params.get(END_PARAMETER, start)}"
@@ -185,14 +164,3 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
             tnx_compiled_dir=params.get("TNX_COMPILED_DIR") or None,
         )
     return settings
-
-
-def config_item(entry: Any) -> str | tuple[str, str, list[int]]:
-    """``NAME,DTYPE,SHAPE`` for a config tensor; the dtype as written (TYPE_STRING -> BYTES). A
-    name outside the tensor-name rule comes back as a (name, dtype, dims) triple, so the checks
-    name it by that rule instead of failing to split an item."""
-    dtype = model_config_pb2.DataType.Name(entry.data_type).removeprefix("TYPE_")
-    dtype = "BYTES" if dtype == "STRING" else dtype
-    if tensor_name_problem(entry.name):
-        return (entry.name, dtype, list(entry.dims))
-    return upstream_item(entry.name, dtype, entry.dims)

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from workbench.coremap import CoreRange
 from workbench.generate import GenerateSettings, render, write
 
 __all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "where_served"]
@@ -57,7 +58,7 @@ def generate_both(artifact: Any, repository: str | Path, name: str, *, max_batch
     repository = Path(repository)
     common = dict(compiled_model=str(artifact.path), target="cpu", max_batch_size=max_batch_size)
     python = GenerateSettings(triton_model_dir=str(repository / f"{name}_python"), copy_compiled_model=True,
-                              neuron_core_range=f"0:{threads - 1}", **common)
+                              neuron_core_range=CoreRange(0, threads - 1), **common)
     pytorch = GenerateSettings(triton_model_dir=str(repository / f"{name}_pytorch"), backend="pytorch",
                                instance_group_kind="KIND_CPU", parameters={"INTRA_OP_THREAD_COUNT": threads},
                                **common)
