@@ -204,6 +204,13 @@ def plan(settings: GenerateSettings) -> VllmPlan:
     elif vllm.kv_cache_memory_bytes is None and settings.target == "cpu":
         out.warnings.append("no KV-cache size: vLLM's CPU engine takes its default share of RAM "
                             "(--kv-cache-memory-bytes sizes it)")
+    extra = vllm.extra_engine_args if isinstance(vllm.extra_engine_args, dict) else {}
+    modelled = sorted(set(extra) & (set(FLAGS) - {"core_range", "lnc"}))
+    if modelled:
+        problems.append(f"--engine-arg {', '.join(modelled)}: set by their own flags ("
+                        f"{', '.join(FLAGS[k] for k in modelled)}), not as extra engine arguments")
+    if not isinstance(extra.get("additional_config", {}), dict):
+        problems.append("--engine-arg additional_config: must be a JSON object")
     if _whole(vllm.tensor_parallel_size, "--tensor-parallel-size", problems):
         _heads(vllm, out.hf_config, problems)
         _core_map(settings, vllm, out)

@@ -52,9 +52,11 @@ def model_json(settings: GenerateSettings) -> dict:
         if override:
             additional["override_neuron_config"] = override
     extra = dict(vllm.extra_engine_args)
-    if additional:
-        extra_additional = extra.pop("additional_config", {})
-        args["additional_config"] = {**extra_additional, **additional}
+    if additional:  # merged into the user's own additional_config, namespace by namespace
+        merged = dict(extra.pop("additional_config", {}))
+        for space, keys in additional.items():
+            merged[space] = {**merged.get(space, {}), **keys}
+        args["additional_config"] = merged
     args.update(extra)
     return args
 
