@@ -289,3 +289,20 @@ def test_vllm_builds_its_engine_config_from_the_cpu_model_json(vllm_python, tmp_
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "block_size": 32, "dtype": "torch.float32", "max_num_seqs": 4, "max_model_len": 256,
         "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
+
+
+def test_a_hand_written_directory_reads_back_naming_what_regenerating_drops(model, tmp_path):
+    """The shape tests/test_vllm_served.py wrote by hand before the generator: read back, every
+    engine argument kept; a hand-added response cache and instance count are named."""
+    dest = tmp_path / "repo" / "llm"
+    (dest / "1").mkdir(parents=True)
+    (dest / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 2, kind: KIND_MODEL } ]\n'
+                                       'response_cache { enable: true }\n')
+    args = {"model": str(model), "dtype": "float32", "max_model_len": 256, "disable_log_stats": True}
+    (dest / "1" / "model.json").write_text(json.dumps(args))
+    back = read_back(dest)
+    assert back.settings.backend_settings.extra_engine_args == {"disable_log_stats": True}
+    assert back.settings.target == "cpu"
+    assert any("response_cache" in note for note in back.notes)
+    assert any("2 instance(s) in instance_group; regenerating writes 1" in note for note in back.notes)
+    assert json.loads(render(back.settings).files["1/model.json"]) == {**args, "tensor_parallel_size": 1}

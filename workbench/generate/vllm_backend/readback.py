@@ -1,8 +1,8 @@
 """A vLLM-backend model directory -> the settings that regenerate it, nothing lost.
 
 model.json keys the settings model become their fields (the Neuron plugin keys included); any other
-key is kept in ``extra_engine_args``; config parameters other than ours are kept in ``parameters``
-and any config field we do not write in ``extra_config``-free form is noted.
+key is kept in ``extra_engine_args``; config parameters other than ours are kept in ``parameters``;
+a config field or instance count regenerating would not write is named in the notes.
 """
 
 from __future__ import annotations
@@ -53,6 +53,25 @@ def _split_additional(args: dict) -> tuple[VllmNeuronBuckets, NxdiBuckets]:
     return vn, nx
 
 
+# config.pbtxt fields the generator writes (inputs/outputs: the backend's auto-complete adds them)
+_WRITTEN = {"name", "backend", "max_batch_size", "instance_group", "model_transaction_policy", "parameters",
+            "input", "output"}
+
+
+def _not_carried(config: ModelConfig, vllm: VllmSettings, target: str) -> list[str]:
+    """One note per config field regenerating would not write (a hand edit), so nothing goes unsaid."""
+    notes = [f"config field {f.name} is not written by the vLLM generator: regenerating drops it"
+             for f, _ in config.ListFields() if f.name not in _WRITTEN]
+    tp = vllm.tensor_parallel_size if isinstance(vllm.tensor_parallel_size, int) and vllm.tensor_parallel_size else 1
+    size = vllm.core_range.size if isinstance(vllm.core_range, CoreRange) else tp
+    count = sum(group.count for group in config.instance_group) or 1
+    expected = 1 if target == "cpu" else max(size // tp, 1)
+    if count != expected:
+        notes.append(f"{count} instance(s) in instance_group; regenerating writes {expected} (the core range "
+                     f"split into instances of {tp} core(s))")
+    return notes
+
+
 def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
     path = engine_args_file(model_dir)
     try:
@@ -80,6 +99,7 @@ def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
                         lnc=None if lnc is None else int(lnc), vllm_neuron=neuron, nxdi=nxdi, extra_engine_args=args)
     if core_range is not None and core_range == CoreRange(0, vllm.tensor_parallel_size - 1):
         vllm.core_range = None  # the default range: regenerating writes the same parameters
+    notes += _not_carried(config, vllm, target)
     version = int(path.parent.name)
     settings = GenerateSettings(triton_model_dir=str(model_dir), backend="vllm", target=target, model_version=version,
                                 parameters=params, backend_settings=vllm)
