@@ -15,9 +15,10 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
+from workbench.generate.checks import setting_flag
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
-from workbench.generate.settings import GenerateSettings
+from workbench.generate.settings import GenerateError, GenerateSettings
 from workbench.generate.vllm_backend.checks import plan
 from workbench.generate.vllm_backend.readback import read_back_vllm
 from workbench.generate.vllm_backend.render import render
@@ -49,21 +50,23 @@ class VllmBackend:
     ignored_fields = _UNREAD
 
     def validate(self, settings: GenerateSettings) -> list[str]:
+        return self._switch_problems(settings) + plan(settings).problems
+
+    def _switch_problems(self, settings: GenerateSettings) -> list[str]:
+        """The GenerateSettings this backend cannot take: another target, fields it does not read."""
         problems = []
         if settings.target not in self.targets:
             problems.append(f"--target {settings.target}: {self.reads} serves {', '.join(self.targets)} "
                             "(Inf1 has no vLLM)")
-        from workbench.generate.checks import setting_flag
-        problems += [f"{setting_flag(name)} is not read by {self.reads} (leave it out)" for name in _UNREAD
-                     if str(getattr(settings, name)) != str(_default(name))]
-        return problems + plan(settings).problems
+        return problems + [f"{setting_flag(name)} is not read by {self.reads} (leave it out)" for name in _UNREAD
+                           if str(getattr(settings, name)) != str(_default(name))]
 
     def render(self, settings: GenerateSettings) -> GeneratedModel:
-        from workbench.generate.settings import GenerateError
-        problems = self.validate(settings)
+        checked = plan(settings)
+        problems = self._switch_problems(settings) + checked.problems
         if problems:
             raise GenerateError(problems)
-        return render(settings)
+        return render(settings, checked)
 
     def read_back(self, model_dir: Path, config: ModelConfig) -> ReadBack:
         return read_back_vllm(model_dir, config)

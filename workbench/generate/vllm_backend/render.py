@@ -14,8 +14,8 @@ import json
 
 from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
-from workbench.generate.settings import GenerateError, GenerateSettings
-from workbench.generate.vllm_backend.checks import VllmPlan, plan as make_plan
+from workbench.generate.settings import GenerateSettings
+from workbench.generate.vllm_backend.checks import VllmPlan
 from workbench.generate.vllm_backend.settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.system import DEFAULT_LNC
@@ -82,11 +82,8 @@ def vllm_config(settings: GenerateSettings, plan: VllmPlan) -> ModelConfig:
     return config
 
 
-def render(settings: GenerateSettings) -> GeneratedModel:
-    """Check ``settings`` and build the files in memory; GenerateError lists every problem."""
-    checked = make_plan(settings)
-    if checked.problems:
-        raise GenerateError(checked.problems)
+def render(settings: GenerateSettings, checked: VllmPlan) -> GeneratedModel:
+    """The files in memory, from settings whose `checks.plan` found no problem."""
     config = vllm_config(settings, checked)
     config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     engine_args = f"{settings.model_version}/model.json"
