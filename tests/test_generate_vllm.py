@@ -262,7 +262,8 @@ import json, sys
 from vllm.engine.arg_utils import AsyncEngineArgs
 config = AsyncEngineArgs(**json.load(open(sys.argv[1]))).create_engine_config()
 print(json.dumps({"block_size": config.cache_config.block_size, "dtype": str(config.model_config.dtype),
-                  "max_num_seqs": config.scheduler_config.max_num_seqs, "max_model_len": config.model_config.max_model_len,
+                  "max_num_seqs": config.scheduler_config.max_num_seqs,
+                  "max_model_len": config.model_config.max_model_len,
                   "kv_cache_memory_bytes": config.cache_config.kv_cache_memory_bytes,
                   "enforce_eager": config.model_config.enforce_eager}))
 """

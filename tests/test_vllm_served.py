@@ -8,8 +8,8 @@ to load on 2 cores).
 
 The model directory is the generator's (``generate --backend vllm``: config.pbtxt with
 ``backend: "vllm"`` + 1/model.json); the KV cache is given in bytes (64 MiB): the share of RAM
-(``gpu_memory_utilization``) is taken per NUMA node minus the worker's own size, so a small share that works on one machine is refused
-on another.
+(``gpu_memory_utilization``) is taken per NUMA node minus the worker's own size, so a small share
+that works on one machine is refused on another.
 """
 
 from __future__ import annotations

@@ -229,7 +229,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "generate",
         help="write a Triton model directory (config.pbtxt + model.py); gen_triton_model.py flags",
         description="Generate a Triton model directory for a compiled model: for the Python backend (model.py, "
-                    "default) or, with --backend pytorch, for Triton's PyTorch (LibTorch) backend. Takes every "
+                    "default), with --backend pytorch for Triton's PyTorch (LibTorch) backend, or with --backend "
+                    "vllm for Triton's vLLM backend (config.pbtxt + 1/model.json; --compiled_model is the model "
+                    "folder). Takes every "
                     "gen_triton_model.py flag with its upstream spelling and meaning; everything is checked before "
                     "anything is written, and an existing directory is only changed with --force.",
         allow_abbrev=False,

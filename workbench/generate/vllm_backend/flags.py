@@ -83,7 +83,8 @@ def vllm_values(given: dict[str, Any], values: dict[str, Any]) -> None:
             flags = ", ".join("--" + key.replace("_", "-") for key in own)
             raise GenerateError([f"{flags}: for Triton's vLLM backend; add --backend vllm"])
         return
-    neuron = VllmNeuronBuckets(**{k: own.pop(k) for k in ("num_batched_tokens_buckets", "num_seqs_buckets") if k in own})
+    neuron = VllmNeuronBuckets(**{k: own.pop(k) for k in ("num_batched_tokens_buckets", "num_seqs_buckets")
+                                  if k in own})
     bucketing = own.pop("enable_bucketing", None)
     nxdi = NxdiBuckets(None if bucketing is None else bucketing == "true",
                        **{k: own.pop(k) for k in ("context_encoding_buckets", "token_generation_buckets") if k in own})

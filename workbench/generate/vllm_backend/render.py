@@ -20,7 +20,8 @@ from workbench.generate.vllm_backend.settings import NXDI_TARGETS, VLLM_NEURON_T
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.system import DEFAULT_LNC
 
-__all__ = ["model_json", "model_json_text", "vllm_config", "render", "instance_environment", "TARGET_PARAMETER", "LNC_PARAMETER", "SPEC"]
+__all__ = ["model_json", "model_json_text", "vllm_config", "render", "instance_environment", "TARGET_PARAMETER",
+           "LNC_PARAMETER", "SPEC"]
 
 TARGET_PARAMETER = "WORKBENCH_TARGET"
 LNC_PARAMETER = "NEURON_LOGICAL_NC_CONFIG"  # the runtime's own variable name (SDK logical-neuroncore-config)
@@ -89,7 +90,8 @@ def render(settings: GenerateSettings, checked: VllmPlan) -> GeneratedModel:
     engine_args = f"{settings.model_version}/model.json"
     files = {"config.pbtxt": config_text, engine_args: model_json_text(model_json(settings))}
     return GeneratedModel(settings, settings.model_dir, SPEC, config, config_text, "", checked.core_map, files,
-                          list(checked.warnings), shown=(engine_args,), core_notes=instance_environment(settings, checked))
+                          list(checked.warnings), shown=(engine_args,),
+                          core_notes=instance_environment(settings, checked))
 
 
 def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[str, ...]:
