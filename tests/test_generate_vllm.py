@@ -20,6 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from workbench import generate as gen
 from workbench.generate import GenerateSettings, read_back, render, validate
@@ -303,3 +304,36 @@ def test_a_hand_written_directory_reads_back_naming_what_regenerating_drops(mode
     assert any("response_cache" in note for note in back.notes)
     assert any("2 instance(s) in instance_group; regenerating writes 1" in note for note in back.notes)
     assert json.loads(render(back.settings).files["1/model.json"]) == {**args, "tensor_parallel_size": 1}
+
+
+@st.composite
+def _valid(draw):
+    target = draw(st.sampled_from(("cpu", "trn2", "inf2")))
+    tp = 1 if target == "cpu" else draw(st.sampled_from((1, 2, 4, 8)))
+    seqs = draw(st.integers(1, 64))
+    length = draw(st.integers(16, 512))
+    vllm = {"tensor_parallel_size": tp, "max_num_seqs": seqs, "max_model_len": length,
+            "dtype": draw(st.sampled_from(("auto", "float32", "bfloat16"))),
+            "enforce_eager": draw(st.booleans()), "block_size": draw(st.sampled_from((None, 32, 64)))}
+    if target != "cpu":
+        cores = tp * draw(st.integers(1, 3))
+        start = draw(st.integers(0, 24 - cores))  # inf2.48xlarge has 24 NeuronCores
+        vllm["core_range"] = f"{start}:{start + cores - 1}"
+    if target == "trn2":
+        vllm["vllm_neuron"] = VllmNeuronBuckets((), tuple(sorted({1, seqs})))
+    if target == "inf2":
+        vllm["nxdi"] = NxdiBuckets(draw(st.sampled_from((None, True, False))), (length,), tuple(sorted({16, length})))
+    return target, vllm, draw(st.integers(1, 3))
+
+
+@hypothesis_settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=_valid())
+def test_any_valid_settings_round_trip(model, tmp_path_factory, case):
+    target, vllm, version = case
+    tmp = tmp_path_factory.mktemp("rt")
+    original = replace(settings(model, tmp, target, **vllm), model_version=version)
+    generated = render(original)
+    gen.write(generated)
+    back = read_back(generated.dest).settings
+    assert (back.target, back.model_version) == (target, version)
+    assert render(back).files == generated.files
