@@ -6,22 +6,21 @@ Needs the vLLM environment and the shared folder's ``tools/vllm_backend_here.sh`
 refusal test). One server and one offline run serve every test here (a vLLM engine takes ~25-45 s
 to load on 2 cores).
 
-The model directory is written by hand here (config.pbtxt with ``backend: "vllm"`` + 1/model.json);
-the KV cache is given in bytes (64 MiB): the share of RAM (``gpu_memory_utilization``) is taken
-per NUMA node minus the worker's own size, so a small share that works on one machine is refused
-on another.
+The model directory is the generator's (``generate --backend vllm``: config.pbtxt with
+``backend: "vllm"`` + 1/model.json); the KV cache is given in bytes (64 MiB): the share of RAM
+(``gpu_memory_utilization``) is taken per NUMA node minus the worker's own size, so a small share
+that works on one machine is refused on another.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from workbench import zoo
+from workbench import generate, zoo
 from workbench.check_generate import (
     PROTOCOLS,
     check_served_generation,
@@ -29,6 +28,8 @@ from workbench.check_generate import (
     offline_greedy,
     served_greedy,
 )
+from workbench.generate import GenerateSettings
+from workbench.generate.vllm_backend import VllmSettings
 from workbench.server import TritonServer
 from workbench.server.errors import ModelRefusedError
 from workbench.server.vllm import SERVED_AS_VLLM
@@ -46,12 +47,14 @@ def llm():
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory, llm) -> Path:
+    """The model directory as ``workbench generate --backend vllm`` writes it."""
     repo = tmp_path_factory.mktemp("vllm") / "repo"
-    (repo / MODEL / "1").mkdir(parents=True)
-    (repo / MODEL / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
-    args = {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
-            "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True, "disable_log_stats": True}
-    (repo / MODEL / "1" / "model.json").write_text(json.dumps(args, indent=2))
+    vllm = VllmSettings(model=str(llm.path), dtype="float32", max_model_len=256, max_num_seqs=4,
+                        kv_cache_memory_bytes=64 << 20, enforce_eager=True,
+                        extra_engine_args={"disable_log_stats": True})
+    generated = generate.render(GenerateSettings(triton_model_dir=str(repo / MODEL), backend="vllm", target="cpu",
+                                                 backend_settings=vllm))
+    generate.write(generated)
     return repo
 
 

@@ -16,6 +16,7 @@ Modules, one concern each:
 * `python_backend/`: config.pbtxt (and ``configs/<name>.pbtxt`` variants) + the one model.py
   (``templates/python_model.py``), its read-back, recognising upstream's model.py variants;
 * `pytorch_backend/`: the same for Triton's PyTorch (LibTorch) backend;
+* `vllm_backend/`: Triton's vLLM backend (config.pbtxt + ``1/model.json`` of vLLM engine arguments);
 * `checks`: the plan that collects every problem before anything is written (the Python backend's,
   and the pieces both backends use: tensors, batching, variants);
 * `options`: the Triton config fields users tune (queue policies, rate limiter, warm-up ...), typed,

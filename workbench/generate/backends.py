@@ -20,6 +20,7 @@ from workbench.generate.python_backend import PYTHON
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.generate.repository import Changes, WriteResult, diff_model_dir, write_model_dir
 from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.generate.vllm_backend import VLLM
 
 if TYPE_CHECKING:
     import torch
@@ -60,7 +61,7 @@ class Backend(Protocol):
         the compiled model its COMPILED_MODEL names is the reference)."""
 
 
-BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (PYTHON, PYTORCH)}
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (PYTHON, PYTORCH, VLLM)}
 
 
 def backend_named(name: str) -> Backend:

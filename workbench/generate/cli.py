@@ -22,6 +22,7 @@ from workbench.generate.python_backend.upstream import UPSTREAM_DEFAULT_TARGET
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.generate.pytorch_backend.layouts import PYTORCH2_PARAMETERS, TORCHSCRIPT_PARAMETERS
 from workbench.generate.repository import FileSystemRefusal, RepositoryError
+from workbench.generate.vllm_backend.flags import add_vllm_flags, vllm_values
 from workbench.generate.settings import TNX_AMPS, GenerateError, GenerateSettings, default_target
 
 __all__ = ["register", "run_cli", "settings_from_args"]
@@ -228,13 +229,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "generate",
         help="write a Triton model directory (config.pbtxt + model.py); gen_triton_model.py flags",
         description="Generate a Triton model directory for a compiled model: for the Python backend (model.py, "
-                    "default) or, with --backend pytorch, for Triton's PyTorch (LibTorch) backend. Takes every "
+                    "default), with --backend pytorch for Triton's PyTorch (LibTorch) backend, or with --backend "
+                    "vllm for Triton's vLLM backend (config.pbtxt + 1/model.json; --compiled_model is the model "
+                    "folder). Takes every "
                     "gen_triton_model.py flag with its upstream spelling and meaning; everything is checked before "
                     "anything is written, and an existing directory is only changed with --force.",
         allow_abbrev=False,
     )
     _add_setting_flags(parser, variant=False)
     _add_pytorch_flags(parser)
+    add_vllm_flags(parser)
     own = parser.add_argument_group("writing")
     own.add_argument("--name", help="model name; when it differs from the --triton_model_dir name, that "
                                     "directory is the repository and the model goes to DIR/NAME")
@@ -282,6 +286,9 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
     backend = BACKENDS.get(given.get("backend", ""))
     if backend is not None and len(backend.targets) == 1 and "target" not in given and "inf2" not in given:
         values["target"] = backend.targets[0]  # e.g. LibTorch on the CPU; upstream's inf1 default is model.py's
+    elif backend is not None and "inf1" not in backend.targets and "target" not in given and "inf2" not in given:
+        here = default_target()  # e.g. vLLM: this machine, where the backend serves it
+        values["target"] = here if here in backend.targets else backend.targets[0]
     elif not variant or "target" in given or "inf2" in given:
         values["target"] = _target({k: given.get(k) for k in ("inf2", "target")}, framework or "pytorch", notes)
     if given.get("parameter"):
@@ -301,6 +308,7 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
             values[flag] = True
     if not variant:
         _pytorch_parameters(given, values)
+        vllm_values(given, values)
     return values
 
 

@@ -39,6 +39,8 @@ class GeneratedModel:
     files: dict[str, FileContent]
     warnings: list[str]
     variants: dict[str, ModelConfig] = field(default_factory=dict)
+    shown: tuple[str, ...] = ()  # further text files the dry run prints (e.g. the vLLM backend's model.json)
+    core_notes: tuple[str, ...] = ()  # lines under the core map (e.g. each instance's NEURON_RT_VISIBLE_CORES)
 
     def config_files(self) -> dict[str, str]:
         """Every config this directory holds, by the name tritonserver selects it with ("" = config.pbtxt)."""
@@ -59,8 +61,10 @@ class GeneratedModel:
             parts += ["", f"# ---- {self.dest / rel}", text.rstrip("\n")]
         if self.model_py:
             parts += ["", f"# ---- {self.dest / str(version) / 'model.py'}", self.model_py.rstrip("\n")]
+        for rel in self.shown:
+            parts += ["", f"# ---- {self.dest / rel}", str(self.files[rel]).rstrip("\n")]
         if self.core_map is not None:
-            parts += ["", "# ---- core map", self.core_map.describe()]
+            parts += ["", "# ---- core map", self.core_map.describe(), *self.core_notes]
         parts += [f"warning: {w}" for w in self.warnings]
         return "\n".join(parts) + "\n"
 
