@@ -54,8 +54,8 @@ from _common import MLP_SIZES, add_size_option, build_mlp, header, served_mlp
 
 from workbench import zoo
 from workbench.measure import MeasureSettings, measure
-from workbench.measure.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
-from workbench.measure.stats import model_counters
+from workbench.measure.engine.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
+from workbench.measure.engine.stats import model_counters
 
 POINTS = ((1, 1), (8, 1), (1, 4), (8, 4))  # (batch size, concurrency)
 THROUGHPUT_BAND = (0.95, 1.05)
@@ -202,9 +202,9 @@ def _senders_floor(url: str, x, repeats: int, requests: int = 2000) -> None:
     uses beside grpcio's channel (the previous sender), p50 and this process's CPU per request."""
     import tritonclient.grpc as grpcclient
 
-    from workbench.measure.loadgen.plan import interface_from
-    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
-    from workbench.measure.loadgen.wire import grpc_request
+    from workbench.measure.engine.loadgen.plan import interface_from
+    from workbench.measure.engine.loadgen.senders import GrpcH2Sender, GrpcSender
+    from workbench.measure.engine.loadgen.wire import grpc_request
 
     client = grpcclient.InferenceServerClient(url)
     iface = interface_from(client.get_model_metadata(FLOOR_MODEL, as_json=True),

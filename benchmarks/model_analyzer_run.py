@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from workbench.generate.config import parameters_of, read_config
-from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer, write_input_data
+from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer, write_input_data
 from workbench.server.discovery import find_tritonserver
 from workbench.server.ports import pick_ports
 

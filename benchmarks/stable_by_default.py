@@ -50,7 +50,7 @@ def judge(name: str, frame: pd.DataFrame, wall_s: float) -> None:
 
 def notebook() -> None:
     """Notebook 06 under pytest/nbval, as the suite runs it; the points from the run it saved."""
-    from workbench.measure.results import load_run
+    from workbench.measure.store.results import load_run
     from workbench.tutorial import RUNS_ENV, saved_runs
 
     with tempfile.TemporaryDirectory() as runs:
@@ -71,7 +71,7 @@ def notebook() -> None:
 
 def app(show_windows: bool) -> None:
     """The sweep panel's default grid and settings on the app's default model."""
-    import workbench.measure.point as point_module
+    import workbench.measure.sweep.point as point_module
     from workbench import zoo
     from workbench.compiler import compile_model
     from workbench.coremap import CoreRange

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from _common import add_size_option, header, served_mlp
 
-import workbench.measure.point as point_module
-from workbench.measure.settings import MeasureSettings
+import workbench.measure.sweep.point as point_module
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
 

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from test_results import point
-from workbench.measure.cost import PRICES, CostError, best_by_cost, cost_per_million, price_of, price_table, with_cost
-from workbench.measure.results import frame_from_rows
+from workbench.measure.store.cost import PRICES, CostError, best_by_cost, cost_per_million, price_of, price_table, with_cost
+from workbench.measure.store.results import frame_from_rows
 from workbench.system import DEVICES_BY_INSTANCE
 
 

@@ -18,8 +18,8 @@ from tritonclient.grpc import model_config_pb2
 from dataclasses import replace
 
 from workbench.measure import LoadResult, MeasureError, MeasureSettings, measure
-from workbench.measure.loadgen import BLOCKING_MAX_CONCURRENCY
-from workbench.measure.stats import server_breakdown
+from workbench.measure.engine.loadgen import BLOCKING_MAX_CONCURRENCY
+from workbench.measure.engine.stats import server_breakdown
 from workbench.tasks import Cancelled
 
 pytestmark = pytest.mark.server
@@ -382,8 +382,8 @@ def _infer_request(model: str, x: np.ndarray, *, datatype: str = "FP32", shape=N
 def test_h2_sender_outputs_equal_tritonclients(server, model, x):
     import tritonclient.grpc as grpcclient
 
-    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
-    from workbench.measure.loadgen.wire import grpc_outputs
+    from workbench.measure.engine.loadgen.senders import GrpcH2Sender, GrpcSender
+    from workbench.measure.engine.loadgen.wire import grpc_outputs
 
     item = grpcclient.InferInput("X", list(x.shape), "FP32")
     item.set_data_from_numpy(x)
@@ -417,7 +417,7 @@ def test_h2_sender_outputs_equal_tritonclients(server, model, x):
 ])
 def test_h2_sender_errors_read_as_grpcios(server, model, message):
     """The server's grpc-status and grpc-message, in the words grpcio gives them."""
-    from workbench.measure.loadgen.senders import GrpcH2Sender, GrpcSender
+    from workbench.measure.engine.loadgen.senders import GrpcH2Sender, GrpcSender
 
     ours, reference = GrpcH2Sender(server.grpc_url, message, 30), GrpcSender(server.grpc_url, message, 30)
     try:
@@ -437,7 +437,7 @@ def test_h2_sender_errors_read_as_grpcios(server, model, message):
 
 def test_h2_sender_concurrency_4_is_4_connections(server):
     """Like perf_analyzer's threads: every slot its own connection, and the server counts them all."""
-    from workbench.measure.loadgen.senders import make_sender
+    from workbench.measure.engine.loadgen.senders import make_sender
 
     message = _infer_request("double", np.ones((2, 4), np.float32))
     senders = [make_sender("grpc", message, server.grpc_url, 30, blocking=True) for _ in range(4)]
@@ -498,10 +498,10 @@ def test_a_server_that_goes_away_mid_point_is_reported_not_hung(tmp_path, triton
 def test_a_sender_cut_off_at_the_end_sends_nothing_more(server, protocol):
     """A slot still out when a point ends is cut off; it must not retry on a new connection (that
     request would reach the server after the point, uncounted)."""
-    from workbench.measure.loadgen.plan import interface_from
-    from workbench.measure.loadgen.senders import Admin, make_sender
-    from workbench.measure.loadgen.slots import _abort
-    from workbench.measure.loadgen.wire import grpc_request, http_request
+    from workbench.measure.engine.loadgen.plan import interface_from
+    from workbench.measure.engine.loadgen.senders import Admin, make_sender
+    from workbench.measure.engine.loadgen.slots import _abort
+    from workbench.measure.engine.loadgen.wire import grpc_request, http_request
 
     plan = type("Plan", (), {"model": "double", "version": "", "url": url(server, protocol), "protocol": protocol,
                              "timeout_s": 30.0})

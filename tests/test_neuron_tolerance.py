@@ -17,7 +17,7 @@ from workbench import generate, zoo
 from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.coremap import CoreRange
-from workbench.measure.results import load_run
+from workbench.measure.store.results import load_run
 from workbench.targets import CPU_TOLERANCES, NEURON_TOLERANCES, choose_target, output_tolerances
 
 FAKE_SDK = Path(__file__).parent / "fake_neuron"

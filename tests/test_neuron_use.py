@@ -15,8 +15,8 @@ import json
 import sys
 import time
 
-from workbench.measure.cpu_use import format_busy
-from workbench.measure.neuron_use import MONITOR_CONFIG, NeuronUse, core_utilization
+from workbench.measure.watch.cpu_use import format_busy
+from workbench.measure.watch.neuron_use import MONITOR_CONFIG, NeuronUse, core_utilization
 
 _FAKE = '''#!PYTHON
 # FAKE neuron-monitor for tests: NOT the AWS tool. Checks its -c config, then streams reports.

@@ -17,8 +17,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from workbench.measure.settings import MeasureSettings
-from workbench.measure.perf_analyzer import (
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.perf_analyzer import (
     PerfAnalyzerError,
     PerfAnalyzerNotFound,
     find_perf_analyzer,
@@ -172,7 +172,7 @@ def test_real_run_against_a_real_server(tmp_path, triton_server):
     assert [r["concurrency"] for r in rows] == [1, 2]
     assert all(r["throughput"] > 0 and r["p50_us"] > 0 for r in rows)
     assert seen[-1][:2] == (2, 2)
-    from workbench.measure.stats import server_breakdown
+    from workbench.measure.engine.stats import server_breakdown
     delta = server_breakdown(before, server.stats("add"), "add")
     assert delta.inferences == 2 * delta.requests > 0  # it really sent batch-2 requests to this server
     # a run that cannot stabilise (0.0001%) ends in one --request-count window: the real export file
@@ -224,7 +224,7 @@ def _value(args: list[str], flag: str) -> str | None:
 
 
 def test_the_console_output_gives_each_window_and_the_pooled_request_count():
-    from workbench.measure.perf_analyzer import parse_passes, unstable
+    from workbench.measure.engine.perf_analyzer import parse_passes, unstable
 
     passes = parse_passes((DATA / "verbose_grpc_b2_c1-2.txt").read_text())
     assert passes == {1.0: {"passes": [540.797, 562.451, 390.317], "requests": 451},

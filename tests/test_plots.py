@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from workbench.measure import plots
-from workbench.measure.results import (
+from workbench.measure.store import plots
+from workbench.measure.store.results import (
     POINTS_FILE,
     SweepResult,
     append_point,
@@ -124,7 +124,7 @@ def test_plot_run_from_disk_writes_png_and_deterministic_svg(saved_run, tmp_path
 
 def test_plots_never_touch_pyplot(saved_run):
     code = (
-        "import sys; from workbench.measure import plots;"
+        "import sys; from workbench.measure.store import plots;"
         f"plots.plot_run({str(saved_run)!r});"
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
     )

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.measure import plots
-from workbench.measure.plot_check import text_overlaps
-from workbench.measure.results import SweepResult, compare_runs, frame_from_rows
+from workbench.measure.store import plots
+from workbench.measure.store.plot_check import text_overlaps
+from workbench.measure.store.results import SweepResult, compare_runs, frame_from_rows
 
 from test_plots import rows
 

@@ -12,7 +12,7 @@ import re
 import pandas as pd
 from html.parser import HTMLParser
 
-from workbench.measure.results import SweepResult, frame_from_rows
+from workbench.measure.store.results import SweepResult, frame_from_rows
 from workbench.report.table import readable_table, significant
 from workbench.ui.render import table_html
 

@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from workbench.measure.engines import EngineChoice
-from workbench.measure.results import (
+from workbench.measure.engine.engines import EngineChoice
+from workbench.measure.store.results import (
     COLUMNS,
     CSV_FILE,
     JSON_FILE,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.measure.resume import compact_points, fingerprint_changes, unique_rows
-from workbench.measure.results import POINTS_FILE, load_run, read_points
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.sweep.resume import compact_points, fingerprint_changes, unique_rows
+from workbench.measure.store.results import POINTS_FILE, load_run, read_points
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 

@@ -18,11 +18,11 @@ import pytest
 from workbench.cli import main
 from workbench.coremap import CoreRange
 from workbench.generate.config import read_config
-from workbench.measure.core_check import check_core_ownership, neuron_holders
-from workbench.measure.plan import SweepError, SweepPlan
-from workbench.measure.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, frame_from_rows
-from workbench.measure.rows import PointRow
-from workbench.measure.search import (
+from workbench.measure.watch.core_check import check_core_ownership, neuron_holders
+from workbench.measure.grid.plan import SweepError, SweepPlan
+from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, frame_from_rows
+from workbench.measure.grid.rows import PointRow
+from workbench.measure.sweep.search import (
     ConcurrencyBisection,
     EarlyStop,
     HillClimb,
@@ -32,9 +32,9 @@ from workbench.measure.search import (
     answer,
     make_search,
 )
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
-from workbench.measure.variant_times import times_frame
+from workbench.measure.watch.variant_times import times_frame
 from workbench.server import TritonServer
 
 FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None)
@@ -169,7 +169,7 @@ def test_hill_climb_starts_at_the_best_screen_and_stops_when_every_neighbour_is_
 
 
 def test_hill_climb_neighbours_are_one_step_on_every_axis_diagonals_included(model_dir):
-    from workbench.measure.search.hill_climb import neighbours
+    from workbench.measure.sweep.search.hill_climb import neighbours
 
     _plan, space = _space(model_dir, allocations="1x1,2x1,1x2,3x1", batches=(1, 4, 8), core_range="0:2")
     index = {v.allocation.label: i for i, v in enumerate(space.variants)}
@@ -342,7 +342,7 @@ def test_searches_that_need_a_budget_say_so_and_bad_names_are_refused():
         make_search("optuna")
     assert make_search("grid") is None and make_search("early-stop").params["min_gain"] == 0.05
     from workbench.measure.cli import SEARCH_NAMES
-    from workbench.measure.search.choice import search_names
+    from workbench.measure.sweep.search.choice import search_names
 
     assert SEARCH_NAMES == search_names()  # the parser's choices, written out so --help imports no pandas
 

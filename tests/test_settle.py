@@ -12,14 +12,14 @@ import sys
 import pytest
 
 from workbench.generate.config import read_config
-from workbench.measure.plan import SweepPlan
-from workbench.measure.results import POINTS_FILE, RECORD_FILE
-from workbench.measure.rows import PointRow
-from workbench.measure.search import ConcurrencyBisection, SearchLog, SearchSpace
-from workbench.measure.search import confirm
-from workbench.measure.search.confirm import confirm_answer, why_confirm
-from workbench.measure.settings import MeasureSettings
-from workbench.measure.settle import IDLE_SHARE, group_cpu, model_processes, wait_quiet
+from workbench.measure.grid.plan import SweepPlan
+from workbench.measure.store.results import POINTS_FILE, RECORD_FILE
+from workbench.measure.grid.rows import PointRow
+from workbench.measure.sweep.search import ConcurrencyBisection, SearchLog, SearchSpace
+from workbench.measure.sweep.search import confirm
+from workbench.measure.sweep.search.confirm import confirm_answer, why_confirm
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.watch.settle import IDLE_SHARE, group_cpu, model_processes, wait_quiet
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer
 
@@ -157,8 +157,8 @@ def test_the_answer_is_measured_again_only_when_one_measurement_cannot_tell_it_f
 
 
 def _best_two(rows):
-    from workbench.measure.results import frame_from_rows
-    from workbench.measure.search import answer
+    from workbench.measure.store.results import frame_from_rows
+    from workbench.measure.sweep.search import answer
 
     found = answer(frame_from_rows(r.to_dict() for r in rows), 10.0)
     return found.best, found.runner_up

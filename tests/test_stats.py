@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from workbench.measure.stats import (
+from workbench.measure.engine.stats import (
     Spread,
     StatsError,
     bootstrap_spread,

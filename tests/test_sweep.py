@@ -21,9 +21,9 @@ from workbench.check import eager_reference
 from workbench.coremap import Allocation
 from workbench.cli import main
 from workbench.generate.config import parameters_of, read_config
-from workbench.measure.plots import plot_run
-from workbench.measure.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
-from workbench.measure.settings import MeasureError, MeasureSettings
+from workbench.measure.store.plots import plot_run
+from workbench.measure.store.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
+from workbench.measure.engine.settings import MeasureError, MeasureSettings
 from workbench.measure.sweep import (
     Batching,
     SweepError,
@@ -183,10 +183,10 @@ def test_settings_round_trip_through_a_record_and_name_what_would_change_a_numbe
 
 
 def test_a_point_row_is_made_in_one_place_and_read_back_as_written(model_dir, tmp_path):
-    from workbench.measure.perf_analyzer import parse_csv
-    from workbench.measure.plan import Point
-    from workbench.measure.results import COLUMNS, append_point, frame_from_rows, read_points
-    from workbench.measure.rows import PointRow
+    from workbench.measure.engine.perf_analyzer import parse_csv
+    from workbench.measure.grid.plan import Point
+    from workbench.measure.store.results import COLUMNS, append_point, frame_from_rows, read_points
+    from workbench.measure.grid.rows import PointRow
 
     (variant,) = SweepPlan(batch_sizes=[4], allocations="2x1", core_range="0:1").variants(read_config(model_dir))
     point = Point(variant, 4, 2)
@@ -413,7 +413,7 @@ def test_cli_says_when_perf_analyzer_is_missing_before_starting_anything(model_d
 def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
     """Triton's real perf_analyzer (where $PERF_ANALYZER or PATH has one: .ci/run sets the shared
     wrapper) measures the points; outputs are still checked and the rows land in the same columns."""
-    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+    from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
 
     try:
         find_perf_analyzer()
@@ -432,7 +432,7 @@ def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
 def test_the_live_server_view_reads_queue_compute_pending_and_batch_from_a_real_server(server, model_dir):
     from workbench.check import connect, infer
     from workbench.generate.config import spec_from_config
-    from workbench.measure.live import ServerWatch
+    from workbench.measure.watch.live import ServerWatch
 
     spec = spec_from_config(read_config(model_dir))
     arrays = spec.example_inputs(2, seed=0)
@@ -460,7 +460,7 @@ def test_the_live_server_view_reads_queue_compute_pending_and_batch_from_a_real_
 def test_cpu_times_follow_proc_stat():
     # the layout of proc(5): cpu<N> user nice system idle iowait irq softirq steal guest guest_nice
     text = "cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 1 4 40 10 0 0 0 3 0\ncpu1 5 0 5 40 0 0 0 0 0 0\nintr 1 2\n"
-    from workbench.measure.cpu_use import cpu_times, format_busy
+    from workbench.measure.watch.cpu_use import cpu_times, format_busy
 
     assert cpu_times(text) == {0: (10, 60), 1: (10, 50)}  # busy leaves idle and iowait out; guest is inside user
     assert format_busy({1: 12.345, 0: 100.0}) == "0:100.0 1:12.3" and format_busy({}) is None
@@ -485,7 +485,7 @@ def test_the_live_view_reads_a_counter_that_went_down_as_restarted_statistics():
     """The branch a reload may take on a real server (its statistics start from zero): the view
     after the restart is the new counters themselves, never a negative difference. The counters
     have the layout of Triton's statistics extension (model_stats[].inference_stats.*.{count,ns})."""
-    from workbench.measure.live import ServerWatch
+    from workbench.measure.watch.live import ServerWatch
 
     def stats(success, executions, inferences, ns):
         timed = {key: {"count": success, "ns": ns} for key in ("queue", "compute_input", "compute_infer",

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.measure.lock import RunFolderLock
-from workbench.measure.results import POINTS_FILE, ResultsError, read_points, write_exports
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.store.results import POINTS_FILE, ResultsError, read_points, write_exports
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
@@ -65,7 +65,7 @@ def test_a_second_writer_of_a_run_folder_is_refused_naming_the_holder(tmp_path):
     out = tmp_path / "run"
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from workbench.measure.lock import RunFolderLock\n"
+         "from workbench.measure.sweep.lock import RunFolderLock\n"
          "with RunFolderLock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(60)", str(out)],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -22,8 +22,8 @@ from workbench.coremap import CoreRange, parse_allocations
 from workbench.compiler import compile_model
 from workbench.system import SystemInfo
 from workbench.generate import GenerateSettings, render
-from workbench.measure.results import append_point, compare_runs, load_run, write_record
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.store.results import append_point, compare_runs, load_run, write_record
+from workbench.measure.engine.settings import MeasureSettings
 
 
 def machine(packages: dict[str, str | None], device: bool, cores: int | None = None) -> SystemInfo:

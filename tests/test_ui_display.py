@@ -4,7 +4,7 @@ Plain pytest on the widgets' values; tests/browser/test_tabs.py checks the same 
 
 from __future__ import annotations
 
-from workbench.measure.results import SweepResult, frame_from_rows
+from workbench.measure.store.results import SweepResult, frame_from_rows
 from workbench.ui import Workbench
 from workbench.ui.background import LogView
 from workbench.ui.results_panel import ResultsPanel
@@ -73,7 +73,7 @@ def test_the_server_tab_says_who_serves_pytorch_backend_models_and_why(tmp_path,
 def test_progress_moves_within_a_point_and_window_counts_say_why_they_pass_the_maximum():
     from types import SimpleNamespace
 
-    from workbench.measure.loadgen.engine import Engine
+    from workbench.measure.engine.loadgen.engine import Engine
     from workbench.ui.background import TaskControls
 
     controls = TaskControls("run")

@@ -16,8 +16,8 @@ import ipywidgets as widgets
 import pytest
 
 from workbench.coremap import Allocation, CoreRange, parse_allocations
-from workbench.measure.plan import SweepPlan, parse_counts
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.grid.plan import SweepPlan, parse_counts
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.ui.links import Linked, blank_if_none, comma_joined
 
 UI = Path(__file__).resolve().parents[1] / "workbench" / "ui"

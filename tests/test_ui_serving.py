@@ -160,7 +160,7 @@ def test_cancel_stops_the_sweep_and_keeps_finished_points(app):
 
 
 def test_a_search_runs_from_the_panel_with_the_live_server_view(app):
-    from workbench.measure.search.choice import search_names
+    from workbench.measure.sweep.search.choice import search_names
 
     assert tuple(app["sweep"].controls["search"].options) == search_names()
     sweep = _sweep(app, label="searched", batch_sizes="1,4", concurrency="1,2,4")
@@ -236,7 +236,7 @@ def test_the_perf_analyzer_engine_is_refused_inline_when_there_is_none(app, monk
 
 def test_the_sweep_panel_can_measure_with_perf_analyzer(app):
     """Triton's real perf_analyzer where one is available ($PERF_ANALYZER: .ci/run sets the shared wrapper)."""
-    from workbench.measure.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
+    from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
 
     try:
         find_perf_analyzer()
@@ -294,8 +294,8 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     import argparse
 
     from workbench.measure.cli import register, search_from_args
-    from workbench.measure.search import SuccessiveHalving
-    from workbench.measure.search.choice import SearchChoice
+    from workbench.measure.sweep.search import SuccessiveHalving
+    from workbench.measure.sweep.search.choice import SearchChoice
 
     sweep = Workbench(tmp_path / "repo")["sweep"]
     c = sweep.controls

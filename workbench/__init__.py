@@ -28,12 +28,12 @@ _LAZY = {
     "ClientOptions": ("workbench.server", "ClientOptions"),
     "push_repository": ("workbench.generate.push", "push_repository"),
     "check_served": ("workbench.check", "check_served"),
-    "MeasureSettings": ("workbench.measure.settings", "MeasureSettings"),
-    "SweepPlan": ("workbench.measure.plan", "SweepPlan"),
+    "MeasureSettings": ("workbench.measure.engine.settings", "MeasureSettings"),
+    "SweepPlan": ("workbench.measure.grid.plan", "SweepPlan"),
     "run_sweep": ("workbench.measure.sweep", "run_sweep"),
-    "run_fanout": ("workbench.measure.fanout", "run_fanout"),
-    "load_run": ("workbench.measure.results", "load_run"),
-    "compare_runs": ("workbench.measure.results", "compare_runs"),
+    "run_fanout": ("workbench.measure.sweep.fanout", "run_fanout"),
+    "load_run": ("workbench.measure.store.results", "load_run"),
+    "compare_runs": ("workbench.measure.store.results", "compare_runs"),
     "save_report": ("workbench.report.html", "save_report"),
 }
 

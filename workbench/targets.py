@@ -14,7 +14,7 @@ from workbench.system import (NEURON_TARGETS, MissingSDKError, SystemInfo, TARGE
                              require_sdk, target_problem, usable_cpu_ids)
 
 if TYPE_CHECKING:
-    from workbench.measure.settings import MeasureSettings
+    from workbench.measure.engine.settings import MeasureSettings
 
 __all__ = ["CPU_TOLERANCES", "NEURON_TOLERANCES", "output_tolerances", "TargetChoice", "choose_target"]
 
@@ -96,7 +96,7 @@ class TargetChoice:
 
     def measure_settings(self, **settings: Any) -> "MeasureSettings":
         """`MeasureSettings` for a sweep here: this target's ``tolerances`` and the ``settings`` given."""
-        from workbench.measure.settings import MeasureSettings  # measure sits above this module
+        from workbench.measure.engine.settings import MeasureSettings  # measure sits above this module
 
         return MeasureSettings(**{**self.tolerances, **settings})
 

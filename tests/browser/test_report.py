@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.measure.backends import compare_backends
-from workbench.measure.plan import SweepPlan
-from workbench.measure.results import load_run
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.sweep.backends import compare_backends
+from workbench.measure.grid.plan import SweepPlan
+from workbench.measure.store.results import load_run
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.report.reproduce import reproduce_lines
 from workbench.server import TritonServer

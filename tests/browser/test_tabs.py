@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workbench.measure.results import POINTS_FILE, append_point, frame_from_rows, write_exports, write_record
+from workbench.measure.store.results import POINTS_FILE, append_point, frame_from_rows, write_exports, write_record
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 

@@ -1,12 +1,19 @@
-"""Measuring served models: the settings, the load generator, the statistics arithmetic, perf_analyzer,
-and the sweep (plan, points, rows, results, plots) built on them.
+"""Measuring served models, in five wings that read as the pipeline:
+
+* ``grid/``: the grid a sweep measures and its values (`SweepPlan`, `PointRow`);
+* ``sweep/``: running a sweep (`run_sweep`, `SweepRun`), its pre-run check, fan-out, backend
+  comparison, resume and the search strategies;
+* ``engine/``: how one load level is measured (`MeasureSettings`, the built-in load generator,
+  perf_analyzer, the server statistics arithmetic);
+* ``watch/``: what is watched around a point (load and warm-up times, quiet, held cores, busy share);
+* ``store/``: saved runs and what is made of them (`SweepResult`, plots, notes, cost).
 
 ``measure()`` runs one load level and returns a ``LoadResult``; ``MeasureSettings`` says how.
 """
 
-from workbench.measure.loadgen import LoadResult, WindowResult, measure
-from workbench.measure.settings import MeasureError, MeasureSettings
-from workbench.measure.stats import ServerStats, StatsError, is_stable, percentile, server_breakdown, summarize_latencies
+from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure
+from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.stats import ServerStats, StatsError, is_stable, percentile, server_breakdown, summarize_latencies
 
 __all__ = [
     "MeasureSettings",

@@ -107,7 +107,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--instance-type", metavar="TYPE",
                      help="also name the cheapest configuration per million inferences on this instance type")
     out.add_argument("--price-per-hour", type=float, metavar="USD", help="on-demand price of --instance-type "
-                     "(default: the workbench's price table, workbench.measure.cost.PRICES)")
+                     "(default: the workbench's price table, workbench.measure.store.cost.PRICES)")
     out.add_argument("--instance-cores", type=int, metavar="N",
                      help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)")
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
@@ -117,7 +117,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def plan_from_args(args: argparse.Namespace):
     """The SweepPlan the flags describe (SweepError names a bad flag value)."""
-    from workbench.measure.plan import Batching, SweepError, SweepPlan
+    from workbench.measure.grid.plan import Batching, SweepError, SweepPlan
 
     batching: tuple = (None,)
     preferred = tuple(args.preferred_batch_sizes.split(",")) if args.preferred_batch_sizes else ()
@@ -142,7 +142,7 @@ def plan_from_args(args: argparse.Namespace):
 
 def search_from_args(args: argparse.Namespace):
     """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
-    from workbench.measure.search.choice import SearchChoice
+    from workbench.measure.sweep.search.choice import SearchChoice
 
     percent = lambda value: None if value is None else value / 100.0  # noqa: E731
     choice = SearchChoice(args.search, latency_budget_ms=args.latency_budget_ms if args.search != "grid" else None,
@@ -153,7 +153,7 @@ def search_from_args(args: argparse.Namespace):
 
 def settings_from_args(args: argparse.Namespace):
     """The MeasureSettings the flags describe (MeasureError names a bad value)."""
-    from workbench.measure.settings import MeasureSettings
+    from workbench.measure.engine.settings import MeasureSettings
 
     return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
                            window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,
@@ -213,7 +213,7 @@ def _run_to_the_end(task: Task) -> None:
 
 def _cost_line(frame, args: argparse.Namespace) -> str:
     """The cheapest point per million inferences under the budget, or why there is none."""
-    from workbench.measure.cost import CostError, best_by_cost, price_of
+    from workbench.measure.store.cost import CostError, best_by_cost, price_of
 
     prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
     try:
@@ -233,9 +233,9 @@ def _cost_line(frame, args: argparse.Namespace) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
-    from workbench.measure.fanout import run_fanout
-    from workbench.measure.plots import plot_run
-    from workbench.measure.preflight import INPUT_ERRORS, preflight
+    from workbench.measure.sweep.fanout import run_fanout
+    from workbench.measure.store.plots import plot_run
+    from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
     from workbench.measure.sweep import run_sweep
     from workbench.server import RunningServer, ServerError, TritonServer
 
@@ -300,7 +300,7 @@ def run_cli(args: argparse.Namespace) -> int:
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
     if search is not None:
-        from workbench.measure.search import answer
+        from workbench.measure.sweep.search import answer
 
         log = result.record.get("search", {})
         print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
@@ -321,8 +321,8 @@ def run_cli(args: argparse.Namespace) -> int:
 def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
-    from workbench.measure.backends import BackendSweep
-    from workbench.measure.plan import SweepError
+    from workbench.measure.sweep.backends import BackendSweep
+    from workbench.measure.grid.plan import SweepError
 
     try:
         return BackendSweep(compare=tuple(args.compare), grid=tuple(args.backend_param))
@@ -333,9 +333,9 @@ def backend_sweep_from_args(args: argparse.Namespace):
 def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
     (the values already checked by `preflight`)."""
-    from workbench.measure.backends import compare_backends
-    from workbench.measure.plots import plot_run
-    from workbench.measure.preflight import INPUT_ERRORS
+    from workbench.measure.sweep.backends import compare_backends
+    from workbench.measure.store.plots import plot_run
+    from workbench.measure.sweep.preflight import INPUT_ERRORS
     from workbench.server import TritonServer
 
     dirs = backends.model_dirs(args.model_dir)

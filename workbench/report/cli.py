@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from workbench.measure.results import ResultsError
+from workbench.measure.store.results import ResultsError
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

@@ -108,7 +108,7 @@ def save_report(run, other=None, path: str | Path | None = None, latency_budget_
     when given (B against A), as one HTML file; default ``<folder>/report.html`` (B's folder for a
     comparison: ``report-vs-<A>.html``). Returns its path."""
     from workbench.report.run_report import comparison_report, load_any, run_report
-    from workbench.measure.results import SweepResult
+    from workbench.measure.store.results import SweepResult
 
     run = run if isinstance(run, SweepResult) else load_any(run)
     if other is None:

@@ -16,9 +16,9 @@ from typing import Any, Callable, Mapping
 
 import matplotlib
 
-from workbench.measure import plots
-from workbench.measure.notes import point_notes
-from workbench.measure.results import Comparison, ResultsError, SweepResult, compare_runs, load_run
+from workbench.measure.store import plots
+from workbench.measure.store.notes import point_notes
+from workbench.measure.store.results import Comparison, ResultsError, SweepResult, compare_runs, load_run
 from workbench.report.reproduce import AGAIN_NOTE, reproduce_lines
 from workbench.report.table import Table, readable_table
 

@@ -21,8 +21,8 @@ import pandas as pd
 
 from workbench.coremap import CoreRange
 from workbench.generate import GenerateSettings
-from workbench.measure.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
-from workbench.measure.settings import MeasureSettings
+from workbench.measure.store.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
+from workbench.measure.engine.settings import MeasureSettings
 
 __all__ = ["RUNS_ENV", "Workspace", "runs_root", "workspace", "saved_runs", "runs_table", "comparable_pair",
            "describe_run", "make_example_runs"]
@@ -155,7 +155,7 @@ def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = No
     from workbench import zoo
     from workbench.compiler import compile_model
     from workbench.generate import render, write
-    from workbench.measure.plan import SweepPlan
+    from workbench.measure.grid.plan import SweepPlan
     from workbench.measure.sweep import run_sweep
     from workbench.server import TritonServer
 

@@ -15,7 +15,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
-from workbench.measure.results import SweepResult
+from workbench.measure.store.results import SweepResult
 from workbench.report.table import table_html as readable_table_html
 from workbench.ui.layout import SCROLL_CLASS
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from workbench.measure import plots
-from workbench.measure.results import ResultsError, compare_runs, list_runs, load_run
+from workbench.measure.store import plots
+from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
 from workbench.ui.render import best_html, error_list, frame_html, preformatted, show_figure, table_html
 from workbench.ui.state import WorkbenchState

@@ -20,13 +20,13 @@ import ipywidgets as widgets
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
-from workbench.measure import plots
-from workbench.measure.backends import BackendComparison, BackendSweep, compare_backends, run_folders
-from workbench.measure.live import ServerView, ServerWatch
-from workbench.measure.results import ResultsError, SweepResult, load_run
-from workbench.measure.plan import SweepError, SweepPlan, parse_counts
-from workbench.measure.preflight import preflight
-from workbench.measure.search.choice import (
+from workbench.measure.store import plots
+from workbench.measure.sweep.backends import BackendComparison, BackendSweep, compare_backends, run_folders
+from workbench.measure.watch.live import ServerView, ServerWatch
+from workbench.measure.store.results import ResultsError, SweepResult, load_run
+from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.sweep.preflight import preflight
+from workbench.measure.sweep.search.choice import (
     SearchChoice,
     parse_budget_ms,
     parse_optional_count,
@@ -34,7 +34,7 @@ from workbench.measure.search.choice import (
     parse_percent,
     search_names,
 )
-from workbench.measure.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
+from workbench.measure.engine.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls

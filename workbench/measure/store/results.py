@@ -1,0 +1,442 @@
+"""Sweep results on disk: one table row per point, a run record, and the questions asked of them
+(which configuration is best under a budget, what changed between two runs).
+
+A run folder holds ``points.jsonl`` (each point appended and synced the moment it is measured, so
+a crash loses at most the point in flight and a resume knows what is done), ``run.json`` (the run
+record: versions, machine, plan, every variant's config, settings, sessions), and the exports
+``results.csv`` / ``results.json`` rewritten atomically after every point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from workbench.files import atomic_write
+from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS, flag, usable
+from workbench.measure.store.notes import point_notes
+from workbench.measure.engine.settings import MeasureSettings
+
+__all__ = [
+    "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
+    "KEY_COLUMNS", "COLUMNS",
+    "ResultsError", "SweepResult", "Comparison",
+    "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
+    "load_run", "list_runs", "best_point", "describe_best", "compare_runs",
+]
+
+POINTS_FILE = "points.jsonl"
+RECORD_FILE = "run.json"
+# A search's short screening measurements: they chose what to measure in full and are no results.
+SCREENING_FILE = "screening.jsonl"
+CSV_FILE = "results.csv"
+JSON_FILE = "results.json"
+
+class ResultsError(ValueError):
+    """A run folder or table that cannot be read or compared; the message names the file or column."""
+
+
+def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
+    """The results table in its documented column order (extra columns kept at the end)."""
+    frame = pd.DataFrame(list(rows))
+    for column in COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    extra = [c for c in frame.columns if c not in COLUMNS]
+    frame = frame[list(COLUMNS) + extra]
+    for column in INT_COLUMNS:
+        if frame[column].notna().all():
+            frame[column] = frame[column].astype("int64")
+    return frame
+
+
+def _dump_line(row: dict) -> str:
+    """Strict JSON (NaN and infinities are not JSON): a number not measured is written as null."""
+    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
+    return json.dumps(clean, sort_keys=True, default=str, allow_nan=False)
+
+
+def _strict(value: Any) -> Any:
+    """``value`` with every NaN or infinity (anywhere in it) as None, so it is strict JSON."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    return value
+
+
+def _not_a_number(word: str) -> float:
+    raise ValueError(f"{word} is not a JSON number")
+
+
+def _point_row(path: Path, number: int, row: dict) -> dict:
+    """``row`` with its whole-number columns as integers; a value that is not one is an error
+    naming the line (a hand-edited ``"batch_size": "1"`` would otherwise count as another point)."""
+    for column in INT_COLUMNS:
+        value = row.get(column)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            continue
+        try:
+            whole = int(str(value).strip())
+        except ValueError:
+            raise ResultsError(f"{path} line {number}: {column} {value!r} is not a whole number; fix or remove "
+                               "the line") from None
+        row[column] = whole
+    return row
+
+
+def read_points(path: str | Path) -> list[dict]:
+    """Rows of a points.jsonl file. A torn last line (a crash while appending) is dropped; a bad
+    line anywhere else is an error naming the line."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").splitlines()
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, parse_constant=_not_a_number)
+        except ValueError as err:  # JSONDecodeError, or Infinity/NaN (not JSON: results.json must stay strict)
+            if number == len(lines) and isinstance(err, json.JSONDecodeError):
+                break
+            why = "" if isinstance(err, json.JSONDecodeError) else f" ({err})"
+            raise ResultsError(f"{path} line {number} is not a JSON row{why}; fix or remove it") from None
+        missing = [c for c in KEY_COLUMNS if c not in row] if isinstance(row, dict) else list(KEY_COLUMNS)
+        if missing:
+            raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
+                               "fix or remove it")
+        rows.append(_point_row(path, number, row))
+    return rows
+
+
+def append_point(path: str | Path, row: dict) -> None:
+    """Append one row and sync it to disk before the sweep moves on."""
+    path = Path(path)
+    with open(path, "a+b") as handle:
+        handle.seek(0)
+        data = handle.read()
+        if data and not data.endswith(b"\n"):  # a torn row from a crash: drop it (read_points did)
+            handle.truncate(data.rfind(b"\n") + 1)
+        handle.write((_dump_line(row) + "\n").encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_record(out_dir: str | Path, record: dict) -> Path:
+    path = Path(out_dir) / RECORD_FILE
+    atomic_write(path, json.dumps(_strict(record), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
+    return path
+
+
+def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tuple[Path, Path]:
+    """results.csv (the table) and results.json (record + rows, readable on its own)."""
+    out_dir = Path(out_dir)
+    csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
+    atomic_write(csv_path, frame.to_csv(index=False))
+    rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
+    document = _strict({"record": record, "points": rows})
+    atomic_write(json_path, json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
+    return csv_path, json_path
+
+
+class ReadableFrame(pd.DataFrame):
+    """A results table that a notebook shows as people read it (`workbench.report.table`: short titles
+    with units, rounded numbers, one-line rows); as data it is the plain frame, and anything made
+    from it is a plain DataFrame again."""
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:
+        from workbench.report.table import table_html
+
+        return table_html(pd.DataFrame(self))
+
+
+@dataclass
+class SweepResult:
+    """A sweep's table and run record; ``path`` is its folder (None for an unsaved table)."""
+
+    frame: pd.DataFrame
+    record: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def status(self) -> str:
+        """``complete``, ``cancelled``, ``failed`` or ``running`` (the last session's outcome)."""
+        return self.record.get("status", "unknown")
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def label(self) -> str:
+        return self.record.get("label") or (self.path.name if self.path else "run")
+
+    @property
+    def settings(self) -> MeasureSettings | None:
+        """How the run was measured (to measure again the same way); None without a record of it."""
+        recorded = self.record.get("settings")
+        return MeasureSettings.from_dict(recorded) if recorded else None
+
+    def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
+        return best_point(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def describe_best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> str:
+        return describe_best(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def table(self) -> pd.DataFrame:
+        """The columns people read first, one row per point: the numbers with their spread, whether
+        they are stable, and what the load generator itself cost."""
+        columns = ["allocation", "batching", "parameters", "batch_size", "concurrency", "throughput",
+                   "throughput_low", "throughput_high", "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable",
+                   "requests", "send_delay_us", "client_cpu_us", "outputs_ok", "failures", "avg_batch", "engine", "error"]
+        always = {"allocation", "batch_size", "concurrency", "throughput", "throughput_low", "throughput_high",
+                  "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable", "requests", "send_delay_us",
+                  "client_cpu_us", "outputs_ok"}
+        columns = ["served_by"] + columns  # shown when the backends differ (a backend comparison)
+        if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
+            columns = ["server"] + columns
+            always.add("server")
+        table = self.frame[columns]
+        # Columns that say the same thing on every row only add width.
+        keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]
+        table = table[keep]
+        notes = point_notes(self.frame)  # unstable points, p50 falling with batch: what the server shows
+        return ReadableFrame(table.assign(note=notes) if notes.astype(bool).any() else table)
+
+    @property
+    def engine_note(self) -> str:
+        """``"measured by perf_analyzer: <why>"``, from the run record (empty for runs that predate it)."""
+        choice = self.record.get("engine") or {}
+        return f"measured by {choice['engine']}: {choice.get('reason', '')}" if choice.get("engine") else ""
+
+
+def load_run(path: str | Path) -> SweepResult:
+    """A saved run: its folder (``run.json`` + ``points.jsonl``) or a ``results.json`` file."""
+    path = Path(path)
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
+    record_path = path / RECORD_FILE
+    if not record_path.is_file():
+        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
+                           "start a new run (--new-run)") from None
+    if not isinstance(record, dict):
+        raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
+        joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
+        return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
+    from workbench.measure.sweep.resume import unique_rows
+
+    return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
+
+
+def list_runs(folder: str | Path) -> pd.DataFrame:
+    """One row per run folder found in ``folder`` (and ``folder`` itself), newest first."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ResultsError(f"{folder} is not a folder")
+    candidates = [folder] + sorted(p for p in folder.iterdir() if p.is_dir())
+    rows = []
+    for candidate in candidates:
+        if not (candidate / RECORD_FILE).is_file():
+            continue
+        run = load_run(candidate)
+        best = run.best()
+        rows.append({
+            "path": str(candidate),
+            "label": run.label,
+            "model": run.record.get("model", ""),
+            "status": run.status,
+            "points": len(run.frame),
+            "planned": run.record.get("planned_points"),
+            "started": run.record.get("started") or "",
+            "ended": run.record.get("ended") or "",
+            "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
+        })
+    columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
+    return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
+
+
+def usable_points(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points whose numbers can be trusted (`rows.usable`)."""
+    return frame[[usable(point) for point in frame.to_dict("records")]] if len(frame) else frame
+
+
+def qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
+                min_throughput: float | None) -> pd.DataFrame:
+    out = usable
+    if latency_budget_ms is not None:
+        out = out[out["p99_ms"].astype(float) <= float(latency_budget_ms)]
+    if min_throughput is not None:
+        out = out[out["throughput"].astype(float) >= float(min_throughput)]
+    return out
+
+
+def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
+               min_throughput: float | None = None) -> pd.Series | None:
+    """The best usable point: the highest throughput with p99 within ``latency_budget_ms``; with only
+    a throughput floor, the lowest p99 reaching it; with both, the highest throughput meeting both.
+    None when no usable point qualifies. Points with failures or wrong outputs never qualify."""
+    missing = [c for c in ("throughput", "p99_ms", "failures", "outputs_ok") if c not in frame.columns]
+    if missing:
+        raise ResultsError(f"results table lacks column(s) {missing}")
+    candidates = qualifying(usable_points(frame), latency_budget_ms, min_throughput)
+    if candidates.empty:
+        return None
+    if min_throughput is not None and latency_budget_ms is None:
+        order = candidates.sort_values(["p99_ms", "throughput"], ascending=[True, False], kind="stable")
+    else:
+        order = candidates.sort_values(["throughput", "p99_ms"], ascending=[False, True], kind="stable")
+    return order.iloc[0]
+
+
+def _point_text(point: pd.Series, backends: bool = False) -> str:
+    """The point in words; ``backends``: the run compares backends, so say which served it."""
+    extra = "".join(f", {point[c]}" for c in ("batching", "parameters")
+                    if isinstance(point.get(c), str) and point[c] and point[c] != "as configured")
+    served = f"served by {point['served_by']}: " if isinstance(point.get("served_by"), str) and backends else ""
+    text = (f"{served}{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
+            f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
+            f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
+    if flag(point.get("stable")) is False:
+        text += " (measurement did not stabilise; re-run with a longer window to confirm)"
+    return text
+
+
+def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
+                  min_throughput: float | None = None) -> str:
+    """One sentence naming the best configuration and the constraint it meets (or why none does)."""
+    usable = usable_points(frame)
+    constraint = []
+    if latency_budget_ms is not None:
+        constraint.append(f"p99 <= {latency_budget_ms:g} ms")
+    if min_throughput is not None:
+        constraint.append(f"throughput >= {min_throughput:g} infer/s")
+    goal = "lowest p99" if (min_throughput is not None and latency_budget_ms is None) else "highest throughput"
+    where = f" with {' and '.join(constraint)}" if constraint else ""
+    excluded = len(frame) - len(usable)
+    note = f" ({excluded} point(s) excluded for failed requests, wrong outputs or errors)" if excluded else ""
+    best = best_point(frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+    backends = "served_by" in frame.columns and frame["served_by"].dropna().nunique() > 1
+    if best is None:
+        if usable.empty:
+            return f"No configuration can be named: none of {len(frame)} point(s) is usable{note}."
+        fastest = usable.sort_values("p99_ms").iloc[0]
+        strongest = usable.sort_values("throughput", ascending=False).iloc[0]
+        return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
+                f"Lowest p99: {_point_text(fastest, backends)}. Highest throughput: {_point_text(strongest, backends)}.")
+    count = len(qualifying(usable, latency_budget_ms, min_throughput))
+    return (f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): "
+            f"{_point_text(best, backends)}{note}.")
+
+
+
+
+@dataclass
+class Comparison:
+    """Two runs joined on their point keys; ratios are B / A."""
+
+    a: SweepResult
+    b: SweepResult
+    table: pd.DataFrame
+    only_a: pd.DataFrame
+    only_b: pd.DataFrame
+
+    def differences(self) -> list[str]:
+        """How the two runs were not measured alike (measurement settings, engine, points, server
+        version, machine, packages): what to weigh before reading any ratio."""
+        a, b = self.a.record, self.b.record
+        out = []
+        sa, sb = a.get("settings") or {}, b.get("settings") or {}
+        changed = [f"{key} {sa.get(key)!r} -> {sb.get(key)!r}" for key in sorted(set(sa) | set(sb))
+                   if key != "model" and sa.get(key) != sb.get(key)]
+        if changed:
+            out.append("measured differently: " + "; ".join(changed))
+        ea, eb = ((run.get("engine") or {}).get("engine") or "not recorded" for run in (a, b))
+        if ea != eb:
+            out.append(f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
+                       "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
+                       "same server; the figures are in benchmarks/README)")
+        if len(self.only_a) or len(self.only_b):
+            out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
+                       f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
+        if a.get("server_version") != b.get("server_version"):
+            out.append(f"Triton {a.get('server_version')} -> {b.get('server_version')}")
+        ma, mb = a.get("machine") or {}, b.get("machine") or {}
+        machine = [f"{key} {ma.get(key)!r} -> {mb.get(key)!r}" for key in sorted(set(ma) | set(mb))
+                   if ma.get(key) != mb.get(key)]
+        if machine:
+            out.append("another machine: " + "; ".join(machine))
+        pa, pb = a.get("packages") or {}, b.get("packages") or {}
+        packages = [f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)]
+        if packages:
+            out.append("other packages: " + "; ".join(packages))
+        return out
+
+    def summary(self) -> str:
+        a, b = self.a.label, self.b.label
+        differ = self.differences()
+        head = (["How the runs differ:"] + [f"  - {line}" for line in differ] if differ
+                else ["Both runs were measured alike (settings, engine, points, server, machine, packages)."])
+        if self.table.empty:
+            return "\n".join(head + [f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
+                                      f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."])
+        thr = self.table["throughput_ratio"].astype(float)
+        p99 = self.table["p99_ratio"].astype(float)
+        lines = head + [
+            f"{b!r} vs {a!r}: {len(self.table)} common point(s).",
+            f"Throughput x{thr.median():.2f} median (x{thr.min():.2f} to x{thr.max():.2f}); "
+            f"p99 latency x{p99.median():.2f} median (x{p99.min():.2f} to x{p99.max():.2f}).",
+        ]
+        best_a, best_b = self.a.best(), self.b.best()
+        if best_a is not None and best_b is not None:
+            lines.append(f"Best throughput: {a!r} {_point_text(best_a)}; {b!r} {_point_text(best_b)}.")
+        if len(self.only_a) or len(self.only_b):
+            lines.append(f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}.")
+        bad = self.table[~(self.table["outputs_ok_a"].map(_true) & self.table["outputs_ok_b"].map(_true))]
+        if len(bad):
+            lines.append(f"{len(bad)} common point(s) had output mismatches in one run; their ratios are not comparable.")
+        return "\n".join(lines)
+
+
+def _true(value: Any) -> bool:
+    return flag(value) is True
+
+
+def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
+    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios."""
+    a = a if isinstance(a, SweepResult) else load_run(a)
+    b = b if isinstance(b, SweepResult) else load_run(b)
+    keys = list(KEY_COLUMNS)
+    metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
+    left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]
+    right = b.frame[keys + metrics]
+    table = left.merge(right, on=keys, how="inner", suffixes=("_a", "_b"))
+    for metric in ("throughput", "p50_ms", "p99_ms"):
+        table[f"{metric.removesuffix('_ms')}_ratio"] = table[f"{metric}_b"].astype(float) / table[f"{metric}_a"].astype(float)
+    only_a = a.frame.merge(b.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
+    only_b = b.frame.merge(a.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
+    return Comparison(a, b, table.reset_index(drop=True), only_a.drop(columns="_merge"), only_b.drop(columns="_merge"))

@@ -1,0 +1,121 @@
+"""What makes a resume honest: one row per point however often a run is resumed, and a
+fingerprint of what was measured, so a resume against a changed model or config is refused.
+
+The fingerprint holds a hash of every file of the model directory (and of a compiled model it
+names outside it), a hash of the base config, and the workbench and server versions. Points are
+identified by ``KEY_COLUMNS``; a point's row is its last error-free one, else its last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from workbench.files import atomic_write
+from workbench.measure.grid.rows import KEY_COLUMNS
+
+__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside"]
+
+_CHUNK = 1 << 20
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under ``root`` (Python's ``__pycache__`` left out:
+    it appears when Triton imports model.py)."""
+    if root.is_file():
+        return {root.name: _sha256(root)}
+    return {p.relative_to(root).as_posix(): _sha256(p) for p in sorted(root.rglob("*"))
+            if p.is_file() and "__pycache__" not in p.relative_to(root).parts}
+
+
+def fingerprint(model_dir: Path | None, config_json: str, *, server_version: str, package_version: str,
+                compiled_model: str | None = None) -> dict[str, Any]:
+    """What a run measured: the model's files, its config, the workbench and the server."""
+    files: dict[str, str] = {}
+    if model_dir is not None:
+        files = _files(model_dir)
+        if compiled_model:
+            compiled = Path(compiled_model)
+            compiled = compiled if compiled.is_absolute() else model_dir / compiled
+            if compiled.exists() and model_dir.resolve() not in compiled.resolve().parents:
+                files.update({f"{compiled_model}:{rel}" if compiled.is_dir() else compiled_model: digest
+                              for rel, digest in _files(compiled).items()})
+    return {"model_files": files, "config": hashlib.sha256(config_json.encode()).hexdigest(),
+            "server_version": str(server_version), "package_version": str(package_version)}
+
+
+def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    """What differs between two fingerprints, one phrase each (empty when the same). A run
+    recorded before fingerprints existed has nothing to compare."""
+    if not old:
+        return []
+    changes = []
+    old_files, new_files = old.get("model_files", {}), new.get("model_files", {})
+    for rel in sorted(set(old_files) | set(new_files)):
+        if rel not in new_files:
+            changes.append(f"model file {rel} is gone")
+        elif rel not in old_files:
+            changes.append(f"model file {rel} is new")
+        elif old_files[rel] != new_files[rel]:
+            changes.append(f"model file {rel} changed")
+    if old.get("config") != new.get("config"):
+        changes.append("the model's config changed")
+    for key, what in (("server_version", "server version"), ("package_version", "workbench version")):
+        if old.get(key) != new.get(key):
+            changes.append(f"{what} {old.get(key)} -> {new.get(key)}")
+    return changes
+
+
+def _key(row: dict) -> tuple:
+    return tuple(row.get(column) for column in KEY_COLUMNS)
+
+
+def unique_rows(rows: Iterable[dict]) -> list[dict]:
+    """One row per point, in the order points first appear: its last error-free row, else its last."""
+    chosen: dict[tuple, dict] = {}
+    for row in rows:
+        key = _key(row)
+        if key not in chosen or not row.get("error") or chosen[key].get("error"):
+            chosen[key] = row
+    return list(chosen.values())
+
+
+def compact_points(path: Path) -> None:
+    """Rewrite ``points.jsonl`` (atomically, good lines byte for byte) keeping one error-free row
+    per point: failed rows go, since their points are measured again and appended."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines()
+    keep: dict[tuple, str] = {}
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn last line (read_points has refused any other bad line already)
+        if isinstance(row, dict) and not row.get("error"):
+            keep[_key(row)] = line  # the last good row, where the point first appeared
+    text = "".join(line + "\n" for line in keep.values())
+    if text == "".join(line + "\n" for line in lines):
+        return
+    atomic_write(path, text)
+
+
+def set_aside(out_dir: Path) -> Path:
+    """Move a run folder to ``<name>.replaced-<n>`` beside it (kept, never deleted), so a new run
+    can start in ``out_dir``; returns where it went."""
+    n = 1
+    while (target := out_dir.with_name(f"{out_dir.name}.replaced-{n}")).exists():
+        n += 1
+    os.rename(out_dir, target)
+    return target

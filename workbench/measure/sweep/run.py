@@ -1,0 +1,368 @@
+"""Running a sweep on ONE running tritonserver: each variant loaded as a config override (a reload,
+never a restart), every point measured and checked, every row appended to disk at once.
+
+The plan (``plan.py``) is checked whole before anything runs; each point's row (``rows.py``) is
+made by ``point.measure_point`` and appended the moment it exists, so a cancelled or crashed sweep
+resumes where it stopped instead of measuring again, and a resume with settings that would change
+what the numbers mean is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Collection
+
+from workbench import __version__
+from workbench.check import Eager, InputMaker
+from workbench.generate.config import parameters_of, spec_from_config, to_json
+from workbench.measure.watch.core_check import check_server_cores
+from workbench.measure.watch.cpu_use import CpuUse, format_busy
+from workbench.measure.engine.engines import EngineChoice, choose_engine, resolved
+from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.watch.neuron_use import NeuronUse
+from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
+from workbench.measure.sweep.point import Target, measure_point
+from workbench.measure.store.results import POINTS_FILE, SCREENING_FILE, SweepResult, append_point, frame_from_rows, write_exports, write_record
+from workbench.measure.sweep.resume import fingerprint, set_aside
+from workbench.measure.grid.rows import PointRow, now
+from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
+from workbench.measure.sweep.search.confirm import confirm_answer
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.watch.settle import model_processes, wait_quiet
+from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
+                                     chosen_variants, config_digest, machine, open_run, range_cpus, reference_for,
+                                     screened_rows, server_url)
+from workbench.measure.watch.variant_times import first_and_warmup_noted, load_variant
+from workbench.report.reproduce import sweep_call
+from workbench.server.protocol import Server
+from workbench.server.state import ModelState, describe_server, restore as restore_state, snapshot
+from workbench.system import installed_versions
+from workbench.tasks import Cancelled, check_cancel
+
+__all__ = [
+    "SweepError",
+    "Batching",
+    "Variant",
+    "SweepPlan",
+    "variant_config",
+    "plan_variants",
+    "check_out_dir",
+    "run_sweep",
+    "SweepRun",
+]
+
+_RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
+                    "matplotlib", "nvidia-pytriton")
+
+
+# A variant load that takes longer than this is taken as hung (generous: a large model on
+# NeuronCores loads in minutes).
+LOAD_TIMEOUT_S = 900.0
+
+
+def run_sweep(
+    plan: SweepPlan,
+    server: Server,
+    model: str | Path,
+    *,
+    out_dir: str | Path,
+    settings: MeasureSettings | None = None,
+    reference: Eager | None = None,
+    inputs: InputMaker | None = None,
+    resume: bool = False,
+    new_run: bool = False,
+    label: str | None = None,
+    restore: bool = True,
+    load_timeout_s: float = LOAD_TIMEOUT_S,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    variants: Collection[str] | None = None,
+    search: SearchStrategy | None = None,
+    engine: EngineChoice | None = None,
+    command: str | None = None,
+) -> SweepResult:
+    """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
+    as ``settings`` say (default ``MeasureSettings()``: perf_analyzer where it runs here, else the
+    built-in load generator, over gRPC; the choice and its reason go into the run record).
+
+    ``model``: a generated model directory inside the server's repository, or the name of a
+    model the server has loaded. Each variant is loaded as a config override (no restart); at each
+    point seeded inputs of that batch size are sent and every checked response is compared with
+    ``reference(inputs)`` (default: the directory's compiled model run in-process). ``inputs(batch,
+    seed=...)`` makes valid inputs where random ones are not (token ids, masks: e.g. a zoo model's
+    ``example_inputs``); the default draws them from the config's spec. With
+    ``settings.engine == "perf_analyzer"`` Triton's perf_analyzer measures each point instead of
+    the built-in load generator, into the same columns. Rows are appended to ``out_dir`` as they
+    are measured; with ``resume`` the points already there are kept, not measured again (one row
+    per point however often it resumes), unless the model's files, its config or the workbench or
+    server version changed since: that is refused, naming what changed. ``new_run`` starts afresh
+    in ``out_dir``, the run there moved to ``<out_dir>.replaced-<n>`` beside it.
+    A variant load that gets no answer within ``load_timeout_s`` fails its points, and the
+    variants after it are not loaded (their points fail naming the stuck load): a hung stub would
+    only make each of them wait as long. Cancelling returns the partial result (status
+    ``cancelled``). At the end the model is left as it was before: loaded again with the config it
+    was served with, or unloaded if it was not loaded (``restore=False`` skips that, e.g. when the
+    server is stopped right after); no other model on the server is touched. ``variants``: labels
+    of the plan's variants to measure (a fan-out's share, `fanout.run_fanout`); default all.
+    ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
+    loading, measurement and files; its log and answer go into the record. ``engine``: the choice
+    already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
+    ``command``: the command line that ran this sweep (the CLI gives it), recorded beside the Python
+    call that measures the same grid again (the record's ``reproduce``; `workbench report` shows both).
+    """
+    settings = MeasureSettings() if settings is None else settings
+    if not isinstance(settings, MeasureSettings):
+        raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
+    check_out_dir(out_dir, resume or new_run)
+    sweep = SweepRun(plan, server, model, Path(out_dir), settings, reference=reference, inputs=inputs,
+                     variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
+                     progress=progress, cancel=cancel)
+    with RunFolderLock(Path(out_dir)):  # one writer per run folder, taken before anything is loaded
+        sweep.open(resume=resume, new_run=new_run, label=label, command=command)
+        return sweep.run(restore=restore)
+
+
+@dataclass
+class _Loaded:
+    """The variant the server holds for this sweep: its label, why it failed to load (or None), the
+    backend that served it; ``stuck`` says why loads stopped (one got no answer in time)."""
+
+    variant: str | None = None
+    error: str | None = None
+    backend: str | None = None
+    any_loaded: bool = False
+    stuck: str | None = None
+
+
+class SweepRun:
+    """One sweep of one model on one server: it owns the run folder (record and rows), the variant
+    loaded, and measuring a point. The grid (`run`), the searches (through `measure` and `screen`),
+    a fan-out's share and a backend comparison all drive it through `run_sweep`.
+
+    Everything is checked when it is made (the model, the plan's variants, the cores, the engine)
+    and nothing is loaded or written until `open`.
+    """
+
+    def __init__(self, plan: SweepPlan, server: Server, model: str | Path, out_dir: Path,
+                 settings: MeasureSettings, *, reference: Eager | None, inputs: InputMaker | None,
+                 variants: Collection[str] | None, search: SearchStrategy | None, engine: EngineChoice | None,
+                 load_timeout_s: float, progress: Callable[[int, int, str], None] | None,
+                 cancel: threading.Event | None) -> None:
+        self.plan, self.server, self.out_dir, self.settings = plan, server, out_dir, settings
+        self.search, self.load_timeout_s, self.progress, self.cancel = search, load_timeout_s, progress, cancel
+        self.name, self.base, self.model_dir = base_config(server, model)
+        reference = reference_for(self.model_dir) if reference is None else reference
+        self.variants = chosen_variants(plan_variants(plan, self.base), variants)
+        self.core_range = plan.resolve_core_range(self.base)
+        check_in_repository(server, self.name, self.model_dir)
+        self.core_warnings = check_server_cores(self.core_range, server)  # held NeuronCores: refused here
+        self.url = server_url(server, settings.protocol)
+        check_reachable_by_engine(server)
+        # perf_analyzer asked for and absent: said before anything is loaded
+        self.choice = choose_engine(settings) if engine is None else engine
+        self.measuring = resolved(settings, self.choice)
+        self.target = Target(self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0,
+                             reference, inputs)
+        self.screening = search.screening(self.measuring) if search is not None else None
+        self.cpus = range_cpus(self.core_range, self.base)
+        self.config_digests = {v.label: config_digest(v.config_json()) for v in self.variants}
+        self.loaded = _Loaded()
+        self.count = 0
+        self.rows: list[PointRow] = []
+        self.by_key: dict[tuple, PointRow] = {}
+        self.screened: dict[tuple, PointRow] = {}
+        self.previous: dict | None = None
+        self.record: dict = {}
+        self.session: dict = {}
+        self.log: SearchLog | None = None
+
+    # ---- the run folder -------------------------------------------------------------------------
+
+    def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None = None) -> None:
+        """Take the run folder: a new run, or the earlier one's rows when resuming (refused when
+        what it measured changed); the record says what this session measures."""
+        check_out_dir(self.out_dir, resume or new_run)
+        measured = fingerprint(self.model_dir, to_json(self.base), server_version=self.server.version,
+                               package_version=__version__,
+                               compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
+        if new_run and check_out_dir(self.out_dir, True):
+            set_aside(self.out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured,
+                                       self.config_digests)
+        check_resume(self.search, self.previous)
+        self.rows = [r for r in rows if not r.error]  # failed points are measured again
+        self.by_key = {r.key: r for r in self.rows}
+        if self.screening is not None:
+            self.screened = {r.key: r for r in screened_rows(self.out_dir, self.previous)}
+        self.record = self._new_record(label, measured)
+        self.record["reproduce"] = {"python": sweep_call(self.record, self.out_dir),
+                                    **({"command": command} if command else {})}
+        if self.search is not None:
+            self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
+        self.session = {"started": now(), "ended": None, "status": "running", "measured": 0,
+                        "reused": len(self.rows)}
+        self.record["sessions"] = list(self.record.get("sessions", [])) + [self.session]
+        write_record(self.out_dir, self.record)
+
+    def _new_record(self, label: str | None, measured: dict) -> dict:
+        """The run record as this session starts: the earlier one's, updated with what it measures."""
+        record = dict(self.previous or {})
+        record.update({
+            "label": label or record.get("label") or self.out_dir.name,
+            "model": self.name,
+            "model_dir": str(self.model_dir.resolve()) if self.model_dir else None,
+            "started": record.get("started") or now(),
+            "ended": None,
+            "status": "running",
+            "plan": self.plan.to_dict(),
+            "planned_points": sum(len(self.plan.points(v)) for v in self.variants),
+            "settings": {"model": self.name, **self.settings.to_dict()},
+            "engine": self.choice.to_dict(),
+            "seed": self.settings.seed,
+            "base_config": json.loads(to_json(self.base)),
+            "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in self.variants}},
+            "server_version": self.server.version,
+            "fingerprint": measured,
+            "url": self.url,
+            "server": describe_server(self.server, self.url),
+            "machine": machine(),
+            "packages": installed_versions(_RECORD_PACKAGES),
+            "core_check": self.core_warnings,
+        })
+        record.pop("search", None)
+        return record
+
+    def save(self) -> SweepResult:
+        """The result so far, its record and exports written."""
+        result = SweepResult(frame_from_rows(r.to_dict() for r in self.rows), self.record, self.out_dir)
+        if self.log is not None:
+            answer_now = answer(result.frame, self.search.latency_budget_ms).to_dict()
+            self.record["search"] = {**self.log.to_dict(), "answer": answer_now}
+        write_record(self.out_dir, self.record)
+        write_exports(self.out_dir, result.frame, self.record)
+        return result
+
+    def _report(self, message: str, within: float = 0.0) -> None:
+        """Progress in points; ``within``: how far into the point in progress its windows are (0-1),
+        so a bar moves with each window (a point can take tens of seconds)."""
+        if self.progress is not None:
+            done = self.count + min(max(within, 0.0), 0.99) if within else self.count
+            self.progress(done, self.record["planned_points"], message)
+
+    # ---- the run --------------------------------------------------------------------------------
+
+    def run(self, *, restore: bool = True) -> SweepResult:
+        """Measure the grid (or what the search picks), then leave the model as it was."""
+        status = "failed"
+        before = snapshot(self.server, [self.name]) if restore else None
+        self._report(f"measured by {self.choice.engine}: {self.choice.reason}")
+        try:
+            self._drive()
+            status = "complete"
+        except Cancelled:
+            status = "cancelled"
+        finally:
+            self._restore(before)
+            self.record["status"] = self.session["status"] = status
+            self.record["ended"] = self.session["ended"] = now()
+            result = self.save()
+        return result
+
+    def _drive(self) -> None:
+        if self.search is None:
+            for variant in self.variants:
+                for point in self.plan.points(variant):
+                    self.measure(point)
+            return
+        self.search.run(self.log.space, self.measure, self.log, self.screen if self.screening is not None else None)
+        points = {p.key: p for v in self.variants for p in self.plan.points(v)}
+        done_before = ((self.previous or {}).get("search") or {}).get("confirmed", [])
+        confirmed = confirm_answer(self.rows, points, lambda p: self.measure(p, again=True), self.log,
+                                   self.search.latency_budget_ms, done=done_before)
+        self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
+
+    def _restore(self, before: ModelState | None) -> None:
+        """The model back as it was (not after a stuck load: restoring would only wait as long again)."""
+        loaded = self.loaded
+        if before is None or not loaded.any_loaded or loaded.stuck is not None or not self.server.running:
+            return
+        try:
+            self.session["restored"] = restore_state(self.server, before)
+        except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
+            self.session["restored"] = f"failed: {err}"
+
+    # ---- one point ------------------------------------------------------------------------------
+
+    def measure(self, point: Point, again: bool = False) -> PointRow:
+        """The point's row: the one on disk when resuming, else loaded (when the variant changes) and
+        measured; ``again``: measured anew, the new row the point's unless it failed."""
+        if point.key in self.by_key and not again:
+            self.count += 1
+            return self.by_key[point.key]
+        check_cancel(self.cancel)
+        row = self._measured_row(point, self.measuring)
+        append_point(self.out_dir / POINTS_FILE, row.to_dict())
+        if point.key not in self.by_key:
+            self.rows.append(row)
+            self.by_key[row.key] = row
+        elif not row.error:
+            self.rows[self.rows.index(self.by_key[row.key])] = self.by_key[row.key] = row
+        self.count += 0 if again else 1
+        self.session["measured"] += 1
+        self.save()
+        self._report(f"{point.label}: {row.summary()}")
+        return row
+
+    def screen(self, point: Point) -> PointRow:
+        """A short screening measurement (the search's ``screening`` settings), kept apart from the results."""
+        if point.key in self.screened:
+            return self.screened[point.key]
+        check_cancel(self.cancel)
+        row = self._measured_row(point, self.screening)
+        append_point(self.out_dir / SCREENING_FILE, row.to_dict())
+        if not row.error:
+            self.screened[row.key] = row
+        self._report(f"{point.label} (screen): {row.summary()}")
+        return row
+
+    def _measured_row(self, point: Point, how: MeasureSettings) -> PointRow:
+        """The point measured as ``how`` says, its row stamped with what it measured."""
+        stamp = {"model": self.name, "config_digest": self.config_digests[point.variant.label]}
+        self._load(point)
+        if self.loaded.error is not None:
+            return replace(PointRow.failed(point, self.loaded.error), **stamp)
+        cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
+        use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
+        row = measure_point(self.target, point, how, cancel=self.cancel,
+                            progress=lambda d, n, message: self._report(f"{point.label}: {message}",
+                                                                        d / n if n else 0.0))
+        busy = format_busy(use.stop())
+        return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy},
+                       **stamp)
+
+    def _load(self, point: Point) -> None:
+        """Load the point's variant when it is not the one loaded (once per change, timed)."""
+        variant, loaded, server = point.variant, self.loaded, self.server
+        if loaded.variant == variant.label:
+            return
+        self._report(f"loading {variant.label}")
+        loaded.variant = variant.label
+        leaving = model_processes(server.pid, self.name)  # the stubs this load replaces
+        times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
+                                                         loaded.stuck)
+        if loaded.error is None:
+            loaded.any_loaded = True
+            served_by = server.served_by(self.name)  # which backend served it (PyTorch backend or its twin)
+            if served_by is not None:
+                self.record.setdefault("served_by", {})[variant.label] = served_by
+            loaded.backend = server.backend_of(self.name)
+            # the previous variant's stubs exit (and the new ones finish importing) after the load returns
+            self._report(f"{variant.label}: waiting for the server's processes to go quiet")
+            quiet = wait_quiet(server.pid, leaving=leaving, cancel=self.cancel)
+            times["quiet"] = quiet.to_dict() if quiet is not None else None
+            times.update(first_and_warmup_noted(self.target, point.batch_size, self.settings))
+        self.record.setdefault("variant_times", {})[variant.label] = times
