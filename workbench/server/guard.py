@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -147,3 +148,42 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def end_process_group(process: "subprocess.Popen[bytes]", timeout: float) -> None:
+    """Stop a server started as a process-group leader: SIGTERM, ``timeout`` seconds to exit, then
+    SIGKILL to the whole group (it outlives its leader while any stub lives, so its id stays ours to
+    kill) until no member is left."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait()
+    deadline = time.monotonic() + 10.0
+    while group_alive(process.pid) and time.monotonic() < deadline:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def release_guard(guard: "subprocess.Popen[bytes]") -> None:
+    """Tell the guard process the server was stopped on purpose, and wait for it to leave."""
+    try:
+        if guard.stdin is not None:
+            guard.stdin.write(b"release\n")
+            guard.stdin.close()
+    except (OSError, ValueError):  # the guard already left (server exited) or pipe closed
+        pass
+    try:
+        guard.wait(10)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+        guard.wait()

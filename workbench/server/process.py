@@ -26,7 +26,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -384,47 +383,13 @@ class TritonServer(HandedOver):
             if self.running:
                 self._control.unload_all(timeout / 2)
             self._control.close()
-        process = self._process
-        if process is not None:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    pass
-            # The group outlives its leader while any stub lives, so its id stays ours to kill.
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            process.wait()
-            self._wait_group_gone(process.pid, 10.0)
+        if self._process is not None:
+            guard_module.end_process_group(self._process, timeout)
             self._process = None  # only now: an interrupted stop() can be called again
-        guard = self._guard
-        if guard is not None:
-            try:
-                if guard.stdin is not None:
-                    guard.stdin.write(b"release\n")
-                    guard.stdin.close()
-            except (OSError, ValueError):  # the guard already left (server exited) or pipe closed
-                pass
-            try:
-                guard.wait(10)
-            except subprocess.TimeoutExpired:
-                guard.kill()
-                guard.wait()
+        if self._guard is not None:
+            guard_module.release_guard(self._guard)
             self._guard = None
         guard_module.remove_shm_regions(self.shm_prefix)
-
-    @staticmethod
-    def _wait_group_gone(pgid: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while guard_module.group_alive(pgid) and time.monotonic() < deadline:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
 
     def _cleanup_run_dir(self) -> None:
         if self.run_dir is None:
