@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 __all__ = [
     "LimitError",
+    "INT32_MAX",
     "TENSOR_NAME_RULE",
     "MODEL_NAME_RULE",
     "field_range",
@@ -44,6 +45,7 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 # folders of a model directory Triton never reads as versions (model_lifecycle.cc's skip_dirs)
 TRITON_SKIPPED_FOLDERS = ("warmup", "initial_state", "configs")
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
+INT32_MAX = 2 ** 31 - 1  # C's int: what std::stoi and int-taking C APIs (torch.set_num_threads) hold
 _C_WHITESPACE = " \t\n\v\f\r"
 
 
@@ -168,7 +170,7 @@ PROTO_FIELDS = {
 }
 # Integers written as config parameters for model.py, which reads them with int() and hands them
 # to C ints (torch.set_num_threads, transformers-neuronx sizes): a C int's range.
-_C_INT = (-(2 ** 31), 2 ** 31 - 1, "C int")
+_C_INT = (-INT32_MAX - 1, INT32_MAX, "C int")
 
 
 def setting_range(name: str) -> tuple[int, int, str]:
