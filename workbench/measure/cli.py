@@ -93,6 +93,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
                      help="use this running tritonserver (explicit model control) instead of starting one; "
                           "repeat to fan the variants out over several servers (one thread each, one merged run)")
+    run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="with --url: bound on every model-control call to the server, loads included (default 120)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
@@ -220,6 +222,7 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.results import ResultsError, load_run
     from workbench.measure.sweep import check_out_dir, run_sweep
     from workbench.server import RunningServer, ServerError, TritonServer
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
 
     model_dir = Path(args.model_dir)
     if args.compare or args.backend_param:
@@ -232,6 +235,8 @@ def run_cli(args: argparse.Namespace) -> int:
         plan = plan_from_args(args)
         search = search_from_args(args)
         plan_variants(plan, read_config(model_dir))
+        if args.timeout is not None and timeout_problem(args.timeout):
+            raise ValueError(timeout_problem(args.timeout))
         if args.new_run and len(args.url) > 1:
             raise SweepError("--new-run replaces one server's run; for a fan-out use a new --out folder")
         if search is not None and len(args.url) > 1:
@@ -242,7 +247,10 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"workbench sweep: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        servers = [RunningServer(url, settings.protocol) for url in args.url]
+        servers = [RunningServer(url, settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+                   for url in args.url]
+        for remote in servers:  # a closed port, a stalled peer or not Triton: one line, within the timeout
+            remote.version  # noqa: B018 (asked once, bounded)
         server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
     except Exception as err:  # no binary, port clash, start failure, bad URL: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
