@@ -24,6 +24,7 @@ __all__ = [
     "TENSOR_NAME_RULE",
     "MODEL_NAME_RULE",
     "field_range",
+    "field_problem",
     "is_whole",
     "integer_problem",
     "tensor_name_problem",
@@ -97,6 +98,13 @@ def integer_problem(value: Any, flag: str, low: int, high: int, kind: str = "") 
     if low < 0 and value < low:
         return f"{flag} {value} is too small: at least {low}{where}"
     return None
+
+
+def field_problem(value: Any, flag: str, message: str, field: str) -> str | None:
+    """`integer_problem` with the range of Triton's ``message.field`` (`field_range`): the value
+    must fit the protobuf field it is written to, or the config cannot even be built."""
+    low, high, kind = field_range(message, field)
+    return integer_problem(value, flag, low, high, f"{message}.{field} {kind}")
 
 
 def tensor_name_problem(name: Any) -> str | None:
