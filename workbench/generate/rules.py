@@ -94,19 +94,20 @@ def _warmup_problems(settings: Any, spec: ModelSpec, files: set[str]) -> list[st
         elif warmup.name in seen:
             problems.append(f"{label}: duplicate name")
         seen.add(warmup.name)
+        out_of_range = [p for p in (field_problem(getattr(warmup, name), f"{label}: {name}", "ModelWarmup", name)
+                                    for name in ("batch_size", "count")) if p]
+        problems += out_of_range
+        if out_of_range:
+            continue
         if warmup.batch_size < 1:
             problems.append(f"{label}: batch_size {warmup.batch_size} must be at least 1 (Triton skips 0)")
         if warmup.count < 0:
             problems.append(f"{label}: count {warmup.count} is negative")
-        for name in ("batch_size", "count"):
-            problem = field_problem(getattr(warmup, name), f"{label}: {name}", "ModelWarmup", name)
-            if problem:
-                problems.append(problem)
-        if isinstance(warmup.count, int) and WARMUP_COUNT_LIMIT < warmup.count <= 2 ** 32 - 1:
+        if WARMUP_COUNT_LIMIT < warmup.count:
             problems.append(f"{label}: count {warmup.count} is past {WARMUP_COUNT_LIMIT}: Triton runs it on every "
                             "instance before the model is READY and the load blocks meanwhile")
         mbs = settings.max_batch_size
-        if isinstance(warmup.batch_size, int) and isinstance(mbs, int) and 0 < mbs < warmup.batch_size:
+        if isinstance(mbs, int) and 0 < mbs < warmup.batch_size:
             problems.append(f"{label}: batch_size {warmup.batch_size} is past --max_batch_size {mbs} (Triton "
                             "refuses the load)")
         if warmup.inputs is None:
