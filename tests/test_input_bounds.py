@@ -240,10 +240,11 @@ def test_warmup_batches_past_max_batch_are_refused(worker, compiled, tmp_path, b
 
 
 @QUICK
-@given(text=st.sampled_from(["1e20", "1.5", "-", "0x10", ""]))
-def test_warmup_spellings_that_are_not_counts_are_one_line(worker, compiled, tmp_path, text):
-    rc, err, target = generate(worker, compiled, tmp_path, "--warmup", text)
-    refused(rc, err, target, "--warmup")
+@given(flag_text=st.sampled_from([("--warmup", t) for t in ("1e20", "1.5", "-", "0x10", "")]
+                                 + [("--rate-limiter-resource", t) for t in ("R:1e20", "R:1.5", "R:", "R:x", ":1")]))
+def test_spellings_that_are_not_counts_are_one_line(worker, compiled, tmp_path, flag_text):
+    rc, err, target = generate(worker, compiled, tmp_path, *flag_text)
+    refused(rc, err, target, flag_text[0])
 
 
 @QUICK
@@ -318,13 +319,6 @@ def test_rate_limiter_values_past_uint32_are_refused(worker, compiled, tmp_path,
 
 
 @QUICK
-@given(text=st.sampled_from(["R:1e20", "R:1.5", "R:", "R:x", ":1"]))
-def test_rate_limiter_spellings_that_are_not_counts_are_one_line(worker, compiled, tmp_path, text):
-    rc, err, target = generate(worker, compiled, tmp_path, "--rate-limiter-resource", text)
-    refused(rc, err, target, "--rate-limiter-resource")
-
-
-@QUICK
 @given(count=st.one_of(st.just(UINT32_MAX), st.integers(0, UINT32_MAX)),
        priority=st.one_of(st.just(UINT32_MAX), st.integers(0, UINT32_MAX)))
 def test_rate_limiters_within_uint32_are_written(worker, compiled, tmp_path, count, priority):
@@ -353,7 +347,7 @@ shell_text = st.text(alphabet=st.sampled_from(list("ab1:;$`'\" (){}|&<>\n/.-_@")
 @given(image=shell_text.filter(lambda t: any(c in t for c in ";$`'\" (){}|&<>\n")))
 def test_images_outside_the_reference_grammar_never_reach_a_script(worker, inf2_model, tmp_path, image):
     out = _fresh(tmp_path)
-    rc, _out, err = worker.cli("deploy", str(inf2_model), "--out", str(out), "--image", image)
+    rc, _out, err = worker.cli("deploy", str(inf2_model), "--out", str(out), f"--image={image}")
     refused(rc, err, out, "docker image reference")
     rc, _out, err = worker.api(f"from workbench.deploy.recipe import recipe_for; recipe_for('inf2', image={image!r})")
     assert rc == -1 and err.startswith("RecipeError:") and "docker image reference" in err
