@@ -29,7 +29,8 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                        help="header sent with every request, e.g. Authorization=Bearer... (repeatable)")
     group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                       help="bound on every call to the server, loads included (default 120)")
+                       help="bound in seconds on every call to the server, loads included (default 120; raise it for "
+                            "a model that takes longer to load, e.g. on NeuronCores)")
 
 
 def server_from_args(url: str, args: argparse.Namespace) -> Any:
