@@ -24,8 +24,6 @@ from workbench.measure.results import (
 )
 from workbench.measure.rows import now
 from workbench.measure.settings import MeasureSettings
-from workbench.measure.lock import holding_run_folder
-from workbench.server.remote import server_identity
 from workbench.measure.sweep import _base_config, _reference, check_out_dir, run_sweep
 
 __all__ = ["SERVERS_FOLDER", "deal_variants", "run_fanout"]
@@ -56,13 +54,6 @@ def _named(servers: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
             named[name] = server
     if not named:
         raise SweepError("a fan-out needs at least one server")
-    seen: dict[tuple, str] = {}
-    for name, server in named.items():  # one server named twice would measure each share on the same machine
-        identity = server_identity(server.url)
-        if identity in seen:
-            raise SweepError(f"servers {seen[identity]!r} and {name!r} are one server ({identity[0]} port "
-                             f"{identity[1]}); give each server once")
-        seen[identity] = name
     return named
 
 
@@ -81,7 +72,6 @@ def _write_points(out_dir: Path, rows: list[dict]) -> None:
     tmp.replace(out_dir / POINTS_FILE)
 
 
-@holding_run_folder
 def run_fanout(
     plan: SweepPlan,
     servers: Mapping[str, Any] | Sequence[Any],

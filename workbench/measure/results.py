@@ -57,28 +57,9 @@ def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
 
 
 def _dump_line(row: dict) -> str:
-    """Strict JSON: a missing number (NaN, or an infinity, which no measurement yields) is null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-    return json.dumps(clean, sort_keys=True, default=str, allow_nan=False)
-
-
-def _row_problem(row: dict) -> str | None:
-    """What in a point row cannot be a measurement: a key column of the wrong type (a batch size
-    "1" would count as another point), a number that is not finite (Infinity would make
-    results.json invalid JSON)."""
-    for column in KEY_COLUMNS:
-        value = row[column]
-        if column == "variant":
-            if not isinstance(value, str):
-                return f"variant {value!r} is not a string"
-        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"{column} {value!r} is not a whole number >= 1"
-    for column, value in row.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"{column} {value!r} is not a finite number (write null for one not measured)"
-        if column in INT_COLUMNS and value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            return f"{column} {value!r} is not a whole number"
-    return None
+    """JSON without NaN (not valid JSON): missing numbers are written as null."""
+    clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+    return json.dumps(clean, sort_keys=True, default=str)
 
 
 def read_points(path: str | Path) -> list[dict]:
@@ -102,9 +83,6 @@ def read_points(path: str | Path) -> list[dict]:
         if missing:
             raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
                                "fix or remove it")
-        problem = _row_problem(row)
-        if problem:
-            raise ResultsError(f"{path} line {number}: {problem}; fix or remove it")
         rows.append(row)
     return rows
 
@@ -228,11 +206,9 @@ def load_run(path: str | Path) -> SweepResult:
                            "start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
-    from workbench.measure.resume import STAMP_KEYS, unique_rows
+    from workbench.measure.resume import unique_rows
 
-    rows = [{k: v for k, v in row.items() if k not in STAMP_KEYS}
-            for row in unique_rows(read_points(path / POINTS_FILE))]
-    return SweepResult(frame_from_rows(rows), record, path)
+    return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
 
 
 def list_runs(folder: str | Path) -> pd.DataFrame:

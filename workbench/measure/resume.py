@@ -17,8 +17,7 @@ from typing import Any, Iterable
 
 from workbench.measure.rows import KEY_COLUMNS
 
-__all__ = ["fingerprint", "fingerprint_changes", "STAMP_KEYS", "row_stamp", "foreign_rows", "unique_rows", "compact_points",
-           "set_aside"]
+__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside"]
 
 _CHUNK = 1 << 20
 
@@ -76,41 +75,6 @@ def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> list
         if old.get(key) != new.get(key):
             changes.append(f"{what} {old.get(key)} -> {new.get(key)}")
     return changes
-
-
-def _digest(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-STAMP_KEYS = ("model", "stamp")  # what a row carries besides its columns (`row_stamp`)
-
-
-def row_stamp(model: str, measured: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
-    """What every row of a run carries about what measured it: the model's name and digests of its
-    files, its config and the measurement settings, so a row from another run is recognised."""
-    return {"model": model, "stamp": {"files": _digest(measured.get("model_files", {})),
-                                      "config": measured.get("config"), "settings": _digest(settings)}}
-
-
-_STAMP_PARTS = {"files": "other model files", "config": "another config", "settings": "other measurement settings"}
-
-
-def foreign_rows(rows: Iterable[dict], stamp: dict[str, Any], where: str) -> list[str]:
-    """Why rows of ``where`` were not measured by this run (`row_stamp` ``stamp``), one phrase per
-    kind of difference, the first row of each named (empty when every row is this run's)."""
-    found: dict[str, str] = {}
-    for number, row in enumerate(rows, 1):
-        if "model" not in row or not isinstance(row.get("stamp"), dict):
-            found.setdefault("unstamped", f"{where} row {number} does not say which model it measured (written by "
-                                          "hand or by an older workbench)")
-        elif row["model"] != stamp["model"]:
-            found.setdefault("model", f"{where} row {number} was measured on model {row['model']!r}, not "
-                                      f"{stamp['model']!r}")
-        else:
-            for part, what in _STAMP_PARTS.items():
-                if row["stamp"].get(part) != stamp["stamp"][part]:
-                    found.setdefault(part, f"{where} row {number} was measured with {what}")
-    return list(found.values())
 
 
 def _key(row: dict) -> tuple:

@@ -84,12 +84,7 @@ class PointRow:
 
     @classmethod
     def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> "PointRow":
-        """The row of a point the built-in load generator measured; a failed row when no request
-        of its pooled windows succeeded (a throughput of 0 measured nothing: resume measures it again)."""
-        if not result.requests:
-            reasons = "; ".join(f"{text} (x{n})" for text, n in list(result.errors.items())[:2])
-            return cls.failed(point, f"no request succeeded: {result.failed} of {result.sent} sent failed"
-                                     + (f": {reasons}" if reasons else ""))
+        """The row of a point the built-in load generator measured."""
         server, latency, spread = result.server, result.latency, result.spread
         breakdown = {}
         if server is not None:
@@ -122,8 +117,6 @@ class PointRow:
         or ``run_perf_analyzer``'s, in microseconds); its outputs were checked with one request
         before it ran. perf_analyzer gives no raw latencies: the throughput spread is the range of
         the three windows it pooled, the p99 spread is not known."""
-        if not row.get("throughput") or row.get("requests") == 0:
-            return cls.failed(point, "no request succeeded: perf_analyzer measured a throughput of 0")
         us = lambda key: row.get(key, NAN)  # noqa: E731
         pooled = list(row.get("windows", []))[-3:]
         notes = ["measured by perf_analyzer"] + list(row.get("warnings", []))

@@ -140,11 +140,6 @@ class MeasureSettings:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
-    def meaning(self) -> dict[str, Any]:
-        """The settings that change what a number means (those `differences` compares)."""
-        mine = self.to_dict()
-        return {key: mine[key] for key in _MEANING}
-
     def differences(self, recorded: Mapping[str, Any]) -> list[str]:
         """``"window_s 0.2 -> 0.5"`` for every setting that changes what a number means and
         differs from ``recorded`` (a run record's settings; keys it lacks are not compared)."""

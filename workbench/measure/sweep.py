@@ -23,7 +23,6 @@ from workbench.generate.config import ModelConfig, parameters_of, read_config, s
 from workbench.measure.core_check import check_server_cores
 from workbench.measure.cpu_use import CpuUse, format_busy
 from workbench.measure.engines import EngineChoice, choose_engine, resolved
-from workbench.measure.lock import holding_run_folder
 from workbench.measure.neuron_use import NeuronUse
 from workbench.measure.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.point import Target, measure_point
@@ -39,8 +38,7 @@ from workbench.measure.results import (
     write_exports,
     write_record,
 )
-from workbench.measure.resume import (compact_points, fingerprint, fingerprint_changes, foreign_rows, row_stamp,
-                                      set_aside, unique_rows)
+from workbench.measure.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
 from workbench.measure.rows import PointRow, now
 from workbench.measure.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.search.confirm import confirm_answer
@@ -85,11 +83,10 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
 
 
 def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
-              resume: bool, measured: dict, stamp: dict) -> tuple[dict | None, list[PointRow]]:
+              resume: bool, measured: dict) -> tuple[dict | None, list[PointRow]]:
     """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
     runs, overwrite one, or resume one whose model, config or versions changed (``measured``: the
-    fingerprint of what this session measures; ``stamp``: what its rows carry, `row_stamp`), or
-    whose rows another run measured."""
+    fingerprint of what this session measures)."""
     if not check_out_dir(out_dir, resume):
         return None, []
     record = load_run(out_dir).record
@@ -108,12 +105,6 @@ def _open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: Engi
         raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
                          "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
                          "one is kept beside it) or use another folder")
-    raw = read_points(out_dir / POINTS_FILE)
-    foreign = foreign_rows(raw, stamp, POINTS_FILE)
-    if foreign:
-        raise SweepError(f"cannot resume the run in {out_dir}: {'; '.join(foreign)}; its points would not be "
-                         "this model's. Start a new run (new_run=True, --new-run: the old one is kept beside it) "
-                         "or use another folder")
     compact_points(out_dir / POINTS_FILE)
     return record, [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
 
@@ -178,7 +169,6 @@ def _first_and_warmup(target: Target, batch_size: int, settings: MeasureSettings
         return {"error": f"first response failed: {err}"}
 
 
-@holding_run_folder
 def run_sweep(
     plan: SweepPlan,
     server: Any,
@@ -225,8 +215,6 @@ def run_sweep(
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
     loading, measurement and files; its log and answer go into the record. ``engine``: the choice
     already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
-    One sweep writes a run folder at a time: another one writing ``out_dir`` is refused, naming its
-    pid and command (`measure.lock`), before anything is loaded.
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
@@ -250,8 +238,7 @@ def run_sweep(
     if new_run and check_out_dir(out_dir, True):
         set_aside(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = row_stamp(name, measured, settings.meaning())
-    previous, rows = _open_run(out_dir, name, settings, choice, resume, measured, stamp)
+    previous, rows = _open_run(out_dir, name, settings, choice, resume, measured)
     check_resume(search, previous)
     done = {r.key for r in rows if not r.error}
     rows = [r for r in rows if r.key in done]  # failed points are measured again
@@ -353,7 +340,7 @@ def run_sweep(
             return by_key[point.key]
         check_cancel(cancel)
         row = measured_row(point, measuring)
-        append_point(out_dir / POINTS_FILE, {**row.to_dict(), **stamp})
+        append_point(out_dir / POINTS_FILE, row.to_dict())
         if point.key not in by_key:
             rows.append(row)
             by_key[row.key] = row
@@ -401,13 +388,7 @@ def run_sweep(
                 session["restored"] = f"failed: {err}"
         record["status"] = session["status"] = status
         record["ended"] = session["ended"] = now()
-        try:
-            result = save()
-        except OSError:
-            if status != "failed":
-                raise
-            # the error that ended the sweep (a full disk, say) is on its way out: this one
-            # would only repeat it; points.jsonl keeps every point appended before it
+        result = save()
     return result
 
 

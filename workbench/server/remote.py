@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from workbench.server.errors import ServerError
 from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, PROTOCOLS, ClientOptions, ModelControl
 
-__all__ = ["RunningServer", "ClientOptions", "parse_server_url", "server_identity"]
+__all__ = ["RunningServer", "ClientOptions", "parse_server_url"]
 
 _SCHEMES = {"http": ("http", False), "https": ("http", True), "grpc": ("grpc", False), "grpcs": ("grpc", True)}
 
@@ -48,22 +48,6 @@ def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
     if not 1 <= int(port) <= 65535:
         raise ValueError(f"server URL {url!r}: port {int(port)} is not a TCP port (1-65535)")
     return ParsedUrl(text, given, ssl)
-
-
-def server_identity(url: str) -> tuple[str, int]:
-    """(address, port) of the server at ``url`` (``host:port``, a scheme allowed): the host resolved
-    to the first address it names, so ``localhost:8001``, ``127.0.0.1:8001`` and
-    ``grpc://localhost:8001`` are one server; a host that does not resolve stays as written, lower-cased."""
-    import socket
-
-    hostport = url.split("://", 1)[-1].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    host = host.strip("[]").lower()
-    try:
-        address = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)[0][4][0]
-    except (OSError, ValueError):
-        address = host
-    return address, int(port) if port.isdigit() else 0
 
 
 class RunningServer(ModelControl):
