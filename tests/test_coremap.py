@@ -2,7 +2,7 @@
 
 import pytest
 
-from workbench.coremap import Allocation, CoreRange, CoreRangeError, parse_allocations, split_cores
+from workbench.coremap import Allocation, CoreRange, CoreRangeError, describe_ranges, parse_allocations, split_cores
 
 
 def test_even_split():
@@ -86,4 +86,5 @@ def test_allocations_parse_once_each():
 
 
 def test_missing_cores_are_named():
-    assert CoreRange(0, 3).missing_from({0, 1}) == [2, 3]
+    assert CoreRange(0, 3).missing_from({0, 1}) == (CoreRange(2, 3),)
+    assert describe_ranges(CoreRange(0, 8191).missing_from({1, 2, 9})) == "0, 3-8, 10-8191"

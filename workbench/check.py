@@ -31,6 +31,9 @@ class CheckError(ValueError):
     """No reference can be built for a model; the message says why and what to pass instead."""
 
 
+NO_ANSWER = "no answer"  # how a request the server never answered (a timeout) is reported
+
+
 @dataclass
 class OutputCheck:
     request: int
@@ -62,6 +65,9 @@ class CheckResult:
                     f"max abs diff {self.max_abs_diff:.3g}")
         bad = [r for r in self.rows if not r.ok]
         first = bad[0] if bad else None
+        if bad and all(r.error.startswith(NO_ANSWER) for r in bad):  # no answer is not a wrong answer
+            return (f"FAILED for {self.model!r}: {len(bad)} of {len(self.rows)} requests got no answer; first: "
+                    f"request {first.request} (batch {first.batch_size}): {first.error}")
         detail = (f"request {first.request} (batch {first.batch_size}) output {first.output}: "
                   f"{first.error or f'max abs diff {first.max_abs_diff:.3g}'}") if first else "no outputs"
         return f"MISMATCH for {self.model!r}: {len(bad)} of {len(self.rows)} outputs differ; first: {detail}"
@@ -114,9 +120,10 @@ def eager_reference(model_dir: str | Path) -> Eager:
         raise CheckError(f"{model_dir}: cannot build a reference: {err}") from None
 
 
-def connect(url: str, protocol: str = "grpc", options=None):
+def connect(url: str, protocol: str = "grpc", options=None, timeout: float | None = None):
     """(tritonclient module, client, headers) for ``protocol``; the module builds that protocol's
-    request objects. ``options``: a `ClientOptions` (TLS, headers) for a remote server."""
+    request objects. ``options``: a `ClientOptions` (TLS, headers) for a remote server;
+    ``timeout`` (seconds): the HTTP client's network timeout (gRPC's is given per request)."""
     if protocol == "grpc":
         import tritonclient.grpc as module
     elif protocol == "http":
@@ -124,12 +131,16 @@ def connect(url: str, protocol: str = "grpc", options=None):
     else:
         raise ValueError(f"protocol must be 'grpc' or 'http', got {protocol!r}")
     kwargs = options.client_kwargs(protocol) if options is not None else {}
+    if timeout is not None and protocol == "http":
+        kwargs.update(network_timeout=timeout, connection_timeout=min(10.0, timeout))
     headers = dict(options.headers) if options is not None and options.headers else None
     return module, module.InferenceServerClient(url=url, **kwargs), headers
 
 
-def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """One request: arrays in argument (``__i``) order in, outputs in output-index order out."""
+def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray],
+          timeout: float | None = None) -> list[np.ndarray]:
+    """One request: arrays in argument (``__i``) order in, outputs in output-index order out;
+    ``timeout`` bounds a gRPC request (an HTTP client carries its own, see `connect`)."""
     module, client, headers = connection
     inputs = []
     for t, a in zip(spec.by_index("input"), arrays):
@@ -137,7 +148,19 @@ def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray])
         item.set_data_from_numpy(a)
         inputs.append(item)
     outputs = [module.InferRequestedOutput(t.name) for t in spec.by_index("output")]
-    result = client.infer(model, inputs, outputs=outputs, headers=headers)
+    if timeout is not None and module.__name__.endswith("http"):
+        import gevent  # tritonclient's HTTP client runs on gevent; its timeout is per read only
+
+        with gevent.Timeout(timeout, TimeoutError(f"{NO_ANSWER} within {timeout:g}s (--timeout)")):
+            result = client.infer(model, inputs, outputs=outputs, headers=headers)
+    else:
+        bound = {"client_timeout": timeout} if timeout is not None else {}
+        try:
+            result = client.infer(model, inputs, outputs=outputs, headers=headers, **bound)
+        except Exception as err:
+            if timeout is not None and "DEADLINE_EXCEEDED" in str(getattr(err, "status", lambda: "")()):
+                raise TimeoutError(f"{NO_ANSWER} within {timeout:g}s (--timeout)") from None
+            raise
     return [result.as_numpy(t.name) for t in spec.by_index("output")]
 
 
@@ -155,6 +178,7 @@ def check_served(
     batch_dim: bool = True,
     inputs: InputMaker | None = None,
     options=None,
+    timeout: float | None = None,
 ) -> CheckResult:
     """Send one request per batch size, all at once, and compare each with ``eager`` on the same inputs.
 
@@ -175,11 +199,11 @@ def check_served(
         requests.append(arrays)
 
     def send(arrays):
-        connection = connect(url, protocol, options)
+        connection = connect(url, protocol, options, timeout)
         try:
-            return infer(connection, model, spec, arrays), ""
+            return infer(connection, model, spec, arrays, timeout), ""
         except Exception as err:  # a failed request is a result to report, not a crash
-            return None, str(err)
+            return None, str(err).strip() or type(err).__name__
         finally:
             connection[1].close()
 

@@ -25,11 +25,19 @@ __all__ = [
     "END_PARAMETER",
     "parse_allocations",
     "split_cores",
+    "CORE_INDEX_LIMIT",
+    "describe_ranges",
 ]
 
 # The config.pbtxt parameters upstream's model.py reads the range from.
 START_PARAMETER = "NEURON_CORE_START_INDEX"
 END_PARAMETER = "NEURON_CORE_END_INDEX"
+
+# No machine has a core at or past this index: Linux numbers at most NR_CPUS = 8192 CPUs (its
+# Kconfig's largest, x86 MAXSMP; arm64 stops at 4096) and the largest Neuron instance has 128
+# NeuronCores (`workbench.system`). Ranges past it are refused when parsed, before anything sizes
+# a list, a cpu set or a device list by them.
+CORE_INDEX_LIMIT = 8192
 
 
 class CoreRangeError(ValueError):
@@ -63,6 +71,9 @@ class CoreRange:
             raise CoreRangeError(f"core range {self.start}:{self.end} has a negative core index")
         if self.end < self.start:
             raise CoreRangeError(f"core range {self.start}:{self.end} is reversed: the end must be >= the start")
+        if self.end >= CORE_INDEX_LIMIT:
+            raise CoreRangeError(f"core range {self.start}:{self.end}: core {self.end} exists on no machine "
+                                 f"(Linux numbers at most {CORE_INDEX_LIMIT} CPUs, 0:{CORE_INDEX_LIMIT - 1})")
 
     @classmethod
     def parse(cls, value: "str | CoreRange | tuple[int, int] | list[int]") -> "CoreRange":
@@ -122,10 +133,17 @@ class CoreRange:
     def to_list(self) -> list[int]:
         return [self.start, self.end]
 
-    def missing_from(self, available: Collection[int]) -> list[int]:
-        """Cores of this range that are not in ``available`` (the CPUs this process may use, the
-        NeuronCores an instance has)."""
-        return [core for core in self.cores if core not in available]
+    def missing_from(self, available: Collection[int]) -> tuple["CoreRange", ...]:
+        """The runs of cores of this range that are not in ``available`` (the CPUs this process may
+        use, the NeuronCores an instance has), found by walking ``available`` only: never the range."""
+        gaps, next_core = [], self.start
+        for core in sorted(c for c in set(available) if self.start <= c <= self.end):
+            if core > next_core:
+                gaps.append(CoreRange(next_core, core - 1))
+            next_core = core + 1
+        if next_core <= self.end:
+            gaps.append(CoreRange(next_core, self.end))
+        return tuple(gaps)
 
     def split(self, instances: int = 1, threads_per_core: int = 1) -> "CoreMap":
         """Split evenly over ``instances`` (upstream's rule); leftovers stay idle."""
@@ -263,6 +281,11 @@ class CoreMap:
             idle = self.idle
             lines.append(f"  idle: cores {idle[0]}-{idle[-1]} ({len(idle)}) are not used by any instance")
         return "\n".join(lines)
+
+
+def describe_ranges(ranges: Iterable[CoreRange]) -> str:
+    """``0-3, 6`` for runs of cores (one core's run shown as one number)."""
+    return ", ".join(str(r.start) if r.size == 1 else f"{r.start}-{r.end}" for r in ranges)
 
 
 def split_cores(start: int, end: int, instances: int = 1, threads_per_core: int = 1) -> CoreMap:

@@ -20,9 +20,11 @@ from typing import Any, Iterable
 
 __all__ = [
     "LimitError",
+    "INT32_MAX",
     "TENSOR_NAME_RULE",
     "MODEL_NAME_RULE",
     "field_range",
+    "field_problem",
     "is_whole",
     "integer_problem",
     "tensor_name_problem",
@@ -44,6 +46,7 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 # folders of a model directory Triton never reads as versions (model_lifecycle.cc's skip_dirs)
 TRITON_SKIPPED_FOLDERS = ("warmup", "initial_state", "configs")
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
+INT32_MAX = 2 ** 31 - 1  # C's int: what std::stoi and int-taking C APIs (torch.set_num_threads) hold
 _C_WHITESPACE = " \t\n\v\f\r"
 
 
@@ -95,6 +98,13 @@ def integer_problem(value: Any, flag: str, low: int, high: int, kind: str = "") 
     if low < 0 and value < low:
         return f"{flag} {value} is too small: at least {low}{where}"
     return None
+
+
+def field_problem(value: Any, flag: str, message: str, field: str) -> str | None:
+    """`integer_problem` with the range of Triton's ``message.field`` (`field_range`): the value
+    must fit the protobuf field it is written to, or the config cannot even be built."""
+    low, high, kind = field_range(message, field)
+    return integer_problem(value, flag, low, high, f"{message}.{field} {kind}")
 
 
 def tensor_name_problem(name: Any) -> str | None:
@@ -168,7 +178,7 @@ PROTO_FIELDS = {
 }
 # Integers written as config parameters for model.py, which reads them with int() and hands them
 # to C ints (torch.set_num_threads, transformers-neuronx sizes): a C int's range.
-_C_INT = (-(2 ** 31), 2 ** 31 - 1, "C int")
+_C_INT = (-INT32_MAX - 1, INT32_MAX, "C int")
 
 
 def setting_range(name: str) -> tuple[int, int, str]:

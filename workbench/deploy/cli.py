@@ -31,6 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "and framework (every pin with its source), the docker run line, and with --kubernetes a "
                     "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
         allow_abbrev=False)
+    from workbench.generate.cli import _one_line_errors
+
+    _one_line_errors(parser)  # a bad --replicas or --lnc is one line, as generate's flags are
     parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
                         help="a generated model directory (config.pbtxt + 1/model.py)")
     parser.add_argument("--out", type=Path, help="folder for the files (default: neuron-host/ beside the repository)")

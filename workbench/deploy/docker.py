@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
 from workbench.deploy.facts import TRITON_IMAGE
+from workbench.deploy.names import image_reference
 from workbench.deploy.recipe import Recipe, recipe_for
 
 if TYPE_CHECKING:
@@ -140,8 +141,7 @@ def docker_run_command(
     }
     if len(set(ports.values())) != 3:
         raise ValueError(f"http, grpc and metrics ports must differ, got {ports}")
-    if not image.strip() or any(c.isspace() for c in image):
-        raise ValueError(f"image must be a docker image reference, got {image!r}")
+    image_reference(image, "image")
     repo = os.path.abspath(os.fspath(model_repository))
     for name in load_models:
         if not name or "/" in name or name.startswith("-"):

@@ -41,6 +41,7 @@ from typing import Any, Sequence
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import (cores_per_device_at, family_of, instance_cores_at, is_cpu, lnc_of,
                                       neuron_devices)
+from workbench.deploy.names import image_reference, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
 from workbench.system import DEVICES_BY_INSTANCE
 
@@ -90,6 +91,8 @@ def _repository(repository: str) -> tuple[str, list[dict], list[dict]]:
     claim = _dns_label(match[1], "claim name")
     mount: dict[str, Any] = {"name": "model-repository", "mountPath": _MOUNT, "readOnly": True}
     if match[2]:
+        if subpath_problem(match[2], f"repository {repository!r}"):
+            raise ManifestError(subpath_problem(match[2], f"repository {repository!r}"))
         mount["subPath"] = match[2].strip("/")
     volume = {"name": "model-repository", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
     return _MOUNT, [volume], [mount]
@@ -143,8 +146,8 @@ def kubernetes_manifests(
         raise ManifestError(f"instance type {instance_type} is not a {target} instance")
     if resource not in _RESOURCES:
         raise ManifestError(f"resource {resource!r} must be 'neuroncore' (cores) or 'neuron' (whole devices)")
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ManifestError(f"replicas must be a whole number >= 1, got {replicas!r}")
+    if replicas_problem(replicas, "replicas"):
+        raise ManifestError(replicas_problem(replicas, "replicas"))
     recipe = recipe_for(target, framework)
     devices = neuron_devices(cores, instance_type=instance_type or target, lnc=lnc)
     count = cores.size
@@ -173,8 +176,10 @@ def kubernetes_manifests(
     if s3_region:
         env.append({"name": "AWS_DEFAULT_REGION", "value": s3_region})
     image = image or recipe.image
-    if not image.strip() or any(c.isspace() for c in image):
-        raise ManifestError(f"image must be a docker image reference, got {image!r}")
+    try:
+        image_reference(image, "image")
+    except ValueError as err:
+        raise ManifestError(str(err)) from None
     resources: dict[str, Any] = {"claims": [{"name": "neurons"}]} if dra else {"limits": {_RESOURCES[resource]: count}}
     container = _container(image, f"{_core_guard(cores, devices)}; exec {shlex.join(serve)}", resources, env, mounts)
     match = [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": nodes}]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.deploy.devices import family_of
+from workbench.deploy.names import image_reference
 from workbench.deploy.facts import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
                                     Fact, Stack, stub_python_of)
 from workbench.generate.repository import WriteResult, write_model_dir
@@ -45,7 +46,8 @@ class Recipe:
     @property
     def image(self) -> str:
         """The tag of the image the Dockerfile builds (what `docker run` and the manifests use)."""
-        tag = self.base_image.rsplit(":", 1)[-1].removesuffix("-py3")
+        base = image_reference(self.base_image, "image")
+        tag = (base.tag or "latest").removesuffix("-py3")
         return f"{IMAGE_NAME}:{tag}-{self.stack.key}-{self.stack.release.value}"
 
     def facts(self) -> list[tuple[str, Fact]]:
@@ -129,7 +131,7 @@ class Recipe:
             "if ! command -v docker >/dev/null; then",
             "  echo 'docker is not installed: see the Neuron guide \"Docker environment setup\"' >&2; exit 1",
             "fi",
-            f"docker build -t {self.image} .",
+            f"docker build -t {shlex.quote(self.image)} .",
             "",
         ])
 
@@ -183,8 +185,10 @@ def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = N
                           f"for {target} use {', '.join(fits)}")
     base = TRITON_IMAGE.format(tag=stack.container.value)
     if image is not None and image != base:
-        if not image.strip() or any(c.isspace() for c in image):
-            raise RecipeError(f"image must be a docker image reference, got {image!r}")
+        try:
+            image_reference(image, "image")
+        except ValueError as err:
+            raise RecipeError(str(err)) from None
         python = stub_python_of(image)
         if python is not None and python.value not in stack.pythons:
             raise RecipeError(_execution_env_help(stack, image, python.value))

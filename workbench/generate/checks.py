@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
-from workbench.coremap import CoreMap, CoreRange, CoreRangeError
+from workbench.coremap import CoreMap, CoreRange, CoreRangeError, describe_ranges
 from workbench.generate import preserve, rules
 from workbench.generate.config import FRAMEWORKS, TARGETS
 from workbench.generate.record import check_against_record, read_sidecar, spec_from_record
@@ -223,7 +223,8 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
         usable = usable_cpu_ids()
         missing = core_range.missing_from(usable)
         if missing:
-            plan.warnings.append(f"core range {core_range} includes CPU(s) {missing} that this process cannot use "
+            plan.warnings.append(f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
+                                 "process cannot use "
                                  f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
 
 

@@ -274,6 +274,16 @@ def _target(values: dict[str, Any], framework: str, notes: list[str]) -> str:
     return UPSTREAM_DEFAULT_TARGET
 
 
+def _once(pairs: list[tuple[Any, Any]], what: str) -> dict[Any, Any]:
+    """``dict(pairs)``, refusing a key given twice (the last would silently win)."""
+    out: dict[Any, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise GenerateError([f"{what} {key} is given twice; give it once (the last would silently win)"])
+        out[key] = value
+    return out
+
+
 def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dict[str, Any]:
     """GenerateSettings keyword arguments from parsed flags (only the given ones for a variant)."""
     given = {key: value for key, value in vars(args).items() if value is not None and value is not False}
@@ -292,12 +302,12 @@ def _values(args: argparse.Namespace, notes: list[str], *, variant: bool) -> dic
     elif not variant or "target" in given or "inf2" in given:
         values["target"] = _target({k: given.get(k) for k in ("inf2", "target")}, framework or "pytorch", notes)
     if given.get("parameter"):
-        values["parameters"] = dict(given["parameter"])
+        values["parameters"] = _once(given["parameter"], "--parameter")
     resources, priority = given.get("rate_limiter_resource"), given.get("rate_limiter_priority")
     if resources or priority is not None:
         values["rate_limiter"] = options.RateLimiter(tuple(resources or ()), priority or 0)
     if given.get("priority_queue_policy"):
-        values["priority_queue_policy"] = dict(given["priority_queue_policy"])
+        values["priority_queue_policy"] = _once(given["priority_queue_policy"], "--priority-queue-policy level")
     if given.get("warmup") is not None:
         values["model_warmup"] = [options.Warmup(batch_size=given.get("warmup_batch_size", 1) or 1,
                                                  count=given["warmup"], data=given.get("warmup_data") or "zero")]
@@ -318,6 +328,8 @@ def settings_from_args(args: argparse.Namespace, notes: list[str] | None = None)
     values = _values(args, notes, variant=False)
     variants = {}
     for name, flags in args.variant:
+        if name in variants:
+            raise GenerateError([f"--variant {name} is given twice; give each variant once"])
         try:
             parsed = _variant_parser().parse_args(shlex.split(flags))
         except (options.OptionError, ValueError) as err:

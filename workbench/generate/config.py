@@ -150,7 +150,12 @@ def read_config(path: str | Path) -> ModelConfig:
         path = path / "config.pbtxt"
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
-    return from_text(path.read_text(encoding="utf-8"), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:  # Triton reads protobuf text format, which is UTF-8
+        raise ConfigError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
+                          "save it as UTF-8") from None
+    return from_text(text, source=str(path))
 
 
 def to_json(cfg: ModelConfig) -> str:

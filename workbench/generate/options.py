@@ -106,6 +106,8 @@ def _key_values(text: str, form: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise OptionError(f"{text!r}: expected {form}")
+        if key.strip() in values:
+            raise OptionError(f"{text!r}: key {key.strip()} is given twice; give it once")
         values[key.strip()] = value.strip()
     return values
 

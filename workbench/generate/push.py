@@ -31,6 +31,13 @@ def models_in(source: str | Path) -> list[Path]:
 
 
 def _files(model_dir: Path) -> dict[str, Path]:
+    """The files to copy; a symlink leading out of the model directory is refused (its target,
+    e.g. /etc/hostname, is not part of the model and must not be copied to another host)."""
+    root = model_dir.resolve()
+    for path in sorted(model_dir.rglob("*")):
+        if path.is_symlink() and not path.resolve().is_relative_to(root):
+            raise PushError(f"{model_dir.name}/{path.relative_to(model_dir)} is a symlink to {path.resolve()}, "
+                            "outside the model directory; nothing was written. Copy the file in instead")
     return {str(p.relative_to(model_dir)): p for p in sorted(model_dir.rglob("*")) if p.is_file()}
 
 
@@ -40,8 +47,9 @@ def _check_self_contained(model_dir: Path) -> None:
         compiled = parameters_of(read_config(model_dir)).get("COMPILED_MODEL", "")
     except ConfigError as err:
         raise PushError(f"{model_dir}: {err}") from None
-    path = Path(compiled)
-    if compiled and path.is_absolute() and not path.resolve().is_relative_to(model_dir.resolve()):
+    # model.py reads a relative path against the model directory, so "../../x" climbs out of it too
+    path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
+    if compiled and not path.resolve().is_relative_to(model_dir.resolve()):
         raise PushError(f"{model_dir.name}: COMPILED_MODEL {compiled} lies outside the model directory, so the "
                         "remote server would not find it; regenerate with the compiled model copied in")
 
@@ -56,11 +64,13 @@ def push_repository(source: str | Path, dest: str | Path, *, overwrite: bool = F
     models = models_in(source)
     if dest.exists() and not dest.is_dir():
         raise PushError(f"{dest} is not a folder")
+    files = {}
     for model in models:
         if (dest / model.name).resolve() == model.resolve():
             raise PushError(f"{model} is already in {dest}: nothing to push")
         _check_self_contained(model)
+        files[model] = _files(model)
         if (dest / model.name).exists() and not overwrite:
             raise PushError(f"{dest / model.name} already exists; nothing was written. Push with overwrite=True "
                             "(--force): the old directory is kept as a timestamped backup")
-    return [write_model_dir(dest / model.name, _files(model), overwrite=overwrite) for model in models]
+    return [write_model_dir(dest / model.name, files[model], overwrite=overwrite) for model in models]

@@ -14,12 +14,17 @@ from typing import Any
 
 from workbench.generate.config import PRESERVE_ORDERING_WITH_CACHE
 from workbench.generate.options import KINDS, QueuePolicy
+from workbench.limits import field_problem
 from workbench.spec import ModelSpec, SpecError, parse_dtype
 
 __all__ = ["problems", "warnings"]
 
 TIMEOUT_ACTIONS = ("REJECT", "DELAY")
 WARMUP_DATA = ("zero", "random", "file")
+# Triton runs every warm-up sample ``count`` times on every instance before the model is READY, and
+# the load blocks meanwhile: past this many runs a warm-up is a hang, not a warm-up (a Neuron
+# model at ~10 ms a run already takes over a minute and a half per instance).
+WARMUP_COUNT_LIMIT = 10_000
 
 
 def _policy_problems(label: str, policy: QueuePolicy) -> list[str]:
@@ -30,6 +35,10 @@ def _policy_problems(label: str, policy: QueuePolicy) -> list[str]:
         problems.append(f"{label} default_timeout_microseconds {policy.default_timeout_microseconds} is negative")
     if policy.max_queue_size < 0:
         problems.append(f"{label} max_queue_size {policy.max_queue_size} is negative (0 means unbounded)")
+    for name in ("default_timeout_microseconds", "max_queue_size"):
+        problem = field_problem(getattr(policy, name), f"{label} {name}", "ModelQueuePolicy", name)
+        if problem:
+            problems.append(problem)
     return problems
 
 
@@ -52,7 +61,9 @@ def _batcher_problems(settings: Any) -> list[str]:
     if levels == 0 and settings.default_priority_level:
         problems.append(f"--default-priority-level {settings.default_priority_level} needs --priority-levels")
     for level in settings.priority_queue_policy:
-        if not 1 <= int(level) <= levels:
+        if not isinstance(level, int) or isinstance(level, bool):
+            problems.append(f"--priority-queue-policy level {level!r} must be a whole number")
+        elif not 1 <= level <= levels:
             problems.append(f"--priority-queue-policy level {level} must be in 1..{levels} (the --priority-levels)"
                             if levels else f"--priority-queue-policy level {level} needs --priority-levels")
     policies = {"--default-queue-policy": settings.default_queue_policy} if settings.default_queue_policy else {}
@@ -83,10 +94,22 @@ def _warmup_problems(settings: Any, spec: ModelSpec, files: set[str]) -> list[st
         elif warmup.name in seen:
             problems.append(f"{label}: duplicate name")
         seen.add(warmup.name)
+        out_of_range = [p for p in (field_problem(getattr(warmup, name), f"{label}: {name}", "ModelWarmup", name)
+                                    for name in ("batch_size", "count")) if p]
+        problems += out_of_range
+        if out_of_range:
+            continue
         if warmup.batch_size < 1:
             problems.append(f"{label}: batch_size {warmup.batch_size} must be at least 1 (Triton skips 0)")
         if warmup.count < 0:
             problems.append(f"{label}: count {warmup.count} is negative")
+        if WARMUP_COUNT_LIMIT < warmup.count:
+            problems.append(f"{label}: count {warmup.count} is past {WARMUP_COUNT_LIMIT}: Triton runs it on every "
+                            "instance before the model is READY and the load blocks meanwhile")
+        mbs = settings.max_batch_size
+        if isinstance(mbs, int) and 0 < mbs < warmup.batch_size:
+            problems.append(f"{label}: batch_size {warmup.batch_size} is past --max_batch_size {mbs} (Triton "
+                            "refuses the load)")
         if warmup.inputs is None:
             if warmup.data not in ("zero", "random"):
                 problems.append(f"{label}: data {warmup.data!r} must be zero or random")
@@ -136,11 +159,17 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
                 found.append("rate limiter resource with an empty name")
             if resource.count < 0:
                 found.append(f"rate limiter resource {resource.name!r} count {resource.count} is negative")
+            else:
+                found += filter(None, [field_problem(resource.count, f"--rate-limiter-resource {resource.name} count",
+                                                     "ModelRateLimiter.Resource", "count")])
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             found.append(f"rate limiter resource(s) {', '.join(duplicates)} given twice")
         if limiter.priority < 0:
             found.append(f"--rate-limiter-priority {limiter.priority} is negative")
+        else:
+            found += filter(None, [field_problem(limiter.priority, "--rate-limiter-priority", "ModelRateLimiter",
+                                                 "priority")])
     if spec is not None:
         inputs = [t.name for t in spec.inputs]
         unknown = [n for n in settings.optional_inputs if n not in inputs]

@@ -96,6 +96,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
                      help="use this running tritonserver (explicit model control) instead of starting one; "
                           "repeat to fan the variants out over several servers (one thread each, one merged run)")
+    run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                     help="with --url: bound on every model-control call to the server, loads included (default 120)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
@@ -238,11 +240,22 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
     from workbench.measure.sweep import run_sweep
     from workbench.server import RunningServer, ServerError, TritonServer
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
 
     model_dir = Path(args.model_dir)
     checked = preflight(model_dir, plan=lambda: plan_from_args(args), settings=lambda: settings_from_args(args),
                         search=lambda: search_from_args(args), backends=lambda: backend_sweep_from_args(args),
                         out_dir=Path(args.out), resume=args.resume, new_run=args.new_run, urls=len(args.url))
+    servers = []
+    if args.timeout is not None and timeout_problem(args.timeout):
+        checked.problems.append(timeout_problem(args.timeout))
+    if checked.settings is not None:
+        for url in args.url:  # a bad URL, port or scheme: said before anything is asked of it
+            try:
+                servers.append(RunningServer(url, checked.settings.protocol,
+                                             timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT))
+            except ValueError as err:
+                checked.problems.append(str(err))
     if not checked.ok:  # everything checked before a server starts
         print(f"workbench sweep: error: {'; '.join(checked.problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
@@ -250,7 +263,8 @@ def run_cli(args: argparse.Namespace) -> int:
     if checked.backends.active:
         return _run_backends(args, plan, settings, checked.backends)
     try:
-        servers = [RunningServer(url, settings.protocol) for url in args.url]
+        for remote in servers:  # a closed port, a stalled peer or not Triton: one line, within the timeout
+            remote.version  # noqa: B018 (asked once, bounded)
         server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
     except Exception as err:  # no binary, port clash, start failure, bad URL: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)

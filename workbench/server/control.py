@@ -9,6 +9,7 @@ and no log here, only its answers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -28,7 +29,24 @@ from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerErr
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
 
-__all__ = ["ModelControl", "ClientOptions", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS"]
+__all__ = ["ModelControl", "ClientOptions", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS",
+           "TIMEOUT_FLAG", "DEFAULT_REMOTE_TIMEOUT", "timeout_problem"]
+
+# How a remote server's calls are bounded: one timeout per call, the user's (``--timeout``, or
+# ``timeout=`` in the API), named in every message it cuts short.
+TIMEOUT_FLAG = "--timeout"
+DEFAULT_REMOTE_TIMEOUT = 120.0  # tritonclient HTTP's own network timeout; a Neuron load may need more
+
+
+def timeout_problem(value: Any) -> str | None:
+    """Why ``value`` is not a usable call timeout in seconds (None when it is): a finite number > 0,
+    at most a day (gRPC deadlines and socket timeouts overflow far past that)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 < value <= 86400:
+        return f"{TIMEOUT_FLAG} must be a number of seconds > 0 and at most 86400, got {value!r}"
+    return None
 
 PROTOCOLS = ("grpc", "http")
 _BUSY_STATES = ("READY", "UNLOADING", "LOADING")
@@ -149,9 +167,14 @@ class ModelControl:
     """
 
     def __init__(self, url: str, protocol: str = "http", *, metrics_url: str | None = None,
-                 process: LocalProcess | None = None, options: ClientOptions | None = None) -> None:
+                 process: LocalProcess | None = None, options: ClientOptions | None = None,
+                 timeout: float | None = None) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
+        if timeout is not None and timeout_problem(timeout):
+            raise ValueError(timeout_problem(timeout))
+        # every call's bound (None: tritonclient's own, for a server this process watches)
+        self.timeout = None if timeout is None else float(timeout)
         self.url, self.protocol, self.metrics_url = url, protocol, metrics_url
         self.options = options or ClientOptions()
         self.options.client_kwargs(protocol)  # a combination the protocol cannot do fails here
@@ -164,7 +187,9 @@ class ModelControl:
 
     # ---- clients ---------------------------------------------------------------------------
 
-    def _new_client(self, network_timeout: float = 120.0, connection_timeout: float = 10.0) -> Any:
+    def _new_client(self, network_timeout: float | None = None, connection_timeout: float = 10.0) -> Any:
+        network_timeout = network_timeout or self.timeout or 120.0
+        connection_timeout = min(connection_timeout, network_timeout)
         if self.protocol == "grpc":
             import tritonclient.grpc as grpcclient
 
@@ -201,12 +226,51 @@ class ModelControl:
         if self._process is not None:
             self._process.require_running()
 
+    def _bounded(self, timeout: float | None = None) -> dict[str, Any]:
+        """The per-call keyword that bounds a gRPC call (HTTP clients carry their bound)."""
+        timeout = timeout or self.timeout
+        return {"client_timeout": timeout} if self.protocol == "grpc" and timeout else {}
+
+    @contextlib.contextmanager
+    def _answer(self, what: str, timeout: float | None = None):
+        """One ServerError line, naming the server, the call and the bound, for a call that got no
+        usable answer: a timeout, a refused or dropped connection, a malformed reply."""
+        timeout = timeout or self.timeout
+        where = f"{self.protocol}://{self.url}"
+        bound = f" within {timeout:g}s ({TIMEOUT_FLAG})" if timeout else ""
+        try:
+            if self.protocol == "http" and timeout:
+                # an overall bound: tritonclient's network timeout is per read, so a peer that
+                # trickles an endless body would never end; its HTTP client runs on gevent
+                import gevent
+
+                with gevent.Timeout(timeout, TimeoutError(f"no answer within {timeout:g}s")):
+                    yield
+            else:
+                yield
+        except InferenceServerException as err:
+            status = str(err.status() or "")
+            if "DEADLINE_EXCEEDED" in status or "UNAVAILABLE" in status:
+                text = "no answer" + bound if "DEADLINE" in status else f"cannot reach the server ({err.message()})"
+                raise ServerError(f"{where}: {text} to {what}") from None
+            raise
+        except (ServerError, ValueError, TypeError):
+            raise
+        except Exception as err:  # socket and gevent timeouts, refused connections, garbled replies
+            detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            timed_out = isinstance(err, TimeoutError) or "timeout" in type(err).__name__.lower() \
+                or "timed out" in detail
+            text = f"no answer{bound}" if timed_out else f"cannot reach the server ({detail})" \
+                if isinstance(err, ConnectionError) else f"no usable answer ({detail})"
+            raise ServerError(f"{where}: {text} to {what}") from None
+
     # ---- calls -----------------------------------------------------------------------------
 
     def server_metadata(self) -> dict[str, Any]:
         """Triton's server metadata: ``name``, ``version``, ``extensions``."""
         self._check()
-        return dict(self._client().get_server_metadata(**self._json, **self._headers))
+        with self._answer("the server metadata request"):
+            return dict(self._client().get_server_metadata(**self._json, **self._bounded(), **self._headers))
 
     @property
     def version(self) -> str:
@@ -219,12 +283,14 @@ class ModelControl:
         config: Any = None,
         files: Mapping[str, bytes | str | os.PathLike[str]] | None = None,
         *,
-        timeout: float = 3600.0,
+        timeout: float | None = None,
     ) -> None:
         """Load (or reload) model ``name``; ``config`` overrides its config.pbtxt (ModelConfig,
         dict or JSON string); ``files`` (``{"1/model.py": bytes or path}``, needs ``config``)
         replace its directory. Raises ModelLoadError with Triton's reason (and the local log).
-        ``timeout`` is generous: loading a large model onto NeuronCores takes minutes."""
+        ``timeout`` (default: the client's, else an hour) is generous: loading a large model onto
+        NeuronCores takes minutes."""
+        timeout = timeout or self.timeout or 3600.0
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"model name must be a non-empty string without '/', got {name!r}")
         config_json = None if config is None else config_to_json(config)
@@ -238,13 +304,15 @@ class ModelControl:
         log_start = self._process.log.size() if self._process is not None else 0
         try:
             if self.protocol == "grpc":
-                self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout,
-                                          **self._headers)
+                with self._answer(f"the load of {name!r}", timeout):
+                    self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout,
+                                              **self._headers)
             else:
                 # Its own client: the shared ones time out sooner than a Neuron model load takes.
                 client = self._new_client(network_timeout=timeout)
                 try:
-                    client.load_model(name, config=config_json, files=load_files, **self._headers)
+                    with self._answer(f"the load of {name!r}", timeout):
+                        client.load_model(name, config=config_json, files=load_files, **self._headers)
                 finally:
                     client.close()
         except InferenceServerException as err:
@@ -252,12 +320,11 @@ class ModelControl:
             reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
             log_lines = self._process.log.lines_since(log_start, name) if self._process is not None else []
             raise ModelLoadError(name, err.message(), reason, log_lines) from None
-        except Exception as err:  # transport errors: a timeout, or the server died mid-load
+        except ServerError as err:  # transport errors: a timeout, or the server died mid-load
             self._raise_if_died(f"while loading {name!r}", within=2.0)
-            if isinstance(err, OSError):
-                raise ServerError(f"no answer to the load of {name!r} within {timeout:.0f}s ({err}); Triton may "
-                                  "still be loading it: watch index() and the log") from None
-            raise
+            if "no answer" not in str(err):
+                raise
+            raise ServerError(f"{err}; Triton may still be loading it: watch index() and the log") from None
 
     def _refuse_what_would_break(self, name: str, load_files: Mapping[str, bytes] | None) -> None:
         """ModelRefusedError, before Triton sees it, for a model whose folders would abort the server
@@ -282,7 +349,8 @@ class ModelControl:
     def unload(self, name: str, timeout: float = 60.0) -> None:
         """Unload ``name`` and wait until Triton reports it unloaded."""
         self._check()
-        self._client().unload_model(name, **self._headers)
+        with self._answer(f"the unload of {name!r}"):
+            self._client().unload_model(name, **self._bounded(), **self._headers)
         deadline = time.monotonic() + timeout
         while True:
             states = [m.get("state") for m in self.index() if m.get("name") == name]
@@ -324,23 +392,28 @@ class ModelControl:
     def index(self) -> list[dict[str, str]]:
         """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""
         self._check()
-        return _index_rows(self._client().get_model_repository_index(**self._json, **self._headers))
+        with self._answer("the repository index request"):
+            return _index_rows(self._client().get_model_repository_index(**self._json, **self._bounded(),
+                                                                         **self._headers))
 
     def is_model_ready(self, name: str) -> bool:
         self._check()
-        return bool(self._client().is_model_ready(name, **self._headers))
+        with self._answer(f"the readiness request of {name!r}"):
+            return bool(self._client().is_model_ready(name, **self._bounded(), **self._headers))
 
     def stats(self, name: str = "") -> dict[str, Any]:
         """Triton's statistics for ``name`` (all models when empty): the ``model_stats`` JSON
         (over gRPC its 64-bit counts are strings, as protobuf's JSON writes them)."""
         self._check()
-        return self._client().get_inference_statistics(name, **self._json, **self._headers)
+        with self._answer("the statistics request"):
+            return self._client().get_inference_statistics(name, **self._json, **self._bounded(), **self._headers)
 
     def model_config(self, name: str, *, as_proto: bool = False) -> Any:
         """The config Triton is serving ``name`` with (after auto-complete): a dict, or a
         ``ModelConfig`` with ``as_proto=True``."""
         self._check()
-        data = self._client().get_model_config(name, **self._json, **self._headers)
+        with self._answer(f"the config request of {name!r}"):
+            data = self._client().get_model_config(name, **self._json, **self._bounded(), **self._headers)
         data = data.get("config", data) if self.protocol == "grpc" else data  # gRPC wraps the config
         if not as_proto:
             return data

@@ -12,7 +12,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from workbench.server.control import PROTOCOLS, ClientOptions, ModelControl
+from workbench.server.errors import ServerError
+from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, PROTOCOLS, ClientOptions, ModelControl
 
 __all__ = ["RunningServer", "ClientOptions", "parse_server_url", "endpoint_addresses"]
 
@@ -45,6 +46,8 @@ def parse_server_url(url: str, protocol: str | None = None) -> ParsedUrl:
     host, colon, port = text.rpartition(":")
     if not colon or not host or not port.isdigit() or "/" in text:
         raise ValueError(f"server URL {url!r} needs host:port (e.g. 10.0.0.5:8001), without a path")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"server URL {url!r}: port {int(port)} is not a TCP port (1-65535)")
     return ParsedUrl(text, given, ssl)
 
 
@@ -64,7 +67,9 @@ def endpoint_addresses(hostport: str) -> frozenset[tuple[str, int]]:
 class RunningServer(ModelControl):
     """The server at ``url`` over ``protocol``. It must run with ``--model-control-mode=explicit``
     so models (and a sweep's variants) can be loaded. ``options``: TLS and headers
-    (`ClientOptions`); a ``https://`` or ``grpcs://`` URL turns TLS on by itself.
+    (`ClientOptions`); a ``https://`` or ``grpcs://`` URL turns TLS on by itself. ``timeout``
+    (seconds) bounds every call, loads included: a peer that never answers ends in a ServerError
+    naming it.
 
     It answers on the one protocol it was given: ``grpc_url`` or ``http_url`` for the other
     one is an error (its port is not known here).
@@ -75,14 +80,24 @@ class RunningServer(ModelControl):
     model_repository = None  # its folder is on its own machine
 
     def __init__(self, url: str, protocol: str | None = None, *, options: ClientOptions | None = None,
-                 metrics_url: str | None = None, name: str | None = None) -> None:
+                 metrics_url: str | None = None, name: str | None = None,
+                 timeout: float = DEFAULT_REMOTE_TIMEOUT) -> None:
         parsed = parse_server_url(url, protocol)
         options = options or ClientOptions()
         if parsed.ssl and not options.ssl:
             options = options.with_ssl()
-        super().__init__(parsed.hostport, parsed.protocol, metrics_url=metrics_url, options=options)
+        super().__init__(parsed.hostport, parsed.protocol, metrics_url=metrics_url, options=options, timeout=timeout)
         self.name = name or parsed.hostport
         self._version: str | None = None
+
+    def load(self, name: str, config: Any = None, files: Any = None, *, timeout: float | None = None) -> None:
+        """`ModelControl.load`, then the server's own word that ``name`` is ready: a peer that
+        answers the load with 200 and no usable body has loaded nothing."""
+        super().load(name, config=config, files=files, timeout=timeout)
+        # the index, not is_model_ready: tritonclient's HTTP readiness reads the status line only
+        if not any(row["name"] == name and row["state"] == "READY" for row in self.index()):
+            raise ServerError(f"{self.protocol}://{self.url} answered the load of {name!r} but does not report "
+                              "it ready")
 
     @property
     def version(self) -> str:

@@ -31,18 +31,22 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--insecure", action="store_true", help="HTTP over TLS without checking that the certificate names the host")
     group.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
                        help="header sent with every request, e.g. Authorization=Bearer... (repeatable)")
+    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                       help="bound in seconds on every call to the server, loads included (default 120; raise it for "
+                            "a model that takes longer to load, e.g. on NeuronCores)")
 
 
 def server_from_args(url: str, args: argparse.Namespace) -> RunningServer:
     """The `RunningServer` the flags describe (ValueError/FileNotFoundError name a bad flag)."""
-    from workbench.server.control import ClientOptions
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, ClientOptions
     from workbench.server.remote import RunningServer, headers_from_items
 
+    timeout = DEFAULT_REMOTE_TIMEOUT if args.timeout is None else args.timeout
     options = ClientOptions(ssl=args.ssl or url.startswith(("grpcs://", "https://")),
                             root_certificates=args.root_certificates, private_key=args.client_key,
                             certificate_chain=args.client_cert, insecure=args.insecure,
                             headers=headers_from_items(args.header))
-    return RunningServer(url, args.protocol, options=options)
+    return RunningServer(url, args.protocol, options=options, timeout=timeout)
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -129,7 +133,8 @@ def _check(server: RunningServer, args: argparse.Namespace) -> int:
         return _EXIT_BAD_INPUT
     name = config.name or args.model_dir.name
     result = check_served(server.url, name, spec_from_config(config), eager, batch_sizes=sizes,
-                          protocol=server.protocol, batch_dim=config.max_batch_size > 0, options=server.options)
+                          protocol=server.protocol, batch_dim=config.max_batch_size > 0, options=server.options,
+                          timeout=server.timeout)
     print(result.summary())
     return 0 if result.ok else 1
 

@@ -10,10 +10,12 @@ value is checked against them and each error names the key.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from workbench.generate.config import ConfigError, ModelConfig
+from workbench.limits import INT32_MAX
 
 __all__ = [
     "TORCHSCRIPT",
@@ -130,10 +132,14 @@ def parameter_problems(key: str, value: str, layout: str) -> list[str]:
         spaces = " (without spaces: Triton refuses them)" if value.strip().lower() in TRUE_SPELLINGS + FALSE_SPELLINGS else ""
         return [f"parameter {key} = {value!r} is not a boolean; use \"true\" or \"false\"{spaces}"]
     if spec.kind == "count":
-        try:
-            number = int(value.strip())
-        except ValueError:
+        if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
             return [f"parameter {key} = {value!r} is not an integer thread count"]
+        number = int(value)
+        if number > INT32_MAX:
+            # the LibTorch backend reads counts with std::stoi: past int32 it throws out_of_range
+            # while loading and tritonserver aborts, taking every loaded model with it
+            return [f"parameter {key} = {number} is too large: at most {INT32_MAX} (the backend reads it "
+                    "with std::stoi, an int32)"]
         if number < 1:
             return [f"parameter {key} = {number} must be at least 1 thread"
                     + (" (the backend silently ignores 0 and negative counts)" if layout == TORCHSCRIPT else "")]

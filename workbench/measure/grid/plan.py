@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
-from workbench.coremap import Allocation, CoreRange, CoreRangeError, parse_allocations
+from workbench.coremap import Allocation, CoreRange, CoreRangeError, describe_ranges, parse_allocations
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import ModelConfig, check_config, parameters_of, to_json
 from workbench.measure.engine.settings import MeasureError
@@ -281,9 +281,10 @@ class SweepPlan:
             f"{a.label} needs {a.cores} core(s) but core range {core_range} has {core_range.size}"
             for a in self.allocations if a.cores > core_range.size
         ]
-        missing = core_range.missing_from(available_cores) if available_cores is not None else []
+        missing = core_range.missing_from(available_cores) if available_cores is not None else ()
         if missing:
-            problems.append(f"core range {core_range} includes CPU(s) {missing} that this machine does not let "
+            problems.append(f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
+                            "machine does not let "
                             f"the server use (usable: {sorted(available_cores)})")
         if base.max_batch_size == 0:
             # Its dims already include the batch dim: Triton would add a second one.
