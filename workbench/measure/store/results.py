@@ -1,25 +1,21 @@
-"""Sweep results on disk: one table row per point, a run record, and the questions asked of them
-(which configuration is best under a budget, what changed between two runs).
-
-A run folder holds ``points.jsonl`` (each point appended and synced the moment it is measured, so
-a crash loses at most the point in flight and a resume knows what is done), ``run.json`` (the run
-record: versions, machine, plan, every variant's config, settings, sessions), and the exports
-``results.csv`` / ``results.json`` rewritten atomically after every point.
+"""A sweep's results: its table and run record read back from its folder (`folder.py` reads and
+writes the files), and the questions asked of them, each rule written once: which configuration is
+best under a budget, what changed between two runs.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
-from workbench.files import atomic_write
-from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS, flag, usable
+from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
+from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
+                                            ResultsError, append_point, frame_from_rows, read_points,
+                                            write_exports, write_record)
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.settings import MeasureSettings
 
@@ -30,126 +26,6 @@ __all__ = [
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
     "load_run", "list_runs", "best_point", "describe_best", "compare_runs",
 ]
-
-POINTS_FILE = "points.jsonl"
-RECORD_FILE = "run.json"
-# A search's short screening measurements: they chose what to measure in full and are no results.
-SCREENING_FILE = "screening.jsonl"
-CSV_FILE = "results.csv"
-JSON_FILE = "results.json"
-
-class ResultsError(ValueError):
-    """A run folder or table that cannot be read or compared; the message names the file or column."""
-
-
-def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
-    """The results table in its documented column order (extra columns kept at the end)."""
-    frame = pd.DataFrame(list(rows))
-    for column in COLUMNS:
-        if column not in frame.columns:
-            frame[column] = None
-    extra = [c for c in frame.columns if c not in COLUMNS]
-    frame = frame[list(COLUMNS) + extra]
-    for column in INT_COLUMNS:
-        if frame[column].notna().all():
-            frame[column] = frame[column].astype("int64")
-    return frame
-
-
-def _dump_line(row: dict) -> str:
-    """Strict JSON (NaN and infinities are not JSON): a number not measured is written as null."""
-    clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
-    return json.dumps(clean, sort_keys=True, default=str, allow_nan=False)
-
-
-def _strict(value: Any) -> Any:
-    """``value`` with every NaN or infinity (anywhere in it) as None, so it is strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _strict(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_strict(v) for v in value]
-    return value
-
-
-def _not_a_number(word: str) -> float:
-    raise ValueError(f"{word} is not a JSON number")
-
-
-def _point_row(path: Path, number: int, row: dict) -> dict:
-    """``row`` with its whole-number columns as integers; a value that is not one is an error
-    naming the line (a hand-edited ``"batch_size": "1"`` would otherwise count as another point)."""
-    for column in INT_COLUMNS:
-        value = row.get(column)
-        if value is None or isinstance(value, bool):
-            continue
-        if isinstance(value, int):
-            continue
-        try:
-            whole = int(str(value).strip())
-        except ValueError:
-            raise ResultsError(f"{path} line {number}: {column} {value!r} is not a whole number; fix or remove "
-                               "the line") from None
-        row[column] = whole
-    return row
-
-
-def read_points(path: str | Path) -> list[dict]:
-    """Rows of a points.jsonl file. A torn last line (a crash while appending) is dropped; a bad
-    line anywhere else is an error naming the line."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line, parse_constant=_not_a_number)
-        except ValueError as err:  # JSONDecodeError, or Infinity/NaN (not JSON: results.json must stay strict)
-            if number == len(lines) and isinstance(err, json.JSONDecodeError):
-                break
-            why = "" if isinstance(err, json.JSONDecodeError) else f" ({err})"
-            raise ResultsError(f"{path} line {number} is not a JSON row{why}; fix or remove it") from None
-        missing = [c for c in KEY_COLUMNS if c not in row] if isinstance(row, dict) else list(KEY_COLUMNS)
-        if missing:
-            raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
-                               "fix or remove it")
-        rows.append(_point_row(path, number, row))
-    return rows
-
-
-def append_point(path: str | Path, row: dict) -> None:
-    """Append one row and sync it to disk before the sweep moves on."""
-    path = Path(path)
-    with open(path, "a+b") as handle:
-        handle.seek(0)
-        data = handle.read()
-        if data and not data.endswith(b"\n"):  # a torn row from a crash: drop it (read_points did)
-            handle.truncate(data.rfind(b"\n") + 1)
-        handle.write((_dump_line(row) + "\n").encode("utf-8"))
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def write_record(out_dir: str | Path, record: dict) -> Path:
-    path = Path(out_dir) / RECORD_FILE
-    atomic_write(path, json.dumps(_strict(record), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
-    return path
-
-
-def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tuple[Path, Path]:
-    """results.csv (the table) and results.json (record + rows, readable on its own)."""
-    out_dir = Path(out_dir)
-    csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
-    atomic_write(csv_path, frame.to_csv(index=False))
-    rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
-    document = _strict({"record": record, "points": rows})
-    atomic_write(json_path, json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
-    return csv_path, json_path
-
 
 class ReadableFrame(pd.DataFrame):
     """A results table that a notebook shows as people read it (`workbench.report.table`: short titles
