@@ -95,3 +95,13 @@ def test_a_failure_is_said_once(tmp_path):
     assert task.join(timeout=30)
     shown = sweep.run.status.value + sweep.controls["error"].value
     assert shown.count("the server went away") == 1 and "failed" in sweep.run.status.value
+
+
+def test_a_wide_core_map_wraps_instead_of_scrolling_the_panel_sideways():
+    from workbench.coremap import split_cores
+    from workbench.ui.render import core_map_html
+
+    shown = core_map_html(split_cores(0, 99, instances=2))
+    assert "flex-wrap:wrap" in shown and "<tr>" not in shown  # one 100-cell table row was 100 cells wide
+    assert shown.count("title='core ") == 100
+    assert max(len(line) for line in split_cores(0, 99, instances=2).describe().splitlines()) < 100

@@ -115,7 +115,7 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     workbench.get_by_text("1 point(s)").first.wait_for(timeout=WAIT_MS)
     _button(workbench, "run sweep").click()
     workbench.get_by_text("Best (highest throughput").first.wait_for(timeout=WAIT_MS)
-    assert workbench.locator("table.dataframe:visible td").count() > 0
+    assert workbench.locator("table.workbench-table:visible td").count() > 0
     image = workbench.locator("img.widget-image:visible").first
     image.wait_for(timeout=WAIT_MS)
     page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=image.element_handle(),

@@ -76,10 +76,11 @@ def core_map_html(cmap: CoreMap) -> str:
         else:
             colour, label = "#ffffff", "idle"
         border = "2px dashed #b00020" if core not in owner else "1px solid #555"
-        cells.append(f"<td title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
-                     f"text-align:center;font-size:11px'>{core}<br>{label}</td>")
-    table = f"<table style='border-collapse:collapse'><tr>{''.join(cells)}</tr></table>"
-    return table + preformatted(cmap.describe())
+        cells.append(f"<div title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
+                     f"min-width:2.5em;text-align:center;font-size:11px'>{core}<br>{label}</div>")
+    # cells wrap onto more rows: a 100-core range made one row that scrolled the whole panel sideways
+    cells_html = f"<div class='workbench-core-map' style='display:flex;flex-wrap:wrap;gap:2px'>{''.join(cells)}</div>"
+    return cells_html + preformatted(cmap.describe())
 
 
 def frame_html(frame) -> str:
