@@ -22,12 +22,23 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
+            os.chmod(tmp, _mode_for(path))  # mkstemp's 0600 would hide a shared record from others
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def _mode_for(path: Path) -> int:
+    """The mode a plain write would give: the old file's where it exists, else 0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def _sync_folder(folder: Path) -> None:

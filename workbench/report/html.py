@@ -8,10 +8,9 @@ Each part has an id the tests (and readers' links) find it by: ``best``, ``repro
 from __future__ import annotations
 
 import html
-import os
-import tempfile
 from pathlib import Path
 
+from workbench.files import atomic_write
 from workbench import __version__
 from workbench.report.run_report import Report
 from workbench.report.table import table_html
@@ -89,17 +88,7 @@ def write_report(report: Report, path: str | Path) -> Path:
     """Write the report's HTML to ``path`` atomically (a half-written report never replaces a whole one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(report_html(report))
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would keep a report to share from others
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, report_html(report))
     return path
 
 
