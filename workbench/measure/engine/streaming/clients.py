@@ -6,7 +6,10 @@ keep-alive connection per request in flight).
 
 Requests are shaped as Triton's vLLM backend takes them (``text_input`` BYTES, ``stream`` BOOL,
 ``sampling_parameters`` JSON BYTES with ``max_tokens`` and ``ignore_eos``; ``text_output`` back):
-every response carrying ``text_output`` is one output token, stamped on arrival.
+every response carrying ``text_output`` is one output token, stamped on arrival, unless
+``count_output`` names an output holding each response's token count (the vLLM backend's
+``num_output_tokens``, asked for with the ``return_num_output_tokens`` input): an engine may put
+several tokens in one response, and each is then stamped with that response's arrival.
 """
 
 from __future__ import annotations
@@ -30,6 +33,11 @@ __all__ = ["StreamClient", "GrpcStreamClient", "HttpStreamClient", "sampling_par
 Done = Callable[[RequestRecord], None]
 
 
+def _tokens_in(count: object) -> int:
+    """Tokens in one response from its count output (a number or a list of them)."""
+    return int(np.sum(np.asarray(count, dtype=np.int64)))
+
+
 def sampling_parameters(prompt: Prompt, ignore_eos: bool) -> str:
     """The vLLM backend's sampling parameters for one request (JSON text)."""
     params: dict = {"max_tokens": prompt.max_tokens}
@@ -49,17 +57,18 @@ class StreamClient(Protocol):
 class GrpcStreamClient:
     """One gRPC stream for every request (tritonclient's own stream, callbacks on its thread)."""
 
-    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float) -> None:
+    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float,
+                 count_output: str | None = None) -> None:
         import tritonclient.grpc as grpcclient
 
         self._grpc = grpcclient
-        self.model, self.ignore_eos = model, ignore_eos
+        self.model, self.ignore_eos, self.count_output = model, ignore_eos, count_output
         self._ids = itertools.count()
         self._open: dict[str, tuple[RequestRecord, Done]] = {}
         self._lock = threading.Lock()
         self._client = grpcclient.InferenceServerClient(url)
         self._client.start_stream(callback=self._arrived, stream_timeout=None)
-        self._output = [grpcclient.InferRequestedOutput("text_output")]
+        self._output = [grpcclient.InferRequestedOutput(name) for name in ("text_output", count_output) if name]
 
     def _tensor(self, name: str, value, datatype: str):
         tensor = self._grpc.InferInput(name, [1], datatype)
@@ -70,6 +79,8 @@ class GrpcStreamClient:
         request_id = str(next(self._ids))
         inputs = [self._tensor("text_input", prompt.text.encode(), "BYTES"), self._tensor("stream", True, "BOOL"),
                   self._tensor("sampling_parameters", sampling_parameters(prompt, self.ignore_eos).encode(), "BYTES")]
+        if self.count_output:
+            inputs.append(self._tensor(f"return_{self.count_output}", True, "BOOL"))
         with self._lock:
             self._open[request_id] = (record, done)
         record.sent_ns = time.perf_counter_ns()
@@ -78,9 +89,8 @@ class GrpcStreamClient:
 
     def _arrived(self, result, error) -> None:
         now = time.perf_counter_ns()
-        if error is not None:
-            request_id = getattr(result, "get_response", None) and result.get_response().id
-            self._fail_all(str(error)) if request_id is None else self._finish(request_id, now, str(error))
+        if error is not None:  # tritonclient reports errors without the request: the stream failed
+            self._fail_all(str(error))
             return
         response = result.get_response()
         with self._lock:
@@ -88,7 +98,8 @@ class GrpcStreamClient:
         if entry is None:
             return
         if any(output.name == "text_output" for output in response.outputs):
-            entry[0].token_ns.append(now)
+            count = result.as_numpy(self.count_output) if self.count_output else None
+            entry[0].token_ns.extend([now] * (1 if count is None else _tokens_in(count)))
         if response.parameters["triton_final_response"].bool_param:
             self._finish(response.id, now, "")
 
@@ -116,7 +127,9 @@ class GrpcStreamClient:
 class HttpStreamClient:
     """``POST /v2/models/<model>/generate_stream``; each ``data:`` event is one response."""
 
-    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float, threads: int) -> None:
+    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float, threads: int,
+                 count_output: str | None = None) -> None:
+        self.count_output = count_output
         self.host, _, port = url.rpartition(":")
         self.port, self.model, self.ignore_eos, self.timeout_s = int(port), model, ignore_eos, timeout_s
         self.path = f"/v2/models/{model}/generate_stream"
@@ -126,9 +139,11 @@ class HttpStreamClient:
             thread.start()
 
     def submit(self, prompt: Prompt, record: RequestRecord, done: Done) -> None:
-        body = json.dumps({"text_input": prompt.text, "stream": True,
-                           "sampling_parameters": sampling_parameters(prompt, self.ignore_eos)}).encode()
-        self._work.put((body, record, done))
+        fields = {"text_input": prompt.text, "stream": True,
+                  "sampling_parameters": sampling_parameters(prompt, self.ignore_eos)}
+        if self.count_output:
+            fields[f"return_{self.count_output}"] = True
+        self._work.put((json.dumps(fields).encode(), record, done))
 
     def _serve(self) -> None:
         connection = None
@@ -164,7 +179,8 @@ class HttpStreamClient:
             if "error" in event:
                 record.error = str(event["error"])
             elif "text_output" in event:
-                record.token_ns.append(now)
+                count = event.get(self.count_output) if self.count_output else None
+                record.token_ns.extend([now] * (1 if count is None else _tokens_in(count)))
         record.done_ns = time.perf_counter_ns()
 
     def close(self) -> None:
@@ -175,10 +191,11 @@ class HttpStreamClient:
 
 
 def open_client(protocol: str, url: str, model: str, *, ignore_eos: bool, timeout_s: float,
-                in_flight: int) -> StreamClient:
+                in_flight: int, count_output: str | None = None) -> StreamClient:
     """The client for ``protocol`` ("grpc" or "http"); ``in_flight``: most requests at once."""
     if protocol == "grpc":
-        return GrpcStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s)
+        return GrpcStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, count_output=count_output)
     if protocol == "http":
-        return HttpStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, threads=in_flight)
+        return HttpStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, threads=in_flight,
+                                count_output=count_output)
     raise MeasureError(f"protocol {protocol!r} is not one of grpc, http")

@@ -61,6 +61,7 @@ class StreamPlan:
     timeout_s: float
     slos: tuple[Slo, ...]
     ignore_eos: bool
+    count_output: str | None = None
 
     @property
     def in_flight(self) -> int:
@@ -71,7 +72,7 @@ class StreamPlan:
 
 def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concurrency: int | None,
                       request_rate: float | None, distribution: str, slos: Sequence[Slo], ignore_eos: bool,
-                      timeout_s: float) -> StreamPlan:
+                      timeout_s: float, count_output: str | None = None) -> StreamPlan:
     """The point asked for, checked (MeasureError names the bad argument)."""
     if not isinstance(model, str) or not model.strip():
         raise MeasureError(f"model must be a model name, got {model!r}")
@@ -100,7 +101,7 @@ def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concur
     return StreamPlan(url, model, settings.protocol, concurrency, None if request_rate is None else float(request_rate),
                       distribution if request_rate is not None else "", settings.seed, warmup, settings.window_s,
                       settings.stability, settings.stable_windows, settings.max_windows, settings.time_limit_s,
-                      float(timeout_s), tuple(slos), bool(ignore_eos))
+                      float(timeout_s), tuple(slos), bool(ignore_eos), count_output or None)
 
 
 class _Run:
@@ -109,7 +110,7 @@ class _Run:
     def __init__(self, plan: StreamPlan, prompts: Sequence[Prompt]) -> None:
         self.plan, self.prompts = plan, prompts
         self.client = open_client(plan.protocol, plan.url, plan.model, ignore_eos=plan.ignore_eos,
-                                  timeout_s=plan.timeout_s, in_flight=plan.in_flight)
+                                  timeout_s=plan.timeout_s, in_flight=plan.in_flight, count_output=plan.count_output)
         self.records: list[RequestRecord] = []
         self.completed: queue.Queue[RequestRecord] = queue.Queue()
         self.slots = threading.Semaphore(plan.in_flight)
@@ -173,7 +174,7 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
                    concurrency: int | None = None, request_rate: float | None = None,
                    distribution: str = "constant", slos: Sequence[Slo] = DEFAULT_SLOS, ignore_eos: bool = True,
                    counts_from: CountingServer | None = None, token_metric: str | None = None,
-                   timeout_s: float = 60.0, progress: Callable[[int, int, str], None] | None = None,
+                   count_output: str | None = None, timeout_s: float = 60.0, progress: Callable[[int, int, str], None] | None = None,
                    cancel: threading.Event | None = None) -> StreamResult:
     """Measure one load point of the decoupled ``model`` at ``url`` (host:port of
     ``settings.protocol``: "grpc" streams over ModelStreamInfer, "http" over generate_stream).
@@ -182,13 +183,15 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     (default 1) or ``request_rate`` requests/s on a ``constant`` or seeded ``poisson`` schedule.
     ``counts_from`` (the server's control: ``stats``, ``metrics``) gives the server's own counts
     beside the client's; ``token_metric`` names the model's output-token counter on /metrics.
+    ``count_output``: an output giving each response's token count (the vLLM backend's
+    ``num_output_tokens``; see ``clients``), else each response is one token.
     ``cancel`` stops at the next poll and raises ``Cancelled``.
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
     plan = build_stream_plan(url, model, MeasureSettings() if settings is None else settings,
                              concurrency=concurrency, request_rate=request_rate, distribution=distribution,
-                             slos=slos, ignore_eos=ignore_eos, timeout_s=timeout_s)
+                             slos=slos, ignore_eos=ignore_eos, timeout_s=timeout_s, count_output=count_output)
     before = take_snapshot(counts_from, model, token_metric) if counts_from is not None else None
     run = _Run(plan, prompts)
     run.thread.start()
@@ -232,7 +235,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         run.finish()
     if cancel is not None and cancel.is_set():
         raise Cancelled("measurement cancelled")
-    after = _settled(counts_from, model, token_metric, before, len(run.records))
+    after = _settled(counts_from, model, token_metric, before, len(run.records),
+                     sum(r.output_tokens for r in run.records))
     result = _result(plan, windows, run.records, counts_between(before, after))
     if run.gave_up:
         result.warnings.insert(0, run.gave_up)
@@ -251,15 +255,19 @@ def _stable(windows: list, plan: StreamPlan) -> bool:
                      windows=plan.stable_windows)
 
 
-def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int):
-    """The server's counts once it has counted every request sent (its statistics are updated
-    just after the last response leaves)."""
+def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int,
+             received: int):
+    """The server's counts once it has counted every request sent and every token received (its
+    statistics are updated just after the last response leaves; an engine's token counter may
+    lag a step), or after 3 s."""
     if server is None or before is None:
         return None
     deadline = time.monotonic() + 3.0
     while True:
         after = take_snapshot(server, model, token_metric)
-        if after is None or after.requests - before.requests >= sent or time.monotonic() > deadline:
+        counted = after is not None and after.requests - before.requests >= sent and not (
+            after.token_counter - before.token_counter < received)  # NaN (no counter) compares False
+        if after is None or counted or time.monotonic() > deadline:
             return after
         time.sleep(_POLL_S)
 
