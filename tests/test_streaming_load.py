@@ -163,7 +163,9 @@ def test_a_paced_model_reads_back_its_ttft_itl_and_token_count(server, prompts, 
     # the pace the model keeps, read back
     assert FIRST_MS - 2 <= result.ttft_ms["p50"] <= FIRST_MS + TTFT_SLACK_MS
     assert abs(result.itl_ms["p50"] - GAP_MS) <= ITL_SLACK_MS
-    assert result.itl_ms["count"] == result.requests * (MAX_TOKENS - 1)
+    assert abs(result.token_gap_ms["p50"] - GAP_MS) <= ITL_SLACK_MS
+    assert result.itl_ms["count"] == result.requests
+    assert result.token_gap_ms["count"] == result.requests * (MAX_TOKENS - 1)
     expected_e2e = FIRST_MS + (MAX_TOKENS - 1) * GAP_MS
     assert expected_e2e - 2 <= result.e2e_ms["p50"] <= expected_e2e + TTFT_SLACK_MS
     # throughput agrees with the load: tokens/s = requests/s x tokens per request, roughly

@@ -291,7 +291,7 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
         requests=figures["requests"], failures=figures["failures"], input_tokens=figures["input_tokens"],
         output_tokens=tokens, output_tokens_per_s=tokens / seconds if seconds else 0.0,
         requests_per_s=figures["requests_per_s"], ttft_ms=figures["ttft_ms"], itl_ms=figures["itl_ms"],
-        e2e_ms=figures["e2e_ms"], goodput=figures["goodput"], goodput_per_s=figures["goodput_per_s"],
+        token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"], goodput_per_s=figures["goodput_per_s"],
         client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan, spread=spread,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
     )
