@@ -17,7 +17,7 @@ import math
 import queue
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import numpy as np
@@ -26,7 +26,7 @@ from workbench.measure.engine.streaming.clients import open_client
 from workbench.measure.engine.streaming.prompts import Prompt
 from workbench.measure.engine.streaming.results import RequestRecord, Slo, StreamResult, summarize
 from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
-from workbench.measure.loadgen.plan import MAX_OUTSTANDING
+from workbench.measure.loadgen.plan import MAX_OUTSTANDING, LoadPlan, build_plan
 from workbench.measure.settings import MeasureError, MeasureSettings
 from workbench.measure.stats import bootstrap_spread, is_stable
 from workbench.tasks import Cancelled
@@ -43,65 +43,36 @@ GIVE_UP_AFTER_FAILURES = 20
 
 @dataclass(frozen=True)
 class StreamPlan:
-    """One load point, checked: where, what load, which windows, which SLOs."""
+    """One load point, checked: the load, windows and limits as the fixed-shape engine plans them
+    (``loadgen.plan.LoadPlan``, batch size 1), and what streaming adds: SLOs, ignore_eos and the
+    output counting tokens per response."""
 
-    url: str
-    model: str
-    protocol: str
-    concurrency: int | None
-    request_rate: float | None
-    distribution: str
-    seed: int
-    warmup_requests: int
-    window_s: float
-    stability: float
-    stable_windows: int
-    max_windows: int
-    time_limit_s: float | None
-    timeout_s: float
+    load: LoadPlan
     slos: tuple[Slo, ...]
     ignore_eos: bool
     count_output: str | None = None
 
     @property
     def in_flight(self) -> int:
-        if self.concurrency is not None:
-            return self.concurrency
-        return HTTP_RATE_THREADS if self.protocol == "http" else MAX_OUTSTANDING
+        if self.load.concurrency is not None:
+            return self.load.concurrency
+        return HTTP_RATE_THREADS if self.load.protocol == "http" else MAX_OUTSTANDING
 
 
 def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concurrency: int | None,
                       request_rate: float | None, distribution: str, slos: Sequence[Slo], ignore_eos: bool,
                       timeout_s: float, count_output: str | None = None) -> StreamPlan:
-    """The point asked for, checked (MeasureError names the bad argument)."""
-    if not isinstance(model, str) or not model.strip():
-        raise MeasureError(f"model must be a model name, got {model!r}")
-    url = str(url).removeprefix("http://").removeprefix("grpc://").rstrip("/")
-    if ":" not in url:
-        raise MeasureError(f"url {url!r} needs host:port (gRPC's port for protocol grpc, HTTP's for http)")
-    if settings.protocol not in ("grpc", "http"):
-        raise MeasureError(f"protocol {settings.protocol!r} is not one of grpc, http")
-    if request_rate is not None and concurrency is not None:
-        raise MeasureError("give concurrency or request_rate, not both")
-    if request_rate is not None:
-        if isinstance(request_rate, bool) or not isinstance(request_rate, (int, float)) or not request_rate > 0 \
-                or not math.isfinite(request_rate):
-            raise MeasureError(f"request_rate must be a positive number, got {request_rate!r}")
-        if distribution not in ("constant", "poisson"):
-            raise MeasureError(f"distribution {distribution!r} is not one of constant, poisson")
-    else:
-        concurrency = 1 if concurrency is None else concurrency
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise MeasureError(f"concurrency must be an integer >= 1, got {concurrency!r}")
+    """The point asked for, checked by ``loadgen.plan.build_plan`` (MeasureError names the bad
+    argument). Unless the settings give one, the warm-up is one round of the load (streamed
+    requests are long), not the fixed-shape engine's 20 requests or more."""
     if not slos or not all(isinstance(s, Slo) for s in slos):
         raise MeasureError("slos must be one or more Slo(ttft_ms=..., itl_ms=...)")
-    warmup = settings.warmup_requests
-    if warmup is None:  # one round of the load: streamed requests are long
-        warmup = concurrency if concurrency else max(1, math.ceil(float(request_rate) / 4))
-    return StreamPlan(url, model, settings.protocol, concurrency, None if request_rate is None else float(request_rate),
-                      distribution if request_rate is not None else "", settings.seed, warmup, settings.window_s,
-                      settings.stability, settings.stable_windows, settings.max_windows, settings.time_limit_s,
-                      float(timeout_s), tuple(slos), bool(ignore_eos), count_output or None)
+    load = build_plan(url, model, settings, batch_size=1, concurrency=concurrency, request_rate=request_rate,
+                      distribution=distribution, percentile=None, model_version="", timeout_s=timeout_s)
+    if settings.warmup_requests is None:
+        rounds = load.concurrency if load.concurrency else max(1, math.ceil(float(load.request_rate) / 4))
+        load = replace(load, warmup_requests=rounds)
+    return StreamPlan(load, tuple(slos), bool(ignore_eos), count_output or None)
 
 
 class _Run:
@@ -109,8 +80,8 @@ class _Run:
 
     def __init__(self, plan: StreamPlan, prompts: Sequence[Prompt]) -> None:
         self.plan, self.prompts = plan, prompts
-        self.client = open_client(plan.protocol, plan.url, plan.model, ignore_eos=plan.ignore_eos,
-                                  timeout_s=plan.timeout_s, in_flight=plan.in_flight, count_output=plan.count_output)
+        self.client = open_client(plan.load.protocol, plan.load.url, plan.load.model, ignore_eos=plan.ignore_eos,
+                                  timeout_s=plan.load.timeout_s, in_flight=plan.in_flight, count_output=plan.count_output)
         self.records: list[RequestRecord] = []
         self.completed: queue.Queue[RequestRecord] = queue.Queue()
         self.slots = threading.Semaphore(plan.in_flight)
@@ -128,12 +99,12 @@ class _Run:
         self.slots.release()
 
     def _send(self) -> None:
-        plan, rng = self.plan, np.random.default_rng(self.plan.seed)
+        plan, rng = self.plan, np.random.default_rng(self.plan.load.seed)
         next_at = time.perf_counter_ns()
         k = 0
         while not self.stopping.is_set():
-            if plan.request_rate is not None:
-                gap = rng.exponential(1 / plan.request_rate) if plan.distribution == "poisson" else 1 / plan.request_rate
+            if plan.load.request_rate is not None:
+                gap = rng.exponential(1 / plan.load.request_rate) if plan.load.distribution == "poisson" else 1 / plan.load.request_rate
                 while (left := next_at - time.perf_counter_ns()) > 0 and not self.stopping.is_set():
                     time.sleep(min(left / 1e9, _POLL_S))
             if not self.slots.acquire(timeout=_POLL_S):
@@ -143,7 +114,7 @@ class _Run:
                 break
             prompt = self.prompts[k % len(self.prompts)]
             record = RequestRecord(0, prompt.input_tokens, prompt.max_tokens)
-            if plan.request_rate is not None:
+            if plan.load.request_rate is not None:
                 record.send_delay_ns = max(0, time.perf_counter_ns() - next_at)
                 next_at += int(gap * 1e9)
             self.records.append(record)
@@ -161,7 +132,7 @@ class _Run:
         """Stop sending; wait for requests in flight (up to the request timeout); close."""
         self.stopping.set()
         self.thread.join()
-        deadline = time.monotonic() + self.plan.timeout_s
+        deadline = time.monotonic() + self.plan.load.timeout_s
         while any(r.done_ns == 0 for r in self.records) and time.monotonic() < deadline:
             time.sleep(_POLL_S)
         self.client.close()
@@ -211,24 +182,24 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
             while time.perf_counter_ns() < deadline_ns and not (cancel is not None and cancel.is_set()):
                 time.sleep(_POLL_S)
 
-        while len(done) < plan.warmup_requests and not run.stopping.is_set() \
+        while len(done) < plan.load.warmup_requests and not run.stopping.is_set() \
                 and not (cancel is not None and cancel.is_set()):
             time.sleep(_POLL_S)
             drain()
         start, tokens, cpu = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
         done.clear()
         while not (cancel is not None and cancel.is_set()):
-            wait_until(start + int(plan.window_s * 1e9))
+            wait_until(start + int(plan.load.window_s * 1e9))
             end, tokens_now, cpu_now = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
             drain()
             inside = [r for r in done if r.done_ns <= end]
             done[:] = [r for r in done if r.done_ns > end]
             windows.append((start, end, tokens_now - tokens, inside, cpu_now - cpu))
             if progress is not None:
-                progress(len(windows), plan.max_windows,
+                progress(len(windows), plan.load.max_windows,
                          f"window {len(windows)}: {(tokens_now - tokens) / ((end - start) / 1e9):.1f} output tok/s")
-            if run.stopping.is_set() or _stable(windows, plan) or len(windows) >= plan.max_windows or (
-                    plan.time_limit_s is not None and (end - started) / 1e9 >= plan.time_limit_s):
+            if run.stopping.is_set() or _stable(windows, plan) or len(windows) >= plan.load.max_windows or (
+                    plan.load.time_limit_s is not None and (end - started) / 1e9 >= plan.load.time_limit_s):
                 break
             start, tokens, cpu = end, tokens_now, cpu_now
     finally:
@@ -251,8 +222,8 @@ def _window_figures(window: tuple[int, int, int, list[RequestRecord], float]) ->
 
 def _stable(windows: list, plan: StreamPlan) -> bool:
     figures = [_window_figures(w) for w in windows]
-    return is_stable([f[0] for f in figures], [f[1] for f in figures], stability=plan.stability,
-                     windows=plan.stable_windows)
+    return is_stable([f[0] for f in figures], [f[1] for f in figures], stability=plan.load.stability,
+                     windows=plan.load.stable_windows)
 
 
 def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int,
@@ -273,7 +244,7 @@ def _settled(server: CountingServer | None, model: str, token_metric: str | None
 
 
 def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], server) -> StreamResult:
-    pooled = windows[-plan.stable_windows:]
+    pooled = windows[-plan.load.stable_windows:]
     seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
     pooled_records = [r for w in pooled for r in w[3]]
     figures = summarize(pooled_records, seconds, plan.slos)
@@ -282,11 +253,11 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
     ok = [r for r in pooled_records if r.ok and r.token_ns]
     first = pooled[0][0] if pooled else 0
     spread = bootstrap_spread([(r.done_ns - first) / 1e9 for r in ok], [r.ttft_ms for r in ok], span_s=seconds,
-                              seed=plan.seed)
+                              seed=plan.load.seed)
     received = sum(r.output_tokens for r in records)
     result = StreamResult(
-        model=plan.model, url=plan.url, protocol=plan.protocol, concurrency=plan.concurrency,
-        request_rate=plan.request_rate, distribution=plan.distribution or None,
+        model=plan.load.model, url=plan.load.url, protocol=plan.load.protocol, concurrency=plan.load.concurrency,
+        request_rate=plan.load.request_rate, distribution=plan.load.distribution or None,
         stable=_stable(windows, plan), windows=len(windows), pooled_windows=len(pooled), seconds=seconds,
         requests=figures["requests"], failures=figures["failures"], input_tokens=figures["input_tokens"],
         output_tokens=tokens, output_tokens_per_s=tokens / seconds if seconds else 0.0,
@@ -314,10 +285,10 @@ def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecor
             and result.server.output_tokens != result.client_total_tokens:
         out.append(f"the server counted {result.server.output_tokens} output tokens, the client received "
                    f"{result.client_total_tokens}")
-    if plan.request_rate is not None:
+    if plan.load.request_rate is not None:
         delays = [r.send_delay_ns for r in records if r.send_delay_ns >= 0]
         late = sum(d > 10e6 for d in delays)
         if delays and late / len(delays) > 0.05:
             out.append(f"{late} of {len(delays)} requests left more than 10 ms late: the sender could not keep "
-                       f"{plan.request_rate:g} requests/s")
+                       f"{plan.load.request_rate:g} requests/s")
     return out
