@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ from workbench.measure.engine.streaming import (
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.settings import MeasureError, MeasureSettings
+from workbench.tasks import Cancelled
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -243,3 +246,18 @@ def test_bad_lengths_are_refused():
         Lengths(0)
     with pytest.raises(MeasureError, match="length distribution"):
         Lengths(4, "zipf")
+
+
+def test_a_cancel_stops_the_point_within_the_grace(server, prompts):
+    cancel = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        measure_stream(server.grpc_url, MODEL, prompts, _settings("grpc"), concurrency=2, cancel=cancel,
+                       progress=lambda done, total, message: cancel.set())
+    assert time.monotonic() - started < 5.0
+
+
+def test_a_model_that_is_not_there_fails_the_requests_and_says_why(server, prompts):
+    result = measure_stream(server.http_url, "no_such_model", prompts, _settings("http"), concurrency=2)
+    assert result.requests == 0 and result.client_total_requests >= 1
+    assert any("no_such_model" in w or "unknown model" in w.lower() for w in result.warnings), result.warnings

@@ -170,7 +170,8 @@ class HttpStreamClient:
         connection.request("POST", self.path, body, {"Content-Type": "application/json"})
         response = connection.getresponse()
         if response.status != 200:
-            raise ValueError(f"generate_stream answered {response.status}: {response.read()[:300].decode(errors='replace')}")
+            said = response.read()[:300].decode(errors="replace")
+            raise ValueError(f"generate_stream answered {response.status}: {said}")
         for raw in response:  # server-sent events: "data: {...}" lines, blank lines between
             now = time.perf_counter_ns()
             if not raw.startswith(b"data:"):

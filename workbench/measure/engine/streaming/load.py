@@ -39,6 +39,7 @@ HTTP_RATE_THREADS = 64
 _POLL_S = 0.02
 # A broken stream or a server gone fails every request at once: stop rather than flood.
 GIVE_UP_AFTER_FAILURES = 20
+CANCEL_GRACE_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ class _Run:
     def __init__(self, plan: StreamPlan, prompts: Sequence[Prompt]) -> None:
         self.plan, self.prompts = plan, prompts
         self.client = open_client(plan.load.protocol, plan.load.url, plan.load.model, ignore_eos=plan.ignore_eos,
-                                  timeout_s=plan.load.timeout_s, in_flight=plan.in_flight, count_output=plan.count_output)
+                                  timeout_s=plan.load.timeout_s, in_flight=plan.in_flight,
+                                  count_output=plan.count_output)
         self.records: list[RequestRecord] = []
         self.completed: queue.Queue[RequestRecord] = queue.Queue()
         self.slots = threading.Semaphore(plan.in_flight)
@@ -99,12 +101,13 @@ class _Run:
         self.slots.release()
 
     def _send(self) -> None:
-        plan, rng = self.plan, np.random.default_rng(self.plan.load.seed)
+        load, rng = self.plan.load, np.random.default_rng(self.plan.load.seed)
         next_at = time.perf_counter_ns()
         k = 0
         while not self.stopping.is_set():
-            if plan.load.request_rate is not None:
-                gap = rng.exponential(1 / plan.load.request_rate) if plan.load.distribution == "poisson" else 1 / plan.load.request_rate
+            if load.request_rate is not None:
+                mean_gap = 1 / load.request_rate
+                gap = rng.exponential(mean_gap) if load.distribution == "poisson" else mean_gap
                 while (left := next_at - time.perf_counter_ns()) > 0 and not self.stopping.is_set():
                     time.sleep(min(left / 1e9, _POLL_S))
             if not self.slots.acquire(timeout=_POLL_S):
@@ -114,7 +117,7 @@ class _Run:
                 break
             prompt = self.prompts[k % len(self.prompts)]
             record = RequestRecord(0, prompt.input_tokens, prompt.max_tokens)
-            if plan.load.request_rate is not None:
+            if load.request_rate is not None:
                 record.send_delay_ns = max(0, time.perf_counter_ns() - next_at)
                 next_at += int(gap * 1e9)
             self.records.append(record)
@@ -128,11 +131,11 @@ class _Run:
     def tokens_so_far(self) -> int:
         return sum(len(r.token_ns) for r in list(self.records))
 
-    def finish(self) -> None:
-        """Stop sending; wait for requests in flight (up to the request timeout); close."""
+    def finish(self, grace_s: float) -> None:
+        """Stop sending; wait up to ``grace_s`` for requests in flight; close."""
         self.stopping.set()
         self.thread.join()
-        deadline = time.monotonic() + self.plan.load.timeout_s
+        deadline = time.monotonic() + grace_s
         while any(r.done_ns == 0 for r in self.records) and time.monotonic() < deadline:
             time.sleep(_POLL_S)
         self.client.close()
@@ -145,7 +148,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
                    concurrency: int | None = None, request_rate: float | None = None,
                    distribution: str = "constant", slos: Sequence[Slo] = DEFAULT_SLOS, ignore_eos: bool = True,
                    counts_from: CountingServer | None = None, token_metric: str | None = None,
-                   count_output: str | None = None, timeout_s: float = 60.0, progress: Callable[[int, int, str], None] | None = None,
+                   count_output: str | None = None, timeout_s: float = 60.0,
+                   progress: Callable[[int, int, str], None] | None = None,
                    cancel: threading.Event | None = None) -> StreamResult:
     """Measure one load point of the decoupled ``model`` at ``url`` (host:port of
     ``settings.protocol``: "grpc" streams over ModelStreamInfer, "http" over generate_stream).
@@ -202,8 +206,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
                     plan.load.time_limit_s is not None and (end - started) / 1e9 >= plan.load.time_limit_s):
                 break
             start, tokens, cpu = end, tokens_now, cpu_now
-    finally:
-        run.finish()
+    finally:  # after a cancel the user is waiting: a short grace, as the fixed-shape engine gives
+        run.finish(CANCEL_GRACE_S if cancel is not None and cancel.is_set() else plan.load.timeout_s)
     if cancel is not None and cancel.is_set():
         raise Cancelled("measurement cancelled")
     after = _settled(counts_from, model, token_metric, before, len(run.records),
@@ -262,7 +266,8 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
         requests=figures["requests"], failures=figures["failures"], input_tokens=figures["input_tokens"],
         output_tokens=tokens, output_tokens_per_s=tokens / seconds if seconds else 0.0,
         requests_per_s=figures["requests_per_s"], ttft_ms=figures["ttft_ms"], itl_ms=figures["itl_ms"],
-        token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"], goodput_per_s=figures["goodput_per_s"],
+        token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"],
+        goodput_per_s=figures["goodput_per_s"],
         client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan, spread=spread,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
     )
