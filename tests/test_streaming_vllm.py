@@ -82,3 +82,4 @@ def test_the_tiny_llm_streams_as_many_tokens_as_the_backend_counts(server, llm, 
     assert result.server.requests == result.client_total_requests
     assert result.ttft_ms["p50"] > 0 and result.itl_ms["count"] > 0 and result.output_tokens_per_s > 0
     assert result.goodput["ttft<=5000ms,itl<=1000ms"] > 0.9
+    assert result.tokens_per_response >= 1.0

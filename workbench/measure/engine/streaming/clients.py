@@ -100,6 +100,7 @@ class GrpcStreamClient:
         if any(output.name == "text_output" for output in response.outputs):
             count = result.as_numpy(self.count_output) if self.count_output else None
             entry[0].token_ns.extend([now] * (1 if count is None else _tokens_in(count)))
+            entry[0].responses += 1
         if response.parameters["triton_final_response"].bool_param:
             self._finish(response.id, now, "")
 
@@ -182,6 +183,7 @@ class HttpStreamClient:
             elif "text_output" in event:
                 count = event.get(self.count_output) if self.count_output else None
                 record.token_ns.extend([now] * (1 if count is None else _tokens_in(count)))
+                record.responses += 1
         record.done_ns = time.perf_counter_ns()
 
     def close(self) -> None:

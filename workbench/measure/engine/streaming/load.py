@@ -268,7 +268,9 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
         requests_per_s=figures["requests_per_s"], ttft_ms=figures["ttft_ms"], itl_ms=figures["itl_ms"],
         token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"],
         goodput_per_s=figures["goodput_per_s"],
-        client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan, spread=spread,
+        client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan,
+        tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
+        spread=spread,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
     )
     result.warnings = _warnings(result, plan, records)

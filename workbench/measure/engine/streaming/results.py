@@ -29,6 +29,7 @@ class RequestRecord:
     done_ns: int = 0
     error: str = ""
     send_delay_ns: int = -1
+    responses: int = 0  # responses carrying tokens: fewer than the tokens where an engine bunches them
 
     @property
     def output_tokens(self) -> int:
@@ -97,7 +98,8 @@ class StreamResult:
     every gap between two tokens (0 where an engine sent several tokens in one response).
     ``output_tokens_per_s`` and ``requests_per_s`` are over those windows; ``goodput`` is the
     share of their requests meeting each SLO and ``goodput_per_s`` those requests per second;
-    ``client_cpu_us_per_token`` is this process's CPU time over the output tokens received
+    ``tokens_per_response`` above 1 says the engine bunched tokens into responses (their gaps
+    are then 0 and the ITL is the engine's pace as the client sees it); ``client_cpu_us_per_token`` is this process's CPU time over the output tokens received
     (the sender's own cost). ``server``/``client_total_tokens`` compare the server's count over
     the whole run with the client's: every output token the client received, warm-up included.
     """
@@ -125,6 +127,7 @@ class StreamResult:
     goodput: dict[str, float]
     goodput_per_s: dict[str, float]
     client_cpu_us_per_token: float
+    tokens_per_response: float
     spread: Spread
     client_total_requests: int
     client_total_tokens: int
@@ -143,7 +146,8 @@ class StreamResult:
         server = "" if self.server is None else f", server counted {self.server.output_tokens}"
         return (f"{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
                 f"TTFT p50 {self.ttft_ms['p50']:.1f} ms p99 {self.ttft_ms['p99']:.1f} ms, "
-                f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, {goodput}; "
+                f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, "
+                f"{self.tokens_per_response:.2g} tokens/response, {goodput}; "
                 f"client CPU {self.client_cpu_us_per_token:.0f} us/token; "
                 f"client received {self.client_total_tokens} tokens{server}")
 
