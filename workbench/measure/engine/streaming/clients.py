@@ -55,7 +55,12 @@ class StreamClient(Protocol):
 
 
 class GrpcStreamClient:
-    """One gRPC stream for every request (tritonclient's own stream, callbacks on its thread)."""
+    """One gRPC stream for every request (tritonclient's own stream, callbacks on its thread).
+
+    The stream has no deadline (``timeout_s`` is the point's: requests still open when it ends
+    are waited for that long). tritonclient hands an error response to the callback without its
+    request id, so an error fails every request then open: exact at concurrency 1 and for a
+    broken stream, an over-count of failures when one of several requests fails alone."""
 
     def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float,
                  count_output: str | None = None) -> None:
