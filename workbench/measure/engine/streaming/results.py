@@ -15,7 +15,7 @@ import numpy as np
 
 from workbench.measure.stats import Spread, summarize_latencies
 
-__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "summarize"]
+__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "summarize", "slo_name"]
 
 
 @dataclass
