@@ -24,6 +24,7 @@ import pytest
 
 from workbench.measure.engine.streaming import (
     Lengths,
+    ModelTokenizer,
     Slo,
     StreamResult,
     WordTokenizer,
@@ -261,3 +262,13 @@ def test_a_model_that_is_not_there_fails_the_requests_and_says_why(server, promp
     result = measure_stream(server.http_url, "no_such_model", prompts, _settings("http"), concurrency=2)
     assert result.requests == 0 and result.client_total_requests >= 1
     assert any("no_such_model" in w or "unknown model" in w.lower() for w in result.warnings), result.warnings
+
+
+def test_prompts_from_the_tiny_llms_own_tokenizer_have_the_exact_count():
+    pytest.importorskip("transformers", reason="the tiny LLM's tokenizer needs transformers")
+    from workbench import zoo
+
+    tokenizer = ModelTokenizer(zoo.tiny_llm().path)
+    prompts = build_prompts(tokenizer, 12, Lengths(24, "uniform", 12), Lengths(8), seed=5)
+    assert [len(tokenizer.encode(p.text)) for p in prompts] == [p.input_tokens for p in prompts]
+    assert len({p.input_tokens for p in prompts}) > 3

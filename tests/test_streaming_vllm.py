@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-
 import pytest
 
 from workbench import zoo
-from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, Lengths, Slo, build_prompts, measure_stream
+from workbench.measure.engine.streaming import (
+    VLLM_TOKEN_METRIC,
+    Lengths,
+    ModelTokenizer,
+    Slo,
+    build_prompts,
+    measure_stream,
+)
 from workbench.measure.settings import MeasureSettings
 from workbench.server import TritonServer
 
@@ -26,21 +31,6 @@ pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 MODEL = "tiny_llm"
 MAX_TOKENS = 12
 INPUT_TOKENS = 16
-
-
-class _HFTokenizer:
-    """The model's own tokenizer, without the special tokens the engine adds itself."""
-
-    def __init__(self, path: Path) -> None:
-        from transformers import AutoTokenizer
-
-        self._tokenizer = AutoTokenizer.from_pretrained(str(path))
-
-    def encode(self, text: str) -> list[int]:
-        return list(self._tokenizer.encode(text, add_special_tokens=False))
-
-    def decode(self, ids: list[int]) -> str:
-        return self._tokenizer.decode(ids)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +59,7 @@ def server(tmp_path_factory, llm, vllm_python, vllm_backend_dir):
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_the_tiny_llm_streams_as_many_tokens_as_the_backend_counts(server, llm, protocol):
-    prompts = build_prompts(_HFTokenizer(llm.path), 4, Lengths(INPUT_TOKENS), Lengths(MAX_TOKENS), seed=3)
+    prompts = build_prompts(ModelTokenizer(llm.path), 4, Lengths(INPUT_TOKENS), Lengths(MAX_TOKENS), seed=3)
     settings = MeasureSettings(protocol=protocol, window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=8.0,
                                min_latencies=0)
     url = server.grpc_url if protocol == "grpc" else server.http_url

@@ -13,9 +13,16 @@ server's side).
 """
 
 from workbench.measure.engine.streaming.load import DEFAULT_SLOS, StreamPlan, measure_stream
-from workbench.measure.engine.streaming.prompts import Lengths, Prompt, Tokenizer, WordTokenizer, build_prompts
+from workbench.measure.engine.streaming.prompts import (
+    Lengths,
+    ModelTokenizer,
+    Prompt,
+    Tokenizer,
+    WordTokenizer,
+    build_prompts,
+)
 from workbench.measure.engine.streaming.results import RequestRecord, ServerCounts, Slo, StreamResult
 from workbench.measure.engine.streaming.server_counts import VLLM_TOKEN_METRIC
 
 __all__ = ["measure_stream", "StreamPlan", "DEFAULT_SLOS", "Lengths", "Prompt", "Tokenizer", "WordTokenizer",
-           "build_prompts", "RequestRecord", "ServerCounts", "Slo", "StreamResult", "VLLM_TOKEN_METRIC"]
+           "ModelTokenizer", "build_prompts", "RequestRecord", "ServerCounts", "Slo", "StreamResult", "VLLM_TOKEN_METRIC"]

@@ -7,6 +7,7 @@ decoded, and re-encoded until the tokenizer reads back exactly the length asked 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from workbench.measure.settings import MeasureError
 
-__all__ = ["Tokenizer", "Lengths", "Prompt", "build_prompts", "WordTokenizer"]
+__all__ = ["Tokenizer", "Lengths", "Prompt", "build_prompts", "WordTokenizer", "ModelTokenizer"]
 
 _DISTRIBUTIONS = ("fixed", "uniform", "normal")
 
@@ -116,3 +117,20 @@ class WordTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         return " ".join(self._words[i] for i in ids)
+
+
+class ModelTokenizer:
+    """A model folder's own Hugging Face tokenizer, counting the prompt's tokens only: the special
+    tokens the engine adds itself (a BOS) are left out, as the engine's prompt is built from the
+    text."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from transformers import AutoTokenizer
+
+        self._tokenizer = AutoTokenizer.from_pretrained(str(path))
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._tokenizer.decode(ids))
