@@ -1,0 +1,75 @@
+"""The streaming load generator driving the tiny LLM served by Triton's REAL vLLM backend: the
+output tokens the client received equal what the backend itself counted
+(``vllm:generation_tokens_total`` on Triton's /metrics, with REPORT_CUSTOM_METRICS), over gRPC
+streaming and HTTP generate_stream, prompts of an exact length in the model's own tokenizer.
+
+Needs the vLLM environment and the shared folder's vLLM backend script (conftest's
+``vllm_python`` / ``vllm_backend_dir``) and skips, saying which is missing, without them. Slow: a
+vLLM engine takes ~25-45 s to load on 2 cores, so this lives apart from the paced-model tests.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import pytest
+
+from workbench import zoo
+from workbench.measure.engine.streaming import (
+    VLLM_TOKEN_METRIC,
+    Lengths,
+    ModelTokenizer,
+    Slo,
+    build_prompts,
+    measure_stream,
+)
+from workbench.measure.settings import MeasureSettings
+from workbench.server import TritonServer
+
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+MODEL = "tiny_llm"
+MAX_TOKENS = 12
+INPUT_TOKENS = 16
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return zoo.tiny_llm()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, llm, vllm_python, vllm_backend_dir):
+    repo = tmp_path_factory.mktemp("vllm_stream") / "repo"
+    (repo / MODEL / "1").mkdir(parents=True)
+    (repo / MODEL / "config.pbtxt").write_text(
+        'backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n'
+        'parameters { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }\n')
+    args = {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
+            "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True, "disable_log_stats": False}
+    (repo / MODEL / "1" / "model.json").write_text(json.dumps(args, indent=2))
+    server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
+    try:
+        server.start(timeout=180)
+        server.load(MODEL, timeout=900)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_tiny_llm_streams_as_many_tokens_as_the_backend_counts(server, llm, protocol):
+    prompts = build_prompts(ModelTokenizer(llm.path), 4, Lengths(INPUT_TOKENS), Lengths(MAX_TOKENS), seed=3)
+    settings = MeasureSettings(protocol=protocol, window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=8.0,
+                               min_latencies=0)
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    result = measure_stream(url, MODEL, prompts, settings, concurrency=2, slos=(Slo(ttft_ms=5000.0, itl_ms=1000.0),),
+                            counts_from=server, token_metric=VLLM_TOKEN_METRIC, count_output="num_output_tokens")
+    print(f"\nvLLM {protocol}: {result.summary()}", file=sys.stderr)
+    assert result.failures == 0 and result.requests > 0, result.warnings
+    assert result.client_total_tokens == result.client_total_requests * MAX_TOKENS  # ignore_eos honoured
+    assert result.server is not None and result.server.output_tokens == result.client_total_tokens
+    assert result.server.requests == result.client_total_requests
+    assert result.ttft_ms["p50"] > 0 and result.itl_ms["count"] > 0 and result.output_tokens_per_s > 0
+    assert result.goodput["ttft<=5000ms,itl<=1000ms"] > 0.9
+    assert result.tokens_per_response >= 1.0

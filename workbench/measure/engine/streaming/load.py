@@ -1,0 +1,301 @@
+"""One streaming load point: keep the load going (a fixed number of requests in flight, or a
+constant / seeded Poisson request rate), cut the run into back-to-back windows, stop when the
+last windows agree, and pool them.
+
+The rules are the fixed-shape engine's (``measure.loadgen``): a warm-up that is counted but not
+measured, windows of ``window_s`` until the last ``stable_windows`` agree within ``stability``
+(``measure.stats.is_stable``) on throughput (here output tokens/s: tokens counted in the window
+they arrived in) and latency (here the average TTFT of the requests completed in the window), at
+most ``max_windows`` windows or ``time_limit_s``; nearest-rank percentiles and the block bootstrap
+of ``measure.stats``. The server's counts are snapshotted before the first request and after the
+last response, so its count covers exactly what the client sent.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Sequence
+
+import numpy as np
+
+from workbench.measure.engine.streaming.clients import open_client
+from workbench.measure.engine.streaming.prompts import Prompt
+from workbench.measure.engine.streaming.results import RequestRecord, Slo, StreamResult, summarize
+from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
+from workbench.measure.loadgen.plan import MAX_OUTSTANDING, LoadPlan, build_plan
+from workbench.measure.settings import MeasureError, MeasureSettings
+from workbench.measure.stats import bootstrap_spread, is_stable
+from workbench.tasks import Cancelled
+
+__all__ = ["StreamPlan", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
+
+DEFAULT_SLOS = (Slo(ttft_ms=500.0, itl_ms=50.0),)
+# Rate mode over HTTP: one connection (and thread) per request in flight, at most this many.
+HTTP_RATE_THREADS = 64
+_POLL_S = 0.02
+# A broken stream or a server gone fails every request at once: stop rather than flood.
+GIVE_UP_AFTER_FAILURES = 20
+CANCEL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """One load point, checked: the load, windows and limits as the fixed-shape engine plans them
+    (``loadgen.plan.LoadPlan``, batch size 1), and what streaming adds: SLOs, ignore_eos and the
+    output counting tokens per response."""
+
+    load: LoadPlan
+    slos: tuple[Slo, ...]
+    ignore_eos: bool
+    count_output: str | None = None
+
+    @property
+    def in_flight(self) -> int:
+        if self.load.concurrency is not None:
+            return self.load.concurrency
+        return HTTP_RATE_THREADS if self.load.protocol == "http" else MAX_OUTSTANDING
+
+
+def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concurrency: int | None,
+                      request_rate: float | None, distribution: str, slos: Sequence[Slo], ignore_eos: bool,
+                      timeout_s: float, count_output: str | None = None) -> StreamPlan:
+    """The point asked for, checked by ``loadgen.plan.build_plan`` (MeasureError names the bad
+    argument). Unless the settings give one, the warm-up is one round of the load (streamed
+    requests are long), not the fixed-shape engine's 20 requests or more."""
+    if not slos or not all(isinstance(s, Slo) for s in slos):
+        raise MeasureError("slos must be one or more Slo(ttft_ms=..., itl_ms=...)")
+    load = build_plan(url, model, settings, batch_size=1, concurrency=concurrency, request_rate=request_rate,
+                      distribution=distribution, percentile=None, model_version="", timeout_s=timeout_s)
+    if settings.warmup_requests is None:
+        rounds = load.concurrency if load.concurrency else max(1, math.ceil(float(load.request_rate) / 4))
+        load = replace(load, warmup_requests=rounds)
+    return StreamPlan(load, tuple(slos), bool(ignore_eos), count_output or None)
+
+
+class _Run:
+    """The sender thread and the completions it produces."""
+
+    def __init__(self, plan: StreamPlan, prompts: Sequence[Prompt]) -> None:
+        self.plan, self.prompts = plan, prompts
+        self.client = open_client(plan.load.protocol, plan.load.url, plan.load.model, ignore_eos=plan.ignore_eos,
+                                  timeout_s=plan.load.timeout_s, in_flight=plan.in_flight,
+                                  count_output=plan.count_output)
+        self.records: list[RequestRecord] = []
+        self.completed: queue.Queue[RequestRecord] = queue.Queue()
+        self.slots = threading.Semaphore(plan.in_flight)
+        self.stopping = threading.Event()
+        self.failing_in_a_row = 0
+        self.gave_up = ""
+        self.thread = threading.Thread(target=self._send, daemon=True, name="stream-sender")
+
+    def _done(self, record: RequestRecord) -> None:
+        self.failing_in_a_row = 0 if record.ok else self.failing_in_a_row + 1
+        if self.failing_in_a_row >= GIVE_UP_AFTER_FAILURES and not self.gave_up:
+            self.gave_up = f"stopped sending after {self.failing_in_a_row} failed requests in a row: {record.error}"
+            self.stopping.set()
+        self.completed.put(record)
+        self.slots.release()
+
+    def _send(self) -> None:
+        load, rng = self.plan.load, np.random.default_rng(self.plan.load.seed)
+        next_at = time.perf_counter_ns()
+        k = 0
+        while not self.stopping.is_set():
+            if load.request_rate is not None:
+                mean_gap = 1 / load.request_rate
+                gap = rng.exponential(mean_gap) if load.distribution == "poisson" else mean_gap
+                while (left := next_at - time.perf_counter_ns()) > 0 and not self.stopping.is_set():
+                    time.sleep(min(left / 1e9, _POLL_S))
+            if not self.slots.acquire(timeout=_POLL_S):
+                continue
+            if self.stopping.is_set():
+                self.slots.release()
+                break
+            prompt = self.prompts[k % len(self.prompts)]
+            record = RequestRecord(0, prompt.input_tokens, prompt.max_tokens)
+            if load.request_rate is not None:
+                record.send_delay_ns = max(0, time.perf_counter_ns() - next_at)
+                next_at += int(gap * 1e9)
+            self.records.append(record)
+            try:
+                self.client.submit(prompt, record, self._done)
+            except Exception as err:  # a refused request is a failed request, counted
+                record.error, record.done_ns = f"{type(err).__name__}: {err}", time.perf_counter_ns()
+                self._done(record)
+            k += 1
+
+    def tokens_so_far(self) -> int:
+        return sum(len(r.token_ns) for r in list(self.records))
+
+    def finish(self, grace_s: float) -> None:
+        """Stop sending; wait up to ``grace_s`` for requests in flight; close."""
+        self.stopping.set()
+        self.thread.join()
+        deadline = time.monotonic() + grace_s
+        while any(r.done_ns == 0 for r in self.records) and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
+        self.client.close()
+        for record in self.records:
+            if record.done_ns == 0:
+                record.error, record.done_ns = "abandoned: no final response in time", time.perf_counter_ns()
+
+
+def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: MeasureSettings | None = None, *,
+                   concurrency: int | None = None, request_rate: float | None = None,
+                   distribution: str = "constant", slos: Sequence[Slo] = DEFAULT_SLOS, ignore_eos: bool = True,
+                   counts_from: CountingServer | None = None, token_metric: str | None = None,
+                   count_output: str | None = None, timeout_s: float = 60.0,
+                   progress: Callable[[int, int, str], None] | None = None,
+                   cancel: threading.Event | None = None) -> StreamResult:
+    """Measure one load point of the decoupled ``model`` at ``url`` (host:port of
+    ``settings.protocol``: "grpc" streams over ModelStreamInfer, "http" over generate_stream).
+
+    ``prompts`` (``prompts.build_prompts``) are sent in turn; ``concurrency`` requests in flight
+    (default 1) or ``request_rate`` requests/s on a ``constant`` or seeded ``poisson`` schedule.
+    ``counts_from`` (the server's control: ``stats``, ``metrics``) gives the server's own counts
+    beside the client's; ``token_metric`` names the model's output-token counter on /metrics.
+    ``count_output``: an output giving each response's token count (the vLLM backend's
+    ``num_output_tokens``; see ``clients``), else each response is one token.
+    ``cancel`` stops at the next poll and raises ``Cancelled``.
+    """
+    if not prompts:
+        raise MeasureError("no prompts to send (build them with build_prompts)")
+    plan = build_stream_plan(url, model, MeasureSettings() if settings is None else settings,
+                             concurrency=concurrency, request_rate=request_rate, distribution=distribution,
+                             slos=slos, ignore_eos=ignore_eos, timeout_s=timeout_s, count_output=count_output)
+    before = take_snapshot(counts_from, model, token_metric) if counts_from is not None else None
+    run = _Run(plan, prompts)
+    run.thread.start()
+    windows: list[tuple[int, int, int, list[RequestRecord], float]] = []  # start, end, tokens, done, cpu
+    started = time.perf_counter_ns()
+    try:
+        done: list[RequestRecord] = []
+
+        def drain() -> None:
+            while True:
+                try:
+                    done.append(run.completed.get_nowait())
+                except queue.Empty:
+                    return
+
+        def wait_until(deadline_ns: int) -> None:
+            while time.perf_counter_ns() < deadline_ns and not (cancel is not None and cancel.is_set()):
+                time.sleep(_POLL_S)
+
+        while len(done) < plan.load.warmup_requests and not run.stopping.is_set() \
+                and not (cancel is not None and cancel.is_set()):
+            time.sleep(_POLL_S)
+            drain()
+        start, tokens, cpu = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
+        done.clear()
+        while not (cancel is not None and cancel.is_set()):
+            wait_until(start + int(plan.load.window_s * 1e9))
+            end, tokens_now, cpu_now = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
+            drain()
+            inside = [r for r in done if r.done_ns <= end]
+            done[:] = [r for r in done if r.done_ns > end]
+            windows.append((start, end, tokens_now - tokens, inside, cpu_now - cpu))
+            if progress is not None:
+                progress(len(windows), plan.load.max_windows,
+                         f"window {len(windows)}: {(tokens_now - tokens) / ((end - start) / 1e9):.1f} output tok/s")
+            if run.stopping.is_set() or _stable(windows, plan) or len(windows) >= plan.load.max_windows or (
+                    plan.load.time_limit_s is not None and (end - started) / 1e9 >= plan.load.time_limit_s):
+                break
+            start, tokens, cpu = end, tokens_now, cpu_now
+    finally:  # after a cancel the user is waiting: a short grace, as the fixed-shape engine gives
+        run.finish(CANCEL_GRACE_S if cancel is not None and cancel.is_set() else plan.load.timeout_s)
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("measurement cancelled")
+    after = _settled(counts_from, model, token_metric, before, len(run.records),
+                     sum(r.output_tokens for r in run.records))
+    result = _result(plan, windows, run.records, counts_between(before, after))
+    if run.gave_up:
+        result.warnings.insert(0, run.gave_up)
+    return result
+
+
+def _window_figures(window: tuple[int, int, int, list[RequestRecord], float]) -> tuple[float, float]:
+    start, end, tokens, inside, _ = window
+    ttfts = [r.ttft_ms for r in inside if r.ok and r.token_ns]
+    return tokens / ((end - start) / 1e9), (float(np.mean(ttfts)) if ttfts else math.nan)
+
+
+def _stable(windows: list, plan: StreamPlan) -> bool:
+    figures = [_window_figures(w) for w in windows]
+    return is_stable([f[0] for f in figures], [f[1] for f in figures], stability=plan.load.stability,
+                     windows=plan.load.stable_windows)
+
+
+def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int,
+             received: int):
+    """The server's counts once it has counted every request sent and every token received (its
+    statistics are updated just after the last response leaves; an engine's token counter may
+    lag a step), or after 3 s."""
+    if server is None or before is None:
+        return None
+    deadline = time.monotonic() + 3.0
+    while True:
+        after = take_snapshot(server, model, token_metric)
+        counted = after is not None and after.requests - before.requests >= sent and not (
+            after.token_counter - before.token_counter < received)  # NaN (no counter) compares False
+        if after is None or counted or time.monotonic() > deadline:
+            return after
+        time.sleep(_POLL_S)
+
+
+def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], server) -> StreamResult:
+    pooled = windows[-plan.load.stable_windows:]
+    seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
+    pooled_records = [r for w in pooled for r in w[3]]
+    figures = summarize(pooled_records, seconds, plan.slos)
+    tokens = sum(w[2] for w in pooled)
+    cpu = sum(w[4] for w in pooled)
+    ok = [r for r in pooled_records if r.ok and r.token_ns]
+    first = pooled[0][0] if pooled else 0
+    spread = bootstrap_spread([(r.done_ns - first) / 1e9 for r in ok], [r.ttft_ms for r in ok], span_s=seconds,
+                              seed=plan.load.seed)
+    received = sum(r.output_tokens for r in records)
+    result = StreamResult(
+        model=plan.load.model, url=plan.load.url, protocol=plan.load.protocol, concurrency=plan.load.concurrency,
+        request_rate=plan.load.request_rate, distribution=plan.load.distribution or None,
+        stable=_stable(windows, plan), windows=len(windows), pooled_windows=len(pooled), seconds=seconds,
+        requests=figures["requests"], failures=figures["failures"], input_tokens=figures["input_tokens"],
+        output_tokens=tokens, output_tokens_per_s=tokens / seconds if seconds else 0.0,
+        requests_per_s=figures["requests_per_s"], ttft_ms=figures["ttft_ms"], itl_ms=figures["itl_ms"],
+        token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"],
+        goodput_per_s=figures["goodput_per_s"],
+        client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan,
+        tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
+        spread=spread,
+        client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
+    )
+    result.warnings = _warnings(result, plan, records)
+    return result
+
+
+def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord]) -> list[str]:
+    out = []
+    if not result.stable:
+        out.append(f"not stable after {result.windows} window(s): the figures pool the last {result.pooled_windows}")
+    failed = [r for r in records if not r.ok]
+    if failed:
+        out.append(f"{len(failed)} of {len(records)} request(s) failed; first error: {failed[0].error}")
+    short = [r for r in records if r.ok and plan.ignore_eos and r.output_tokens != r.max_tokens]
+    if short:
+        out.append(f"{len(short)} request(s) returned another number of tokens than max_tokens (first: "
+                   f"{short[0].output_tokens} of {short[0].max_tokens}): the engine may not honour ignore_eos")
+    if result.server is not None and result.server.output_tokens >= 0 \
+            and result.server.output_tokens != result.client_total_tokens:
+        out.append(f"the server counted {result.server.output_tokens} output tokens, the client received "
+                   f"{result.client_total_tokens}")
+    if plan.load.request_rate is not None:
+        delays = [r.send_delay_ns for r in records if r.send_delay_ns >= 0]
+        late = sum(d > 10e6 for d in delays)
+        if delays and late / len(delays) > 0.05:
+            out.append(f"{late} of {len(delays)} requests left more than 10 ms late: the sender could not keep "
+                       f"{plan.load.request_rate:g} requests/s")
+    return out
