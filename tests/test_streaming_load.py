@@ -32,7 +32,7 @@ from workbench.measure.engine.streaming import (
     measure_stream,
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
-from workbench.measure.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.settings import MeasureError, MeasureSettings
 from workbench.tasks import Cancelled
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]

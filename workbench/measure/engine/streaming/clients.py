@@ -26,7 +26,7 @@ import numpy as np
 
 from workbench.measure.engine.streaming.prompts import Prompt
 from workbench.measure.engine.streaming.results import RequestRecord
-from workbench.measure.settings import MeasureError
+from workbench.measure.engine.settings import MeasureError
 
 __all__ = ["StreamClient", "GrpcStreamClient", "HttpStreamClient", "sampling_parameters", "open_client"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.measure.stats import Spread, summarize_latencies
+from workbench.measure.engine.stats import Spread, summarize_latencies
 
 __all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "summarize", "slo_name"]
 

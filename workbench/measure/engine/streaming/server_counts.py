@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from workbench.measure.engine.streaming.results import ServerCounts
-from workbench.measure.stats import StatsError, model_counters
+from workbench.measure.engine.stats import StatsError, model_counters
 from workbench.server.metrics import metric_value
 
 __all__ = ["CountingServer", "Snapshot", "take_snapshot", "counts_between", "VLLM_TOKEN_METRIC"]
