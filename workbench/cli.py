@@ -39,6 +39,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Errors that mean "your input or your machine", reported in one line with exit status 2."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.compiler import ArtifactError, CompileError, MissingSDKError
     from workbench.coremap import CoreRangeError
     from workbench.deploy.kubernetes import ManifestError

@@ -234,6 +234,7 @@ def neuron_core_limit(target: str) -> tuple[str, int] | None:
     """(largest instance type, its NeuronCores) of a Neuron target family, counting physical cores
     (trn2's LNC=1 view, the most any setting exposes); None for cpu or an unknown target. A core
     index at or past it exists on no instance (`workbench.system`'s instance tables)."""
+    # start-up: the instance tables load only when a core index is checked against them
     from workbench.system import CORES_PER_DEVICE, DEFAULT_LNC, DEVICES_BY_INSTANCE, instance_family
 
     if target not in CORES_PER_DEVICE:

@@ -189,6 +189,7 @@ def _bert(seed: int = 0, seq_len: int = 384, vocab: int = 100) -> ZooModel:
 
 
 def _causal_lm(seed: int = 0, arch: str = "llama", seq_len: int = 8) -> ZooModel:
+    # start-up: transformers loads only for the causal-LM example
     from workbench.compiler.tnx import tiny_causal_lm
 
     model = tiny_causal_lm(arch, seed=seed)

@@ -158,6 +158,7 @@ def load_artifact(artifact: Artifact | str | os.PathLike, *, has_device: bool | 
     if artifact.framework != "pytorch":
         raise ArtifactError(f"{artifact.path}: a {artifact.framework} artifact is not a TorchScript file")
     if not artifact.runs_on_cpu:
+        # start-up: the device probe loads only for a Neuron artifact
         from workbench.system import has_neuron_device
 
         if not (has_neuron_device() if has_device is None else has_device):

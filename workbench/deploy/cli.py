@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "and framework (every pin with its source), the docker run line, and with --kubernetes a "
                     "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
         allow_abbrev=False)
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.cli import _one_line_errors
 
     _one_line_errors(parser)  # a bad --replicas or --lnc is one line, as generate's flags are
@@ -71,6 +72,7 @@ class Planned:
 
 def plan_files(args: argparse.Namespace) -> list[Planned]:
     """What ``args`` ask for, checked whole before anything is written."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate import load_settings
 
     model_dir = args.model_dir.resolve()

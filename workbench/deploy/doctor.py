@@ -56,6 +56,7 @@ class DoctorReport:
         return check
 
     def text(self) -> str:
+        # start-up: doctor loads each framework's stack only for the check that needs it
         from workbench import __version__
 
         lines = [f"workbench doctor: workbench {__version__}, Python {platform.python_version()}, "
@@ -163,6 +164,7 @@ class _Prepared:
 def _prepare(framework: str, target: str, core: int, workdir: Path, model_files: Mapping[str, Path],
              isolate: bool, cancel: Any, log: Callable[[str], None] | None) -> _Prepared:
     """Compile the framework's tiny model for ``target`` and write its model directory."""
+    # start-up: doctor loads each framework's stack only for the check that needs it
     from workbench import zoo
     from workbench.coremap import CoreRange
     from workbench.generate import GenerateSettings, render, write
@@ -214,6 +216,7 @@ def run_doctor(
     """Run every check; compile, generate and serve under ``workdir/<timestamp>/`` (a temporary
     folder, removed afterwards, when None). ``model_files`` are added to each model directory and
     ``server_env`` to the server's environment (what a test uses to let the stub import FAKE SDKs)."""
+    # start-up: doctor loads each framework's stack only for the check that needs it
     from workbench.tasks import check_cancel
 
     unknown = [f for f in frameworks if f not in FRAMEWORKS]
@@ -255,6 +258,7 @@ def _fresh_folder(parent: Path) -> Path:
 
 def _serve_and_check(report, runnable, target, core, base, model_files, server_env, isolate, progress, cancel,
                      log, check_cancel) -> None:
+    # start-up: doctor loads each framework's stack only for the check that needs it
     from workbench.check import check_served
     from workbench.server import ServerError, TritonNotFoundError, TritonServer
 

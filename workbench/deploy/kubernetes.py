@@ -275,6 +275,7 @@ def manifests_for_model(model_dir: str | os.PathLike[str], *, repository: str, n
                         **options: Any) -> list[dict]:
     """The manifests for a generated model directory: its target, framework and core range as its
     config.pbtxt says (`workbench.generate.load_settings`), loading just that model."""
+    # start-up: the generator (torch) loads only for a manifest made from a model directory
     from workbench.generate import load_settings
 
     settings = load_settings(Path(model_dir))

@@ -119,6 +119,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def plan_from_args(args: argparse.Namespace):
     """The SweepPlan the flags describe (SweepError names a bad flag value)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.grid.plan import Batching, SweepError, SweepPlan
 
     batching: tuple = (None,)
@@ -144,6 +145,7 @@ def plan_from_args(args: argparse.Namespace):
 
 def search_from_args(args: argparse.Namespace):
     """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.sweep.search.choice import SearchChoice
 
     percent = lambda value: None if value is None else value / 100.0  # noqa: E731
@@ -155,6 +157,7 @@ def search_from_args(args: argparse.Namespace):
 
 def settings_from_args(args: argparse.Namespace):
     """The MeasureSettings the flags describe (MeasureError names a bad value)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.engine.settings import MeasureSettings
 
     return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
@@ -167,6 +170,7 @@ def settings_from_args(args: argparse.Namespace):
 
 def _tolerances(args: argparse.Namespace) -> dict[str, float]:
     """--rtol/--atol as given, else those of the target the model directory is generated for."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.backends import model_target
     from workbench.targets import CPU_TOLERANCES, output_tolerances
 
@@ -215,6 +219,7 @@ def _run_to_the_end(task: Task) -> None:
 
 def _cost_line(frame, args: argparse.Namespace) -> str:
     """The cheapest point per million inferences under the budget, or why there is none."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.store.cost import CostError, best_by_cost, price_of
 
     prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
@@ -235,6 +240,7 @@ def _cost_line(frame, args: argparse.Namespace) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.sweep.fanout import run_fanout
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
@@ -335,6 +341,7 @@ def run_cli(args: argparse.Namespace) -> int:
 def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.sweep.backends import BackendSweep
     from workbench.measure.grid.plan import SweepError
 
@@ -347,6 +354,7 @@ def backend_sweep_from_args(args: argparse.Namespace):
 def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
     (the values already checked by `preflight`)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.sweep.backends import compare_backends
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep.preflight import INPUT_ERRORS

@@ -26,6 +26,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.report.html import save_report
 
     try:

@@ -96,6 +96,7 @@ def save_report(run, other=None, path: str | Path | None = None, latency_budget_
     """Write the report of ``run`` (a `SweepResult` or a run folder), or of ``other`` against ``run``
     when given (B against A), as one HTML file; default ``<folder>/report.html`` (B's folder for a
     comparison: ``report-vs-<A>.html``). Returns its path."""
+    # start-up: a report's computation (pandas, matplotlib) loads when one is written
     from workbench.report.run_report import comparison_report, load_any, run_report
     from workbench.measure.store.results import SweepResult
 

@@ -22,6 +22,7 @@ def cache_args(repository: Path, config_name: str | None, wanted: bool | None, c
     """The flags for a local response cache: when ``wanted``, or (``wanted`` None) when a model's
     config -- ``configs/<config_name>.pbtxt`` where it has one -- asks for it; flags already in
     ``extra_args`` are left to them."""
+    # start-up: generate/ loads only when a server starts with a response cache
     from workbench.generate.repository import response_cache_models
 
     given = {a.split("=", 1)[0] for a in extra_args}

@@ -38,6 +38,7 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 def server_from_args(url: str, args: argparse.Namespace) -> RunningServer:
     """The `RunningServer` the flags describe (ValueError/FileNotFoundError name a bad flag)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, ClientOptions
     from workbench.server.remote import RunningServer, headers_from_items
 
@@ -82,6 +83,7 @@ def _config_text(value: str | None) -> str | None:
 
 
 def _print_index(server: RunningServer) -> None:
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.server.cli import print_index
 
     print(f"tritonserver {server.version} at {server.protocol}://{server.url}")
@@ -89,6 +91,7 @@ def _print_index(server: RunningServer) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.server.errors import ServerError
 
     if args.action == "push":
@@ -121,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check(server: RunningServer, args: argparse.Namespace) -> int:
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.check import CheckError, check_served, eager_reference
     from workbench.generate.config import read_config, spec_from_config
 
@@ -140,6 +144,7 @@ def _check(server: RunningServer, args: argparse.Namespace) -> int:
 
 
 def _push(args: argparse.Namespace) -> int:
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.push import PushError, push_repository
 
     try:

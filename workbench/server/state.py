@@ -41,6 +41,7 @@ def _served_config(server: Server, name: str) -> dict:
     """The served config as a load override takes it (Triton's JSON, checked by ModelConfig). For a
     PyTorch-backend model the config that was asked for: the server reports its twin's, which
     loaded again as it is would look for a model.py the directory does not have."""
+    # start-up: tritonclient (control) loads when a served config is read
     from workbench.server.control import config_to_json
 
     requested = server.requested_config(name)

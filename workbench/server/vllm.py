@@ -171,6 +171,7 @@ class VllmServing:
         without one): its LIBDIR first on LD_LIBRARY_PATH, its bin first on PATH, a UTF-8 locale."""
         if self.backend is None or self.backend.python is None:
             return {}
+        # start-up: generate's helpers and tritonclient load only for a vLLM load
         from workbench.server.discovery import _join_front
 
         libdir = self.probe().get("libdir")
@@ -183,6 +184,7 @@ class VllmServing:
     def is_vllm(self, name: str, config: Any = None) -> bool:
         """Whether the load of ``name`` (with ``config``, else the file this server reads) is for
         the vLLM backend."""
+        # start-up: generate's helpers and tritonclient load only for a vLLM load
         from workbench.generate.config import ConfigError, read_config
         from workbench.generate.repository import served_config_path
         from workbench.server.control import as_model_config
@@ -201,6 +203,7 @@ class VllmServing:
             return [_NO_BACKEND]
         if self.backend.python is None:
             return []
+        # start-up: generate's helpers and tritonclient load only for a vLLM load
         from workbench.generate.pytorch_backend.real_backend import stub_locale_is_utf8
 
         problems = []

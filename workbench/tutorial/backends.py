@@ -27,6 +27,7 @@ def built_libtorch_backend() -> Path | None:
     returns is checked by the server's one finder (`server.pytorch.find_pytorch_backend`)."""
     import torch
 
+    # start-up: server/ (tritonclient) loads only when the build is looked for
     from workbench.server.pytorch import ENV_VAR
 
     if os.environ.get(ENV_VAR):

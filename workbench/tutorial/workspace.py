@@ -152,6 +152,7 @@ def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = No
     """Two small sweeps to compare when none are saved: the zoo's mlp on one server, the same grid
     (1 instance, batch 1 and 4, concurrency 4) with the dynamic batcher off, then on, both measured
     as ``settings`` say (default: half-second windows, at most 4)."""
+    # start-up: `from workbench import tutorial` stays light; torch and the server load when a helper runs
     from workbench import zoo
     from workbench.compiler import compile_model
     from workbench.generate import render, write

@@ -157,6 +157,7 @@ class ResultsPanel:
     def write_report(self, compared: bool = False) -> Path | None:
         """Write the open run's report (or, ``compared``, B's against A's) as one HTML file in the
         run's folder (`workbench.report.html.save_report`) and say where it went."""
+        # start-up: a report's computation (pandas, matplotlib) loads when one is written
         from workbench.report.html import save_report
 
         c = self.controls

@@ -121,6 +121,7 @@ class MeasureSettings:
         said first."""
         if self.engine != "perf_analyzer":
             return None
+        # circle: perf_analyzer imports this module
         from workbench.measure.engine.perf_analyzer import find_perf_analyzer
 
         return find_perf_analyzer(self.perf_analyzer)

@@ -37,6 +37,7 @@ class ReadableFrame(pd.DataFrame):
         return pd.DataFrame
 
     def _repr_html_(self) -> str:
+        # run-time circle: sweep/'s package imports this module; table: only when shown
         from workbench.report.table import table_html
 
         return table_html(pd.DataFrame(self))
@@ -124,6 +125,7 @@ def load_run(path: str | Path) -> SweepResult:
     if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
         joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
         return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
+    # run-time circle: sweep/'s package imports this module; table: only when shown
     from workbench.measure.sweep.resume import unique_rows
 
     return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)

@@ -39,6 +39,7 @@ def backend_plan(plan: SweepPlan, model_dir: str | Path, backend_grid: Mapping[s
     cfg = read_config(model_dir)
     if not backend_grid or not PYTORCH.recognises(cfg):
         return plan
+    # start-up: the PyTorch backend's grid only for its sweeps; sweep/'s package imports this module
     from workbench.generate.pytorch_backend import PyTorchConfigError, sweep_grid
 
     try:
@@ -104,6 +105,7 @@ class BackendSweep:
     grid: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # start-up: the PyTorch backend's grid only for its sweeps; sweep/'s package imports this module
         from workbench.generate.pytorch_backend.sweep import parse_backend_grid
 
         compare = (self.compare,) if isinstance(self.compare, (str, Path)) else tuple(self.compare)
@@ -248,6 +250,7 @@ def compare_backends(
     for ``backend_grid``. Every other option goes to `run_sweep`,
     except ``restore``: each model is left as it was before its run (unloaded when it was not
     loaded), so the next one may restart the server for its process-wide LibTorch settings."""
+    # start-up: the PyTorch backend's grid only for its sweeps; sweep/'s package imports this module
     from workbench.measure.sweep import run_sweep
 
     if "restore" in sweep_options:

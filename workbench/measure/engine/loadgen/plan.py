@@ -96,6 +96,7 @@ def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: i
     elif s.processes is not None:
         processes = min(s.processes, concurrency)
     else:
+        # circle: slots imports this module; system only for the process count
         from workbench.measure.engine.loadgen.slots import auto_processes
         from workbench.system import usable_cpu_ids
 

@@ -24,6 +24,7 @@ _KEYWORDS = ("min_gain", "tries", "screen_window_s", "within")
 
 def search_names() -> tuple[str, ...]:
     """``grid`` first, then every search by name."""
+    # run-time circle: the search package imports this module
     from workbench.measure.sweep.search import SEARCHES
 
     return ("grid", *SEARCHES)
@@ -93,6 +94,7 @@ class SearchChoice:
     def strategy(self, *, strict: bool = False) -> SearchStrategy | None:
         """The search (None: the full grid). ``strict``: a setting the search does not take is an
         error (a command-line flag that would do nothing) instead of being ignored."""
+        # run-time circle: the search package imports this module
         from workbench.measure.sweep.search import SEARCHES
 
         if self.name == "grid":
