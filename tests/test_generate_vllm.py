@@ -69,7 +69,7 @@ def settings(folder: Path, tmp_path: Path, target: str = "cpu", **vllm) -> Gener
     ("cpu", {"model": "/nonexistent/llm"}, "--compiled_model /nonexistent/llm: no such model folder"),
     ("cpu", {"tokenizer": "/nonexistent/tok"}, "--tokenizer /nonexistent/tok: no such folder"),
     ("cpu", {"dtype": "fp8x"}, "--dtype 'fp8x' is not one of auto, half"),
-    ("cpu", {"block_size": 0}, "--block-size 0: give a whole number >= 1"),
+    ("cpu", {"block_size": 0}, "--block-size 0: give a whole number from 1 to 2147483647"),
     ("cpu", {"block_size": 48}, "--block-size 48: vLLM's CPU attention takes multiples of 32"),
     ("cpu", {"gpu_memory_utilization": 0.05, "kv_cache_memory_bytes": None}, "refuses shares this small"),
     ("cpu", {"gpu_memory_utilization": 0.5}, "both size the KV cache; give one"),

@@ -5,11 +5,13 @@ records and exports, compiled artifacts and their records, compacted points)."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "strict_json"]
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
@@ -29,6 +31,16 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+def strict_json(text: str | bytes) -> Any:
+    """JSON as the standard has it: NaN and infinities (which Python's reader takes) are refused
+    with ValueError, so nothing read can make a file the workbench writes invalid JSON."""
+    return json.loads(text, parse_constant=_not_a_number)
+
+
+def _not_a_number(word: str) -> float:
+    raise ValueError(f"{word} is not a JSON number")
 
 
 def _mode_for(path: Path) -> int:

@@ -34,5 +34,9 @@ def _run(args: argparse.Namespace) -> int:
     except ResultsError as err:
         print(f"workbench report: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # --out a folder, a read-only place, a full disk: one line, nothing half-written
+        where = args.out or err.filename or args.run
+        print(f"workbench report: error: cannot write the report to {where}: {err.strerror or err}", file=sys.stderr)
+        return 2
     print(f"wrote {path}")
     return 0

@@ -8,6 +8,7 @@ for the tensor-parallel degree, ``max_position_embeddings`` for max_model_len.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +16,12 @@ from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.settings import (DTYPES, NXDI_TARGETS, VLLM_NEURON_TARGETS, NxdiBuckets,
                                                       VllmNeuronBuckets, VllmSettings)
-from workbench.limits import is_whole, neuron_core_limit
+from workbench.limits import INT32_MAX, is_whole, neuron_core_limit
 from workbench.system import DEFAULT_LNC, LNC_VALUES
 
 __all__ = ["VllmPlan", "plan", "FLAGS", "TOKENIZER_FILES", "CPU_MIN_SHARE"]
+
+INT64_MAX = 2 ** 63 - 1  # bytes of KV cache: a size_t-like count, past any machine's memory
 
 # VllmSettings field -> the flag that sets it (the CLI's words, also vLLM's own CLI spelling)
 FLAGS = {"model": "--compiled_model", "tokenizer": "--tokenizer", "dtype": "--dtype",
@@ -50,13 +53,26 @@ class VllmPlan:
     core_map: CoreMap | None = None
 
 
-def _whole(value: object, flag: str, problems: list[str], low: int = 1) -> bool:
+def _whole(value: object, flag: str, problems: list[str], low: int = 1, high: int = INT32_MAX) -> bool:
+    """A count vLLM takes: whole, at least ``low``, at most ``high`` (its C++ kernels and the Neuron
+    runtime hold sequence counts and lengths in 32-bit ints)."""
     if value is None:
         return False
-    if not is_whole(value) or value < low:
-        problems.append(f"{flag} {value!r}: give a whole number >= {low}")
+    if not is_whole(value) or not low <= value <= high:
+        problems.append(f"{flag} {value!r}: give a whole number from {low} to {high}")
         return False
     return True
+
+
+def _not_json(value: object) -> bool:
+    """Whether ``value`` holds a number JSON cannot write (NaN, an infinity) anywhere in it."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_json(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_not_json(v) for v in value)
+    return False
 
 
 def _model_config(folder: Path, problems: list[str]) -> dict:
@@ -181,8 +197,9 @@ def plan(settings: GenerateSettings) -> VllmPlan:
         problems.append(f"--tokenizer {vllm.tokenizer}: no such folder")
     if vllm.dtype not in DTYPES:
         problems.append(f"--dtype {vllm.dtype!r} is not one of {', '.join(DTYPES)}")
-    for name in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_memory_bytes"):
+    for name in ("max_num_seqs", "max_num_batched_tokens"):
         _whole(getattr(vllm, name), FLAGS[name], problems)
+    _whole(vllm.kv_cache_memory_bytes, FLAGS["kv_cache_memory_bytes"], problems, high=INT64_MAX)
     if _whole(vllm.max_model_len, "--max-model-len", problems):
         positions = out.hf_config.get("max_position_embeddings")
         if is_whole(positions) and vllm.max_model_len > positions:
@@ -209,6 +226,10 @@ def plan(settings: GenerateSettings) -> VllmPlan:
     if modelled:
         problems.append(f"--engine-arg {', '.join(modelled)}: set by their own flags ("
                         f"{', '.join(FLAGS[k] for k in modelled)}), not as extra engine arguments")
+    not_json = sorted(key for key, value in extra.items() if _not_json(value))
+    if not_json:
+        problems.append(f"--engine-arg {', '.join(not_json)}: NaN and infinities are not JSON; model.json could "
+                        "not be read back")
     if not isinstance(extra.get("additional_config", {}), dict):
         problems.append("--engine-arg additional_config: must be a JSON object")
     if _whole(vllm.tensor_parallel_size, "--tensor-parallel-size", problems):

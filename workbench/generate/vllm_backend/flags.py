@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from workbench.files import strict_json
 from workbench.generate.settings import GenerateError, whole_numbers
 from workbench.generate.vllm_backend.settings import DTYPES, NxdiBuckets, VllmNeuronBuckets, VllmSettings
 
@@ -60,15 +61,13 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_args(items: list[str]) -> dict:
-    import json
-
     args = {}
     for item in items:
         key, sep, text = item.partition("=")
         try:
             if not sep or not key.strip():
                 raise ValueError("write KEY=JSON")
-            args[key.strip()] = json.loads(text)
+            args[key.strip()] = strict_json(text)
         except ValueError as err:
             raise GenerateError([f"--engine-arg {item!r}: {err} (e.g. disable_log_stats=true)"]) from None
     return args

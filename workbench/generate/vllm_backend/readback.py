@@ -7,9 +7,9 @@ a config field or instance count regenerating would not write is named in the no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from workbench.files import strict_json
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import ConfigError, ModelConfig, parameters_of
 from workbench.generate.product import ReadBack
@@ -72,11 +72,12 @@ def _not_carried(config: ModelConfig, vllm: VllmSettings, target: str) -> list[s
     return notes
 
 
+
 def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
     path = engine_args_file(model_dir)
     try:
-        args = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as err:
+        args = strict_json(path.read_text(encoding="utf-8"))
+    except ValueError as err:  # not JSON, not UTF-8, or NaN/Infinity (which no strict JSON reader takes)
         raise ConfigError(f"{path}: not JSON: {err}") from None
     if not isinstance(args, dict):
         raise ConfigError(f"{path}: must be a JSON object of vLLM engine arguments")

@@ -63,7 +63,7 @@ def model_json(settings: GenerateSettings) -> dict:
 
 
 def model_json_text(args: dict) -> str:
-    return json.dumps(args, indent=2) + "\n"
+    return json.dumps(args, indent=2, allow_nan=False) + "\n"  # strict JSON: the checks refused NaN
 
 
 def vllm_config(settings: GenerateSettings, plan: VllmPlan) -> ModelConfig:

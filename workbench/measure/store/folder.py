@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from workbench.files import atomic_write
+from workbench.files import atomic_write, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 
 __all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError",
@@ -63,9 +63,6 @@ def _strict(value: Any) -> Any:
     return value
 
 
-def _not_a_number(word: str) -> float:
-    raise ValueError(f"{word} is not a JSON number")
-
 
 def _point_row(path: Path, number: int, row: dict) -> dict:
     """``row`` with its whole-number columns as integers; a value that is not one is an error
@@ -97,7 +94,7 @@ def read_points(path: str | Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line, parse_constant=_not_a_number)
+            row = strict_json(line)
         except ValueError as err:  # JSONDecodeError, or Infinity/NaN (not JSON: results.json must stay strict)
             if number == len(lines) and isinstance(err, json.JSONDecodeError):
                 break

@@ -49,8 +49,11 @@ class RunFolderLock:
             os.close(fd)
 
     def __enter__(self) -> "RunFolderLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:  # a folder in the lock's place, a read-only run folder
+            raise SweepError(f"cannot take the lock {self.path} of the run folder: {err.strerror or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
