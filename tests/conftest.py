@@ -196,11 +196,14 @@ def vllm_python() -> Path:
 @pytest.fixture(scope="session")
 def vllm_backend_dir(vllm_python: Path) -> Path:
     """Triton's vLLM backend for the wheel's tritonserver, as the shared script assembles it for
-    ``vllm_python`` (cached by the script), with the stub locale fix: its .pth goes into the vLLM
+    ``vllm_python`` (kept in that environment), with the stub locale fix: its .pth goes into the vLLM
     environment only, whose stub would otherwise fail to import vLLM."""
     if not _VLLM_SCRIPT.is_file():
         pytest.skip(f"no Triton vLLM backend: {_VLLM_SCRIPT} is absent")
-    done = subprocess.run(["bash", str(_VLLM_SCRIPT), str(vllm_python)], capture_output=True, text=True,
+    # assembled inside the vLLM environment: the script's default folder is one per Python version,
+    # and once it exists the script returns early, without putting the locale fix into a new environment
+    out = vllm_python.parent.parent / "triton-vllm-backend"
+    done = subprocess.run(["bash", str(_VLLM_SCRIPT), str(vllm_python), str(out)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"})
     if done.returncode != 0:
         pytest.fail(f"{_VLLM_SCRIPT} failed: {done.stderr.strip()}")
