@@ -19,7 +19,7 @@ from workbench.files import atomic_write, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 
 __all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError",
-           "frame_from_rows", "read_points", "append_point", "write_exports", "write_record"]
+           "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]
 
 POINTS_FILE = "points.jsonl"
 RECORD_FILE = "run.json"
@@ -50,6 +50,11 @@ def _dump_line(row: dict) -> str:
     """Strict JSON (NaN and infinities are not JSON): a number not measured is written as null."""
     clean = {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in row.items()}
     return json.dumps(clean, sort_keys=True, default=str, allow_nan=False)
+
+
+def points_text(rows: Iterable[dict]) -> str:
+    """A whole points.jsonl's text: one strict-JSON row a line."""
+    return "".join(_dump_line(row) + "\n" for row in rows)
 
 
 def _strict(value: Any) -> Any:

@@ -19,8 +19,10 @@ from typing import Callable, Mapping, Sequence
 from workbench.check import Eager, InputMaker
 from workbench.measure.engine.engines import EngineChoice, choose_engine
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
+from workbench.files import atomic_write
+from workbench.measure.store.folder import points_text
 from workbench.measure.store.results import (
-    POINTS_FILE, RECORD_FILE, SweepResult, append_point, frame_from_rows, load_run, write_exports, write_record,
+    POINTS_FILE, RECORD_FILE, SweepResult, frame_from_rows, load_run, write_exports, write_record,
 )
 from workbench.measure.grid.rows import now
 from workbench.measure.engine.settings import MeasureSettings
@@ -91,13 +93,7 @@ def _folder(name: str) -> str:
 
 def _write_points(out_dir: Path, rows: list[dict]) -> None:
     """The merged points.jsonl, replaced in one step (the shares' own files are the durable ones)."""
-    tmp = out_dir / f".{POINTS_FILE}.tmp"
-    tmp.unlink(missing_ok=True)
-    for row in rows:
-        append_point(tmp, row)
-    if not rows:
-        tmp.write_text("")
-    tmp.replace(out_dir / POINTS_FILE)
+    atomic_write(out_dir / POINTS_FILE, points_text(rows))
 
 
 def run_fanout(
