@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
+from workbench.measure.sweep.resume import set_aside
 from workbench.measure.store.results import POINTS_FILE, ResultsError, read_points, write_exports
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
@@ -79,6 +80,21 @@ def test_a_second_writer_of_a_run_folder_is_refused_naming_the_holder(tmp_path):
     with RunFolderLock(out):  # the holder gone, its lock went with it
         pass
     assert list(out.iterdir()) == []  # the lock file goes when the sweep ends
+
+
+def test_a_new_run_sets_the_old_one_aside_and_keeps_its_folder_locked(tmp_path):
+    """--new-run moves the old run away while the sweep holds the folder: the held lock stays in
+    the folder, so a second sweep started in that moment is still refused."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / POINTS_FILE).write_text('{"old": 1}\n')
+    with RunFolderLock(out):
+        kept = set_aside(out, keep=(LOCK_FILE,))
+        assert kept == tmp_path / "run.replaced-1" and (kept / POINTS_FILE).read_text() == '{"old": 1}\n'
+        assert [p.name for p in out.iterdir()] == [LOCK_FILE] and not (kept / LOCK_FILE).exists()
+        with pytest.raises(SweepError, match="being written by another sweep"):
+            RunFolderLock.check_free(out)
+    assert list(out.iterdir()) == []
 
 
 @pytest.mark.server

@@ -111,11 +111,16 @@ def compact_points(path: Path) -> None:
     atomic_write(path, text)
 
 
-def set_aside(out_dir: Path) -> Path:
-    """Move a run folder to ``<name>.replaced-<n>`` beside it (kept, never deleted), so a new run
-    can start in ``out_dir``; returns where it went."""
+def set_aside(out_dir: Path, keep: Iterable[str] = ()) -> Path:
+    """Move a run folder's contents to ``<name>.replaced-<n>`` beside it (kept, never deleted), so a
+    new run can start in ``out_dir``; returns where they went. The entries named in ``keep`` stay
+    (the lock file of the sweep that is setting the folder aside: moving it with the rest would
+    leave ``out_dir`` unlocked while that sweep writes it)."""
     n = 1
     while (target := out_dir.with_name(f"{out_dir.name}.replaced-{n}")).exists():
         n += 1
-    os.rename(out_dir, target)
+    target.mkdir()
+    for entry in sorted(out_dir.iterdir()):
+        if entry.name not in keep:
+            os.rename(entry, target / entry.name)
     return target

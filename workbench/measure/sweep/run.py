@@ -21,7 +21,7 @@ from workbench.generate.config import parameters_of, spec_from_config, to_json
 from workbench.measure.watch.core_check import check_server_cores
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.engine.engines import EngineChoice, choose_engine, resolved
-from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.watch.neuron_use import NeuronUse
 from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.sweep.point import Target, measure_point
@@ -189,7 +189,7 @@ class SweepRun:
                                package_version=__version__,
                                compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
         if new_run and check_out_dir(self.out_dir, True):
-            set_aside(self.out_dir)
+            set_aside(self.out_dir, keep=(LOCK_FILE,))  # the lock this sweep holds stays
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured,
                                        self.config_digests)
