@@ -161,3 +161,26 @@ def test_a_vllm_model_no_stack_can_serve_as_asked_is_refused(tmp_path, target, m
     with pytest.raises(ValueError, match=re.escape(message)) as caught:
         _vllm_deployment(tmp_path, "llm", target, model, **deploy)
     assert caught.type is VllmDeployError or "lnc=" in message
+
+
+def test_a_rendered_vllm_model_gets_its_runs_and_the_single_run_helper_refuses_it(tmp_path):
+    """Before anything is written (a notebook's preview): the rendered model's own config and core
+    map give the runs; docker_run_for_model, which makes ONE container, says to use them instead."""
+    from vllm_model_dirs import hf_folder
+    from workbench.deploy.vllm import deployment_for_model, docker_runs, one_instance_config
+    from workbench.generate import GenerateSettings, render
+    from workbench.generate.vllm_backend import VllmSettings
+
+    generated = render(GenerateSettings(
+        triton_model_dir=str(tmp_path / "repo" / "llm"), backend="vllm", target="trn2",
+        backend_settings=VllmSettings(model=str(hf_folder(tmp_path)), max_model_len=256, tensor_parallel_size=4,
+                                      core_range="4:11")))
+    dep = deployment_for_model(generated, instance_type="trn2.48xlarge")
+    assert not (tmp_path / "repo").exists() and one_instance_config(dep) is not None
+    runs = docker_runs(dep, config_file=tmp_path / "one.pbtxt")
+    assert [(_env(r), r.devices) for r in runs] == [(["NEURON_RT_VISIBLE_CORES=4-7"], (1,)),
+                                                    (["NEURON_RT_VISIBLE_CORES=8-11"], (2,))]
+    with pytest.raises(ValueError, match="runs one container per instance"):
+        docker_run_for_model(generated, instance_type="trn2.48xlarge")
+    with pytest.raises(ValueError, match="asks for 2 instances: each container needs the one-instance config"):
+        docker_runs(dep)

@@ -257,6 +257,8 @@ def test_an_inf2_vllm_model_on_s3_asks_for_whole_devices(tmp_path):
 
     model_dir = vllm_model_dir(tmp_path, "llm", "inf2", tp=2)
     dep = vllm_deployment(model_dir, load_settings(model_dir))
+    assert manifests_for_model(model_dir, repository="s3://b/r", resource="neuron", replicas=3) == \
+        vllm_manifests(dep, name="triton-llm", repository="s3://b/r", resource="neuron", replicas=3)
     documents = _validate(vllm_manifests(dep, name="triton-llm", repository="s3://b/r", resource="neuron",
                                          replicas=3))
     assert _kinds(documents) == ["Deployment", "Service"]  # one instance: the config is served as written

@@ -19,17 +19,21 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.coremap import CoreMap, CoreRange
 from workbench.deploy.devices import family_of, instance_cores_at, lnc_of
 from workbench.deploy.docker import CONTAINER_REPOSITORY, DockerRun, docker_run_command
 from workbench.deploy.facts import Stack
 from workbench.deploy.facts_vllm import VLLM_FRAMEWORK, VLLM_STACKS, vllm_stack_of
-from workbench.generate.config import read_config, to_text
+from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.settings import VllmSettings
 
-__all__ = ["VllmDeployError", "VllmDeployment", "vllm_deployment", "one_instance_config", "docker_runs",
+if TYPE_CHECKING:
+    from workbench.generate import GeneratedModel
+
+__all__ = ["VllmDeployError", "VllmDeployment", "vllm_deployment", "deployment_for_model", "one_instance_config", "docker_runs",
            "runs_text", "ONE_INSTANCE_CONFIG", "PORT_STEP"]
 
 ONE_INSTANCE_CONFIG = "config-one-instance.pbtxt"  # beside the recipe; mounted over the model's config.pbtxt
@@ -53,6 +57,7 @@ class VllmDeployment:
     core_map: CoreMap
     folders: tuple[str, ...]  # the model (and tokenizer) folders model.json reads
     stack: Stack
+    config: ModelConfig  # the directory's config.pbtxt (what the one-instance config starts from)
 
     @property
     def model_name(self) -> str:
@@ -72,8 +77,9 @@ def _problem(target: str) -> str:
 
 
 def vllm_deployment(model_dir: Path, settings: GenerateSettings, *, instance_type: str | None = None,
-                    lnc: int | None = None) -> VllmDeployment:
-    """Check a vLLM model directory (its read-back ``settings``) against the host asked for."""
+                    lnc: int | None = None, config: ModelConfig | None = None) -> VllmDeployment:
+    """Check a vLLM model directory (its read-back ``settings``; ``config``: its config.pbtxt, read
+    from the directory when None) against the host asked for."""
     vllm = settings.backend_settings
     if not isinstance(vllm, VllmSettings):
         raise VllmDeployError(f"{model_dir} is not a vLLM-backend model directory (no 1/model.json settings)")
@@ -101,14 +107,23 @@ def vllm_deployment(model_dir: Path, settings: GenerateSettings, *, instance_typ
     if tp > core_range.size:
         raise VllmDeployError(f"--tensor-parallel-size {tp} does not fit the model's --neuron_core_range {core_range}")
     folders = tuple(dict.fromkeys(str(Path(f)) for f in (vllm.model, vllm.tokenizer) if f))
-    return VllmDeployment(model_dir, target, instance, effective, tp, core_range.split(core_range.size // tp),
-                          folders, stack)
+    config = config if config is not None else read_config(Path(model_dir) / "config.pbtxt")
+    return VllmDeployment(Path(model_dir), target, instance, effective, tp, core_range.split(core_range.size // tp),
+                          folders, stack, config)
+
+
+def deployment_for_model(generated: "GeneratedModel", *, instance_type: str | None = None,
+                         lnc: int | None = None) -> VllmDeployment:
+    """`vllm_deployment` for a rendered (not necessarily written) vLLM model: its settings and config."""
+    return vllm_deployment(Path(generated.dest), generated.settings, instance_type=instance_type, lnc=lnc,
+                           config=generated.config)
 
 
 def one_instance_config(deployment: VllmDeployment) -> str | None:
     """The model's config.pbtxt with one instance (what each container serves), or None when the
     directory already asks for one."""
-    config = read_config(deployment.model_dir / "config.pbtxt")
+    config = ModelConfig()
+    config.CopyFrom(deployment.config)
     if sum(group.count for group in config.instance_group) <= 1:
         return None
     del config.instance_group[:]
