@@ -287,3 +287,30 @@ def test_a_vllm_model_the_cluster_cannot_serve_is_refused_before_anything_is_wri
         assert main(["deploy", *argv]) == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "neuron-host").exists()
+
+
+def test_the_weights_claim_is_mounted_where_model_json_reads_the_model(tmp_path, capsys):
+    from vllm_model_dirs import vllm_model_dir
+
+    model_dir = vllm_model_dir(tmp_path, "llm", "inf2", tp=2)
+    weights = str(tmp_path / "llm-weights")
+    assert main(["deploy", str(model_dir), "--no-recipe", "--kubernetes", "--repository", "s3://b/r",
+                 "--weights", "pvc:llm-weights/tiny"]) == 0
+    documents = _validate(list(yaml.safe_load_all(
+        (tmp_path / "neuron-host" / "kubernetes-llm" / "triton.yaml").read_text())))
+    pod = documents[0]["spec"]["template"]["spec"]
+    assert {"name": "model-weights", "mountPath": weights, "readOnly": True, "subPath": "tiny"} \
+        in pod["containers"][0]["volumeMounts"]
+    assert {"name": "model-weights", "persistentVolumeClaim": {"claimName": "llm-weights", "readOnly": True}} \
+        in pod["volumes"]
+    assert documents[0]["metadata"]["annotations"]["workbench.neuron/model-folder"] == \
+        f"model.json reads {weights}: mounted from pvc:llm-weights/tiny"
+    capsys.readouterr()
+    for argv, message in (([str(model_dir), "--kubernetes", "--repository", "s3://b/r", "--weights", "/srv/llm"],
+                           "--weights '/srv/llm': give pvc:CLAIM[/subpath]"),
+                          ([str(model_dir), "--kubernetes", "--repository", "s3://b/r", "--weights", "pvc:w/../x"],
+                           "must stay inside the claim"),
+                          ([str(_model(tmp_path / "model_repository", "resnet", "inf2", "0:1")), "--weights", "pvc:w"],
+                           "--weights is for vLLM-backend models")):
+        assert main(["deploy", *argv, "--force"]) == 2
+        assert message in capsys.readouterr().err

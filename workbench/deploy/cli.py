@@ -49,6 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         help="also write Kubernetes manifests (needs --repository)")
     parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
                                              "pvc:CLAIM[/subpath]")
+    parser.add_argument("--weights", help="vLLM-backend models: the PersistentVolumeClaim holding the model folder "
+                                          "(pvc:CLAIM[/subpath]), mounted where model.json reads it")
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
     parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2/Trn3 logical NeuronCore config (default 2)")
     parser.add_argument("--dra", action="store_true",
@@ -92,6 +94,9 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     root = args.out.resolve() if args.out else host_folder(model_dir.parent)
     if settings.backend == "vllm":
         return _plan_vllm(args, model_dir, settings, root)
+    if args.weights:
+        raise ManifestError(f"--weights is for vLLM-backend models; {model_dir.name} is served by the "
+                            f"{settings.backend} backend from its model directory")
     instance = args.instance_type or settings.target
     cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
     run = docker_run_command(model_dir.parent, cores, instance_type=instance, lnc=args.lnc,
@@ -140,7 +145,7 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: "GenerateSet
         documents = vllm_manifests(deployment, name=default[:63].rstrip("-"), repository=args.repository,
                                    resource=args.resource, image=args.image, replicas=args.replicas,
                                    namespace=args.namespace, s3_region=args.s3_region,
-                                   service_account=args.service_account, dra=args.dra)
+                                   service_account=args.service_account, dra=args.dra, weights=args.weights)
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
         planned.append(Planned(folder, files,

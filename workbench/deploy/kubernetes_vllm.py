@@ -14,14 +14,16 @@ needs the repository on a volume (``pvc:``): from ``s3://`` Triton reads the con
 
 from __future__ import annotations
 
+import re
 import shlex
+from pathlib import PurePosixPath
 from typing import Any
 
 from workbench.deploy.devices import cores_per_device_at
 from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, HELM_CHART, LNC_NODE_LABEL, ManifestError,
                                          _container, _deployment_and_service, _dns_label, _repository,
                                          instance_types_for)
-from workbench.deploy.names import image_reference, replicas_problem
+from workbench.deploy.names import image_reference, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
 from workbench.deploy.vllm import VllmDeployment, one_instance_config
 from workbench.coremap import CoreRange
@@ -32,11 +34,36 @@ __all__ = ["vllm_manifests", "WEIGHTS_NOTE"]
 WEIGHTS_NOTE = "workbench.neuron/model-folder"  # the annotation saying where model.json reads the weights
 
 
+def _mount_weights(d: VllmDeployment, weights: str, volumes: list[dict], mounts: list[dict]) -> str:
+    """Add the weights claim's volume and its mount at the model folder; the annotation's text."""
+    match = re.fullmatch(r"pvc:([^/\s]+)(?:/(\S+))?", weights)
+    if match is None:
+        raise ManifestError(f"--weights {weights!r}: give pvc:CLAIM[/subpath], the PersistentVolumeClaim holding "
+                            "the Hugging Face model folder")
+    model = d.folders[0]
+    outside = [f for f in d.folders[1:] if not PurePosixPath(f).is_relative_to(model)]
+    if outside:
+        raise ManifestError(f"--weights mounts the model folder {model}, but the tokenizer folder {outside[0]} is "
+                            "outside it: put the tokenizer in the model folder and regenerate without --tokenizer")
+    mount: dict[str, Any] = {"name": "model-weights", "mountPath": model, "readOnly": True}
+    if match[2]:
+        problem = subpath_problem(match[2], f"--weights {weights!r}")
+        if problem:
+            raise ManifestError(problem)
+        mount["subPath"] = match[2].strip("/")
+    volumes.append({"name": "model-weights", "persistentVolumeClaim": {
+        "claimName": _dns_label(match[1], "claim name"), "readOnly": True}})
+    mounts.append(mount)
+    return f"model.json reads {model}: mounted from {weights}"
+
+
 def vllm_manifests(deployment: VllmDeployment, *, name: str, repository: str, resource: str = "neuroncore",
                    image: str | None = None, replicas: int = 1, namespace: str | None = None,
                    s3_region: str | None = None, service_account: str | None = None,
-                   dra: bool = False) -> list[dict]:
-    """[ConfigMap,] Deployment, Service serving ``deployment``'s model, one pod per instance."""
+                   dra: bool = False, weights: str | None = None) -> list[dict]:
+    """[ConfigMap,] Deployment, Service serving ``deployment``'s model, one pod per instance.
+    ``weights`` (``pvc:CLAIM[/subpath]``) is mounted read-only at the model folder's path, where
+    model.json reads it; None: the image or the user's own volume must hold it (an annotation says)."""
     d = deployment
     if dra:
         raise ManifestError("--dra: the DRA claim is not written for vLLM models; use the device plugin "
@@ -71,6 +98,7 @@ def vllm_manifests(deployment: VllmDeployment, *, name: str, repository: str, re
         volumes.append({"name": "one-instance-config", "configMap": {"name": config_map["metadata"]["name"]}})
         mounts.append({"name": "one-instance-config", "mountPath": f"{model_repository}/{d.model_name}/config.pbtxt",
                        "subPath": "config.pbtxt", "readOnly": True})
+    weights_mounted = _mount_weights(d, weights, volumes, mounts) if weights is not None else None
     image = image or recipe_for(d.target, d.stack.framework).image
     try:
         image_reference(image, "--image")
@@ -86,8 +114,8 @@ def vllm_manifests(deployment: VllmDeployment, *, name: str, repository: str, re
     notes = {"workbench.neuron/device-plugin": f"the Neuron device plugin, installed with helm from {HELM_CHART}",
              "workbench.neuron/instances": (f"{d.core_map.instances} instance(s) of {tp} core(s) per replica set: one "
                                             f"pod each; the plugin sets each pod's NEURON_RT_VISIBLE_CORES"),
-             WEIGHTS_NOTE: (f"model.json reads {', '.join(d.folders)}: the image or a volume mounted there must hold "
-                            "it (these manifests do not mount it)")}
+             WEIGHTS_NOTE: weights_mounted or (f"model.json reads {', '.join(d.folders)}: the image or a volume "
+                                               "mounted there must hold it (give --weights pvc:CLAIM to mount one)")}
     if d.lnc is not None and d.lnc != DEFAULT_LNC.get(d.target):
         match.append({"key": LNC_NODE_LABEL, "operator": "In", "values": [str(d.lnc)]})
         notes["workbench.neuron/node-setup"] = (

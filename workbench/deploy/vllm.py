@@ -33,8 +33,8 @@ from workbench.generate.vllm_backend.settings import VllmSettings
 if TYPE_CHECKING:
     from workbench.generate import GeneratedModel
 
-__all__ = ["VllmDeployError", "VllmDeployment", "vllm_deployment", "deployment_for_model", "one_instance_config", "docker_runs",
-           "runs_text", "ONE_INSTANCE_CONFIG", "PORT_STEP"]
+__all__ = ["VllmDeployError", "VllmDeployment", "vllm_deployment", "deployment_for_model", "one_instance_config",
+           "docker_runs", "runs_text", "ONE_INSTANCE_CONFIG", "PORT_STEP"]
 
 ONE_INSTANCE_CONFIG = "config-one-instance.pbtxt"  # beside the recipe; mounted over the model's config.pbtxt
 PORT_STEP = 10  # instance k publishes http/grpc/metrics on the base ports + k * PORT_STEP
