@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import assume, given, settings as hypothesis_settings, strategies as st
 
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.deploy.docker import CPU_IMAGE, DEFAULT_IMAGE, docker_run_command, docker_run_for_model
@@ -184,3 +185,35 @@ def test_a_rendered_vllm_model_gets_its_runs_and_the_single_run_helper_refuses_i
         docker_run_for_model(generated, instance_type="trn2.48xlarge")
     with pytest.raises(ValueError, match="asks for 2 instances: each container needs the one-instance config"):
         docker_runs(dep)
+
+
+@given(lnc=st.sampled_from((1, 2)), tp=st.sampled_from((1, 2, 4, 8)), instances=st.integers(1, 4),
+       first=st.integers(0, 7))
+@hypothesis_settings(max_examples=25, deadline=None)
+def test_the_instances_runs_split_the_range_into_disjoint_visible_cores(tmp_path_factory, lnc, tp, instances, first):
+    """Whatever the degree, count, start and LNC on a trn2.48xlarge: the runs' NEURON_RT_VISIBLE_CORES
+    are consecutive blocks of ``tp`` cores covering the range once, and each run's devices are
+    exactly those holding its cores at that LNC."""
+    from vllm_model_dirs import hf_folder
+    from workbench.deploy.devices import cores_per_device_at
+    from workbench.deploy.vllm import deployment_for_model, docker_runs
+    from workbench.generate import GenerateSettings, render
+    from workbench.generate.vllm_backend import VllmSettings
+
+    root = tmp_path_factory.getbasetemp() / "split"
+    start = first * tp
+    assume(start + tp * instances <= 64 * 2 // lnc)  # the instance's logical cores at that LNC
+    generated = render(GenerateSettings(
+        triton_model_dir=str(root / "repo" / "llm"), backend="vllm", target="trn2",
+        backend_settings=VllmSettings(model=str(hf_folder(root)), max_model_len=256, tensor_parallel_size=tp,
+                                      core_range=f"{start}:{start + tp * instances - 1}", lnc=lnc)))
+    runs = docker_runs(deployment_for_model(generated, instance_type="trn2.48xlarge"), config_file=root / "one")
+    per_device = cores_per_device_at("trn2.48xlarge", lnc)
+    seen = []
+    for run in runs:
+        low, _, high = _env(run)[0].removeprefix("NEURON_RT_VISIBLE_CORES=").partition("-")
+        cores = list(range(int(low), int(high or low) + 1))
+        assert len(cores) == tp
+        assert run.devices == tuple(sorted({c // per_device for c in cores}))
+        seen += cores
+    assert seen == list(range(start, start + tp * instances))

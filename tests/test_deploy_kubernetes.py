@@ -242,7 +242,8 @@ def test_a_trn2_vllm_model_deploys_one_pod_per_instance_written_by_workbench_dep
     assert from_text((recipe / "config-one-instance.pbtxt").read_text()) == config
     markdown = (recipe / "RECIPE.md").read_text()
     runs = markdown.split("```bash\n", 1)[1].split("```", 1)[0]
-    blocks = [shlex.split(block.replace("\\\n", " "), comments=True) for block in runs.split("\n\n")]
+    head, *blocks = [shlex.split(block.replace("\\\n", " "), comments=True) for block in runs.split("\n\n")]
+    assert head == [] and f"model.json reads {tmp_path / 'llm-weights'}: copy it to the same path" in runs
     assert [b[b.index("--env") + 1] for b in blocks] == [f"NEURON_RT_VISIBLE_CORES={c}" for c in
                                                          ("0-1", "2-3", "4-5", "6-7")]
     assert all(f"{recipe / 'config-one-instance.pbtxt'}:/models/llm/config.pbtxt:ro" in b for b in blocks)

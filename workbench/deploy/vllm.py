@@ -162,8 +162,11 @@ def docker_runs(deployment: VllmDeployment, *, repository: str | os.PathLike[str
 
 
 def runs_text(deployment: VllmDeployment, runs: list[DockerRun]) -> str:
-    """The runs as a README shows them: one block per instance, saying its cores."""
-    blocks = []
+    """The runs as a README shows them: what they need on the host, then one block per instance
+    saying its cores."""
+    d = deployment
+    blocks = [f"# {d.core_map.instances} container(s), one per instance of {d.model_name}; model.json reads "
+              f"{', '.join(d.folders)}: copy it to the same path on the Neuron host"]
     for k, run in enumerate(runs):
         blocks.append(f"# instance {k}: NeuronCores {deployment.core_map.visible_cores(k)} "
                       f"(tensor_parallel_size {deployment.tensor_parallel_size}"
