@@ -85,8 +85,13 @@ def _vllm_deployment(root, name, target, model: dict, **deploy):
     from workbench.deploy.vllm import vllm_deployment
     from vllm_model_dirs import vllm_model_dir
 
+    model = dict(model)
+    relative = model.pop("relative", False)
     model_dir = vllm_model_dir(root, name, target, **model)
-    return vllm_deployment(model_dir, load_settings(model_dir), **deploy)
+    settings = load_settings(model_dir)
+    if relative:  # model.json as a hand edit (or a relative --compiled_model) leaves it
+        settings.backend_settings.model = "llm-weights"
+    return vllm_deployment(model_dir, settings, **deploy)
 
 
 def _mounts(argv: list[str]) -> list[str]:
@@ -155,6 +160,7 @@ def test_an_inf2_vllm_model_takes_the_nxdi_stack_and_needs_no_config_override(tm
     ("trn2", {"tp": 2, "lnc": 1}, {"lnc": 2}, "--lnc 2 contradicts the model's LNC 1"),
     ("trn2", {"tp": 2}, {"instance_type": "inf2.xlarge"}, "--instance-type inf2.xlarge is not a trn2 instance"),
     ("inf2", {"tp": 2}, {"lnc": 1}, "lnc=1 applies only to Trn2/Trn3 instances"),
+    ("inf2", {"tp": 2, "relative": True}, {}, "by a relative path, which a container cannot mount"),
 ])
 def test_a_vllm_model_no_stack_can_serve_as_asked_is_refused(tmp_path, target, model, deploy, message):
     from workbench.deploy.vllm import VllmDeployError

@@ -5,7 +5,8 @@ so a reader can check it and a later SDK release is a one-place edit. Rows marke
 ``verified=False`` were inferred or remembered, not read; the recipe prints them as such. Nothing
 here was run on Neuron hardware: these are documented package combinations, not measurements.
 Checked against Neuron 2.34.0 (2026-11-30, `LATEST_RELEASE`); stacks the SDK no longer supports
-(Inf1, TensorFlow, transformers-neuronx) keep their last working release and say so.
+(Inf1, TensorFlow, transformers-neuronx) keep their last working release and say so. The two Neuron
+vLLM stacks a vLLM-backend model deploys with are in `facts_vllm`, citing the sources listed here.
 """
 
 from __future__ import annotations

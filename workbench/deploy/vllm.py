@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from workbench.coremap import CoreMap, CoreRange
@@ -55,7 +55,7 @@ class VllmDeployment:
     lnc: int | None  # the LNC the cores are counted at (Trn2/Trn3), None elsewhere
     tensor_parallel_size: int
     core_map: CoreMap
-    folders: tuple[str, ...]  # the model (and tokenizer) folders model.json reads
+    folders: tuple[str, ...]  # the model folder model.json reads (and the tokenizer's, when outside it)
     stack: Stack
     config: ModelConfig  # the directory's config.pbtxt (what the one-instance config starts from)
 
@@ -106,7 +106,13 @@ def vllm_deployment(model_dir: Path, settings: GenerateSettings, *, instance_typ
                               f"{instance} has cores 0..{total - 1}{at}: pick a larger --instance-type or regenerate")
     if tp > core_range.size:
         raise VllmDeployError(f"--tensor-parallel-size {tp} does not fit the model's --neuron_core_range {core_range}")
-    folders = tuple(dict.fromkeys(str(Path(f)) for f in (vllm.model, vllm.tokenizer) if f))
+    relative = [f for f in (vllm.model, vllm.tokenizer) if f and not Path(f).is_absolute()]
+    if relative:
+        raise VllmDeployError(f"model.json names {relative[0]!r} by a relative path, which a container cannot mount "
+                              "at the same place: regenerate with an absolute --compiled_model / --tokenizer")
+    model_folder = PurePosixPath(vllm.model)
+    folders = (str(model_folder),) + tuple(str(PurePosixPath(t)) for t in (vllm.tokenizer,)
+                                           if t and not PurePosixPath(t).is_relative_to(model_folder))
     config = config if config is not None else read_config(Path(model_dir) / "config.pbtxt")
     return VllmDeployment(Path(model_dir), target, instance, effective, tp, core_range.split(core_range.size // tp),
                           folders, stack, config)
