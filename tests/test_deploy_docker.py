@@ -8,7 +8,10 @@ container guide passes --device per device and NEURON_RT_VISIBLE_CORES with glob
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import assume, given, settings as hypothesis_settings, strategies as st
 
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.deploy.docker import CPU_IMAGE, DEFAULT_IMAGE, docker_run_command, docker_run_for_model
@@ -72,3 +75,151 @@ def test_for_a_generated_model_it_takes_the_framework_too(tmp_path):
     run = docker_run_for_model(generated, instance_type="inf2.24xlarge")
     assert run.recipe.stack.key == "neuronx-tensorflow" and run.devices == (1,)
     assert run.argv[-1] == "--load-model=tf" and f"{tmp_path / 'repo'}:/models" in run.argv
+
+
+# ---- vLLM-backend model directories: one container per instance, the stack by target --------------
+
+def _vllm_deployment(root, name, target, model: dict, **deploy):
+    """Generate a vLLM model directory with ``model``'s settings, then check it for ``deploy``'s host."""
+    from workbench.generate import load_settings
+    from workbench.deploy.vllm import vllm_deployment
+    from vllm_model_dirs import vllm_model_dir
+
+    model = dict(model)
+    relative = model.pop("relative", False)
+    model_dir = vllm_model_dir(root, name, target, **model)
+    settings = load_settings(model_dir)
+    if relative:  # model.json as a hand edit (or a relative --compiled_model) leaves it
+        settings.backend_settings.model = "llm-weights"
+    return vllm_deployment(model_dir, settings, **deploy)
+
+
+def _mounts(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-v"]
+
+
+@pytest.mark.parametrize("lnc, devices, env_lnc", [(None, [[0], [0], [1], [1]], []),
+                                                   (1, [[0], [0], [0], [0]], ["NEURON_LOGICAL_NC_CONFIG=1"])])
+def test_a_trn2_vllm_model_runs_one_container_per_instance_on_its_cores(tmp_path, lnc, devices, env_lnc):
+    """Tensor-parallel 2 over cores 0-7: four containers, each with its two cores (global ids) and
+    the devices holding them at the model's LNC (4 logical cores per trn2 device at LNC=2, 8 at 1),
+    the vLLM Neuron image, the repository, the weights at their own path and the one-instance config."""
+    import shlex
+
+    from tritonclient.grpc import model_config_pb2
+
+    from workbench.deploy.vllm import docker_runs, one_instance_config
+    from workbench.generate.config import from_text
+
+    dep = _vllm_deployment(tmp_path, "llm", "trn2", {"tp": 2, "core_range": "0:7", "lnc": lnc},
+                           instance_type="trn2.48xlarge")
+    assert dep.lnc == (lnc or 2) and dep.core_map.instances == 4
+    config = tmp_path / "one.pbtxt"
+    text = one_instance_config(dep)
+    kind = model_config_pb2.ModelInstanceGroup.Kind.Name
+    assert [(g.count, kind(g.kind)) for g in from_text(text).instance_group] == [(1, "KIND_MODEL")]
+    config.write_text(text)
+    runs = docker_runs(dep, config_file=config)
+    assert len(runs) == 4
+    image = recipe_for("trn2", "vllm").image
+    assert image.endswith("vllm-neuron-2.33.0")
+    ports = set()
+    for k, run in enumerate(runs):
+        argv = shlex.split(run.command)  # what a shell makes of the printed line
+        assert argv == list(run.argv)
+        assert _env(run) == [f"NEURON_RT_VISIBLE_CORES={2 * k}-{2 * k + 1}", *env_lnc]
+        assert [int(argv[i + 1].removeprefix("/dev/neuron")) for i, a in enumerate(argv) if a == "--device"] \
+            == devices[k]
+        assert argv[argv.index(image) + 1:] == ["tritonserver", "--model-repository=/models",
+                                                "--model-control-mode=explicit", "--load-model=llm"]
+        weights = str(tmp_path / "llm-weights")
+        assert _mounts(argv) == [f"{tmp_path / 'model_repository'}:/models", f"{weights}:{weights}:ro",
+                                 f"{config}:/models/llm/config.pbtxt:ro"]
+        ports |= {a for i, a in enumerate(argv) if argv[i - 1] == "-p"}
+        assert argv[argv.index("--name") + 1] == f"triton-llm-{k}" and "-d" in argv
+    assert len(ports) == 12  # http, grpc, metrics of four containers: none shared
+
+
+def test_an_inf2_vllm_model_takes_the_nxdi_stack_and_needs_no_config_override(tmp_path):
+    from workbench.deploy.vllm import docker_runs, one_instance_config
+
+    dep = _vllm_deployment(tmp_path, "llm", "inf2", {"tp": 2, "core_range": "2:3"}, instance_type="inf2.24xlarge")
+    assert dep.stack.key == "vllm-nxdi" and dep.lnc is None and one_instance_config(dep) is None
+    (run,) = docker_runs(dep)
+    assert run.image == recipe_for("inf2", "vllm").image and run.image.endswith("vllm-nxdi-2.31.1")
+    assert _env(run) == ["NEURON_RT_VISIBLE_CORES=2-3"] and run.devices == (1,)
+    assert run.recipe.stack.key == "vllm-nxdi"
+
+
+@pytest.mark.parametrize("target, model, deploy, message", [
+    ("cpu", {}, {}, "this vLLM model's target is cpu (its config.pbtxt WORKBENCH_TARGET), which no Neuron vLLM"),
+    ("inf2", {"tp": 4, "core_range": "0:3"}, {"instance_type": "inf2.xlarge"},
+     "--tensor-parallel-size 4 needs 4 NeuronCores per instance, but inf2.xlarge has 2"),
+    ("trn2", {"tp": 4, "core_range": "0:7"}, {"instance_type": "trn2.3xlarge"},
+     "--neuron_core_range 0:7 needs core 7, but trn2.3xlarge has cores 0..3 at LNC=2"),
+    ("trn2", {"tp": 2, "lnc": 1}, {"lnc": 2}, "--lnc 2 contradicts the model's LNC 1"),
+    ("trn2", {"tp": 2}, {"instance_type": "inf2.xlarge"}, "--instance-type inf2.xlarge is not a trn2 instance"),
+    ("inf2", {"tp": 2}, {"lnc": 1}, "lnc=1 applies only to Trn2/Trn3 instances"),
+    ("inf2", {"tp": 2, "relative": True}, {}, "by a relative path, which a container cannot mount"),
+])
+def test_a_vllm_model_no_stack_can_serve_as_asked_is_refused(tmp_path, target, model, deploy, message):
+    from workbench.deploy.vllm import VllmDeployError
+
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        _vllm_deployment(tmp_path, "llm", target, model, **deploy)
+    assert caught.type is VllmDeployError or "lnc=" in message
+
+
+def test_a_rendered_vllm_model_gets_its_runs_and_the_single_run_helper_refuses_it(tmp_path):
+    """Before anything is written (a notebook's preview): the rendered model's own config and core
+    map give the runs; docker_run_for_model, which makes ONE container, says to use them instead."""
+    from vllm_model_dirs import hf_folder
+    from workbench.deploy.vllm import deployment_for_model, docker_runs, one_instance_config
+    from workbench.generate import GenerateSettings, render
+    from workbench.generate.vllm_backend import VllmSettings
+
+    generated = render(GenerateSettings(
+        triton_model_dir=str(tmp_path / "repo" / "llm"), backend="vllm", target="trn2",
+        backend_settings=VllmSettings(model=str(hf_folder(tmp_path)), max_model_len=256, tensor_parallel_size=4,
+                                      core_range="4:11")))
+    dep = deployment_for_model(generated, instance_type="trn2.48xlarge")
+    assert not (tmp_path / "repo").exists() and one_instance_config(dep) is not None
+    runs = docker_runs(dep, config_file=tmp_path / "one.pbtxt")
+    assert [(_env(r), r.devices) for r in runs] == [(["NEURON_RT_VISIBLE_CORES=4-7"], (1,)),
+                                                    (["NEURON_RT_VISIBLE_CORES=8-11"], (2,))]
+    with pytest.raises(ValueError, match="runs one container per instance"):
+        docker_run_for_model(generated, instance_type="trn2.48xlarge")
+    with pytest.raises(ValueError, match="asks for 2 instances: each container needs the one-instance config"):
+        docker_runs(dep)
+
+
+@given(lnc=st.sampled_from((1, 2)), tp=st.sampled_from((1, 2, 4, 8)), instances=st.integers(1, 4),
+       first=st.integers(0, 7))
+@hypothesis_settings(max_examples=25, deadline=None)
+def test_the_instances_runs_split_the_range_into_disjoint_visible_cores(tmp_path_factory, lnc, tp, instances, first):
+    """Whatever the degree, count, start and LNC on a trn2.48xlarge: the runs' NEURON_RT_VISIBLE_CORES
+    are consecutive blocks of ``tp`` cores covering the range once, and each run's devices are
+    exactly those holding its cores at that LNC."""
+    from vllm_model_dirs import hf_folder
+    from workbench.deploy.devices import cores_per_device_at
+    from workbench.deploy.vllm import deployment_for_model, docker_runs
+    from workbench.generate import GenerateSettings, render
+    from workbench.generate.vllm_backend import VllmSettings
+
+    root = tmp_path_factory.getbasetemp() / "split"
+    start = first * tp
+    assume(start + tp * instances <= 64 * 2 // lnc)  # the instance's logical cores at that LNC
+    generated = render(GenerateSettings(
+        triton_model_dir=str(root / "repo" / "llm"), backend="vllm", target="trn2",
+        backend_settings=VllmSettings(model=str(hf_folder(root)), max_model_len=256, tensor_parallel_size=tp,
+                                      core_range=f"{start}:{start + tp * instances - 1}", lnc=lnc)))
+    runs = docker_runs(deployment_for_model(generated, instance_type="trn2.48xlarge"), config_file=root / "one")
+    per_device = cores_per_device_at("trn2.48xlarge", lnc)
+    seen = []
+    for run in runs:
+        low, _, high = _env(run)[0].removeprefix("NEURON_RT_VISIBLE_CORES=").partition("-")
+        cores = list(range(int(low), int(high or low) + 1))
+        assert len(cores) == tp
+        assert run.devices == tuple(sorted({c // per_device for c in cores}))
+        seen += cores
+    assert seen == list(range(start, start + tp * instances))

@@ -196,3 +196,122 @@ def test_workbench_deploy_writes_recipe_and_manifests_and_keeps_what_was_there(t
     assert main(args + ["--dra", "--dry-run"]) == 2  # an inf2 model: the DRA driver is for Trn2/Trn3
     assert "the Neuron DRA driver is for Trn2/Trn3" in capsys.readouterr().err
     assert to_yaml([{"a": 1}]) == "a: 1\n"
+
+
+# ---- vLLM-backend model directories -----------------------------------------------------------------
+
+def _kinds(documents):
+    return [d["kind"] for d in documents]
+
+
+def test_a_trn2_vllm_model_deploys_one_pod_per_instance_written_by_workbench_deploy(tmp_path, capsys):
+    """Through the CLI: the recipe folder of the vLLM Neuron stack (with the one-instance config),
+    the manifests parsed by a YAML parser and the Kubernetes schema: a ConfigMap holding config.pbtxt
+    with one instance, mounted over the model's; replicas = instances x --replicas; two cores each."""
+    import shlex
+
+    from tritonclient.grpc import model_config_pb2
+
+    from vllm_model_dirs import vllm_model_dir
+    from workbench.deploy.recipe import recipe_for
+    from workbench.generate.config import from_text
+
+    model_dir = vllm_model_dir(tmp_path, "llm", "trn2", tp=2, core_range="0:7")
+    assert main(["deploy", str(model_dir), "--kubernetes", "--repository", "pvc:models/repo", "--replicas", "2",
+                 "--instance-type", "trn2.48xlarge"]) == 0
+    host = tmp_path / "neuron-host"
+    documents = _validate(list(yaml.safe_load_all((host / "kubernetes-llm" / "triton.yaml").read_text())))
+    assert _kinds(documents) == ["ConfigMap", "Deployment", "Service"]
+    config = from_text(documents[0]["data"]["config.pbtxt"])
+    kind = model_config_pb2.ModelInstanceGroup.Kind.Name
+    assert [(g.count, kind(g.kind)) for g in config.instance_group] == [(1, "KIND_MODEL")]
+    assert config.backend == "vllm" and config.name == "llm"
+    deployment = documents[1]
+    assert deployment["spec"]["replicas"] == 8  # 4 instances x --replicas 2
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["resources"] == {"limits": {CORE_RESOURCE: 2}}
+    assert container["image"] == recipe_for("trn2", "vllm").image
+    assert {"name": "one-instance-config", "mountPath": "/models/llm/config.pbtxt", "subPath": "config.pbtxt",
+            "readOnly": True} in container["volumeMounts"]
+    assert shlex.split(container["command"][2]) == ["exec", "tritonserver", "--model-repository=/models",
+                                                    "--model-control-mode=explicit", "--load-model=llm"]
+    assert str(tmp_path / "llm-weights") in deployment["metadata"]["annotations"]["workbench.neuron/model-folder"]
+    recipe = host / "vllm-neuron"
+    assert sorted(p.name for p in recipe.iterdir()) == ["Dockerfile", "RECIPE.md", "config-one-instance.pbtxt",
+                                                        "setup-host.sh"]
+    assert from_text((recipe / "config-one-instance.pbtxt").read_text()) == config
+    markdown = (recipe / "RECIPE.md").read_text()
+    runs = markdown.split("```bash\n", 1)[1].split("```", 1)[0]
+    head, *blocks = [shlex.split(block.replace("\\\n", " "), comments=True) for block in runs.split("\n\n")]
+    assert head == [] and f"model.json reads {tmp_path / 'llm-weights'}: copy it to the same path" in runs
+    assert [b[b.index("--env") + 1] for b in blocks] == [f"NEURON_RT_VISIBLE_CORES={c}" for c in
+                                                         ("0-1", "2-3", "4-5", "6-7")]
+    assert all(f"{recipe / 'config-one-instance.pbtxt'}:/models/llm/config.pbtxt:ro" in b for b in blocks)
+    assert "vllm-neuron==0.29.0.1.2.0" in markdown and "vllm-neuron/docs/getting-started/setup-guide.html" in markdown
+
+
+def test_an_inf2_vllm_model_on_s3_asks_for_whole_devices(tmp_path):
+    from vllm_model_dirs import vllm_model_dir
+    from workbench.deploy.kubernetes_vllm import vllm_manifests
+    from workbench.deploy.vllm import vllm_deployment
+    from workbench.generate import load_settings
+
+    model_dir = vllm_model_dir(tmp_path, "llm", "inf2", tp=2)
+    dep = vllm_deployment(model_dir, load_settings(model_dir))
+    assert manifests_for_model(model_dir, repository="s3://b/r", resource="neuron", replicas=3) == \
+        vllm_manifests(dep, name="triton-llm", repository="s3://b/r", resource="neuron", replicas=3)
+    documents = _validate(vllm_manifests(dep, name="triton-llm", repository="s3://b/r", resource="neuron",
+                                         replicas=3))
+    assert _kinds(documents) == ["Deployment", "Service"]  # one instance: the config is served as written
+    assert documents[0]["spec"]["replicas"] == 3
+    container = _container(documents)
+    assert container["resources"] == {"limits": {DEVICE_RESOURCE: 1}}  # 2 cores = one inf2 device
+    assert container["image"].endswith("vllm-nxdi-2.31.1")
+    nodes = documents[0]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+    assert nodes and all(n.startswith("inf2.") for n in nodes)
+
+
+def test_a_vllm_model_the_cluster_cannot_serve_is_refused_before_anything_is_written(tmp_path, capsys):
+    from vllm_model_dirs import vllm_model_dir
+
+    trn2 = vllm_model_dir(tmp_path, "llm", "trn2", tp=2, core_range="0:7")
+    cpu = vllm_model_dir(tmp_path, "llm-cpu", "cpu")
+    for argv, message in (
+            ([str(trn2), "--kubernetes", "--repository", "s3://b/r"],
+             "--repository s3://b/r: llm asks for 4 instances and each pod serves one"),
+            ([str(trn2), "--kubernetes", "--repository", "pvc:m", "--resource", "neuron"],
+             "--tensor-parallel-size 2 is not whole devices; use --resource neuroncore"),
+            ([str(trn2), "--kubernetes", "--repository", "pvc:m", "--dra"], "--dra: the DRA claim is not written"),
+            ([str(cpu)], "this vLLM model's target is cpu"),
+            ([str(trn2), "--instance-type", "trn2.3xlarge"], "needs core 7, but trn2.3xlarge has cores 0..3")):
+        assert main(["deploy", *argv]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "neuron-host").exists()
+
+
+def test_the_weights_claim_is_mounted_where_model_json_reads_the_model(tmp_path, capsys):
+    from vllm_model_dirs import vllm_model_dir
+
+    model_dir = vllm_model_dir(tmp_path, "llm", "inf2", tp=2)
+    weights = str(tmp_path / "llm-weights")
+    assert main(["deploy", str(model_dir), "--no-recipe", "--kubernetes", "--repository", "s3://b/r",
+                 "--weights", "pvc:llm-weights/tiny"]) == 0
+    documents = _validate(list(yaml.safe_load_all(
+        (tmp_path / "neuron-host" / "kubernetes-llm" / "triton.yaml").read_text())))
+    pod = documents[0]["spec"]["template"]["spec"]
+    assert {"name": "model-weights", "mountPath": weights, "readOnly": True, "subPath": "tiny"} \
+        in pod["containers"][0]["volumeMounts"]
+    assert {"name": "model-weights", "persistentVolumeClaim": {"claimName": "llm-weights", "readOnly": True}} \
+        in pod["volumes"]
+    assert documents[0]["metadata"]["annotations"]["workbench.neuron/model-folder"] == \
+        f"model.json reads {weights}: mounted from pvc:llm-weights/tiny"
+    capsys.readouterr()
+    for argv, message in (([str(model_dir), "--kubernetes", "--repository", "s3://b/r", "--weights", "/srv/llm"],
+                           "--weights '/srv/llm': give pvc:CLAIM[/subpath]"),
+                          ([str(model_dir), "--kubernetes", "--repository", "s3://b/r", "--weights", "pvc:w/../x"],
+                           "must stay inside the claim"),
+                          ([str(_model(tmp_path / "model_repository", "resnet", "inf2", "0:1")), "--weights", "pvc:w"],
+                           "--weights is for vLLM-backend models")):
+        assert main(["deploy", *argv, "--force"]) == 2
+        assert message in capsys.readouterr().err

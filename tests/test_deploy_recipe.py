@@ -186,3 +186,81 @@ def test_every_pin_is_in_the_sdks_release_manifest_for_its_targets_and_python():
             assert fits, f"{stack.key}: {fact.value} is listed only for {where}"
             checked += 1
     assert checked >= 15
+
+
+# ---- the two Neuron vLLM stacks ----------------------------------------------------------------------
+
+def test_a_vllm_model_takes_the_stack_of_its_target_with_every_pin_sourced():
+    """Trn2/Trn3: vLLM Neuron (the 2.33.0 component index's pins; 2.34.0's vllm-neuron is in no
+    source, and the recipe says so); Inf2/Trn1: vLLM 0.16 with the NxD Inference plugin (2.31.1).
+    Every row names a source whose text says where it was read (a URL or a repository at a commit)."""
+    from workbench.deploy.facts_vllm import VLLM_STACKS
+
+    neuron, nxdi = recipe_for("trn2", "vllm"), recipe_for("inf2", "vllm")
+    assert recipe_for("trn3", "vllm").stack.key == neuron.stack.key == "vllm-neuron"
+    assert recipe_for("trn1", "vllm").stack.key == nxdi.stack.key == "vllm-nxdi"
+    assert [f.value for f in neuron.stack.pip] == ["vllm-neuron==0.29.0.1.2.0", "torch-neuronx==2.14.3.0",
+                                                   "neuronx-cc==2.28.7631.0", "nki==0.7.0"]
+    assert "vllm==0.16.0" in [f.value for f in nxdi.stack.pip]
+    assert "neuronx-distributed-inference==0.10.18399" in [f.value for f in nxdi.stack.pip]
+    assert any("0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04" in f.value for f in nxdi.stack.notes)
+    assert any("2.34.0" in f.value and not f.verified for f in neuron.stack.notes)  # said, not guessed
+    for stack in VLLM_STACKS:
+        assert stack.stub_python.value in stack.pythons, stack.key
+        recipe = recipe_for(stack.targets[0], "vllm")
+        markdown = recipe.markdown()
+        for row in recipe.table():
+            where = SOURCES[row["source"]].where
+            # a web address, a repository at a commit / tag / branch, or the shared reference folder
+            assert re.search(r"https://|[a-z]\.(com|io)\b| @ [0-9a-f]{7}| tags v\d|branch r\d|shared/", where), row
+            assert f"`{row['value']}`" in markdown and f"**{row['source']}**" in markdown
+        assert recipe.text().count("UNVERIFIED") == sum(not r["verified"] for r in recipe.table())
+
+
+def test_the_vllm_dockerfile_installs_the_pins_and_triton_s_vllm_backend():
+    for target, wheels in (("trn2", "vllm-neuron==0.29.0.1.2.0"), ("inf2", "vllm==0.16.0")):
+        recipe = recipe_for(target, "vllm")
+        text = recipe.dockerfile()
+        assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in text and "(3, 12)" in text
+        for fact in recipe.stack.pip + recipe.stack.container_apt:
+            assert fact.value in text
+        assert wheels in text
+        backend = recipe.stack.serving_backend
+        assert backend.archive == ("https://github.com/triton-inference-server/vllm_backend/archive/"
+                                   "8de0c148bda1da25de1e05ffaaf67116dacc7264.tar.gz") and backend.archive in text
+        assert "test -f /opt/tritonserver/backends/vllm/model.py" in text
+    assert " git \\" in recipe_for("inf2", "vllm").dockerfile()  # the plugin is a git requirement
+    with pytest.raises(RecipeError, match="vllm has no Neuron SDK for inf1"):
+        recipe_for("inf1", "vllm")
+
+
+def test_the_dockerfile_s_backend_step_unpacks_model_py_where_triton_looks(tmp_path):
+    """The Dockerfile's own tar line, run on the vendored archive of the same commit: model.py and
+    utils/ land directly in backends/vllm (Triton loads a Python-based backend's model.py there)."""
+    import shlex
+
+    from shared_folder import SHARED
+
+    archive = SHARED / "vendor" / "vllm_backend" / "vllm_backend-8de0c14.tar.gz"
+    if not archive.is_file():
+        pytest.skip(f"the vendored vLLM backend archive is not here ({archive})")
+    line = next(ln for ln in recipe_for("trn2", "vllm").dockerfile().splitlines() if "tar -xzf" in ln)
+    argv = shlex.split(line.removeprefix(" && ").removesuffix("\\"))
+    folder = tmp_path / "backends" / "vllm"
+    folder.mkdir(parents=True)
+    argv[argv.index("-xzf") + 1] = str(archive)
+    argv[argv.index("-C") + 1] = str(folder)
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (folder / "model.py").is_file() and (folder / "utils").is_dir()
+    assert not (folder / "README.md").exists()
+
+
+def test_the_vllm_host_scripts_parse_as_bash(tmp_path):
+    from workbench.deploy.facts_vllm import VLLM_STACKS
+
+    for stack in VLLM_STACKS:
+        script = tmp_path / f"{stack.key}.sh"
+        script.write_text(recipe_for(stack.targets[0], "vllm").host_script())
+        done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr

