@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
 
-__all__ = ["tiny_llm", "VllmHere", "vllm_here", "assemble_vllm_backend", "tiny_llm_settings", "engine_args_table",
+__all__ = ["tiny_llm", "VllmHere", "vllm_here", "vllm_python_path", "assemble_vllm_backend", "tiny_llm_settings", "engine_args_table",
            "answers_table", "stream_figures", "SHARED_ENV", "BACKEND_FOLDER"]
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout (notebooks/, scripts/, .venv-vllm/)
@@ -87,12 +87,23 @@ def shared_folder() -> Path:
     return Path(os.environ.get(SHARED_ENV) or ROOT.parent / "shared")
 
 
+def vllm_python_path() -> Path:
+    """Where the vLLM environment's Python should be: ``$WORKBENCH_VLLM_PYTHON`` (dev.sh test sets
+    it), else the checkout's ``.venv-vllm`` (scripts/vllm_env.sh's default). It may not exist."""
+    from workbench.server.vllm import ENV_PYTHON
+
+    named = os.environ.get(ENV_PYTHON)
+    return Path(named) if named else ROOT / ".venv-vllm" / "bin" / "python"
+
+
 def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathLike[str], *,
                           timeout_s: float = 300) -> Path:
     """The backend directory ``script`` (the shared ``vllm_backend_here.sh``) assembles for
     ``python`` inside its environment (``<venv>/triton-vllm-backend``; a rerun returns at once),
-    with the stub's UTF-8 locale fix (its .pth goes into the vLLM environment only). RuntimeError
-    with the script's words when it fails."""
+    with the stub's UTF-8 locale fix (its .pth goes into the vLLM environment only, whose stub
+    would otherwise fail to import vLLM). Inside the environment because the script's default
+    folder is one per Python version, and once it exists the script returns early, without putting
+    the locale fix into a new environment. RuntimeError with the script's words when it fails."""
     out = Path(python).parent.parent / BACKEND_FOLDER
     done = subprocess.run(["bash", str(script), str(python), str(out)], capture_output=True, text=True,
                           timeout=timeout_s, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"}, check=False)
@@ -107,7 +118,7 @@ def vllm_here(shared: str | os.PathLike[str] | None = None) -> VllmHere:
     from workbench.server.vllm import ENV_PYTHON
 
     named = os.environ.get(ENV_PYTHON)
-    python = Path(named) if named else ROOT / ".venv-vllm" / "bin" / "python"
+    python = vllm_python_path()
     if not python.is_file():
         where = f"${ENV_PYTHON} names {python}" if named else f"${ENV_PYTHON} is unset and {python} is absent"
         return VllmHere(None, None, f"no vLLM environment ({where}; `bash scripts/vllm_env.sh` sets one up, "
