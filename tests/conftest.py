@@ -183,9 +183,10 @@ _VLLM_SCRIPT = SHARED / "tools" / "vllm_backend_here.sh"
 def vllm_python() -> Path:
     """The vLLM environment's Python, or a skip that says how to make one."""
     from workbench.server.vllm import ENV_PYTHON
+    from workbench.tutorial.llm import vllm_python_path
 
     named = os.environ.get(ENV_PYTHON)
-    python = Path(named) if named else Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+    python = vllm_python_path()
     if not python.is_file():
         source = f"${ENV_PYTHON}" if named else f"${ENV_PYTHON} is unset, so the default"
         pytest.skip(f"no vLLM environment: {source} {python} is absent "
@@ -198,13 +199,11 @@ def vllm_backend_dir(vllm_python: Path) -> Path:
     """Triton's vLLM backend for the wheel's tritonserver, as the shared script assembles it for
     ``vllm_python`` (kept in that environment), with the stub locale fix: its .pth goes into the vLLM
     environment only, whose stub would otherwise fail to import vLLM."""
+    from workbench.tutorial.llm import assemble_vllm_backend
+
     if not _VLLM_SCRIPT.is_file():
         pytest.skip(f"no Triton vLLM backend: {_VLLM_SCRIPT} is absent")
-    # assembled inside the vLLM environment: the script's default folder is one per Python version,
-    # and once it exists the script returns early, without putting the locale fix into a new environment
-    out = vllm_python.parent.parent / "triton-vllm-backend"
-    done = subprocess.run(["bash", str(_VLLM_SCRIPT), str(vllm_python), str(out)], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"})
-    if done.returncode != 0:
-        pytest.fail(f"{_VLLM_SCRIPT} failed: {done.stderr.strip()}")
-    return Path(done.stdout.strip().splitlines()[-1])
+    try:
+        return assemble_vllm_backend(_VLLM_SCRIPT, vllm_python)
+    except RuntimeError as err:
+        pytest.fail(str(err))

@@ -21,7 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPECTED = ["01-quickstart", "02-pytorch-inf1", "03-pytorch-inf2-trn1", "04-tensorflow-savedmodel",
-            "05-transformers-neuronx", "06-core-allocations", "07-compare-runs", "08-pytorch-backend"]
+            "05-transformers-neuronx", "06-core-allocations", "07-compare-runs", "08-pytorch-backend",
+            "09-llm-vllm"]
 MAX_CELL_LINES = 12
 MAX_DEF_LINES = 3
 MARK = "# NBVAL_CHECK_OUTPUT"

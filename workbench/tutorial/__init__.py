@@ -11,6 +11,8 @@ measuring are the wings' own calls; this package gathers them under the names th
 * `examples`: `for_neuron_host` (the same model directory for the Neuron host), `progress_bar`,
   `allocations`, a TensorFlow SavedModel and its reference, greedy generation.
 * `backends`: notebook 08's steps, one model generated for both Triton backends.
+* `llm`: notebook 09's steps, the tiny LLM through Triton's vLLM backend: what serves it here (or
+  why nothing does), its settings per target, the model.json table with the Neuron keys' sources.
 """
 
 from __future__ import annotations
