@@ -122,6 +122,10 @@ def load_run(path: str | Path) -> SweepResult:
                            "start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    if record.get("kind") == "llm":  # an LLM sweep: its rows are measured in tokens (measure/llm)
+        from workbench.measure.llm.result import load_llm_run  # run-time circle: llm/ imports this package
+
+        return load_llm_run(path)
     if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
         joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
         return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
@@ -142,7 +146,7 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
         if not (candidate / RECORD_FILE).is_file():
             continue
         run = load_run(candidate)
-        best = run.best()
+        best = run.best() if isinstance(run, SweepResult) else None  # an LLM run's best is in tokens/s
         rows.append({
             "path": str(candidate),
             "label": run.label,
@@ -305,9 +309,19 @@ def _true(value: Any) -> bool:
 
 
 def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
-    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios."""
+    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios.
+    Two LLM sweeps are compared by `measure.llm.compare_llm_runs` (refused across other lengths or
+    engines); an LLM sweep and a tensor sweep are refused: one counts tokens, the other inferences."""
     a = a if isinstance(a, SweepResult) else load_run(a)
     b = b if isinstance(b, SweepResult) else load_run(b)
+    kinds = [run.record.get("kind") == "llm" for run in (a, b)]
+    if any(kinds):
+        if not all(kinds):
+            raise ResultsError(f"cannot compare {a.label!r} with {b.label!r}: one is an LLM sweep measured in "
+                               "tokens, the other a tensor sweep measured in inferences")
+        from workbench.measure.llm.result import compare_llm_runs  # run-time circle, as load_run's
+
+        return compare_llm_runs(a, b)  # type: ignore[return-value]
     keys = list(KEY_COLUMNS)
     metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
     left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]
