@@ -145,3 +145,39 @@ def test_cpu_variants_over_the_numa_nodes_are_skipped_with_why(tmp_path):
 def test_a_bad_plan_is_refused_naming_the_field(kwargs, message):
     with pytest.raises(SweepError, match=message):
         LlmPlan(**kwargs)
+
+
+@pytest.fixture(scope="module")
+def llm_dir(tmp_path_factory):
+    from workbench.generate import backends
+
+    settings = _vllm_settings(tmp_path_factory.mktemp("llm_cli"), "cpu", max_num_seqs=4)
+    backends.write(backends.render(settings))
+    return settings.model_dir
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--batch-sizes", "4"], "--batch-sizes is for tensor models' sweeps"),
+    (["--max-num-seqs", "1,x"], "--max-num-seqs"),
+    (["--concurrency", "2", "--request-rate", "1"], "give --concurrency or --request-rate, not both"),
+    (["--url", "127.0.0.1:1", "--url", "127.0.0.1:2"], "an LLM sweep runs on one server"),
+    (["--engine", "perf_analyzer"], "--engine perf_analyzer"),
+    (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0"),
+    (["--instance-type", "m7i.large"], "no price for instance type 'm7i.large'"),
+])
+def test_the_cli_refuses_bad_llm_flags_before_starting_anything(llm_dir, tmp_path, capsys, flags, words):
+    from workbench.cli import main
+
+    out = tmp_path / "run"
+    assert main(["sweep", str(llm_dir), "--out", str(out), *flags]) == 2
+    assert words in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_cli_refuses_llm_flags_on_a_tensor_model(generate_cpu_model, tmp_path, capsys):
+    from workbench.cli import main
+
+    model_dir = generate_cpu_model(tmp_path)
+    assert main(["sweep", str(model_dir), "--max-num-seqs", "4", "--out", str(tmp_path / "run")]) == 2
+    assert "--max-num-seqs is for vLLM-backend models" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

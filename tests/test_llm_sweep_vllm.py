@@ -36,7 +36,7 @@ def swept(tiny_llm_server, tmp_path_factory):
     server, model_dir = tiny_llm_server
     out = tmp_path_factory.mktemp("llm_sweep") / "run"
     result = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, restore=False)
-    print("\n" + result.table().to_string(), file=sys.stderr)
+    print("\n" + result.table().to_string() + f"\nloads: {result.record.get('variant_times')}", file=sys.stderr)
     return server, model_dir, out, result
 
 
@@ -53,7 +53,7 @@ def test_every_point_counts_as_many_tokens_as_the_server(swept):
         assert row["server_output_tokens"] == row["client_output_tokens"], row["variant"]
         assert row["output_tokens_per_s"] > 0 and row["ttft_p99_ms"] >= row["ttft_p50_ms"] > 0
         assert row["itl_p99_ms"] >= row["itl_p50_ms"] > 0
-        assert math.isclose(row["tokens_per_user_per_s"], 1000.0 / row["itl_p50_ms"])
+        assert math.isclose(row["tokens_per_user_per_s"], PLAN.output_tokens.mean * 1000.0 / row["e2e_p50_ms"])
     assert set(measured["max_num_seqs"]) == {1, 4} and set(measured["concurrency"]) == {1, 4}
 
 
@@ -107,3 +107,30 @@ def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept
                      output_tokens=12, slo=PLAN.slo, prompts=8)
     with pytest.raises(SweepError, match="output_tokens"):
         run_llm_sweep(longer, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
+
+
+def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(swept, tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+
+    server, model_dir, _, _ = swept
+    out = tmp_path / "cli"
+    code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--metrics-url", server.metrics_url,
+                 "--timeout", "600", "--max-num-seqs", "4",
+                 "--request-rate", "2", "--input-tokens", "16", "--output-tokens", "4", "--slo-ttft-ms", "5000",
+                 "--slo-itl-ms", "1000", "--window-ms", "1000", "--stable-windows", "2", "--max-windows", "3",
+                 "--time-limit-s", "4", "--instance-type", "m7i.large", "--price-per-hour", "0.1008",
+                 "--instance-cores", "2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "Cheapest per million output tokens on m7i.large at $0.1008/h" in printed.out
+    assert "seqs4-tp1-x1" in printed.out and "Pareto front" in printed.out
+    record = json.loads((out / "run.json").read_text())
+    assert record["kind"] == "llm" and record["engine"] == "workbench-stream"
+    assert record["input_tokens"]["mean"] == 16 and record["output_tokens"]["mean"] == 4
+    assert record["slo"] == {"ttft_ms": 5000.0, "itl_ms": 1000.0}
+    assert record["plan"]["request_rate"] == [2.0] and record["command"].startswith("workbench sweep")
+    row = json.loads((out / "points.jsonl").read_text().splitlines()[0])
+    assert row["request_rate"] == 2.0 and row["server_output_tokens"] == row["client_output_tokens"] > 0
+    assert (out / "plots" / "pareto.svg").is_file() and (out / "plots" / "latency.png").is_file()

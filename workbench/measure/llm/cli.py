@@ -22,7 +22,7 @@ _EXIT_CANCELLED = 130
 LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
              "request_rate": "--request-rate", "input_tokens": "--input-tokens", "output_tokens": "--output-tokens",
              "slo_ttft_ms": "--slo-ttft-ms", "slo_itl_ms": "--slo-itl-ms", "min_goodput": "--min-goodput",
-             "prompts": "--prompts"}
+             "prompts": "--prompts", "metrics_url": "--metrics-url"}
 # dest -> flag of the tensor sweep's flags an LLM sweep has no use for
 TENSOR_ONLY = {"batch_sizes": "--batch-sizes", "allocations": "--allocations", "max_batch_size": "--max-batch-size",
                "queue_delay_us": "--queue-delay-us", "preferred_batch_sizes": "--preferred-batch-sizes",
@@ -50,6 +50,9 @@ def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     llm.add_argument("--min-goodput", type=float, metavar="PCT",
                      help="also require this share of requests meeting the SLO (percent)")
     llm.add_argument("--prompts", type=int, metavar="N", help="distinct seeded prompts sent in turn (default 16)")
+    llm.add_argument("--metrics-url", metavar="URL",
+                     help="with --url: the server's Prometheus endpoint (http://HOST:8002/metrics), so its own "
+                          "output-token count is read beside the client's at every point")
 
 
 def misplaced_flags(args: argparse.Namespace, defaults: dict[str, Any], llm: bool) -> list[str]:
@@ -108,6 +111,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     ``defaults``: the parser's defaults, to tell the tensor flags given from those left alone."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.backends import read_back
+    from workbench.generate.config import ConfigError
     from workbench.measure.engine.settings import MeasureError, MeasureSettings
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import run_llm_sweep
@@ -123,11 +127,17 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     if args.engine == "perf_analyzer":
         problems.append("--engine perf_analyzer: an LLM sweep is measured by the streaming engine (perf_analyzer "
                         "has no token mode here)")
+    if args.metrics_url and not args.url:
+        problems.append("--metrics-url is for a server given with --url (a server started here is read already)")
     if len(args.url) > 1:
         problems.append(f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
                         "sweeps' variants only); give one --url")
-    base = read_back(model_dir).settings
-    plan = _plan(args, base.backend_settings.max_num_seqs, problems)
+    try:
+        seqs = read_back(model_dir).settings.backend_settings.max_num_seqs
+    except (ConfigError, OSError, ValueError) as err:
+        problems.append(f"{model_dir}: {err}")
+        seqs = None
+    plan = _plan(args, seqs, problems)
     settings = None
     try:
         settings = MeasureSettings(engine="workbench", protocol=args.protocol, window_s=args.window_ms / 1000.0,
@@ -153,7 +163,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         print(f"workbench sweep: error: {'; '.join(problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        server = (RunningServer(args.url[0], settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+        server = (RunningServer(args.url[0], settings.protocol, metrics_url=args.metrics_url,
+                                timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
                   if args.url else TritonServer(model_dir.resolve().parent).start())
     except Exception as err:  # no binary, port clash, bad URL: one line
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
@@ -185,18 +196,26 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     return _report(task.result, args, prices)
 
 
+def _load(row) -> str:
+    rate = row.get("request_rate")
+    return f"{float(rate):g} req/s" if rate is not None and rate == rate else f"concurrency {int(row['concurrency'])}"
+
+
 def _report(result, args: argparse.Namespace, prices) -> int:
     min_goodput = args.min_goodput / 100.0 if args.min_goodput is not None else None
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     for label, why in result.skipped.items():
         print(f"skipped {label}: {why}")
+    if len(result.frame) and (result.frame["server_output_tokens"].astype(float) < 0).all():
+        print("the server's own token count was not read (give --metrics-url with --url; the vLLM backend counts "
+              "with REPORT_CUSTOM_METRICS)", file=sys.stderr)
     print(result.describe_best(min_goodput=min_goodput))
     front = result.pareto()
     if len(front):
-        print("Pareto front (tokens/s per user vs total tokens/s): " + "; ".join(
-            f"{r['variant']} at {r['concurrency'] if r['concurrency'] == r['concurrency'] else r['request_rate']}: "
-            f"{r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}" for _, r in front.iterrows()))
+        print("Pareto front (output tokens/s per user / total): " + "; ".join(
+            f"{r['variant']} at {_load(r)}: {r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
+            for _, r in front.iterrows()))
     if args.instance_type:
         print(result.describe_cheapest(args.instance_type, min_goodput=min_goodput, prices=prices,
                                        instance_cores=args.instance_cores))

@@ -5,8 +5,11 @@ Written to the run folder's ``points.jsonl`` by the same folder I/O as the fixed
 (``store/folder.py``, with ``LLM_COLUMNS`` / ``LLM_KEY_COLUMNS``). Times in milliseconds, rates per
 second; a number not measured is NaN (null on disk), a flag not known None.
 
-``tokens_per_user_per_s`` is the pace one user sees once tokens flow: 1000 / the median request's
-inter-token latency (ms), as AIPerf's "output token throughput per user" is 1 / ITL.
+``tokens_per_user_per_s`` is the pace one user sees over a whole request: the output tokens asked
+(ignore_eos: each request returns exactly that many, the engine warns otherwise) over the median
+end-to-end latency, LLMPerf's per-request output throughput. Not 1 / ITL: the vLLM backend may
+send several tokens in one response (``tokens_per_response`` > 1), and then the gaps inside a
+bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here at max_num_seqs 4).
 ``goodput`` is the share of the pooled requests meeting the run's SLO, ``goodput_per_s`` those
 requests per second. ``server_output_tokens`` is the server's own count over the whole point
 (warm-up included), to compare with ``client_output_tokens``, every token the client received.
@@ -80,12 +83,12 @@ class LlmRow:
         """The row of a point ``measure_stream`` measured; no request succeeded: a failed row."""
         if result.requests == 0 or not result.output_tokens_per_s > 0:
             return cls.failed(point, "no request succeeded: " + ("; ".join(result.warnings) or "no tokens came back"))
-        itl50 = result.itl_ms["p50"]
+        itl50, e2e50 = result.itl_ms["p50"], result.e2e_ms["p50"]
         server = result.server
         return cls(
             **point.columns(),
             output_tokens_per_s=result.output_tokens_per_s, requests_per_s=result.requests_per_s,
-            tokens_per_user_per_s=1000.0 / itl50 if itl50 and itl50 > 0 else NAN,
+            tokens_per_user_per_s=point.output_tokens * 1000.0 / e2e50 if e2e50 and e2e50 > 0 else NAN,
             ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
             itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
             e2e_p50_ms=result.e2e_ms["p50"], e2e_p99_ms=result.e2e_ms["p99"],
