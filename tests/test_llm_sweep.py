@@ -21,7 +21,7 @@ from workbench.measure.llm.rows import LlmRow
 from workbench.measure.store.cost import CostError
 from workbench.measure.store.folder import POINTS_FILE, append_point, write_record
 from workbench.measure.store.plot_check import text_overlaps
-from workbench.measure.store.results import ResultsError, compare_runs
+from workbench.measure.store.results import ResultsError, frame_from_rows, SweepResult, compare_runs, list_runs, load_run
 
 
 def _row(variant: str, seqs: int, tp: int, instances: int, concurrency: int, tokens_s: float, itl50: float,
@@ -102,6 +102,12 @@ def test_comparisons_refuse_runs_of_other_lengths_and_name_other_slos(tmp_path):
         compare_llm_runs(folders["a"], folders["c"])
     with pytest.raises(ResultsError, match="different output lengths"):  # the tensor-run call refuses alike
         compare_runs(folders["a"], folders["c"])
+    with pytest.raises(ResultsError, match="one is an LLM sweep measured in tokens"):  # a tensor run: no kind
+        compare_runs(folders["a"], SweepResult(frame_from_rows([]), {"label": "t"}))
+    with pytest.raises(ResultsError, match="is an LLM sweep .*load_llm_run"):
+        load_run(folders["a"])
+    listed = list_runs(tmp_path)
+    assert sorted(listed["label"]) == ["a", "b", "c"] and (listed["points"] == 4).all()
 
 
 def _vllm_settings(tmp_path, target: str, **vllm) -> GenerateSettings:
@@ -180,4 +186,12 @@ def test_the_cli_refuses_llm_flags_on_a_tensor_model(generate_cpu_model, tmp_pat
     model_dir = generate_cpu_model(tmp_path)
     assert main(["sweep", str(model_dir), "--max-num-seqs", "4", "--out", str(tmp_path / "run")]) == 2
     assert "--max-num-seqs is for vLLM-backend models" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_fan_out_is_refused_in_words_before_anything_loads(tmp_path):
+    from workbench.measure.llm import run_llm_sweep
+
+    with pytest.raises(SweepError, match="an LLM sweep runs on one server"):
+        run_llm_sweep(LlmPlan(), [object(), object()], tmp_path / "llm", out_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()

@@ -78,6 +78,9 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
         raise SweepError(f"plan must be an LlmPlan, got {type(plan).__name__}")
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
+    if isinstance(server, (list, tuple, dict)):
+        raise SweepError("an LLM sweep runs on one server: fan-out (sweep/fanout.py) deals the variants of tensor "
+                         "sweeps only; give one server")
     if settings.engine == "perf_analyzer":
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)
