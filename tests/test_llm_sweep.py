@@ -53,6 +53,9 @@ def test_the_pareto_front_holds_exactly_the_points_nothing_beats_on_both_axes():
     assert list(front["variant"]) == ["seqs1-tp1-x1", "seqs4-tp1-x1", "seqs4-tp1-x2"]
     assert text_overlaps(_result().plot_pareto()) == []
     assert text_overlaps(_result().plot_latency()) == []
+    by_rate = _result([dict(row, concurrency=None, request_rate=float(row["concurrency"])) for row in ROWS])
+    figure = by_rate.plot_latency()
+    assert figure.axes[0].get_xlabel() == "request rate (requests/s)" and text_overlaps(figure) == []
 
 
 def test_the_best_configuration_under_slos_is_the_most_tokens_meeting_both_limits():
@@ -62,6 +65,10 @@ def test_the_best_configuration_under_slos_is_the_most_tokens_meeting_both_limit
     assert result.best(Slo(ttft_ms=150.0, itl_ms=None))["variant"] == "seqs1-tp1-x1"
     assert result.best(Slo(ttft_ms=10.0, itl_ms=None)) is None
     assert "No configuration meets TTFT p99 <= 10 ms" in result.describe_best(Slo(ttft_ms=10.0, itl_ms=None))
+    # goodput-based: the share of requests that met the run's SLO, recorded per point
+    halved = [dict(row, goodput=0.5) if row["variant"] == "seqs4-tp1-x2" else row for row in ROWS]
+    assert _result(halved).best(Slo(ttft_ms=None, itl_ms=None), min_goodput=0.99)["variant"] == "seqs4-tp1-x1"
+    assert "goodput >= 99%" in _result(halved).describe_best(Slo(ttft_ms=None, itl_ms=None), min_goodput=0.99)
     # a point whose server count differs from the client's is not usable, however fast
     miscounted = _row("seqs8-tp1-x1", 8, 1, 1, 4, 999.0, 10.0, 100.0, 20.0, server_output_tokens=390)
     assert _result(ROWS + [miscounted]).best(Slo(ttft_ms=500.0, itl_ms=50.0))["variant"] == "seqs4-tp1-x1"
