@@ -1,7 +1,9 @@
 """An LLM sweep of the tiny LLM through Triton's REAL vLLM backend: max_num_seqs {1, 4} x
 tensor-parallel {1, 2} x concurrency {1, 4}, each variant loaded into the one running server as an
 override; every point's output tokens equal the backend's own count; the Pareto front is drawn and
-readable; the cheapest configuration under SLOs is named; a rerun skips what is measured.
+readable; the cheapest configuration under SLOs is named; a rerun skips what is measured. The
+CLI's run adds the instances axis: max_num_seqs 4 on two instances (two vLLM engines behind one
+model, their token counters summed by Triton) at a request rate.
 
 Tensor-parallel 2 cannot run in vLLM's CPU engine on a one-NUMA-node machine: those variants are
 generated, checked and reported as skipped (on a machine with more nodes they are measured).
@@ -117,7 +119,7 @@ def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(
     server, model_dir, _, _ = swept
     out = tmp_path / "cli"
     code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--metrics-url", server.metrics_url,
-                 "--timeout", "600", "--max-num-seqs", "4",
+                 "--timeout", "600", "--max-num-seqs", "4", "--instances", "2",
                  "--request-rate", "2", "--input-tokens", "16", "--output-tokens", "4", "--slo-ttft-ms", "5000",
                  "--slo-itl-ms", "1000", "--window-ms", "1000", "--stable-windows", "2", "--max-windows", "3",
                  "--time-limit-s", "4", "--instance-type", "m7i.large", "--price-per-hour", "0.1008",
@@ -125,7 +127,7 @@ def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(
     printed = capsys.readouterr()
     assert code == 0, printed.err
     assert "Cheapest per million output tokens on m7i.large at $0.1008/h" in printed.out
-    assert "seqs4-tp1-x1" in printed.out and "Pareto front" in printed.out
+    assert "seqs4-tp1-x2" in printed.out and "Pareto front" in printed.out  # two vLLM engines, one model
     record = json.loads((out / "run.json").read_text())
     assert record["kind"] == "llm" and record["engine"] == "workbench-stream"
     assert record["input_tokens"]["mean"] == 16 and record["output_tokens"]["mean"] == 4
@@ -133,4 +135,6 @@ def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(
     assert record["plan"]["request_rate"] == [2.0] and record["command"].startswith("workbench sweep")
     row = json.loads((out / "points.jsonl").read_text().splitlines()[0])
     assert row["request_rate"] == 2.0 and row["server_output_tokens"] == row["client_output_tokens"] > 0
+    assert row["instances"] == 2 and record["variants"]["seqs4-tp1-x2"]["config"]["instance_group"][0]["count"] == 2
+    assert "$0.1008/h for its share of the cores" in printed.out  # both instances' cores of 2: the whole price
     assert (out / "plots" / "pareto.svg").is_file() and (out / "plots" / "latency.png").is_file()

@@ -69,6 +69,10 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     at once. ``resume`` keeps the points already measured there (refused if the lengths, SLO,
     engine settings, model files or versions changed); ``new_run`` sets the old run aside. At the
     end the model is loaded again as it was (``restore=False`` leaves the last variant loaded).
+    ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
+    the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
+    ``command``: the command line that ran it, kept in the record. A list of servers is refused:
+    fan-out deals tensor sweeps only.
 
     Returns an `LlmSweepResult`: ``.pareto()``, ``.best(slo)``, ``.cheapest(instance_type, slo)``,
     ``.plot_pareto()``, ``.plot_latency()``, ``.describe_best()``, ``.describe_cheapest()``.
