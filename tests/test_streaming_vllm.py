@@ -10,8 +10,8 @@ vLLM engine takes ~25-45 s to load on 2 cores, so this lives apart from the pace
 
 from __future__ import annotations
 
-import json
 import sys
+
 import pytest
 
 from workbench import zoo
@@ -24,7 +24,6 @@ from workbench.measure.engine.streaming import (
     measure_stream,
 )
 from workbench.measure.engine.settings import MeasureSettings
-from workbench.server import TritonServer
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -39,22 +38,8 @@ def llm():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, llm, vllm_python, vllm_backend_dir):
-    repo = tmp_path_factory.mktemp("vllm_stream") / "repo"
-    (repo / MODEL / "1").mkdir(parents=True)
-    (repo / MODEL / "config.pbtxt").write_text(
-        'backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n'
-        'parameters { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }\n')
-    args = {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
-            "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True, "disable_log_stats": False}
-    (repo / MODEL / "1" / "model.json").write_text(json.dumps(args, indent=2))
-    server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
-    try:
-        server.start(timeout=180)
-        server.load(MODEL, timeout=900)
-        yield server
-    finally:
-        server.stop()
+def server(tiny_llm_server):
+    return tiny_llm_server[0]  # conftest's: shared with the LLM sweep's tests
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])

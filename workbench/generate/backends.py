@@ -40,6 +40,7 @@ class Backend(Protocol):
     own_fields: tuple[str, ...]  # GenerateSettings fields only this backend reads
     ignored_fields: tuple[str, ...]  # fields it accepts but has no use for (greyed out in the panel)
     pins_cores: bool  # its model reads NEURON_CORE_START/END_INDEX (a sweep sets them for each variant)
+    streams_tokens: bool  # decoupled, streaming tokens: `workbench sweep` measures it in tokens (measure/llm)
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         """Every problem with ``settings`` for this backend; nothing read for writing, nothing written."""

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.measure.llm.cli import TENSOR_ONLY, add_llm_arguments, misplaced_flags, run_llm_cli
 from workbench.tasks import Task
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
@@ -113,7 +114,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--instance-cores", type=int, metavar="N",
                      help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)")
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
+    add_llm_arguments(parser)
     parser.set_defaults(func=run_cli)
+    parser.set_defaults(flag_defaults={dest: parser.get_default(dest) for dest in TENSOR_ONLY})
     return parser
 
 
@@ -249,6 +252,12 @@ def run_cli(args: argparse.Namespace) -> int:
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
 
     model_dir = Path(args.model_dir)
+    if _streams_tokens(model_dir):  # the backend switch: a token-streaming backend is swept in tokens
+        return run_llm_cli(args, args.flag_defaults)
+    misplaced = misplaced_flags(args, args.flag_defaults, llm=False)
+    if misplaced:
+        print(f"workbench sweep: error: {'; '.join(misplaced)}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
     checked = preflight(model_dir, plan=lambda: plan_from_args(args), settings=lambda: settings_from_args(args),
                         search=lambda: search_from_args(args), backends=lambda: backend_sweep_from_args(args),
                         out_dir=Path(args.out), resume=args.resume, new_run=args.new_run, urls=len(args.url))
@@ -336,6 +345,21 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
         return _EXIT_CANCELLED
     return 0
+
+
+def _streams_tokens(model_dir: Path) -> bool:
+    """Whether ``model_dir``'s backend streams tokens (the backend switch's ``streams_tokens``);
+    False where it cannot be read (the pre-run check then says why)."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.generate.backends import backend_of_config
+    from workbench.generate.config import ConfigError, read_config
+
+    if not (model_dir / "config.pbtxt").is_file():
+        return False
+    try:
+        return backend_of_config(read_config(model_dir)).streams_tokens
+    except (ConfigError, OSError, ValueError):
+        return False
 
 
 def backend_sweep_from_args(args: argparse.Namespace):

@@ -27,6 +27,7 @@ class PythonBackend:
     name = "python"
     label = "Python backend (model.py)"
     pins_cores = True  # model.py places each instance on the cores its parameters name
+    streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
     targets = TARGETS
     reads = "the Python backend's model.py"
     # read by model.py only (a hand-written model.py, compiled-model placement, cores, transformers-neuronx);

@@ -22,6 +22,7 @@ class PyTorchBackend:
     name = "pytorch"
     label = "PyTorch backend (LibTorch)"
     pins_cores = False  # Triton's PyTorch backend reads no core parameters: instances share the CPUs
+    streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
     targets = ("cpu",)  # LibTorch serves on this machine's CPU; Neuron models go to the Python backend
     reads = "Triton's PyTorch backend"
     own_fields = ("runtime", "state_dict")

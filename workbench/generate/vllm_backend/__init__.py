@@ -45,6 +45,7 @@ class VllmBackend:
     name = "vllm"
     label = "vLLM backend (LLMs)"
     pins_cores = False  # instances' cores are NEURON_RT_VISIBLE_CORES per instance, not model.py's parameters
+    streams_tokens = True  # decoupled, token by token: swept in tokens (measure/llm)
     reads = "Triton's vLLM backend"
     targets = VLLM_TARGETS
     own_fields = ()  # everything it reads is in VllmSettings (GenerateSettings.backend_settings)

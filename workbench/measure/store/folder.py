@@ -11,7 +11,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
@@ -32,15 +32,17 @@ class ResultsError(ValueError):
     """A run folder or table that cannot be read or compared; the message names the file or column."""
 
 
-def frame_from_rows(rows: Iterable[dict]) -> pd.DataFrame:
-    """The results table in its documented column order (extra columns kept at the end)."""
+def frame_from_rows(rows: Iterable[dict], columns: Sequence[str] = COLUMNS,
+                    int_columns: Sequence[str] = INT_COLUMNS) -> pd.DataFrame:
+    """The results table in its documented column order (extra columns kept at the end);
+    ``columns``/``int_columns``: another row type's (an LLM sweep's ``LlmRow``)."""
     frame = pd.DataFrame(list(rows))
-    for column in COLUMNS:
+    for column in columns:
         if column not in frame.columns:
             frame[column] = None
-    extra = [c for c in frame.columns if c not in COLUMNS]
-    frame = frame[list(COLUMNS) + extra]
-    for column in INT_COLUMNS:
+    extra = [c for c in frame.columns if c not in columns]
+    frame = frame[list(columns) + extra]
+    for column in int_columns:
         if frame[column].notna().all():
             frame[column] = frame[column].astype("int64")
     return frame
@@ -69,10 +71,10 @@ def _strict(value: Any) -> Any:
 
 
 
-def _point_row(path: Path, number: int, row: dict) -> dict:
+def _point_row(path: Path, number: int, row: dict, int_columns: Sequence[str]) -> dict:
     """``row`` with its whole-number columns as integers; a value that is not one is an error
     naming the line (a hand-edited ``"batch_size": "1"`` would otherwise count as another point)."""
-    for column in INT_COLUMNS:
+    for column in int_columns:
         value = row.get(column)
         if value is None or isinstance(value, bool):
             continue
@@ -87,9 +89,11 @@ def _point_row(path: Path, number: int, row: dict) -> dict:
     return row
 
 
-def read_points(path: str | Path) -> list[dict]:
+def read_points(path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS,
+                int_columns: Sequence[str] = INT_COLUMNS) -> list[dict]:
     """Rows of a points.jsonl file. A torn last line (a crash while appending) is dropped; a bad
-    line anywhere else is an error naming the line."""
+    line anywhere else is an error naming the line. ``key_columns``/``int_columns``: another row
+    type's (an LLM sweep's)."""
     path = Path(path)
     if not path.exists():
         return []
@@ -105,11 +109,11 @@ def read_points(path: str | Path) -> list[dict]:
                 break
             why = "" if isinstance(err, json.JSONDecodeError) else f" ({err})"
             raise ResultsError(f"{path} line {number} is not a JSON row{why}; fix or remove it") from None
-        missing = [c for c in KEY_COLUMNS if c not in row] if isinstance(row, dict) else list(KEY_COLUMNS)
+        missing = [c for c in key_columns if c not in row] if isinstance(row, dict) else list(key_columns)
         if missing:
             raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
                                "fix or remove it")
-        rows.append(_point_row(path, number, row))
+        rows.append(_point_row(path, number, row, int_columns))
     return rows
 
 

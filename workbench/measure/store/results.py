@@ -122,6 +122,9 @@ def load_run(path: str | Path) -> SweepResult:
                            "start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    if record.get("kind") == "llm":  # its rows are in tokens: measure/llm's LlmSweepResult reads them
+        raise ResultsError(f"{path} is an LLM sweep (measured in tokens): open it with "
+                           "workbench.measure.llm.load_llm_run")
     if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
         joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
         return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
@@ -129,6 +132,16 @@ def load_run(path: str | Path) -> SweepResult:
     from workbench.measure.sweep.resume import unique_rows
 
     return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
+
+
+def record_kind(path: str | Path) -> str | None:
+    """The ``kind`` a run folder's record says (``"llm"``, ``"backends"``; None: a tensor sweep, or no record)."""
+    record_path = Path(path) / RECORD_FILE
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
+    except (OSError, json.JSONDecodeError):
+        return None  # load_run says what is wrong with it
+    return record.get("kind") if isinstance(record, dict) else None
 
 
 def list_runs(folder: str | Path) -> pd.DataFrame:
@@ -141,8 +154,13 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
     for candidate in candidates:
         if not (candidate / RECORD_FILE).is_file():
             continue
-        run = load_run(candidate)
-        best = run.best()
+        if record_kind(candidate) == "llm":  # its best is in tokens/s: listed, without an infer/s figure
+            from workbench.measure.llm.result import load_llm_run  # run-time circle: llm/ imports this package
+
+            run, best = load_llm_run(candidate), None
+        else:
+            run = load_run(candidate)
+            best = run.best()
         rows.append({
             "path": str(candidate),
             "label": run.label,
@@ -305,7 +323,18 @@ def _true(value: Any) -> bool:
 
 
 def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
-    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios."""
+    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios.
+    Two LLM sweeps are compared by `measure.llm.compare_llm_runs` (refused across other lengths or
+    engines); an LLM sweep and a tensor sweep are refused: one counts tokens, the other inferences."""
+    kinds = [record_kind(run) if isinstance(run, (str, Path)) else run.record.get("kind") for run in (a, b)]
+    if "llm" in kinds:
+        if kinds[0] != kinds[1]:
+            names = [str(run) if isinstance(run, (str, Path)) else repr(run.label) for run in (a, b)]
+            raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is an LLM sweep measured in tokens, "
+                               "the other a tensor sweep measured in inferences")
+        from workbench.measure.llm.result import compare_llm_runs  # run-time circle, as list_runs'
+
+        return compare_llm_runs(a, b)  # type: ignore[arg-type,return-value]
     a = a if isinstance(a, SweepResult) else load_run(a)
     b = b if isinstance(b, SweepResult) else load_run(b)
     keys = list(KEY_COLUMNS)

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from workbench.files import atomic_write
 from workbench.measure.grid.rows import KEY_COLUMNS
@@ -77,21 +77,22 @@ def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> list
     return changes
 
 
-def _key(row: dict) -> tuple:
-    return tuple(row.get(column) for column in KEY_COLUMNS)
+def _key(row: dict, key_columns: Sequence[str] = KEY_COLUMNS) -> tuple:
+    return tuple(row.get(column) for column in key_columns)
 
 
-def unique_rows(rows: Iterable[dict]) -> list[dict]:
-    """One row per point, in the order points first appear: its last error-free row, else its last."""
+def unique_rows(rows: Iterable[dict], key_columns: Sequence[str] = KEY_COLUMNS) -> list[dict]:
+    """One row per point (``key_columns`` identify it), in the order points first appear: its last
+    error-free row, else its last."""
     chosen: dict[tuple, dict] = {}
     for row in rows:
-        key = _key(row)
+        key = _key(row, key_columns)
         if key not in chosen or not row.get("error") or chosen[key].get("error"):
             chosen[key] = row
     return list(chosen.values())
 
 
-def compact_points(path: Path) -> None:
+def compact_points(path: Path, key_columns: Sequence[str] = KEY_COLUMNS) -> None:
     """Rewrite ``points.jsonl`` (atomically, good lines byte for byte) keeping one error-free row
     per point: failed rows go, since their points are measured again and appended."""
     if not path.exists():
@@ -104,7 +105,7 @@ def compact_points(path: Path) -> None:
         except json.JSONDecodeError:
             continue  # a torn last line (read_points has refused any other bad line already)
         if isinstance(row, dict) and not row.get("error"):
-            keep[_key(row)] = line  # the last good row, where the point first appeared
+            keep[_key(row, key_columns)] = line  # the last good row, where the point first appeared
     text = "".join(line + "\n" for line in keep.values())
     if text == "".join(line + "\n" for line in lines):
         return

@@ -1,0 +1,140 @@
+"""An LLM sweep of the tiny LLM through Triton's REAL vLLM backend: max_num_seqs {1, 4} x
+tensor-parallel {1, 2} x concurrency {1, 4}, each variant loaded into the one running server as an
+override; every point's output tokens equal the backend's own count; the Pareto front is drawn and
+readable; the cheapest configuration under SLOs is named; a rerun skips what is measured. The
+CLI's run adds the instances axis: max_num_seqs 4 on two instances (two vLLM engines behind one
+model, their token counters summed by Triton) at a request rate.
+
+Tensor-parallel 2 cannot run in vLLM's CPU engine on a one-NUMA-node machine: those variants are
+generated, checked and reported as skipped (on a machine with more nodes they are measured).
+Shares the vLLM server with tests/test_streaming_vllm.py (conftest's ``tiny_llm_server``); skips,
+saying what is missing, without the vLLM environment.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.streaming import Slo
+from workbench.measure.grid.plan import SweepError
+from workbench.measure.llm import LlmPlan, load_llm_run, run_llm_sweep
+from workbench.measure.llm.plan import numa_nodes
+from workbench.measure.store.plot_check import text_overlaps
+
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+SETTINGS = MeasureSettings(window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=4.0, min_latencies=0)
+PLAN = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
+               slo=Slo(ttft_ms=5000.0, itl_ms=1000.0), prompts=8)
+PRICE = {"m7i.large": 0.1008}  # a 2-vCPU CPU instance, price given by the test (USD/h)
+
+
+@pytest.fixture(scope="module")
+def swept(tiny_llm_server, tmp_path_factory):
+    server, model_dir = tiny_llm_server
+    out = tmp_path_factory.mktemp("llm_sweep") / "run"
+    result = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, restore=False)
+    print("\n" + result.table().to_string() + f"\nloads: {result.record.get('variant_times')}", file=sys.stderr)
+    return server, model_dir, out, result
+
+
+def test_every_point_counts_as_many_tokens_as_the_server(swept):
+    _, _, _, result = swept
+    assert result.complete, result.record.get("sessions")
+    measured = result.frame
+    runnable_tp = [tp for tp in PLAN.tensor_parallel if tp <= numa_nodes()]
+    assert len(measured) == len(PLAN.max_num_seqs) * len(runnable_tp) * len(PLAN.concurrency)
+    for row in measured.to_dict("records"):
+        assert not row["error"], row["error"]
+        assert row["failures"] == 0
+        assert row["client_output_tokens"] > 0
+        assert row["server_output_tokens"] == row["client_output_tokens"], row["variant"]
+        assert row["output_tokens_per_s"] > 0 and row["ttft_p99_ms"] >= row["ttft_p50_ms"] > 0
+        assert row["itl_p99_ms"] >= row["itl_p50_ms"] > 0
+        assert math.isclose(row["tokens_per_user_per_s"], PLAN.output_tokens.mean * 1000.0 / row["e2e_p50_ms"])
+    assert set(measured["max_num_seqs"]) == {1, 4} and set(measured["concurrency"]) == {1, 4}
+
+
+def test_tensor_parallel_variants_the_cpu_engine_cannot_bind_are_skipped_with_why(swept):
+    _, _, _, result = swept
+    if numa_nodes() >= 2:
+        pytest.skip("this machine has NUMA nodes for tensor-parallel 2: those variants were measured")
+    assert set(result.skipped) == {"seqs1-tp2-x1", "seqs4-tp2-x1"}
+    assert all("NUMA node" in why for why in result.skipped.values())
+    assert "Not measured: seqs1-tp2-x1" in result.describe_best()
+    generated = result.record["variants"]["seqs4-tp2-x1"]
+    assert '"tensor_parallel_size": 2' in generated["files"]["1/model.json"]
+
+
+def test_the_pareto_front_is_drawn_and_the_cheapest_configuration_named(swept, tmp_path):
+    _, _, _, result = swept
+    front = result.pareto()
+    assert len(front) >= 1
+    for _, point in result.usable().iterrows():  # nothing off the front beats a front point on both axes
+        beaten = ((front["output_tokens_per_s"] > point["output_tokens_per_s"])
+                  & (front["tokens_per_user_per_s"] >= point["tokens_per_user_per_s"])).any() or \
+                 ((front["output_tokens_per_s"] >= point["output_tokens_per_s"])
+                  & (front["tokens_per_user_per_s"] > point["tokens_per_user_per_s"])).any()
+        assert beaten or point["variant"] in set(front["variant"])
+    for figure in (result.plot_pareto(), result.plot_latency()):
+        assert text_overlaps(figure) == []
+    written = result.save_plots(tmp_path)
+    assert {p.suffix for paths in written.values() for p in paths} == {".png", ".svg"}
+    assert any(line.get_label() == "Pareto front" for line in result.plot_pareto().axes[0].get_lines())
+
+    slo = Slo(ttft_ms=5000.0, itl_ms=1000.0)
+    cheapest = result.cheapest("m7i.large", slo, prices=PRICE, instance_cores=2)
+    assert cheapest is not None
+    costs = [PRICE["m7i.large"] * (r["instances"] * r["tensor_parallel"] / 2) / (r["output_tokens_per_s"] * 3600) * 1e6
+             for r in result.meeting(slo).to_dict("records")]
+    assert math.isclose(cheapest["usd_per_million_output_tokens"], min(costs))
+    sentence = result.describe_cheapest("m7i.large", slo, prices=PRICE, instance_cores=2)
+    assert cheapest["variant"] in sentence and "per million output tokens" in sentence
+    print(f"\n{result.describe_best(slo)}\n{sentence}", file=sys.stderr)
+
+
+def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept):
+    server, model_dir, out, result = swept
+    again = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
+    session = again.record["sessions"][-1]
+    assert session["measured"] == 0 and session["reused"] == len(result.frame)
+    assert again.frame[["variant", "concurrency", "output_tokens_per_s"]].equals(
+        result.frame[["variant", "concurrency", "output_tokens_per_s"]])
+    assert load_llm_run(out).record["input_tokens"]["mean"] == 16
+    longer = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16,
+                     output_tokens=12, slo=PLAN.slo, prompts=8)
+    with pytest.raises(SweepError, match="output_tokens"):
+        run_llm_sweep(longer, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
+
+
+def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(swept, tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+
+    server, model_dir, _, _ = swept
+    out = tmp_path / "cli"
+    code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--metrics-url", server.metrics_url,
+                 "--timeout", "600", "--max-num-seqs", "4", "--instances", "2",
+                 "--request-rate", "2", "--input-tokens", "16", "--output-tokens", "4", "--slo-ttft-ms", "5000",
+                 "--slo-itl-ms", "1000", "--window-ms", "1000", "--stable-windows", "2", "--max-windows", "3",
+                 "--time-limit-s", "4", "--instance-type", "m7i.large", "--price-per-hour", "0.1008",
+                 "--instance-cores", "2", "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "Cheapest per million output tokens on m7i.large at $0.1008/h" in printed.out
+    assert "seqs4-tp1-x2" in printed.out and "Pareto front" in printed.out  # two vLLM engines, one model
+    record = json.loads((out / "run.json").read_text())
+    assert record["kind"] == "llm" and record["engine"] == "workbench-stream"
+    assert record["input_tokens"]["mean"] == 16 and record["output_tokens"]["mean"] == 4
+    assert record["slo"] == {"ttft_ms": 5000.0, "itl_ms": 1000.0}
+    assert record["plan"]["request_rate"] == [2.0] and record["command"].startswith("workbench sweep")
+    row = json.loads((out / "points.jsonl").read_text().splitlines()[0])
+    assert row["request_rate"] == 2.0 and row["server_output_tokens"] == row["client_output_tokens"] > 0
+    assert row["instances"] == 2 and record["variants"]["seqs4-tp1-x2"]["config"]["instance_group"][0]["count"] == 2
+    assert "$0.1008/h for its share of the cores" in printed.out  # both instances' cores of 2: the whole price
+    assert (out / "plots" / "pareto.svg").is_file() and (out / "plots" / "latency.png").is_file()

@@ -1,0 +1,106 @@
+"""The questions asked of an LLM sweep's table, each rule written once: which points are usable,
+which meet an SLO, the Pareto front of output tokens/s per user against total output tokens/s, the
+best configuration under an SLO, and the cost per million output tokens (`store/cost.py`'s price
+table and share rule: a variant pays for instances x tensor-parallel cores of the instance's cores).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+import pandas as pd
+
+from workbench.measure.engine.streaming import Slo
+from workbench.measure.llm.rows import usable_llm
+from workbench.measure.store.cost import with_cost
+
+__all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
+           "point_text", "slo_text"]
+
+
+def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The points whose figures can be trusted (`rows.usable_llm`)."""
+    return frame[[usable_llm(r) for r in frame.to_dict("records")]] if len(frame) else frame
+
+
+def meeting(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float | None = None) -> pd.DataFrame:
+    """Usable points whose TTFT p99 and ITL p99 are within ``slo`` (None limits: not checked) and
+    whose recorded goodput (the share of requests meeting the run's SLO) is at least ``min_goodput``."""
+    out = usable_rows(frame)
+    if slo is not None and slo.ttft_ms is not None:
+        out = out[out["ttft_p99_ms"].astype(float) <= float(slo.ttft_ms)]
+    if slo is not None and slo.itl_ms is not None:
+        out = out[out["itl_p99_ms"].astype(float) <= float(slo.itl_ms)]
+    if min_goodput is not None:
+        out = out[out["goodput"].astype(float) >= float(min_goodput)]
+    return out
+
+
+def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
+    """The usable points no other usable point beats on both output tokens/s per user and total
+    output tokens/s (at least as good on both, better on one), sorted by total tokens/s."""
+    usable = usable_rows(frame)
+    if usable.empty:
+        return usable
+    per_user = usable["tokens_per_user_per_s"].astype(float).to_numpy()
+    total = usable["output_tokens_per_s"].astype(float).to_numpy()
+    keep = []
+    for i in range(len(usable)):
+        dominated = ((per_user >= per_user[i]) & (total >= total[i]) &
+                     ((per_user > per_user[i]) | (total > total[i]))).any()
+        keep.append(not dominated and not math.isnan(per_user[i]))
+    return usable[keep].sort_values("output_tokens_per_s", kind="stable")
+
+
+def best_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float | None = None) -> pd.Series | None:
+    """The highest total output tokens/s among the points meeting ``slo`` (ties: the faster TTFT
+    p99); None when none does."""
+    candidates = meeting(frame, slo, min_goodput)
+    if candidates.empty:
+        return None
+    return candidates.sort_values(["output_tokens_per_s", "ttft_p99_ms"], ascending=[False, True], kind="stable").iloc[0]
+
+
+def with_token_cost(frame: pd.DataFrame, instance_type: str, *, prices: Mapping[str, float] | None = None,
+                    instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
+    """``frame`` with ``usd_per_hour`` (the variant's share of the instance) and
+    ``usd_per_million_output_tokens``: the share's price over an hour of its output tokens."""
+    costed = with_cost(frame.assign(throughput=frame["output_tokens_per_s"]), instance_type, prices=prices,
+                       instance_cores=instance_cores, whole_instance=whole_instance)
+    return costed.drop(columns="throughput").rename(columns={"cost_per_million_usd": "usd_per_million_output_tokens"})
+
+
+def cheapest_under(frame: pd.DataFrame, instance_type: str, slo: Slo | None = None, *,
+                   min_goodput: float | None = None, prices: Mapping[str, float] | None = None,
+                   instance_cores: int | None = None, whole_instance: bool = False) -> pd.Series | None:
+    """The point meeting ``slo`` with the lowest cost per million output tokens (ties: more
+    tokens/s); None when none meets it."""
+    costed = with_token_cost(frame, instance_type, prices=prices, instance_cores=instance_cores,
+                             whole_instance=whole_instance)
+    candidates = meeting(costed, slo, min_goodput)
+    if candidates.empty:
+        return None
+    return candidates.sort_values(["usd_per_million_output_tokens", "output_tokens_per_s"], ascending=[True, False],
+                                  kind="stable").iloc[0]
+
+
+def slo_text(slo: Slo | None, min_goodput: float | None = None) -> str:
+    parts = []
+    if slo is not None and slo.ttft_ms is not None:
+        parts.append(f"TTFT p99 <= {slo.ttft_ms:g} ms")
+    if slo is not None and slo.itl_ms is not None:
+        parts.append(f"ITL p99 <= {slo.itl_ms:g} ms")
+    if min_goodput is not None:
+        parts.append(f"goodput >= {min_goodput * 100:g}%")
+    return " and ".join(parts) or "no SLO"
+
+
+def point_text(point: pd.Series) -> str:
+    """The configuration and its figures in words."""
+    load = (f"concurrency {int(point['concurrency'])}" if not pd.isna(point.get("concurrency"))
+            else f"{float(point['request_rate']):g} req/s")
+    return (f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
+            f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
+            f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, TTFT p99 {float(point['ttft_p99_ms']):.1f} ms, "
+            f"ITL p99 {float(point['itl_p99_ms']):.2f} ms")

@@ -1,0 +1,229 @@
+"""``workbench sweep``'s LLM mode: a model directory whose backend streams tokens (the backend switch's
+``streams_tokens``: Triton's vLLM backend) is swept over max_num_seqs x tensor-parallel degree x
+instances x concurrency (or request rate) and measured in tokens. Its own flags are registered
+here; the flags of the tensor sweep that mean nothing for it are refused, by name, before anything
+starts, and so are these flags on a tensor model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags"]
+
+_EXIT_BAD_INPUT = 2
+_EXIT_CANCELLED = 130
+
+# dest -> flag of the LLM mode's own flags (default None: given or not)
+LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
+             "request_rate": "--request-rate", "input_tokens": "--input-tokens", "output_tokens": "--output-tokens",
+             "slo_ttft_ms": "--slo-ttft-ms", "slo_itl_ms": "--slo-itl-ms", "min_goodput": "--min-goodput",
+             "prompts": "--prompts", "metrics_url": "--metrics-url"}
+# dest -> flag of the tensor sweep's flags an LLM sweep has no use for
+TENSOR_ONLY = {"batch_sizes": "--batch-sizes", "allocations": "--allocations", "max_batch_size": "--max-batch-size",
+               "queue_delay_us": "--queue-delay-us", "preferred_batch_sizes": "--preferred-batch-sizes",
+               "param": "--param", "compare": "--compare", "backend_param": "--backend-param", "search": "--search",
+               "min_gain": "--min-gain", "tries": "--tries", "screen_window_ms": "--screen-window-ms",
+               "within": "--within", "perf_analyzer": "--perf-analyzer", "rtol": "--rtol", "atol": "--atol",
+               "latency_budget_ms": "--latency-budget-ms", "min_throughput": "--min-throughput",
+               "processes": "--processes", "min_latencies": "--min-latencies"}
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The LLM mode's flags (used when MODEL_DIR is served by Triton's vLLM backend)."""
+    llm = parser.add_argument_group("LLM (a vLLM-backend model: measured in tokens)")
+    llm.add_argument("--max-num-seqs", metavar="N,N", help="vLLM's max_num_seqs of each variant (default: the model's)")
+    llm.add_argument("--tensor-parallel", metavar="N,N",
+                     help="tensor-parallel degrees (default 1); on the CPU a degree above the NUMA nodes is generated, "
+                          "checked and reported as skipped")
+    llm.add_argument("--instances", metavar="N,N", help="model instances of each variant (default 1); on Neuron "
+                     "each holds --tensor-parallel cores of --core-range")
+    llm.add_argument("--request-rate", metavar="R,R", help="requests per second instead of --concurrency levels")
+    llm.add_argument("--input-tokens", type=int, metavar="N", help="prompt length in the model's tokens (default 32)")
+    llm.add_argument("--output-tokens", type=int, metavar="N", help="output tokens per request (default 32)")
+    llm.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="SLO: time to first token p99 at most MS (default 500)")
+    llm.add_argument("--slo-itl-ms", type=float, metavar="MS", help="SLO: inter-token latency p99 at most MS (default 50)")
+    llm.add_argument("--min-goodput", type=float, metavar="PCT",
+                     help="also require this share of requests meeting the SLO (percent)")
+    llm.add_argument("--prompts", type=int, metavar="N", help="distinct seeded prompts sent in turn (default 16)")
+    llm.add_argument("--metrics-url", metavar="URL",
+                     help="with --url: the server's Prometheus endpoint (http://HOST:8002/metrics), so its own "
+                          "output-token count is read beside the client's at every point")
+
+
+def misplaced_flags(args: argparse.Namespace, defaults: dict[str, Any], llm: bool) -> list[str]:
+    """The flags given that the chosen mode does not read, one problem each."""
+    if llm:
+        return [f"{flag} is for tensor models' sweeps; {args.model_dir} is served by Triton's vLLM backend and is "
+                "swept in tokens (leave it out)" for dest, flag in TENSOR_ONLY.items()
+                if getattr(args, dest, None) != defaults.get(dest)]
+    return [f"{flag} is for vLLM-backend models (an LLM sweep); {args.model_dir} is not one (leave it out)"
+            for dest, flag in LLM_FLAGS.items() if getattr(args, dest, None) is not None]
+
+
+def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
+    from workbench.measure.engine.streaming import Slo
+    from workbench.measure.grid.plan import SweepError, parse_counts
+    from workbench.measure.llm.plan import LlmPlan
+
+    values: dict[str, Any] = {}
+    for dest, flag, default in (("max_num_seqs", "--max-num-seqs", base_seqs or 4), ("tensor_parallel",
+                                "--tensor-parallel", 1), ("instances", "--instances", 1),
+                                ("concurrency", "--concurrency", 1)):
+        try:
+            values[dest] = parse_counts(getattr(args, dest) or default, flag)
+        except SweepError as err:
+            problems.append(str(err))
+    for dest, flag in (("input_tokens", "--input-tokens"), ("output_tokens", "--output-tokens"), ("prompts", "--prompts")):
+        value = getattr(args, dest)
+        if value is not None and value < 1:
+            problems.append(f"{flag} {value}: give a whole number >= 1")
+    for dest, flag in (("slo_ttft_ms", "--slo-ttft-ms"), ("slo_itl_ms", "--slo-itl-ms")):
+        value = getattr(args, dest)
+        if value is not None and not value > 0:
+            problems.append(f"{flag} {value}: give milliseconds above 0")
+    if args.min_goodput is not None and not 0 < args.min_goodput <= 100:
+        problems.append(f"--min-goodput {args.min_goodput}: give a percentage in (0, 100]")
+    if args.request_rate is not None and args.concurrency not in (None, "1"):
+        problems.append("give --concurrency or --request-rate, not both")
+    if problems:
+        return None
+    try:
+        return LlmPlan(max_num_seqs=values["max_num_seqs"], tensor_parallel=values["tensor_parallel"],
+                       instances=values["instances"],
+                       concurrency=values["concurrency"] if args.request_rate is None else None,
+                       request_rate=args.request_rate, input_tokens=args.input_tokens or 32,
+                       output_tokens=args.output_tokens or 32,
+                       slo=Slo(ttft_ms=args.slo_ttft_ms or 500.0, itl_ms=args.slo_itl_ms or 50.0),
+                       core_range=args.core_range, prompts=args.prompts or 16, seed=args.seed)
+    except SweepError as err:
+        flag = "--request-rate" if "rate" in str(err) else "--core-range" if "core range" in str(err) else ""
+        problems.append(f"{flag} {err}".strip())
+        return None
+
+
+def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
+    """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept).
+    ``defaults``: the parser's defaults, to tell the tensor flags given from those left alone."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.generate.backends import read_back
+    from workbench.generate.config import ConfigError
+    from workbench.measure.engine.settings import MeasureError, MeasureSettings
+    from workbench.measure.grid.plan import SweepError
+    from workbench.measure.llm.run import run_llm_sweep
+    from workbench.measure.store.cost import CostError, price_of
+    from workbench.measure.sweep.swept import check_out_dir
+    from workbench.server import RunningServer, TritonServer
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
+    from workbench.system import cores_for_instance
+    from workbench.tasks import Task
+
+    model_dir = Path(args.model_dir)
+    problems = misplaced_flags(args, defaults, llm=True)
+    if args.engine == "perf_analyzer":
+        problems.append("--engine perf_analyzer: an LLM sweep is measured by the streaming engine (perf_analyzer "
+                        "has no token mode here)")
+    if args.metrics_url and not args.url:
+        problems.append("--metrics-url is for a server given with --url (a server started here is read already)")
+    if len(args.url) > 1:
+        problems.append(f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
+                        "sweeps' variants only); give one --url")
+    try:
+        seqs = read_back(model_dir).settings.backend_settings.max_num_seqs
+    except (ConfigError, OSError, ValueError) as err:
+        problems.append(f"{model_dir}: {err}")
+        seqs = None
+    plan = _plan(args, seqs, problems)
+    settings = None
+    try:
+        settings = MeasureSettings(engine="workbench", protocol=args.protocol, window_s=args.window_ms / 1000.0,
+                                   stability=args.stability / 100.0, stable_windows=args.stable_windows,
+                                   max_windows=args.max_windows, time_limit_s=args.time_limit_s or None,
+                                   min_latencies=0, warmup_requests=args.warmup, seed=args.seed)
+    except MeasureError as err:
+        problems.append(str(err))
+    try:
+        check_out_dir(Path(args.out), args.resume or args.new_run)
+    except SweepError as err:
+        problems.append(f"--out {err}")
+    prices = {args.instance_type: args.price_per_hour} if args.instance_type and args.price_per_hour else None
+    if args.instance_type:
+        try:
+            price_of(args.instance_type, prices)
+        except CostError as err:
+            problems.append(f"--instance-type {err}")
+        if args.instance_cores is None and not cores_for_instance(args.instance_type):
+            problems.append(f"--instance-cores: how many cores has {args.instance_type}? (a variant pays for its "
+                            "share of them)")
+    if problems:
+        print(f"workbench sweep: error: {'; '.join(problems)}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    try:
+        server = (RunningServer(args.url[0], settings.protocol, metrics_url=args.metrics_url,
+                                timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+                  if args.url else TritonServer(model_dir.resolve().parent).start())
+    except Exception as err:  # no binary, port clash, bad URL: one line
+        print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
+        return 1
+    argv = getattr(args, "argv", None)
+    task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                new_run=args.new_run, label=args.label, restore=bool(args.url),
+                command=shlex.join(["workbench", *argv]) if argv is not None else None,
+                on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))
+    try:
+        task.start()
+        while not task.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
+        task.cancel()
+        task.join()
+    finally:
+        if args.url:
+            server.close()
+        else:
+            server.stop()
+    if task.state == "failed":
+        if isinstance(task.error, (SweepError, MeasureError)):
+            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
+            return _EXIT_BAD_INPUT
+        print(task.error_text, file=sys.stderr)
+        return 1
+    return _report(task.result, args, prices)
+
+
+def _load(row) -> str:
+    rate = row.get("request_rate")
+    return f"{float(rate):g} req/s" if rate is not None and rate == rate else f"concurrency {int(row['concurrency'])}"
+
+
+def _report(result, args: argparse.Namespace, prices) -> int:
+    min_goodput = args.min_goodput / 100.0 if args.min_goodput is not None else None
+    print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print()
+    for label, why in result.skipped.items():
+        print(f"skipped {label}: {why}")
+    if len(result.frame) and (result.frame["server_output_tokens"].astype(float) < 0).all():
+        print("the server's own token count was not read (give --metrics-url with --url; the vLLM backend counts "
+              "with REPORT_CUSTOM_METRICS)", file=sys.stderr)
+    print(result.describe_best(min_goodput=min_goodput))
+    front = result.pareto()
+    if len(front):
+        print("Pareto front (output tokens/s per user / total): " + "; ".join(
+            f"{r['variant']} at {_load(r)}: {r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
+            for _, r in front.iterrows()))
+    if args.instance_type:
+        print(result.describe_cheapest(args.instance_type, min_goodput=min_goodput, prices=prices,
+                                       instance_cores=args.instance_cores))
+    print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
+    if not args.no_plots and len(result.frame):
+        written = result.save_plots()
+        print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
+    if not result.complete:
+        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+        return _EXIT_CANCELLED
+    return 0

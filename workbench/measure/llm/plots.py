@@ -1,0 +1,80 @@
+"""Plots of an LLM sweep, in ``store/plots.py``'s style (built without pyplot, legends beside the
+data, saved with `store.plots.save_figure`): the Pareto front of output tokens/s per user against
+total output tokens/s, and TTFT and ITL (p50 and p99) against concurrency, one line per variant.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from workbench.measure.llm.answers import pareto_front, usable_rows
+from workbench.measure.store.plots import _OUTSIDE, _colors, _empty, _latency_axis, _wrap
+
+__all__ = ["pareto_plot", "latency_vs_concurrency"]
+
+
+def _load_axis(frame: pd.DataFrame) -> tuple[str, str]:
+    """The column the load is in and its axis title."""
+    if frame["concurrency"].notna().any():
+        return "concurrency", "concurrency (requests in flight)"
+    return "request_rate", "request rate (requests/s)"
+
+
+def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
+    """Every usable point (output tokens/s per user against total output tokens/s), coloured by
+    variant, with the Pareto front drawn through the points no other beats on both."""
+    fig = Figure(figsize=(8.5, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    usable = usable_rows(frame)
+    if usable.empty:
+        return _empty(fig, ax)
+    colors = _colors(usable["variant"])
+    load, _ = _load_axis(usable)
+    for variant, group in usable.groupby("variant", sort=False):
+        ax.scatter(group["output_tokens_per_s"].astype(float), group["tokens_per_user_per_s"].astype(float),
+                   color=colors[variant], label=_wrap(str(variant)), zorder=3)
+        for _, point in group.iterrows():
+            ax.annotate(f"{point[load]:g}", (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
+                        textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    front = pareto_front(usable)
+    ax.plot(front["output_tokens_per_s"].astype(float), front["tokens_per_user_per_s"].astype(float), color="black",
+            linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)
+    ax.set_xlabel("total output tokens/s")
+    ax.set_ylabel("output tokens/s per user")
+    ax.set_title(title or f"Pareto front (points labelled by {load.replace('_', ' ')})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(title="variant", fontsize="small", **_OUTSIDE)
+    return fig
+
+
+def latency_vs_concurrency(frame: pd.DataFrame, title: str = "") -> Figure:
+    """TTFT (left) and ITL (right) against the load: p50 solid, p99 dashed, one colour per variant."""
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    axes = fig.subplots(1, 2)
+    usable = usable_rows(frame)
+    if usable.empty:
+        for ax in axes:
+            _empty(fig, ax)
+        return fig
+    colors = _colors(usable["variant"])
+    load, load_title = _load_axis(usable)
+    for ax, metric, name in ((axes[0], "ttft", "time to first token"), (axes[1], "itl", "inter-token latency")):
+        values = []
+        for variant, group in usable.groupby("variant", sort=False):
+            group = group.sort_values(load)
+            x = group[load].astype(float)
+            for pct, style in (("p50", "-"), ("p99", "--")):
+                y = group[f"{metric}_{pct}_ms"].astype(float)
+                values += list(y)
+                ax.plot(x, y, linestyle=style, marker="o", color=colors[variant],
+                        label=_wrap(f"{variant} {pct}"))
+        _latency_axis(ax, values)
+        ax.set_xlabel(load_title)
+        ax.set_ylabel(f"{name} (ms)")
+        ax.set_title(name)
+        ax.grid(True, alpha=0.3)
+    axes[1].legend(title="variant, percentile", fontsize="small", **_OUTSIDE)
+    if title:
+        fig.suptitle(title)
+    return fig

@@ -1,0 +1,215 @@
+"""An LLM sweep's table and run record, and the answers people ask of them: the Pareto front, the
+best configuration under SLOs, the cheapest per million output tokens, the plots; a saved run read
+back from its folder; two runs compared only where they measured the same thing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from workbench.measure.engine.streaming import Slo
+from workbench.measure.llm.answers import (best_under, cheapest_under, meeting, pareto_front, point_text, slo_text,
+                                           usable_rows, with_token_cost)
+from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
+from workbench.measure.store.cost import price_of
+from workbench.measure.store.folder import POINTS_FILE, RECORD_FILE, ResultsError, frame_from_rows, read_points
+
+__all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
+
+# What two LLM runs must share for their figures to compare: the work asked and how it was measured.
+MEANING_KEYS = {"input_tokens": "prompt lengths", "output_tokens": "output lengths", "engine": "engine",
+                "settings": "measurement settings"}
+
+
+def llm_frame(rows: Iterable[dict]) -> pd.DataFrame:
+    """The LLM results table in its column order (`rows.LLM_COLUMNS`)."""
+    return frame_from_rows(rows, LLM_COLUMNS, LLM_INT_COLUMNS)
+
+
+@dataclass
+class LlmSweepResult:
+    """An LLM sweep's table (one row per point) and run record; ``path`` its folder.
+
+    ``pareto()`` the front; ``best(slo)`` / ``cheapest(instance_type, slo)`` the configuration
+    (a row) or None; ``describe_best`` / ``describe_cheapest`` say it in a sentence;
+    ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
+    An SLO left out is the run's own (``record["slo"]``)."""
+
+    frame: pd.DataFrame
+    record: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    @property
+    def status(self) -> str:
+        return self.record.get("status", "unknown")
+
+    @property
+    def complete(self) -> bool:
+        return self.status == "complete"
+
+    @property
+    def label(self) -> str:
+        return self.record.get("label") or (self.path.name if self.path else "run")
+
+    @property
+    def slo(self) -> Slo:
+        given = self.record.get("slo") or {}
+        return Slo(ttft_ms=given.get("ttft_ms"), itl_ms=given.get("itl_ms")) if given else Slo()
+
+    @property
+    def skipped(self) -> dict[str, str]:
+        """Variants generated and checked but not loaded here, with why."""
+        return dict(self.record.get("skipped") or {})
+
+    def usable(self) -> pd.DataFrame:
+        return usable_rows(self.frame)
+
+    def pareto(self) -> pd.DataFrame:
+        return pareto_front(self.frame)
+
+    def meeting(self, slo: Slo | None = None, min_goodput: float | None = None) -> pd.DataFrame:
+        return meeting(self.frame, self.slo if slo is None else slo, min_goodput)
+
+    def best(self, slo: Slo | None = None, min_goodput: float | None = None) -> pd.Series | None:
+        return best_under(self.frame, self.slo if slo is None else slo, min_goodput)
+
+    def costed(self, instance_type: str, *, prices: Mapping[str, float] | None = None,
+               instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
+        return with_token_cost(self.frame, instance_type, prices=prices, instance_cores=instance_cores,
+                               whole_instance=whole_instance)
+
+    def cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
+                 prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
+                 whole_instance: bool = False) -> pd.Series | None:
+        return cheapest_under(self.frame, instance_type, self.slo if slo is None else slo, min_goodput=min_goodput,
+                              prices=prices, instance_cores=instance_cores, whole_instance=whole_instance)
+
+    def describe_best(self, slo: Slo | None = None, min_goodput: float | None = None) -> str:
+        slo = self.slo if slo is None else slo
+        usable = self.usable()
+        best = self.best(slo, min_goodput)
+        where = slo_text(slo, min_goodput)
+        if best is None:
+            return (f"No configuration meets {where} across {len(usable)} usable point(s) of {len(self.frame)}."
+                    + self._skipped_note())
+        count = len(self.meeting(slo, min_goodput))
+        return (f"Best (highest output tokens/s with {where}, {count} of {len(usable)} usable point(s) qualify): "
+                f"{point_text(best)}." + self._skipped_note())
+
+    def describe_cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
+                          prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
+                          whole_instance: bool = False) -> str:
+        slo = self.slo if slo is None else slo
+        price = price_of(instance_type, prices)
+        best = self.cheapest(instance_type, slo, min_goodput=min_goodput, prices=prices,
+                             instance_cores=instance_cores, whole_instance=whole_instance)
+        on = f"{instance_type} at ${price.usd_per_hour:g}/h ({price.verified}: {price.source})"
+        if best is None:
+            return f"Cheapest on {on}: no configuration meets {slo_text(slo, min_goodput)}."
+        return (f"Cheapest per million output tokens on {on} with {slo_text(slo, min_goodput)}: {best['variant']} "
+                f"({point_text(best)}): ${float(best['usd_per_million_output_tokens']):.4f} per million output "
+                f"tokens, ${float(best['usd_per_hour']):.4f}/h for its share of the cores.")
+
+    def _skipped_note(self) -> str:
+        skipped = self.skipped
+        return (f" Not measured: {'; '.join(f'{label} ({why})' for label, why in skipped.items())}."
+                if skipped else "")
+
+    def plot_pareto(self) -> Figure:
+        from workbench.measure.llm.plots import pareto_plot  # matplotlib's figures: only when drawn
+
+        return pareto_plot(self.frame, f"{self.record.get('model', 'LLM')}: output tokens/s per user vs total")
+
+    def plot_latency(self) -> Figure:
+        from workbench.measure.llm.plots import latency_vs_concurrency  # only when drawn
+
+        return latency_vs_concurrency(self.frame, f"{self.record.get('model', 'LLM')}: TTFT and ITL")
+
+    def save_plots(self, out_dir: str | Path | None = None) -> dict[str, list[Path]]:
+        """Write ``pareto`` and ``latency`` (PNG and SVG) to ``out_dir`` (default ``<run>/plots``)."""
+        from workbench.measure.store.plots import save_figure  # only when drawn
+
+        if out_dir is None and self.path is None:
+            raise ResultsError("this result has no folder: give out_dir")
+        out = Path(out_dir) if out_dir is not None else self.path / "plots"
+        return {name: save_figure(fig, out / name) for name, fig in
+                (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))}
+
+    def table(self) -> pd.DataFrame:
+        """The columns people read first."""
+        columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "tokens_per_user_per_s",
+                   "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",
+                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "error"]
+        table = self.frame[columns]
+        return table[[c for c in columns if c not in ("request_rate", "concurrency", "error")
+                      or table[c].notna().any()]]
+
+
+def load_llm_run(path: str | Path) -> LlmSweepResult:
+    """A saved LLM run from its folder (``run.json`` + ``points.jsonl``)."""
+    from workbench.measure.sweep.resume import unique_rows  # sweep/ imports store/: at call time
+
+    path = Path(path)
+    record_path = path / RECORD_FILE
+    if not record_path.is_file():
+        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg})") from None
+    if not isinstance(record, dict) or record.get("kind") != "llm":
+        raise ResultsError(f"{path} is not an LLM sweep run (its record has no kind 'llm')")
+    rows = unique_rows(read_points(path / POINTS_FILE, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS)
+    return LlmSweepResult(llm_frame(rows), record, path)
+
+
+@dataclass
+class LlmComparison:
+    """Two LLM runs joined on their points (variant, load); ratios are B / A. ``notes`` names how
+    they differ without making the ratios meaningless (the SLO: goodput is left out)."""
+
+    a: LlmSweepResult
+    b: LlmSweepResult
+    table: pd.DataFrame
+    notes: list[str]
+
+    def summary(self) -> str:
+        lines = [f"- {note}" for note in self.notes]
+        if self.table.empty:
+            return "\n".join(lines + [f"{self.b.label!r} and {self.a.label!r} share no points."])
+        ratio = self.table["output_tokens_per_s_ratio"].astype(float)
+        return "\n".join(lines + [f"{self.b.label!r} vs {self.a.label!r}: {len(self.table)} common point(s); "
+                                  f"output tokens/s x{ratio.median():.2f} median"])
+
+
+def _run(run: LlmSweepResult | str | Path) -> LlmSweepResult:
+    return run if isinstance(run, LlmSweepResult) else load_llm_run(run)
+
+
+def compare_llm_runs(a: LlmSweepResult | str | Path, b: LlmSweepResult | str | Path) -> LlmComparison:
+    """Join two LLM runs on (variant, concurrency, request rate). Refused (ResultsError naming what
+    differs) when their prompt lengths, output lengths, engine or measurement settings differ: the
+    same variant then measured other work. Different SLOs are named, and goodput left out."""
+    a, b = _run(a), _run(b)
+    different = [f"{what} {a.record.get(key)!r} -> {b.record.get(key)!r}" for key, what in MEANING_KEYS.items()
+                 if a.record.get(key) != b.record.get(key)]
+    if different:
+        raise ResultsError(f"cannot compare {a.label!r} with {b.label!r}: measured with different "
+                           f"{'; '.join(different)}")
+    notes = []
+    metrics = ["output_tokens_per_s", "tokens_per_user_per_s", "ttft_p99_ms", "itl_p99_ms"]
+    if a.record.get("slo") != b.record.get("slo"):
+        notes.append(f"different SLOs {a.record.get('slo')} -> {b.record.get('slo')}: goodput not compared")
+    else:
+        metrics.append("goodput")
+    keys = list(LLM_KEY_COLUMNS)
+    table = a.frame[keys + metrics].merge(b.frame[keys + metrics], on=keys, how="inner", suffixes=("_a", "_b"))
+    for metric in metrics:
+        table[f"{metric}_ratio"] = table[f"{metric}_b"].astype(float) / table[f"{metric}_a"].astype(float)
+    return LlmComparison(a, b, table, notes)

@@ -1,0 +1,155 @@
+"""One LLM sweep point's row: a variant of the vLLM backend (max_num_seqs x tensor-parallel degree x
+instances) at one load (concurrency, or request rate), measured in tokens by the streaming engine.
+
+Written to the run folder's ``points.jsonl`` by the same folder I/O as the fixed-tensor rows
+(``store/folder.py``, with ``LLM_COLUMNS`` / ``LLM_KEY_COLUMNS``). Times in milliseconds, rates per
+second; a number not measured is NaN (null on disk), a flag not known None.
+
+``tokens_per_user_per_s`` is the pace one user sees over a whole request: the output tokens asked
+(ignore_eos: each request returns exactly that many, the engine warns otherwise) over the median
+end-to-end latency, LLMPerf's per-request output throughput. Not 1 / ITL: the vLLM backend may
+send several tokens in one response (``tokens_per_response`` > 1), and then the gaps inside a
+bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here at max_num_seqs 4).
+``goodput`` is the share of the pooled requests meeting the run's SLO, ``goodput_per_s`` those
+requests per second. ``server_output_tokens`` is the server's own count over the whole point
+(warm-up included), to compare with ``client_output_tokens``, every token the client received.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Mapping
+
+from workbench.measure.grid.rows import now
+
+if TYPE_CHECKING:
+    from workbench.measure.engine.streaming.results import StreamResult
+    from workbench.measure.llm.plan import LlmPoint
+
+__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm"]
+
+NAN = math.nan
+
+
+@dataclass(frozen=True)
+class LlmRow:
+    """A point's row. Make it with ``measured`` or ``failed``; ``to_dict`` / ``from_dict`` for disk."""
+
+    variant: str
+    max_num_seqs: int
+    tensor_parallel: int
+    instances: int
+    cores_per_instance: int  # = tensor_parallel: each instance holds that many cores
+    core_start: int | None
+    core_end: int | None
+    concurrency: int | None
+    request_rate: float | None
+    input_tokens: int  # asked per request (the mean of the prompt lengths)
+    output_tokens: int  # asked per request (max_tokens, with ignore_eos)
+    output_tokens_per_s: float = NAN
+    requests_per_s: float = NAN
+    tokens_per_user_per_s: float = NAN
+    ttft_p50_ms: float = NAN
+    ttft_p90_ms: float = NAN
+    ttft_p99_ms: float = NAN
+    itl_p50_ms: float = NAN
+    itl_p90_ms: float = NAN
+    itl_p99_ms: float = NAN
+    e2e_p50_ms: float = NAN
+    e2e_p99_ms: float = NAN
+    goodput: float = NAN
+    goodput_per_s: float = NAN
+    client_cpu_us_per_token: float = NAN
+    tokens_per_response: float = NAN
+    client_output_tokens: float = NAN
+    server_output_tokens: float = NAN  # -1 on disk where the server kept no count
+    server_requests: float = NAN
+    requests: float = NAN
+    failures: float = NAN
+    windows: float = NAN
+    stable: bool | None = None
+    engine: str | None = None
+    served_by: str | None = None
+    cpu_busy: str | None = None
+    warnings: str | None = None
+    error: str | None = None
+    measured_at: str | None = None
+    model: str | None = None
+    config_digest: str | None = None
+
+    @classmethod
+    def measured(cls, point: "LlmPoint", result: "StreamResult", slo_name: str) -> "LlmRow":
+        """The row of a point ``measure_stream`` measured; no request succeeded: a failed row."""
+        if result.requests == 0 or not result.output_tokens_per_s > 0:
+            return cls.failed(point, "no request succeeded: " + ("; ".join(result.warnings) or "no tokens came back"))
+        itl50, e2e50 = result.itl_ms["p50"], result.e2e_ms["p50"]
+        server = result.server
+        return cls(
+            **point.columns(),
+            output_tokens_per_s=result.output_tokens_per_s, requests_per_s=result.requests_per_s,
+            tokens_per_user_per_s=point.output_tokens * 1000.0 / e2e50 if e2e50 and e2e50 > 0 else NAN,
+            ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
+            itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
+            e2e_p50_ms=result.e2e_ms["p50"], e2e_p99_ms=result.e2e_ms["p99"],
+            goodput=result.goodput.get(slo_name, NAN), goodput_per_s=result.goodput_per_s.get(slo_name, NAN),
+            client_cpu_us_per_token=result.client_cpu_us_per_token, tokens_per_response=result.tokens_per_response,
+            client_output_tokens=result.client_total_tokens,
+            server_output_tokens=server.output_tokens if server is not None else NAN,
+            server_requests=server.requests if server is not None else NAN,
+            requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
+            engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),
+        )
+
+    @classmethod
+    def failed(cls, point: "LlmPoint", error: str) -> "LlmRow":
+        return cls(**point.columns(), error=error, measured_at=now())
+
+    @property
+    def key(self) -> tuple:
+        return (self.variant, self.concurrency, self.request_rate)
+
+    def summary(self) -> str:
+        if self.error:
+            return self.error
+        return (f"{self.output_tokens_per_s:.1f} output tok/s, {self.tokens_per_user_per_s:.1f} tok/s per user, "
+                f"TTFT p99 {self.ttft_p99_ms:.1f} ms, ITL p99 {self.itl_p99_ms:.2f} ms")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LlmRow":
+        values = {}
+        for f in fields(cls):
+            if f.name in data:
+                value = data[f.name]
+                values[f.name] = NAN if value is None and f.name in _NUMBER_COLUMNS else value
+        return cls(**values)
+
+
+LLM_COLUMNS = tuple(f.name for f in fields(LlmRow))
+LLM_KEY_COLUMNS = ("variant", "concurrency", "request_rate")
+LLM_INT_COLUMNS = ("max_num_seqs", "tensor_parallel", "instances", "cores_per_instance", "input_tokens",
+                   "output_tokens")
+_NUMBER_COLUMNS = frozenset(f.name for f in fields(LlmRow) if isinstance(f.default, float) and math.isnan(f.default))
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return NAN
+
+
+def usable_llm(values: Mapping[str, Any]) -> bool:
+    """A point whose figures can be trusted: no error, no failed request, tokens measured, and
+    the server's own count (where it kept one) equal to the client's."""
+    error = values.get("error")
+    if error is not None and not (isinstance(error, float) and math.isnan(error)) and str(error).strip():
+        return False
+    failures, server, client = (_number(values.get(k)) for k in ("failures", "server_output_tokens",
+                                                                 "client_output_tokens"))
+    counted = math.isnan(server) or server < 0 or server == client
+    return (_number(values.get("output_tokens_per_s")) > 0 and not math.isnan(_number(values.get("ttft_p99_ms")))
+            and (math.isnan(failures) or failures == 0) and counted)
