@@ -76,8 +76,8 @@ FIELD_PROBLEM_CLASS = "workbench-field-problem"
 def _problem_view() -> widgets.HTML:
     """An empty, room-less HTML slot as wide as the control above it: ``width: 0`` keeps a long
     message from widening its column (and the row it sits in), ``min-width: 100%`` lets it wrap
-    at the control's width."""
-    view = widgets.HTML(layout=widgets.Layout(width="0", min_width="100%", display="none"))
+    at the control's width (no side margins: a widget's 2 px each side would overflow the 100%)."""
+    view = widgets.HTML(layout=widgets.Layout(width="0", min_width="100%", margin="0 0 2px 0", display="none"))
     view.add_class(FIELD_PROBLEM_CLASS)
     return view
 
