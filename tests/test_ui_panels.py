@@ -649,7 +649,7 @@ def test_the_sweep_panel_backend_fields_are_one_backend_sweep_checked_before_any
     c["backend_grid"].value = "threads=two"
     assert panel.backend_link.problems == ["backend settings: threads='two' is not a whole number of threads"]
     assert panel.backend_link.value.grid == {"threads": (1, 2), "inference_mode": (True, False)}
-    assert "is not a whole number" in c["grid_size"].value
+    assert "is not a whole number" in panel.backend_link.problem_view("grid").value
     assert panel.start() is None and "threads=&#x27;two&#x27; is not a whole number" in c["error"].value
     c["backend_grid"].value = "threads=1; threads=2"
     assert "threads is given twice" in panel.backend_link.problems[0]

@@ -27,6 +27,7 @@ from ipywidgets.widgets.widget_description import DescriptionWidget
 
 from workbench.ui.layout import row
 from workbench.ui.render import field_problem_html
+from workbench.wording import names_in_labels
 
 __all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "comma_joined", "blank_if_none"]
 
@@ -241,7 +242,7 @@ class Linked(Generic[T]):
         try:
             self._value = dataclasses.replace(self._value, **self._fields)
         except _PARSE_ERRORS as err:
-            self._value_problem = str(err)
+            self._value_problem = names_in_labels(str(err), self.labels)  # in the words of the controls
             self._value_problem_field = blamed or self._value_problem_field
         else:
             self._value_problem, self._value_problem_field = "", ""
