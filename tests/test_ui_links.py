@@ -109,12 +109,18 @@ def test_the_generators_flags_are_put_in_a_forms_labels_and_fields():
                        "--max_batch_size -4 is negative; use 0 (no batching) or more",
                        "--instance-group-kind KIND_GPU: never a GPU",
                        "--neuron_core_range: reversed",  # no control here: as said, about no field
-                       "configs/cpu.pbtxt: --max_batch_size -1 is negative"], labels)
+                       "configs/cpu.pbtxt: --max_batch_size -1 is negative",
+                       "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread"], labels)
     assert found == [FieldProblem("preferred_batch_size", "preferred batch sizes 8 is larger than max batch size 4"),
                      FieldProblem("max_batch_size", "max batch size -4 is negative; use 0 (no batching) or more"),
                      FieldProblem("instance_group_kind", "instance kind KIND_GPU: never a GPU"),
                      FieldProblem("", "--neuron_core_range: reversed"),
-                     FieldProblem("", "configs/cpu.pbtxt: max batch size -1 is negative")]
+                     FieldProblem("", "configs/cpu.pbtxt: max batch size -1 is negative"),
+                     FieldProblem("", "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread")]
+    # a form with the parameters: the key too, for the field of that key
+    assert in_labels(["parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread"], {"parameters": "p"}) == [
+        FieldProblem("parameters", "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread",
+                     "INTRA_OP_THREAD_COUNT")]
 
 
 def test_update_moves_the_widgets_and_runs_on_change_once():

@@ -563,7 +563,11 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "0"
     assert state.generated is None
     assert any("INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in p for p in state.settings_problems)
+    beside = c["pytorch_parameters"].problem_views["INTRA_OP_THREAD_COUNT"]  # directly under that field
+    assert "INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in _text(beside.value)
+    assert beside.layout.display is None and c["pytorch_parameters"].problem_views["INFERENCE_MODE"].value == ""
     fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "1"
+    assert beside.value == "" and beside.layout.display == "none"
     assert settings.link.value.parameters == {"INFERENCE_MODE": "false", "INTRA_OP_THREAD_COUNT": "1"}
     assert state.settings == settings.build_settings() and state.settings_problems == []
     shown = _text(preview.controls["model_py"].value)

@@ -5,6 +5,8 @@ words of the command line. A form shows the same settings under its own labels (
 so a person there should read those, next to the control they are about. `in_labels` finds which
 field a problem is about (the flag it starts with) and puts every flag it knows a label for into
 that label's words; problems about no field, or about a field with no label, stay as they are.
+A problem about one of the config's ``parameters`` (``parameter INTRA_OP_THREAD_COUNT = 0 ...``)
+also says which key, so a form with a field per key shows it there.
 """
 
 from __future__ import annotations
@@ -27,14 +29,18 @@ _OTHER_FLAGS = {"--model_type": "framework", "--inf2": "target", "--parameter": 
 _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 # a configs/<name>.pbtxt variant's problem: about that config, not the form's fields
 _VARIANT_PREFIX = re.compile(r"configs/[^:]*: ")
+# a config parameter's problem (the PyTorch backend's checks): which key
+_PARAMETER = re.compile(r"parameter ([A-Za-z_][A-Za-z0-9_]*)\b")
 
 
 @dataclasses.dataclass(frozen=True)
 class FieldProblem:
-    """One problem: the field it is about ("" for the settings as a whole) and its message."""
+    """One problem: the field it is about ("" for the settings as a whole), its message, and for
+    the ``parameters`` field the key it is about ("" otherwise)."""
 
     field: str
     message: str
+    key: str = ""
 
 
 @functools.cache
@@ -59,7 +65,10 @@ def in_labels(problems: Iterable[str], labels: Mapping[str, str]) -> list[FieldP
 
     found = []
     for problem in problems:
-        first = _FLAG.match(problem)
-        field = known.get(first.group(0), "") if first and not _VARIANT_PREFIX.match(problem) else ""
-        found.append(FieldProblem(field if field in labels else "", _FLAG.sub(label_of, problem)))
+        first, parameter = _FLAG.match(problem), _PARAMETER.match(problem)
+        field = known.get(first.group(0), "") if first and not _VARIANT_PREFIX.match(problem) else \
+            "parameters" if parameter else ""
+        about = field if field in labels else ""
+        key = parameter.group(1) if parameter and about == "parameters" else ""
+        found.append(FieldProblem(about, _FLAG.sub(label_of, problem), key))
     return found

@@ -29,7 +29,8 @@ from workbench.ui.layout import row
 from workbench.ui.render import field_problem_html
 from workbench.wording import names_in_labels
 
-__all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "comma_joined", "blank_if_none"]
+__all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "field_problem_view", "show_field_problems",
+           "comma_joined", "blank_if_none"]
 
 T = TypeVar("T")
 _PARSE_ERRORS = (ValueError, TypeError)  # what the logic parsers raise for bad text (SpecError, SweepError...)
@@ -74,13 +75,19 @@ class WidgetGroup:
 FIELD_PROBLEM_CLASS = "workbench-field-problem"
 
 
-def _problem_view() -> widgets.HTML:
+def field_problem_view() -> widgets.HTML:
     """An empty, room-less HTML slot as wide as the control above it: ``width: 0`` keeps a long
     message from widening its column (and the row it sits in), ``min-width: 100%`` lets it wrap
     at the control's width (no side margins: a widget's 2 px each side would overflow the 100%)."""
     view = widgets.HTML(layout=widgets.Layout(width="0", min_width="100%", margin="0 0 2px 0", display="none"))
     view.add_class(FIELD_PROBLEM_CLASS)
     return view
+
+
+def show_field_problems(view: widgets.HTML, problems: Sequence[str]) -> None:
+    """Put ``problems`` in a `field_problem_view` (hidden again when there are none)."""
+    view.value = field_problem_html(list(problems))
+    view.layout.display = None if problems else "none"
 
 
 def _label_of(widget: Any) -> str:
@@ -152,7 +159,7 @@ class Linked(Generic[T]):
         beside it) prefixes the parse error ("instances: -3 is less than 1 ...")."""
         if name not in self._fields:
             raise KeyError(f"{type(self._value).__name__} has no field {name!r}")
-        link = _Link(widget, parse or _same, show or _same, label or _label_of(widget), _problem_view())
+        link = _Link(widget, parse or _same, show or _same, label or _label_of(widget), field_problem_view())
         self._links[name] = link
         with self._quietly():
             widget.value = link.show(self._fields[name])
@@ -255,8 +262,7 @@ class Linked(Generic[T]):
             if self._value_problem and self._value_problem_field == name:
                 shown.append(self._value_problem)
             shown += self._checked.get(name, [])
-            link.view.value = field_problem_html(shown)
-            link.view.layout.display = None if shown else "none"
+            show_field_problems(link.view, shown)
 
     def _notify(self, changed: set[str]) -> None:
         self._show_problems()

@@ -167,7 +167,8 @@ class SettingsPanel:
         link("backend", c["backend"])
         link("runtime", c["runtime"])
         link("state_dict", c["state_dict"])
-        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()})
+        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()},
+             label="backend parameters")
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows,
              label="inputs")
         link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows,
@@ -357,12 +358,20 @@ class SettingsPanel:
                 found = in_labels(err.problems, labels)
         # the generator's problems beside the controls they are about, in their labels' words
         by_field: dict[str, list[str]] = {}
+        by_parameter: dict[str, list[str]] = {}  # under the parameter's own field
+        parameters = c["pytorch_parameters"]
+        pytorch = settings.backend == PYTORCH.name  # its box, and the views in it, shown
         for problem in found:
-            by_field.setdefault(problem.field, []).append(problem.message)
+            if pytorch and problem.key in parameters.fields[parameters.layout]:
+                by_parameter.setdefault(problem.key, []).append(problem.message)
+            else:
+                about = "" if problem.field == "parameters" and not pytorch else problem.field
+                by_field.setdefault(about, []).append(problem.message)
         self.link.show_checks({name: messages for name, messages in by_field.items() if name})
+        parameters.show_problems(by_parameter)
         self._show_core_map(any(self.link.problem(name) or name in by_field for name in _CORE_FIELDS))
         problems = self.link.problems + [problem.message for problem in found]
-        unplaced = self.link.unplaced_problems + by_field.get("", [])
+        unplaced = self.link.unplaced_problems + by_field.get("", [])  # by_parameter's are placed too
         beside = len(problems) - len(unplaced)
         self.problems = problems
         c["problems"].value = error_list(unplaced + ([f"{beside} problem(s) shown in red beside their fields above"]
