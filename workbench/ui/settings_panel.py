@@ -119,8 +119,7 @@ class SettingsPanel:
         c["instance_count"] = widgets.IntText(description="instances", **live)
         # 0 leaves NUM_THREADS_PER_CORE out: the SDK's DataParallel workers on Neuron, 1 thread per core on the cpu
         c["threads_per_core"] = widgets.IntText(description="threads per core",
-                                                       tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)",
-                                                       **live)
+                                                tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)", **live)
         c["batching_mode"] = widgets.Dropdown(options=_BATCHING_MODES, description="batching mode", style=style,
                                               layout=widgets.Layout(width="520px", max_width="100%"))
         c["cpu_affinity"] = widgets.Checkbox(description="pin CPU instances to their cores", indent=False,
@@ -146,7 +145,7 @@ class SettingsPanel:
                                                   layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
         c["optional_inputs"] = widgets.Text(description="optional inputs", placeholder="e.g. INPUT__1", **on_enter)
         c["warmup"] = widgets.IntText(value=0, description="warm-up runs", style=style,
-                                             tooltip="runs of a sample built from the inputs before READY (0: none)")
+                                      tooltip="runs of a sample built from the inputs before READY (0: none)")
         c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
         c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False, layout=widgets.Layout(width="auto"))
         c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
@@ -192,8 +191,7 @@ class SettingsPanel:
         # the Triton config fields: the text spellings are options.py's, both ways
         link("instance_group_kind", c["instance_group_kind"])
         link("rate_limiter", WidgetGroup(c["rate_limiter_resources"], c["rate_limiter_priority"]),
-             parse=_rate_limiter,
-             show=options.rate_limiter_text, label="rate limiter")
+             parse=_rate_limiter, show=options.rate_limiter_text, label="rate limiter")
         link("preserve_ordering", c["preserve_ordering"])
         link("priority_levels", c["priority_levels"], parse=at_least(0, "0 means none"))
         link("default_priority_level", c["default_priority_level"], parse=at_least(0))
@@ -203,8 +201,7 @@ class SettingsPanel:
              show=options.priority_queue_policies_text, label="priority queue policies")
         link("optional_inputs", c["optional_inputs"], parse=options.parse_names, show=comma_joined)
         link("model_warmup", WidgetGroup(c["warmup"], c["warmup_data"]),
-             parse=_warmup,
-             show=options.warmup_text, label="warm-up")
+             parse=_warmup, show=options.warmup_text, label="warm-up")
         link("response_cache", c["response_cache"], parse=lambda on: True if on else None, show=bool)
         link("version_policy", c["version_policy"], parse=options.parse_optional_version_policy, show=blank_if_none)
 

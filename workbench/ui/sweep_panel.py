@@ -80,12 +80,12 @@ class SweepPanel:
         # plain number fields: a value out of range is an error beside the field (MeasureSettings' own
         # check), never clamped into range without a word
         c["window_s"] = widgets.FloatText(step=0.1, description="window (s)", style=style,
-                                                 tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
+                                          tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
         c["max_windows"] = widgets.IntText(description="max windows", style=style)
         c["stable_windows"] = widgets.IntText(description="stable windows", style=style)
-        c["time_limit_s"] = widgets.FloatText(step=5, description="time limit (s)",
-                                                     style=style, tooltip="seconds a point may keep measuring until it "
-                                                     "is stable (0: stop after max windows)")
+        c["time_limit_s"] = widgets.FloatText(step=5, description="time limit (s)", style=style,
+                                              tooltip="seconds a point may keep measuring until it is stable "
+                                              "(0: stop after max windows)")
         c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
         c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
                                        tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
