@@ -22,7 +22,7 @@ from workbench.generate.backends import BACKENDS, backend_of, switching_to, unre
 from workbench.generate.pytorch_backend import PYTORCH
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, at_least, optional_text, optional_whole, whole_numbers
-from workbench.generate.wording import in_labels
+from workbench.generate.wording import FieldProblem, in_labels
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
@@ -321,6 +321,26 @@ class SettingsPanel:
                              **({"parameters": parameters} if parameters != settings.parameters else {}))
         self._show()
 
+    def _placed(self, found: list[FieldProblem], settings: generate.GenerateSettings) \
+            -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The generator's problems by the field shown beside ("": the summary, for a problem about
+        no field or a field in a hidden box), and those about one shown PyTorch parameter by key."""
+        hidden = set()
+        if settings.backend != PYTORCH.name:
+            hidden |= {"runtime", "state_dict", "parameters"}  # self.pytorch_box's fields
+        if settings.framework != "transformers_neuronx":
+            hidden |= {key for key, _label, _hint in _TNX_FIELDS} | {"tnx_amp"}  # self.tnx_box's fields
+        parameters = self.controls["pytorch_parameters"]
+        shown_keys = set() if "parameters" in hidden else set(parameters.fields[parameters.layout])
+        by_field: dict[str, list[str]] = {}
+        by_parameter: dict[str, list[str]] = {}
+        for problem in found:
+            if problem.key in shown_keys:
+                by_parameter.setdefault(problem.key, []).append(problem.message)
+            else:
+                by_field.setdefault("" if problem.field in hidden else problem.field, []).append(problem.message)
+        return by_field, by_parameter
+
     def _show_core_map(self, blocked: bool) -> None:
         """The cores each instance gets; nothing while a core field has a problem (said beside it)."""
         settings = self.link.value
@@ -353,19 +373,9 @@ class SettingsPanel:
                 generated = generate.render(settings)
             except generate.GenerateError as err:
                 found = in_labels(err.problems, labels)
-        # the generator's problems beside the controls they are about, in their labels' words
-        by_field: dict[str, list[str]] = {}
-        by_parameter: dict[str, list[str]] = {}  # under the parameter's own field
-        parameters = c["pytorch_parameters"]
-        pytorch = settings.backend == PYTORCH.name  # its box, and the views in it, shown
-        for problem in found:
-            if pytorch and problem.key in parameters.fields[parameters.layout]:
-                by_parameter.setdefault(problem.key, []).append(problem.message)
-            else:
-                about = "" if problem.field == "parameters" and not pytorch else problem.field
-                by_field.setdefault(about, []).append(problem.message)
+        by_field, by_parameter = self._placed(found, settings)
         self.link.show_checks({name: messages for name, messages in by_field.items() if name})
-        parameters.show_problems(by_parameter)
+        c["pytorch_parameters"].show_problems(by_parameter)
         self._show_core_map(any(self.link.problem(name) or name in by_field for name in _CORE_FIELDS))
         problems = self.link.problems + [problem.message for problem in found]
         unplaced = self.link.unplaced_problems + by_field.get("", [])  # by_parameter's are placed too
