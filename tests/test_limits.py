@@ -102,6 +102,24 @@ def test_neuron_core_ranges_past_the_largest_instance_are_refused(tmp_path, targ
     assert any("exists on no" in p for p in validate(huge))
 
 
+def test_a_cpu_core_range_past_this_machines_cpus_is_refused_unless_for_another_machine(tmp_path):
+    """Issue 31 #7: on the cpu target 0:99 was a warning (and a 100-cell core map) where inf2 refused it."""
+    from dataclasses import replace
+
+    from workbench.system import cpu_cores
+
+    cores = cpu_cores()
+    here = GenerateSettings(triton_model_dir=str(tmp_path / "m"), **{**BASE, "for_other_machine": False,
+                                                                      "neuron_core_range": f"0:{cores - 1}"})
+    assert not any("--neuron_core_range" in p for p in validate(here))
+    past = replace_range(here, f"0:{cores}")
+    assert f"--neuron_core_range 0:{cores}: core {cores} exists on no CPU of this machine; it has {cores} CPU cores " \
+        f"(0:{cores - 1})" in validate(past)
+    with pytest.raises(GenerateError):
+        render(past)
+    assert not any("--neuron_core_range" in p for p in validate(replace(past, for_other_machine=True)))
+
+
 def replace_range(settings: GenerateSettings, core_range: str) -> GenerateSettings:
     from dataclasses import replace
 

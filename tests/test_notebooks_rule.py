@@ -103,3 +103,21 @@ def test_the_allocation_notebook_has_one_switch_at_the_top():
 def test_the_quickstart_ends_with_the_app():
     cells = code_cells(ROOT / "notebooks" / "01-quickstart.ipynb")
     assert any(c.rstrip().endswith("\napp") and "app = Workbench(" in c for c in cells)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_notebook_stores_the_kernel_facts_lab_writes_on_open(path):
+    """Lab writes the running kernel's kernelspec and language_info into a notebook as it opens it;
+    a stored value that differs is an unsaved edit before the reader touched anything (issue 31
+    #13: every tutorial opened marked unsaved). Stored: ipykernel's own, as its kernel reports them
+    (the Python patch version is this machine's; the browser test opens them for real)."""
+    from ipykernel.ipkernel import IPythonKernel
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    spec = KernelSpecManager().get_kernel_spec("python3")
+    metadata = nbformat.read(path, as_version=4).metadata
+    assert metadata["kernelspec"] == {"name": "python3", "display_name": spec.display_name, "language": spec.language}
+    reported = dict(IPythonKernel.language_info)
+    stored = dict(metadata["language_info"])
+    assert stored.pop("version").split(".")[:2] == reported.pop("version").split(".")[:2]
+    assert stored == reported

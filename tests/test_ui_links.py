@@ -71,6 +71,58 @@ def test_what_the_value_refuses_as_a_whole_is_a_problem_too():
     assert link.problems == [] and (link.value.stable_windows, link.value.max_windows) == (2, 2)
 
 
+def test_each_field_shows_its_own_problem_under_it_in_its_labels_words():
+    link = Linked(MeasureSettings())
+    stable = link.link("stable_windows", widgets.IntText(description="stable windows"))
+    most = link.link("max_windows", widgets.IntText(description="max windows"),
+                     parse=lambda n: n if n >= 1 else _raise(ValueError(f"{n} is less than 1")))
+    assert link.labels == {"stable_windows": "stable windows", "max_windows": "max windows"}
+    box = link.field("max_windows")
+    assert box.children == (most, link.problem_view("max_windows"))
+    assert link.problem_view("max_windows").layout.display == "none"  # no room taken while fine
+    most.value = -2
+    assert link.problems == ["max windows: -2 is less than 1"] and most.value == -2  # kept as typed
+    assert "max windows: -2 is less than 1" in link.problem_view("max_windows").value
+    assert link.problem_view("max_windows").layout.display is None
+    assert link.problem_view("stable_windows").value == ""  # the other field says nothing
+    most.value = 2  # parses, but fewer than the stable windows: shown beside the field that made it so
+    assert "got 2" in link.problem_view("max_windows").value and link.unplaced_problems == []
+    stable.value = 2
+    assert link.problems == [] and link.problem_view("max_windows").value == ""
+    # what a check of the whole value found, beside its field, until the next check
+    link.show_checks({"stable_windows": ["stable windows 2 is too few here"]})
+    assert "too few" in link.problem_view("stable_windows").value
+    stable.value = 1  # an edit of the field clears what was said about its old text
+    assert link.problem_view("stable_windows").value == ""
+
+
+def _raise(err: Exception):
+    raise err
+
+
+def test_the_generators_flags_are_put_in_a_forms_labels_and_fields():
+    from workbench.generate.wording import FieldProblem, in_labels
+
+    labels = {"max_batch_size": "max batch size", "preferred_batch_size": "preferred batch sizes",
+              "instance_group_kind": "instance kind"}
+    found = in_labels(["--preferred_batch_size 8 is larger than --max_batch_size 4",
+                       "--max_batch_size -4 is negative; use 0 (no batching) or more",
+                       "--instance-group-kind KIND_GPU: never a GPU",
+                       "--neuron_core_range: reversed",  # no control here: as said, about no field
+                       "configs/cpu.pbtxt: --max_batch_size -1 is negative",
+                       "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread"], labels)
+    assert found == [FieldProblem("preferred_batch_size", "preferred batch sizes 8 is larger than max batch size 4"),
+                     FieldProblem("max_batch_size", "max batch size -4 is negative; use 0 (no batching) or more"),
+                     FieldProblem("instance_group_kind", "instance kind KIND_GPU: never a GPU"),
+                     FieldProblem("", "--neuron_core_range: reversed"),
+                     FieldProblem("", "configs/cpu.pbtxt: max batch size -1 is negative"),
+                     FieldProblem("", "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread")]
+    # a form with the parameters: the key too, for the field of that key
+    assert in_labels(["parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread"], {"parameters": "p"}) == [
+        FieldProblem("parameters", "parameter INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread",
+                     "INTRA_OP_THREAD_COUNT")]
+
+
 def test_update_moves_the_widgets_and_runs_on_change_once():
     link, changes, batch, allocations, core_range = _plan_link()
     batch.value = "oops"

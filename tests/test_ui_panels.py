@@ -65,7 +65,10 @@ def test_settings_are_filled_from_the_compiled_model(panels, add_sub_artifact):
     assert list(state.generated.config.input[0].dims) == [-1, 4]
 
 
-def test_core_map_follows_the_values_and_flags_idle_cores(panels):
+def test_core_map_follows_the_values_and_flags_idle_cores(panels, monkeypatch):
+    from workbench.generate import checks
+
+    monkeypatch.setattr(checks, "cpu_cores", lambda: 8)  # an 8-CPU machine: 0:7 splits with idle cores
     state, settings, preview = panels
     c = settings.controls
     c["core_range"].value = "0:7"
@@ -80,8 +83,10 @@ def test_core_map_follows_the_values_and_flags_idle_cores(panels):
     c["instance_count"].value = 4
     assert "idle" not in _text(c["core_map"].value).split("thread(s) per core", 1)[1]
     c["core_range"].value = "3:1"
-    assert "reversed" in _text(c["core_map"].value)
-    assert state.generated is None and any("--neuron_core_range" in p for p in settings.problems)
+    assert "reversed" in _text(settings.link.problem_view("neuron_core_range").value)
+    assert "reversed" not in _text(c["core_map"].value)  # said once, beside the field
+    assert state.generated is None and any("reversed" in p for p in settings.problems)
+    assert not any("--neuron_core_range" in p for p in settings.problems)  # the CLI's words, not this form's
 
 
 def test_bad_values_are_named_inline_and_nothing_is_published(panels):
@@ -90,7 +95,9 @@ def test_bad_values_are_named_inline_and_nothing_is_published(panels):
     c["max_batch_size"].value = 4
     c["dynamic_batching"].value = True
     c["preferred_batch_sizes"].value = "2,8"
-    assert "--preferred_batch_size 8 is larger than --max_batch_size 4" in _text(c["problems"].value)
+    beside = settings.link.problem_view("preferred_batch_size")
+    assert "preferred batch sizes 8 is larger than max batch size 4" in _text(beside.value)
+    assert "1 problem(s) shown in red beside their fields" in _text(c["problems"].value)
     assert state.settings is None and state.generated is None
     assert preview.controls["write"].disabled
     c["preferred_batch_sizes"].value = "2,4"
@@ -99,10 +106,54 @@ def test_bad_values_are_named_inline_and_nothing_is_published(panels):
     batching = state.generated.config.dynamic_batching
     assert list(batching.preferred_batch_size) == [2, 4] and batching.max_queue_delay_microseconds == 100
     c["inputs"].rows[1].dims.value = "4xx"
-    assert "input row 2" in _text(c["problems"].value) and "malformed shape" in _text(c["problems"].value)
+    beside = _text(settings.link.problem_view("triton_input").value)
+    assert "input row 2" in beside and "malformed shape" in beside
     c["inputs"].rows[1].dims.value = "4"
     c["max_queue_delay_us"].value = "soon"
-    assert "max queue delay: 'soon' is not a whole number" in _text(c["problems"].value)
+    assert "max queue delay: 'soon' is not a whole number" in \
+        _text(settings.link.problem_view("max_queue_delay_microseconds").value)
+
+
+def test_out_of_range_numbers_are_errors_beside_their_field_never_clamped(panels):
+    """Issue 31 #6: -3 instances became 1 and a max batch size of -4 became 0 (batching off, the
+    tensors' dims changed) without a word; the messages that were shown sat at the bottom and spoke
+    in CLI flags."""
+    state, settings, preview = panels
+    c = settings.controls
+    good = settings.link.value
+    for key, field, typed, label in (("instance_count", "triton_model_instance_count", -3, "instances"),
+                                     ("max_batch_size", "max_batch_size", -4, "max batch size")):
+        before = c[key].value
+        c[key].value = typed
+        assert c[key].value == typed  # what was typed stays in the field: nothing clamped
+        beside = _text(settings.link.problem_view(field).value)
+        assert beside.startswith(f"{label}: {typed} is less than") and "--" not in beside
+        assert settings.link.problem_view(field).layout.display is None  # shown, under its field
+        assert settings.link.field(field).children == (c[key], settings.link.problem_view(field))
+        assert settings.link.value == good and [r.dims.value for r in c["inputs"].rows] == ["4", "4"]
+        assert state.settings is None and state.generated is None  # no preview, no write
+        assert preview.controls["tabs"].layout.display == "none" and preview.controls["write"].disabled
+        preview.controls["write"].click()
+        assert not state.model_dir.exists()
+        c[key].value = before  # fixed: the message goes, the preview comes back
+        assert settings.link.problem_view(field).value == "" and settings.problems == []
+        assert state.generated is not None and not preview.controls["write"].disabled
+
+
+def test_a_cpu_core_range_past_this_machines_cores_is_an_error_beside_it(panels):
+    """Issue 31 #7: 0:99 on the CPU target was a warning at the bottom and a 100-cell core map."""
+    from workbench.system import cpu_cores
+
+    state, settings, _preview = panels
+    c = settings.controls
+    cores = cpu_cores()
+    c["core_range"].value = f"0:{cores + 97}"
+    beside = _text(settings.link.problem_view("neuron_core_range").value)
+    assert f"core range 0:{cores + 97}: core {cores + 97} exists on no CPU of this machine" in beside
+    assert f"it has {cores} CPU cores (0:{cores - 1})" in beside
+    assert state.generated is None and "i0" not in _text(c["core_map"].value)  # no map of absent cores
+    c["core_range"].value = f"0:{cores - 1}"
+    assert settings.link.problem_view("neuron_core_range").value == "" and state.generated is not None
 
 
 def test_write_creates_the_directory_and_never_overwrites_without_confirmation(panels):
@@ -166,7 +217,10 @@ def test_preview_shows_model_py_highlighted(panels):
     assert "def initialize" in _text(shown) and "def execute" in _text(shown)
 
 
-def test_preview_docker_tab_passes_the_devices_holding_the_core_range(panels):
+def test_preview_docker_tab_passes_the_devices_holding_the_core_range(panels, monkeypatch):
+    from workbench.generate import checks
+
+    monkeypatch.setattr(checks, "cpu_cores", lambda: 4)  # a 4-CPU machine: cores 2-3 exist on the cpu target
     state, settings, preview = panels
     c = preview.controls
     settings.controls["core_range"].value = "2:3"
@@ -237,7 +291,7 @@ def test_model_panel_takes_a_torchscript_file_and_asks_for_its_tensors(tmp_path)
     panel.controls["use_file"].click()
     assert state.model_file == str(path) and state.artifact is None
     assert settings.controls["compiled_model"].value == str(path)
-    assert any("--triton_input and --triton_output are required" in p for p in settings.problems)
+    assert "inputs and outputs are required" in _text(settings.link.problem_view("triton_input").value)
     settings.controls["name"].value = "linear"
     settings.controls["inputs"].add("INPUT__0", "FP32", "3")
     settings.controls["outputs"].add("OUTPUT__0", "FP32", "2")
@@ -371,7 +425,8 @@ def test_transformers_neuronx_settings_have_their_own_controls(tmp_path):
     assert c["framework"].value == "transformers_neuronx" and settings.tnx_box.layout.display is None
     assert settings.problems == [], settings.problems
     c["tnx_batch_size"].value = "two"
-    assert "transformers-neuronx batch size: 'two' is not a whole number" in _text(c["problems"].value)
+    assert "transformers-neuronx batch size: 'two' is not a whole number" in \
+        _text(settings.link.problem_view("tnx_batch_size").value)
     c["tnx_batch_size"].value = "2"
     c["tnx_amp"].value = "bf16"
     c["tnx_sequence_length"].value = "16"
@@ -464,11 +519,13 @@ def test_triton_config_fields_have_controls_and_the_preview_shows_each_config(pa
     assert cfg.input[1].optional and cfg.model_warmup[0].count == 2 and cfg.response_cache.enable
     assert cfg.version_policy.latest.num_versions == 1
     c["preserve_ordering"].value = True  # Triton refuses it with two priority levels
-    assert "--preserve-ordering allows one priority level only" in _text(c["problems"].value)
+    assert "preserve ordering allows one priority level only" in \
+        _text(settings.link.problem_view("preserve_ordering").value)
     assert state.generated is None
     c["preserve_ordering"].value = False
     c["version_policy"].value = "newest"
-    assert "version policy 'newest': expected latest[:N], all or specific:V[,V]" in _text(c["problems"].value)
+    assert "version policy 'newest': expected latest[:N], all or specific:V[,V]" in \
+        _text(settings.link.problem_view("version_policy").value)
     c["version_policy"].value = ""
     c["dynamic_batching"].value = False  # the batcher's fields grey out and are not applied
     assert c["priority_levels"].disabled and settings.problems == []
@@ -506,7 +563,11 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "0"
     assert state.generated is None
     assert any("INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in p for p in state.settings_problems)
+    beside = c["pytorch_parameters"].problem_views["INTRA_OP_THREAD_COUNT"]  # directly under that field
+    assert "INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in _text(beside.value)
+    assert beside.layout.display is None and c["pytorch_parameters"].problem_views["INFERENCE_MODE"].value == ""
     fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "1"
+    assert beside.value == "" and beside.layout.display == "none"
     assert settings.link.value.parameters == {"INFERENCE_MODE": "false", "INTRA_OP_THREAD_COUNT": "1"}
     assert state.settings == settings.build_settings() and state.settings_problems == []
     shown = _text(preview.controls["model_py"].value)
@@ -592,7 +653,7 @@ def test_the_sweep_panel_backend_fields_are_one_backend_sweep_checked_before_any
     c["backend_grid"].value = "threads=two"
     assert panel.backend_link.problems == ["backend settings: threads='two' is not a whole number of threads"]
     assert panel.backend_link.value.grid == {"threads": (1, 2), "inference_mode": (True, False)}
-    assert "is not a whole number" in c["grid_size"].value
+    assert "is not a whole number" in panel.backend_link.problem_view("grid").value
     assert panel.start() is None and "threads=&#x27;two&#x27; is not a whole number" in c["error"].value
     c["backend_grid"].value = "threads=1; threads=2"
     assert "threads is given twice" in panel.backend_link.problems[0]

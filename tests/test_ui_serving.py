@@ -206,7 +206,7 @@ def test_sweep_refuses_to_start_without_a_server(tmp_path):
     shown = _text(app["sweep"].controls["error"].value)
     assert "start the server first" in shown and "write the model directory first" in shown
     app["sweep"].controls["allocations"].value = "2y1"
-    assert "allocation '2y1' is malformed" in _text(app["sweep"].controls["grid_size"].value)
+    assert "allocation '2y1' is malformed" in _text(app["sweep"].plan_link.problem_view("allocations").value)
 
 
 def test_the_sweep_panel_hands_its_controls_over_as_one_settings_value(tmp_path):
@@ -218,8 +218,12 @@ def test_the_sweep_panel_hands_its_controls_over_as_one_settings_value(tmp_path)
     assert (settings.engine, settings.perf_analyzer, settings.protocol) == ("perf_analyzer", "/opt/pa.sh", "http")
     assert (settings.window_s, settings.stable_windows, settings.max_windows) == (0.4, 2, 5)
     sweep.controls["max_windows"].value = 1  # fewer than the stable windows: refused, named, nothing started
-    assert sweep.start() is None
-    assert "max_windows must be a whole number >= stable_windows (2), got 1" in _text(sweep.controls["error"].value)
+    said = "max windows must be a whole number >= stable windows (2), got 1"  # in the labels' words
+    assert said in _text(sweep.measure_link.problem_view("max_windows").value)  # beside the field
+    assert sweep.start() is None and said in _text(sweep.controls["error"].value)
+    sweep.controls["window_s"].value = 0.0  # was clamped to 0.05 without a word
+    assert sweep.controls["window_s"].value == 0.0
+    assert "window (s) must be a positive number, got 0.0" in _text(sweep.measure_link.problem_view("window_s").value)
 
 
 def test_the_perf_analyzer_engine_is_refused_inline_when_there_is_none(app, monkeypatch, tmp_path):
@@ -287,7 +291,8 @@ def test_the_sweep_panel_links_its_grid_to_one_sweep_plan(tmp_path):
     assert c["concurrency"].value == "4" and c["core_range"].value == ""
     assert "6 point(s)" in _text(c["grid_size"].value)
     c["concurrency"].value = "4,4"
-    assert "concurrency: 4 is listed twice" in _text(c["grid_size"].value) and sweep.plan_link.value.concurrency == (4,)
+    assert "concurrency: 4 is listed twice" in _text(sweep.plan_link.problem_view("concurrency").value)
+    assert sweep.plan_link.value.concurrency == (4,) and "point(s)" not in _text(c["grid_size"].value)
 
 
 def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(tmp_path):
@@ -301,7 +306,7 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     c = sweep.controls
     assert sweep.search() == SearchChoice() and sweep.search().strategy() is None  # the grid by default
     c["search"].value = "halving"
-    assert "halving search needs a p99 latency budget" in _text(c["search_problems"].value)
+    assert "halving search needs a p99 latency budget" in _text(sweep.search_link.problem_view("name").value)
     assert sweep.start() is None and "needs a p99 latency budget" in _text(c["error"].value)
     c["budget_ms"].value = 20.0
     c["screen_window_ms"].value = "50"
@@ -327,7 +332,7 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     c["search"].value = "early-stop"
     assert sweep.search().strategy().params == {"latency_budget_ms": 20.0, "min_gain": 0.07, "tries": 1}
     c["tries"].value = "two"
-    assert "tries: count 'two' is not a number" in _text(c["search_problems"].value)
+    assert "tries: count 'two' is not a number" in _text(sweep.search_link.problem_view("tries").value)
     assert sweep.search_link.value.tries is None
     c["tries"].value = "2"
     c["budget_ms"].value = 0.0  # no budget: early stop runs without one, the best is the highest throughput

@@ -257,6 +257,13 @@ def instance_size(instance_type: str) -> int:
     return int(match.group(1) or 1) if match else 0
 
 
+def cpu_cores() -> int:
+    """How many CPUs this machine has (numbered from 0, the affinity mask's highest counted too):
+    a CPU core index at or past it exists nowhere here, while one inside it that `usable_cpu_ids`
+    leaves out exists but is not this process's."""
+    return max(os.cpu_count() or 1, max(usable_cpu_ids(), default=0) + 1)
+
+
 def usable_cpu_ids() -> frozenset[int]:
     """The CPUs this process may run on (its affinity mask, which a container or taskset narrows);
     what a CPU core range is checked against."""
@@ -378,7 +385,7 @@ def detect(
         instance_type=instance_type,
         packages=packages,
         cpu_model=_cpu_model(cpuinfo),
-        cpu_count=os.cpu_count() or 1,
+        cpu_count=cpu_cores(),
         usable_cpus=len(usable_cpu_ids()),
         default_target=_default_target(bool(devices or driver), instance_type, packages),
         notes=notes,

@@ -127,3 +127,38 @@ def test_run_all_and_save_in_the_browser_leaves_the_quickstart_as_git_has_it(lab
     finally:
         if path.read_bytes() != before:
             path.write_bytes(before)
+
+
+# Whether the notebook in view has changes Lab would save, once its kernel has started and Lab has
+# written the kernel's facts (kernelspec, language_info) into the notebook's metadata.
+_OPEN_AND_SETTLED = """path => {
+    const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+    if (!panel || !panel.context || panel.context.path !== path || !panel.sessionContext) return false;
+    const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+    return kernel && kernel.status === 'idle' && panel.model.getMetadata('language_info')
+        && panel.model.getMetadata('language_info').version ? true : false;
+}"""
+_DIRTY = """() => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    return {dirty: panel.model.dirty, kernelspec: panel.model.getMetadata('kernelspec'),
+            language_info: panel.model.getMetadata('language_info')};
+}"""
+
+
+def test_every_tutorial_opens_with_nothing_to_save(lab, browser_page):
+    """Issue 31 #13: the tutorials opened marked unsaved (a dot on the tab, a "save?" on close)
+    before anything was touched: Lab writes the running kernel's kernelspec and language_info into
+    the notebook as it opens, and what git stored differed (display name "Python 3", a bare
+    language_info), so each one was an edit. Opened, kernel started, nothing is unsaved."""
+    page, dirty = browser_page, {}
+    for path in NOTEBOOKS:
+        api_path = path.relative_to(REPO).as_posix()
+        page.goto(lab.page_url(api_path) + "&reset")  # this notebook alone (no restored tabs)
+        page.wait_for_function(_OPEN_AND_SETTLED, arg=api_path, timeout=120_000)
+        page.wait_for_timeout(1000)  # Lab's metadata updates land after the kernel's info reply
+        state = page.evaluate(_DIRTY)
+        if state["dirty"]:
+            dirty[path.name] = state
+        for session in lab.api("/api/sessions") or []:  # one kernel at a time on a small machine
+            lab.api(f"/api/sessions/{session['id']}", method="DELETE")
+    assert dirty == {}

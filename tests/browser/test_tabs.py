@@ -2,7 +2,8 @@
 1280x800 and 1920x1080 (issue 18): no label or button text cut off, no stray horizontal
 scrollbar (logs and files scroll inside their own boxes), no broken image, no console error;
 and what a person reads (issue 31): every table's rows at most 3 lines tall and its titles whole,
-the server log's newest line in view, an error about an input gone once the input changes.
+the server log's newest line in view, an error about an input gone once the input changes, a bad
+setting's error directly under its field and gone once fixed.
 
 The results tab opens and compares two saved runs (written here with the logic layer's own
 writers, one with an outlier and unstable points), so its tables and plots are on screen.
@@ -191,6 +192,21 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     batch_sizes.fill("1,2")
     batch_sizes.press("Enter")  # the field sends its value on Enter
     error.wait_for(state="detached", timeout=10_000)
+
+    # a bad number is said directly under its field, in its label's words, and goes once fixed
+    _open_tab(workbench, "settings")
+    max_batch = workbench.locator(".widget-inline-hbox:has(label:text-is('max batch size')) input").first
+    max_batch.fill("-4")
+    max_batch.press("Enter")
+    said = workbench.get_by_text("max batch size: -4 is less than 0").first
+    said.wait_for(state="visible", timeout=10_000)
+    field, message = max_batch.bounding_box(), said.bounding_box()
+    below = message["y"] - (field["y"] + field["height"])
+    assert -1 <= below <= 150, f"the error is {below:.0f}px below its field ({field}, {message})"
+    assert max_batch.input_value() == "-4"  # what was typed stays: nothing clamped
+    max_batch.fill("4")
+    max_batch.press("Enter")
+    said.wait_for(state="detached", timeout=10_000)
 
     shots, problems = [], []
     for width, height in VIEWPORTS:

@@ -21,7 +21,7 @@ from workbench.generate.record import check_against_record, read_sidecar, spec_f
 from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
-from workbench.system import MissingSDKError, target_problem, usable_cpu_ids
+from workbench.system import MissingSDKError, cpu_cores, target_problem, usable_cpu_ids
 
 __all__ = ["Plan", "make_plan", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
            "plan_batching", "setting_flag"]
@@ -204,6 +204,11 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
     if limit is not None and core_range.end >= limit[1]:
         plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no {settings.target} "
                              f"instance; the largest, {limit[0]}, has {limit[1]} NeuronCores (0:{limit[1] - 1})")
+        return
+    cpus = cpu_cores() if settings.target == "cpu" and not settings.for_other_machine else None
+    if cpus is not None and core_range.end >= cpus:  # a 100-core map of cores that are not there
+        plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no CPU of this "
+                             f"machine; it has {cpus} CPU cores (0:{cpus - 1})")
         return
     try:
         plan.core_map = core_range.split(settings.triton_model_instance_count,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
@@ -15,7 +16,7 @@ from workbench.spec import TensorSpec
 from workbench.system import detect
 
 __all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
-           "whole_numbers", "optional_whole", "optional_text"]
+           "whole_numbers", "optional_whole", "optional_text", "at_least"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
 # GenerateSettings field -> model.py parameter; the compile step records the same keys (without
@@ -194,3 +195,14 @@ def optional_whole(text: str) -> int | None:
 def optional_text(text: str) -> str | None:
     """Blank -> None (the default is used); otherwise the text without surrounding spaces."""
     return str(text).strip() or None
+
+
+def at_least(low: int, hint: str = "") -> Callable[[int], int]:
+    """A form's whole number checked against its lowest value: below it is an error saying so
+    (``hint`` added: what the lowest values mean), never clamped -- a max batch size of -4 clamped to 0
+    would silently turn batching off."""
+    def checked(value: int) -> int:
+        if value < low:
+            raise ValueError(f"{value} is less than {low}" + (f"; {hint}" if hint else ""))
+        return value
+    return checked

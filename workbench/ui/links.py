@@ -9,15 +9,28 @@ changes the value and every linked widget shows the new field.
 
 The value is a dataclass (`GenerateSettings`, `SweepPlan`, `MeasureSettings`); it is rebuilt with
 `dataclasses.replace`, so a frozen one checks itself as a whole and an error there is a problem too.
+
+Every linked field has its own problem view (`problem_view`, or `field` for the widget with its view
+directly under it): a person reads an error beside the control it is about, in the words of that
+control's label, and sees it go once the input is fixed. A panel that checks the value as a whole
+(the generator's checks) hands what it found per field to `show_checks`, shown in the same views.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Generic, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
 
-__all__ = ["Linked", "WidgetGroup", "comma_joined", "blank_if_none"]
+import ipywidgets as widgets
+from ipywidgets.widgets.widget_description import DescriptionWidget
+
+from workbench.ui.layout import row
+from workbench.ui.render import field_problem_html
+from workbench.wording import names_in_labels
+
+__all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "field_problem_view", "show_field_problems",
+           "comma_joined", "blank_if_none"]
 
 T = TypeVar("T")
 _PARSE_ERRORS = (ValueError, TypeError)  # what the logic parsers raise for bad text (SpecError, SweepError...)
@@ -58,12 +71,41 @@ class WidgetGroup:
             widget.observe(lambda _change: handler({"name": "value", "new": self.value}), names=names)
 
 
+# the class of every field's problem view (the browser test finds them by it)
+FIELD_PROBLEM_CLASS = "workbench-field-problem"
+
+
+def field_problem_view() -> widgets.HTML:
+    """An empty, room-less HTML slot as wide as the control above it: ``width: 0`` keeps a long
+    message from widening its column (and the row it sits in), ``min-width: 100%`` lets it wrap
+    at the control's width (no side margins: a widget's 2 px each side would overflow the 100%)."""
+    view = widgets.HTML(layout=widgets.Layout(width="0", min_width="100%", margin="0 0 2px 0", display="none"))
+    view.add_class(FIELD_PROBLEM_CLASS)
+    return view
+
+
+def show_field_problems(view: widgets.HTML, problems: Sequence[str]) -> None:
+    """Put ``problems`` in a `field_problem_view` (hidden again when there are none)."""
+    view.value = field_problem_html(list(problems))
+    view.layout.display = None if problems else "none"
+
+
+def _label_of(widget: Any) -> str:
+    """The text a person sees beside a control: its description (the first one of a group)."""
+    if isinstance(widget, WidgetGroup):
+        widget = widget.widgets[0]
+    if isinstance(widget, DescriptionWidget):
+        return widget.description
+    return ""
+
+
 @dataclasses.dataclass
 class _Link:
     widget: Any
     parse: Callable[[Any], Any]
     show: Callable[[Any], Any]
     label: str
+    view: widgets.HTML
 
 
 class Linked(Generic[T]):
@@ -82,6 +124,8 @@ class Linked(Generic[T]):
         self._links: dict[str, _Link] = {}
         self._field_problems: dict[str, str] = {}
         self._value_problem = ""
+        self._value_problem_field = ""  # the field whose change the value refused
+        self._checked: dict[str, list[str]] = {}  # show_checks: what a whole-value check found per field
         self._quiet = False
         self._derive = derive
         self.on_change = on_change
@@ -103,18 +147,51 @@ class Linked(Generic[T]):
         """The parse problem of one field ("" when its widget parses)."""
         return self._field_problems.get(name, "")
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """Field name -> the label of its control, for every linked field that has one."""
+        return {name: link.label for name, link in self._links.items() if link.label}
+
     def link(self, name: str, widget: Any, *, parse: Callable[[Any], Any] | None = None,
              show: Callable[[Any], Any] | None = None, label: str = "") -> Any:
         """Link ``widget.value`` to the field ``name``: the widget shows the field now, and each
-        edit is parsed into it. ``label`` prefixes the parse error ("--neuron_core_range: ...")."""
+        edit is parsed into it. ``label`` (default: the widget's description, what a person reads
+        beside it) prefixes the parse error ("instances: -3 is less than 1 ...")."""
         if name not in self._fields:
             raise KeyError(f"{type(self._value).__name__} has no field {name!r}")
-        link = _Link(widget, parse or _same, show or _same, label)
+        link = _Link(widget, parse or _same, show or _same, label or _label_of(widget), field_problem_view())
         self._links[name] = link
         with self._quietly():
             widget.value = link.show(self._fields[name])
         widget.observe(lambda change: self._edited(name, change["new"]), names="value")
         return widget
+
+    def problem_view(self, name: str) -> widgets.HTML:
+        """The view of field ``name``'s problems, to place directly under its control (empty and
+        taking no room while there are none)."""
+        return self._links[name].view
+
+    def field(self, name: str) -> widgets.VBox:
+        """The control of field ``name`` (a group's controls in a row) with its problem view
+        directly under it: what a panel lays out in place of the bare control."""
+        widget = self._links[name].widget
+        shown = row(*widget.widgets) if isinstance(widget, WidgetGroup) else widget
+        if not isinstance(shown, widgets.Widget):
+            raise TypeError(f"{name}: lay out its control and problem_view({name!r}) yourself")
+        return widgets.VBox([shown, self.problem_view(name)], layout=widgets.Layout(width="auto"))
+
+    def show_checks(self, problems: Mapping[str, Sequence[str]]) -> None:
+        """Show what a check of the whole value found (field name -> messages in the controls'
+        words) beside those fields; the last call's findings replace the one before."""
+        self._checked = {name: list(found) for name, found in problems.items() if found}
+        self._show_problems()
+
+    @property
+    def unplaced_problems(self) -> list[str]:
+        """`problems` shown beside no control (a refusal of the value with no linked field to blame)."""
+        if self._value_problem and self._value_problem_field not in self._links:
+            return [self._value_problem]
+        return []
 
     def update(self, **fields: Any) -> None:
         """Logic -> widgets: set fields (already values, nothing to parse) and show them."""
@@ -128,7 +205,7 @@ class Linked(Generic[T]):
         for name in changed:
             self._fields[name] = fields[name]
             self._field_problems.pop(name, None)
-        self._rebuild()
+        self._rebuild(min(changed & set(self._links), default=""))
         with self._quietly():
             for name in changed & set(self._links):
                 link = self._links[name]
@@ -152,26 +229,42 @@ class Linked(Generic[T]):
         try:
             parsed = link.parse(shown)
         except _PARSE_ERRORS as err:
-            self._field_problems[name] = f"{link.label}: {err}" if link.label else str(err)
+            said = str(err)  # a parser told what it reads ("batch sizes: ...") already names it
+            self._field_problems[name] = f"{link.label}: {said}" if link.label and not said.startswith(link.label) \
+                else said
+            self._checked.pop(name, None)  # said about the text before this edit
             self._notify({name})
             return
         self._field_problems.pop(name, None)
+        self._checked.pop(name, None)
         self._fields[name] = parsed
-        self._rebuild()
+        self._rebuild(name)
         self._notify({name})
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, blamed: str = "") -> None:
+        """The value made of the fields again; a refusal of it is shown beside ``blamed`` (the
+        field whose change brought it)."""
         if self._derive is not None:
             self._fields.update(self._derive(dict(self._fields)))
         try:
             self._value = dataclasses.replace(self._value, **self._fields)
         except _PARSE_ERRORS as err:
-            self._value_problem = str(err)
+            self._value_problem = names_in_labels(str(err), self.labels)  # in the words of the controls
+            self._value_problem_field = blamed or self._value_problem_field
         else:
-            self._value_problem = ""
+            self._value_problem, self._value_problem_field = "", ""
             # what the value made of the fields (normalised) is what the next edit starts from
             self._fields = {f.name: getattr(self._value, f.name) for f in dataclasses.fields(self._value)}
 
+    def _show_problems(self) -> None:
+        for name, link in self._links.items():
+            shown = [self._field_problems[name]] if name in self._field_problems else []
+            if self._value_problem and self._value_problem_field == name:
+                shown.append(self._value_problem)
+            shown += self._checked.get(name, [])
+            show_field_problems(link.view, shown)
+
     def _notify(self, changed: set[str]) -> None:
+        self._show_problems()
         if self.on_change is not None:
             self.on_change(changed)

@@ -4,16 +4,20 @@ The control's ``value`` is the config's parameter dict as typed (``{"INFERENCE_M
 a blank field is left out, so the backend's default applies), which a settings link hands to
 `GenerateSettings.parameters`; the logic layer (`pytorch_backend.layouts.parameter_problems`) checks
 every value. Keys the fields do not show are kept as they are. ``layout`` picks which table's
-fields are shown: TorchScript's (LibTorch) or the PyTorch 2 runtime's.
+fields are shown: TorchScript's (LibTorch) or the PyTorch 2 runtime's. Each field has a problem
+view directly under it, where `show_problems` puts what the checks found about its key.
 """
 
 from __future__ import annotations
+
+from typing import Mapping, Sequence
 
 import ipywidgets as widgets
 import traitlets
 
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, parameter_table
 from workbench.ui.layout import description_style
+from workbench.ui.links import field_problem_view, show_field_problems
 
 __all__ = ["PyTorchParameters"]
 
@@ -30,6 +34,7 @@ class PyTorchParameters(traitlets.HasTraits):
         super().__init__()
         style = description_style("250px")
         self.fields: dict[str, dict[str, widgets.Widget]] = {}
+        self.problem_views: dict[str, widgets.HTML] = {}  # parameter key -> the view under its field(s)
         boxes = {}
         for layout in (TORCHSCRIPT, PYTORCH2):
             controls = {}
@@ -46,11 +51,18 @@ class PyTorchParameters(traitlets.HasTraits):
                 control.observe(lambda _change: self._edited(), names="value")
                 controls[key] = control
             self.fields[layout] = controls
-            boxes[layout] = widgets.VBox(list(controls.values()))
+            views = {key: self.problem_views.setdefault(key, field_problem_view()) for key in controls}
+            boxes[layout] = widgets.VBox([widgets.VBox([control, views[key]], layout=widgets.Layout(width="auto"))
+                                          for key, control in controls.items()])
         self._boxes = boxes
         self._quiet = False
         self.widget = widgets.VBox([boxes[TORCHSCRIPT], boxes[PYTORCH2]])
         self._show_layout()
+
+    def show_problems(self, problems: Mapping[str, Sequence[str]]) -> None:
+        """What the checks found per parameter key, each under its key's field (none: all cleared)."""
+        for key, view in self.problem_views.items():
+            show_field_problems(view, problems.get(key, ()))
 
     def keys(self) -> set[str]:
         """Every parameter key these fields stand for (both layouts)."""

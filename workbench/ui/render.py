@@ -44,6 +44,12 @@ def error_list(problems: list[str]) -> str:
     return f"<ul style='color:#b00020;margin:0'>{items}</ul>"
 
 
+def field_problem_html(problems: list[str]) -> str:
+    """The messages shown directly under one control: red lines, no bullets (the control above is
+    what they are about); empty string when there are none."""
+    return "".join(f"<div style='color:#b00020;line-height:1.3'>{html.escape(p)}</div>" for p in problems)
+
+
 _DPI, _SCALE = 90, 2  # drawn at twice the pixels it is shown at: sharp on a high-density screen
 
 

@@ -21,7 +21,8 @@ from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
 from workbench.generate.backends import BACKENDS, backend_of, switching_to, unread_fields
 from workbench.generate.pytorch_backend import PYTORCH
 from workbench.generate.pytorch_backend.generate import layout_of_settings
-from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
+from workbench.generate.settings import TNX_AMPS, at_least, optional_text, optional_whole, whole_numbers
+from workbench.generate.wording import FieldProblem, in_labels
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
@@ -49,6 +50,9 @@ _BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "cor
 _BATCHER_FIELDS = ("preserve_ordering", "priority_levels", "default_priority_level", "default_queue_policy",
                    "priority_queue_policy")
 
+# the fields the core map is made of
+_CORE_FIELDS = ("neuron_core_range", "triton_model_instance_count", "threads_per_core")
+
 _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
     ("tnx_model_class", "model class", "e.g. LlamaForSampling"),
     ("tnx_batch_size", "batch size", "from the compile"),
@@ -61,6 +65,16 @@ _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
 
 def _rows(tensors) -> tuple:
     return tuple(t.row() for t in tensors)
+
+
+def _rate_limiter(shown: tuple[str, int]) -> options.RateLimiter | None:
+    resources, priority = shown
+    return options.parse_rate_limiter(resources, at_least(0, "the priority is 0 or more")(priority))
+
+
+def _warmup(shown: tuple[int, str]) -> list[options.Warmup]:
+    count, data = shown
+    return options.warmup_samples(at_least(0, "0 means no warm-up")(count), data)
 
 
 class SettingsPanel:
@@ -95,18 +109,17 @@ class SettingsPanel:
         c["pytorch_parameters"] = PyTorchParameters()
         c["inputs"] = TensorTable("input")
         c["outputs"] = TensorTable("output")
-        c["max_batch_size"] = widgets.BoundedIntText(min=0, max=1_000_000, description="max batch size", style=style)
+        c["max_batch_size"] = widgets.IntText(description="max batch size", style=style)
         c["dynamic_batching"] = widgets.Checkbox(description="dynamic batching", indent=False,
                                                  layout=widgets.Layout(width="auto"))
         c["preferred_batch_sizes"] = widgets.Text(description="preferred batch sizes", placeholder="e.g. 4,8",
                                                   **on_enter)
         c["max_queue_delay_us"] = widgets.Text(description="max queue delay (µs)", placeholder="e.g. 100", **on_enter)
         c["core_range"] = widgets.Text(description="core range a:b", **live)
-        c["instance_count"] = widgets.BoundedIntText(min=1, max=1024, description="instances", **live)
+        c["instance_count"] = widgets.IntText(description="instances", **live)
         # 0 leaves NUM_THREADS_PER_CORE out: the SDK's DataParallel workers on Neuron, 1 thread per core on the cpu
-        c["threads_per_core"] = widgets.BoundedIntText(min=0, max=64, description="threads per core",
-                                                       tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)",
-                                                       **live)
+        c["threads_per_core"] = widgets.IntText(description="threads per core",
+                                                tooltip="0: the default (Neuron SDK's workers; 1 on the cpu)", **live)
         c["batching_mode"] = widgets.Dropdown(options=_BATCHING_MODES, description="batching mode", style=style,
                                               layout=widgets.Layout(width="520px", max_width="100%"))
         c["cpu_affinity"] = widgets.Checkbox(description="pin CPU instances to their cores", indent=False,
@@ -120,13 +133,10 @@ class SettingsPanel:
                                                     description="instance kind", style=style)
         c["rate_limiter_resources"] = widgets.Text(description="rate limiter resources", placeholder="e.g. R1:1,R2:2",
                                                    **on_enter)
-        c["rate_limiter_priority"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
-                                                            description="rate limiter priority", style=style)
+        c["rate_limiter_priority"] = widgets.IntText(value=0, description="rate limiter priority", style=style)
         c["preserve_ordering"] = widgets.Checkbox(value=False, description="preserve ordering", indent=False, layout=widgets.Layout(width="auto"))
-        c["priority_levels"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000, description="priority levels",
-                                                      style=style)
-        c["default_priority_level"] = widgets.BoundedIntText(value=0, min=0, max=1_000_000,
-                                                             description="default priority", style=style)
+        c["priority_levels"] = widgets.IntText(value=0, description="priority levels", style=style)
+        c["default_priority_level"] = widgets.IntText(value=0, description="default priority", style=style)
         c["default_queue_policy"] = widgets.Text(description="default queue policy",
                                                  placeholder="e.g. max_queue_size=16,timeout_action=REJECT",
                                                  layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
@@ -134,8 +144,8 @@ class SettingsPanel:
                                                   placeholder="e.g. 2:max_queue_size=4; 1:timeout_action=DELAY",
                                                   layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
         c["optional_inputs"] = widgets.Text(description="optional inputs", placeholder="e.g. INPUT__1", **on_enter)
-        c["warmup"] = widgets.BoundedIntText(value=0, min=0, max=1000, description="warm-up runs", style=style,
-                                             tooltip="runs of a sample built from the inputs before READY (0: none)")
+        c["warmup"] = widgets.IntText(value=0, description="warm-up runs", style=style,
+                                      tooltip="runs of a sample built from the inputs before READY (0: none)")
         c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
         c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False, layout=widgets.Layout(width="auto"))
         c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
@@ -156,18 +166,22 @@ class SettingsPanel:
         link("backend", c["backend"])
         link("runtime", c["runtime"])
         link("state_dict", c["state_dict"])
-        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()})
-        link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows)
-        link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows)
-        link("max_batch_size", c["max_batch_size"])
+        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()},
+             label="backend parameters")
+        link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows,
+             label="inputs")
+        link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows,
+             label="outputs")
+        link("max_batch_size", c["max_batch_size"], parse=at_least(0, "0 turns batching off"))
         link("enable_dynamic_batching", c["dynamic_batching"])
         link("preferred_batch_size", c["preferred_batch_sizes"], parse=whole_numbers, show=comma_joined,
              label="preferred batch sizes")
         link("max_queue_delay_microseconds", c["max_queue_delay_us"], parse=optional_whole, show=blank_if_none,
              label="max queue delay")
-        link("neuron_core_range", c["core_range"], parse=CoreRange.parse, show=str, label="--neuron_core_range")
-        link("triton_model_instance_count", c["instance_count"])
-        link("threads_per_core", c["threads_per_core"], parse=lambda n: n or None, show=lambda n: n or 0)
+        link("neuron_core_range", c["core_range"], parse=CoreRange.parse, show=str, label="core range")
+        link("triton_model_instance_count", c["instance_count"], parse=at_least(1))
+        link("threads_per_core", c["threads_per_core"], parse=lambda n: at_least(0, "0 takes the default")(n) or None,
+             show=lambda n: n or 0)
         link("disable_batch_requests_to_neuron", c["batching_mode"])
         link("cpu_affinity", c["cpu_affinity"])
         for key, label, _hint in _TNX_FIELDS:
@@ -177,49 +191,51 @@ class SettingsPanel:
         # the Triton config fields: the text spellings are options.py's, both ways
         link("instance_group_kind", c["instance_group_kind"])
         link("rate_limiter", WidgetGroup(c["rate_limiter_resources"], c["rate_limiter_priority"]),
-             parse=lambda shown: options.parse_rate_limiter(*shown), show=options.rate_limiter_text)
+             parse=_rate_limiter, show=options.rate_limiter_text, label="rate limiter")
         link("preserve_ordering", c["preserve_ordering"])
-        link("priority_levels", c["priority_levels"])
-        link("default_priority_level", c["default_priority_level"])
+        link("priority_levels", c["priority_levels"], parse=at_least(0, "0 means none"))
+        link("default_priority_level", c["default_priority_level"], parse=at_least(0))
         link("default_queue_policy", c["default_queue_policy"], parse=options.parse_optional_queue_policy,
              show=options.queue_policy_text, label="default queue policy")
         link("priority_queue_policy", c["priority_queue_policy"], parse=options.parse_priority_queue_policies,
              show=options.priority_queue_policies_text, label="priority queue policies")
         link("optional_inputs", c["optional_inputs"], parse=options.parse_names, show=comma_joined)
         link("model_warmup", WidgetGroup(c["warmup"], c["warmup_data"]),
-             parse=lambda shown: options.warmup_samples(*shown), show=options.warmup_text)
+             parse=_warmup, show=options.warmup_text, label="warm-up")
         link("response_cache", c["response_cache"], parse=lambda on: True if on else None, show=bool)
         link("version_policy", c["version_policy"], parse=options.parse_optional_version_policy, show=blank_if_none)
 
+        # each control with its problem view directly under it (`Linked.field`)
+        f, view = self.link.field, self.link.problem_view
         self.widget = widgets.VBox([
             heading("Model"),
-            row(c["name"], c["target"], c["framework"]),
-            row(c["compiled_model"], c["copy_compiled_model"]),
-            c["inputs"].widget, c["outputs"].widget,
+            row(f("name"), f("target"), f("framework")),
+            row(f("compiled_model"), f("copy_compiled_model")),
+            c["inputs"].widget, view("triton_input"), c["outputs"].widget, view("triton_output"),
         ], layout=widgets.Layout(width="100%"))
         self.pytorch_box = widgets.VBox([
-            c["runtime"], c["state_dict"], c["pytorch_parameters"].widget,
+            f("runtime"), f("state_dict"), c["pytorch_parameters"].widget, view("parameters"),
         ])
         self.widget.children += (
-            heading("Triton backend"), c["backend"], self.pytorch_box,
+            heading("Triton backend"), f("backend"), self.pytorch_box,
             heading("Batching"),
-            row(c["max_batch_size"], c["dynamic_batching"]),
-            row(c["preferred_batch_sizes"], c["max_queue_delay_us"]),
-            c["batching_mode"],
+            row(f("max_batch_size"), f("enable_dynamic_batching")),
+            row(f("preferred_batch_size"), f("max_queue_delay_microseconds")),
+            f("disable_batch_requests_to_neuron"),
             heading("Cores and instances"),
-            row(c["core_range"], c["instance_count"], c["threads_per_core"]),
-            c["cpu_affinity"], c["core_map"],
+            row(f("neuron_core_range"), f("triton_model_instance_count"), f("threads_per_core")),
+            f("cpu_affinity"), c["core_map"],
             heading("Triton config"),
-            row(c["instance_group_kind"], c["rate_limiter_resources"], c["rate_limiter_priority"]),
-            row(c["preserve_ordering"], c["priority_levels"], c["default_priority_level"]),
-            c["default_queue_policy"], c["priority_queue_policy"],
-            row(c["optional_inputs"], c["warmup"], c["warmup_data"]),
-            row(c["response_cache"], c["version_policy"]),
+            row(f("instance_group_kind"), f("rate_limiter")),
+            row(f("preserve_ordering"), f("priority_levels"), f("default_priority_level")),
+            f("default_queue_policy"), f("priority_queue_policy"),
+            row(f("optional_inputs"), f("model_warmup")),
+            row(f("response_cache"), f("version_policy")),
         )
         self.tnx_box = widgets.VBox([
             heading("transformers-neuronx sampling"),
-            row(c["tnx_model_class"], c["tnx_batch_size"], c["tnx_tp_degree"]),
-            row(c["tnx_n_positions"], c["tnx_sequence_length"], c["tnx_unroll"], c["tnx_amp"]),
+            row(f("tnx_model_class"), f("tnx_batch_size"), f("tnx_tp_degree")),
+            row(f("tnx_n_positions"), f("tnx_sequence_length"), f("tnx_unroll"), f("tnx_amp")),
         ])
         self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
         # backend name -> its own controls, shown only while it is chosen, and its parameter control
@@ -305,10 +321,31 @@ class SettingsPanel:
                              **({"parameters": parameters} if parameters != settings.parameters else {}))
         self._show()
 
-    def _show_core_map(self) -> None:
-        settings, problem = self.link.value, self.link.problem("neuron_core_range")
-        if problem:
-            self.controls["core_map"].value = error_list([f"core map: {problem}"])
+    def _placed(self, found: list[FieldProblem], settings: generate.GenerateSettings) \
+            -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+        """The generator's problems by the field shown beside ("": the summary, for a problem about
+        no field or a field in a hidden box), and those about one shown PyTorch parameter by key."""
+        hidden = set()
+        if settings.backend != PYTORCH.name:
+            hidden |= {"runtime", "state_dict", "parameters"}  # self.pytorch_box's fields
+        if settings.framework != "transformers_neuronx":
+            hidden |= {key for key, _label, _hint in _TNX_FIELDS} | {"tnx_amp"}  # self.tnx_box's fields
+        parameters = self.controls["pytorch_parameters"]
+        shown_keys = set() if "parameters" in hidden else set(parameters.fields[parameters.layout])
+        by_field: dict[str, list[str]] = {}
+        by_parameter: dict[str, list[str]] = {}
+        for problem in found:
+            if problem.key in shown_keys:
+                by_parameter.setdefault(problem.key, []).append(problem.message)
+            else:
+                by_field.setdefault("" if problem.field in hidden else problem.field, []).append(problem.message)
+        return by_field, by_parameter
+
+    def _show_core_map(self, blocked: bool) -> None:
+        """The cores each instance gets; nothing while a core field has a problem (said beside it)."""
+        settings = self.link.value
+        if blocked:
+            self.controls["core_map"].value = "<i>core map: once the core fields above are fixed</i>"
             return
         try:
             core_map = settings.neuron_core_range.split(settings.triton_model_instance_count,
@@ -330,16 +367,23 @@ class SettingsPanel:
             box.layout.display = None if settings.backend == name else "none"
         c["core_map"].layout.display = "none" if "neuron_core_range" in unread else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
-        self._show_core_map()
-        problems, generated = list(self.link.problems), None
-        if not problems:
+        generated, found, labels = None, [], self.link.labels
+        if not self.link.problems:
             try:
                 generated = generate.render(settings)
             except generate.GenerateError as err:
-                problems = err.problems
+                found = in_labels(err.problems, labels)
+        by_field, by_parameter = self._placed(found, settings)
+        self.link.show_checks({name: messages for name, messages in by_field.items() if name})
+        c["pytorch_parameters"].show_problems(by_parameter)
+        self._show_core_map(any(self.link.problem(name) or name in by_field for name in _CORE_FIELDS))
+        problems = self.link.problems + [problem.message for problem in found]
+        unplaced = self.link.unplaced_problems + by_field.get("", [])  # by_parameter's are placed too
+        beside = len(problems) - len(unplaced)
         self.problems = problems
-        c["problems"].value = error_list(problems)
-        warnings = generated.warnings if generated is not None else []
+        c["problems"].value = error_list(unplaced + ([f"{beside} problem(s) shown in red beside their fields above"]
+                                                     if beside else []))
+        warnings = [w.message for w in in_labels(generated.warnings, labels)] if generated is not None else []
         c["warnings"].value = "".join(f"<div style='color:#a05a00'>warning: {html.escape(w)}</div>" for w in warnings)
         if settings.name and settings.name != self.state.name:
             self.state.name = settings.name

@@ -77,13 +77,15 @@ class SweepPanel:
                                         **on_enter)
         c["concurrency"] = widgets.Text(description="concurrency", **on_enter)
         c["core_range"] = widgets.Text(description="core range a:b", placeholder="from the config", **on_enter)
-        c["window_s"] = widgets.BoundedFloatText(min=0.05, max=60, step=0.1, description="window (s)", style=style,
-                                                 tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
-        c["max_windows"] = widgets.BoundedIntText(min=1, max=100, description="max windows", style=style)
-        c["stable_windows"] = widgets.BoundedIntText(min=1, max=20, description="stable windows", style=style)
-        c["time_limit_s"] = widgets.BoundedFloatText(min=0, max=3600, step=5, description="time limit (s)",
-                                                     style=style, tooltip="seconds a point may keep measuring until it "
-                                                     "is stable (0: stop after max windows)")
+        # plain number fields: a value out of range is an error beside the field (MeasureSettings' own
+        # check), never clamped into range without a word
+        c["window_s"] = widgets.FloatText(step=0.1, description="window (s)", style=style,
+                                          tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
+        c["max_windows"] = widgets.IntText(description="max windows", style=style)
+        c["stable_windows"] = widgets.IntText(description="stable windows", style=style)
+        c["time_limit_s"] = widgets.FloatText(step=5, description="time limit (s)", style=style,
+                                              tooltip="seconds a point may keep measuring until it is stable "
+                                              "(0: stop after max windows)")
         c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
         c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
                                        tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
@@ -165,13 +167,17 @@ class SweepPanel:
             if isinstance(control, widgets.ValueWidget) and not isinstance(control, (widgets.HTML, widgets.Image)):
                 control.observe(lambda _change: self._inputs_changed(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
+        # each linked control with its problem view directly under it (`Linked.field`)
+        plan, measure, search, backend = (self.plan_link.field, self.measure_link.field, self.search_link.field,
+                                          self.backend_link.field)
         self.widget = widgets.VBox([
-            row(c["batch_sizes"], c["allocations"], c["concurrency"]),
-            row(c["core_range"], c["protocol"], c["budget_ms"]),
-            row(c["search"], c["min_gain"], c["tries"], c["screen_window_ms"], c["within"]), c["search_problems"],
-            row(c["window_s"], c["stable_windows"], c["max_windows"], c["time_limit_s"]),
-            row(c["engine"], c["perf_analyzer"]),
-            row(c["backend_grid"], c["compare_label"], c["compare"]),
+            row(plan("batch_sizes"), plan("allocations"), plan("concurrency")),
+            row(plan("core_range"), measure("protocol"), search("latency_budget_ms")),
+            row(search("name"), search("min_gain"), search("tries"), search("screen_window_s"), search("within")),
+            c["search_problems"],
+            row(measure("window_s"), measure("stable_windows"), measure("max_windows"), measure("time_limit_s")),
+            row(measure("engine"), measure("perf_analyzer")),
+            row(backend("grid"), c["compare_label"], backend("compare")),
             row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["server_view"], c["error"], c["best"], c["table"], c["plots"],
             row(c["export"], c["exported"]),
@@ -208,14 +214,16 @@ class SweepPanel:
         return self.backend_link.value
 
     def _show_grid_size(self) -> None:
-        problems = self.plan_link.problems + self.backend_link.problems
+        problems = self.plan_link.problems + self.backend_link.problems  # each also shown beside its field
         backends = self.backend_link.value
         size = f"{self.plan_link.value.size} point(s)"
         if backends.grid:
             size += f" x {backends.grid_points} backend variant(s) on a PyTorch-backend model"
         if backends.compare:
             size += f", for each of {1 + len(backends.compare)} models"
-        self.controls["grid_size"].value = error_list(problems) if problems else f"<i>{size}</i>"
+        self.controls["grid_size"].value = error_list(self.plan_link.unplaced_problems
+                                                      + self.backend_link.unplaced_problems) if problems \
+            else f"<i>{size}</i>"
 
     def search(self) -> SearchChoice:
         """The strategy the controls describe (``search_link.value``); SweepError names every bad value."""
@@ -224,8 +232,7 @@ class SweepPanel:
         return self.search_link.value
 
     def _show_search(self) -> None:
-        problems = self.search_link.problems
-        self.controls["search_problems"].value = error_list(problems) if problems else ""
+        self.controls["search_problems"].value = error_list(self.search_link.unplaced_problems)
         self._show_best()
 
     def _budget(self) -> float | None:
