@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
 __all__ = ["ENV_BACKEND", "ENV_PYTHON", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
-           "backend_install", "probe_python", "vllm_version", "VllmServing"]
+           "backend_install", "probe_python", "vllm_version", "VllmServing", "serving_here"]
 
 ENV_BACKEND = "WORKBENCH_VLLM_BACKEND"
 ENV_PYTHON = "WORKBENCH_VLLM_PYTHON"
@@ -131,6 +131,20 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
     if install.backend_dir is not None and (install.backend_dir / "vllm" / "model.py").is_file():
         return VllmBackend(install.backend_dir, _named_python(python), "the server's backend directory")
     return None
+
+
+def serving_here(given: str | os.PathLike[str] | bool | None = None,
+                 python: str | os.PathLike[str] | None = None) -> str:
+    """One sentence on who would serve a vLLM model in a server started here (the preview's words):
+    the backend `find_vllm_backend` turns up, or why there is none."""
+    # start-up: discovery runs only when a vLLM model is previewed
+    from workbench.server.discovery import find_tritonserver
+
+    try:
+        backend = find_vllm_backend(find_tritonserver(), given, python)
+    except TritonNotFoundError as err:
+        return f"not servable here: {err}"
+    return f"served here by {backend.describe()}" if backend is not None else f"not servable here: {_NO_BACKEND}"
 
 
 def backend_install(install: TritonInstall, pytorch: PyTorchBackend | None, vllm: VllmBackend | None) -> TritonInstall:

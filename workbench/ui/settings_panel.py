@@ -20,6 +20,7 @@ from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
 from workbench.generate.backends import BACKENDS, backend_of, switching_to, unread_fields
 from workbench.generate.pytorch_backend import PYTORCH
+from workbench.generate.vllm_backend import VLLM
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, optional_text, optional_whole, whole_numbers
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
@@ -29,6 +30,7 @@ from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
 from workbench.ui.pytorch_fields import PyTorchParameters
 from workbench.ui.tensor_table import TensorTable
+from workbench.ui.vllm_fields import VllmFields
 
 _BATCHING_MODES = {
     "one model call per batch of requests": False,
@@ -41,6 +43,8 @@ _RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "mode
 
 # control -> the GenerateSettings field it shows: greyed out for a backend that does not read it
 _BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "core_range": "neuron_core_range",
+                              "compiled_model": "compiled_model", "max_batch_size": "max_batch_size",
+                              "dynamic_batching": "enable_dynamic_batching", "instance_count": "triton_model_instance_count",
                               "threads_per_core": "threads_per_core",
                               "batching_mode": "disable_batch_requests_to_neuron", "cpu_affinity": "cpu_affinity"}
 
@@ -93,6 +97,8 @@ class SettingsPanel:
         c["state_dict"] = widgets.Text(description="state dict (PyTorch 2)", placeholder="torch.save(state_dict) file",
                                        layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
         c["pytorch_parameters"] = PyTorchParameters()
+        c["vllm"] = VllmFields()
+        self._kept_for_vllm: dict = {}  # the fields vLLM does not read, as they were before it was chosen
         c["inputs"] = TensorTable("input")
         c["outputs"] = TensorTable("output")
         c["max_batch_size"] = widgets.BoundedIntText(min=0, max=1_000_000, description="max batch size", style=style)
@@ -157,6 +163,7 @@ class SettingsPanel:
         link("runtime", c["runtime"])
         link("state_dict", c["state_dict"])
         link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()})
+        link("backend_settings", c["vllm"], parse=VllmFields.parse_shown, show=c["vllm"].show_settings)
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows)
         link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows)
         link("max_batch_size", c["max_batch_size"])
@@ -201,7 +208,7 @@ class SettingsPanel:
             c["runtime"], c["state_dict"], c["pytorch_parameters"].widget,
         ])
         self.widget.children += (
-            heading("Triton backend"), c["backend"], self.pytorch_box,
+            heading("Triton backend"), c["backend"], self.pytorch_box, c["vllm"].widget,
             heading("Batching"),
             row(c["max_batch_size"], c["dynamic_batching"]),
             row(c["preferred_batch_sizes"], c["max_queue_delay_us"]),
@@ -223,7 +230,8 @@ class SettingsPanel:
         ])
         self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
         # backend name -> its own controls, shown only while it is chosen, and its parameter control
-        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"])}
+        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"]),
+                               VLLM.name: (c["vllm"].widget, c["vllm"])}
         self.state.observe(self._artifact_changed, names="artifact")
         self.state.observe(lambda change: change["new"] and self.link.update(compiled_model=change["new"]),
                            names="model_file")
@@ -301,8 +309,9 @@ class SettingsPanel:
             hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
                       for key in params.keys()}
             parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
-            self.link.update(**switching_to(backend_of(settings), settings),
-                             **({"parameters": parameters} if parameters != settings.parameters else {}))
+            self.link.update(**{**self.controls["vllm"].switching(settings, self._kept_for_vllm),
+                                **switching_to(backend_of(settings), settings),
+                                **({"parameters": parameters} if parameters != settings.parameters else {})})
         self._show()
 
     def _show_core_map(self) -> None:
@@ -337,7 +346,7 @@ class SettingsPanel:
                 generated = generate.render(settings)
             except generate.GenerateError as err:
                 problems = err.problems
-        self.problems = problems
+        self.problems = problems = c["vllm"].routed(problems, settings)  # beside the vLLM fields too
         c["problems"].value = error_list(problems)
         warnings = generated.warnings if generated is not None else []
         c["warnings"].value = "".join(f"<div style='color:#a05a00'>warning: {html.escape(w)}</div>" for w in warnings)
