@@ -182,15 +182,19 @@ class VllmServing:
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """What the server process's environment ``env`` gets for the vLLM Python (nothing
-        without one): its LIBDIR first on LD_LIBRARY_PATH, its bin first on PATH, a UTF-8 locale."""
-        if self.backend is None or self.backend.python is None:
+        without one): its LIBDIR first on LD_LIBRARY_PATH, its bin first on PATH, a UTF-8 locale; and
+        vLLM's log without colour codes."""
+        if self.backend is None:
             return {}
+        plain = {"VLLM_LOGGING_COLOR": "0"}  # the server log is read as text (the app's log view, files)
+        if self.backend.python is None:
+            return plain
         # start-up: generate's helpers and tritonclient load only for a vLLM load
         from workbench.server.discovery import _join_front
 
         libdir = self.probe().get("libdir")
         changed = {"PATH": _join_front((self.backend.python.parent,), env.get("PATH", "")),
-                   "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+                   "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", **plain}
         if libdir:
             changed["LD_LIBRARY_PATH"] = _join_front((Path(libdir),), env.get("LD_LIBRARY_PATH", ""))
         return changed

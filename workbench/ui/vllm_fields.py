@@ -103,8 +103,9 @@ class VllmFields(traitlets.HasTraits):
 
     def __init__(self) -> None:
         super().__init__()
-        style = description_style("170px")
+        style = description_style("190px")  # max_num_batched_tokens whole
         text = {"style": style, "continuous_update": False}
+        long = {"style": description_style("auto"), "continuous_update": False}  # the bucket fields' long names
         wide = widgets.Layout(width="640px", max_width="100%")
         c = self.controls = {}
         c["model_choice"] = widgets.Dropdown(options=_MODEL_CHOICES, value=FOLDER, description="model", style=style,
@@ -123,13 +124,13 @@ class VllmFields(traitlets.HasTraits):
                                               layout=widgets.Layout(width="auto"))
         c["lnc"] = widgets.Dropdown(options=_LNC, description="LNC", style=style)
         c["num_batched_tokens_buckets"] = widgets.Text(description="num_batched_tokens_buckets",
-                                                       placeholder="e.g. 128,512", **text)
-        c["num_seqs_buckets"] = widgets.Text(description="num_seqs_buckets", placeholder="e.g. 1,4", **text)
-        c["enable_bucketing"] = widgets.Dropdown(options=_BUCKETING, description="enable_bucketing", style=style)
+                                                       placeholder="e.g. 128,512", **long)
+        c["num_seqs_buckets"] = widgets.Text(description="num_seqs_buckets", placeholder="e.g. 1,4", **long)
+        c["enable_bucketing"] = widgets.Dropdown(options=_BUCKETING, description="enable_bucketing", style=long["style"])
         c["context_encoding_buckets"] = widgets.Text(description="context_encoding_buckets",
-                                                     placeholder="e.g. 128,256", **text)
+                                                     placeholder="e.g. 128,256", **long)
         c["token_generation_buckets"] = widgets.Text(description="token_generation_buckets",
-                                                     placeholder="e.g. 128,256", **text)
+                                                     placeholder="e.g. 128,256", **long)
         self.errors = {name: widgets.HTML() for name in _LABELS}  # beside each field: its problem
         self._checked: list[tuple[str, str]] = []  # the checks' last problems: (field, in this screen's words)
 
