@@ -113,12 +113,15 @@ def test_neuron_fields_follow_the_target_into_model_json(app, llm):
     args = json.loads(app.state.generated.files["1/model.json"])
     assert args["additional_config"] == {"neuron_config": {"num_seqs_buckets": [1, 4]}}
     assert app.state.generated.core_map.instances == 2  # 4 cores in instances of 2
+    fields["lnc"].value = 1
+    assert app.state.generated.config.parameters["NEURON_LOGICAL_NC_CONFIG"].string_value == "1"
+    fields["lnc"].value = None
     settings["target"].value = "inf2"
     assert (group.vllm_neuron_box.layout.display, group.nxdi_box.layout.display) == ("none", None)
     # the Trn2 buckets are refused on inf2 beside their group, until emptied
     assert "are vLLM Neuron's (trn2, trn3), not --target inf2's" in _text(group.errors["vllm_neuron"].value)
     fields["num_seqs_buckets"].value = ""
-    fields["enable_bucketing"].value = "true"
+    fields["enable_bucketing"].value = True
     fields["context_encoding_buckets"].value = "128,256"
     assert app.state.settings_problems == []
     args = json.loads(app.state.generated.files["1/model.json"])

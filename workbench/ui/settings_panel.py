@@ -44,7 +44,8 @@ _RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "mode
 # control -> the GenerateSettings field it shows: greyed out for a backend that does not read it
 _BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "core_range": "neuron_core_range",
                               "compiled_model": "compiled_model", "max_batch_size": "max_batch_size",
-                              "dynamic_batching": "enable_dynamic_batching", "instance_count": "triton_model_instance_count",
+                              "dynamic_batching": "enable_dynamic_batching",
+                              "instance_count": "triton_model_instance_count",
                               "threads_per_core": "threads_per_core",
                               "batching_mode": "disable_batch_requests_to_neuron", "cpu_affinity": "cpu_affinity"}
 
@@ -98,7 +99,6 @@ class SettingsPanel:
                                        layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
         c["pytorch_parameters"] = PyTorchParameters()
         c["vllm"] = VllmFields()
-        self._kept_for_vllm: dict = {}  # the fields vLLM does not read, as they were before it was chosen
         c["inputs"] = TensorTable("input")
         c["outputs"] = TensorTable("output")
         c["max_batch_size"] = widgets.BoundedIntText(min=0, max=1_000_000, description="max batch size", style=style)
@@ -309,7 +309,7 @@ class SettingsPanel:
             hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
                       for key in params.keys()}
             parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
-            self.link.update(**{**self.controls["vllm"].switching(settings, self._kept_for_vllm),
+            self.link.update(**{**self.controls["vllm"].switching(settings),
                                 **switching_to(backend_of(settings), settings),
                                 **({"parameters": parameters} if parameters != settings.parameters else {})})
         self._show()

@@ -16,8 +16,8 @@ override_neuron_config on Inf2/Trn1 (sources: `vllm_backend.settings`).
 from __future__ import annotations
 
 import dataclasses
+import html
 from dataclasses import dataclass
-from typing import Any, Callable
 
 import ipywidgets as widgets
 import traitlets
@@ -27,7 +27,8 @@ from workbench.generate.settings import (GenerateSettings, optional_number, opti
                                          whole_numbers)
 from workbench.generate.vllm_backend import VLLM, VllmSettings
 from workbench.generate.vllm_backend.checks import FLAGS
-from workbench.generate.vllm_backend.settings import (DTYPES, NXDI_TARGETS, VLLM_NEURON_TARGETS, NxdiBuckets,
+from workbench.generate.vllm_backend.settings import (DTYPES, NXDI_NEURON_CONFIG_DOC, NXDI_TARGETS, NXDI_VLLM_DOC,
+                                                      VLLM_NEURON_CONFIG_DOC, VLLM_NEURON_TARGETS, NxdiBuckets,
                                                       VllmNeuronBuckets)
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
@@ -37,8 +38,8 @@ __all__ = ["VllmFields", "VllmFieldsShown", "TINY_LLM", "FOLDER"]
 
 FOLDER, TINY_LLM = "folder", "tiny_llm"  # the model choice: a folder typed in, or the zoo's tiny LLM
 _MODEL_CHOICES = (("a Hugging Face model folder", FOLDER), ("the zoo's tiny LLM (seeded, built here)", TINY_LLM))
-_BUCKETING = (("(NxDI default)", ""), ("on", "true"), ("off", "false"))
-_LNC = (("(target default)", ""), ("1", "1"), ("2", "2"))
+_BUCKETING = (("(NxDI default)", None), ("on", True), ("off", False))
+_LNC = (("(target default)", None), ("1", 1), ("2", 2))  # workbench.system.LNC_VALUES; the checks hold it
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ def _whole(text: str) -> int:
     if number is None:
         raise ValueError("give a whole number")
     return number
+
+
+def _source(*pages: tuple[str, str]) -> widgets.HTML:
+    """Where a group's keys are defined (the Neuron SDK docs: title, address), as links under its heading."""
+    links = ", ".join(f"<a href='{html.escape(url)}' target='_blank'>{html.escape(title)}</a>" for title, url in pages)
+    return widgets.HTML(f"<small style='color:#555'>defined in the Neuron SDK docs: {links}</small>")
 
 
 def _buckets(text: str) -> tuple[int, ...]:
@@ -126,50 +133,54 @@ class VllmFields(traitlets.HasTraits):
         c["num_batched_tokens_buckets"] = widgets.Text(description="num_batched_tokens_buckets",
                                                        placeholder="e.g. 128,512", **long)
         c["num_seqs_buckets"] = widgets.Text(description="num_seqs_buckets", placeholder="e.g. 1,4", **long)
-        c["enable_bucketing"] = widgets.Dropdown(options=_BUCKETING, description="enable_bucketing", style=long["style"])
+        c["enable_bucketing"] = widgets.Dropdown(options=_BUCKETING, description="enable_bucketing",
+                                                 style=long["style"])
         c["context_encoding_buckets"] = widgets.Text(description="context_encoding_buckets",
                                                      placeholder="e.g. 128,256", **long)
         c["token_generation_buckets"] = widgets.Text(description="token_generation_buckets",
                                                      placeholder="e.g. 128,256", **long)
         self.errors = {name: widgets.HTML() for name in _LABELS}  # beside each field: its problem
         self._checked: list[tuple[str, str]] = []  # the checks' last problems: (field, in this screen's words)
+        self._kept: dict[str, object] = {}  # fields vLLM does not read, as they were before it was chosen
 
         self.link: Linked[VllmSettings] = Linked(VllmSettings())
         link = self.link.link
-        label: Callable[[str], dict] = lambda name: {"label": _LABELS[name]}  # noqa: E731
-        link("model", c["model"], parse=lambda t: str(t).strip(), **label("model"))
-        link("tokenizer", c["tokenizer"], parse=optional_text, show=blank_if_none, **label("tokenizer"))
+        link("model", c["model"], parse=lambda t: str(t).strip(), label=_LABELS["model"])
+        link("tokenizer", c["tokenizer"], parse=optional_text, show=blank_if_none, label=_LABELS["tokenizer"])
         link("dtype", c["dtype"])
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes"):
-            link(name, c[name], parse=optional_whole, show=blank_if_none, **label(name))
-        link("tensor_parallel_size", c["tensor_parallel_size"], parse=_whole, show=str, **label("tensor_parallel_size"))
+            link(name, c[name], parse=optional_whole, show=blank_if_none, label=_LABELS[name])
+        link("tensor_parallel_size", c["tensor_parallel_size"], parse=_whole, show=str,
+             label=_LABELS["tensor_parallel_size"])
         link("enforce_eager", c["enforce_eager"])
         link("gpu_memory_utilization", c["gpu_memory_utilization"], parse=optional_number, show=blank_if_none,
-             **label("gpu_memory_utilization"))
-        link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none, **label("core_range"))
-        link("lnc", c["lnc"], parse=optional_whole, show=blank_if_none, **label("lnc"))
+             label=_LABELS["gpu_memory_utilization"])
+        link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none,
+             label=_LABELS["core_range"])
+        link("lnc", c["lnc"])
         link("vllm_neuron", WidgetGroup(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]),
              parse=lambda shown: VllmNeuronBuckets(*map(_buckets, shown)),
              show=lambda b: (comma_joined(b.num_batched_tokens_buckets), comma_joined(b.num_seqs_buckets)),
-             **label("vllm_neuron"))
+             label=_LABELS["vllm_neuron"])
         link("nxdi", WidgetGroup(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
-             parse=lambda shown: NxdiBuckets(None if not shown[0] else shown[0] == "true",
-                                             *map(_buckets, shown[1:])),
-             show=lambda b: ("" if b.enable_bucketing is None else str(b.enable_bucketing).lower(),
-                             comma_joined(b.context_encoding_buckets), comma_joined(b.token_generation_buckets)),
-             **label("nxdi"))
+             parse=lambda shown: NxdiBuckets(shown[0], *map(_buckets, shown[1:])),
+             show=lambda b: (b.enable_bucketing, comma_joined(b.context_encoding_buckets),
+                             comma_joined(b.token_generation_buckets)),
+             label=_LABELS["nxdi"])
         self.link.on_change = lambda _names: self._publish()
         c["model_choice"].observe(self._model_chosen, names="value")
 
-        def field(name: str, control: Any = None) -> widgets.VBox:
-            return widgets.VBox([control or c[name], self.errors[name]])
+        def field(name: str) -> widgets.VBox:
+            return widgets.VBox([c[name], self.errors[name]])
 
         self.neuron_box = widgets.VBox([row(field("core_range"), field("lnc"))])
         self.vllm_neuron_box = widgets.VBox([
             heading("vLLM Neuron (Trn2/Trn3): additional_config.neuron_config"),
+            _source(("vLLM Neuron configuration reference", VLLM_NEURON_CONFIG_DOC)),
             row(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]), self.errors["vllm_neuron"]])
         self.nxdi_box = widgets.VBox([
             heading("NxD Inference plugin (Inf2/Trn1): additional_config.override_neuron_config"),
+            _source(("NxDI vLLM user guide", NXDI_VLLM_DOC), ("NxDI NeuronConfig API", NXDI_NEURON_CONFIG_DOC)),
             row(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
             self.errors["nxdi"]])
         self.widget = widgets.VBox([
@@ -205,20 +216,17 @@ class VllmFields(traitlets.HasTraits):
         """No config parameters: everything here goes to 1/model.json (the panel's backend-box protocol)."""
         return set()
 
-    def switching(self, settings: GenerateSettings, kept: dict[str, object]) -> dict[str, object]:
+    def switching(self, settings: GenerateSettings) -> dict[str, object]:
         """The GenerateSettings fields to change now that ``settings.backend`` was chosen. To vLLM:
         its settings from these fields, and the fields it does not read back to their defaults
-        (their values go into ``kept``); away from vLLM: no backend settings, and ``kept`` restored."""
+        (their values are kept aside); away from vLLM: no backend settings, and what was kept back."""
         if settings.backend == VLLM.name:
             defaults = GenerateSettings(target=settings.target)
-            moved = {name: getattr(settings, name) for name in VLLM.ignored_fields
-                     if str(getattr(settings, name)) != str(getattr(defaults, name))}
-            kept.clear()
-            kept.update(moved)
-            return {**{name: getattr(defaults, name) for name in moved},
+            self._kept = {name: getattr(settings, name) for name in VLLM.ignored_fields
+                          if str(getattr(settings, name)) != str(getattr(defaults, name))}
+            return {**{name: getattr(defaults, name) for name in self._kept},
                     "backend_settings": self.value.settings}
-        restored = dict(kept)
-        kept.clear()
+        restored, self._kept = self._kept, {}
         return {**restored, "backend_settings": None} if settings.backend_settings is not None or restored else {}
 
     def routed(self, problems: list[str], settings: GenerateSettings) -> list[str]:
