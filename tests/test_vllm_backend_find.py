@@ -92,8 +92,9 @@ def test_the_server_environment_leads_with_the_vllm_pythons_libdir_and_bin(insta
     env = serving.environment({"PATH": "/usr/bin", "LD_LIBRARY_PATH": "/opt/lib"})
     assert env["PATH"].split(":")[:2] == [str(Path(sys.executable).parent), "/usr/bin"]
     assert env["LD_LIBRARY_PATH"].split(":")[:2] == [sysconfig.get_config_var("LIBDIR"), "/opt/lib"]
-    assert env["LC_ALL"] == "C.UTF-8"
-    assert VllmServing(SimpleNamespace(), VllmBackend(tmp_path, None, "x")).environment({}) == {}
+    assert env["LC_ALL"] == "C.UTF-8" and env["VLLM_LOGGING_COLOR"] == "0"  # a log read as text
+    assert VllmServing(SimpleNamespace(), VllmBackend(tmp_path, None, "x")).environment({}) == {
+        "VLLM_LOGGING_COLOR": "0"}
 
 
 def test_refusals_say_what_is_missing(tmp_path):

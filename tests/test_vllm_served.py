@@ -23,6 +23,7 @@ import pytest
 from workbench import generate, zoo
 from workbench.check_generate import (
     PROTOCOLS,
+    ask_served,
     check_served_generation,
     engine_args,
     offline_greedy,
@@ -106,6 +107,18 @@ def test_check_served_generation_reports_match_and_mismatch(server, offline, rep
     bad = check_served_generation(server, MODEL, repo / MODEL, llm.prompts[:1], max_tokens=MAX_TOKENS,
                                   protocols=("http",), offline=wrong)
     assert not bad.ok and "1 of 1 generations" in bad.summary() and "http" in bad.summary()
+
+
+@pytest.mark.parametrize("stream", (True, False), ids=("generate_stream", "generate"))
+def test_ask_served_answers_the_offline_text_and_tokens(server, offline, llm, stream):
+    """What the app's ask area shows: the answer's text and tokens, as vLLM generates them offline."""
+    pieces: list[str] = []
+    answer = ask_served(server.http_url, MODEL, llm.prompts[0], MAX_TOKENS, stream=stream, on_text=pieces.append)
+    assert answer.token_ids == offline.token_ids[0]
+    assert answer.text == offline.texts[0] and answer.text.strip()
+    assert "".join(pieces) == (answer.text if stream else "")
+    with pytest.raises(RuntimeError, match="generate.* answered 404: Request for unknown model: .no_such_model. is not found"):
+        ask_served(server.http_url, "no_such_model", "hello", 2, stream=stream)
 
 
 def test_served_by_names_the_vllm_backend(server, vllm_backend_dir, vllm_python):

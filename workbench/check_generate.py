@@ -23,11 +23,12 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "Offline", "GenerationRow", "GenerationCheck", "GenerationServer", "engine_args",
+__all__ = ["PROTOCOLS", "Offline", "ServedAnswer", "ask_served", "GenerationRow", "GenerationCheck", "GenerationServer",
+           "engine_args",
            "offline_greedy", "served_greedy", "check_served_generation"]
 
 PROTOCOLS = ("http", "http_stream", "grpc_stream")
@@ -129,7 +130,19 @@ def _token_ids(logprobs_json: str | bytes) -> list[int]:
     return ids
 
 
-def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stream: bool, timeout: float) -> list[int]:
+@dataclass(frozen=True)
+class ServedAnswer:
+    """What a served generative model answered one prompt: the text (the prompt left out) and its
+    token ids, in order."""
+
+    text: str
+    token_ids: tuple[int, ...]
+
+
+def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stream: bool, timeout: float,
+                   on_text: Callable[[str], None] | None = None) -> ServedAnswer:
+    """One greedy generation over Triton's generate extension; ``on_text(delta)`` sees each piece of
+    a stream as it arrives."""
     body = {"text_input": prompt, "stream": stream, "exclude_input_in_output": True, "return_logprobs": True,
             "parameters": _sampling(max_tokens)}
     endpoint = "generate_stream" if stream else "generate"
@@ -138,8 +151,10 @@ def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stre
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             if not stream:
-                return _token_ids(json.loads(response.read())["logprobs"])
+                answer = json.loads(response.read())
+                return ServedAnswer(str(answer.get("text_output", "")), tuple(_token_ids(answer["logprobs"])))
             ids: list[int] = []
+            text: list[str] = []
             for raw in response:  # server-sent events: "data: {...}" lines, one response each
                 line = raw.decode("utf-8").strip()
                 if not line.startswith("data:"):
@@ -149,9 +164,30 @@ def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stre
                     raise RuntimeError(event["error"])
                 if event.get("logprobs") is not None:
                     ids += _token_ids(event["logprobs"])
-            return ids
+                if event.get("text_output"):
+                    text.append(str(event["text_output"]))
+                    if on_text is not None:
+                        on_text(text[-1])
+            return ServedAnswer("".join(text), tuple(ids))
     except urllib.error.HTTPError as err:
-        raise RuntimeError(f"{endpoint} answered {err.code}: {err.read().decode(errors='replace')}") from None
+        raise RuntimeError(f"{endpoint} answered {err.code}: {_error_text(err)}") from None
+
+
+def _error_text(err: urllib.error.HTTPError) -> str:
+    """Triton's own sentence from an error response (``{"error": "..."}``), else the body."""
+    body = err.read().decode(errors="replace")
+    try:
+        return str(json.loads(body)["error"])
+    except (ValueError, KeyError, TypeError):
+        return body
+
+
+def ask_served(http_url: str, model: str, prompt: str, max_tokens: int, *, stream: bool = True,
+               on_text: Callable[[str], None] | None = None, timeout: float = 300.0) -> ServedAnswer:
+    """The served model's greedy answer to ``prompt`` over HTTP ``generate_stream`` (``stream``) or
+    ``generate``; ``on_text`` sees a stream's pieces as they arrive. RuntimeError says what the
+    server answered; OSError when nothing answers."""
+    return _http_generate(http_url, model, prompt, max_tokens, stream, timeout, on_text)
 
 
 def _grpc_stream(grpc_url: str, model: str, prompt: str, max_tokens: int, timeout: float) -> list[int]:
@@ -192,9 +228,9 @@ def served_greedy(protocol: str, url: str, model: str, prompt: str, max_tokens: 
     """The served model's greedy token ids for ``prompt`` over ``protocol`` (one of PROTOCOLS;
     ``url`` is the server's HTTP host:port, or gRPC's for ``grpc_stream``)."""
     if protocol == "http":
-        return _http_generate(url, model, prompt, max_tokens, False, timeout)
+        return list(_http_generate(url, model, prompt, max_tokens, False, timeout).token_ids)
     if protocol == "http_stream":
-        return _http_generate(url, model, prompt, max_tokens, True, timeout)
+        return list(_http_generate(url, model, prompt, max_tokens, True, timeout).token_ids)
     if protocol == "grpc_stream":
         return _grpc_stream(url, model, prompt, max_tokens, timeout)
     raise ValueError(f"unknown protocol {protocol!r}; use one of {', '.join(PROTOCOLS)}")

@@ -222,12 +222,18 @@ def check_config(cfg: ModelConfig, *, directory_name: str | None = None) -> Mode
     return cfg
 
 
+# Backends whose auto-complete declares the tensors a config leaves out: Triton's vLLM backend
+# (src/model.py auto_complete_config: text_input, stream, sampling_parameters ... -> text_output).
+TENSORS_AUTO_COMPLETED = ("vllm",)
+
+
 def _tensor_problems(cfg: ModelConfig) -> list[str]:
     problems: list[str] = []
-    if not cfg.input:
-        problems.append("no input declared")
-    if not cfg.output:
-        problems.append("no output declared")
+    if cfg.backend not in TENSORS_AUTO_COMPLETED:
+        if not cfg.input:
+            problems.append("no input declared")
+        if not cfg.output:
+            problems.append("no output declared")
     seen: dict[str, str] = {}
     for kind, entries in (("input", cfg.input), ("output", cfg.output)):
         for position, entry in enumerate(entries):

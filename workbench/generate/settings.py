@@ -16,7 +16,7 @@ from workbench.spec import TensorSpec
 from workbench.system import detect
 
 __all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
-           "whole_numbers", "optional_whole", "optional_text", "at_least"]
+           "whole_numbers", "optional_whole", "optional_number", "optional_text", "at_least"]
 
 TNX_AMPS = ("f32", "f16", "bf16")
 # GenerateSettings field -> model.py parameter; the compile step records the same keys (without
@@ -190,6 +190,17 @@ def optional_whole(text: str) -> int | None:
         return int(text)
     except ValueError:
         raise ValueError(f"{text!r} is not a whole number") from None
+
+
+def optional_number(text: str) -> float | None:
+    """``"0.5"`` -> 0.5; blank -> None (a share such as the KV cache's; the checks bound it)."""
+    text = str(text).strip()
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number (write e.g. 0.5)") from None
 
 
 def optional_text(text: str) -> str | None:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
 __all__ = ["ENV_BACKEND", "ENV_PYTHON", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
-           "backend_install", "probe_python", "vllm_version", "VllmServing"]
+           "backend_install", "probe_python", "vllm_version", "VllmServing", "serving_here"]
 
 ENV_BACKEND = "WORKBENCH_VLLM_BACKEND"
 ENV_PYTHON = "WORKBENCH_VLLM_PYTHON"
@@ -133,6 +133,20 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
     return None
 
 
+def serving_here(given: str | os.PathLike[str] | bool | None = None,
+                 python: str | os.PathLike[str] | None = None) -> str:
+    """One sentence on who would serve a vLLM model in a server started here (the preview's words):
+    the backend `find_vllm_backend` turns up, or why there is none."""
+    # start-up: discovery runs only when a vLLM model is previewed
+    from workbench.server.discovery import find_tritonserver
+
+    try:
+        backend = find_vllm_backend(find_tritonserver(), given, python)
+    except TritonNotFoundError as err:
+        return f"not servable here: {err}"
+    return f"served here by {backend.describe()}" if backend is not None else f"not servable here: {_NO_BACKEND}"
+
+
 def backend_install(install: TritonInstall, pytorch: PyTorchBackend | None, vllm: VllmBackend | None) -> TritonInstall:
     """``install`` with the vLLM backend's directory as the server's: one ``--backend-directory``
     per server, so a PyTorch backend elsewhere cannot be served beside it. (Python-backend models
@@ -168,15 +182,19 @@ class VllmServing:
 
     def environment(self, env: Mapping[str, str]) -> dict[str, str]:
         """What the server process's environment ``env`` gets for the vLLM Python (nothing
-        without one): its LIBDIR first on LD_LIBRARY_PATH, its bin first on PATH, a UTF-8 locale."""
-        if self.backend is None or self.backend.python is None:
+        without one): its LIBDIR first on LD_LIBRARY_PATH, its bin first on PATH, a UTF-8 locale; and
+        vLLM's log without colour codes."""
+        if self.backend is None:
             return {}
+        plain = {"VLLM_LOGGING_COLOR": "0"}  # the server log is read as text (the app's log view, files)
+        if self.backend.python is None:
+            return plain
         # start-up: generate's helpers and tritonclient load only for a vLLM load
         from workbench.server.discovery import _join_front
 
         libdir = self.probe().get("libdir")
         changed = {"PATH": _join_front((self.backend.python.parent,), env.get("PATH", "")),
-                   "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+                   "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", **plain}
         if libdir:
             changed["LD_LIBRARY_PATH"] = _join_front((Path(libdir),), env.get("LD_LIBRARY_PATH", ""))
         return changed

@@ -17,12 +17,14 @@ from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.generate.backends import backend_of, backend_of_config
 from workbench.generate.product import GeneratedModel
 from workbench.generate.pytorch_backend import ServingPreview
+from workbench.generate.vllm_backend import VLLM
 from workbench.coremap import CoreRangeError
 from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
 from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.server.pytorch import serving_preview
+from workbench.server.vllm import serving_here as vllm_serving_here
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
@@ -30,6 +32,7 @@ from workbench.ui.render import core_map_html, error_list, highlight, preformatt
 from workbench.ui.state import WorkbenchState
 
 _TABS = ("config.pbtxt", "model.py", "core map", "docker run", "diff")
+VLLM_ENGINE_FILE = "/model.json"  # <version>/model.json: what the vLLM backend reads (the second tab shows it)
 
 
 class PreviewPanel:
@@ -130,8 +133,14 @@ class PreviewPanel:
         keep = c["config_choice"].value if c["config_choice"].value in dict(choices).values() else ""
         c["config_choice"].options, c["config_choice"].value = choices, keep
         preview = serving_preview(generated)
-        c["model_py"].value = highlight(generated.model_py, "python") if preview is None else \
-            self._serving_html(generated, preview)
+        engine = next((rel for rel in generated.files if rel.endswith(VLLM_ENGINE_FILE)), None) \
+            if VLLM.recognises(generated.config) else None
+        c["tabs"].set_title(_TABS.index("model.py"), engine or "model.py")
+        if engine is not None:  # Triton's vLLM backend: the engine arguments are the model's file
+            c["model_py"].value = preformatted(vllm_serving_here()) + highlight(generated.files[engine], "json")
+        else:
+            c["model_py"].value = highlight(generated.model_py, "python") if preview is None else \
+                self._serving_html(generated, preview)
         if generated.core_map is None:
             c["core_map"].value = preformatted(f"{backend_of(generated.settings).label} places nothing on cores: its "
                                                "threads are its config parameters (e.g. INTRA_OP_THREAD_COUNT)")
@@ -158,6 +167,9 @@ class PreviewPanel:
     def _docker_html(self, generated) -> str:
         """The command for the Neuron host and the recipe of its image, or why there is none (its
         core range, instance type, a framework without an SDK for it)."""
+        if VLLM.recognises(generated.config):
+            return preformatted("Triton's vLLM backend: serve it here (server tab), or in Triton's vLLM container, "
+                                "which has the backend; this docker run is for the Python backend's Neuron image")
         if generated.core_map is None:
             return preformatted("Triton's PyTorch backend: serve it here (server tab), or in the Triton container, "
                                 "which has the backend; the docker run here is for Neuron hosts")

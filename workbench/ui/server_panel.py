@@ -21,6 +21,10 @@ from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
 from workbench.server.pytorch import ENV_VAR, PyTorchBackend
 from workbench.tutorial.backends import built_libtorch_backend
+from workbench.generate.backends import backend_of_config
+from workbench.generate.config import ConfigError, read_config
+from workbench.generate.vllm_backend import VLLM
+from workbench.ui.ask import AskArea
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
 from workbench.ui.render import error_list
@@ -106,6 +110,7 @@ class ServerPanel:
                            note=gpu_probe_note)
         c["log"] = self.log.widget
         self.ops.on_idle = self._show
+        self.ask = AskArea(self.state)  # prompt -> the loaded generative model's answer
         c["start"].on_click(lambda _b: self.start())
         c["stop"].on_click(lambda _b: self.stop())
         c["connect"].on_click(lambda _b: self.connect())
@@ -121,7 +126,7 @@ class ServerPanel:
             row(self.ops.widget, c["stop"]), c["load_on_start"],
             row(c["connect_url"], c["connect_protocol"], c["connect"]), c["server_info"],
             row(c["model"], c["load"], c["unload"], c["reload"], c["refresh"]),
-            c["models"], c["pytorch"], c["notice"], c["error"], c["log"],
+            c["models"], c["pytorch"], c["notice"], c["error"], self.ask.widget, c["log"],
         ], layout=widgets.Layout(width="100%"))
         self._show()
 
@@ -190,13 +195,17 @@ class ServerPanel:
             return
         repository = Path(self.state.repository)
         repository.mkdir(parents=True, exist_ok=True)
+        # one backend directory per server (server/vllm.py backend_install): for a vLLM model, the vLLM
+        # backend the launcher finds; otherwise the LibTorch build notebook 08 made (cached), else the twin
+        serves_vllm = model_backend(self.state) == VLLM.name
         try:
-            # the LibTorch build notebook 08 made (cached), as the notebook serves with, else the twin
-            server = TritonServer(repository, pytorch_backend=built_libtorch_backend())
+            server = TritonServer(repository, **({"pytorch_backend": False} if serves_vllm else
+                                                 {"pytorch_backend": built_libtorch_backend(), "vllm_backend": False}))
         except (ServerError, OSError, ValueError) as err:
             self.controls["error"].value = error_list([f"cannot start: {err}"])
             return
-        self.controls["pytorch"].value = pytorch_notice(server.pytorch.backend)
+        self.controls["pytorch"].value = (vllm_notice(server) if serves_vllm else
+                                          pytorch_notice(server.pytorch.backend))
         self._stop_following()
         self.log.clear()
         self.state.server = server
@@ -328,3 +337,20 @@ def pytorch_notice(backend: PyTorchBackend | None) -> str:
     return ("<i>PyTorch-backend models: served by the workbench's Python-backend twin, because this machine has no "
             "build of Triton's PyTorch (LibTorch) backend: notebook 08 builds one once (about 2 min, then cached, "
             f"and this tab uses it after a restart), or set ${ENV_VAR} to one</i>")
+
+
+def model_backend(state: WorkbenchState) -> str:
+    """The Triton backend of the current model: its config.pbtxt on disk, else the settings'."""
+    try:
+        return backend_of_config(read_config(state.model_dir)).name
+    except (ConfigError, OSError):
+        return state.settings.backend if state.settings is not None else ""
+
+
+def vllm_notice(server: TritonServer) -> str:
+    """One line on who serves vLLM models on the server the panel started, or why nothing can."""
+    refusals = server.vllm.refusals()
+    if refusals:
+        return "<i>vLLM models cannot be served by this server: " + html.escape("; ".join(refusals)) + "</i>"
+    assert server.vllm.backend is not None  # refusals() names a missing one
+    return f"<i>vLLM models: {html.escape(server.vllm.backend.describe())}</i>"

@@ -20,6 +20,7 @@ from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import FRAMEWORKS, TARGETS, parameter_string
 from workbench.generate.backends import BACKENDS, backend_of, switching_to, unread_fields
 from workbench.generate.pytorch_backend import PYTORCH
+from workbench.generate.vllm_backend import VLLM
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, at_least, optional_text, optional_whole, whole_numbers
 from workbench.generate.wording import FieldProblem, in_labels
@@ -30,6 +31,7 @@ from workbench.ui.render import core_map_html, error_list
 from workbench.ui.state import WorkbenchState
 from workbench.ui.pytorch_fields import PyTorchParameters
 from workbench.ui.tensor_table import TensorTable
+from workbench.ui.vllm_fields import VllmFields
 
 _BATCHING_MODES = {
     "one model call per batch of requests": False,
@@ -42,6 +44,9 @@ _RUNTIMES = {"TorchScript (model.pt)": "", "PyTorch 2 (runtime model.py)": "mode
 
 # control -> the GenerateSettings field it shows: greyed out for a backend that does not read it
 _BACKEND_SPECIFIC_CONTROLS = {"copy_compiled_model": "copy_compiled_model", "core_range": "neuron_core_range",
+                              "compiled_model": "compiled_model", "max_batch_size": "max_batch_size",
+                              "dynamic_batching": "enable_dynamic_batching",
+                              "instance_count": "triton_model_instance_count",
                               "threads_per_core": "threads_per_core",
                               "batching_mode": "disable_batch_requests_to_neuron", "cpu_affinity": "cpu_affinity"}
 
@@ -107,6 +112,7 @@ class SettingsPanel:
         c["state_dict"] = widgets.Text(description="state dict (PyTorch 2)", placeholder="torch.save(state_dict) file",
                                        layout=widgets.Layout(width="640px", max_width="100%"), **on_enter)
         c["pytorch_parameters"] = PyTorchParameters()
+        c["vllm"] = VllmFields()
         c["inputs"] = TensorTable("input")
         c["outputs"] = TensorTable("output")
         c["max_batch_size"] = widgets.IntText(description="max batch size", style=style)
@@ -168,6 +174,7 @@ class SettingsPanel:
         link("state_dict", c["state_dict"])
         link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()},
              label="backend parameters")
+        link("backend_settings", c["vllm"], parse=VllmFields.parse_shown, show=c["vllm"].show_settings)
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows,
              label="inputs")
         link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows,
@@ -217,7 +224,7 @@ class SettingsPanel:
             f("runtime"), f("state_dict"), c["pytorch_parameters"].widget, view("parameters"),
         ])
         self.widget.children += (
-            heading("Triton backend"), f("backend"), self.pytorch_box,
+            heading("Triton backend"), f("backend"), self.pytorch_box, c["vllm"].widget,
             heading("Batching"),
             row(f("max_batch_size"), f("enable_dynamic_batching")),
             row(f("preferred_batch_size"), f("max_queue_delay_microseconds")),
@@ -239,7 +246,8 @@ class SettingsPanel:
         ])
         self.widget.children += (self.tnx_box, c["problems"], c["warnings"])
         # backend name -> its own controls, shown only while it is chosen, and its parameter control
-        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"])}
+        self._backend_boxes = {PYTORCH.name: (self.pytorch_box, c["pytorch_parameters"]),
+                               VLLM.name: (c["vllm"].widget, c["vllm"])}
         self.state.observe(self._artifact_changed, names="artifact")
         self.state.observe(lambda change: change["new"] and self.link.update(compiled_model=change["new"]),
                            names="model_file")
@@ -317,8 +325,9 @@ class SettingsPanel:
             hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
                       for key in params.keys()}
             parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
-            self.link.update(**switching_to(backend_of(settings), settings),
-                             **({"parameters": parameters} if parameters != settings.parameters else {}))
+            self.link.update(**{**self.controls["vllm"].switching(settings),
+                                **switching_to(backend_of(settings), settings),
+                                **({"parameters": parameters} if parameters != settings.parameters else {})})
         self._show()
 
     def _placed(self, found: list[FieldProblem], settings: generate.GenerateSettings) \
@@ -330,6 +339,8 @@ class SettingsPanel:
             hidden |= {"runtime", "state_dict", "parameters"}  # self.pytorch_box's fields
         if settings.framework != "transformers_neuronx":
             hidden |= {key for key, _label, _hint in _TNX_FIELDS} | {"tnx_amp"}  # self.tnx_box's fields
+        if settings.backend == VLLM.name:
+            hidden |= {"compiled_model"}  # greyed out: the vLLM fields show the model folder's problems
         parameters = self.controls["pytorch_parameters"]
         shown_keys = set() if "parameters" in hidden else set(parameters.fields[parameters.layout])
         by_field: dict[str, list[str]] = {}
@@ -367,12 +378,13 @@ class SettingsPanel:
             box.layout.display = None if settings.backend == name else "none"
         c["core_map"].layout.display = "none" if "neuron_core_range" in unread else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
-        generated, found, labels = None, [], self.link.labels
+        generated, checked, labels = None, [], self.link.labels
         if not self.link.problems:
             try:
                 generated = generate.render(settings)
             except generate.GenerateError as err:
-                found = in_labels(err.problems, labels)
+                checked = err.problems
+        found = in_labels(c["vllm"].routed(checked, settings), labels)  # beside the vLLM fields too
         by_field, by_parameter = self._placed(found, settings)
         self.link.show_checks({name: messages for name, messages in by_field.items() if name})
         c["pytorch_parameters"].show_problems(by_parameter)

@@ -31,7 +31,9 @@ VLLM_TARGETS = tuple(t for t in ("cpu", *NXDI_TARGETS, *VLLM_NEURON_TARGETS) if 
 # GenerateSettings fields Triton's vLLM backend has no use for: set away from their default, refused
 _UNREAD = ("compiled_model", "triton_input", "triton_output", "triton_model_instance_count", "max_batch_size",
            "enable_dynamic_batching", "preferred_batch_size", "max_queue_delay_microseconds", "copy_compiled_model",
-           "model_warmup", "optional_inputs", "extra_config", "extra_files", "variants", "runtime", "state_dict")
+           "model_warmup", "optional_inputs", "extra_config", "extra_files", "variants", "runtime", "state_dict",
+           # its cores are VllmSettings.core_range; no model.py reads the threads or the batching switch
+           "neuron_core_range", "threads_per_core", "cpu_affinity", "disable_batch_requests_to_neuron")
 
 
 def _default(name: str) -> object:

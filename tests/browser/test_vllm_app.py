@@ -1,0 +1,192 @@
+"""The tiny LLM from settings to a served answer in a real JupyterLab and Chromium (issue 33).
+
+A person picks "vLLM backend (LLMs)" and the zoo's tiny LLM in the settings tab, sees a bad
+max_model_len refused beside its field, reads 1/model.json in the preview and writes it, starts
+the server (which says Triton's vLLM backend served it), asks a prompt and reads the answer. The
+answer shown must be vLLM's offline greedy output for that prompt and model.json (its text and
+its token ids), computed here in the vLLM environment (`check_generate.offline_greedy`).
+
+One server start: the kernel finds the backend the launcher does (``$WORKBENCH_VLLM_BACKEND``,
+``$WORKBENCH_VLLM_PYTHON``, set for Lab from conftest's ``vllm_backend_dir`` / ``vllm_python``).
+Skips, saying why, without the shared folder's script or the vLLM environment.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from workbench import zoo
+from workbench.check_generate import engine_args, offline_greedy
+from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON, SERVED_AS_VLLM
+
+pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+NOTEBOOK = "vllm.ipynb"
+MODEL = "tiny_llm"
+MAX_TOKENS = 12
+WAIT_MS = 180_000
+LOAD_MS = 600_000  # the server's start plus a vLLM engine load (~25-45 s here, minutes on a busy machine)
+
+
+@pytest.fixture(scope="module")
+def llm():
+    return zoo.tiny_llm()
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory, vllm_python, vllm_backend_dir, llm):
+    """A scratch folder with a notebook showing the workbench; Lab (and so its kernel) starts with
+    the vLLM backend and Python in its environment, as a user's shell would have them."""
+    root = tmp_path_factory.mktemp("vllm_app")
+    cells = [nbformat.v4.new_code_cell("from workbench.ui import Workbench\n"
+                                       "app = Workbench(repository='model_repository')\napp")]
+    nbformat.write(nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": {
+        "name": "python3", "display_name": "Python 3", "language": "python"}}), root / NOTEBOOK)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(ENV_BACKEND, str(vllm_backend_dir))
+        env.setenv(ENV_PYTHON, str(vllm_python))
+        yield root
+
+
+@pytest.fixture
+def page(request, lab, browser_page, tmp_path):
+    """The browser page; after a failure its screenshot and Lab's log are kept (paths printed)."""
+    yield browser_page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        shot = tmp_path / "failure.png"
+        browser_page.screenshot(path=str(shot), full_page=True)
+        print(f"\nfailure screenshot: {shot}\nLab log: {lab.log}")
+
+
+def _workbench(page):
+    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
+
+
+def _open_tab(workbench, title: str) -> None:
+    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
+
+
+def _button(workbench, text: str):
+    return workbench.locator("button.widget-button:visible", has_text=text).first
+
+
+def _control(workbench, kind: str, label: str):
+    """The ``kind`` element (input, select, textarea) of the visible widget labelled ``label``."""
+    return workbench.locator(".widget-inline-hbox:visible").filter(
+        has=workbench.page.locator(f"label:text-is('{label}')")).locator(kind).first
+
+
+def _type(workbench, label: str, value: str) -> None:
+    field = _control(workbench, "input", label)
+    field.fill(value)
+    field.press("Enter")  # text fields send their value on Enter
+
+
+def _running_servers(folder: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "tritonserver" in cmdline and str(folder) in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vllm_python, tmp_path):
+    console: list[str] = []
+    page.on("pageerror", lambda err: console.append(f"page error: {err}"))
+    lab.run_all(page, NOTEBOOK, WAIT_MS, wait=False)
+    workbench = _workbench(page)
+    workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
+
+    # settings: the vLLM backend and the zoo's tiny LLM
+    _open_tab(workbench, "settings")
+    _type(workbench, "model name", MODEL)
+    _control(workbench, "select", "Triton backend").select_option(label="vLLM backend (LLMs)")
+    _control(workbench, "select", "model").select_option(label="the zoo's tiny LLM (seeded, built here)")
+    folder = _control(workbench, "input", "model folder")
+    page.wait_for_function("el => el.value.includes('tiny-llm')", arg=folder.element_handle(), timeout=WAIT_MS)
+    assert folder.input_value() == str(llm.path)
+
+    # a max_model_len past the model's positions: refused beside the field, in its label's words
+    _type(workbench, "max_model_len", "9999")
+    error = workbench.get_by_text("max_model_len 9999 is past the model's 512 positions").first
+    error.wait_for(timeout=WAIT_MS)
+    field_box = _control(workbench, "input", "max_model_len").bounding_box()
+    error_box = error.bounding_box()
+    assert 0 <= error_box["y"] - (field_box["y"] + field_box["height"]) < 40, (field_box, error_box)
+    assert abs(error_box["x"] - field_box["x"]) < 250, (field_box, error_box)  # under it, not across the page
+    for label, value in (("max_model_len", "256"), ("max_num_seqs", "4"), ("KV cache bytes", str(64 << 20))):
+        _type(workbench, label, value)
+    error.wait_for(state="detached", timeout=10_000)
+    _control(workbench, "select", "dtype").select_option("float32")
+    workbench.locator(".widget-checkbox:visible", has_text="enforce_eager").locator("input").first.check()
+    _control(workbench, "input", "model folder").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "settings.png"))  # what the user sees (path printed below)
+
+    # preview: config.pbtxt and 1/model.json, the diff against the (empty) disk, then the write
+    _open_tab(workbench, "preview")
+    _open_tab(workbench, "1/model.json")
+    engine_view = workbench.locator(".widget-html:visible", has_text='"max_model_len"').first
+    engine_view.wait_for(timeout=WAIT_MS)
+    page.wait_for_function("el => el.innerText.includes('\"enforce_eager\": true')",
+                           arg=engine_view.element_handle(), timeout=WAIT_MS)
+    assert f"served here by {SERVED_AS_VLLM}" in engine_view.inner_text()
+    _open_tab(workbench, "diff")
+    workbench.get_by_text("does not exist yet: everything is new").first.wait_for(timeout=WAIT_MS)
+    _open_tab(workbench, "config.pbtxt")
+    _button(workbench, "write model directory").click()
+    model_dir = lab_root / "model_repository" / MODEL
+    workbench.get_by_text(re.compile(rf"^wrote \S*model_repository/{MODEL}$")).first.wait_for(timeout=WAIT_MS)
+    args = engine_args(model_dir)
+    assert args == {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
+                    "tensor_parallel_size": 1, "enforce_eager": True, "kv_cache_memory_bytes": 64 << 20}
+    assert 'backend: "vllm"' in (model_dir / "config.pbtxt").read_text()
+
+    # vLLM's offline greedy answer for these engine arguments (before the server: the CPU is shared)
+    prompt = llm.prompts[0]
+    offline = offline_greedy(vllm_python, args, [prompt], MAX_TOKENS)
+
+    try:
+        # server: one start, which loads the model written above; the table says who served it
+        _open_tab(workbench, "server")
+        _button(workbench, "start server").click()
+        workbench.get_by_text(f"vLLM models: {SERVED_AS_VLLM} at").first.wait_for(timeout=WAIT_MS)
+        workbench.locator("td", has_text="READY").first.wait_for(timeout=LOAD_MS)
+        assert workbench.locator("td", has_text=f"{SERVED_AS_VLLM} (vLLM {offline.vllm_version})").count() == 1
+
+        # ask: the answer shown is vLLM's offline greedy output, text and tokens
+        workbench.locator(".widget-textarea:visible", has=page.locator("label:text-is('prompt')")).locator(
+            "textarea").first.fill(prompt)
+        _type(workbench, "max tokens", str(MAX_TOKENS))
+        _button(workbench, "Send").click()
+        note = workbench.locator(".workbench-answer-note:visible", has_text="tokens (greedy)").first
+        note.wait_for(timeout=WAIT_MS)
+        shown = workbench.locator(".workbench-answer-text:visible").first.inner_text()
+        ids = tuple(int(t) for t in re.findall(r"\d+", note.inner_text().split("(greedy):", 1)[1]))
+        print(f"\nasked {prompt!r}: shown {shown!r}, offline {offline.texts[0]!r} (vLLM {offline.vllm_version}, "
+              f"offline engine load {offline.load_seconds:.1f} s)")
+        note.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "server.png"))
+        print(f"screenshots: {tmp_path}")
+        assert ids == offline.token_ids[0] and len(ids) == MAX_TOKENS
+        assert shown == offline.texts[0] and shown.strip()
+        log = workbench.locator(".workbench-log:visible").first.inner_text()
+        assert "EngineCore" in log and "\x1b[" not in log  # vLLM's own lines, as text (no colour codes)
+        assert console == []
+    finally:
+        _open_tab(workbench, "server")
+        stop = _button(workbench, "stop server")
+        if stop.is_enabled():
+            stop.click()
+            workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
+    assert _running_servers(lab_root) == []

@@ -1,0 +1,131 @@
+"""Ask the loaded generative model a question: a prompt, a token budget, Send, and the answer as it
+streams in (HTTP ``generate_stream`` of Triton's generate extension, `check_generate.ask_served`).
+
+The answer is greedy (temperature 0), so it is the answer vLLM's offline generate gives for the same
+prompt and model directory: what `check_generate.check_served_generation` checks token by token.
+A failure is one sentence under the controls (no server, nothing typed, the model not loaded, what
+the server answered), never a traceback.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+
+import ipywidgets as widgets
+
+from workbench.check_generate import ServedAnswer, ask_served
+from workbench.tasks import check_cancel
+from workbench.ui.background import TaskControls
+from workbench.ui.layout import description_style, heading, row
+from workbench.ui.render import error_list
+from workbench.ui.state import WorkbenchState
+
+__all__ = ["AskArea"]
+
+MAX_TOKENS_LIMIT = 4096  # the field's bound; the model's max_model_len is the server's to enforce
+
+
+class AskArea:
+    """Prompt, max tokens and Send for the model named ``state.name`` on ``state.server``;
+    ``answer`` is the last `ServedAnswer` (None before one, or after a failure)."""
+
+    def __init__(self, state: WorkbenchState) -> None:
+        self.state = state
+        self.answer: ServedAnswer | None = None
+        self._lock = threading.Lock()
+        self._pieces: list[str] = []
+        c = self.controls = {}
+        style = description_style("100px")
+        c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
+                                       rows=3, style=style, layout=widgets.Layout(width="640px", max_width="100%"))
+        c["max_tokens"] = widgets.BoundedIntText(value=16, min=1, max=MAX_TOKENS_LIMIT, description="max tokens",
+                                                 style=style, layout=widgets.Layout(width="220px"))
+        self.ops = TaskControls("Send", run_tooltip="send the prompt to the loaded model (greedy, streamed)")
+        c["send"], c["cancel"], c["status"] = self.ops.run_button, self.ops.cancel_button, self.ops.status
+        c["answer"] = widgets.HTML()
+        c["answer"].add_class("workbench-answer")
+        c["error"] = widgets.HTML()
+        c["send"].on_click(lambda _b: self.send())
+        self.widget = widgets.VBox([heading("Ask the model (generative models: Triton's vLLM backend)"),
+                                    c["prompt"], row(c["max_tokens"], self.ops.widget), c["error"], c["answer"]])
+
+    def problems(self) -> list[str]:
+        """Why a prompt cannot be sent now, in this area's words (empty: it can)."""
+        server = self.state.server
+        problems = []
+        if server is None or not server.running:
+            problems.append("start the server first (or connect to one), then load the model")
+        if not self.controls["prompt"].value.strip():
+            problems.append("prompt is empty: write the text the model should continue")
+        if not self.state.name:
+            problems.append("no model: name it in the settings tab")
+        return problems
+
+    def send(self) -> None:
+        """Send the prompt in a worker; the answer appears as it streams in."""
+        c = self.controls
+        problems = self.problems()
+        if not problems and self.ops.running:
+            problems = ["the last prompt is still being answered: wait, or Cancel it"]
+        if problems:
+            c["error"].value = error_list(problems)
+            return
+        server, model = self.state.server, self.state.name
+        prompt, max_tokens = c["prompt"].value, c["max_tokens"].value
+        try:
+            url = server.http_url
+        except ValueError as err:  # a server connected over gRPC only
+            c["error"].value = error_list([f"ask needs the server's HTTP endpoint: {err}"])
+            return
+        c["error"].value = ""
+        self.answer = None
+        with self._lock:
+            self._pieces = []
+        self._show_answer(model)
+
+        def work(*, progress, cancel):
+            progress(0, 1, f"asking {model}")
+            def arrived(piece: str) -> None:
+                check_cancel(cancel)  # Cancel ends the stream at its next piece
+                self._arrived(model, piece)
+
+            try:
+                answer = ask_served(url, model, prompt, max_tokens, on_text=arrived)
+            except RuntimeError as err:
+                raise RuntimeError(f"{model} did not answer: {err}") from None
+            except OSError as err:
+                raise RuntimeError(f"no server answers at {url}: {getattr(err, 'reason', err)}") from None
+            except (ValueError, KeyError) as err:
+                raise RuntimeError(f"{model} answered something that is not a generate response ({err}): is it a "
+                                   "generative model (Triton's vLLM backend)?") from None
+            progress(1, 1, f"{len(answer.token_ids)} tokens")
+            return answer
+
+        def done(task) -> None:
+            if task.state == "done":
+                self.answer = task.result
+                self._show_answer(model, final=True)
+            elif task.state == "failed":
+                c["error"].value = error_list([str(task.error)])
+
+        self.ops.start(work, on_done=done)
+
+    def _arrived(self, model: str, piece: str) -> None:
+        with self._lock:
+            self._pieces.append(piece)
+        self._show_answer(model)
+
+    def _show_answer(self, model: str, final: bool = False) -> None:
+        with self._lock:
+            text = "".join(self._pieces)
+        if final and self.answer is not None:
+            text = self.answer.text
+            ids = ", ".join(map(str, self.answer.token_ids))
+            note = f"{model}: {len(self.answer.token_ids)} tokens (greedy): {ids}"
+        else:
+            note = f"{model}: answering..." if text or self.ops.running else ""
+        body = html.escape(text) if text else "<i style='color:#777'>(no text yet)</i>"
+        self.controls["answer"].value = (
+            f"<div class='workbench-answer-note' style='color:#555;font-size:12px'>{html.escape(note)}</div>"
+            f"<pre class='workbench-answer-text' style='white-space:pre-wrap;margin:0'>{body}</pre>") if note else ""
