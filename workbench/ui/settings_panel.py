@@ -166,8 +166,8 @@ class SettingsPanel:
         link("backend", c["backend"])
         link("runtime", c["runtime"])
         link("state_dict", c["state_dict"])
-        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()},
-             label="backend parameters")
+        link("parameters", c["pytorch_parameters"], label="backend parameters",
+             show=lambda params: {k: parameter_string(v) for k, v in params.items()})
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows,
              label="inputs")
         link("triton_output", c["outputs"], parse=lambda rows: tensors_from_rows(rows, "output"), show=_rows,
