@@ -275,6 +275,14 @@ def test_model_panel_refuses_missing_inputs_before_starting(tmp_path):
     panel.controls["source"].value = "zoo"
     panel.controls["name"].value = " "
     assert panel.start_compile() is None and "give the model a name" in _text(panel.controls["result"].value)
+    panel.controls["name"].value = "m"
+    panel.controls["example_batch"].value = 0  # was clamped to 1 without a word
+    assert panel.controls["example_batch"].value == 0
+    beside = panel.controls["example_batch_problem"]  # directly under the field
+    assert "example batch: 0 is less than 1" in _text(beside.value) and beside.layout.display is None
+    assert panel.start_compile() is None and "example batch: 0 is less than 1" in _text(panel.controls["result"].value)
+    panel.controls["example_batch"].value = 2
+    assert beside.value == "" and beside.layout.display == "none"
 
 
 def test_model_panel_takes_a_torchscript_file_and_asks_for_its_tensors(tmp_path):

@@ -14,8 +14,10 @@ import ipywidgets as widgets
 
 from workbench import zoo
 from workbench.compiler import TARGETS, Artifact, ArtifactError, compile_model, detect, read_artifact
+from workbench.generate.settings import at_least
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
+from workbench.ui.links import field_problem_view, show_field_problems
 from workbench.ui.render import error_list, preformatted
 from workbench.ui.state import WorkbenchState
 
@@ -59,8 +61,10 @@ class ModelPanel:
         c["target"] = widgets.Dropdown(options={_target_label(t, self.system): t for t in TARGETS},
                                        value=self.system.default_target, description="target", style=style,
                                        layout=widgets.Layout(width="460px", max_width="100%"))
-        c["example_batch"] = widgets.BoundedIntText(value=1, min=1, max=1024, description="example batch",
-                                                    style=style)
+        # a plain number field: 0 is an error beside it, never clamped to 1 without a word
+        c["example_batch"] = widgets.IntText(value=1, description="example batch", style=style)
+        c["example_batch_problem"] = field_problem_view()
+        c["example_batch"].observe(lambda _change: self._check_example_batch(), names="value")
         c["artifacts_dir"] = widgets.Text(value=str(default_dir), description="compile into", style=style,
                                           layout=widgets.Layout(width="560px", max_width="100%"))
         c["overwrite"] = widgets.Checkbox(value=False, description="replace an earlier compile of this name",
@@ -84,7 +88,7 @@ class ModelPanel:
         self._module_box = widgets.HTML()
         self._file_box = row(c["file_path"], c["use_file"])
         self._compile_box = widgets.VBox([
-            row(c["name"], c["target"], c["example_batch"]),
+            row(c["name"], c["target"], widgets.VBox([c["example_batch"], c["example_batch_problem"]])),
             row(c["artifacts_dir"], c["overwrite"]),
             self.compile.widget, c["log"],
         ])
@@ -128,7 +132,20 @@ class ModelPanel:
                 raise ValueError("no example inputs for your module: ModelPanel(state, module=m, example_inputs=(x,))")
             return self.state.module, self.example_inputs
         entry = zoo.get(self.controls["zoo_model"].value)
-        return entry.module, entry.example_inputs(self.controls["example_batch"].value)
+        batch = self._check_example_batch()
+        if batch is None:
+            raise ValueError(f"example batch: {self.controls['example_batch'].value} is less than 1")
+        return entry.module, entry.example_inputs(batch)
+
+    def _check_example_batch(self) -> int | None:
+        """The example batch, or None with the problem shown directly under its field."""
+        try:
+            batch = at_least(1, "the traced example holds at least one sample")(self.controls["example_batch"].value)
+        except ValueError as err:
+            show_field_problems(self.controls["example_batch_problem"], [f"example batch: {err}"])
+            return None
+        show_field_problems(self.controls["example_batch_problem"], [])
+        return batch
 
     def start_compile(self):
         """Start compiling in the background; returns the `Task` (None when the inputs are bad)."""

@@ -172,8 +172,8 @@ class SettingsPanel:
         link("backend", c["backend"])
         link("runtime", c["runtime"])
         link("state_dict", c["state_dict"])
-        link("parameters", c["pytorch_parameters"], show=lambda params: {k: parameter_string(v) for k, v in params.items()},
-             label="backend parameters")
+        link("parameters", c["pytorch_parameters"], label="backend parameters",
+             show=lambda params: {k: parameter_string(v) for k, v in params.items()})
         link("backend_settings", c["vllm"], parse=VllmFields.parse_shown, show=c["vllm"].show_settings)
         link("triton_input", c["inputs"], parse=lambda rows: tensors_from_rows(rows, "input"), show=_rows,
              label="inputs")
