@@ -89,6 +89,15 @@ def _ratio(value: Any) -> str:
     return "" if _missing(value) else f"x{float(value):.2f}"
 
 
+def _percent(value: Any) -> str:
+    return "" if _missing(value) else f"{float(value):.0%}"
+
+
+def _known_count(value: Any) -> str:
+    """A count where a negative number means "not kept" (the server's token count without metrics)."""
+    return "" if _missing(value) or float(value) < 0 else _count(value)
+
+
 def _fixed(decimals: int) -> Callable[[Any], str]:
     return lambda value: "" if _missing(value) else f"{float(value):.{decimals}f}"
 
@@ -143,6 +152,23 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
     "ended": ("ended", "", None, ""),
     "best_throughput": ("best", "infer/s", significant, "the highest usable throughput"),
     "path": ("folder", "", None, ""),
+    # an LLM sweep's rows (measure/llm/rows.py): measured in tokens
+    "max_num_seqs": ("max seqs", "", _count, "vLLM's max_num_seqs: sequences batched at once"),
+    "tensor_parallel": ("TP", "", _count, "tensor-parallel degree: cores per instance"),
+    "instances": ("instances", "", _count, "model instances"),
+    "request_rate": ("rate", "req/s", significant, "requests sent per second"),
+    "output_tokens_per_s": ("output", "tok/s", significant, "output tokens per second, all users"),
+    "tokens_per_user_per_s": ("per user", "tok/s", significant, "output tokens per second one user sees"),
+    "requests_per_s": ("requests", "req/s", significant, "requests finished per second"),
+    "ttft_p50_ms": ("TTFT p50", "ms", significant, "time to first token, median"),
+    "ttft_p99_ms": ("TTFT p99", "ms", significant, "time to first token, 99th percentile"),
+    "itl_p50_ms": ("ITL p50", "ms", significant, "inter-token latency, median"),
+    "itl_p99_ms": ("ITL p99", "ms", significant, "inter-token latency, 99th percentile"),
+    "goodput": ("goodput", "", _percent, "share of requests meeting the SLO"),
+    "client_cpu_us_per_token": ("client CPU", "µs/tok", significant, "the load generator's CPU per output token"),
+    "client_output_tokens": ("tokens (client)", "", _count, "output tokens the client received"),
+    "server_output_tokens": ("tokens (server)", "", _known_count, "output tokens the server counted itself"),
+    "usd_per_million_output_tokens": ("cost", "$/M tok", significant, "price per million output tokens"),
 }
 # Spread columns shown as one "low-high" range beside their number.
 _RANGES = {"throughput_low": ("throughput_high", "95% range", "infer/s"),

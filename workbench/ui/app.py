@@ -7,6 +7,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from workbench.generate.backends import backend_of
+from workbench.ui.llm_sweep_panel import LlmSweepPanel
 from workbench.ui.model_panel import ModelPanel
 from workbench.ui.preview_panel import PreviewPanel
 from workbench.ui.results_panel import ResultsPanel
@@ -32,16 +34,29 @@ class Workbench:
             "preview": PreviewPanel(self.state),
             "server": ServerPanel(self.state),
             "sweep": SweepPanel(self.state),
+            "llm sweep": LlmSweepPanel(self.state),
             "results": ResultsPanel(self.state),
         }
-        self.tabs = widgets.Tab(children=[panel.widget for panel in self.panels.values()])
-        for index, name in enumerate(self.panels):
+        self.sweep_tab = widgets.VBox([self.panels["sweep"].widget])
+        tabs = {name: panel.widget for name, panel in self.panels.items() if name != "llm sweep"}
+        tabs["sweep"] = self.sweep_tab
+        self.tabs = widgets.Tab(children=list(tabs.values()))
+        for index, name in enumerate(tabs):
             self.tabs.set_title(index, name)
+        self.state.observe(lambda _change: self._show_sweep(), names="settings")
         self.widget = widgets.VBox([
             widgets.HTML(f"<b>Triton + Neuron workbench</b> — repository "
                          f"<code>{self.state.repository.resolve()}</code>"),
             self.tabs,
         ])
+
+    def _show_sweep(self) -> None:
+        """The sweep for the backend of the settings (kept while the settings are invalid)."""
+        if self.state.settings is None:
+            return
+        name = "llm sweep" if backend_of(self.state.settings).streams_tokens else "sweep"
+        if self.sweep_tab.children != (self.panels[name].widget,):
+            self.sweep_tab.children = (self.panels[name].widget,)
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
