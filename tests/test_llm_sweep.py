@@ -146,6 +146,8 @@ def test_cpu_variants_over_the_numa_nodes_are_skipped_with_why(tmp_path):
     assert variants["seqs4-tp1-x2"].skipped is None and variants["seqs4-tp1-x2"].config["instance_group"][0]["count"] == 2
     assert "NUMA node" in variants["seqs4-tp2-x1"].skipped and variants["seqs4-tp2-x1"].files  # generated all the same
     assert [p.key for p in plan.points(variants["seqs1-tp1-x1"])] == [("seqs1-tp1-x1", 1, None)]
+    with pytest.raises(SweepError, match="core range 0:1: it places NeuronCores"):
+        LlmPlan(core_range="0:1").variants(_vllm_settings(tmp_path, "cpu"))
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -175,6 +177,7 @@ def llm_dir(tmp_path_factory):
     (["--concurrency", "2", "--request-rate", "1"], "give --concurrency or --request-rate, not both"),
     (["--url", "127.0.0.1:1", "--url", "127.0.0.1:2"], "an LLM sweep runs on one server"),
     (["--engine", "perf_analyzer"], "--engine perf_analyzer"),
+    (["--core-range", "0:1"], "--core-range 0:1 places NeuronCores"),
     (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0"),
     (["--instance-type", "m7i.large"], "no price for instance type 'm7i.large'"),
 ])

@@ -2,8 +2,9 @@
 tensor-parallel {1, 2} x concurrency {1, 4}, each variant loaded into the one running server as an
 override; every point's output tokens equal the backend's own count; the Pareto front is drawn and
 readable; the cheapest configuration under SLOs is named; a rerun skips what is measured. The
-CLI's run adds the instances axis: max_num_seqs 4 on two instances (two vLLM engines behind one
-model, their token counters summed by Triton) at a request rate.
+CLI's run (its own server, as people run it) adds the instances axis: max_num_seqs 4 on two
+instances (two vLLM engines behind one model, their token counters summed by Triton) at a
+request rate.
 
 Tensor-parallel 2 cannot run in vLLM's CPU engine on a one-NUMA-node machine: those variants are
 generated, checked and reported as skipped (on a machine with more nodes they are measured).
@@ -111,15 +112,20 @@ def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept
         run_llm_sweep(longer, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
 
 
-def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(swept, tmp_path, capsys):
+def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(swept, tmp_path, capsys, monkeypatch,
+                                                                             vllm_python, vllm_backend_dir):
+    """The command as people run it: its own server on the model's repository (found through the
+    vLLM environment variables), two instances of max_num_seqs 4 at a request rate, then stopped."""
     import json
 
     from workbench.cli import main
+    from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON
 
-    server, model_dir, _, _ = swept
+    _, model_dir, _, _ = swept
+    monkeypatch.setenv(ENV_BACKEND, str(vllm_backend_dir))
+    monkeypatch.setenv(ENV_PYTHON, str(vllm_python))
     out = tmp_path / "cli"
-    code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--metrics-url", server.metrics_url,
-                 "--timeout", "600", "--max-num-seqs", "4", "--instances", "2",
+    code = main(["sweep", str(model_dir), "--max-num-seqs", "4", "--instances", "2",
                  "--request-rate", "2", "--input-tokens", "16", "--output-tokens", "4", "--slo-ttft-ms", "5000",
                  "--slo-itl-ms", "1000", "--window-ms", "1000", "--stable-windows", "2", "--max-windows", "3",
                  "--time-limit-s", "4", "--instance-type", "m7i.large", "--price-per-hour", "0.1008",

@@ -26,7 +26,8 @@ _EXIT_CANCELLED = 130
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "sweep",
-        help="measure batch sizes x core allocations x concurrency on one tritonserver",
+        help="measure batch sizes x core allocations x concurrency on one tritonserver (a vLLM-backend "
+             "model: max_num_seqs x tensor-parallel x instances x load, in tokens)",
         description="Load each core allocation of a generated model as a config override on one "
                     "tritonserver, measure every batch size and concurrency, check outputs against the "
                     "compiled model run in-process, and save the table, run record and plots.",

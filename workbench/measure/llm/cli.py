@@ -65,6 +65,17 @@ def misplaced_flags(args: argparse.Namespace, defaults: dict[str, Any], llm: boo
             for dest, flag in LLM_FLAGS.items() if getattr(args, dest, None) is not None]
 
 
+def read_target(model_dir: Path) -> str | None:
+    """The target the model directory is generated for (None where it cannot be read)."""
+    from workbench.generate.backends import model_target
+    from workbench.generate.config import ConfigError
+
+    try:
+        return model_target(model_dir)
+    except (ConfigError, OSError, ValueError):
+        return None
+
+
 def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
     from workbench.measure.engine.streaming import Slo
     from workbench.measure.grid.plan import SweepError, parse_counts
@@ -124,6 +135,9 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
 
     model_dir = Path(args.model_dir)
     problems = misplaced_flags(args, defaults, llm=True)
+    if args.core_range and read_target(model_dir) == "cpu":
+        problems.append(f"--core-range {args.core_range} places NeuronCores; {model_dir} is for the CPU, where vLLM's "
+                        "CPU engine places its own threads (leave it out)")
     if args.engine == "perf_analyzer":
         problems.append("--engine perf_analyzer: an LLM sweep is measured by the streaming engine (perf_analyzer "
                         "has no token mode here)")

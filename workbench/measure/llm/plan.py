@@ -187,6 +187,9 @@ class LlmPlan:
                              "engine arguments)")
         numa = numa_nodes() if numa is None else numa
         neuron = base.target != "cpu"
+        if not neuron and self.core_range is not None:
+            raise SweepError(f"core range {self.core_range}: it places NeuronCores, and this model is for the CPU "
+                             "(vLLM's CPU engine places its own threads); leave it out")
         span = self.core_range or (vllm.core_range if isinstance(vllm.core_range, CoreRange) else None)
         out = []
         for seqs, tp, count in itertools.product(self.max_num_seqs, self.tensor_parallel, self.instances):

@@ -23,7 +23,8 @@ def _load_axis(frame: pd.DataFrame) -> tuple[str, str]:
 
 def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
     """Every usable point (output tokens/s per user against total output tokens/s), coloured by
-    variant, with the Pareto front drawn through the points no other beats on both."""
+    variant and marked with its load (``c=4``: concurrency 4; ``2/s``: 2 requests/s), with the
+    Pareto front drawn through the points no other beats on both."""
     fig = Figure(figsize=(8.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     usable = usable_rows(frame)
@@ -35,14 +36,15 @@ def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
         ax.scatter(group["output_tokens_per_s"].astype(float), group["tokens_per_user_per_s"].astype(float),
                    color=colors[variant], label=_wrap(str(variant)), zorder=3)
         for _, point in group.iterrows():
-            ax.annotate(f"{point[load]:g}", (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
+            mark = f"c={point[load]:g}" if load == "concurrency" else f"{point[load]:g}/s"
+            ax.annotate(mark, (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
                         textcoords="offset points", xytext=(4, 4), fontsize="x-small")
     front = pareto_front(usable)
     ax.plot(front["output_tokens_per_s"].astype(float), front["tokens_per_user_per_s"].astype(float), color="black",
             linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)
     ax.set_xlabel("total output tokens/s")
     ax.set_ylabel("output tokens/s per user")
-    ax.set_title(title or f"Pareto front (points labelled by {load.replace('_', ' ')})")
+    ax.set_title(title or "Pareto front")
     ax.grid(True, alpha=0.3)
     ax.legend(title="variant", fontsize="small", **_OUTSIDE)
     return fig
@@ -70,6 +72,7 @@ def latency_vs_concurrency(frame: pd.DataFrame, title: str = "") -> Figure:
                 ax.plot(x, y, linestyle=style, marker="o", color=colors[variant],
                         label=_wrap(f"{variant} {pct}"))
         _latency_axis(ax, values)
+        ax.set_xticks(sorted(usable[load].astype(float).unique()))  # the loads measured, not 1.5, 2.5
         ax.set_xlabel(load_title)
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -247,10 +248,10 @@ class _LlmSweep:
                                     slos=(self.plan.slo,), counts_from=self.server, token_metric=VLLM_TOKEN_METRIC,
                                     count_output=COUNT_OUTPUT, cancel=self.cancel,
                                     progress=lambda d, n, message: self._report(f"{point.label}: {message}"))
-            row = LlmRow.measured(point, result, self.plan.slo_name)
-            row = LlmRow.from_dict({**row.to_dict(), "served_by": self.server.served_by(self.name),
-                                    "cpu_busy": format_busy(use.stop()) if use is not None else None})
-        row = LlmRow.from_dict({**row.to_dict(), **stamp})
+            row = replace(LlmRow.measured(point, result, self.plan.slo_name),
+                          served_by=self.server.served_by(self.name),
+                          cpu_busy=format_busy(use.stop()) if use is not None else None)
+        row = replace(row, **stamp)
         append_point(self.out_dir / POINTS_FILE, row.to_dict())
         if not row.error:
             self.rows[row.key] = row
