@@ -136,10 +136,12 @@ class TreeCpu:
 class AiperfPoint:
     """One AIPerf run's profiling phase, as AIPerf reports it and over the server's token count.
 
-    ``ttft_ms_p50``, ``itl_ms_p50``, ``e2e_ms_p50``, ``output_tokens_per_s``: AIPerf's own summary (its tokens
-    are its tokenizer's count of the text received). ``server_itl_ms_p50`` and
-    ``server_tokens_per_s``: the same requests' times over ``max_tokens`` each (what the server
-    generated under ignore_eos; checked against its counter by the caller). ``stable``: the last
+    ``ttft_ms_p50``, ``itl_ms_p50``, ``e2e_ms_p50``, ``output_tokens_per_s``: AIPerf's own summary
+    (its tokens are its tokenizer's count of the text received); ``in_flight``: its mean requests
+    in flight over the phase (its effective_concurrency: below the concurrency asked when it sends
+    late). ``server_itl_ms_p50`` and ``server_tokens_per_s``: the same requests' times over
+    ``max_tokens`` each (what the server generated under ignore_eos; checked against its counter
+    by the caller). ``stable``: the last
     ``stable_windows`` windows of the profiling phase agree within the stability, the rule our
     engine stops on (a request counts in the window in which it ended). Token totals span every
     request, warm-up included, as the server's counter does."""
@@ -149,6 +151,7 @@ class AiperfPoint:
     ttft_ms_p50: float
     itl_ms_p50: float
     e2e_ms_p50: float
+    in_flight: float
     output_tokens_per_s: float
     server_itl_ms_p50: float
     server_tokens_per_s: float
@@ -193,6 +196,7 @@ def read_export(artifacts: Path, *, window_s: float, stability: float, stable_wi
     return AiperfPoint(
         requests=len(profiled), seconds=seconds, ttft_ms_p50=float(summary["time_to_first_token"]["p50"]),
         itl_ms_p50=float(summary["inter_token_latency"]["p50"]), e2e_ms_p50=float(summary["request_latency"]["p50"]),
+        in_flight=float(summary["effective_concurrency"]["avg"]),
         output_tokens_per_s=float(summary["output_token_throughput"]["avg"]),
         server_itl_ms_p50=percentile(gaps, 50), server_tokens_per_s=sum(wanted) / seconds if seconds else math.nan,
         stable=is_stable([w[0] for w in windows], [w[1] for w in windows], stability=stability,
