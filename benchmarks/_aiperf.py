@@ -137,7 +137,8 @@ class AiperfPoint:
     """One AIPerf run's profiling phase, as AIPerf reports it and over the server's token count.
 
     ``ttft_ms_p50``, ``itl_ms_p50``, ``e2e_ms_p50``, ``output_tokens_per_s``: AIPerf's own summary
-    (its tokens are its tokenizer's count of the text received); ``in_flight``: its mean requests
+    (its tokens are its tokenizer's count of the text received; its TTFT runs to the first response
+    whose text is not empty, ``first_byte_ms_p50`` to the response's first byte); ``in_flight``: its mean requests
     in flight over the phase (its effective_concurrency: below the concurrency asked when it sends
     late). ``server_itl_ms_p50`` and ``server_tokens_per_s``: the same requests' times over
     ``max_tokens`` each (what the server generated under ignore_eos; checked against its counter
@@ -151,6 +152,7 @@ class AiperfPoint:
     ttft_ms_p50: float
     itl_ms_p50: float
     e2e_ms_p50: float
+    first_byte_ms_p50: float
     in_flight: float
     output_tokens_per_s: float
     server_itl_ms_p50: float
@@ -197,6 +199,7 @@ def read_export(artifacts: Path, *, window_s: float, stability: float, stable_wi
         requests=len(profiled), seconds=seconds, ttft_ms_p50=float(summary["time_to_first_token"]["p50"]),
         itl_ms_p50=float(summary["inter_token_latency"]["p50"]), e2e_ms_p50=float(summary["request_latency"]["p50"]),
         in_flight=float(summary["effective_concurrency"]["avg"]),
+        first_byte_ms_p50=float(summary["http_req_waiting"]["p50"]),
         output_tokens_per_s=float(summary["output_token_throughput"]["avg"]),
         server_itl_ms_p50=percentile(gaps, 50), server_tokens_per_s=sum(wanted) / seconds if seconds else math.nan,
         stable=is_stable([w[0] for w in windows], [w[1] for w in windows], stability=stability,

@@ -130,6 +130,12 @@ def _ratio(ours: float, theirs: float) -> float:
     return ours / theirs if theirs else math.nan
 
 
+def _median(values: list[float]) -> float:
+    """The median of the finite values (a ratio is NaN where AIPerf's figure was 0)."""
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
 def _within(value: float, band: float) -> bool:
     return abs(value - 1) <= band
 
@@ -169,7 +175,8 @@ def pair(server, aiperf, llm, prompts, inputs, work, concurrency, args, k) -> di
           f"{ai.output_tokens_per_s:7.1f} tok/s  e2e p50 {ai.e2e_ms_p50:7.2f} ms  "
           f"in flight {ai.in_flight:.2f}  stable {ai.stable} ({ai.windows} windows)  "
           f"CPU {theirs.cpu_us_per_token:.0f} us/token ({theirs.whole_cpu_us_per_token:.0f} whole run)\n"
-          f"    AIPerf over the server's count: ITL p50 {ai.server_itl_ms_p50:6.3f} ms  "
+          f"    AIPerf first byte p50 {ai.first_byte_ms_p50:7.2f} ms; "
+          f"over the server's count: ITL p50 {ai.server_itl_ms_p50:6.3f} ms  "
           f"{ai.server_tokens_per_s:7.1f} tok/s\n"
           f"    ratios ours/AIPerf: TTFT {out['ttft']:.3f}x  ITL {out['itl']:.3f}x  tok/s {out['thr']:.3f}x;  "
           f"over the server's count: ITL {out['itl_server']:.3f}x  tok/s {out['thr_server']:.3f}x\n"
@@ -179,7 +186,7 @@ def pair(server, aiperf, llm, prompts, inputs, work, concurrency, args, k) -> di
 
 def verdict(concurrency: int, pairs: list[dict]) -> list[bool]:
     """Prints the point's median ratios and the targets met/missed; returns the judged targets."""
-    med = {key: statistics.median(p[key] for p in pairs)
+    med = {key: _median([p[key] for p in pairs])
            for key in ("ttft", "itl", "thr", "itl_server", "thr_server", "cpu", "ai_cpu")}
     stable = all(p["ai_stable"] for p in pairs)
 
@@ -187,7 +194,7 @@ def verdict(concurrency: int, pairs: list[dict]) -> list[bool]:
         return "met" if ok else "MISSED"
 
     judged = []
-    print(f"concurrency {concurrency}: median of {len(pairs)} pair(s)", flush=True)
+    print(f"concurrency {concurrency}: median of {len(pairs)} pair(s) (of the finite ratios)", flush=True)
     for label, key in (("TTFT p50", "ttft"), ("ITL p50", "itl"), ("output tok/s", "thr")):
         ok = _within(med[key], WITHIN_AIPERF)
         if stable:

@@ -34,6 +34,7 @@ def test_the_profiling_phase_is_read_apart_from_the_warm_up(point):
     assert point.ttft_ms_p50 == summary["time_to_first_token"]["p50"]
     assert point.output_tokens_per_s == summary["output_token_throughput"]["avg"]
     assert point.e2e_ms_p50 == summary["request_latency"]["p50"] > point.ttft_ms_p50
+    assert point.first_byte_ms_p50 == summary["http_req_waiting"]["p50"] < point.ttft_ms_p50
     assert point.in_flight == summary["effective_concurrency"]["avg"] < 2  # asked 2: it sends late
     assert point.seconds == pytest.approx(summary["benchmark_duration"]["avg"], rel=0.05)
 
