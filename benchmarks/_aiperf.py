@@ -23,6 +23,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -238,9 +239,13 @@ def run_aiperf(command: list[str], log: Path) -> TreeCpu:
         try:
             with TreeCpu(process.pid) as cpu:
                 code = process.wait()
-        except BaseException:
-            os.killpg(process.pid, 15)
-            process.wait()
+        except BaseException:  # interrupted: its whole process group goes (it runs in its own session)
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
             raise
     if code != 0:
         raise RuntimeError(f"aiperf exited {code}; its output: {log}")

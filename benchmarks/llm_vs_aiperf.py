@@ -34,8 +34,10 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -229,9 +231,16 @@ def main() -> None:
                         help="AIPerf's profiling seconds (default 2 x stable-windows x window)")
     parser.add_argument("--aiperf", default=None, help="aiperf command (default $AIPERF, $AIPERF_VENV/bin/aiperf)")
     args = parser.parse_args()
+    # a TERM (a job stopped from outside) unwinds like Ctrl-C: AIPerf's process group (its own
+    # session) is killed and the server stopped on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.duration = args.duration or 2 * args.stable_windows * args.window
     aiperf = find_aiperf(args.aiperf)
-    version = subprocess.run([str(aiperf.parent / "pip"), "show", "aiperf"], capture_output=True, text=True).stdout
+    try:  # its version from the pip beside it (a venv's), else unknown
+        version = subprocess.run([str(aiperf.parent / "pip"), "show", "aiperf"], capture_output=True, text=True,
+                                 timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        version = ""
     header("streaming load generator vs AIPerf on the tiny LLM (Triton vLLM backend, HTTP generate_stream)")
     print(f"AIPerf {next((l.split()[-1] for l in version.splitlines() if l.startswith('Version')), '?')} at {aiperf}; "
           f"{args.input_tokens} input tokens, {args.output_tokens} output tokens (ignore_eos), {args.prompts} prompts; "
