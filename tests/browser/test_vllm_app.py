@@ -2,7 +2,9 @@
 
 A person picks "vLLM backend (LLMs)" and the zoo's tiny LLM in the settings tab, sees a bad
 max_model_len refused beside its field, reads 1/model.json in the preview and writes it, starts
-the server (which says Triton's vLLM backend served it), asks a prompt and reads the answer. The
+the server (which says Triton's vLLM backend served it), asks a prompt and reads the answer, then
+sweeps it in tokens in the sweep tab and reads the best and cheapest configuration and the Pareto
+front (issue 34). The
 answer shown must be vLLM's offline greedy output for that prompt and model.json (its text and
 its token ids), computed here in the vLLM environment (`check_generate.offline_greedy`).
 
@@ -182,6 +184,25 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
         assert shown == offline.texts[0] and shown.strip()
         log = workbench.locator(".workbench-log:visible").first.inner_text()
         assert "EngineCore" in log and "\x1b[" not in log  # vLLM's own lines, as text (no colour codes)
+
+        # sweep: the tab holds the LLM sweep for this model; its best, cheapest and Pareto front are shown
+        _open_tab(workbench, "sweep")
+        for label, value in (("max seqs", "4"), ("concurrency", "1,2"), ("input tokens", "8"),
+                             ("output tokens", "8"), ("window (s)", "0.5"), ("max windows", "3"),
+                             ("time limit (s)", "3")):
+            _type(workbench, label, value)
+        workbench.get_by_text("2 point(s)").first.wait_for(timeout=WAIT_MS)
+        _button(workbench, "run LLM sweep").click()
+        cheapest = workbench.get_by_text(re.compile(r"^Cheapest per million output tokens on inf2\.xlarge")).first
+        cheapest.wait_for(timeout=LOAD_MS)
+        assert "Best (highest output tokens/s with TTFT p99 <= 500 ms and ITL p99 <= 50 ms" in \
+            workbench.locator(".widget-html:visible", has_text="Best (highest").first.inner_text()
+        header = workbench.locator(".workbench-table:visible thead").first.inner_text()
+        assert "tokens (client)" in header and "tokens (server)" in header and "TTFT p99 (ms)" in header
+        pareto = workbench.locator(".widget-tab:visible img:visible").first
+        page.wait_for_function("img => img.naturalWidth > 300", arg=pareto.element_handle(), timeout=WAIT_MS)
+        cheapest.scroll_into_view_if_needed()
+        page.screenshot(path=str(tmp_path / "sweep.png"))
         assert console == []
     finally:
         _open_tab(workbench, "server")

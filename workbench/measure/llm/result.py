@@ -19,6 +19,7 @@ from workbench.measure.llm.answers import (best_under, cheapest_under, meeting, 
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import price_of
 from workbench.measure.store.folder import POINTS_FILE, RECORD_FILE, ResultsError, frame_from_rows, read_points
+from workbench.measure.store.results import ReadableFrame
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
@@ -142,13 +143,14 @@ class LlmSweepResult:
                 (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))}
 
     def table(self) -> pd.DataFrame:
-        """The columns people read first."""
+        """The columns people read first; a notebook shows them as the app does (titles with units,
+        rounded numbers: `workbench.report.table`)."""
         columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "tokens_per_user_per_s",
                    "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",
                    "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "error"]
         table = self.frame[columns]
-        return table[[c for c in columns if c not in ("request_rate", "concurrency", "error")
-                      or table[c].notna().any()]]
+        shown = [c for c in columns if c not in ("request_rate", "concurrency", "error") or table[c].notna().any()]
+        return ReadableFrame(table[shown])
 
 
 def load_llm_run(path: str | Path) -> LlmSweepResult:
