@@ -7,6 +7,7 @@ logic stays free of widgets and tests can drive it directly.
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from typing import Any, Callable
@@ -82,3 +83,16 @@ class Task:
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+
+def run_to_the_end(task: Task, interrupted: str) -> None:
+    """Run ``task`` from a command line: wait for it; Ctrl-C cancels it, says ``interrupted`` on
+    stderr and waits while the task finishes what it must (a sweep its run record)."""
+    try:
+        task.start()
+        while not task.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        print(f"\n{interrupted}", file=sys.stderr)
+        task.cancel()
+        task.join()

@@ -14,41 +14,17 @@ import re
 
 import pytest
 
+from app_page import button, open_tab, running_servers, workbench_of  # tests/browser/app_page.py
+
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(420)]
 
 NOTEBOOK = "notebooks/01-quickstart.ipynb"
 WAIT_MS = 180_000
 
 
-def _workbench(page):
-    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
-
-
-def _open_tab(workbench, title: str) -> None:
-    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
-
-
-def _button(workbench, text: str):
-    return workbench.locator("button.widget-button:visible", has_text=text).first
-
-
 def _field(workbench, label: str):
     return workbench.locator(".widget-text:visible, .widget-inline-hbox:visible").filter(
         has=workbench.page.locator(f"label:text-is('{label}')")).locator("input").first
-
-
-def _running_servers(folder: Path) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "tritonserver" in cmdline and str(folder) in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
 
 
 @pytest.fixture
@@ -71,11 +47,11 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     # and none failed
     assert page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']",
                         has_text="Traceback").count() == 0
-    workbench = _workbench(page)
+    workbench = workbench_of(page)
     workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
 
     # model: compile the default zoo model (add_sub) on the CPU
-    _button(workbench, "compile").click()
+    button(workbench, "compile").click()
     workbench.get_by_text("add_sub: cpu pytorch artifact").first.wait_for(timeout=WAIT_MS)
     # the compile log was written from the worker thread and reached the browser
     compile_log = workbench.locator(".workbench-log:visible").first
@@ -83,22 +59,22 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
                            timeout=WAIT_MS)
 
     # preview: the generated config.pbtxt is shown; write the directory
-    _open_tab(workbench, "preview")
+    open_tab(workbench, "preview")
     config = workbench.locator("textarea:visible").first
     config.wait_for(timeout=WAIT_MS)
     page.wait_for_function("""el => el.value.includes('name: "add_sub"')""", arg=config.element_handle(),
                            timeout=WAIT_MS)  # filled by the compile's worker thread
     config_text = config.input_value()
     assert 'backend: "python"' in config_text and "NEURON_CORE_START_INDEX" in config_text
-    _button(workbench, "write model directory").click()
+    button(workbench, "write model directory").click()
     wrote = workbench.get_by_text(re.compile(r"^wrote /\S+/add_sub$")).first
     wrote.wait_for(timeout=WAIT_MS)
     model_dir = Path(wrote.inner_text().removeprefix("wrote "))
     assert (model_dir / "config.pbtxt").is_file() and lab.work in model_dir.parents
 
     # server: start it; the current model is loaded and shown READY
-    _open_tab(workbench, "server")
-    _button(workbench, "start server").click()
+    open_tab(workbench, "server")
+    button(workbench, "start server").click()
     workbench.locator("td", has_text="READY").first.wait_for(timeout=WAIT_MS)
     assert workbench.locator("td", has_text="add_sub").count() >= 1
     server_log = workbench.locator(".workbench-log:visible").first  # followed from the server's log thread
@@ -106,14 +82,14 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
                            timeout=WAIT_MS)
 
     # sweep: one point with short windows; the table, the best line and a plot appear
-    _open_tab(workbench, "sweep")
+    open_tab(workbench, "sweep")
     for label, value in (("batch sizes", "1"), ("concurrency", "1"), ("window (s)", "0.2"),
                          ("stable windows", "2"), ("max windows", "3")):
         field = _field(workbench, label)
         field.fill(value)
         field.press("Tab")
     workbench.get_by_text("1 point(s)").first.wait_for(timeout=WAIT_MS)
-    _button(workbench, "run sweep").click()
+    button(workbench, "run sweep").click()
     workbench.get_by_text("Best (highest throughput").first.wait_for(timeout=WAIT_MS)
     assert workbench.locator("table.workbench-table:visible td").count() > 0
     image = workbench.locator("img.widget-image:visible").first
@@ -122,7 +98,7 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
                            timeout=WAIT_MS)
 
     # stop from the panel: nothing of this test's server is left running
-    _open_tab(workbench, "server")
-    _button(workbench, "stop server").click()
+    open_tab(workbench, "server")
+    button(workbench, "stop server").click()
     workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
-    assert _running_servers(lab.work) == []
+    assert running_servers(lab.work) == []

@@ -18,6 +18,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from app_page import button, open_tab, workbench_of  # tests/browser/app_page.py
+
 from workbench.measure.store.results import POINTS_FILE, append_point, frame_from_rows, write_exports, write_record
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -98,18 +100,6 @@ def lab_root(tmp_path_factory) -> Path:
     return root
 
 
-def _workbench(page):
-    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
-
-
-def _open_tab(workbench, title: str) -> None:
-    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
-
-
-def _button(workbench, text: str):
-    return workbench.locator("button.widget-button:visible", has_text=text).first
-
-
 # Each visible table: rows taller than 3 lines (text wrapping a word per line), titles over 2 lines;
 # buttons stretched far past their label; plots shown wider than their pixels (stretched, blurry).
 _READING_PROBLEMS = """root => {
@@ -168,24 +158,24 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     page.on("pageerror", lambda err: console.append(f"page error: {err}"))
     page.set_viewport_size({"width": VIEWPORTS[0][0], "height": VIEWPORTS[0][1]})
     lab.run_all(page, NOTEBOOK, WAIT_MS, wait=False)
-    workbench = _workbench(page)
+    workbench = workbench_of(page)
     workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
 
     # the results tab with both runs listed, the newest opened, and the two compared
-    _open_tab(workbench, "results")
-    _button(workbench, "list runs").click()
+    open_tab(workbench, "results")
+    button(workbench, "list runs").click()
     workbench.get_by_text("after-2").first.wait_for(timeout=WAIT_MS)
     workbench.locator("table.workbench-table:visible td").first.wait_for(timeout=WAIT_MS)
     # the run with unstable points: its table has the long note column
     workbench.locator(".widget-dropdown:has(label:text-is('run')) select").first.select_option(
         label="after-2 (complete, 6 points)")
     workbench.get_by_text("unstable after 10 windows").first.wait_for(timeout=WAIT_MS)
-    _button(workbench, "compare").click()
+    button(workbench, "compare").click()
     workbench.locator("img:visible").nth(1).wait_for(timeout=WAIT_MS)
 
     # an error about an input is shown until the input changes
-    _open_tab(workbench, "sweep")
-    _button(workbench, "run sweep").click()
+    open_tab(workbench, "sweep")
+    button(workbench, "run sweep").click()
     error = workbench.get_by_text("start the server first").first
     error.wait_for(timeout=WAIT_MS)
     batch_sizes = workbench.locator(".widget-text:has(label:text-is('batch sizes')) input").first
@@ -194,7 +184,7 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     error.wait_for(state="detached", timeout=10_000)
 
     # a bad number is said directly under its field, in its label's words, and goes once fixed
-    _open_tab(workbench, "settings")
+    open_tab(workbench, "settings")
     max_batch = workbench.locator(".widget-inline-hbox:has(label:text-is('max batch size')) input").first
     max_batch.fill("-4")
     max_batch.press("Enter")
@@ -212,7 +202,7 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
     for width, height in VIEWPORTS:
         page.set_viewport_size({"width": width, "height": height})
         for tab in TABS:
-            _open_tab(workbench, tab)
+            open_tab(workbench, tab)
             page.wait_for_timeout(600)  # layout and images settle
             page.wait_for_function("""root => [...root.querySelectorAll('img')].filter(i => i.offsetParent)
                                       .every(i => i.complete)""", arg=workbench.element_handle(), timeout=WAIT_MS)

@@ -16,10 +16,11 @@ Skips, saying why, without the shared folder's script or the vLLM environment.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
+
+from app_page import button, open_tab, running_servers, workbench_of  # tests/browser/app_page.py
 
 from workbench import zoo
 from workbench.check_generate import engine_args, offline_greedy
@@ -65,18 +66,6 @@ def page(request, lab, browser_page, tmp_path):
         print(f"\nfailure screenshot: {shot}\nLab log: {lab.log}")
 
 
-def _workbench(page):
-    return page.locator(".jp-OutputArea-output").filter(has=page.locator(".widget-tab")).first
-
-
-def _open_tab(workbench, title: str) -> None:
-    workbench.locator(f".lm-TabBar-tab:has(.lm-TabBar-tabLabel:text-is('{title}'))").first.click()
-
-
-def _button(workbench, text: str):
-    return workbench.locator("button.widget-button:visible", has_text=text).first
-
-
 def _control(workbench, kind: str, label: str):
     """The ``kind`` element (input, select, textarea) of the visible widget labelled ``label``."""
     return workbench.locator(".widget-inline-hbox:visible").filter(
@@ -89,29 +78,15 @@ def _type(workbench, label: str, value: str) -> None:
     field.press("Enter")  # text fields send their value on Enter
 
 
-def _running_servers(folder: Path) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "tritonserver" in cmdline and str(folder) in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
-
-
 def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vllm_python, tmp_path):
     console: list[str] = []
     page.on("pageerror", lambda err: console.append(f"page error: {err}"))
     lab.run_all(page, NOTEBOOK, WAIT_MS, wait=False)
-    workbench = _workbench(page)
+    workbench = workbench_of(page)
     workbench.locator(".widget-tab").first.wait_for(timeout=WAIT_MS)
 
     # settings: the vLLM backend and the zoo's tiny LLM
-    _open_tab(workbench, "settings")
+    open_tab(workbench, "settings")
     _type(workbench, "model name", MODEL)
     _control(workbench, "select", "Triton backend").select_option(label="vLLM backend (LLMs)")
     _control(workbench, "select", "model").select_option(label="the zoo's tiny LLM (seeded, built here)")
@@ -136,17 +111,17 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
     page.screenshot(path=str(tmp_path / "settings.png"))  # what the user sees (path printed below)
 
     # preview: config.pbtxt and 1/model.json, the diff against the (empty) disk, then the write
-    _open_tab(workbench, "preview")
-    _open_tab(workbench, "1/model.json")
+    open_tab(workbench, "preview")
+    open_tab(workbench, "1/model.json")
     engine_view = workbench.locator(".widget-html:visible", has_text='"max_model_len"').first
     engine_view.wait_for(timeout=WAIT_MS)
     page.wait_for_function("el => el.innerText.includes('\"enforce_eager\": true')",
                            arg=engine_view.element_handle(), timeout=WAIT_MS)
     assert f"served here by {SERVED_AS_VLLM}" in engine_view.inner_text()
-    _open_tab(workbench, "diff")
+    open_tab(workbench, "diff")
     workbench.get_by_text("does not exist yet: everything is new").first.wait_for(timeout=WAIT_MS)
-    _open_tab(workbench, "config.pbtxt")
-    _button(workbench, "write model directory").click()
+    open_tab(workbench, "config.pbtxt")
+    button(workbench, "write model directory").click()
     model_dir = lab_root / "model_repository" / MODEL
     workbench.get_by_text(re.compile(rf"^wrote \S*model_repository/{MODEL}$")).first.wait_for(timeout=WAIT_MS)
     args = engine_args(model_dir)
@@ -160,8 +135,8 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
 
     try:
         # server: one start, which loads the model written above; the table says who served it
-        _open_tab(workbench, "server")
-        _button(workbench, "start server").click()
+        open_tab(workbench, "server")
+        button(workbench, "start server").click()
         workbench.get_by_text(f"vLLM models: {SERVED_AS_VLLM} at").first.wait_for(timeout=WAIT_MS)
         workbench.locator("td", has_text="READY").first.wait_for(timeout=LOAD_MS)
         assert workbench.locator("td", has_text=f"{SERVED_AS_VLLM} (vLLM {offline.vllm_version})").count() == 1
@@ -170,7 +145,7 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
         workbench.locator(".widget-textarea:visible", has=page.locator("label:text-is('prompt')")).locator(
             "textarea").first.fill(prompt)
         _type(workbench, "max tokens", str(MAX_TOKENS))
-        _button(workbench, "Send").click()
+        button(workbench, "Send").click()
         note = workbench.locator(".workbench-answer-note:visible", has_text="tokens (greedy)").first
         note.wait_for(timeout=WAIT_MS)
         shown = workbench.locator(".workbench-answer-text:visible").first.inner_text()
@@ -186,13 +161,13 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
         assert "EngineCore" in log and "\x1b[" not in log  # vLLM's own lines, as text (no colour codes)
 
         # sweep: the tab holds the LLM sweep for this model; its best, cheapest and Pareto front are shown
-        _open_tab(workbench, "sweep")
+        open_tab(workbench, "sweep")
         for label, value in (("max seqs", "4"), ("concurrency", "1,2"), ("input tokens", "8"),
                              ("output tokens", "8"), ("window (s)", "0.5"), ("max windows", "3"),
                              ("time limit (s)", "3")):
             _type(workbench, label, value)
         workbench.get_by_text("2 point(s)").first.wait_for(timeout=WAIT_MS)
-        _button(workbench, "run LLM sweep").click()
+        button(workbench, "run LLM sweep").click()
         cheapest = workbench.get_by_text(re.compile(r"^Cheapest per million output tokens on inf2\.xlarge")).first
         cheapest.wait_for(timeout=LOAD_MS)
         assert "Best (highest output tokens/s with TTFT p99 <= 500 ms and ITL p99 <= 50 ms" in \
@@ -205,9 +180,9 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
         page.screenshot(path=str(tmp_path / "sweep.png"))
         assert console == []
     finally:
-        _open_tab(workbench, "server")
-        stop = _button(workbench, "stop server")
+        open_tab(workbench, "server")
+        stop = button(workbench, "stop server")
         if stop.is_enabled():
             stop.click()
             workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
-    assert _running_servers(lab_root) == []
+    assert running_servers(lab_root) == []

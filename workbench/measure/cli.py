@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.measure.llm.cli import TENSOR_ONLY, add_llm_arguments, misplaced_flags, run_llm_cli
-from workbench.tasks import Task
+from workbench.measure.llm.cli import INTERRUPTED, TENSOR_ONLY, add_llm_arguments, misplaced_flags, run_llm_cli
+from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
 # (tests/test_search.py keeps the two equal)
@@ -209,18 +209,6 @@ def _command(args: argparse.Namespace) -> str | None:
     return shlex.join(["workbench", *argv]) if argv is not None else None
 
 
-def _run_to_the_end(task: Task) -> None:
-    """Run ``task``; Ctrl-C cancels it and waits while it finishes its record."""
-    try:
-        task.start()
-        while not task.join(0.2):
-            pass
-    except KeyboardInterrupt:
-        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
-        task.cancel()
-        task.join()
-
-
 def _cost_line(frame, args: argparse.Namespace) -> str:
     """The cheapest point per million inferences under the budget, or why there is none."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
@@ -294,7 +282,7 @@ def run_cli(args: argparse.Namespace) -> int:
                     new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
                     command=_command(args), on_progress=bar)
     try:
-        _run_to_the_end(task)
+        run_to_the_end(task, INTERRUPTED)
     finally:
         bar.close()
         if args.url:
@@ -395,7 +383,7 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=backends.grid, settings=settings,
                 resume=args.resume, label=args.label, command=_command(args), on_progress=bar)
     try:
-        _run_to_the_end(task)
+        run_to_the_end(task, INTERRUPTED)
     finally:
         bar.close()
         server.stop()

@@ -17,6 +17,8 @@ __all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misp
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
+# what `workbench sweep` says on Ctrl-C, in either mode
+INTERRUPTED = "workbench sweep: interrupted; finishing the record (measured points are kept)"
 
 # dest -> flag of the LLM mode's own flags (default None: given or not)
 LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
@@ -131,7 +133,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.server import RunningServer, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
     from workbench.system import cores_for_instance
-    from workbench.tasks import Task
+    from workbench.tasks import Task, run_to_the_end
 
     model_dir = Path(args.model_dir)
     problems = misplaced_flags(args, defaults, llm=True)
@@ -189,13 +191,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
                 command=shlex.join(["workbench", *argv]) if argv is not None else None,
                 on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))
     try:
-        task.start()
-        while not task.join(0.2):
-            pass
-    except KeyboardInterrupt:
-        print("\nworkbench sweep: interrupted; finishing the record (measured points are kept)", file=sys.stderr)
-        task.cancel()
-        task.join()
+        run_to_the_end(task, INTERRUPTED)
     finally:
         if args.url:
             server.close()
