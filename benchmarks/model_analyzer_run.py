@@ -11,6 +11,9 @@ Two search modes: ``brute`` sweeps exactly that cross product (client batch size
 config); ``quick`` is MA's hill climb over its own axes (instance count, the model's max_batch_size,
 concurrency; the client's batch size as MA chooses it), bounded here by the same space's limits:
 it cannot express a NeuronCore split, so its configs are instance counts on the model's own cores.
+Its concurrency sweep of the top configs for its reports, after the search has its answer, is
+turned off (``concurrency_sweep_disable``): it is not part of finding the answer (in one smoke run
+here it was still sweeping when a 900 s limit ended it).
 
 Its perf_analyzer is given the workbench's input values (``perf_analyzer_flags: input-data``):
 perf_analyzer's default "random" input is random bytes (src/data_loader.cc fills its buffer with
@@ -129,6 +132,7 @@ run_config_search_min_model_batch_size: {min(batch_sizes)}
 run_config_search_max_model_batch_size: {max(batch_sizes)}
 run_config_search_min_concurrency: {min(concurrency)}
 run_config_search_max_concurrency: {max(concurrency)}
+concurrency_sweep_disable: true
 profile_models:
   {served.name}:
     cpu_only: true
