@@ -122,6 +122,29 @@ def _wrappers(folder: Path) -> tuple[Path, Path]:
     return server, analyzer
 
 
+def _stop_its_servers(scratch: Path) -> int:
+    """SIGKILL every tritonserver Model Analyzer started on a repository under ``scratch`` (told
+    apart by the wrapper's ``shm-region-prefix-name=ma<pid>-`` and the path) and its stubs: MA starts
+    each server in a session of its own, so stopping MA's session leaves a server it was running
+    when it was stopped (one was found still alive after a timeout). Returns how many were stopped."""
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.startswith("--backend-config=python,shm-region-prefix-name=ma") for a in argv) \
+                and any(a.startswith(str(scratch)) for a in argv):
+            try:
+                os.killpg(int(proc.name), signal.SIGKILL)  # the server leads its session's group, stubs included
+                stopped += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return stopped
+
+
 def _search(mode: str, served, batch_sizes, allocations, concurrency, input_data: Path) -> str:
     """The profile's search section: brute over the space as written, or quick within its bounds."""
     counts = sorted({int(a.split("x")[0]) for a in allocations})
@@ -225,6 +248,7 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
                 process.wait(30)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+            _stop_its_servers(Path(served.repository).parent)
     wall = time.perf_counter() - start
     if code is None:
         return MAOutcome(False, f"it did not finish within {timeout:.0f} s (--ma-timeout); log in {wrappers_dir}", wall,
