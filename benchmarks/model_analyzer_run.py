@@ -7,6 +7,14 @@ python backend directory, a unique shm prefix) and perf_analyzer. A NeuronCore a
 be written for it as instance count x NEURON_CORE_END_INDEX, so it also tries the split that
 overlaps cores (2 instances on core 0); every config it profiles restarts the server.
 
+Two search modes: ``brute`` sweeps exactly that cross product (client batch sizes x concurrency per
+config); ``quick`` is MA's hill climb over its own axes (instance count, the model's max_batch_size,
+concurrency; the client's batch size as MA chooses it), bounded here by the same space's limits:
+it cannot express a NeuronCore split, so its configs are instance counts on the model's own cores.
+Its concurrency sweep of the top configs for its reports, after the search has its answer, is
+turned off (``concurrency_sweep_disable``): it is not part of finding the answer (in one smoke run
+here it was still sweeping when a 900 s limit ended it).
+
 Its perf_analyzer is given the workbench's input values (``perf_analyzer_flags: input-data``):
 perf_analyzer's default "random" input is random bytes (src/data_loader.cc fills its buffer with
 ``rand()``), which read as FP32 hold NaN, infinities and denormals, and the large MLP's forward
@@ -45,6 +53,7 @@ class MAOutcome:
     best: dict | None = None
     configs: int = 0
     allocations: dict | None = None  # MA's config name -> the allocation it describes ("2x1")
+    mode: str = "brute"
 
     def describe(self, grid_s: float) -> str:
         if not self.ran:
@@ -113,10 +122,62 @@ def _wrappers(folder: Path) -> tuple[Path, Path]:
     return server, analyzer
 
 
-def _profile(served, run: Path, batch_sizes, allocations, concurrency, budget_ms: float, wrappers,
-             input_data: Path) -> str:
+def _stop_its_servers(scratch: Path) -> int:
+    """SIGKILL every tritonserver Model Analyzer started on a repository under ``scratch`` (told
+    apart by the wrapper's ``shm-region-prefix-name=ma<pid>-`` and the path) and its stubs: MA starts
+    each server in a session of its own, so stopping MA's session leaves a server it was running
+    when it was stopped (one was found still alive after a timeout). Returns how many were stopped."""
+    stopped = 0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if any(a.startswith("--backend-config=python,shm-region-prefix-name=ma") for a in argv) \
+                and any(a.startswith(str(scratch)) for a in argv):
+            try:
+                os.killpg(int(proc.name), signal.SIGKILL)  # the server leads its session's group, stubs included
+                stopped += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return stopped
+
+
+def _search(mode: str, served, batch_sizes, allocations, concurrency, input_data: Path) -> str:
+    """The profile's search section: brute over the space as written, or quick within its bounds."""
     counts = sorted({int(a.split("x")[0]) for a in allocations})
+    if mode == "quick":
+        return f"""run_config_search_mode: quick
+run_config_search_max_instance_count: {max(counts)}
+run_config_search_min_model_batch_size: {min(batch_sizes)}
+run_config_search_max_model_batch_size: {max(batch_sizes)}
+run_config_search_min_concurrency: {min(concurrency)}
+run_config_search_max_concurrency: {max(concurrency)}
+concurrency_sweep_disable: true
+profile_models:
+  {served.name}:
+    cpu_only: true
+    perf_analyzer_flags: {{input-data: {input_data}}}
+"""
     ends = sorted({str(int(a.split("x")[0]) * int(a.split("x")[1]) - 1) for a in allocations})
+    return f"""run_config_search_mode: brute
+profile_models:
+  {served.name}:
+    cpu_only: true
+    parameters: {{batch_sizes: {list(batch_sizes)}, concurrency: {list(concurrency)}}}
+    perf_analyzer_flags: {{input-data: {input_data}}}
+    model_config_parameters:
+      max_batch_size: {max(batch_sizes)}
+      dynamic_batching: {{}}
+      instance_group: [{{kind: KIND_MODEL, count: {counts}}}]
+      parameters: {{NEURON_CORE_END_INDEX: {{string_value: {ends}}}}}
+"""
+
+
+def _profile(served, run: Path, batch_sizes, allocations, concurrency, budget_ms: float, wrappers,
+             input_data: Path, mode: str = "brute") -> str:
     ports = pick_ports("127.0.0.1", {"http": None, "grpc": None, "metrics": None})
     return f"""model_repository: {served.repository}
 checkpoint_directory: {run}/checkpoints
@@ -131,19 +192,8 @@ triton_grpc_endpoint: 127.0.0.1:{ports['grpc']}
 triton_metrics_url: http://127.0.0.1:{ports['metrics']}/metrics
 triton_server_flags: {{http_address: 127.0.0.1, grpc_address: 127.0.0.1, metrics_address: 127.0.0.1}}
 client_protocol: grpc
-run_config_search_mode: brute
 constraints: {{perf_latency_p99: {{max: {budget_ms:.3f}}}}}
-profile_models:
-  {served.name}:
-    cpu_only: true
-    parameters: {{batch_sizes: {list(batch_sizes)}, concurrency: {list(concurrency)}}}
-    perf_analyzer_flags: {{input-data: {input_data}}}
-    model_config_parameters:
-      max_batch_size: {max(batch_sizes)}
-      dynamic_batching: {{}}
-      instance_group: [{{kind: KIND_MODEL, count: {counts}}}]
-      parameters: {{NEURON_CORE_END_INDEX: {{string_value: {ends}}}}}
-"""
+""" + _search(mode, served, batch_sizes, allocations, concurrency, input_data)
 
 
 def _column(frame: pd.DataFrame, *words: str) -> str:
@@ -165,23 +215,24 @@ def _allocation(config_dir: Path) -> str:
     return f"{count}x{cores // count}" if cores % count == 0 and cores >= count else f"{count} on {cores} core(s), overlapping"
 
 
-def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms: float, *, timeout: float) -> MAOutcome:
+def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms: float, *, timeout: float,
+                       mode: str = "brute") -> MAOutcome:
     executable, source = find_model_analyzer()
     if executable is None:
-        return MAOutcome(False, source)
+        return MAOutcome(False, source, mode=mode)
     try:
-        wrappers_dir = Path(served.repository).parent / "ma"
+        wrappers_dir = Path(served.repository).parent / f"ma-{mode}"
         wrappers_dir.mkdir(exist_ok=True)
         wrappers = _wrappers(wrappers_dir)
     except PerfAnalyzerNotFound as err:
-        return MAOutcome(False, f"Model Analyzer drives perf_analyzer, which is not found: {err}")
+        return MAOutcome(False, f"Model Analyzer drives perf_analyzer, which is not found: {err}", mode=mode)
     run = wrappers_dir / "run"
     run.mkdir(exist_ok=True)  # MA checks its checkpoint directory's parent exists
     profile = wrappers_dir / "profile.yaml"
     spec = served.model.spec
     inputs = write_input_data(dict(zip([t.name for t in spec.by_index("input")], spec.example_inputs())),
                               wrappers_dir / "inputs.json")  # one sample, as the workbench's own engine sends
-    profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers, inputs))
+    profile.write_text(_profile(served, run, batch_sizes, allocations, concurrency, budget_ms, wrappers, inputs, mode))
     print(f"  model-analyzer from {source}; log {wrappers_dir / 'ma.log'}", flush=True)
     start = time.perf_counter()
     with open(wrappers_dir / "ma.log", "w") as log:
@@ -197,13 +248,15 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
                 process.wait(30)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
+            _stop_its_servers(Path(served.repository).parent)
     wall = time.perf_counter() - start
     if code is None:
-        return MAOutcome(False, f"it did not finish within {timeout:.0f} s (--ma-timeout); log in {wrappers_dir}", wall)
+        return MAOutcome(False, f"it did not finish within {timeout:.0f} s (--ma-timeout); log in {wrappers_dir}", wall,
+                         mode=mode)
     csv = run / "export" / "results" / "metrics-model-inference.csv"
     if code != 0 or not csv.is_file():
         tail = (wrappers_dir / "ma.log").read_text(errors="replace").strip().splitlines()[-3:]
-        return MAOutcome(False, f"it exited {code} without {csv.name}: {' | '.join(tail)}", wall)
+        return MAOutcome(False, f"it exited {code} without {csv.name}: {' | '.join(tail)}", wall, mode=mode)
     table = pd.read_csv(csv)
     config, thr, p99 = _column(table, "config", "path"), _column(table, "throughput"), _column(table, "p99")
     batch, conc = _column(table, "batch"), _column(table, "concurrency")
@@ -217,7 +270,8 @@ def run_model_analyzer(served, batch_sizes, allocations, concurrency, budget_ms:
         best = {"config": Path(str(row[config])).name, "allocation": loaded.get(row[config], "?"), "batch": int(row[batch]),
                 "concurrency": int(row[conc]), "throughput": float(row[thr]), "p99_ms": float(row[p99])}
     note = "allocations it profiled: " + ", ".join(f"{Path(str(c)).name}={a}" for c, a in loaded.items())
-    return MAOutcome(True, note, wall, table, best, len(configs), {Path(str(c)).name: a for c, a in loaded.items()})
+    return MAOutcome(True, note, wall, table, best, len(configs), {Path(str(c)).name: a for c, a in loaded.items()},
+                     mode)
 
 
 def compare_points(grid: pd.DataFrame, outcome: MAOutcome, within: float = 0.10) -> tuple[list[str], bool | None]:

@@ -25,7 +25,14 @@ A variant load here is one Python-backend stub per instance, each importing torc
 CPU, many times that in wall time on a busy machine) and, with Triton's default config
 auto-complete, one more stub per load only to ask model.py for a config the workbench wrote in
 full; the benchmark serves with --disable-auto-complete-config (--auto-complete keeps it).
-Run: python benchmarks/search_vs_grid.py [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
+Model Analyzer runs twice, in brute and in quick mode (model_analyzer_run.py), and every search's
+wall time is printed as a ratio of each: the target (issue #35) is a search that names the grid's
+best (or a point within 5% of it) in at most 0.25x MA brute's wall time and 0.5x MA quick's, each
+printed as met or missed, beside each answer's confidence (answer.py: separable from its
+runner-up or not, and how many more windows would separate them).
+--quick shrinks everything (small MLP, 2 batch sizes x 2 allocations x 2 concurrencies, short
+windows) to show the whole comparison runs end to end; its numbers say nothing about the target.
+Run: python benchmarks/search_vs_grid.py [--quick] [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
 """
 
 from __future__ import annotations
@@ -45,7 +52,9 @@ from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
 BATCH_SIZES, ALLOCATIONS, CONCURRENCY, CORE_RANGE = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8), "0:1"
+QUICK_SPACE = ((1, 8), ("1x1", "2x1"), (1, 4))  # --quick: a smoke run of the whole comparison
 WITHIN, TIME_SHARE = 0.05, 1 / 3
+MA_TARGETS = {"brute": 0.25, "quick": 0.5}  # a search's wall time at most this share of MA's (issue #35)
 
 
 def _key(row) -> tuple:
@@ -72,7 +81,8 @@ def _widest_gap(p99s: list[float]) -> tuple[float, float, float]:
 
 
 def _loads(record: dict) -> str:
-    """Each variant's load time, and the wait for the server to go quiet after it (settle.py)."""
+    """How many loads the run made (reloads of a variant counted), each variant's (last) load time,
+    and the wait for the server to go quiet after it (settle.py)."""
     parts, waited = [], 0.0
     for label, t in record.get("variant_times", {}).items():
         quiet = t.get("quiet") or {}
@@ -80,7 +90,10 @@ def _loads(record: dict) -> str:
         parts.append(f"{label} {t.get('load_s', float('nan')):.1f} s"
                      + (f" + quiet {quiet['waited_s']:.1f} s{'' if quiet.get('settled') else ' (not settled)'}"
                         if quiet else ""))
-    return f"{len(parts)} variant load(s): {', '.join(parts)}; waiting for a quiet server cost {waited:.1f} s"
+    loads = (record.get("sessions") or [{}])[-1].get("loads", [])
+    again = len(loads) - len(set(loads))
+    return (f"{len(loads)} load(s), {again} of them a variant loaded before: {', '.join(parts)}; "
+            f"waiting for a quiet server cost {waited:.1f} s")
 
 
 def main() -> None:
@@ -104,17 +117,26 @@ def main() -> None:
                         help="leave Triton's config auto-complete on: every load then starts one more Python stub "
                              "just to ask model.py for a config the workbench already wrote in full (default: "
                              "--disable-auto-complete-config, for the grid and the searches alike)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: small MLP, 8 points, 0.2 s windows, short limits (shows it works end to "
+                             "end; the target needs the full space on a quiet machine)")
     add_size_option(parser, "large")
     args = parser.parse_args()
+    batch_sizes, allocations, concurrency = QUICK_SPACE if args.quick else (BATCH_SIZES, ALLOCATIONS, CONCURRENCY)
+    if args.quick:
+        args.size, args.window, args.min_latencies, args.time_limit_s = "small", 0.2, 200, 5.0
+        args.ma_timeout = min(args.ma_timeout, 900)
     searches = [name.strip() for name in args.searches.split(",") if name.strip()]
     unknown = [name for name in searches if name not in SEARCHES]
     if unknown:
         parser.error(f"unknown search(es) {unknown}; choose from {', '.join(SEARCHES)}")
     settings = MeasureSettings(engine="workbench", window_s=args.window, max_windows=6,
                                min_latencies=args.min_latencies, time_limit_s=args.time_limit_s)
-    plan = SweepPlan(batch_sizes=BATCH_SIZES, allocations=ALLOCATIONS, concurrency=CONCURRENCY, core_range=CORE_RANGE)
-    header(f"search vs grid: {len(BATCH_SIZES)} batch sizes x {len(ALLOCATIONS)} allocations x "
-           f"{len(CONCURRENCY)} concurrencies = {plan.size} points, window {args.window:g} s")
+    plan = SweepPlan(batch_sizes=list(batch_sizes), allocations=",".join(allocations), concurrency=list(concurrency),
+                     core_range=CORE_RANGE)
+    header(f"search vs grid{' (--quick smoke run)' if args.quick else ''}: {len(batch_sizes)} batch sizes x "
+           f"{len(allocations)} allocations x {len(concurrency)} concurrencies = {plan.size} points, "
+           f"{args.size} MLP, window {args.window:g} s")
     server_args = () if args.auto_complete else ("--disable-auto-complete-config",)
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
     with served_mlp(size=args.size, dynamic_batching=True, server_args=server_args) as (server, served), \
@@ -148,6 +170,8 @@ def main() -> None:
         print(f"grid best {_spread(grid_best)}; other points within {WITHIN:.0%} of it under the budget: "
               + (", ".join(close) or "none"))
         lines = []
+        done: list[tuple[str, float, str, bool]] = []  # (name, wall, answer with its confidence, names the best)
+        done.append(("grid", grid_s, _answer_line(answer(grid.frame, budget)), True))
         for name in searches:
             search = make_search(name, latency_budget_ms=budget)
             start = time.perf_counter()
@@ -183,29 +207,72 @@ def main() -> None:
                           f"{abs(1 - p99 / budget):.0%} {'under' if fits else 'over'})")
             lines.append(f"{name:<11} {wall:7.1f} s  {wall / grid_s:5.2f}x  {detail}: "
                          f"{'met' if verdict else 'not met'}")
+            right = found.best is not None and (same or (share >= 1 - WITHIN and fits))
+            done.append((name, wall, _answer_line(found), right))
             print(f"  verdict: {lines[-1]}", flush=True)  # on record even if a later search is cut short
         print(f"\ntarget: the grid's best (or within {WITHIN:.0%} of its throughput) in <= {TIME_SHARE:.2f}x "
               f"the grid's {grid_s:.1f} s")
         print("\n".join(lines))
 
+        ma_walls: dict[str, float | None] = {"brute": None, "quick": None}
         if args.model_analyzer == "skip":
             print("\nModel Analyzer: skipped (--model-analyzer skip)")
-            return
-        from model_analyzer_run import compare_points, run_model_analyzer
+        else:
+            from model_analyzer_run import compare_points, run_model_analyzer
 
-        print(f"\nModel Analyzer (brute search, local launch mode, same model and space; load average "
-              f"{os.getloadavg()[0]:.1f}):", flush=True)
-        timeout = args.ma_timeout if args.ma_end_by is None else max(60.0, min(args.ma_timeout, args.ma_end_by - time.time()))
-        outcome = run_model_analyzer(served, BATCH_SIZES, ALLOCATIONS, CONCURRENCY, budget, timeout=timeout)
-        print(outcome.describe(grid_s))
-        if outcome.ran:
-            print(f"  beside ours: the grid's answer {answer(grid.frame, budget).describe()}")
-            if outcome.best is not None:
-                key = next((k for k in by_key if by_key[k]["allocation"] == outcome.best["allocation"]
-                            and k[1] == outcome.best["batch"] and k[2] == outcome.best["concurrency"]), None)
-                print("  MA's answer in the workbench grid: " + (_spread(by_key[key]) if key else "not in the grid"))
-            print("\n".join(compare_points(grid.frame, outcome)[0]))
-        print(f"  (load average now {os.getloadavg()[0]:.1f})")
+            for mode in ("brute", "quick"):
+                print(f"\nModel Analyzer ({mode} search, local launch mode, same model and space; load average "
+                      f"{os.getloadavg()[0]:.1f}):", flush=True)
+                timeout = args.ma_timeout if args.ma_end_by is None else \
+                    max(60.0, min(args.ma_timeout, args.ma_end_by - time.time()))
+                outcome = run_model_analyzer(served, batch_sizes, allocations, concurrency, budget, timeout=timeout,
+                                             mode=mode)
+                print(outcome.describe(grid_s))
+                if not outcome.ran:
+                    continue
+                ma_walls[mode] = outcome.wall_s
+                if outcome.best is not None:
+                    key = next((k for k in by_key if by_key[k]["allocation"] == outcome.best["allocation"]
+                                and k[1] == outcome.best["batch"] and k[2] == outcome.best["concurrency"]), None)
+                    print("  MA's answer in the workbench grid: " + (_spread(by_key[key]) if key else "not in the grid"))
+                    b = outcome.best
+                    done.append((f"MA {mode}", outcome.wall_s, f"{b['allocation']} b{b['batch']} c{b['concurrency']} "
+                                 f"{b['throughput']:.1f} infer/s p99 {b['p99_ms']:.2f} ms; confidence: not stated by "
+                                 "Model Analyzer (one measurement per point)", key == _key(grid_best)))
+                else:
+                    done.append((f"MA {mode}", outcome.wall_s, "no measurement met the budget", False))
+                print("\n".join(compare_points(grid.frame, outcome)[0]))
+            print(f"  (load average now {os.getloadavg()[0]:.1f})")
+        print("\n" + "\n".join(_summary(done, ma_walls, quick=args.quick)))
+
+
+def _answer_line(found) -> str:
+    """One line: the answer and its confidence."""
+    if found.best is None:
+        return "no point meets the budget"
+    b = found.best
+    return (f"{b['variant']} b{int(b['batch_size'])} c{int(b['concurrency'])} {float(b['throughput']):.1f} infer/s "
+            f"p99 {float(b['p99_ms']):.2f} ms; confidence: {found.confidence.statement}")
+
+
+def _summary(done: list[tuple[str, float, str, bool]], ma_walls: dict[str, float | None], *, quick: bool) -> list[str]:
+    """Every run's wall time and answer with its confidence, and each workbench run's wall time as a
+    ratio of MA brute's and MA quick's, met or missed against issue #35's targets (a run that does
+    not name the grid's best, or a point within 5% of it, misses whatever its time)."""
+    lines = ["summary" + (" (--quick smoke run: the targets need the full space on a quiet machine)" if quick else "")
+             + ": wall time, answer and confidence; ratios vs Model Analyzer"]
+    for name, wall, said, right in done:
+        ratios = []
+        if not name.startswith("MA "):
+            for mode, target in MA_TARGETS.items():
+                ma = ma_walls[mode]
+                if ma is None:
+                    ratios.append(f"vs MA {mode}: n/a (did not run)")
+                    continue
+                met = right and wall <= target * ma
+                ratios.append(f"vs MA {mode} {wall / ma:.2f}x (target <= {target:g}x): {'met' if met else 'missed'}")
+        lines.append(f"  {name:<12} {wall:7.1f} s  {said}" + ("".join(f"\n{'':16}{r}" for r in ratios)))
+    return lines
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from workbench.measure.grid.plan import SweepError, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, frame_from_rows
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search import (
+    AdaptiveEffort,
     ConcurrencyBisection,
     EarlyStop,
     HillClimb,
@@ -338,7 +339,7 @@ def test_searches_that_need_a_budget_say_so_and_bad_names_are_refused():
         HillClimb()
     with pytest.raises(SweepError, match="must be a positive number"):
         ConcurrencyBisection(latency_budget_ms=-1)
-    with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb, halving"):
+    with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb, halving, adaptive"):
         make_search("optuna")
     assert make_search("grid") is None and make_search("early-stop").params["min_gain"] == 0.05
     from workbench.measure.cli import SEARCH_NAMES
@@ -561,3 +562,35 @@ def test_busy_cpus_of_the_range_are_a_warning(tmp_path):
         burner.kill()
         burner.wait()
     assert len(warnings) == 1 and "busy with other work before the sweep (CPU 0 " in warnings[0]
+
+
+@pytest.mark.server
+def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_stopped(server, model_dir, tmp_path):
+    """The server's own log counts the loads: one per variant, then the model restored; every
+    point measured says which verdict ended it after how many windows; the answer is saved with
+    its confidence."""
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 4], core_range="0:1")
+    before = len(server.log.lines())
+    search = AdaptiveEffort(latency_budget_ms=60_000, min_windows=2, max_windows=5)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
+    loaded = [line for line in server.log.lines()[before:] if "successfully loaded 'add_sub'" in line]
+    session = result.record["sessions"][-1]
+    assert session["loads"] == ["1x1", "2x1"]  # in the space's order, each once
+    assert len(loaded) == len(session["loads"]) + 1, loaded  # + the model restored as it was served
+    record = json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]
+    kinds = ("cannot win", "separated below", "separated above", "cap reached")
+    for step in record["steps"]:
+        if step["why"].startswith("the answer measured again"):
+            assert step["stopped"].startswith("stable") or "limit" in step["stopped"] or "max windows" in step["stopped"]
+            continue
+        kind, _, rest = step["stopped"].partition(" after ")
+        assert kind in kinds and rest.startswith(f"{step['windows']} window(s): ")
+        assert 2 <= step["windows"] <= 5
+    assert result.frame["stopped"].notna().all()
+    confidence = record["answer"]["confidence"]
+    assert confidence["separable"] in (True, False)
+    assert confidence["statement"].startswith("separable" if confidence["separable"] else "not separable on this machine")
+    assert "each point measured until decided" in record["stopped"]
+    times = result.record["variant_times"]
+    assert all(t["prepared_while_quiet_s"] is not None for t in times.values())
+

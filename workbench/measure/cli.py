@@ -17,7 +17,7 @@ from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
 # (tests/test_search.py keeps the two equal)
-SEARCH_NAMES = ("grid", "bisection", "early-stop", "hill-climb", "halving")
+SEARCH_NAMES = ("grid", "bisection", "early-stop", "hill-climb", "halving", "adaptive")
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
@@ -61,7 +61,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                            "settings)")
     grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
-                           "(bisection, hill-climb and halving need --latency-budget-ms)")
+                           "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
+                           "measures each point until it is decided, with --engine workbench)")
     grid.add_argument("--min-gain", type=float, metavar="PCT",
                       help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
     grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")

@@ -128,7 +128,8 @@ class SweepPanel:
                                            tooltip="0 = no budget: the highest throughput wins")
         # the strategy: one SearchChoice (what `workbench sweep --search` builds), its fields linked
         c["search"] = widgets.Dropdown(options=search_names(), description="strategy", style=style,
-                                       tooltip="grid: every point; bisection, hill-climb and halving need a p99 budget")
+                                       tooltip="grid: every point; bisection, hill-climb, halving and adaptive need a p99 "
+                                               "budget")
         c["min_gain"] = widgets.Text(description="min gain (%)", placeholder="default", style=style,
                                      tooltip="early-stop / hill-climb: the gain that keeps a walk going")
         c["tries"] = widgets.Text(description="tries", placeholder="default 1", style=style,

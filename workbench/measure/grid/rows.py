@@ -89,6 +89,7 @@ class PointRow:
     warnings: str | None = None
     error: str | None = None
     measured_at: str | None = None
+    stopped: str | None = None  # why its windows ended: stable, a limit, or a search's effort rule (effort.py)
     model: str | None = None  # what the row measured: the model, and a digest of its variant's config
     config_digest: str | None = None  # (a resume refuses rows of another model or config)
 
@@ -121,6 +122,7 @@ class PointRow:
             engine="workbench",
             measured_at=now(),
             warnings=" | ".join(result.warnings),
+            stopped=result.stopped,
         )
 
     @classmethod

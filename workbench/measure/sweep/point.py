@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 
 from workbench.check import Eager, InputMaker, connect, infer
 from workbench.measure.engine.engines import choose_engine, resolved
-from workbench.measure.engine.loadgen import measure
+from workbench.measure.engine.loadgen import Until, measure
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from workbench.measure.grid.plan import Point
 from workbench.measure.grid.rows import PointRow
@@ -84,9 +84,10 @@ class OutputCheck:
 
 
 def measure_point(target: Target, point: Point, settings: MeasureSettings, *, progress: Progress | None = None,
-                  cancel: threading.Event | None = None) -> PointRow:
+                  cancel: threading.Event | None = None, until: Until | None = None) -> PointRow:
     """The point's row: measured, or failed with the reason (a refused measurement is a row,
-    not an exception, so the sweep goes on). ``Cancelled`` passes through."""
+    not an exception, so the sweep goes on). ``Cancelled`` passes through. ``until``: a rule that
+    ends the windows instead of the stability rule (the built-in engine only; a search's effort rule)."""
     if settings.engine == "auto":
         settings = resolved(settings, choose_engine(settings))
     arrays, expected = target.case(point.batch_size, settings.seed)
@@ -97,7 +98,8 @@ def measure_point(target: Target, point: Point, settings: MeasureSettings, *, pr
         return _by_perf_analyzer(target, point, settings, inputs, checker, progress, cancel)
     try:
         result = measure(target.url, target.model, inputs, settings, batch_size=point.batch_size,
-                         concurrency=point.concurrency, check=checker, progress=progress, cancel=cancel)
+                         concurrency=point.concurrency, check=checker, progress=progress, cancel=cancel,
+                         until=until)
     except MeasureError as err:
         return PointRow.failed(point, f"measure failed: {err}")
     return PointRow.measured(point, result, checker.max_abs_diff)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Collection
@@ -30,6 +31,7 @@ from workbench.measure.sweep.resume import fingerprint, set_aside
 from workbench.measure.grid.rows import PointRow, now
 from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.sweep.search.confirm import confirm_answer
+from workbench.measure.engine.loadgen import Until
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.watch.settle import model_processes, wait_quiet
 from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
@@ -163,7 +165,15 @@ class SweepRun:
         check_reachable_by_engine(server)
         # perf_analyzer asked for and absent: said before anything is loaded
         self.choice = choose_engine(settings) if engine is None else engine
+        if search is not None and search.measures_by_window and settings.engine == "auto" \
+                and self.choice.engine != "workbench":
+            self.choice = EngineChoice("workbench", None, f"the built-in load generator: the {search.name} search "
+                                                          "stops each point between windows, which perf_analyzer cannot")
         self.measuring = resolved(settings, self.choice)
+        if search is not None and search.measures_by_window and self.measuring.engine != "workbench":
+            raise SweepError(f"the {search.name} search measures each point window by window with the built-in "
+                             f"load generator; {self.measuring.engine} cannot be stopped between windows "
+                             "(engine=\"workbench\", --engine workbench)")
         self.target = Target(self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0,
                              reference, inputs)
         self.screening = search.screening(self.measuring) if search is not None else None
@@ -281,8 +291,9 @@ class SweepRun:
         self.search.run(self.log.space, self.measure, self.log, self.screen if self.screening is not None else None)
         points = {p.key: p for v in self.variants for p in self.plan.points(v)}
         done_before = ((self.previous or {}).get("search") or {}).get("confirmed", [])
+        loaded = None if self.search.reloads_to_confirm else (self.loaded.variant or "")
         confirmed = confirm_answer(self.rows, points, lambda p: self.measure(p, again=True), self.log,
-                                   self.search.latency_budget_ms, done=done_before)
+                                   self.search.latency_budget_ms, done=done_before, only_variant=loaded)
         self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
 
     def _restore(self, before: ModelState | None) -> None:
@@ -297,14 +308,15 @@ class SweepRun:
 
     # ---- one point ------------------------------------------------------------------------------
 
-    def measure(self, point: Point, again: bool = False) -> PointRow:
+    def measure(self, point: Point, again: bool = False, *, until: Until | None = None) -> PointRow:
         """The point's row: the one on disk when resuming, else loaded (when the variant changes) and
-        measured; ``again``: measured anew, the new row the point's unless it failed."""
+        measured; ``again``: measured anew, the new row the point's unless it failed; ``until``: a
+        search's rule that ends the point's windows (effort.py)."""
         if point.key in self.by_key and not again:
             self.count += 1
             return self.by_key[point.key]
         check_cancel(self.cancel)
-        row = self._measured_row(point, self.measuring)
+        row = self._measured_row(point, self.measuring, until)
         append_point(self.out_dir / POINTS_FILE, row.to_dict())
         if point.key not in self.by_key:
             self.rows.append(row)
@@ -329,7 +341,7 @@ class SweepRun:
         self._report(f"{point.label} (screen): {row.summary()}")
         return row
 
-    def _measured_row(self, point: Point, how: MeasureSettings) -> PointRow:
+    def _measured_row(self, point: Point, how: MeasureSettings, until: Until | None = None) -> PointRow:
         """The point measured as ``how`` says, its row stamped with what it measured."""
         stamp = {"model": self.name, "config_digest": self.config_digests[point.variant.label]}
         self._load(point)
@@ -337,12 +349,24 @@ class SweepRun:
             return replace(PointRow.failed(point, self.loaded.error), **stamp)
         cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
         use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
-        row = measure_point(self.target, point, how, cancel=self.cancel,
+        row = measure_point(self.target, point, how, cancel=self.cancel, until=until,
                             progress=lambda d, n, message: self._report(f"{point.label}: {message}",
                                                                         d / n if n else 0.0))
         busy = format_busy(use.stop())
         return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy},
                        **stamp)
+
+    def _prepare_cases(self, prepared: dict) -> None:
+        """Make each batch size's request and reference outputs (``Target.case``, cached: the first
+        load's quiet-wait pays for all, later ones find them made). A failure is left for the
+        point's own measurement to report."""
+        started = time.perf_counter()
+        try:
+            for batch_size in sorted(set(self.plan.batch_sizes)):
+                self.target.case(batch_size, self.measuring.seed)
+        except Exception:  # the point measuring this batch size makes the case again and says why
+            return
+        prepared["seconds"] = round(time.perf_counter() - started, 3)
 
     def _load(self, point: Point) -> None:
         """Load the point's variant when it is not the one loaded (once per change, timed)."""
@@ -351,6 +375,7 @@ class SweepRun:
             return
         self._report(f"loading {variant.label}")
         loaded.variant = variant.label
+        self.session.setdefault("loads", []).append(variant.label)  # every load, in order (a reload shows twice)
         leaving = model_processes(server.pid, self.name)  # the stubs this load replaces
         times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
                                                          loaded.stuck)
@@ -362,7 +387,13 @@ class SweepRun:
             loaded.backend = server.backend_of(self.name)
             # the previous variant's stubs exit (and the new ones finish importing) after the load returns
             self._report(f"{variant.label}: waiting for the server's processes to go quiet")
+            # meanwhile, the work that needs no server: every batch size's request and reference outputs
+            prepared: dict = {}
+            preparing = threading.Thread(target=self._prepare_cases, args=(prepared,), daemon=True)
+            preparing.start()
             quiet = wait_quiet(server.pid, leaving=leaving, cancel=self.cancel)
+            preparing.join()
             times["quiet"] = quiet.to_dict() if quiet is not None else None
+            times["prepared_while_quiet_s"] = prepared.get("seconds")
             times.update(first_and_warmup_noted(self.target, point.batch_size, self.settings))
         self.record.setdefault("variant_times", {})[variant.label] = times

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.measure.engine.loadgen.engine import BUSY_WARNING, LATE_AFTER_S, Engine
+from workbench.measure.engine.loadgen.engine import BUSY_WARNING, LATE_AFTER_S, Engine, Until
 from workbench.measure.engine.loadgen.plan import MAX_OUTSTANDING, LoadPlan, build_plan, input_arrays
 from workbench.measure.engine.loadgen.results import LoadResult, WindowResult
 from workbench.measure.engine.loadgen.senders import Admin
@@ -33,7 +33,7 @@ from workbench.measure.engine.loadgen.workers import ProcessGroup
 from workbench.measure.engine.loadgen.wire import decode, grpc_request, http_request
 from workbench.measure.engine.settings import MeasureError, MeasureSettings
 
-__all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "LATE_AFTER_S", "BUSY_WARNING",
+__all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "Until", "LATE_AFTER_S", "BUSY_WARNING",
            "MAX_OUTSTANDING", "BLOCKING_MAX_CONCURRENCY"]
 
 # Slots per process up to which each slot is a thread with a blocking sender; above, one event loop.
@@ -73,6 +73,7 @@ def measure(
     timeout_s: float = 30.0,
     progress: Callable[[int, int, str], None] | None = None,
     cancel: threading.Event | None = None,
+    until: Until | None = None,
 ) -> LoadResult:
     """Measure one load level of ``model`` served at ``url`` (``host:port``).
 
@@ -92,6 +93,8 @@ def measure(
     ``check(outputs)`` gets ``{name: array}`` of every warm-up response and the first of each
     window; failures are counted in ``check_failures``. Failed requests are counted, never dropped.
     ``cancel`` stops at the next poll (within 20 ms) and raises ``Cancelled``.
+    ``until(windows)``, when given, decides after each window whether the windows are enough (a
+    reason: they end) instead of the stability rule; every window is then pooled.
     """
     plan = build_plan(url, model, MeasureSettings() if settings is None else settings, batch_size=batch_size,
                       concurrency=concurrency, request_rate=request_rate, distribution=distribution,
@@ -102,6 +105,6 @@ def measure(
         arrays = input_arrays(inputs, iface, plan)
         request = (grpc_request if plan.protocol == "grpc" else http_request)(plan, iface, arrays)
         judge = None if check is None else _judge(check, plan.protocol)
-        return Engine(plan, _groups(plan, request), admin, judge, progress, cancel).run()
+        return Engine(plan, _groups(plan, request), admin, judge, progress, cancel, until).run()
     finally:
         admin.close()

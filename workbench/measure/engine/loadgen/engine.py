@@ -7,7 +7,9 @@ A request belongs to the window in which its response arrives; stability is judg
 at the window edges. Past ``max_windows`` windows of one length, windows get twice as long; when
 the last windows cannot hold ``min_latencies`` latencies at the rate measured, they get as long as
 they need. Every raw latency, failure and output check is kept, and the generator's own send delay
-and CPU are measured with it.
+and CPU are measured with it. A caller may decide instead when the windows are enough (``until``: a
+search's effort rule reads each window as it ends); then windows keep their length, every window
+is pooled, and the time limit still holds. The result says why the windows ended (``stopped``).
 
 The engine runs in the calling thread; the slot groups (``slots``) send from their own threads or
 processes, and the engine drains what they recorded every ``POLL_S``.
@@ -44,15 +46,20 @@ POLL_S = 0.02
 
 _SLOT, _SENT, _DONE, _ERROR, _DELAY = range(5)
 
+# After each window: why the windows are enough (they end), or None (one more).
+Until = Callable[[list[WindowResult]], "str | None"]
+
 
 class Engine:
     """One load level on running slot groups: ``groups`` are started and stopped here;
-    ``check(payload) -> (passed, message)`` judges a checked response."""
+    ``check(payload) -> (passed, message)`` judges a checked response; ``until`` (optional) decides
+    when the windows are enough instead of the stability rule."""
 
     def __init__(self, plan: LoadPlan, groups: list[Any], admin: Admin,
                  check: Callable[[Any], tuple[bool, str]] | None,
-                 progress: Callable[[int, int, str], None] | None, cancel: Any) -> None:
-        self.plan, self.groups, self.admin = plan, groups, admin
+                 progress: Callable[[int, int, str], None] | None, cancel: Any, until: Until | None = None) -> None:
+        self.plan, self.groups, self.admin, self.until = plan, groups, admin, until
+        self.stopped: str | None = None
         self.check, self.progress, self.cancel = check, progress, cancel
         self.succeeded = self.failed = 0
         self.errors: Counter[str] = Counter()
@@ -143,7 +150,7 @@ class Engine:
     # -- the run --------------------------------------------------------------------------
 
     def run(self) -> LoadResult:
-        plan = self.plan
+        plan = p = self.plan
         first_snapshot = self.admin.statistics()
         self._ask_check(warm=plan.warmup_requests)
         for group in self.groups:
@@ -168,7 +175,14 @@ class Engine:
                 snapshots.append(self.admin.statistics())
                 windows[-1].server = self._server(snapshots[-2], snapshots[-1])
                 at_length += 1
-                length, at_length, finished = self._next(windows, length, at_length, (end_ns - measuring_from) / 1e9)
+                measured_s = (end_ns - measuring_from) / 1e9
+                if self.until is None:
+                    length, at_length, self.stopped = self._next(windows, length, at_length, measured_s)
+                else:
+                    self.stopped = self.until(windows)
+                    if self.stopped is None and p.time_limit_s is not None and measured_s >= p.time_limit_s:
+                        self.stopped = f"time limit {p.time_limit_s:g} s reached"
+                finished = self.stopped is not None
                 w = windows[-1]
                 self._report(len(windows), f"{self._window_count(len(windows))} ({w.duration_s:.2g} s): "
                                            f"{w.throughput:.1f} infer/s, p50 {w.latency(50) / 1000:.2f} ms")
@@ -199,26 +213,28 @@ class Engine:
         return time.perf_counter_ns()
 
     def _next(self, windows: list[WindowResult], length: float, at_length: int,
-              measured_s: float) -> tuple[float, int, bool]:
-        """(next window length, windows at it so far, done?) after a window ends."""
+              measured_s: float) -> tuple[float, int, str | None]:
+        """(next window length, windows at it so far, why the windows end or None) after a window ends."""
         p = self.plan
         pooled = windows[-p.stable_windows:]
         held = sum(w.requests for w in pooled)
         enough = len(pooled) == p.stable_windows and held >= p.min_latencies
         if self._stable(windows) and enough:
-            return length, at_length, True
+            return length, at_length, (f"stable: the last {p.stable_windows} windows agree within "
+                                       f"{p.stability:.0%} and hold {held} latencies")
         if p.time_limit_s is None:
-            return length, at_length, len(windows) >= p.max_windows
+            done = len(windows) >= p.max_windows
+            return length, at_length, f"max windows {p.max_windows} reached" if done else None
         left = p.time_limit_s - measured_s
         if left <= 0:
-            return length, at_length, True
+            return length, at_length, f"time limit {p.time_limit_s:g} s reached"
         rate = windows[-1].requests / windows[-1].duration_s if windows[-1].duration_s > 0 else 0.0
         needed = 1.1 * p.min_latencies / p.stable_windows / rate if rate > 0 else length * 2
         if held < p.min_latencies and needed > length:
             length, at_length = needed, 0  # windows long enough to hold the latencies asked for
         elif at_length >= p.max_windows:
             length, at_length = length * 2, 0  # more windows did not settle it: longer ones
-        return min(length, max(left, p.window_s)), at_length, False
+        return min(length, max(left, p.window_s)), at_length, None
 
     def _stop(self) -> None:
         """Stop every group (requests in flight finish, up to the request timeout; after a cancel
@@ -284,7 +300,7 @@ class Engine:
     def _result(self, windows: list[WindowResult], snapshots: list[dict | None], first_snapshot: dict | None,
                 last_snapshot: dict | None, wall_s: float) -> LoadResult:
         p = self.plan
-        pooled = windows[-p.stable_windows:]
+        pooled = windows if self.until is not None else windows[-p.stable_windows:]
         seconds = sum(w.duration_s for w in pooled)
         requests = sum(w.requests for w in pooled)
         latencies = np.concatenate([w.latencies_us for w in pooled]) if pooled else np.empty(0)
@@ -297,7 +313,7 @@ class Engine:
         result = LoadResult(
             model=p.model, url=p.url, protocol=p.protocol, batch_size=p.batch_size,
             concurrency=p.concurrency, request_rate=p.request_rate, distribution=p.distribution or None,
-            stable=self._stable(windows),
+            stable=self._stable(windows), stopped=self.stopped,
             throughput=requests * p.batch_size / seconds if seconds else 0.0,
             latency=summarize_latencies(latencies, p.percentile),
             requests=requests, failures=sum(w.failures for w in pooled),
@@ -318,7 +334,7 @@ class Engine:
     def _warnings(self, r: LoadResult) -> list[str]:
         p = self.plan
         out = []
-        if not r.stable:
+        if not r.stable and self.until is None:  # with ``until`` the caller's rule ended the windows
             pooled = r.windows[-p.stable_windows:]
             thr = [w.throughput for w in pooled]
             lat = [w.latency(p.percentile) for w in pooled]

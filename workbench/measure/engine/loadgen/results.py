@@ -87,6 +87,7 @@ class LoadResult:
     min_latencies: int = 0
     processes: int = 1
     measured_s: float = 0.0
+    stopped: str | None = None  # why the windows ended (stable, a limit, or the caller's rule)
 
     @property
     def p50_us(self) -> float:

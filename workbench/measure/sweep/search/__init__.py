@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from workbench.measure.grid.plan import SweepError
+from workbench.measure.sweep.search.adaptive import AdaptiveEffort
 from workbench.measure.sweep.search.answer import Answer, answer
 from workbench.measure.sweep.search.base import SearchLog, SearchSpace, SearchStrategy, check_resume
 from workbench.measure.sweep.search.concurrency_bisection import ConcurrencyBisection
@@ -16,11 +17,12 @@ from workbench.measure.sweep.search.early_stop import EarlyStop
 from workbench.measure.sweep.search.halving import SuccessiveHalving
 from workbench.measure.sweep.search.hill_climb import HillClimb
 
-__all__ = ["SEARCHES", "make_search", "SearchStrategy", "SearchSpace", "SearchLog", "ConcurrencyBisection",
+__all__ = ["SEARCHES", "make_search", "SearchStrategy", "SearchSpace", "SearchLog", "AdaptiveEffort",
+           "ConcurrencyBisection",
            "EarlyStop", "HillClimb", "SuccessiveHalving", "Answer", "answer", "check_resume"]
 
 SEARCHES: dict[str, type[SearchStrategy]] = {cls.name: cls for cls in (ConcurrencyBisection, EarlyStop, HillClimb,
-                                                                         SuccessiveHalving)}
+                                                                         SuccessiveHalving, AdaptiveEffort)}
 
 
 def make_search(name: str, **params: Any) -> SearchStrategy | None:

@@ -1,16 +1,84 @@
 """The answer a search (or the grid) gives: the best point under the p99 budget, how much of the
-budget it leaves, and the runner-up, the best point of any other configuration (another variant
-or batch size: another concurrency of the same configuration is only a load level)."""
+budget it leaves, the runner-up, the best point of any other configuration (another variant
+or batch size: another concurrency of the same configuration is only a load level), and how sure
+the order of the two is (`Confidence`): whether their 95% throughput intervals are apart, and if
+not, about how many more windows each would need before they could be. "Not separable on this
+machine" is an answer too: on a noisy machine two configurations can be as good as each other."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
 
 from workbench.measure.store.results import best_point
 
-__all__ = ["Answer", "answer"]
+__all__ = ["Answer", "Confidence", "answer", "confidence"]
+
+
+def _number(row: pd.Series, column: str) -> float:
+    value = row.get(column)
+    try:
+        return math.nan if value is None else float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _windows(row: pd.Series) -> float:
+    """How many windows of the row's length its interval pools: the span its requests took
+    (requests x batch / throughput) over the window length; the row's window count without those."""
+    span = _number(row, "requests") * _number(row, "batch_size") / _number(row, "throughput")
+    per = span / _number(row, "window_s")
+    return per if math.isfinite(per) and per > 0 else max(_number(row, "windows"), 1.0)
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """Whether the best point's throughput interval lies above the runner-up's (``separable``;
+    None: nothing to tell, no best point or no intervals), how much the two intervals overlap
+    (infer/s, 0 when apart), about how many more windows each would need to come apart
+    (``more_windows``; None when apart or when no number would do), and the statement saying so."""
+
+    separable: bool | None
+    statement: str
+    overlap: float | None = None
+    more_windows: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"separable": self.separable, "statement": self.statement,
+                "overlap": None if self.overlap is None else round(self.overlap, 3), "more_windows": self.more_windows}
+
+
+def confidence(best: pd.Series | None, runner_up: pd.Series | None) -> Confidence:
+    """How sure ``best`` is ahead of ``runner_up`` (rows with ``throughput_low/high``).
+
+    The estimate of windows assumes each interval narrows as one over the square root of the time
+    measured: the two half-widths must shrink below the gap between the throughputs, so each point
+    needs ((half_a + half_b) / gap)^2 times the windows it has."""
+    if best is None:
+        return Confidence(None, "no answer: no measured point qualifies")
+    if runner_up is None:
+        return Confidence(True, "separable: no other configuration qualifies", 0.0)
+    a_low, a_high = _number(best, "throughput_low"), _number(best, "throughput_high")
+    b_low, b_high = _number(runner_up, "throughput_low"), _number(runner_up, "throughput_high")
+    if any(math.isnan(x) for x in (a_low, a_high, b_low, b_high)):
+        return Confidence(None, "not known: a throughput interval is missing (measured without one)")
+    best_text, other_text = f"[{a_low:.1f}, {a_high:.1f}]", f"[{b_low:.1f}, {b_high:.1f}]"
+    if a_low > b_high:
+        return Confidence(True, f"separable: best's throughput interval {best_text} lies above the runner-up's "
+                                f"{other_text}", 0.0)
+    overlap = min(a_high, b_high) - max(a_low, b_low)
+    gap = _number(best, "throughput") - _number(runner_up, "throughput")
+    if not gap > 0:
+        return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap and "
+                                 "the throughputs are equal; no number of windows separates them: accept either",
+                          overlap)
+    factor = ((a_high - a_low) / 2 + (b_high - b_low) / 2) ** 2 / gap ** 2
+    more = math.ceil(max(_windows(best), _windows(runner_up)) * (factor - 1))
+    more = max(more, 1)
+    return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap; about "
+                             f"{more} more windows each would be needed to separate them, or accept either", overlap, more)
 
 
 @dataclass(frozen=True)
@@ -18,6 +86,10 @@ class Answer:
     best: pd.Series | None
     runner_up: pd.Series | None
     latency_budget_ms: float | None
+
+    @property
+    def confidence(self) -> Confidence:
+        return confidence(self.best, self.runner_up)
 
     @property
     def margin_ms(self) -> float | None:
@@ -30,10 +102,13 @@ class Answer:
         def brief(row: pd.Series | None) -> dict | None:
             if row is None:
                 return None
+            low, high = _number(row, "throughput_low"), _number(row, "throughput_high")
             return {"variant": row["variant"], "batch_size": int(row["batch_size"]), "concurrency": int(row["concurrency"]),
-                    "throughput": float(row["throughput"]), "p99_ms": float(row["p99_ms"])}
+                    "throughput": float(row["throughput"]), "p99_ms": float(row["p99_ms"]),
+                    "throughput_interval": None if math.isnan(low) or math.isnan(high) else [low, high]}
         return {"latency_budget_ms": self.latency_budget_ms, "best": brief(self.best),
-                "margin_ms": self.margin_ms, "runner_up": brief(self.runner_up)}
+                "margin_ms": self.margin_ms, "runner_up": brief(self.runner_up),
+                "confidence": self.confidence.to_dict()}
 
     def describe(self) -> str:
         if self.best is None:
@@ -51,7 +126,7 @@ class Answer:
                      f"{float(r['throughput']):.1f} infer/s ({gap:.0%} less) at p99 {float(r['p99_ms']):.2f} ms")
         else:
             text += ". No other configuration qualifies"
-        return text + "."
+        return text + f". Confidence: {self.confidence.statement}."
 
 
 def answer(frame: pd.DataFrame, latency_budget_ms: float | None = None) -> Answer:

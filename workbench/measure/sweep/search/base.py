@@ -14,16 +14,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
 from workbench.measure.engine.settings import MeasureSettings
 
-__all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "row_score", "meets_budget",
+if TYPE_CHECKING:
+    from workbench.measure.engine.loadgen import Until
+
+__all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "JudgedMeasure", "row_score", "meets_budget",
            "may_meet_budget", "check_resume"]
 
 Measure = Callable[[Point], PointRow]
+
+
+class JudgedMeasure(Protocol):
+    """The sweep's ``measure`` as a search that sets its own effort calls it: ``until`` ends the
+    point's windows (effort.py) instead of the stability rule."""
+
+    def __call__(self, point: Point, *, until: "Until | None" = None) -> PointRow: ...
 
 
 def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
@@ -94,6 +104,7 @@ class SearchLog:
             "throughput": None if math.isnan(row.throughput) else round(row.throughput, 3),
             "p99_ms": None if math.isnan(row.p99_ms) else round(row.p99_ms, 4),
             "meets_budget": test(row, latency_budget_ms), "error": row.error,
+            "windows": None if math.isnan(row.windows) else int(row.windows), "stopped": row.stopped,
         }
 
     def measured(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
@@ -125,6 +136,10 @@ class SearchStrategy:
 
     name = "search"
     needs_budget = False
+    # measures each point window by window through ``measure(point, until=...)`` (the built-in engine)
+    measures_by_window = False
+    # the answer re-measured (confirm.py) even when that reloads its variant
+    reloads_to_confirm = True
 
     def __init__(self, latency_budget_ms: float | None = None) -> None:
         if latency_budget_ms is not None:

@@ -49,9 +49,10 @@ def why_confirm(best: pd.Series | None, runner_up: pd.Series | None, latency_bud
 
 def confirm_answer(rows: Iterable[PointRow], points: Mapping[tuple, Point],
                    remeasure: Callable[[Point], PointRow], log: SearchLog, latency_budget_ms: float | None,
-                   done: Iterable[str] = ()) -> str | None:
+                   done: Iterable[str] = (), only_variant: str | None = None) -> str | None:
     """Measure the answer of ``rows`` again when ``why_confirm`` says so (unless its label is in
-    ``done``: re-measured by an earlier session); ``points``: the plan's points by key;
+    ``done``: re-measured by an earlier session; or, with ``only_variant`` (the variant loaded),
+    unless it is of another variant: a search that never reloads says so instead); ``points``: the plan's points by key;
     ``remeasure(point)`` measures and keeps the new row as the point's. Returns the re-measured point's label, or None when nothing was measured."""
     rows = list(rows)
     if not rows:
@@ -65,6 +66,10 @@ def confirm_answer(rows: Iterable[PointRow], points: Mapping[tuple, Point],
     first = next(r for r in rows if r.key == key)
     point = points[key]
     if point.label in set(done):
+        return None
+    if only_variant is not None and point.variant.label != only_variant:
+        log.note(f"answer {point.label} not measured again ({why}): its variant is no longer loaded, and this "
+                 "search does not reload a variant it has measured; the answer states its confidence instead")
         return None
     row = remeasure(point)
     log.measured(row, f"the answer measured again: {why}", latency_budget_ms)

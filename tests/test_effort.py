@@ -1,0 +1,173 @@
+"""The measurement-effort rule (search/effort.py) and the answer's confidence (search/answer.py),
+replayed on windows recorded once from a real tritonserver on this machine
+(tests/data/effort_windows.json, made by benchmarks/record_effort_windows.py): each point's
+per-window throughput and p99, and its row's 95% throughput interval."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workbench.measure.grid.rows import PointRow
+from workbench.measure.store.results import frame_from_rows
+from workbench.measure.sweep.search.answer import answer, confidence
+from workbench.measure.sweep.search.effort import EffortRule, Incumbent, WindowSummary, t_interval
+
+RECORDED = json.loads((Path(__file__).parent / "data" / "effort_windows.json").read_text())
+
+
+def _point(variant, batch, concurrency):
+    (found,) = [p for p in RECORDED["points"]
+                if (p["variant"], p["batch_size"], p["concurrency"]) == (variant, batch, concurrency)]
+    return found
+
+
+def _windows(point):
+    return [WindowSummary(**w) for w in point["windows"]]
+
+
+def _incumbent(point):
+    return Incumbent(f"{point['variant']} b{point['batch_size']} c{point['concurrency']}", point["throughput"],
+                     point["throughput_low"], point["throughput_high"])
+
+
+def _replay(rule, point, incumbent, latency_budget_ms):
+    """The verdicts after 1, 2, ... windows, until the first that stops (as the engine asks)."""
+    verdicts = []
+    for k in range(1, len(point["windows"]) + 1):
+        verdicts.append(rule.judge(_windows(point)[:k], incumbent, latency_budget_ms))
+        if verdicts[-1].stop:
+            break
+    return verdicts
+
+
+def _by_hand(values):
+    """Mean and half-width of the 95% t interval, from the statistics module and the textbook
+    quantiles for 2 and 7 degrees of freedom (the only ones these tests stop at)."""
+    t = {3: 4.303, 8: 2.365}[len(values)]
+    return statistics.fmean(values), t * statistics.stdev(values) / math.sqrt(len(values))
+
+
+def test_t_interval_matches_the_textbook():
+    found = t_interval([1.0, 2.0, 3.0])
+    assert found.mean == 2.0 and found.high - found.mean == pytest.approx(4.303 / math.sqrt(3))
+    assert math.isinf(t_interval([5.0]).high)
+
+
+def test_a_point_far_below_the_incumbent_stops_after_the_few_window_screen():
+    rule = EffortRule(min_windows=3, max_windows=8)
+    candidate, best = _point("2x1", 1, 1), _point("2x1", 8, 4)
+    verdicts = _replay(rule, candidate, _incumbent(best), latency_budget_ms=20)
+    assert [v.kind for v in verdicts] == ["continue", "continue", "separated below"]
+    mean, half = _by_hand([w["throughput"] for w in candidate["windows"][:3]])
+    assert mean + half < best["throughput_low"]  # the stop is what the numbers say
+    assert verdicts[-1].text().startswith("separated below after 3 window(s): throughput")
+
+
+def test_a_point_clearly_over_the_budget_cannot_win_whatever_its_throughput():
+    rule = EffortRule(min_windows=3, max_windows=8)
+    candidate = _point("1x1", 8, 4)  # the second-highest throughput recorded, p99 ~10 ms
+    verdicts = _replay(rule, candidate, None, latency_budget_ms=1.0)
+    assert verdicts[-1].kind == "cannot win" and verdicts[-1].windows == 3
+    mean, half = _by_hand([w["p99_ms"] for w in candidate["windows"][:3]])
+    assert mean - half > 1.0
+
+
+def test_a_point_clearly_above_the_incumbent_and_within_the_budget_is_the_new_incumbent():
+    rule = EffortRule(min_windows=3, max_windows=8)
+    candidate, best = _point("2x1", 8, 4), _point("1x1", 8, 4)
+    verdicts = _replay(rule, candidate, _incumbent(best), latency_budget_ms=20)
+    assert verdicts[-1].kind == "separated above" and verdicts[-1].windows == 3
+    mean, half = _by_hand([w["throughput"] for w in candidate["windows"][:3]])
+    assert mean - half > best["throughput_high"]
+    p99, p99_half = _by_hand([w["p99_ms"] for w in candidate["windows"][:3]])
+    assert p99 + p99_half <= 20
+    # with a budget its p99 interval straddles, it is not decided at 3 windows
+    straddled = rule.judge(_windows(candidate)[:3], _incumbent(best), latency_budget_ms=p99)
+    assert straddled.kind == "continue"
+
+
+def test_a_contender_whose_interval_overlaps_the_incumbent_is_measured_to_the_cap():
+    rule = EffortRule(min_windows=3, max_windows=8)
+    candidate, best = _point("1x1", 8, 1), _point("2x1", 8, 1)
+    verdicts = _replay(rule, candidate, _incumbent(best), latency_budget_ms=20)
+    assert [v.kind for v in verdicts] == ["continue"] * 7 + ["cap reached"]
+    mean, half = _by_hand([w["throughput"] for w in candidate["windows"]])
+    assert mean + half >= best["throughput_low"] and mean - half <= best["throughput_high"]
+    assert "overlaps 2x1 b8 c1's" in verdicts[-1].why
+
+
+def test_effort_goes_where_it_decides():
+    """Over every recorded point against the best recorded one, the screens (stopped early) cost
+    fewer windows than the cap each, and only points overlapping the best run to it."""
+    rule = EffortRule(min_windows=3, max_windows=8)
+    best = max(RECORDED["points"], key=lambda p: p["throughput"])
+    spent = {(p["variant"], p["batch_size"], p["concurrency"]): _replay(rule, p, _incumbent(best), 20)[-1]
+             for p in RECORDED["points"] if p is not best}
+    early = [v for v in spent.values() if v.kind in ("separated below", "cannot win")]
+    assert early and all(v.windows < rule.max_windows for v in early)
+    assert sum(v.windows for v in spent.values()) < rule.max_windows * len(spent)
+
+
+def test_the_rule_refuses_bounds_that_cannot_give_an_interval():
+    with pytest.raises(ValueError, match="min_windows 1 must be a whole number >= 2"):
+        EffortRule(min_windows=1)
+    with pytest.raises(ValueError, match="max_windows 2 must be a whole number >= min_windows"):
+        EffortRule(min_windows=3, max_windows=2)
+
+
+# ---- the answer's confidence --------------------------------------------------------------------
+
+
+def _row(point):
+    requests = sum(w["requests"] for w in point["windows"])
+    return PointRow(variant=point["variant"], allocation=point["variant"], instances=int(point["variant"][0]),
+                    cores_per_instance=1, core_start=0, core_end=1, batching="", parameters="",
+                    batch_size=point["batch_size"], concurrency=point["concurrency"], throughput=point["throughput"],
+                    throughput_low=point["throughput_low"], throughput_high=point["throughput_high"],
+                    p99_ms=point["p99_ms"], p50_ms=point["p99_ms"] / 2, requests=requests, failures=0,
+                    outputs_ok=True, windows=len(point["windows"]), window_s=RECORDED["window_s"]).to_dict()
+
+
+def test_an_answer_whose_runner_up_overlaps_it_is_marked_not_separable():
+    best, other = _point("2x1", 8, 1), _point("1x1", 8, 1)
+    assert best["throughput_low"] <= other["throughput_high"]  # the recorded intervals overlap
+    found = answer(frame_from_rows([_row(best), _row(other)]), latency_budget_ms=20)
+    assert (found.best["variant"], found.runner_up["variant"]) == ("2x1", "1x1")
+    sure = found.confidence
+    assert sure.separable is False and sure.statement.startswith("not separable on this machine: intervals")
+    assert sure.overlap == pytest.approx(other["throughput_high"] - best["throughput_low"])
+    # the windows it names would be enough: each interval narrowed by sqrt(k / (k + more))
+    k = len(best["windows"])
+    half = lambda p: (p["throughput_high"] - p["throughput_low"]) / 2  # noqa: E731
+    narrowed = (half(best) + half(other)) * math.sqrt(k / (k + sure.more_windows))
+    assert narrowed < best["throughput"] - other["throughput"]
+    assert f"about {sure.more_windows} more windows each would be needed to separate them, or accept either" \
+        in found.describe()
+    saved = found.to_dict()
+    assert saved["confidence"]["separable"] is False and saved["confidence"]["more_windows"] == sure.more_windows
+    assert saved["runner_up"]["throughput_interval"] == [other["throughput_low"], other["throughput_high"]]
+
+
+def test_an_answer_apart_from_its_runner_up_is_marked_separable():
+    best, other = _point("1x1", 8, 4), _point("2x1", 8, 1)
+    assert best["throughput_low"] > other["throughput_high"]
+    found = answer(frame_from_rows([_row(best), _row(other)]), latency_budget_ms=20)
+    assert found.confidence.separable is True and found.confidence.more_windows is None
+    assert (f"separable: best's throughput interval [{best['throughput_low']:.1f}, {best['throughput_high']:.1f}] "
+            f"lies above the runner-up's [{other['throughput_low']:.1f}, {other['throughput_high']:.1f}]"
+            in found.describe())
+
+
+def test_confidence_without_a_runner_up_or_an_answer_says_so():
+    only = pd.Series(_row(_point("2x1", 8, 4)))
+    assert confidence(only, None).statement == "separable: no other configuration qualifies"
+    assert confidence(None, None).separable is None
+    no_interval = only.copy()
+    no_interval["throughput_low"] = math.nan
+    assert confidence(no_interval, only).statement.startswith("not known: a throughput interval is missing")
