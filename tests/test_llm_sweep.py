@@ -89,6 +89,32 @@ def test_cost_per_million_output_tokens_charges_the_share_of_the_instance_cores(
         result.cheapest("c9.huge")
 
 
+def test_a_variant_past_the_instance_cores_is_not_priced_and_the_rest_are():
+    """Two instances of two cores do not fit a 2-core instance: no cost for it, no error for the run."""
+    wide = _row("seqs4-tp2-x2", 4, 2, 2, 4, 900.0, 10.0, 100.0, 20.0)
+    result = _result(ROWS + [wide])
+    costed = result.costed("inf2.xlarge", instance_cores=2).set_index("variant")
+    assert math.isnan(costed.loc["seqs4-tp2-x2", "usd_per_million_output_tokens"])
+    assert result.cheapest("inf2.xlarge", Slo(ttft_ms=1000.0, itl_ms=100.0), instance_cores=2)["variant"] == \
+        "seqs4-tp1-x1"
+
+
+def test_a_response_count_is_not_taken_for_the_servers_token_count():
+    """Without the token counter the server's count falls back to responses; the row says 'not known'."""
+    from workbench.measure.engine.streaming.server_counts import Snapshot, counts_between
+
+    fields = {f: 0 for f in Snapshot.__dataclass_fields__}
+    counted = counts_between(Snapshot(**{**fields, "token_counter": math.nan}),
+                             Snapshot(**{**fields, "token_counter": math.nan, "responses": 12}))
+    assert counted.output_tokens == 12 and not counted.from_token_counter
+    counted = counts_between(Snapshot(**{**fields, "token_counter": 5.0}), Snapshot(**{**fields, "token_counter": 45.0}))
+    assert counted.output_tokens == 40 and counted.from_token_counter
+
+
+def test_one_request_rate_is_a_plan_as_a_list_of_one_is(tmp_path):
+    assert LlmPlan(request_rate=2.0).request_rate == LlmPlan(request_rate=[2.0]).request_rate == (2.0,)
+
+
 def test_comparisons_refuse_runs_of_other_lengths_and_name_other_slos(tmp_path):
     base = {"input_tokens": {"mean": 16}, "output_tokens": {"mean": 8}, "engine": "workbench-stream", "settings": {}}
     folders = {}

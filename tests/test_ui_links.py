@@ -161,3 +161,20 @@ def test_panels_never_import_each_other():
         imported = {node.module.rsplit(".", 1)[-1] for node in ast.walk(ast.parse(text))
                     if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("workbench.ui.")}
         assert not imported & (panels - {name.removesuffix(".py")}), f"{name} imports {imported & panels}"
+
+
+def test_an_unrelated_edit_does_not_move_a_value_error_to_its_field():
+    """max windows below stable windows is said under stable windows (the edit that made it wrong);
+    editing the window length after that leaves it there."""
+    from workbench.ui.sweep_panel import SweepPanel
+
+    panel = SweepPanel()
+    c, link = panel.controls, panel.measure_link
+    c["max_windows"].value = 3
+    c["stable_windows"].value = 5
+    assert "stable windows (5)" in link.problem_view("stable_windows").value
+    c["window_s"].value = 0.7
+    assert "stable windows (5)" in link.problem_view("stable_windows").value
+    assert link.problem_view("window_s").value == ""
+    c["stable_windows"].value = 2
+    assert link.problems == [] and link.problem_view("stable_windows").value == ""

@@ -142,6 +142,22 @@ def test_switching_backends_keeps_what_each_one_had(app, llm):
     assert app.state.settings_problems == []
 
 
+def test_a_field_that_does_not_parse_still_blocks_after_a_backend_round_trip(app, llm):
+    """The switch back to vLLM hands the settings the fields' last good values; the field still
+    shows its bad text, so nothing may be generated from values it does not show."""
+    fields = _choose_vllm(app, llm)
+    fields["max_model_len"].value = "abc"
+    problem = "max_model_len: 'abc' is not a whole number"
+    assert problem in app.state.settings_problems and app.state.generated is None
+    app["settings"].controls["backend"].value = "python"
+    app["settings"].controls["backend"].value = "vllm"
+    assert problem in app.state.settings_problems and app.state.generated is None
+    summary = _plain(app["settings"].controls["problems"].value)
+    assert problem not in summary  # said beside its field, counted in the summary, not said twice
+    fields["max_model_len"].value = "256"
+    assert app.state.settings_problems == [] and app.state.generated is not None
+
+
 def test_preview_shows_diffs_and_writes_model_json_that_reads_back(app, llm, tmp_path):
     fields = _choose_vllm(app, llm)
     fields["max_model_len"].value = "256"

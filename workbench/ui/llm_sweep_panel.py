@@ -25,6 +25,7 @@ from workbench.measure.llm.result import LlmSweepResult, load_llm_run
 from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep
 from workbench.measure.store.cost import PRICES
 from workbench.measure.store.results import ResultsError
+from workbench.measure.sweep.swept import check_out_dir
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, WidgetGroup, comma_joined
@@ -161,7 +162,13 @@ class LlmSweepPanel:
             c["error"].value = error_list(problems)
             return None
         label = c["label"].value.strip() or f"{self.state.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
-        self._out_dir = Path(c["runs_dir"].value.strip()) / label
+        out_dir = Path(c["runs_dir"].value.strip()) / label
+        try:
+            check_out_dir(out_dir, False)  # a folder holding a run is refused now, not shown as this run
+        except SweepError as err:
+            c["error"].value = error_list([f"run label: {err}"])
+            return None
+        self._out_dir = out_dir
         self.result = None
         c["table"].value = c["best"].value = ""
         for image in c["plots"].children:

@@ -13,7 +13,8 @@ from pathlib import Path
 import ipywidgets as widgets
 
 from workbench.measure.store import plots
-from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run
+from workbench.measure.llm.result import LlmComparison, LlmSweepResult, load_llm_run
+from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run, record_kind
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
 from workbench.ui.render import best_html, error_list, frame_html, preformatted, show_figure, table_html
 from workbench.ui.state import WorkbenchState
@@ -112,7 +113,7 @@ class ResultsPanel:
             c["error"].value = error_list(["pick a run (list runs first)"])
             return None
         try:
-            self.run = load_run(path)
+            self.run = load_llm_run(path) if record_kind(path) == "llm" else load_run(path)
         except ResultsError as err:
             self.run = None  # the last run's table and plots go: they are not this pick's
             c["table"].value = c["best"].value = c["report_path"].value = ""
@@ -120,14 +121,21 @@ class ResultsPanel:
             c["error"].value = error_list([str(err)])
             return None
         c["error"].value = ""
-        c["table"].value = table_html(self.run)
-        show_figure(c["plot"], plots.throughput_vs_latency(self.run))
-        show_figure(c["heatmap"], plots.throughput_heatmap(self.run))
+        if isinstance(self.run, LlmSweepResult):  # measured in tokens: its own table and plots
+            c["table"].value = frame_html(self.run.table())
+            show_figure(c["plot"], self.run.plot_pareto())
+            show_figure(c["heatmap"], self.run.plot_latency())
+        else:
+            c["table"].value = table_html(self.run)
+            show_figure(c["plot"], plots.throughput_vs_latency(self.run))
+            show_figure(c["heatmap"], plots.throughput_heatmap(self.run))
         self._show_best()
         return self.run
 
     def _show_best(self) -> None:
-        if self.run is not None:
+        if isinstance(self.run, LlmSweepResult):
+            self.controls["best"].value = f"<div style='font-weight:bold'>{html.escape(self.run.describe_best())}</div>"
+        elif self.run is not None:
             self.controls["best"].value = best_html(self.run, self._budget())
 
     def compare(self):
@@ -151,7 +159,8 @@ class ResultsPanel:
         c["error"].value = ""
         c["summary"].value = preformatted(self.comparison.summary())
         c["comparison_table"].value = frame_html(self.comparison.table)
-        show_figure(c["comparison_plot"], plots.comparison_plot(self.comparison))
+        if not isinstance(self.comparison, LlmComparison):  # LLM runs: the ratios in the table
+            show_figure(c["comparison_plot"], plots.comparison_plot(self.comparison))
         return self.comparison
 
     def write_report(self, compared: bool = False) -> Path | None:
@@ -173,6 +182,10 @@ class ResultsPanel:
                 c["error"].value = error_list(["open a run first, then write its report"])
                 return None
             runs = (self.run, None)
+        if any(isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm") for run in runs):
+            c["error"].value = error_list(["a report of an LLM sweep is not written yet: its folder holds results.csv, "
+                                           "results.json, run.json and the plots (plots/)"])
+            return None
         try:
             path = save_report(*runs, latency_budget_ms=self._budget())
         except (ResultsError, OSError) as err:

@@ -379,7 +379,10 @@ class SettingsPanel:
         c["core_map"].layout.display = "none" if "neuron_core_range" in unread else None
         self.tnx_box.layout.display = None if settings.framework == "transformers_neuronx" else "none"
         generated, checked, labels = None, [], self.link.labels
-        if not self.link.problems:
+        # a vLLM field that does not parse blocks generating, also after a backend switch gave the
+        # settings its last good values (they are not what the field shows)
+        own = list(c["vllm"].value.problems) if settings.backend == VLLM.name else []
+        if not self.link.problems and not own:
             try:
                 generated = generate.render(settings)
             except generate.GenerateError as err:
@@ -389,8 +392,9 @@ class SettingsPanel:
         self.link.show_checks({name: messages for name, messages in by_field.items() if name})
         c["pytorch_parameters"].show_problems(by_parameter)
         self._show_core_map(any(self.link.problem(name) or name in by_field for name in _CORE_FIELDS))
-        problems = self.link.problems + [problem.message for problem in found]
-        unplaced = self.link.unplaced_problems + by_field.get("", [])  # by_parameter's are placed too
+        problems = self.link.problems + [p for p in own if p not in self.link.problems] + [f.message for f in found]
+        placed_by_vllm = c["vllm"].placed  # beside the vLLM fields already
+        unplaced = self.link.unplaced_problems + [m for m in by_field.get("", []) if m not in placed_by_vllm]
         beside = len(problems) - len(unplaced)
         self.problems = problems
         c["problems"].value = error_list(unplaced + ([f"{beside} problem(s) shown in red beside their fields above"]

@@ -210,7 +210,15 @@ class VllmFields(traitlets.HasTraits):
     def show_settings(self, settings: object) -> VllmFieldsShown:
         """What the fields show for ``backend_settings``; another backend's None leaves them as they
         are (hidden), so choosing vLLM again brings back what was typed."""
-        return VllmFieldsShown(settings) if isinstance(settings, VllmSettings) else self.value
+        if not isinstance(settings, VllmSettings):
+            return self.value
+        # the fields' own last good settings coming back (a backend switch): what does not parse still does not
+        return VllmFieldsShown(settings, tuple(self.link.problems) if settings == self.link.value else ())
+
+    @property
+    def placed(self) -> set[str]:
+        """The checks' problems shown beside these fields now (in this screen's words)."""
+        return {words for _field, words in self._checked}
 
     def keys(self) -> set[str]:
         """No config parameters: everything here goes to 1/model.json (the panel's backend-box protocol)."""

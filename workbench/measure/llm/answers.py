@@ -13,6 +13,7 @@ import pandas as pd
 
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.rows import usable_llm
+from workbench.system import cores_for_instance
 from workbench.measure.store.cost import with_cost
 
 __all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
@@ -65,10 +66,16 @@ def best_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float |
 def with_token_cost(frame: pd.DataFrame, instance_type: str, *, prices: Mapping[str, float] | None = None,
                     instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
     """``frame`` with ``usd_per_hour`` (the variant's share of the instance) and
-    ``usd_per_million_output_tokens``: the share's price over an hour of its output tokens."""
-    costed = with_cost(frame.assign(throughput=frame["output_tokens_per_s"]), instance_type, prices=prices,
+    ``usd_per_million_output_tokens``: the share's price over an hour of its output tokens. A
+    variant holding more cores than the instance has is not priced (NaN): it cannot run there."""
+    cores = instance_cores if instance_cores is not None else cores_for_instance(instance_type)
+    used = frame["instances"].astype(float) * frame["cores_per_instance"].astype(float)
+    fits = frame if whole_instance or not cores else frame[used <= cores]
+    costed = with_cost(fits.assign(throughput=fits["output_tokens_per_s"]), instance_type, prices=prices,
                        instance_cores=instance_cores, whole_instance=whole_instance)
-    return costed.drop(columns="throughput").rename(columns={"cost_per_million_usd": "usd_per_million_output_tokens"})
+    priced = costed[["usd_per_hour", "cost_per_million_usd"]].rename(
+        columns={"cost_per_million_usd": "usd_per_million_output_tokens"})
+    return frame.join(priced)
 
 
 def cheapest_under(frame: pd.DataFrame, instance_type: str, slo: Slo | None = None, *,
@@ -79,6 +86,7 @@ def cheapest_under(frame: pd.DataFrame, instance_type: str, slo: Slo | None = No
     costed = with_token_cost(frame, instance_type, prices=prices, instance_cores=instance_cores,
                              whole_instance=whole_instance)
     candidates = meeting(costed, slo, min_goodput)
+    candidates = candidates[candidates["usd_per_million_output_tokens"].notna()]  # priced: fits the instance
     if candidates.empty:
         return None
     return candidates.sort_values(["usd_per_million_output_tokens", "output_tokens_per_s"], ascending=[True, False],

@@ -227,8 +227,13 @@ def _report(result, args: argparse.Namespace, prices) -> int:
             f"{r['variant']} at {_load(r)}: {r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
             for _, r in front.iterrows()))
     if args.instance_type:
-        print(result.describe_cheapest(args.instance_type, min_goodput=min_goodput, prices=prices,
-                                       instance_cores=args.instance_cores))
+        from workbench.measure.store.cost import CostError  # with the report, as the result's own
+
+        try:
+            print(result.describe_cheapest(args.instance_type, min_goodput=min_goodput, prices=prices,
+                                           instance_cores=args.instance_cores))
+        except CostError as err:  # the measured run stands; only its price cannot be worked out
+            print(f"workbench sweep: no cost per million output tokens: {err}", file=sys.stderr)
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not args.no_plots and len(result.frame):
         written = result.save_plots()

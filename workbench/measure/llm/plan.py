@@ -43,7 +43,10 @@ def numa_nodes() -> int:
 
 
 def _rates(values: Any) -> tuple[float, ...]:
-    items = [v.strip() for v in values.split(",")] if isinstance(values, str) else list(values)
+    if isinstance(values, str):
+        items = [v.strip() for v in values.split(",")]
+    else:
+        items = [values] if isinstance(values, (int, float)) else list(values)
     try:
         rates = tuple(float(v) for v in items if v != "")
     except (TypeError, ValueError):

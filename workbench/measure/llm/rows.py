@@ -95,7 +95,9 @@ class LlmRow:
             goodput=result.goodput.get(slo_name, NAN), goodput_per_s=result.goodput_per_s.get(slo_name, NAN),
             client_cpu_us_per_token=result.client_cpu_us_per_token, tokens_per_response=result.tokens_per_response,
             client_output_tokens=result.client_total_tokens,
-            server_output_tokens=server.output_tokens if server is not None else NAN,
+            # the token counter's count only: a response count is not a token count (several tokens per response)
+            server_output_tokens=(server.output_tokens if server.from_token_counter else -1) if server is not None
+            else NAN,
             server_requests=server.requests if server is not None else NAN,
             requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
             engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),

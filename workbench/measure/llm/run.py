@@ -233,7 +233,7 @@ class _LlmSweep:
         return result
 
     def measure(self, point: LlmPoint) -> LlmRow:
-        if point.key in self.rows:
+        if point.key in self.rows and not self.rows[point.key].error:  # measured already (a failure is tried again)
             self.count += 1
             return self.rows[point.key]
         check_cancel(self.cancel)
@@ -253,8 +253,7 @@ class _LlmSweep:
                           cpu_busy=format_busy(use.stop()) if use is not None else None)
         row = replace(row, **stamp)
         append_point(self.out_dir / POINTS_FILE, row.to_dict())
-        if not row.error:
-            self.rows[row.key] = row
+        self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk
         self.count += 1
         self.session["measured"] += 1
         self.save()

@@ -109,8 +109,11 @@ def load_run(path: str | Path) -> SweepResult:
     if path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
+            if data["record"].get("kind") == "llm":
+                raise ResultsError(f"{path} is an LLM sweep's, measured in tokens: read it with "
+                                   "workbench.measure.llm.load_llm_run on its folder")
             return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
     record_path = path / RECORD_FILE
     if not record_path.is_file():

@@ -80,13 +80,15 @@ class ServerCounts:
     """What the server itself counted for the model over a span (diffs of cumulative counts):
     requests it completed and executions (statistics extension), responses sent (decoupled
     response statistics, empty final responses apart; 0 where the backend does not report them)
-    and ``output_tokens`` (the model's own token counter, else the responses; -1: not known)."""
+    and ``output_tokens`` (the model's own token counter, else the responses; -1: not known);
+    ``from_token_counter``: whether ``output_tokens`` is the token counter's (not the responses')."""
 
     requests: int
     executions: int
     responses: int
     empty_responses: int
     output_tokens: int
+    from_token_counter: bool = False
 
 
 @dataclass

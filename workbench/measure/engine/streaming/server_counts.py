@@ -82,4 +82,4 @@ def counts_between(before: Snapshot | None, after: Snapshot | None) -> ServerCou
     output_tokens = int(round(tokens)) if math.isfinite(tokens) else (responses if responses else -1)
     return ServerCounts(requests=after.requests - before.requests, executions=after.executions - before.executions,
                         responses=responses, empty_responses=after.empty_responses - before.empty_responses,
-                        output_tokens=output_tokens)
+                        output_tokens=output_tokens, from_token_counter=math.isfinite(tokens))
