@@ -171,3 +171,14 @@ def test_confidence_without_a_runner_up_or_an_answer_says_so():
     no_interval = only.copy()
     no_interval["throughput_low"] = math.nan
     assert confidence(no_interval, only).statement.startswith("not known: a throughput interval is missing")
+
+
+def test_a_point_below_the_incumbent_whose_p99_straddles_the_budget_is_measured_on():
+    """The bisection steers by whether a point meets the budget: below the incumbent is not enough
+    to stop while its p99 interval still straddles the budget."""
+    rule, best = EffortRule(), Incumbent("2x1 b8 c4", 205.0, 200.0, 210.0)
+    straddling = [WindowSummary(100.0 + d, p99) for d, p99 in ((0, 4.0), (1, 6.0), (-1, 5.0))]
+    assert rule.judge(straddling, best, 5.0).kind == "continue"
+    inside = [WindowSummary(100.0 + d, p99) for d, p99 in ((0, 1.0), (1, 1.1), (-1, 0.9))]
+    assert rule.judge(inside, best, 5.0).kind == "separated below"
+    assert rule.judge(straddling, best, None).kind == "separated below"  # no budget: throughput alone

@@ -144,6 +144,19 @@ def test_preview_shows_model_json_and_each_instances_cores(model, tmp_path):
     assert parameters_of(generated.config)["NEURON_CORE_START_INDEX"] == "0"
 
 
+def test_a_range_that_does_not_divide_gives_each_instance_exactly_its_tensor_parallel_cores(model, tmp_path):
+    """tp 4 over 0:9 is two instances of 4 cores (0-3, 4-7) and 8-9 idle, not two of 5."""
+    generated = render(settings(model, tmp_path, "trn2", tensor_parallel_size=4, core_range="0:9"))
+    text = generated.dry_run()
+    for k, cores in enumerate(("0-3", "4-7")):
+        assert f"instance {k}: NEURON_RT_VISIBLE_CORES={cores} NEURON_LOGICAL_NC_CONFIG=2" in text
+    assert "cores 8-9 of 0:9 stay idle" in text and generated.config.instance_group[0].count == 2
+    from workbench.deploy.vllm import deployment_for_model
+
+    deployment = deployment_for_model(generated, instance_type="trn2.48xlarge")
+    assert [deployment.core_map.visible_cores(k) for k in range(deployment.core_map.instances)] == ["0-3", "4-7"]
+
+
 def test_diff_names_the_changed_engine_argument_and_write_needs_confirming(model, tmp_path):
     first = settings(model, tmp_path)
     gen.write(render(first))

@@ -145,6 +145,14 @@ class CoreRange:
             gaps.append(CoreRange(next_core, self.end))
         return tuple(gaps)
 
+    def blocks(self, cores_per_instance: int) -> "CoreMap":
+        """As many instances of ``cores_per_instance`` cores each as fit, from the start; leftovers stay
+        idle (an LLM's instances: a tensor-parallel group each, 0:9 in blocks of 4 is 0-3 and 4-7)."""
+        cores_per_instance = _whole(cores_per_instance, "cores per instance", 1)
+        if cores_per_instance > self.size:
+            raise CoreRangeError(f"cannot give an instance {cores_per_instance} cores from {self.size} core(s) in {self}")
+        return CoreMap(self, Allocation(self.size // cores_per_instance, cores_per_instance))
+
     def split(self, instances: int = 1, threads_per_core: int = 1) -> "CoreMap":
         """Split evenly over ``instances`` (upstream's rule); leftovers stay idle."""
         instances = _whole(instances, "instance count", 1)

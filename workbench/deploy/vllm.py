@@ -114,7 +114,7 @@ def vllm_deployment(model_dir: Path, settings: GenerateSettings, *, instance_typ
     folders = (str(model_folder),) + tuple(str(PurePosixPath(t)) for t in (vllm.tokenizer,)
                                            if t and not PurePosixPath(t).is_relative_to(model_folder))
     config = config if config is not None else read_config(Path(model_dir) / "config.pbtxt")
-    return VllmDeployment(Path(model_dir), target, instance, effective, tp, core_range.split(core_range.size // tp),
+    return VllmDeployment(Path(model_dir), target, instance, effective, tp, core_range.blocks(tp),
                           folders, stack, config)
 
 

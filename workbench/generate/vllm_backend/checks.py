@@ -164,7 +164,7 @@ def _core_map(settings: GenerateSettings, vllm: VllmSettings, plan: VllmPlan) ->
         plan.problems.append(f"--tensor-parallel-size {tp} does not fit --neuron_core_range {core_range} "
                              f"({core_range.size} core(s)): each instance needs {tp} cores")
         return
-    plan.core_map = core_range.split(core_range.size // tp)
+    plan.core_map = core_range.blocks(tp)
     if len(plan.core_map.idle):
         idle = plan.core_map.idle
         plan.warnings.append(f"cores {idle[0]}-{idle[-1]} of {core_range} stay idle: {core_range.size} cores do not "

@@ -6,7 +6,9 @@ and says one of:
 
 - ``cannot win``: the low end of its p99 interval is past the budget; whatever its throughput,
   it is not the answer (and more load will not bring it back under);
-- ``separated below``: its throughput interval ends below the start of the incumbent's;
+- ``separated below``: its throughput interval ends below the start of the incumbent's, and its
+  p99 interval ends within the budget (a concurrency bisection steers by whether a point meets
+  the budget: a p99 that straddles it is measured on);
 - ``separated above``: its throughput interval starts above the end of the incumbent's (or there
   is no incumbent yet) and the high end of its p99 interval is within the budget: a new incumbent,
   known as one;
@@ -134,10 +136,11 @@ class EffortRule:
         p99 = t_interval([w.p99_ms for w in windows])
         if latency_budget_ms is not None and p99.low > latency_budget_ms:
             return Verdict("cannot win", f"p99 {p99.text(' ms')} is past the {latency_budget_ms:g} ms budget", k)
-        if incumbent is not None and thr.high < incumbent.low:
+        within = latency_budget_ms is None or p99.high <= latency_budget_ms
+        # below the incumbent, and its p99 decided too: the bisection steers by whether it meets the budget
+        if incumbent is not None and thr.high < incumbent.low and within:
             return Verdict("separated below", f"throughput {thr.text()} ends below {incumbent.label}'s "
                                               f"[{incumbent.low:.1f}, {incumbent.high:.1f}]", k)
-        within = latency_budget_ms is None or p99.high <= latency_budget_ms
         if within and (incumbent is None or thr.low > incumbent.high):
             budget = "" if latency_budget_ms is None else f", p99 {p99.text(' ms')} within {latency_budget_ms:g} ms"
             over = ("no incumbent yet" if incumbent is None else
