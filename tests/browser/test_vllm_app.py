@@ -174,6 +174,12 @@ def test_tiny_llm_from_settings_to_a_served_answer(lab, lab_root, page, llm, vll
             workbench.locator(".widget-html:visible", has_text="Best (highest").first.inner_text()
         header = workbench.locator(".workbench-table:visible thead").first.inner_text()
         assert "tokens (client)" in header and "tokens (server)" in header and "TTFT p99 (ms)" in header
+        counts = workbench.locator(".workbench-table:visible").first.evaluate("""table => {
+            const titles = [...table.querySelectorAll('thead th')].map(th => th.innerText);
+            const client = titles.indexOf('tokens (client)'), server = titles.indexOf('tokens (server)');
+            return [...table.querySelectorAll('tbody tr')].map(tr => [tr.cells[client].innerText, tr.cells[server].innerText]);
+        }""")
+        assert len(counts) == 2 and all(c == s and int(c) > 0 for c, s in counts), counts  # the server's own count
         pareto = workbench.locator(".widget-tab:visible img:visible").first
         page.wait_for_function("img => img.naturalWidth > 300", arg=pareto.element_handle(), timeout=WAIT_MS)
         cheapest.scroll_into_view_if_needed()
