@@ -231,3 +231,22 @@ def test_a_fan_out_is_refused_in_words_before_anything_loads(tmp_path):
     with pytest.raises(SweepError, match="an LLM sweep runs on one server"):
         run_llm_sweep(LlmPlan(), [object(), object()], tmp_path / "llm", out_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_cli_measures_with_the_llm_defaults_unless_window_flags_are_given(tmp_path):
+    """Left alone, `workbench sweep`'s window flags are the tensor sweep's; an LLM sweep then measures
+    as the Python call and the panel do (LLM_SETTINGS), so their runs compare."""
+    from workbench.cli import build_parser
+    from workbench.measure.llm.cli import llm_settings
+    from workbench.measure.llm.run import LLM_SETTINGS
+
+    parser = build_parser("sweep")
+    args = parser.parse_args(["sweep", str(tmp_path), "--out", str(tmp_path / "run")])
+    settings = llm_settings(args, args.flag_defaults)
+    assert (settings.window_s, settings.stable_windows, settings.max_windows, settings.time_limit_s) == \
+        (LLM_SETTINGS.window_s, LLM_SETTINGS.stable_windows, LLM_SETTINGS.max_windows, LLM_SETTINGS.time_limit_s)
+    args = parser.parse_args(["sweep", str(tmp_path), "--out", str(tmp_path / "run"), "--window-ms", "1500",
+                              "--max-windows", "3", "--time-limit-s", "4"])
+    settings = llm_settings(args, args.flag_defaults)
+    assert (settings.window_s, settings.max_windows, settings.time_limit_s) == (1.5, 3, 4.0)
+    assert settings.stable_windows == LLM_SETTINGS.stable_windows

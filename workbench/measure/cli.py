@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.measure.llm.cli import INTERRUPTED, TENSOR_ONLY, add_llm_arguments, misplaced_flags, run_llm_cli
+from workbench.measure.llm.cli import INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags, run_llm_cli
 from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
@@ -118,7 +118,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
     add_llm_arguments(parser)
     parser.set_defaults(func=run_cli)
-    parser.set_defaults(flag_defaults={dest: parser.get_default(dest) for dest in TENSOR_ONLY})
+    parser.set_defaults(flag_defaults={dest: parser.get_default(dest) for dest in (*TENSOR_ONLY, *WINDOW_FLAGS)})
     return parser
 
 

@@ -17,6 +17,8 @@ __all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misp
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
+# the window flags whose defaults are the tensor sweep's; left alone, an LLM sweep takes LLM_SETTINGS'
+WINDOW_FLAGS = ("window_ms", "stable_windows", "max_windows", "time_limit_s")
 # what `workbench sweep` says on Ctrl-C, in either mode
 INTERRUPTED = "workbench sweep: interrupted; finishing the record (measured points are kept)"
 
@@ -119,13 +121,31 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
         return None
 
 
+def llm_settings(args: argparse.Namespace, defaults: dict[str, Any]):
+    """How each point is measured: the window flags given, else the LLM sweep's own defaults
+    (`LLM_SETTINGS`: a streamed request takes seconds), as the Python call and the panel measure,
+    so runs made either way compare. A flag given at the tensor sweep's default value reads as left
+    alone (argparse cannot tell them apart). MeasureError names a bad value."""
+    from workbench.measure.engine.settings import MeasureSettings
+    from workbench.measure.llm.run import LLM_SETTINGS
+
+    given = {dest: getattr(args, dest) for dest in WINDOW_FLAGS if getattr(args, dest) != defaults.get(dest)}
+    window_s = given["window_ms"] / 1000.0 if "window_ms" in given else LLM_SETTINGS.window_s
+    time_limit_s = (given["time_limit_s"] or None) if "time_limit_s" in given else LLM_SETTINGS.time_limit_s
+    return MeasureSettings(engine="workbench", protocol=args.protocol, window_s=window_s,
+                           stability=args.stability / 100.0,
+                           stable_windows=given.get("stable_windows", LLM_SETTINGS.stable_windows),
+                           max_windows=given.get("max_windows", LLM_SETTINGS.max_windows), time_limit_s=time_limit_s,
+                           min_latencies=0, warmup_requests=args.warmup, seed=args.seed)
+
+
 def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept).
     ``defaults``: the parser's defaults, to tell the tensor flags given from those left alone."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.backends import read_back
     from workbench.generate.config import ConfigError
-    from workbench.measure.engine.settings import MeasureError, MeasureSettings
+    from workbench.measure.engine.settings import MeasureError
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import run_llm_sweep
     from workbench.measure.store.cost import CostError, price_of
@@ -156,10 +176,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     plan = _plan(args, seqs, problems)
     settings = None
     try:
-        settings = MeasureSettings(engine="workbench", protocol=args.protocol, window_s=args.window_ms / 1000.0,
-                                   stability=args.stability / 100.0, stable_windows=args.stable_windows,
-                                   max_windows=args.max_windows, time_limit_s=args.time_limit_s or None,
-                                   min_latencies=0, warmup_requests=args.warmup, seed=args.seed)
+        settings = llm_settings(args, defaults)
     except MeasureError as err:
         problems.append(str(err))
     try:
