@@ -246,13 +246,14 @@ class Linked(Generic[T]):
         field whose change brought it)."""
         if self._derive is not None:
             self._fields.update(self._derive(dict(self._fields)))
-        was_refused = bool(self._value_problem)
+        before = self._value_problem
         try:
             self._value = dataclasses.replace(self._value, **self._fields)
         except _PARSE_ERRORS as err:
             self._value_problem = names_in_labels(str(err), self.labels)  # in the words of the controls
-            if not was_refused or self._value_problem_field not in self._links:
-                # the field whose change made the value wrong; an unrelated edit after it does not move it
+            if self._value_problem != before or self._value_problem_field not in self._links:
+                # the field whose change made the value wrong (or wrong anew); an edit that leaves the
+                # same refusal standing does not move it
                 self._value_problem_field = blamed or self._value_problem_field
         else:
             self._value_problem, self._value_problem_field = "", ""
