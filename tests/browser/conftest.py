@@ -190,3 +190,19 @@ def browser_page(chromium):
             yield page
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(request, lab, browser_page, tmp_path):
+    """The browser page of a test driving Lab; after a failure the screenshot, the page text and
+    Lab's log are printed (tests that use ``browser_page`` alone keep their own failure output)."""
+    yield browser_page
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        shot = tmp_path / "failure.png"
+        try:
+            browser_page.screenshot(path=str(shot), full_page=True)
+            text = "\n".join(browser_page.locator(".jp-OutputArea-output").all_text_contents())[-4000:]
+        except Exception as err:  # the browser itself may be the problem
+            text = f"(page unavailable: {err})"
+        print(f"screenshot: {shot}\n--- page text ---\n{text}\n--- lab log ---\n{lab.log.read_text()[-4000:]}")

@@ -27,21 +27,6 @@ def _field(workbench, label: str):
         has=workbench.page.locator(f"label:text-is('{label}')")).locator("input").first
 
 
-@pytest.fixture
-def page(request, lab, browser_page, tmp_path):
-    """The browser page; after a failure the screenshot, the page text and Lab's log are kept."""
-    yield browser_page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        shot = tmp_path / "failure.png"
-        try:
-            browser_page.screenshot(path=str(shot), full_page=True)
-            text = "\n".join(browser_page.locator(".jp-OutputArea-output").all_text_contents())[-4000:]
-        except Exception as err:  # the browser itself may be the problem
-            text = f"(page unavailable: {err})"
-        print(f"screenshot: {shot}\n--- page text ---\n{text}\n--- lab log ---\n{lab.log.read_text()[-4000:]}")
-
-
 def test_notebook_panels_generate_serve_and_sweep(lab, page):
     lab.run_all(page, NOTEBOOK, WAIT_MS)  # returns once every code cell has run
     # and none failed

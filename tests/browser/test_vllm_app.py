@@ -55,17 +55,6 @@ def lab_root(tmp_path_factory, vllm_python, vllm_backend_dir, llm):
         yield root
 
 
-@pytest.fixture
-def page(request, lab, browser_page, tmp_path):
-    """The browser page; after a failure its screenshot and Lab's log are kept (paths printed)."""
-    yield browser_page
-    report = getattr(request.node, "rep_call", None)
-    if report is not None and report.failed:
-        shot = tmp_path / "failure.png"
-        browser_page.screenshot(path=str(shot), full_page=True)
-        print(f"\nfailure screenshot: {shot}\nLab log: {lab.log}")
-
-
 def _control(workbench, kind: str, label: str):
     """The ``kind`` element (input, select, textarea) of the visible widget labelled ``label``."""
     return workbench.locator(".widget-inline-hbox:visible").filter(

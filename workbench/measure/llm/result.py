@@ -6,7 +6,7 @@ back from its folder; two runs compared only where they measured the same thing.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -19,7 +19,7 @@ from workbench.measure.llm.answers import (best_under, cheapest_under, meeting, 
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import price_of
 from workbench.measure.store.folder import POINTS_FILE, RECORD_FILE, ResultsError, frame_from_rows, read_points
-from workbench.measure.store.results import ReadableFrame
+from workbench.measure.store.results import ReadableFrame, SavedRun
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
@@ -34,29 +34,13 @@ def llm_frame(rows: Iterable[dict]) -> pd.DataFrame:
 
 
 @dataclass
-class LlmSweepResult:
+class LlmSweepResult(SavedRun):
     """An LLM sweep's table (one row per point) and run record; ``path`` its folder.
 
     ``pareto()`` the front; ``best(slo)`` / ``cheapest(instance_type, slo)`` the configuration
     (a row) or None; ``describe_best`` / ``describe_cheapest`` say it in a sentence;
     ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
     An SLO left out is the run's own (``record["slo"]``)."""
-
-    frame: pd.DataFrame
-    record: dict = field(default_factory=dict)
-    path: Path | None = None
-
-    @property
-    def status(self) -> str:
-        return self.record.get("status", "unknown")
-
-    @property
-    def complete(self) -> bool:
-        return self.status == "complete"
-
-    @property
-    def label(self) -> str:
-        return self.record.get("label") or (self.path.name if self.path else "run")
 
     @property
     def slo(self) -> Slo:

@@ -44,8 +44,9 @@ class ReadableFrame(pd.DataFrame):
 
 
 @dataclass
-class SweepResult:
-    """A sweep's table and run record; ``path`` is its folder (None for an unsaved table)."""
+class SavedRun:
+    """A run's table and record, as every kind of sweep saves them; ``path`` is its folder (None
+    for an unsaved table)."""
 
     frame: pd.DataFrame
     record: dict = field(default_factory=dict)
@@ -63,6 +64,11 @@ class SweepResult:
     @property
     def label(self) -> str:
         return self.record.get("label") or (self.path.name if self.path else "run")
+
+
+@dataclass
+class SweepResult(SavedRun):
+    """A tensor sweep's table and run record (inferences per second against latency)."""
 
     @property
     def settings(self) -> MeasureSettings | None:
