@@ -19,9 +19,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from workbench.measure.engine.settings import MeasureSettings  # noqa: E402
 from workbench.measure.grid.plan import SweepPlan  # noqa: E402
 from workbench.measure.sweep import run_sweep  # noqa: E402
-from workbench.measure.sweep.search.effort import summaries  # noqa: E402
+from workbench.measure.sweep.search.effort import WindowSummary, summaries  # noqa: E402
 from workbench.server import TritonServer  # noqa: E402
 
+
+
+def _recorded(window: WindowSummary) -> dict:
+    """One window as tests/data/effort_windows.json keeps it."""
+    return {"throughput": window.throughput, "p99_ms": window.latencies_ms["p99"], "requests": window.requests,
+            "duration_s": window.duration_s}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -60,7 +66,7 @@ def main() -> None:
                         recorded.append({"variant": row.variant, "batch_size": row.batch_size,
                                          "concurrency": row.concurrency, "throughput": row.throughput,
                                          "throughput_low": row.throughput_low, "throughput_high": row.throughput_high,
-                                         "p99_ms": row.p99_ms, "windows": [w.__dict__ for w in kept]})
+                                         "p99_ms": row.p99_ms, "windows": [_recorded(w) for w in kept]})
             log.stop("recorded")
 
     with tempfile.TemporaryDirectory() as tmp:

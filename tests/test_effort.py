@@ -16,7 +16,7 @@ import pytest
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.store.results import frame_from_rows
 from workbench.measure.sweep.search.answer import answer, confidence
-from workbench.measure.sweep.search.effort import EffortRule, Incumbent, WindowSummary, t_interval
+from workbench.measure.sweep.search.effort import EffortRule, Incumbent, WindowSummary, p99_limit, t_interval
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "effort_windows.json").read_text())
 
@@ -28,7 +28,8 @@ def _point(variant, batch, concurrency):
 
 
 def _windows(point):
-    return [WindowSummary(**w) for w in point["windows"]]
+    return [WindowSummary(w["throughput"], {"p99": w["p99_ms"]}, w["requests"], w["duration_s"])
+            for w in point["windows"]]
 
 
 def _incumbent(point):
@@ -40,7 +41,7 @@ def _replay(rule, point, incumbent, latency_budget_ms):
     """The verdicts after 1, 2, ... windows, until the first that stops (as the engine asks)."""
     verdicts = []
     for k in range(1, len(point["windows"]) + 1):
-        verdicts.append(rule.judge(_windows(point)[:k], incumbent, latency_budget_ms))
+        verdicts.append(rule.judge(_windows(point)[:k], incumbent, p99_limit(latency_budget_ms)))
         if verdicts[-1].stop:
             break
     return verdicts
@@ -88,7 +89,7 @@ def test_a_point_clearly_above_the_incumbent_and_within_the_budget_is_the_new_in
     p99, p99_half = _by_hand([w["p99_ms"] for w in candidate["windows"][:3]])
     assert p99 + p99_half <= 20
     # with a budget its p99 interval straddles, it is not decided at 3 windows
-    straddled = rule.judge(_windows(candidate)[:3], _incumbent(best), latency_budget_ms=p99)
+    straddled = rule.judge(_windows(candidate)[:3], _incumbent(best), p99_limit(p99))
     assert straddled.kind == "continue"
 
 
@@ -173,12 +174,38 @@ def test_confidence_without_a_runner_up_or_an_answer_says_so():
     assert confidence(no_interval, only).statement.startswith("not known: a throughput interval is missing")
 
 
-def test_a_point_below_the_incumbent_whose_p99_straddles_the_budget_is_measured_on():
-    """The bisection steers by whether a point meets the budget: below the incumbent is not enough
-    to stop while its p99 interval still straddles the budget."""
+def test_a_point_below_the_incumbent_stops_even_while_its_p99_straddles_the_budget():
+    """Below the incumbent it is not the answer whatever its p99; the straddle is said, not waited on."""
     rule, best = EffortRule(), Incumbent("2x1 b8 c4", 205.0, 200.0, 210.0)
-    straddling = [WindowSummary(100.0 + d, p99) for d, p99 in ((0, 4.0), (1, 6.0), (-1, 5.0))]
-    assert rule.judge(straddling, best, 5.0).kind == "continue"
-    inside = [WindowSummary(100.0 + d, p99) for d, p99 in ((0, 1.0), (1, 1.1), (-1, 0.9))]
-    assert rule.judge(inside, best, 5.0).kind == "separated below"
-    assert rule.judge(straddling, best, None).kind == "separated below"  # no budget: throughput alone
+    straddling = [WindowSummary(100.0 + d, {"p99": p99}) for d, p99 in ((0, 4.0), (1, 6.0), (-1, 5.0))]
+    verdict = rule.judge(straddling, best, p99_limit(5.0))
+    assert verdict.kind == "separated below" and verdict.windows == 3
+    assert verdict.why.endswith("straddles the 5 ms limit") and "ends below 2x1 b8 c4's [200.0, 210.0]" in verdict.why
+    assert rule.judge(straddling, best, p99_limit(None)).why.endswith("[200.0, 210.0]")  # no budget: nothing to say
+    # the same windows near the incumbent are measured on: the straddle decides whether it could be the answer
+    near = [WindowSummary(w.throughput + 105.0, w.latencies_ms) for w in straddling]
+    assert rule.judge(near, best, p99_limit(5.0)).kind == "continue"
+
+
+def test_every_named_latency_is_held_to_its_own_limit():
+    """An LLM point has two limits (TTFT and ITL): past either one, it cannot win; above the
+    incumbent it is the new one only when both are decided within."""
+    rule = EffortRule()
+    slos = {"TTFT p99": 500.0, "ITL p99": 50.0}
+    slow_tokens = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 80.0 + d}) for d in (0, 2, -2)]
+    verdict = rule.judge(slow_tokens, None, slos)
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 80.0 ms [")
+    fine = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 30.0 + d}) for d in (0, 2, -2)]
+    verdict = rule.judge(fine, Incumbent("tp1 seqs 8 c4", 700.0, 690.0, 710.0), slos)
+    assert verdict.kind == "separated above"
+    assert "TTFT p99 200.0 ms [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
+    with pytest.raises(KeyError):  # a limit on a latency the windows do not carry is a caller's bug
+        rule.judge(fine, None, {"E2E p99": 1.0})
+
+
+def test_the_incumbent_is_read_from_its_windows_as_a_candidate_is():
+    windows = [WindowSummary(v, {"p99": 1.0}) for v in (100.0, 110.0, 90.0)]
+    incumbent = Incumbent.from_windows("1x1 b1 c1", windows)
+    found = t_interval([100.0, 110.0, 90.0])
+    assert (incumbent.throughput, incumbent.low, incumbent.high) == (found.mean, found.low, found.high)
+    assert incumbent.text() == f"1x1 b1 c1's [{found.low:.1f}, {found.high:.1f}]"

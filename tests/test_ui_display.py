@@ -80,9 +80,11 @@ def test_progress_moves_within_a_point_and_window_counts_say_why_they_pass_the_m
     controls._on_progress(2.5, 8, "1x1 b4 c1: window 5 of up to 10")  # half-way through point 3 of 8
     assert controls.progress.value / controls.progress.max == 2.5 / 8
     engine = Engine.__new__(Engine)
-    engine.plan = SimpleNamespace(max_windows=10, time_limit_s=30.0)
+    engine.plan, engine.until = SimpleNamespace(max_windows=10, time_limit_s=30.0), None
     assert engine._window_count(4) == "window 4 of up to 10"
     assert engine._window_count(22) == "window 22: not stable after 10, longer windows until the 30 s limit"
+    engine.until = lambda windows: None  # a search's effort rule ends the point: no maximum to pass
+    assert engine._window_count(12) == "window 12, measured until decided"
 
 
 def test_a_failure_is_said_once(tmp_path):

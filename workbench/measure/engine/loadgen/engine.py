@@ -136,8 +136,11 @@ class Engine:
 
     def _window_count(self, n: int) -> str:
         """``window 4 of up to 10``; past max windows, why there are more ("window 22" after "max
-        windows 10" read as a bug): the windows lengthen until the time limit or stability."""
+        windows 10" read as a bug): the windows lengthen until the time limit or stability. With
+        ``until`` the caller's rule ends the windows, so the count has no "of"."""
         plan = self.plan
+        if self.until is not None:  # the caller's rule, not max windows, ends the point
+            return f"window {n}, measured until decided"
         if n <= plan.max_windows:
             return f"window {n} of up to {plan.max_windows}"
         limit = f"until the {plan.time_limit_s:g} s limit" if plan.time_limit_s else "until they agree"

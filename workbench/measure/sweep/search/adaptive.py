@@ -20,7 +20,7 @@ from workbench.measure.grid.plan import Point, SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import JudgedMeasure, SearchLog, SearchSpace, SearchStrategy, row_score
 from workbench.measure.sweep.search.concurrency_bisection import bisect_cell
-from workbench.measure.sweep.search.effort import EffortRule, Incumbent, until_decided
+from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit
 
 __all__ = ["AdaptiveEffort"]
 
@@ -48,15 +48,17 @@ class AdaptiveEffort(SearchStrategy):
     def search(self, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
         budget = self.latency_budget_ms
         best: PointRow | None = None
+        incumbent: Incumbent | None = None
 
         def judged(point: Point) -> PointRow:
-            nonlocal best
-            incumbent = None if best is None else Incumbent(
-                f"{best.variant} batch {best.batch_size} concurrency {best.concurrency}", best.throughput,
-                best.throughput_low, best.throughput_high)
-            row = measure(point, until=until_decided(self.rule, incumbent, budget))
+            nonlocal best, incumbent
+            until = DecidedBy(self.rule, incumbent, p99_limit(budget))
+            row = measure(point, until=until)
             if row_score(row, budget) > row_score(best, budget):
                 best = row
+                label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
+                incumbent = Incumbent.from_windows(label, until.seen) if len(until.seen) >= 2 else \
+                    Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
             return row
 
         for v in range(len(space.variants)):

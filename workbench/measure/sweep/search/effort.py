@@ -1,41 +1,44 @@
 """How long to measure one point: until it is decided, not to a fixed sample size.
 
 A point is measured window by window. After each window the rule below reads the windows so far
-against the incumbent (the best point found so far that meets the budget) and the p99 budget,
-and says one of:
+against the incumbent (the best point found so far that meets every latency limit) and the limits
+(a tensor sweep's p99 budget; an LLM sweep's TTFT and ITL SLOs), and says one of:
 
-- ``cannot win``: the low end of its p99 interval is past the budget; whatever its throughput,
-  it is not the answer (and more load will not bring it back under);
-- ``separated below``: its throughput interval ends below the start of the incumbent's, and its
-  p99 interval ends within the budget (a concurrency bisection steers by whether a point meets
-  the budget: a p99 that straddles it is measured on);
+- ``cannot win``: the low end of some latency's interval is past its limit; whatever its
+  throughput, it is not the answer (and more load will not bring it back under);
+- ``separated below``: its throughput interval ends below the start of the incumbent's: it is not
+  the answer whatever its latencies. A latency that still straddles its limit is left so: a
+  concurrency bisection steers by the mean, and a higher load, the only one that could beat the
+  incumbent, would not have a lower latency (measured: waiting on the p99 here cost 3-7 windows a
+  point and changed no answer);
 - ``separated above``: its throughput interval starts above the end of the incumbent's (or there
-  is no incumbent yet) and the high end of its p99 interval is within the budget: a new incumbent,
-  known as one;
+  is no incumbent yet) and the high end of every latency's interval is within its limit: a new
+  incumbent, known as one;
 - ``cap reached``: ``max_windows`` windows and still undecided: a contender, given the full care;
 - ``continue``.
 
 So points that cannot win stop after ``min_windows`` windows (a screen of a few windows), and
-only the points whose intervals touch the incumbent's or the budget are measured to the cap.
+only the points whose intervals touch the incumbent's or a limit are measured to the cap.
 
-The intervals are Student-t 95% intervals of the per-window values (throughput, and p99 read per
-window): window-to-window drift on a busy machine is the noise that matters here, and a pooled
-bootstrap of requests (the row's own interval, stats.bootstrap_spread) does not see it. With
-``min_windows`` >= 3 the t quantile (4.30 for two degrees of freedom) keeps a screen from ruling
-on two lucky windows. The incumbent is read as its row records it (``throughput_low/high``).
+The intervals are Student-t 95% intervals of the per-window values (throughput, and each latency
+read per window): window-to-window drift on a busy machine is the noise that matters here, and a
+pooled bootstrap of requests (the row's own interval, stats.bootstrap_spread) does not see it.
+With ``min_windows`` >= 3 the t quantile (4.30 for two degrees of freedom) keeps a screen from
+ruling on two lucky windows. The incumbent is read the same way, from its own windows
+(``Incumbent.from_windows``), so both sides of a comparison carry the same kind of interval.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Generic, Mapping, Sequence, TypeVar
 
 if TYPE_CHECKING:
-    from workbench.measure.engine.loadgen import Until, WindowResult
+    from workbench.measure.engine.loadgen import WindowResult
 
 __all__ = ["WindowSummary", "Incumbent", "Interval", "Verdict", "EffortRule", "t_interval", "STOP_KINDS", "summaries",
-           "until_decided"]
+           "DecidedBy", "p99_limit"]
 
 # two-sided 95% Student-t quantiles (0.975) by degrees of freedom 1..30; past 30 the normal's 1.96
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
@@ -47,12 +50,19 @@ STOP_KINDS = ("cannot win", "separated below", "separated above", "cap reached")
 
 @dataclass(frozen=True)
 class WindowSummary:
-    """What one measurement window gave: inferences/s, the window's own p99 (ms), its length."""
+    """What one measurement window gave: its throughput (inferences/s, or output tokens/s), each
+    latency the limits name, in ms, read over this window alone (``{"p99": 12.3}``, or
+    ``{"TTFT p99": ..., "ITL p99": ...}``), and the window's size."""
 
     throughput: float
-    p99_ms: float
+    latencies_ms: Mapping[str, float] = field(default_factory=dict)
     requests: int = 0
     duration_s: float = math.nan
+
+
+def p99_limit(latency_budget_ms: float | None) -> dict[str, float]:
+    """A tensor sweep's limits: its p99 budget (none without one)."""
+    return {} if latency_budget_ms is None else {"p99": latency_budget_ms}
 
 
 @dataclass(frozen=True)
@@ -78,12 +88,18 @@ def t_interval(values: Sequence[float]) -> Interval:
 
 @dataclass(frozen=True)
 class Incumbent:
-    """The answer so far: its label and throughput interval as its row records it."""
+    """The answer so far: its label and throughput interval."""
 
     label: str
     throughput: float
     throughput_low: float
     throughput_high: float
+
+    @classmethod
+    def from_windows(cls, label: str, windows: Sequence[WindowSummary]) -> "Incumbent":
+        """The incumbent read as a candidate is: the t-interval of its windows' throughputs."""
+        found = t_interval([w.throughput for w in windows])
+        return cls(label, found.mean, found.low, found.high)
 
     @property
     def low(self) -> float:
@@ -92,6 +108,9 @@ class Incumbent:
     @property
     def high(self) -> float:
         return self.throughput if math.isnan(self.throughput_high) else self.throughput_high
+
+    def text(self) -> str:
+        return f"{self.label}'s [{self.low:.1f}, {self.high:.1f}]"
 
 
 @dataclass(frozen=True)
@@ -127,44 +146,57 @@ class EffortRule:
                              f"({self.min_windows})")
 
     def judge(self, windows: Sequence[WindowSummary], incumbent: Incumbent | None,
-              latency_budget_ms: float | None) -> Verdict:
-        """The verdict on a point after ``windows`` (see the module's docstring)."""
+              limits: Mapping[str, float]) -> Verdict:
+        """The verdict on a point after ``windows``, against ``limits`` (latency name -> limit in
+        ms, each read from every window's ``latencies_ms``; empty: throughput alone). See the
+        module's docstring."""
         k = len(windows)
         if k < self.min_windows:
             return Verdict("continue", f"fewer than {self.min_windows} windows", k)
         thr = t_interval([w.throughput for w in windows])
-        p99 = t_interval([w.p99_ms for w in windows])
-        if latency_budget_ms is not None and p99.low > latency_budget_ms:
-            return Verdict("cannot win", f"p99 {p99.text(' ms')} is past the {latency_budget_ms:g} ms budget", k)
-        within = latency_budget_ms is None or p99.high <= latency_budget_ms
-        # below the incumbent, and its p99 decided too: the bisection steers by whether it meets the budget
-        if incumbent is not None and thr.high < incumbent.low and within:
-            return Verdict("separated below", f"throughput {thr.text()} ends below {incumbent.label}'s "
-                                              f"[{incumbent.low:.1f}, {incumbent.high:.1f}]", k)
-        if within and (incumbent is None or thr.low > incumbent.high):
-            budget = "" if latency_budget_ms is None else f", p99 {p99.text(' ms')} within {latency_budget_ms:g} ms"
-            over = ("no incumbent yet" if incumbent is None else
-                    f"starts above {incumbent.label}'s [{incumbent.low:.1f}, {incumbent.high:.1f}]")
-            return Verdict("separated above", f"throughput {thr.text()} {over}{budget}", k)
+        latency = {name: t_interval([w.latencies_ms[name] for w in windows]) for name in limits}
+        for name, limit in limits.items():
+            if latency[name].low > limit:
+                return Verdict("cannot win", f"{name} {latency[name].text(' ms')} is past the {limit:g} ms limit", k)
+        straddling = [f"{name} {latency[name].text(' ms')} straddles the {limit:g} ms limit"
+                      for name, limit in limits.items() if latency[name].high > limit]
+        if incumbent is not None and thr.high < incumbent.low:
+            return Verdict("separated below", f"throughput {thr.text()} ends below {incumbent.text()}"
+                           + "".join(f"; {s}" for s in straddling), k)
+        if not straddling and (incumbent is None or thr.low > incumbent.high):
+            over = "no incumbent yet" if incumbent is None else f"starts above {incumbent.text()}"
+            within = "".join(f", {name} {latency[name].text(' ms')} within {limit:g} ms"
+                             for name, limit in limits.items())
+            return Verdict("separated above", f"throughput {thr.text()} {over}{within}", k)
         if k >= self.max_windows:
-            undecided = []
-            if not within:
-                undecided.append(f"p99 {p99.text(' ms')} straddles the {latency_budget_ms:g} ms budget")
+            undecided = list(straddling)
             if incumbent is not None and thr.low <= incumbent.high:
-                undecided.append(f"throughput {thr.text()} overlaps {incumbent.label}'s "
-                                 f"[{incumbent.low:.1f}, {incumbent.high:.1f}]")
+                undecided.append(f"throughput {thr.text()} overlaps {incumbent.text()}")
             return Verdict("cap reached", "; ".join(undecided) or "undecided", k)
-        return Verdict("continue", f"throughput {thr.text()}, p99 {p99.text(' ms')}: not yet separated", k)
+        return Verdict("continue", f"throughput {thr.text()}"
+                       + "".join(f", {name} {latency[name].text(' ms')}" for name in limits) + ": not yet separated", k)
 
 
 def summaries(windows: Sequence["WindowResult"]) -> list[WindowSummary]:
-    """The load generator's windows as the rule reads them."""
-    return [WindowSummary(w.throughput, w.latency(99) / 1000.0, w.requests, w.duration_s) for w in windows]
+    """The load generator's windows as the rule reads them (each window's own p99)."""
+    return [WindowSummary(w.throughput, {"p99": w.latency(99) / 1000.0}, w.requests, w.duration_s) for w in windows]
 
 
-def until_decided(rule: EffortRule, incumbent: Incumbent | None, latency_budget_ms: float | None) -> "Until":
-    """The load generator's ``until``: after each window, the rule's verdict text when it stops."""
-    def until(windows: list["WindowResult"]) -> str | None:
-        verdict = rule.judge(summaries(windows), incumbent, latency_budget_ms)
+Window = TypeVar("Window")
+
+
+class DecidedBy(Generic[Window]):
+    """An engine's ``until``: after each window, the rule's verdict text when it stops (None:
+    measure on). ``summarize`` reads the engine's windows as the rule does (``summaries`` for the
+    load generator's). Keeps the windows it last read (``seen``), so a point that becomes the
+    incumbent is read from them (``Incumbent.from_windows``)."""
+
+    def __init__(self, rule: EffortRule, incumbent: Incumbent | None, limits: Mapping[str, float],
+                 summarize: Callable[[Sequence[Window]], list[WindowSummary]] = summaries) -> None:
+        self.rule, self.incumbent, self.limits, self.summarize = rule, incumbent, dict(limits), summarize
+        self.seen: list[WindowSummary] = []
+
+    def __call__(self, windows: Sequence[Window]) -> str | None:
+        self.seen = self.summarize(windows)
+        verdict = self.rule.judge(self.seen, self.incumbent, self.limits)
         return verdict.text() if verdict.stop else None
-    return until
