@@ -30,7 +30,7 @@ Model Analyzer runs twice, in brute and in quick mode (model_analyzer_run.py), a
 wall time is printed as a ratio of each: the target (issue #35) is a search that names the grid's
 best (or a point it cannot tell from it) in at most 0.25x MA brute's wall time and 0.5x MA quick's, each
 printed as met or missed, beside each answer's confidence (answer.py: separable from its
-runner-up or not, and how many more windows would separate them).
+runner-up or not, and how much more measuring would separate them).
 --quick shrinks everything (small MLP, 2 batch sizes x 2 allocations x 2 concurrencies, short
 windows) to show the whole comparison runs end to end; its numbers say nothing about the target.
 Run: python benchmarks/search_vs_grid.py [--quick] [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
@@ -104,6 +104,9 @@ def main() -> None:
                         help="p99 budget (default: the middle of the widest gap between the grid's p99s in its middle half)")
     parser.add_argument("--searches", default=",".join(SEARCHES),
                         help=f"searches to time against the grid, comma-separated (default {','.join(SEARCHES)})")
+    parser.add_argument("--adaptive-windows", type=lambda text: [float(x) for x in text.split(",")], default=[],
+                        metavar="S,S", help="run the adaptive search once per window length given (seconds, e.g. "
+                                            "0.5,0.25), each named 'adaptive <w>s' (default: once, at its own window)")
     parser.add_argument("--min-latencies", type=int, default=2000,
                         help="latencies a full point pools at least (default 2000, the workbench's default)")
     parser.add_argument("--time-limit-s", type=float, default=30.0, help="seconds a full point may take (default 30)")
@@ -173,11 +176,15 @@ def main() -> None:
         lines = []
         done: list[tuple[str, float, str, bool]] = []  # (name, wall, answer with its confidence, names the best)
         done.append(("grid", grid_s, _answer_line(answer(grid.frame, budget)), True))
-        for name in searches:
-            search = make_search(name, latency_budget_ms=budget)
+        runs = [(name, {}) for name in searches if name != "adaptive" or not args.adaptive_windows]
+        if "adaptive" in searches and args.adaptive_windows:  # where adaptive was listed, one run per window
+            at = searches.index("adaptive")
+            runs[at:at] = [(f"adaptive {w:g}s", {"window_s": w}) for w in args.adaptive_windows]
+        for name, params in runs:
+            search = make_search(name.split()[0], latency_budget_ms=budget, **params)
             start = time.perf_counter()
-            run = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / name, settings=settings, search=search,
-                            restore=False)
+            run = run_sweep(plan, server, model_dir, out_dir=Path(scratch) / name.replace(" ", "-"),
+                            settings=settings, search=search, restore=False)
             wall = time.perf_counter() - start
             found = answer(run.frame, budget)
             log = run.record["search"]

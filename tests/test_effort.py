@@ -148,10 +148,14 @@ def test_an_answer_whose_runner_up_overlaps_it_is_marked_not_separable():
     half = lambda p: (p["throughput_high"] - p["throughput_low"]) / 2  # noqa: E731
     narrowed = (half(best) + half(other)) * math.sqrt(k / (k + sure.more_windows))
     assert narrowed < best["throughput"] - other["throughput"]
-    assert f"about {sure.more_windows} more windows each would be needed to separate them, or accept either" \
+    # said in seconds, the same estimate: the windows it names, of the recorded length, less the rounding up
+    window_s = RECORDED["window_s"]
+    assert window_s * (sure.more_windows - 1) < sure.more_seconds <= window_s * sure.more_windows
+    assert f"about {sure.more_seconds:.1f} s more measuring each would be needed to separate them, or accept either" \
         in found.describe()
     saved = found.to_dict()
     assert saved["confidence"]["separable"] is False and saved["confidence"]["more_windows"] == sure.more_windows
+    assert saved["confidence"]["more_seconds"] == round(sure.more_seconds, 1)
     assert saved["runner_up"]["throughput_interval"] == [other["throughput_low"], other["throughput_high"]]
 
 

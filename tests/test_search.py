@@ -571,8 +571,12 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     its confidence."""
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 4], core_range="0:1")
     before = len(server.log.lines())
-    search = AdaptiveEffort(latency_budget_ms=60_000, min_windows=2, max_windows=5)
+    search = AdaptiveEffort(latency_budget_ms=60_000, min_windows=2, max_windows=5, window_s=FAST.window_s / 2)
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
+    # the search's own (shorter) windows measured every point it judged, and the run record says so
+    judged = result.frame[result.frame["stopped"].str.contains(" after ") & ~result.frame["stopped"].str.startswith("stable")]
+    assert len(judged) and judged["window_s"].between(FAST.window_s / 2, 0.75 * FAST.window_s).all()  # as timed
+    assert json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]["params"]["window_s"] == FAST.window_s / 2
     loaded = [line for line in server.log.lines()[before:] if "successfully loaded 'add_sub'" in line]
     session = result.record["sessions"][-1]
     assert session["loads"] == ["1x1", "2x1"]  # in the space's order, each once
@@ -594,3 +598,12 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     times = result.record["variant_times"]
     assert all(t["prepared_while_quiet_s"] is not None for t in times.values())
 
+
+
+def test_the_adaptive_search_measures_with_its_own_window_never_longer_than_the_runs():
+    run = MeasureSettings(engine="workbench", window_s=0.4)
+    assert AdaptiveEffort(10.0, window_s=0.25).judging(run).window_s == 0.25
+    assert AdaptiveEffort(10.0, window_s=2.0).judging(run).window_s == 0.4
+    assert AdaptiveEffort(10.0, window_s=None).judging(run) is run
+    with pytest.raises(SweepError, match=r"adaptive search: window_s -1 must be seconds in \(0, 60\]"):
+        AdaptiveEffort(10.0, window_s=-1)

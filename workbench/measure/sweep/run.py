@@ -177,6 +177,7 @@ class SweepRun:
         self.target = Target(self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0,
                              reference, inputs)
         self.screening = search.screening(self.measuring) if search is not None else None
+        self.judging = search.judging(self.measuring) if search is not None else self.measuring
         self.cpus = range_cpus(self.core_range, self.base)
         self.config_digests = {v.label: config_digest(v.config_json()) for v in self.variants}
         self.loaded = _Loaded()
@@ -316,7 +317,7 @@ class SweepRun:
             self.count += 1
             return self.by_key[point.key]
         check_cancel(self.cancel)
-        row = self._measured_row(point, self.measuring, until)
+        row = self._measured_row(point, self.measuring if until is None else self.judging, until)
         append_point(self.out_dir / POINTS_FILE, row.to_dict())
         if point.key not in self.by_key:
             self.rows.append(row)

@@ -14,15 +14,19 @@ more than a point here, and the answer states its confidence whichever way (answ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import JudgedMeasure, SearchLog, SearchSpace, SearchStrategy, row_score
 from workbench.measure.sweep.search.concurrency_bisection import bisect_cell
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit
 
-__all__ = ["AdaptiveEffort"]
+__all__ = ["AdaptiveEffort", "WINDOW_S"]
+
+WINDOW_S = 0.5  # the adaptive search's window (the run's when shorter); see judging()
 
 
 class AdaptiveEffort(SearchStrategy):
@@ -34,16 +38,28 @@ class AdaptiveEffort(SearchStrategy):
     measures_by_window = True
     reloads_to_confirm = False
 
-    def __init__(self, latency_budget_ms: float | None = None, *, min_windows: int = 3, max_windows: int = 10) -> None:
+    def __init__(self, latency_budget_ms: float | None = None, *, min_windows: int = 3, max_windows: int = 10,
+                 window_s: float | None = WINDOW_S) -> None:
         super().__init__(latency_budget_ms)
         try:
             self.rule = EffortRule(min_windows, max_windows)
         except ValueError as err:
             raise SweepError(f"adaptive search: {err}") from None
+        if window_s is not None and not (isinstance(window_s, (int, float)) and 0 < window_s <= 60):
+            raise SweepError(f"adaptive search: window_s {window_s!r} must be seconds in (0, 60], or None for the "
+                             "run's window")
+        self.window_s = window_s
 
     @property
     def params(self) -> dict:
-        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}
+        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows,
+                "window_s": self.window_s}
+
+    def judging(self, settings: MeasureSettings) -> MeasureSettings:
+        """Windows of ``window_s`` (never longer than the run's): the rule reads windows, not requests."""
+        if self.window_s is None:
+            return settings
+        return dataclasses.replace(settings, window_s=min(self.window_s, settings.window_s))
 
     def search(self, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
         budget = self.latency_budget_ms

@@ -2,7 +2,7 @@
 budget it leaves, the runner-up, the best point of any other configuration (another variant
 or batch size: another concurrency of the same configuration is only a load level), and how sure
 the order of the two is (`Confidence`): whether their 95% throughput intervals are apart, and if
-not, about how many more windows each would need before they could be. "Not separable on this
+not, about how much more measuring each would need before they could be. "Not separable on this
 machine" is an answer too: on a noisy machine two configurations can be as good as each other."""
 
 from __future__ import annotations
@@ -25,11 +25,17 @@ def _number(row: pd.Series, column: str) -> float:
         return math.nan
 
 
-def _windows(row: pd.Series) -> float:
-    """How many windows of the row's length its interval pools: the span its requests took
-    (requests x batch / throughput) over the window length; the row's window count without those."""
+def _measured_s(row: pd.Series) -> float:
+    """How long the row's interval was measured: the span its pooled requests took (requests x
+    batch / throughput); NaN without those."""
     span = _number(row, "requests") * _number(row, "batch_size") / _number(row, "throughput")
-    per = span / _number(row, "window_s")
+    return span if math.isfinite(span) and span > 0 else math.nan
+
+
+def _windows(row: pd.Series) -> float:
+    """How many windows of the row's length its interval pools: the measured span over the window
+    length; the row's window count without those."""
+    per = _measured_s(row) / _number(row, "window_s")
     return per if math.isfinite(per) and per > 0 else max(_number(row, "windows"), 1.0)
 
 
@@ -37,17 +43,21 @@ def _windows(row: pd.Series) -> float:
 class Confidence:
     """Whether the best point's throughput interval lies above the runner-up's (``separable``;
     None: nothing to tell, no best point or no intervals), how much the two intervals overlap
-    (infer/s, 0 when apart), about how many more windows each would need to come apart
-    (``more_windows``; None when apart or when no number would do), and the statement saying so."""
+    (infer/s, 0 when apart), about how much more measuring each would need to come apart
+    (``more_seconds``, and ``more_windows`` of the rows' window length; None when apart or when no
+    number would do), and the statement saying so. The statement gives seconds: a row measured by
+    the stability rule may have lengthened its windows, so a count of windows would not say how long."""
 
     separable: bool | None
     statement: str
     overlap: float | None = None
     more_windows: int | None = None
+    more_seconds: float | None = None
 
     def to_dict(self) -> dict:
         return {"separable": self.separable, "statement": self.statement,
-                "overlap": None if self.overlap is None else round(self.overlap, 3), "more_windows": self.more_windows}
+                "overlap": None if self.overlap is None else round(self.overlap, 3), "more_windows": self.more_windows,
+                "more_seconds": None if self.more_seconds is None else round(self.more_seconds, 1)}
 
 
 def confidence(best: pd.Series | None, runner_up: pd.Series | None) -> Confidence:
@@ -75,10 +85,12 @@ def confidence(best: pd.Series | None, runner_up: pd.Series | None) -> Confidenc
                                  "the throughputs are equal; no number of windows separates them: accept either",
                           overlap)
     factor = ((a_high - a_low) / 2 + (b_high - b_low) / 2) ** 2 / gap ** 2
-    more = math.ceil(max(_windows(best), _windows(runner_up)) * (factor - 1))
-    more = max(more, 1)
+    more = max(math.ceil(max(_windows(best), _windows(runner_up)) * (factor - 1)), 1)
+    seconds = max(_measured_s(best), _measured_s(runner_up)) * (factor - 1)
+    how_long = f"{more} more windows" if math.isnan(seconds) else f"{max(seconds, 0.1):.1f} s more measuring"
     return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap; about "
-                             f"{more} more windows each would be needed to separate them, or accept either", overlap, more)
+                             f"{how_long} each would be needed to separate them, or accept either", overlap, more,
+                      None if math.isnan(seconds) else seconds)
 
 
 @dataclass(frozen=True)

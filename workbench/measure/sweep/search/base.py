@@ -166,6 +166,11 @@ class SearchStrategy:
         ``settings``; None: it measures every point it picks in full."""
         return None
 
+    def judging(self, settings: MeasureSettings) -> MeasureSettings:
+        """The settings of the points this search measures window by window (``measure(point,
+        until=...)``), made from the run's ``settings``; the run's own by default."""
+        return settings
+
     def run(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
         """Search; ``screen`` (given when ``screening`` asks for it) measures a point briefly."""
         self.search(space, measure, log, screen) if screen is not None else self.search(space, measure, log)
