@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -33,6 +32,7 @@ from workbench.measure.sweep.resume import compact_points, fingerprint, fingerpr
 from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
                                            config_digest, machine, server_url)
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
+from workbench.measure.watch.variant_times import load_variant
 from workbench.server.protocol import Server
 from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import installed_versions, usable_cpu_ids
@@ -68,8 +68,11 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     row (TTFT / ITL p50/p90/p99, output tokens/s, requests/s, goodput under ``plan.slo``, tokens/s
     per user, client CPU per token, the server's own output-token count) is appended to ``out_dir``
     at once. ``resume`` keeps the points already measured there (refused if the lengths, SLO,
-    engine settings, model files or versions changed); ``new_run`` sets the old run aside. At the
-    end the model is loaded again as it was (``restore=False`` leaves the last variant loaded).
+    engine settings, model files or versions changed); ``new_run`` sets the old run aside. A variant
+    load that gets no answer within ``load_timeout_s`` fails its points and no later variant is
+    loaded (their points fail naming the stuck load), as in the tensor sweep. At the end the model
+    is loaded again as it was (``restore=False`` leaves the last variant loaded; not after a stuck
+    load, which would only wait as long again).
     ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
     ``command``: the command line that ran it, kept in the record. A list of servers is refused:
@@ -127,6 +130,7 @@ class _LlmSweep:
         self.session: dict = {}
         self.loaded: str | None = None
         self.load_error: str | None = None
+        self.stuck: str | None = None  # why loads stopped: one got no answer within the load timeout
         self.any_loaded = False
         self.count = 0
 
@@ -222,7 +226,8 @@ class _LlmSweep:
         except Cancelled:
             status = "cancelled"
         finally:
-            if before is not None and self.any_loaded and self.server.running:
+            # not after a stuck load: restoring would only wait as long again
+            if before is not None and self.any_loaded and self.stuck is None and self.server.running:
                 try:
                     self.session["restored"] = restore_state(self.server, before)
                 except Exception as err:  # the sweep's own outcome comes first
@@ -261,20 +266,17 @@ class _LlmSweep:
         return row
 
     def _load(self, variant: LlmVariant) -> None:
-        """Load ``variant`` (config + model.json override) when it is not the one loaded."""
+        """Load ``variant`` (config + model.json override) when it is not the one loaded. A refusal
+        fails its points and the sweep goes on; a load with no answer within the load timeout
+        stops the loads (the tensor sweep's rule, `load_variant`): later variants' points fail
+        naming it instead of each waiting as long."""
         if self.loaded == variant.label:
             return
         self._report(f"loading {variant.label}")
-        self.loaded, self.load_error = variant.label, None
-        started = time.perf_counter()
-        try:
-            files = {path: text.encode() for path, text in variant.files.items()}
-            self.server.load(self.name, config=variant.config, files=files, timeout=self.load_timeout_s)
+        self.loaded = variant.label
+        files = {path: text.encode() for path, text in variant.files.items()}
+        times, self.load_error, self.stuck = load_variant(self.server, self.name, variant, self.load_timeout_s,
+                                                          self.stuck, files=files)
+        if self.load_error is None:
             self.any_loaded = True
-            times = {"load_s": time.perf_counter() - started}
-        except Exception as err:  # Triton refused this variant: its points fail, the sweep goes on
-            if not self.server.running:
-                raise
-            self.load_error = f"load failed: {err}"
-            times = {"error": self.load_error}
         self.record.setdefault("variant_times", {})[variant.label] = times
