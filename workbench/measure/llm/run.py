@@ -26,9 +26,9 @@ from workbench.measure.grid.rows import now
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
-from workbench.measure.store.folder import POINTS_FILE, append_point, read_points, write_exports, write_record
+from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
-from workbench.measure.sweep.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
+from workbench.measure.sweep.resume import fingerprint, resumed_rows, set_aside
 from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
                                            config_digest, machine, server_url)
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
@@ -170,31 +170,18 @@ class _LlmSweep:
         write_record(self.out_dir, self.record)
 
     def _previous(self, measured: dict) -> dict:
-        """The earlier record and rows, refused when they measured something else."""
+        """The earlier record and rows, refused when they measured something else: by the check
+        both sweeps share (`resume.resumed_rows`), this sweep's settings in its own words (the
+        plan's lengths, SLO and prompts, the engine and its settings)."""
         record = json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")) \
             if (self.out_dir / "run.json").is_file() else {}
         if record.get("kind") != "llm":
             raise SweepError(f"cannot resume the run in {self.out_dir}: it is not an LLM sweep; use another folder")
         different = [f"{key} {record.get(key)!r} -> {value!r}" for key, value in self._what_it_means().items()
                      if record.get(key) != value]
-        if record.get("model") != self.name:
-            different.append(f"model {record.get('model')!r} -> {self.name!r}")
-        if different:
-            raise SweepError(f"cannot resume the run in {self.out_dir} measured otherwise ({'; '.join(different)}); "
-                             "use the same settings or another folder")
-        changed = fingerprint_changes(record.get("fingerprint"), measured)
-        if changed:
-            raise SweepError(f"cannot resume the run in {self.out_dir}: what it measured has changed "
-                             f"({'; '.join(changed)}); start a new run (new_run=True, --new-run) or use another folder")
-        points = self.out_dir / POINTS_FILE
-        compact_points(points, LLM_KEY_COLUMNS)
-        for data in unique_rows(read_points(points, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS):
+        for data in resumed_rows(self.out_dir, record, model=self.name, different=different, measured=measured,
+                                 digests=self.digests, key_columns=LLM_KEY_COLUMNS, int_columns=LLM_INT_COLUMNS):
             row = LlmRow.from_dict(data)
-            if row.error:
-                continue  # measured again
-            if row.config_digest is not None and row.config_digest != self.digests.get(row.variant, row.config_digest):
-                raise SweepError(f"cannot resume the run in {self.out_dir}: the config of variant {row.variant} "
-                                 "differs from the one its saved points measured; use another folder")
             self.rows[row.key] = row
         return record
 
