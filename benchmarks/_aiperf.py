@@ -232,6 +232,26 @@ def _windows(records: list[dict], start: int, end: int, window_s: float) -> list
     return out
 
 
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Send ``sig`` to process group ``pgid``; a group that is gone already has nothing left to end."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:  # every member exited and the leader was reaped (the interrupt came late)
+        pass
+
+
+def end_group(process: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """End ``process`` and its process group (it was started with ``start_new_session``): SIGTERM,
+    ``grace_s`` for the leader to exit, then SIGKILL. Never raises for a group that is gone, so the
+    interrupt that called it is the error the caller sees."""
+    _signal_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        _signal_group(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def run_aiperf(command: list[str], log: Path) -> TreeCpu:
     """Run AIPerf to the end (its output into ``log``), sampling its process tree's CPU."""
     with open(log, "w") as out:
@@ -240,12 +260,7 @@ def run_aiperf(command: list[str], log: Path) -> TreeCpu:
             with TreeCpu(process.pid) as cpu:
                 code = process.wait()
         except BaseException:  # interrupted: its whole process group goes (it runs in its own session)
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            end_group(process)
             raise
     if code != 0:
         raise RuntimeError(f"aiperf exited {code}; its output: {log}")

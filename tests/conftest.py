@@ -37,6 +37,7 @@ import pytest
 from workbench.server import TritonServer
 
 from shared_folder import SHARED
+from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
 ServerFactory = Callable[..., TritonServer]
 
@@ -209,27 +210,13 @@ def vllm_backend_dir(vllm_python: Path) -> Path:
         pytest.fail(str(err))
 
 
-TINY_LLM = "tiny_llm"
-
-
 @pytest.fixture(scope="session")
 def tiny_llm_server(tmp_path_factory, vllm_python: Path, vllm_backend_dir: Path) -> Iterator[tuple[TritonServer, Path]]:
     """One tritonserver serving the zoo's tiny LLM through Triton's real vLLM backend, with the
     backend's token counter on (REPORT_CUSTOM_METRICS, disable_log_stats false), shared by the vLLM
     tests (a vLLM engine takes ~25-45 s to load on 2 cores): ``(server, model directory)``. Tests may
     leave another variant of it loaded (the LLM sweep does); each such variant counts tokens too."""
-    import json
-
-    from workbench import zoo
-
-    repo = tmp_path_factory.mktemp("vllm_stream") / "repo"
-    (repo / TINY_LLM / "1").mkdir(parents=True)
-    (repo / TINY_LLM / "config.pbtxt").write_text(
-        'backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n'
-        'parameters { key: "REPORT_CUSTOM_METRICS" value: { string_value: "true" } }\n')
-    args = {"model": str(zoo.tiny_llm().path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
-            "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True, "disable_log_stats": False}
-    (repo / TINY_LLM / "1" / "model.json").write_text(json.dumps(args, indent=2))
+    repo = tiny_llm_repository(tmp_path_factory.mktemp("vllm_stream") / "repo")
     server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
     try:
         server.start(timeout=180)

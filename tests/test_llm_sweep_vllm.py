@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 
 import pytest
 
@@ -96,6 +97,40 @@ def test_the_pareto_front_is_drawn_and_the_cheapest_configuration_named(swept, t
     sentence = result.describe_cheapest("m7i.large", slo, prices=PRICE, instance_cores=2)
     assert cheapest["variant"] in sentence and "per million output tokens" in sentence
     print(f"\n{result.describe_best(slo)}\n{sentence}", file=sys.stderr)
+
+
+def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(
+        vllm_python, vllm_backend_dir, tmp_path):
+    """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine
+    that does not come up within the load timeout fails its variant's points naming the stuck load,
+    and no later variant is loaded (each would wait as long: 900 s by default). A 1 s bound stands in
+    for the hang: no vLLM engine loads that fast. A server of its own, nothing loaded at first, so
+    the load still under way ends with it."""
+    from vllm_model_dirs import TINY_LLM, tiny_llm_repository
+
+    from workbench.server import TritonServer
+
+    repo = tiny_llm_repository(tmp_path / "repo")
+    plan = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1,), concurrency=(1,), input_tokens=16, output_tokens=8,
+                   slo=PLAN.slo, prompts=4)
+    server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
+    try:
+        server.start(timeout=180)
+        started = time.monotonic()
+        result = run_llm_sweep(plan, server, repo / TINY_LLM, out_dir=tmp_path / "run", settings=SETTINGS,
+                               load_timeout_s=1.0)
+        took = time.monotonic() - started
+        errors = dict(zip(result.frame["variant"], result.frame["error"]))
+        assert set(errors) == {"seqs1-tp1-x1", "seqs4-tp1-x1"}
+        first, later = errors["seqs1-tp1-x1"], errors["seqs4-tp1-x1"]
+        assert first.startswith("load failed: the load of seqs1-tp1-x1 got no answer within 1 s"), first
+        assert later.startswith("not loaded: the load of seqs1-tp1-x1 got no answer within 1 s"), later
+        times = result.record["variant_times"]
+        assert times["seqs4-tp1-x1"] == {"error": later} and "load_s" not in times["seqs1-tp1-x1"]
+        assert took < 30, took  # one bounded load, no second one, no restore waiting on the first
+        assert server.running
+    finally:
+        server.stop()
 
 
 def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept):

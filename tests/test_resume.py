@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from workbench.measure.sweep.resume import compact_points, fingerprint_changes, unique_rows
+from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS
+from workbench.measure.sweep.resume import (compact_points, fingerprint, fingerprint_changes, resumed_rows,
+                                            unique_rows)
 from workbench.measure.store.results import POINTS_FILE, load_run, read_points
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
@@ -238,3 +241,43 @@ def test_a_server_that_dies_under_the_sweep_ends_it_with_a_reason_and_its_log_ta
     assert "the measured points are kept" in reason[0] and "tritonserver log (last lines):" in err
     run = load_run(out)
     assert run.status == "failed" and len(run.frame) >= 1 and run.frame["outputs_ok"].iloc[0]
+
+
+@pytest.mark.parametrize("key_columns, int_columns, point, other", [
+    (KEY_COLUMNS, INT_COLUMNS, {"variant": "1x1", "batch_size": 1, "concurrency": 1},
+     {"variant": "1x1", "batch_size": 2, "concurrency": 1}),
+    (LLM_KEY_COLUMNS, LLM_INT_COLUMNS, {"variant": "seqs1-tp1-x1", "concurrency": 1, "request_rate": None},
+     {"variant": "seqs1-tp1-x1", "concurrency": 4, "request_rate": None}),
+], ids=["tensor", "llm"])
+def test_both_sweeps_resume_through_one_check_that_words_each_sweeps_own_settings(tmp_path, key_columns, int_columns,
+                                                                                   point, other):
+    """The tensor and the LLM sweep resume through `resumed_rows`: the same refusals (another model,
+    changed files or versions, a points file of another model or config) for both row types, the
+    settings that differ in the words each sweep hands it. A real run folder on disk; no server."""
+    out = tmp_path / "run"
+    out.mkdir()
+    measured = fingerprint(None, '{"name": "m"}', server_version="2.61.0", package_version="1.0")
+    record = {"model": "m", "fingerprint": measured}
+    digests = {point["variant"]: "d1"}
+    good = {**point, "model": "m", "config_digest": "d1", "throughput": 10.0}
+    failed = {**other, "model": "m", "config_digest": "d1", "error": "load failed: refused"}
+    (out / POINTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in (good, failed)))
+
+    def resume(**changes):
+        args = {"model": "m", "different": [], "measured": measured, "digests": digests, "record": record, **changes}
+        return resumed_rows(out, args.pop("record"), key_columns=key_columns, int_columns=int_columns, **args)
+
+    assert resume() == [good]  # the failed point is left out (measured again) and compacted away
+    assert _lines(out) == [good]
+    with pytest.raises(SweepError, match=r"in .*run with other settings \(output_tokens 8 -> 12\); use the same"):
+        resume(different=["output_tokens 8 -> 12"])  # the sweep's own words, in the shared sentence
+    with pytest.raises(SweepError, match=r"with other settings \(model 'm' -> 'n'; window_s 0.2 -> 0.5\)"):
+        resume(model="n", different=["window_s 0.2 -> 0.5"])
+    newer = fingerprint(None, '{"name": "m"}', server_version="2.62.0", package_version="1.0")
+    with pytest.raises(SweepError, match=r"what it measured has changed \(server version 2.61.0 -> 2.62.0\)"):
+        resume(measured=newer)
+    with pytest.raises(SweepError, match=r"holds points of model 'm', not 'n'"):
+        resume(model="n", record={"fingerprint": measured})  # a record that names no model: its rows do
+    with pytest.raises(SweepError, match=rf"the config of variant\(s\) {point['variant']} differs"):
+        resume(digests={point["variant"]: "d2"})
+    assert _lines(out) == [good]  # a refusal leaves the run as it was

@@ -1,6 +1,7 @@
 """The settings panel's vLLM field group, headless: chosen with "Triton backend", linked to
 `VllmSettings`, its errors beside its fields in their labels' words, the preview showing and
-writing config.pbtxt + 1/model.json, and the ask area's sentences when nothing can be asked.
+writing config.pbtxt + 1/model.json, a tiny LLM that cannot be built said beside the model folder
+until the user acts, and the ask area's sentences when nothing can be asked.
 (The browser test tests/browser/test_vllm_app.py takes the same path to a served answer.)"""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from workbench import generate, zoo
 from workbench.generate.vllm_backend import VllmSettings
 from workbench.ui import Workbench
-from workbench.ui.vllm_fields import TINY_LLM
+from workbench.ui.vllm_fields import FOLDER, TINY_LLM
 
 
 def _text(value: str) -> str:
@@ -189,3 +190,29 @@ def test_ask_says_why_nothing_can_be_asked(app):
     said = _text(ask.controls["error"].value)
     assert "start the server first" in said and "prompt is empty" in said
     assert ask.ops.task is None  # nothing was sent
+
+
+def test_a_tiny_llm_that_cannot_be_built_stays_said_beside_the_model_folder_until_the_user_acts(
+        app, tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("WORKBENCH_ZOO_CACHE", str(blocked / "zoo"))  # the zoo cannot make its cache here
+    settings = app["settings"].controls
+    settings["name"].value = "tiny_llm"
+    settings["backend"].value = "vllm"
+    group = settings["vllm"]
+    fields = group.controls
+    fields["model_choice"].value = TINY_LLM
+    failure = "model: the zoo's tiny LLM cannot be built here"
+    assert failure in _text(group.errors["model"].value) and fields["model"].value == ""
+    fields["max_model_len"].value = "abc"  # another field's edit redraws every field's problems
+    fields["max_model_len"].value = "256"
+    settings["name"].value = "tiny_llm_2"  # and so does any change of the panel's settings
+    assert failure in _text(group.errors["model"].value)
+    fields["model"].value = str(tmp_path)  # the user types a folder: the failure is past
+    assert failure not in _text(group.errors["model"].value)
+    fields["model_choice"].value = FOLDER
+    fields["model_choice"].value = TINY_LLM  # picked again, failing again: said again
+    assert failure in _text(group.errors["model"].value)
+    fields["model_choice"].value = FOLDER  # another choice: the failure is past
+    assert failure not in _text(group.errors["model"].value)

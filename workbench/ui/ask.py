@@ -3,8 +3,10 @@ streams in (HTTP ``generate_stream`` of Triton's generate extension, `check_gene
 
 The answer is greedy (temperature 0), so it is the answer vLLM's offline generate gives for the same
 prompt and model directory: what `check_generate.check_served_generation` checks token by token.
-A failure is one sentence under the controls (no server, nothing typed, the model not loaded, what
-the server answered), never a traceback.
+A refusal to send is one sentence under the controls (no server, nothing typed, no model). An ask
+that fails or is cancelled ends in the answer area: its note says so in one sentence (what the
+server answered, or "cancelled") above the text that arrived before, never a traceback, and the
+area is ready for the next ask.
 """
 
 from __future__ import annotations
@@ -107,7 +109,9 @@ class AskArea:
                 self.answer = task.result
                 self._show_answer(model, final=True)
             elif task.state == "failed":
-                c["error"].value = error_list([str(task.error)])
+                self._show_answer(model, ended=f"no answer: {task.error}")
+            else:  # cancelled: the stream ended at its next piece (or before the first)
+                self._show_answer(model, ended="cancelled")
 
         self.ops.start(work, on_done=done)
 
@@ -116,16 +120,21 @@ class AskArea:
             self._pieces.append(piece)
         self._show_answer(model)
 
-    def _show_answer(self, model: str, final: bool = False) -> None:
+    def _show_answer(self, model: str, final: bool = False, ended: str | None = None) -> None:
+        """The answer so far under a note: answering, the tokens of a finished answer, or ``ended``
+        (why an ask stopped without one; the text that arrived before stays shown)."""
         with self._lock:
             text = "".join(self._pieces)
         if final and self.answer is not None:
             text = self.answer.text
             ids = ", ".join(map(str, self.answer.token_ids))
             note = f"{model}: {len(self.answer.token_ids)} tokens (greedy): {ids}"
+        elif ended is not None:
+            note = f"{model}: {ended}"
         else:
             note = f"{model}: answering..." if text or self.ops.running else ""
-        body = html.escape(text) if text else "<i style='color:#777'>(no text yet)</i>"
+        empty = "(no text)" if ended is not None else "(no text yet)"
+        body = html.escape(text) if text else f"<i style='color:#777'>{empty}</i>"
         self.controls["answer"].value = (
             f"<div class='workbench-answer-note' style='color:#555;font-size:12px'>{html.escape(note)}</div>"
             f"<pre class='workbench-answer-text' style='white-space:pre-wrap;margin:0'>{body}</pre>") if note else ""

@@ -142,6 +142,9 @@ class VllmFields(traitlets.HasTraits):
         self.errors = {name: widgets.HTML() for name in _LABELS}  # beside each field: its problem
         self._checked: list[tuple[str, str]] = []  # the checks' last problems: (field, in this screen's words)
         self._kept: dict[str, object] = {}  # fields vLLM does not read, as they were before it was chosen
+        # why the tiny LLM could not be built: shown beside the model folder until the user edits
+        # it or picks the model again (a redraw of the fields' problems must not wipe it)
+        self._build_failed: str | None = None
 
         self.link: Linked[VllmSettings] = Linked(VllmSettings())
         link = self.link.link
@@ -169,6 +172,7 @@ class VllmFields(traitlets.HasTraits):
              label=_LABELS["nxdi"])
         self.link.on_change = lambda _names: self._publish()
         c["model_choice"].observe(self._model_chosen, names="value")
+        c["model"].observe(self._model_edited, names="value")
 
         def field(name: str) -> widgets.VBox:
             return widgets.VBox([c[name], self.errors[name]])
@@ -278,9 +282,19 @@ class VllmFields(traitlets.HasTraits):
         for name, view in self.errors.items():
             parse = self.link.problem(name)
             checked = [words for field, words in self._checked if field == name]
-            view.value = error_list(([parse] if parse else []) + checked)
+            failed = [self._build_failed] if name == "model" and self._build_failed else []
+            view.value = error_list(([parse] if parse else []) + checked + failed)
+
+    def _model_edited(self, _change) -> None:
+        """The user acted on the model folder: a build failure no longer describes it."""
+        if self._build_failed is not None:
+            self._build_failed = None
+            self._show_errors()
 
     def _model_chosen(self, change) -> None:
+        if self._build_failed is not None:  # a new choice: the last one's failure is past
+            self._build_failed = None
+            self._show_errors()
         if change["new"] != TINY_LLM:
             return
         # start-up: the zoo (torch, transformers) loads only when its tiny LLM is picked
@@ -290,7 +304,8 @@ class VllmFields(traitlets.HasTraits):
         try:
             llm = zoo.tiny_llm()
         except (MissingSDKError, OSError) as err:
-            self.errors["model"].value = error_list([f"model: the zoo's tiny LLM cannot be built here: {err}"])
+            self._build_failed = f"model: the zoo's tiny LLM cannot be built here: {err}"
+            self._show_errors()
             return
         self.controls["model"].value = str(llm.path)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Callable
@@ -27,12 +26,13 @@ from workbench.measure.grid.rows import now
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
-from workbench.measure.store.folder import POINTS_FILE, append_point, read_points, write_exports, write_record
+from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
-from workbench.measure.sweep.resume import compact_points, fingerprint, fingerprint_changes, set_aside, unique_rows
+from workbench.measure.sweep.resume import fingerprint, resumed_rows, set_aside
 from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
                                            config_digest, machine, server_url)
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
+from workbench.measure.watch.variant_times import load_variant
 from workbench.server.protocol import Server
 from workbench.server.state import describe_server, restore as restore_state, snapshot
 from workbench.system import installed_versions, usable_cpu_ids
@@ -68,8 +68,11 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     row (TTFT / ITL p50/p90/p99, output tokens/s, requests/s, goodput under ``plan.slo``, tokens/s
     per user, client CPU per token, the server's own output-token count) is appended to ``out_dir``
     at once. ``resume`` keeps the points already measured there (refused if the lengths, SLO,
-    engine settings, model files or versions changed); ``new_run`` sets the old run aside. At the
-    end the model is loaded again as it was (``restore=False`` leaves the last variant loaded).
+    engine settings, model files or versions changed); ``new_run`` sets the old run aside. A variant
+    load that gets no answer within ``load_timeout_s`` fails its points and no later variant is
+    loaded (their points fail naming the stuck load), as in the tensor sweep. At the end the model
+    is loaded again as it was (``restore=False`` leaves the last variant loaded; not after a stuck
+    load, which would only wait as long again).
     ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
     ``command``: the command line that ran it, kept in the record. A list of servers is refused:
@@ -127,6 +130,7 @@ class _LlmSweep:
         self.session: dict = {}
         self.loaded: str | None = None
         self.load_error: str | None = None
+        self.stuck: str | None = None  # why loads stopped: one got no answer within the load timeout
         self.any_loaded = False
         self.count = 0
 
@@ -166,31 +170,18 @@ class _LlmSweep:
         write_record(self.out_dir, self.record)
 
     def _previous(self, measured: dict) -> dict:
-        """The earlier record and rows, refused when they measured something else."""
+        """The earlier record and rows, refused when they measured something else: by the check
+        both sweeps share (`resume.resumed_rows`), this sweep's settings in its own words (the
+        plan's lengths, SLO and prompts, the engine and its settings)."""
         record = json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")) \
             if (self.out_dir / "run.json").is_file() else {}
         if record.get("kind") != "llm":
             raise SweepError(f"cannot resume the run in {self.out_dir}: it is not an LLM sweep; use another folder")
         different = [f"{key} {record.get(key)!r} -> {value!r}" for key, value in self._what_it_means().items()
                      if record.get(key) != value]
-        if record.get("model") != self.name:
-            different.append(f"model {record.get('model')!r} -> {self.name!r}")
-        if different:
-            raise SweepError(f"cannot resume the run in {self.out_dir} measured otherwise ({'; '.join(different)}); "
-                             "use the same settings or another folder")
-        changed = fingerprint_changes(record.get("fingerprint"), measured)
-        if changed:
-            raise SweepError(f"cannot resume the run in {self.out_dir}: what it measured has changed "
-                             f"({'; '.join(changed)}); start a new run (new_run=True, --new-run) or use another folder")
-        points = self.out_dir / POINTS_FILE
-        compact_points(points, LLM_KEY_COLUMNS)
-        for data in unique_rows(read_points(points, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS):
+        for data in resumed_rows(self.out_dir, record, model=self.name, different=different, measured=measured,
+                                 digests=self.digests, key_columns=LLM_KEY_COLUMNS, int_columns=LLM_INT_COLUMNS):
             row = LlmRow.from_dict(data)
-            if row.error:
-                continue  # measured again
-            if row.config_digest is not None and row.config_digest != self.digests.get(row.variant, row.config_digest):
-                raise SweepError(f"cannot resume the run in {self.out_dir}: the config of variant {row.variant} "
-                                 "differs from the one its saved points measured; use another folder")
             self.rows[row.key] = row
         return record
 
@@ -222,7 +213,8 @@ class _LlmSweep:
         except Cancelled:
             status = "cancelled"
         finally:
-            if before is not None and self.any_loaded and self.server.running:
+            # not after a stuck load: restoring would only wait as long again
+            if before is not None and self.any_loaded and self.stuck is None and self.server.running:
                 try:
                     self.session["restored"] = restore_state(self.server, before)
                 except Exception as err:  # the sweep's own outcome comes first
@@ -261,20 +253,17 @@ class _LlmSweep:
         return row
 
     def _load(self, variant: LlmVariant) -> None:
-        """Load ``variant`` (config + model.json override) when it is not the one loaded."""
+        """Load ``variant`` (config + model.json override) when it is not the one loaded. A refusal
+        fails its points and the sweep goes on; a load with no answer within the load timeout
+        stops the loads (the tensor sweep's rule, `load_variant`): later variants' points fail
+        naming it instead of each waiting as long."""
         if self.loaded == variant.label:
             return
         self._report(f"loading {variant.label}")
-        self.loaded, self.load_error = variant.label, None
-        started = time.perf_counter()
-        try:
-            files = {path: text.encode() for path, text in variant.files.items()}
-            self.server.load(self.name, config=variant.config, files=files, timeout=self.load_timeout_s)
+        self.loaded = variant.label
+        files = {path: text.encode() for path, text in variant.files.items()}
+        times, self.load_error, self.stuck = load_variant(self.server, self.name, variant, self.load_timeout_s,
+                                                          self.stuck, files=files)
+        if self.load_error is None:
             self.any_loaded = True
-            times = {"load_s": time.perf_counter() - started}
-        except Exception as err:  # Triton refused this variant: its points fail, the sweep goes on
-            if not self.server.running:
-                raise
-            self.load_error = f"load failed: {err}"
-            times = {"error": self.load_error}
         self.record.setdefault("variant_times", {})[variant.label] = times

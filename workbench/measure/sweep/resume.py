@@ -4,6 +4,8 @@ fingerprint of what was measured, so a resume against a changed model or config 
 The fingerprint holds a hash of every file of the model directory (and of a compiled model it
 names outside it), a hash of the base config, and the workbench and server versions. Points are
 identified by ``KEY_COLUMNS``; a point's row is its last error-free one, else its last.
+`resumed_rows` is the one check both sweeps (tensor and LLM) resume through; each hands it the
+settings that differ in its own words.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from workbench.files import atomic_write
-from workbench.measure.grid.rows import KEY_COLUMNS
+from workbench.measure.grid.plan import SweepError
+from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.store.folder import POINTS_FILE, read_points
 
-__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside"]
+__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside", "resumed_rows"]
 
 _CHUNK = 1 << 20
 
@@ -125,3 +129,53 @@ def set_aside(out_dir: Path, keep: Iterable[str] = ()) -> Path:
         if entry.name not in keep:
             os.rename(entry, target / entry.name)
     return target
+
+
+def resumed_rows(out_dir: Path, record: Mapping[str, Any], *, model: str, different: Sequence[str],
+                 measured: Mapping[str, Any], digests: Mapping[str, str],
+                 key_columns: Sequence[str] = KEY_COLUMNS, int_columns: Sequence[str] = INT_COLUMNS) -> list[dict]:
+    """The rows a resume keeps of the run in ``out_dir`` (its record ``record``): one per point,
+    failed points left out (they are measured again), once the run is known to have measured what
+    this session measures. Refused (SweepError, naming what differs) when:
+
+    - ``different`` is not empty: the sweep's own settings that differ from the record's, one
+      phrase each in that sweep's words (the tensor sweep's measurement settings and engine, the
+      LLM sweep's lengths, SLO and prompts), or the record names another ``model``;
+    - the record's fingerprint differs from ``measured``, this session's (`fingerprint`);
+    - a saved row measured another model, or a variant whose config digest differs from the one
+      in ``digests`` (a points file copied from another run).
+
+    ``key_columns``/``int_columns``: the sweep's row type (an LLM sweep's are its own). The points
+    file is compacted first (`compact_points`), so it holds one error-free row per point.
+    """
+    recorded = record.get("model")
+    different = ([f"model {recorded!r} -> {model!r}"] if recorded is not None and recorded != model else []) \
+        + list(different)
+    if different:
+        raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
+                         "use the same settings or another folder")
+    changed = fingerprint_changes(record.get("fingerprint"), dict(measured))
+    if changed:
+        raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
+                         "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
+                         "one is kept beside it) or use another folder")
+    points = out_dir / POINTS_FILE
+    compact_points(points, key_columns)
+    rows = [row for row in unique_rows(read_points(points, key_columns, int_columns), key_columns)
+            if not row.get("error")]
+    _refuse_foreign_rows(out_dir, rows, model, digests)
+    return rows
+
+
+def _refuse_foreign_rows(out_dir: Path, rows: list[dict], model: str, digests: Mapping[str, str]) -> None:
+    """Rows that say they measured another model, or another config of a variant, are not this
+    run's points (a points file copied from another run): refused, naming the difference."""
+    others = sorted({str(r["model"]) for r in rows if r.get("model") is not None and r["model"] != model})
+    if others:
+        raise SweepError(f"cannot resume the run in {out_dir}: its {POINTS_FILE} holds points of model "
+                         f"{', '.join(map(repr, others))}, not {model!r}; use another folder")
+    changed = sorted({str(r["variant"]) for r in rows if r.get("config_digest") is not None
+                      and r.get("variant") in digests and r["config_digest"] != digests[r["variant"]]})
+    if changed:
+        raise SweepError(f"cannot resume the run in {out_dir}: the config of variant(s) {', '.join(changed)} "
+                         "differs from the one their saved points measured; use another folder")

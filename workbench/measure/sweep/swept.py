@@ -18,7 +18,7 @@ from workbench.generate.config import ModelConfig, parameters_of, read_config
 from workbench.measure.engine.engines import EngineChoice
 from workbench.measure.grid.plan import SweepError, Variant
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, load_run, read_points
-from workbench.measure.sweep.resume import compact_points, fingerprint_changes, unique_rows
+from workbench.measure.sweep.resume import resumed_rows, unique_rows
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.server.protocol import Server
@@ -46,44 +46,18 @@ def config_digest(config: dict) -> str:
 def open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
              resume: bool, measured: dict, digests: Mapping[str, str]) -> tuple[dict | None, list[PointRow]]:
     """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
-    runs, overwrite one, or resume one whose model, config or versions changed (``measured``: the
-    fingerprint of what this session measures)."""
+    runs, overwrite one, or resume one whose settings, engine, model, config or versions changed
+    (``measured``: the fingerprint of what this session measures), by the check both sweeps share
+    (`resume.resumed_rows`), in this sweep's settings' words."""
     if not check_out_dir(out_dir, resume):
         return None, []
     record = load_run(out_dir).record
-    old = record.get("settings", {})
-    old_model = record.get("model", old.get("model"))
-    different = ([f"model {old_model!r} -> {model!r}"] if old_model is not None and old_model != model else [])
-    different += settings.differences(old)
+    different = settings.differences(record.get("settings", {}))
     old_engine = (record.get("engine") or {}).get("engine")
     if old_engine is not None and old_engine != choice.engine:
         different.append(f"measured by {old_engine} -> {choice.engine} ({choice.reason})")
-    if different:
-        raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
-                         "use the same settings or another folder")
-    changed = fingerprint_changes(record.get("fingerprint"), measured)
-    if changed:
-        raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
-                         "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
-                         "one is kept beside it) or use another folder")
-    compact_points(out_dir / POINTS_FILE)
-    rows = [PointRow.from_dict(row) for row in unique_rows(read_points(out_dir / POINTS_FILE))]
-    _refuse_foreign_rows(out_dir, rows, model, digests)
-    return record, rows
-
-
-def _refuse_foreign_rows(out_dir: Path, rows: list[PointRow], model: str, digests: Mapping[str, str]) -> None:
-    """Rows that say they measured another model, or another config of a variant, are not this
-    run's points (a points file copied from another run): refused, naming the difference."""
-    others = sorted({r.model for r in rows if r.model is not None and r.model != model})
-    if others:
-        raise SweepError(f"cannot resume the run in {out_dir}: its {POINTS_FILE} holds points of model "
-                         f"{', '.join(map(repr, others))}, not {model!r}; use another folder")
-    changed = sorted({r.variant for r in rows if r.config_digest is not None and r.variant in digests
-                      and r.config_digest != digests[r.variant]})
-    if changed:
-        raise SweepError(f"cannot resume the run in {out_dir}: the config of variant(s) {', '.join(changed)} "
-                         "differs from the one their saved points measured; use another folder")
+    rows = resumed_rows(out_dir, record, model=model, different=different, measured=measured, digests=digests)
+    return record, [PointRow.from_dict(row) for row in rows]
 
 
 def machine() -> dict:

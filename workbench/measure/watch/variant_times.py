@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol
 
 import pandas as pd
 
@@ -32,19 +32,33 @@ def timed_load(load: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def load_variant(server: Server, name: str, variant: Any, timeout_s: float,
-                 stuck: str | None) -> tuple[dict, str | None, str | None]:
-    """Load ``variant`` of model ``name`` as a config override: ``(times, error, stuck)``.
+class LoadedVariant(Protocol):
+    """What loading needs of a sweep's variant (a tensor sweep's `Variant`, an LLM sweep's
+    `LlmVariant`): its label and the config it is loaded with."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def config(self) -> Any: ...
+
+
+def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: float,
+                 stuck: str | None, files: Mapping[str, bytes] | None = None) -> tuple[dict, str | None, str | None]:
+    """Load ``variant`` of model ``name`` as a config override (with ``files``, e.g. an LLM
+    variant's ``1/model.json``): ``(times, error, stuck)``.
 
     ``error`` is None when it loaded; a refusal is recorded and the sweep goes on. A load that got
     no answer within ``timeout_s`` sets ``stuck``, and once stuck no later variant is loaded (a hung
-    backend stub would only make each of them wait as long). A server that died is raised.
+    backend stub, or a vLLM engine that never comes up, would only make each of them wait as long).
+    Both sweeps load through here, so they stop by the same rule. A server that died is raised.
     """
     if stuck is not None:
         return {"error": f"not loaded: {stuck}"}, f"not loaded: {stuck}", stuck
     started = time.perf_counter()
     try:
-        return {"load_s": timed_load(lambda: server.load(name, config=variant.config, timeout=timeout_s))}, None, None
+        return {"load_s": timed_load(lambda: server.load(name, config=variant.config, files=files,
+                                                         timeout=timeout_s))}, None, None
     except Exception as err:  # Triton refused this variant: record it and go on with the rest
         if not server.running:
             raise
