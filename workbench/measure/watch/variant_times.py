@@ -64,8 +64,8 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
             raise
         error = f"load failed: {err}"
         if time.perf_counter() - started >= 0.95 * timeout_s:
-            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s (a hung backend stub? "
-                     "see the server log); the variants after it were not loaded")
+            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s (a hung backend stub or "
+                     "model engine? see the server log); the variants after it were not loaded")
             error = f"load failed: {stuck} ({err})"
         return {"error": error}, error, stuck
 
