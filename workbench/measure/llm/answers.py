@@ -1,7 +1,8 @@
 """The questions asked of an LLM sweep's table, each rule written once: which points are usable,
 which meet an SLO, the Pareto front of output tokens/s per user against total output tokens/s, the
-best configuration under an SLO with the runner-up and how sure their order is (`LlmAnswer`), and the cost per million output tokens (`store/cost.py`'s price
-table and share rule: a variant pays for instances x tensor-parallel cores of the instance's cores).
+best configuration under an SLO with the runner-up and how sure their order is (`LlmAnswer`), and
+the cost per million output tokens (`store/cost.py`'s price table and share rule: a variant pays
+for instances x tensor-parallel cores of the instance's cores).
 """
 
 from __future__ import annotations

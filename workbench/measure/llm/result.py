@@ -141,7 +141,8 @@ class LlmSweepResult(SavedRun):
         columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "output_tokens_per_s_low",
                    "output_tokens_per_s_high", "tokens_per_user_per_s",
                    "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",
-                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "stopped", "error"]
+                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "stopped",
+                   "error"]
         table = self.frame[columns]
         shown = [c for c in columns if c not in ("request_rate", "concurrency", "error") or table[c].notna().any()]
         return ReadableFrame(table[shown])

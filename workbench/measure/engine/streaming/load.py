@@ -244,8 +244,9 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     return result
 
 
-def _why_stop(windows: list[StreamWindow], plan: StreamPlan, until: Callable[[Sequence[StreamWindow]], str | None] | None,
-              elapsed_s: float, gave_up: str) -> str | None:
+def _why_stop(windows: list[StreamWindow], plan: StreamPlan,
+              until: Callable[[Sequence[StreamWindow]], str | None] | None, elapsed_s: float,
+              gave_up: str) -> str | None:
     """Why the windows end after the last one (None: measure on): the sender gave up, the
     caller's rule, else stable windows or the window cap; the time limit in either case."""
     if gave_up:

@@ -105,7 +105,8 @@ class StreamResult:
     (the sender's own cost). ``output_tokens_per_s_low/high``: its 95% interval, the block
     bootstrap of the tokens' arrival times (``stats.bootstrap_spread``, as the fixed-shape
     engine's throughput interval; ``spread`` is the requests' and TTFT's). ``stopped``: why the
-    windows ended (stable, a limit, or the caller's rule). ``server``/``client_total_tokens`` compare the server's count over
+    windows ended (stable, a limit, or the caller's rule).
+    ``server``/``client_total_tokens`` compare the server's count over
     the whole run with the client's: every output token the client received, warm-up included.
     """
 
