@@ -206,6 +206,8 @@ def llm_dir(tmp_path_factory):
     (["--core-range", "0:1"], "--core-range 0:1 places NeuronCores"),
     (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0"),
     (["--instance-type", "m7i.large"], "no price for instance type 'm7i.large'"),
+    (["--search", "halving"], "--search halving is for tensor models' sweeps; an LLM sweep takes --search grid"),
+    (["--search", "adaptive", "--max-windows", "2"], "--max-windows 2: with --search adaptive, max_windows 2 must be"),
 ])
 def test_the_cli_refuses_bad_llm_flags_before_starting_anything(llm_dir, tmp_path, capsys, flags, words):
     from workbench.cli import main

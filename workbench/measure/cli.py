@@ -62,7 +62,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
                            "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
-                           "measures each point until it is decided, with --engine workbench)")
+                           "measures each point until it is decided, with --engine workbench). A vLLM-backend model "
+                           "takes grid or adaptive: adaptive measures each point until decided against the best "
+                           "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
+                           "least, --max-windows at most, default 10), and its rows' stopped column says why")
     grid.add_argument("--min-gain", type=float, metavar="PCT",
                       help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
     grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")

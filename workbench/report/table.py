@@ -129,6 +129,7 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
     "mean_ms": ("mean", "ms", significant, ""),
     "stable": ("stable", "", _flag, "the last 3 windows agreed within 10%"),
     "windows": ("windows", "", _count, "measurement windows"),
+    "stopped": ("stopped", "", None, "why the point's windows ended: stable, a limit, or the effort rule's verdict"),
     "requests": ("requests", "", _count, "latencies pooled"),
     "failures": ("failed", "", _count, "failed requests"),
     "send_delay_us": ("send delay", "µs", significant, "the load generator's delay before each send"),
@@ -172,7 +173,8 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
 }
 # Spread columns shown as one "low-high" range beside their number.
 _RANGES = {"throughput_low": ("throughput_high", "95% range", "infer/s"),
-           "p99_low_ms": ("p99_high_ms", "p99 95% range", "ms")}
+           "p99_low_ms": ("p99_high_ms", "p99 95% range", "ms"),
+           "output_tokens_per_s_low": ("output_tokens_per_s_high", "95% range", "tok/s")}
 _HIDDEN = {high for high, _, _ in _RANGES.values()}
 _TEXT_LIMIT = 28  # characters a text cell shows before it is cut (the rest is the tooltip)
 

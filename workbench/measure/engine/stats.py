@@ -116,7 +116,7 @@ class Spread:
         return cls(math.nan, math.nan, math.nan, math.nan, percentile, confidence)
 
 
-def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float], *, span_s: float,
+def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float] | None, *, span_s: float,
                      batch_size: int = 1, percentile: float = 99.0, blocks: int = 20, resamples: int = 1000,
                      confidence: float = 0.95, seed: int = 0) -> Spread:
     """How far throughput and the ``percentile`` latency could move on another run like this one.
@@ -129,14 +129,16 @@ def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float], *
     resamples. Whole blocks are drawn, not single requests, because neighbouring requests are
     slowed by the same noise (a busy neighbour, a GC pause): resampling them one by one would
     understate the spread (the moving-block idea of Kuensch, 1989, with fixed blocks).
-    Deterministic for a given ``seed``; NaN when there is nothing to resample.
+    Deterministic for a given ``seed``; NaN when there is nothing to resample. ``latencies`` None:
+    the throughput's interval alone (items that are not requests, e.g. streamed tokens; the
+    latency bounds are NaN).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if blocks < 1 or resamples < 1:
         raise ValueError("blocks and resamples must be >= 1")
     done = np.asarray(completed_s, dtype=float)
-    lat = np.asarray(latencies, dtype=float)
+    lat = np.asarray(latencies if latencies is not None else np.zeros(done.size), dtype=float)
     if done.shape != lat.shape:
         raise ValueError("one completion time per latency, please")
     if not span_s > 0 or done.size == 0:
@@ -149,7 +151,7 @@ def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float], *
     drawn = rng.integers(0, blocks, size=(resamples, blocks))
     throughput = counts[drawn].sum(axis=1) * batch_size / span_s
     tail = np.full(resamples, math.nan)
-    for k, picks in enumerate(drawn):
+    for k, picks in enumerate(drawn if latencies is not None else ()):
         sample = np.concatenate([per_block[b] for b in picks])
         if sample.size:
             sample.sort()

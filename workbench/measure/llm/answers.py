@@ -1,12 +1,14 @@
 """The questions asked of an LLM sweep's table, each rule written once: which points are usable,
 which meet an SLO, the Pareto front of output tokens/s per user against total output tokens/s, the
-best configuration under an SLO, and the cost per million output tokens (`store/cost.py`'s price
-table and share rule: a variant pays for instances x tensor-parallel cores of the instance's cores).
+best configuration under an SLO with the runner-up and how sure their order is (`LlmAnswer`), and
+the cost per million output tokens (`store/cost.py`'s price table and share rule: a variant pays
+for instances x tensor-parallel cores of the instance's cores).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Mapping
 
 import pandas as pd
@@ -15,9 +17,10 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.rows import usable_llm
 from workbench.system import cores_for_instance
 from workbench.measure.store.cost import with_cost
+from workbench.measure.sweep.search.answer import Confidence, confidence
 
 __all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
-           "point_text", "slo_text"]
+           "point_text", "slo_text", "LlmAnswer", "answer_under"]
 
 
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -63,6 +66,46 @@ def best_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float |
     return candidates.sort_values(["output_tokens_per_s", "ttft_p99_ms"], ascending=[False, True], kind="stable").iloc[0]
 
 
+@dataclass(frozen=True)
+class LlmAnswer:
+    """The best point under an SLO, the runner-up (the best point of another variant: another load
+    level of the same variant is not another configuration) and how sure their order is: the
+    tensor answer's `Confidence` on the rows' output tokens/s 95% intervals
+    (``output_tokens_per_s_low/high``)."""
+
+    best: pd.Series | None
+    runner_up: pd.Series | None
+
+    @property
+    def confidence(self) -> Confidence:
+        return confidence(self.best, self.runner_up, column="output_tokens_per_s", what="output tokens/s")
+
+    def to_dict(self) -> dict:
+        def brief(row: pd.Series | None) -> dict | None:
+            if row is None:
+                return None
+            low, high = (_value(row, f"output_tokens_per_s_{end}") for end in ("low", "high"))
+            return {"variant": row["variant"], "load": _load_text(row),
+                    "output_tokens_per_s": float(row["output_tokens_per_s"]),
+                    "output_tokens_per_s_interval": None if math.isnan(low) or math.isnan(high) else [low, high],
+                    "ttft_p99_ms": float(row["ttft_p99_ms"]), "itl_p99_ms": float(row["itl_p99_ms"])}
+        return {"best": brief(self.best), "runner_up": brief(self.runner_up), "confidence": self.confidence.to_dict()}
+
+
+def _value(row: pd.Series, column: str) -> float:
+    value = row.get(column)
+    return math.nan if value is None else float(value)
+
+
+def answer_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float | None = None) -> LlmAnswer:
+    """`best_under` and the best point of any other variant under the same SLO."""
+    best = best_under(frame, slo, min_goodput)
+    if best is None:
+        return LlmAnswer(None, None)
+    other = frame[frame["variant"] != best["variant"]]
+    return LlmAnswer(best, best_under(other, slo, min_goodput) if len(other) else None)
+
+
 def with_token_cost(frame: pd.DataFrame, instance_type: str, *, prices: Mapping[str, float] | None = None,
                     instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
     """``frame`` with ``usd_per_hour`` (the variant's share of the instance) and
@@ -104,10 +147,14 @@ def slo_text(slo: Slo | None, min_goodput: float | None = None) -> str:
     return " and ".join(parts) or "no SLO"
 
 
+def _load_text(point: pd.Series) -> str:
+    return (f"concurrency {int(point['concurrency'])}" if not pd.isna(point.get("concurrency"))
+            else f"{float(point['request_rate']):g} req/s")
+
+
 def point_text(point: pd.Series) -> str:
     """The configuration and its figures in words."""
-    load = (f"concurrency {int(point['concurrency'])}" if not pd.isna(point.get("concurrency"))
-            else f"{float(point['request_rate']):g} req/s")
+    load = _load_text(point)
     return (f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
             f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
             f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, TTFT p99 {float(point['ttft_p99_ms']):.1f} ms, "

@@ -1,6 +1,7 @@
 """``workbench sweep``'s LLM mode: a model directory whose backend streams tokens (the backend switch's
 ``streams_tokens``: Triton's vLLM backend) is swept over max_num_seqs x tensor-parallel degree x
-instances x concurrency (or request rate) and measured in tokens. Its own flags are registered
+instances x concurrency (or request rate) and measured in tokens; ``--search adaptive`` measures
+each point until decided (the effort mode, ``llm/effort.py``). Its own flags are registered
 here; the flags of the tensor sweep that mean nothing for it are refused, by name, before anything
 starts, and so are these flags on a tensor model.
 """
@@ -30,7 +31,7 @@ LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-para
 # dest -> flag of the tensor sweep's flags an LLM sweep has no use for
 TENSOR_ONLY = {"batch_sizes": "--batch-sizes", "allocations": "--allocations", "max_batch_size": "--max-batch-size",
                "queue_delay_us": "--queue-delay-us", "preferred_batch_sizes": "--preferred-batch-sizes",
-               "param": "--param", "compare": "--compare", "backend_param": "--backend-param", "search": "--search",
+               "param": "--param", "compare": "--compare", "backend_param": "--backend-param",
                "min_gain": "--min-gain", "tries": "--tries", "screen_window_ms": "--screen-window-ms",
                "within": "--within", "perf_analyzer": "--perf-analyzer", "rtol": "--rtol", "atol": "--atol",
                "latency_budget_ms": "--latency-budget-ms", "min_throughput": "--min-throughput",
@@ -121,6 +122,30 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
         return None
 
 
+# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
+LLM_SEARCHES = ("grid", "adaptive")
+
+
+def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
+    """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
+    most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
+    from workbench.measure.sweep.search.effort import EffortRule
+
+    if args.search not in LLM_SEARCHES:
+        problems.append(f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
+                        "(every point until stable) or adaptive (every point until decided against the best so far "
+                        "and the SLO)")
+        return None
+    if args.search == "grid":
+        return None
+    given = args.max_windows if args.max_windows != defaults.get("max_windows") else None
+    try:
+        return EffortRule() if given is None else EffortRule(max_windows=given)
+    except ValueError as err:
+        problems.append(f"--max-windows {given}: with --search adaptive, {err}")
+        return None
+
+
 def llm_settings(args: argparse.Namespace, defaults: dict[str, Any]):
     """How each point is measured: the window flags given, else the LLM sweep's own defaults
     (`LLM_SETTINGS`: a streamed request takes seconds), as the Python call and the panel measure,
@@ -174,6 +199,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(f"{model_dir}: {err}")
         seqs = None
     plan = _plan(args, seqs, problems)
+    effort = effort_rule(args, defaults, problems)
     settings = None
     try:
         settings = llm_settings(args, defaults)
@@ -204,7 +230,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         return 1
     argv = getattr(args, "argv", None)
     task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                new_run=args.new_run, label=args.label, restore=bool(args.url),
+                new_run=args.new_run, label=args.label, restore=bool(args.url), effort=effort,
                 command=shlex.join(["workbench", *argv]) if argv is not None else None,
                 on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))
     try:
@@ -230,7 +256,13 @@ def _load(row) -> str:
 
 def _report(result, args: argparse.Namespace, prices) -> int:
     min_goodput = args.min_goodput / 100.0 if args.min_goodput is not None else None
-    print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    table = result.table()
+    shown = table.drop(columns=[c for c in ("stopped", "warnings") if c in table.columns])
+    print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    if result.record.get("effort"):  # the effort rule's verdicts: a sentence each, too long for a column
+        for _, row in result.frame.iterrows():
+            if isinstance(row.get("stopped"), str) and row["stopped"]:
+                print(f"{row['variant']} at {_load(row)}: {row['stopped']}")
     print()
     for label, why in result.skipped.items():
         print(f"skipped {label}: {why}")

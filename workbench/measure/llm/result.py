@@ -14,8 +14,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from workbench.measure.engine.streaming import Slo
-from workbench.measure.llm.answers import (best_under, cheapest_under, meeting, pareto_front, point_text, slo_text,
-                                           usable_rows, with_token_cost)
+from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, cheapest_under, meeting, pareto_front,
+                                           point_text, slo_text, usable_rows, with_token_cost)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import price_of
 from workbench.measure.store.folder import POINTS_FILE, RECORD_FILE, ResultsError, frame_from_rows, read_points
@@ -38,7 +38,9 @@ class LlmSweepResult(SavedRun):
     """An LLM sweep's table (one row per point) and run record; ``path`` its folder.
 
     ``pareto()`` the front; ``best(slo)`` / ``cheapest(instance_type, slo)`` the configuration
-    (a row) or None; ``describe_best`` / ``describe_cheapest`` say it in a sentence;
+    (a row) or None; ``answer(slo)`` the best with the runner-up (another variant) and how sure
+    their order is (``.confidence``, ``.to_dict()``); ``describe_best`` / ``describe_cheapest`` say
+    it in a sentence, the best with its runner-up and confidence;
     ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
     An SLO left out is the run's own (``record["slo"]``)."""
 
@@ -64,6 +66,9 @@ class LlmSweepResult(SavedRun):
     def best(self, slo: Slo | None = None, min_goodput: float | None = None) -> pd.Series | None:
         return best_under(self.frame, self.slo if slo is None else slo, min_goodput)
 
+    def answer(self, slo: Slo | None = None, min_goodput: float | None = None) -> LlmAnswer:
+        return answer_under(self.frame, self.slo if slo is None else slo, min_goodput)
+
     def costed(self, instance_type: str, *, prices: Mapping[str, float] | None = None,
                instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
         return with_token_cost(self.frame, instance_type, prices=prices, instance_cores=instance_cores,
@@ -78,14 +83,18 @@ class LlmSweepResult(SavedRun):
     def describe_best(self, slo: Slo | None = None, min_goodput: float | None = None) -> str:
         slo = self.slo if slo is None else slo
         usable = self.usable()
-        best = self.best(slo, min_goodput)
+        found = self.answer(slo, min_goodput)
+        best, runner_up = found.best, found.runner_up
         where = slo_text(slo, min_goodput)
         if best is None:
             return (f"No configuration meets {where} across {len(usable)} usable point(s) of {len(self.frame)}."
                     + self._skipped_note())
         count = len(self.meeting(slo, min_goodput))
+        second = (f" Runner-up: {runner_up['variant']} ({point_text(runner_up)})." if runner_up is not None
+                  else " No other variant meets it.")
         return (f"Best (highest output tokens/s with {where}, {count} of {len(usable)} usable point(s) qualify): "
-                f"{point_text(best)}." + self._skipped_note())
+                f"{best['variant']} ({point_text(best)}).{second} Confidence: {found.confidence.statement}."
+                + self._skipped_note())
 
     def describe_cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
                           prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
@@ -129,9 +138,11 @@ class LlmSweepResult(SavedRun):
     def table(self) -> pd.DataFrame:
         """The columns people read first; a notebook shows them as the app does (titles with units,
         rounded numbers: `workbench.report.table`)."""
-        columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "tokens_per_user_per_s",
+        columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "output_tokens_per_s_low",
+                   "output_tokens_per_s_high", "tokens_per_user_per_s",
                    "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",
-                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "error"]
+                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "stopped",
+                   "error"]
         table = self.frame[columns]
         shown = [c for c in columns if c not in ("request_rate", "concurrency", "error") or table[c].notna().any()]
         return ReadableFrame(table[shown])

@@ -10,6 +10,10 @@ second; a number not measured is NaN (null on disk), a flag not known None.
 end-to-end latency, LLMPerf's per-request output throughput. Not 1 / ITL: the vLLM backend may
 send several tokens in one response (``tokens_per_response`` > 1), and then the gaps inside a
 bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here at max_num_seqs 4).
+``output_tokens_per_s_low/high`` is its 95% interval: the block bootstrap of the pooled windows'
+token arrival times (the streaming engine's, as a tensor row's ``throughput_low/high`` is the
+load generator's); ``stopped`` says why the point's windows ended (in an effort-mode sweep, the
+effort rule's verdict: ``sweep/search/effort.py``).
 ``goodput`` is the share of the pooled requests meeting the run's SLO, ``goodput_per_s`` those
 requests per second. ``server_output_tokens`` is the server's own count over the whole point
 (warm-up included), to compare with ``client_output_tokens``, every token the client received.
@@ -48,6 +52,8 @@ class LlmRow:
     input_tokens: int  # asked per request (the mean of the prompt lengths)
     output_tokens: int  # asked per request (max_tokens, with ignore_eos)
     output_tokens_per_s: float = NAN
+    output_tokens_per_s_low: float = NAN  # its 95% interval: the streaming engine's block bootstrap
+    output_tokens_per_s_high: float = NAN
     requests_per_s: float = NAN
     tokens_per_user_per_s: float = NAN
     ttft_p50_ms: float = NAN
@@ -69,6 +75,7 @@ class LlmRow:
     failures: float = NAN
     windows: float = NAN
     stable: bool | None = None
+    stopped: str | None = None  # why its windows ended: stable, a limit, or the effort rule's verdict
     engine: str | None = None
     served_by: str | None = None
     cpu_busy: str | None = None
@@ -87,7 +94,8 @@ class LlmRow:
         server = result.server
         return cls(
             **point.columns(),
-            output_tokens_per_s=result.output_tokens_per_s, requests_per_s=result.requests_per_s,
+            output_tokens_per_s=result.output_tokens_per_s, output_tokens_per_s_low=result.output_tokens_per_s_low,
+            output_tokens_per_s_high=result.output_tokens_per_s_high, requests_per_s=result.requests_per_s,
             tokens_per_user_per_s=point.output_tokens * 1000.0 / e2e50 if e2e50 and e2e50 > 0 else NAN,
             ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
             itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
@@ -100,6 +108,7 @@ class LlmRow:
             else NAN,
             server_requests=server.requests if server is not None else NAN,
             requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
+            stopped=result.stopped,
             engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),
         )
 

@@ -23,11 +23,13 @@ from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Tokenizer, build_prompts, measure_stream
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import now
+from workbench.measure.llm.effort import LlmEffort
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
 from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
+from workbench.measure.sweep.search.effort import EffortRule
 from workbench.measure.sweep.resume import fingerprint, resumed_rows, set_aside
 from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
                                            config_digest, machine, server_url)
@@ -53,7 +55,8 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
                   settings: MeasureSettings | None = None, tokenizer: Tokenizer | None = None,
                   resume: bool = False, new_run: bool = False, label: str | None = None, restore: bool = True,
                   load_timeout_s: float = LOAD_TIMEOUT_S, progress: Callable[[int, int, str], None] | None = None,
-                  cancel: threading.Event | None = None, command: str | None = None) -> LlmSweepResult:
+                  cancel: threading.Event | None = None, command: str | None = None,
+                  effort: EffortRule | None = None) -> LlmSweepResult:
     """Measure every point of ``plan`` (an `LlmPlan`: max_num_seqs x tensor-parallel degree x
     instances x concurrency or request rate) of the vLLM-backend model directory ``model_dir`` on
     ``server`` (a running `TritonServer` / `RunningServer` whose repository holds it), in tokens.
@@ -78,6 +81,13 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     ``command``: the command line that ran it, kept in the record. A list of servers is refused:
     fan-out deals tensor sweeps only.
 
+    ``effort`` (an `EffortRule`: ``min_windows``, ``max_windows``) turns the effort mode on
+    (``llm/effort.py``): each point is measured window by window until the rule decides it against
+    the incumbent (the best point so far meeting ``plan.slo``, by output tokens/s) and the SLO's
+    TTFT and ITL p99 limits, instead of until stable; its figures pool every window and its row's
+    ``stopped`` says the verdict. The rule is kept in the record (``effort``) and a resume with
+    another is refused: it changes what the rows pooled.
+
     Returns an `LlmSweepResult`: ``.pareto()``, ``.best(slo)``, ``.cheapest(instance_type, slo)``,
     ``.plot_pareto()``, ``.plot_latency()``, ``.describe_best()``, ``.describe_cheapest()``.
     """
@@ -89,11 +99,14 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     if isinstance(server, (list, tuple, dict)):
         raise SweepError("an LLM sweep runs on one server: fan-out (sweep/fanout.py) deals the variants of tensor "
                          "sweeps only; give one server")
+    if effort is not None and not isinstance(effort, EffortRule):
+        raise SweepError(f"effort must be an EffortRule or None, got {type(effort).__name__}")
     if settings.engine == "perf_analyzer":
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
-    sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel)
+    sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
+                      effort)
     with RunFolderLock(out_dir):
         sweep.open(resume=resume, new_run=new_run, label=label, command=command)
         return sweep.run(restore=restore)
@@ -105,8 +118,11 @@ class _LlmSweep:
 
     def __init__(self, plan: LlmPlan, server: Server, model_dir: Path, out_dir: Path, settings: MeasureSettings,
                  tokenizer: Tokenizer | None, load_timeout_s: float,
-                 progress: Callable[[int, int, str], None] | None, cancel: threading.Event | None) -> None:
+                 progress: Callable[[int, int, str], None] | None, cancel: threading.Event | None,
+                 effort: EffortRule | None = None) -> None:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
+        self.rule = effort
+        self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
@@ -141,7 +157,8 @@ class _LlmSweep:
         plan = self.plan.to_dict()
         return {"input_tokens": plan["input_tokens"], "output_tokens": plan["output_tokens"], "slo": plan["slo"],
                 "engine": ENGINE, "settings": self.settings.to_dict(), "prompts": self.plan.prompts,
-                "seed": self.plan.seed}
+                "seed": self.plan.seed, "effort": None if self.rule is None else
+                {"min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}}
 
     def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None) -> None:
         measured = fingerprint(self.model_dir, to_json(self.base_config), server_version=self.server.version,
@@ -183,6 +200,8 @@ class _LlmSweep:
                                  digests=self.digests, key_columns=LLM_KEY_COLUMNS, int_columns=LLM_INT_COLUMNS):
             row = LlmRow.from_dict(data)
             self.rows[row.key] = row
+            if self.effort is not None:
+                self.effort.measured(row)  # the incumbent as the rows measured so far leave it
         return record
 
     def save(self) -> LlmSweepResult:
@@ -235,14 +254,18 @@ class _LlmSweep:
             row = LlmRow.failed(point, self.load_error)
         else:
             use = CpuUse(self.cpus).start() if self.cpus else None
+            until = self.effort.until() if self.effort is not None else None
             result = measure_stream(self.url, self.name, self.prompts, self.settings,
                                     concurrency=point.concurrency, request_rate=point.request_rate,
                                     slos=(self.plan.slo,), counts_from=self.server, token_metric=VLLM_TOKEN_METRIC,
                                     count_output=COUNT_OUTPUT, cancel=self.cancel,
-                                    progress=lambda d, n, message: self._report(f"{point.label}: {message}"))
+                                    progress=lambda d, n, message: self._report(f"{point.label}: {message}"),
+                                    until=until)
             row = replace(LlmRow.measured(point, result, self.plan.slo_name),
                           served_by=self.server.served_by(self.name),
                           cpu_busy=format_busy(use.stop()) if use is not None else None)
+            if self.effort is not None:
+                self.effort.measured(row, until)
         row = replace(row, **stamp)
         append_point(self.out_dir / POINTS_FILE, row.to_dict())
         self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk

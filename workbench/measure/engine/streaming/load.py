@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ from workbench.measure.engine.settings import MeasureError, MeasureSettings
 from workbench.measure.engine.stats import bootstrap_spread, is_stable
 from workbench.tasks import Cancelled
 
-__all__ = ["StreamPlan", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
+__all__ = ["StreamPlan", "StreamWindow", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
 
 DEFAULT_SLOS = (Slo(ttft_ms=500.0, itl_ms=50.0),)
 # Rate mode over HTTP: one connection (and thread) per request in flight, at most this many.
@@ -40,6 +40,25 @@ _POLL_S = 0.02
 # A broken stream or a server gone fails every request at once: stop rather than flood.
 GIVE_UP_AFTER_FAILURES = 20
 CANCEL_GRACE_S = 2.0
+
+
+class StreamWindow(NamedTuple):
+    """One measurement window: its span (perf_counter ns), the output tokens that arrived in it,
+    the requests that completed in it, and this process's CPU seconds over it."""
+
+    start_ns: int
+    end_ns: int
+    tokens: int
+    done: list[RequestRecord]
+    cpu_s: float
+
+    @property
+    def duration_s(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+    @property
+    def output_tokens_per_s(self) -> float:
+        return self.tokens / self.duration_s if self.end_ns > self.start_ns else 0.0
 
 
 @dataclass(frozen=True)
@@ -150,7 +169,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
                    counts_from: CountingServer | None = None, token_metric: str | None = None,
                    count_output: str | None = None, timeout_s: float = 60.0,
                    progress: Callable[[int, int, str], None] | None = None,
-                   cancel: threading.Event | None = None) -> StreamResult:
+                   cancel: threading.Event | None = None,
+                   until: Callable[[Sequence[StreamWindow]], str | None] | None = None) -> StreamResult:
     """Measure one load point of the decoupled ``model`` at ``url`` (host:port of
     ``settings.protocol``: "grpc" streams over ModelStreamInfer, "http" over generate_stream).
 
@@ -160,7 +180,11 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     beside the client's; ``token_metric`` names the model's output-token counter on /metrics.
     ``count_output``: an output giving each response's token count (the vLLM backend's
     ``num_output_tokens``; see ``clients``), else each response is one token.
-    ``cancel`` stops at the next poll and raises ``Cancelled``.
+    ``cancel`` stops at the next poll and raises ``Cancelled``. ``until``: after each window, the
+    caller's rule (an effort rule: ``sweep.search.effort.DecidedBy``) reads the windows so far and
+    returns why to stop (recorded as the result's ``stopped``) or None to measure on; it replaces
+    the stability rule and ``max_windows`` (the time limit still holds), and the figures pool
+    every window, not the last stable ones.
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
@@ -170,7 +194,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     before = take_snapshot(counts_from, model, token_metric) if counts_from is not None else None
     run = _Run(plan, prompts)
     run.thread.start()
-    windows: list[tuple[int, int, int, list[RequestRecord], float]] = []  # start, end, tokens, done, cpu
+    windows: list[StreamWindow] = []
+    stopped: str | None = None
     started = time.perf_counter_ns()
     try:
         done: list[RequestRecord] = []
@@ -198,12 +223,12 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
             drain()
             inside = [r for r in done if r.done_ns <= end]
             done[:] = [r for r in done if r.done_ns > end]
-            windows.append((start, end, tokens_now - tokens, inside, cpu_now - cpu))
+            windows.append(StreamWindow(start, end, tokens_now - tokens, inside, cpu_now - cpu))
             if progress is not None:
                 progress(len(windows), plan.load.max_windows,
-                         f"window {len(windows)}: {(tokens_now - tokens) / ((end - start) / 1e9):.1f} output tok/s")
-            if run.stopping.is_set() or _stable(windows, plan) or len(windows) >= plan.load.max_windows or (
-                    plan.load.time_limit_s is not None and (end - started) / 1e9 >= plan.load.time_limit_s):
+                         f"window {len(windows)}: {windows[-1].output_tokens_per_s:.1f} output tok/s")
+            stopped = _why_stop(windows, plan, until, (end - started) / 1e9, run.gave_up)
+            if stopped is not None:
                 break
             start, tokens, cpu = end, tokens_now, cpu_now
     finally:  # after a cancel the user is waiting: a short grace, as the fixed-shape engine gives
@@ -212,16 +237,34 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         raise Cancelled("measurement cancelled")
     after = _settled(counts_from, model, token_metric, before, len(run.records),
                      sum(r.output_tokens for r in run.records))
-    result = _result(plan, windows, run.records, counts_between(before, after))
+    result = _result(plan, windows, run.records, counts_between(before, after), pool_all=until is not None)
+    result.stopped = stopped
     if run.gave_up:
         result.warnings.insert(0, run.gave_up)
     return result
 
 
-def _window_figures(window: tuple[int, int, int, list[RequestRecord], float]) -> tuple[float, float]:
-    start, end, tokens, inside, _ = window
-    ttfts = [r.ttft_ms for r in inside if r.ok and r.token_ns]
-    return tokens / ((end - start) / 1e9), (float(np.mean(ttfts)) if ttfts else math.nan)
+def _why_stop(windows: list[StreamWindow], plan: StreamPlan,
+              until: Callable[[Sequence[StreamWindow]], str | None] | None, elapsed_s: float,
+              gave_up: str) -> str | None:
+    """Why the windows end after the last one (None: measure on): the sender gave up, the
+    caller's rule, else stable windows or the window cap; the time limit in either case."""
+    if gave_up:
+        return gave_up
+    if until is not None:
+        stopped = until(windows)
+    elif _stable(windows, plan):
+        stopped = f"stable after {len(windows)} window(s)"
+    else:
+        stopped = f"max windows {plan.load.max_windows} reached" if len(windows) >= plan.load.max_windows else None
+    if stopped is None and plan.load.time_limit_s is not None and elapsed_s >= plan.load.time_limit_s:
+        stopped = f"time limit {plan.load.time_limit_s:g} s reached"
+    return stopped
+
+
+def _window_figures(window: StreamWindow) -> tuple[float, float]:
+    ttfts = [r.ttft_ms for r in window.done if r.ok and r.token_ns]
+    return window.output_tokens_per_s, (float(np.mean(ttfts)) if ttfts else math.nan)
 
 
 def _stable(windows: list, plan: StreamPlan) -> bool:
@@ -247,8 +290,9 @@ def _settled(server: CountingServer | None, model: str, token_metric: str | None
         time.sleep(_POLL_S)
 
 
-def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], server) -> StreamResult:
-    pooled = windows[-plan.load.stable_windows:]
+def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[RequestRecord], server, *,
+            pool_all: bool = False) -> StreamResult:
+    pooled = windows if pool_all else windows[-plan.load.stable_windows:]
     seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
     pooled_records = [r for w in pooled for r in w[3]]
     figures = summarize(pooled_records, seconds, plan.slos)
@@ -258,6 +302,7 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
     first = pooled[0][0] if pooled else 0
     spread = bootstrap_spread([(r.done_ns - first) / 1e9 for r in ok], [r.ttft_ms for r in ok], span_s=seconds,
                               seed=plan.load.seed)
+    tokens_low, tokens_high = _tokens_interval(pooled, records, seconds, plan.load.seed)
     received = sum(r.output_tokens for r in records)
     result = StreamResult(
         model=plan.load.model, url=plan.load.url, protocol=plan.load.protocol, concurrency=plan.load.concurrency,
@@ -270,16 +315,29 @@ def _result(plan: StreamPlan, windows: list, records: list[RequestRecord], serve
         goodput_per_s=figures["goodput_per_s"],
         client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan,
         tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
-        spread=spread,
+        spread=spread, output_tokens_per_s_low=tokens_low, output_tokens_per_s_high=tokens_high,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
     )
-    result.warnings = _warnings(result, plan, records)
+    result.warnings = _warnings(result, plan, records, pool_all)
     return result
 
 
-def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord]) -> list[str]:
+def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], seconds: float,
+                     seed: int) -> tuple[float, float]:
+    """The 95% interval of output tokens/s over the pooled windows: the block bootstrap of
+    ``stats.bootstrap_spread`` (as the fixed-shape engine's throughput interval) over the arrival
+    times of the tokens, each token one item; NaN without tokens."""
+    if not pooled or not seconds > 0:
+        return math.nan, math.nan
+    first, last = pooled[0].start_ns, pooled[-1].end_ns
+    arrived = np.array([t for r in records for t in r.token_ns if first < t <= last], dtype=np.int64)
+    spread = bootstrap_spread((arrived - first) / 1e9, None, span_s=seconds, seed=seed)
+    return spread.throughput_low, spread.throughput_high
+
+
+def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], pool_all: bool) -> list[str]:
     out = []
-    if not result.stable:
+    if not result.stable and not pool_all:
         out.append(f"not stable after {result.windows} window(s): the figures pool the last {result.pooled_windows}")
     failed = [r for r in records if not r.ok]
     if failed:

@@ -102,7 +102,11 @@ class StreamResult:
     share of their requests meeting each SLO and ``goodput_per_s`` those requests per second;
     ``tokens_per_response`` above 1 says the engine bunched tokens into responses (their gaps
     are then 0 and the ITL is the engine's pace as the client sees it); ``client_cpu_us_per_token`` is this process's CPU time over the output tokens received
-    (the sender's own cost). ``server``/``client_total_tokens`` compare the server's count over
+    (the sender's own cost). ``output_tokens_per_s_low/high``: its 95% interval, the block
+    bootstrap of the tokens' arrival times (``stats.bootstrap_spread``, as the fixed-shape
+    engine's throughput interval; ``spread`` is the requests' and TTFT's). ``stopped``: why the
+    windows ended (stable, a limit, or the caller's rule).
+    ``server``/``client_total_tokens`` compare the server's count over
     the whole run with the client's: every output token the client received, warm-up included.
     """
 
@@ -136,6 +140,9 @@ class StreamResult:
     server: ServerCounts | None
     records: list[RequestRecord] = field(default_factory=list, repr=False)
     warnings: list[str] = field(default_factory=list)
+    output_tokens_per_s_low: float = math.nan
+    output_tokens_per_s_high: float = math.nan
+    stopped: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (records left out: they are the raw data, kept on the object)."""

@@ -25,17 +25,17 @@ def _number(row: pd.Series, column: str) -> float:
         return math.nan
 
 
-def _measured_s(row: pd.Series) -> float:
+def _measured_s(row: pd.Series, column: str = "throughput") -> float:
     """How long the row's interval was measured: the span its pooled requests took (requests x
-    batch / throughput); NaN without those."""
-    span = _number(row, "requests") * _number(row, "batch_size") / _number(row, "throughput")
+    batch / throughput); NaN without those (an LLM row: no batch size)."""
+    span = _number(row, "requests") * _number(row, "batch_size") / _number(row, column)
     return span if math.isfinite(span) and span > 0 else math.nan
 
 
-def _windows(row: pd.Series) -> float:
+def _windows(row: pd.Series, column: str = "throughput") -> float:
     """How many windows of the row's length its interval pools: the measured span over the window
-    length; the row's window count without those."""
-    per = _measured_s(row) / _number(row, "window_s")
+    length; the row's window count without those (an LLM row: no batch size, no window length)."""
+    per = _measured_s(row, column) / _number(row, "window_s")
     return per if math.isfinite(per) and per > 0 else max(_number(row, "windows"), 1.0)
 
 
@@ -60,8 +60,11 @@ class Confidence:
                 "more_seconds": None if self.more_seconds is None else round(self.more_seconds, 1)}
 
 
-def confidence(best: pd.Series | None, runner_up: pd.Series | None) -> Confidence:
-    """How sure ``best`` is ahead of ``runner_up`` (rows with ``throughput_low/high``).
+def confidence(best: pd.Series | None, runner_up: pd.Series | None, *, column: str = "throughput",
+               what: str = "throughput") -> Confidence:
+    """How sure ``best`` is ahead of ``runner_up``: rows with ``column`` and its 95% interval
+    ``<column>_low/high`` (a tensor row's ``throughput``; an LLM row's ``output_tokens_per_s``),
+    named ``what`` in the statement.
 
     The estimate of windows assumes each interval narrows as one over the square root of the time
     measured: the two half-widths must shrink below the gap between the throughputs, so each point
@@ -70,23 +73,24 @@ def confidence(best: pd.Series | None, runner_up: pd.Series | None) -> Confidenc
         return Confidence(None, "no answer: no measured point qualifies")
     if runner_up is None:
         return Confidence(True, "separable: no other configuration qualifies", 0.0)
-    a_low, a_high = _number(best, "throughput_low"), _number(best, "throughput_high")
-    b_low, b_high = _number(runner_up, "throughput_low"), _number(runner_up, "throughput_high")
+    a_low, a_high = _number(best, f"{column}_low"), _number(best, f"{column}_high")
+    b_low, b_high = _number(runner_up, f"{column}_low"), _number(runner_up, f"{column}_high")
     if any(math.isnan(x) for x in (a_low, a_high, b_low, b_high)):
-        return Confidence(None, "not known: a throughput interval is missing (measured without one)")
+        article = "an" if what[:1] in "aeiou" else "a"
+        return Confidence(None, f"not known: {article} {what} interval is missing (measured without one)")
     best_text, other_text = f"[{a_low:.1f}, {a_high:.1f}]", f"[{b_low:.1f}, {b_high:.1f}]"
     if a_low > b_high:
-        return Confidence(True, f"separable: best's throughput interval {best_text} lies above the runner-up's "
+        return Confidence(True, f"separable: best's {what} interval {best_text} lies above the runner-up's "
                                 f"{other_text}", 0.0)
     overlap = min(a_high, b_high) - max(a_low, b_low)
-    gap = _number(best, "throughput") - _number(runner_up, "throughput")
+    gap = _number(best, column) - _number(runner_up, column)
     if not gap > 0:
         return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap and "
-                                 "the throughputs are equal; no number of windows separates them: accept either",
+                                 f"the {what} figures are equal; no number of windows separates them: accept either",
                           overlap)
     factor = ((a_high - a_low) / 2 + (b_high - b_low) / 2) ** 2 / gap ** 2
-    more = max(math.ceil(max(_windows(best), _windows(runner_up)) * (factor - 1)), 1)
-    seconds = max(_measured_s(best), _measured_s(runner_up)) * (factor - 1)
+    more = max(math.ceil(max(_windows(best, column), _windows(runner_up, column)) * (factor - 1)), 1)
+    seconds = max(_measured_s(best, column), _measured_s(runner_up, column)) * (factor - 1)
     how_long = f"{more} more windows" if math.isnan(seconds) else f"{max(seconds, 0.1):.1f} s more measuring"
     return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap; about "
                              f"{how_long} each would be needed to separate them, or accept either", overlap, more,

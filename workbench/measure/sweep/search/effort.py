@@ -148,13 +148,13 @@ class EffortRule:
     def judge(self, windows: Sequence[WindowSummary], incumbent: Incumbent | None,
               limits: Mapping[str, float]) -> Verdict:
         """The verdict on a point after ``windows``, against ``limits`` (latency name -> limit in
-        ms, each read from every window's ``latencies_ms``; empty: throughput alone). See the
+        ms, each read from every window's ``latencies_ms``, NaN ones left out; empty: throughput alone). See the
         module's docstring."""
         k = len(windows)
         if k < self.min_windows:
             return Verdict("continue", f"fewer than {self.min_windows} windows", k)
         thr = t_interval([w.throughput for w in windows])
-        latency = {name: t_interval([w.latencies_ms[name] for w in windows]) for name in limits}
+        latency = {name: t_interval(_read(windows, name)) for name in limits}
         for name, limit in limits.items():
             if latency[name].low > limit:
                 return Verdict("cannot win", f"{name} {latency[name].text(' ms')} is past the {limit:g} ms limit", k)
@@ -175,6 +175,13 @@ class EffortRule:
             return Verdict("cap reached", "; ".join(undecided) or "undecided", k)
         return Verdict("continue", f"throughput {thr.text()}"
                        + "".join(f", {name} {latency[name].text(' ms')}" for name in limits) + ": not yet separated", k)
+
+
+def _read(windows: Sequence[WindowSummary], name: str) -> list[float]:
+    """The windows' ``name`` latencies (a name they do not carry: KeyError, the caller's bug); a
+    window that completed no request has none (NaN) and is left out (fewer than two left: the
+    interval is unbounded, so the latency straddles its limit)."""
+    return [v for v in (w.latencies_ms[name] for w in windows) if not math.isnan(v)]
 
 
 def summaries(windows: Sequence["WindowResult"]) -> list[WindowSummary]:

@@ -1,0 +1,178 @@
+"""An LLM sweep's effort mode on windows and rows built here (no server): the streaming windows read
+as the effort rule reads them (output tokens/s, each window's own TTFT p99 and ITL p99 under the
+SLO's names), a window without completed requests held as unknown, the SLO's limits judged by the
+one rule, the incumbent moved only by points meeting the SLO, and the LLM answer's runner-up
+(another variant) and confidence in words. tests/test_llm_effort_vllm.py runs it on real vLLM.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from workbench.measure.engine.streaming import Slo
+from workbench.measure.engine.streaming.load import StreamWindow
+from workbench.measure.engine.streaming.results import RequestRecord
+from workbench.measure.llm.effort import ITL_P99, TTFT_P99, LlmEffort, slo_limits, stream_summaries
+from workbench.measure.llm.result import LlmSweepResult, llm_frame
+from workbench.measure.llm.rows import LlmRow
+from workbench.measure.sweep.search.effort import EffortRule, Incumbent
+
+MS = 1_000_000  # ns
+
+
+def _request(sent_ms: float, ttft_ms: float, gap_ms: float, tokens: int = 5) -> RequestRecord:
+    sent = int(sent_ms * MS)
+    times = [sent + int((ttft_ms + k * gap_ms) * MS) for k in range(tokens)]
+    return RequestRecord(sent, 16, tokens, token_ns=times, done_ns=times[-1] + MS, responses=tokens)
+
+
+def _window(start_ms: float, tokens: int, done: list[RequestRecord], length_ms: float = 1000.0) -> StreamWindow:
+    return StreamWindow(int(start_ms * MS), int((start_ms + length_ms) * MS), tokens, done, 0.01)
+
+
+def _windows(ttft_ms: float, gap_ms: float, tokens_s: list[float]) -> list[StreamWindow]:
+    """Windows of 1 s, each with 10 requests of that TTFT and gap (the last one 3x slower)."""
+    out = []
+    for k, rate in enumerate(tokens_s):
+        done = [_request(k * 1000 + j, ttft_ms * (3 if j == 9 else 1), gap_ms) for j in range(10)]
+        out.append(_window(k * 1000.0, int(rate), done))
+    return out
+
+
+def test_a_stream_window_reads_as_output_tokens_per_s_and_its_own_p99s():
+    done = [_request(0, ttft, gap) for ttft, gap in ((10, 2), (20, 4), (40, 8))]
+    done.append(RequestRecord(0, 16, 5, error="HTTP 500", done_ns=5 * MS))  # a failed request has no latency
+    (summary,) = stream_summaries([_window(0, 250, done, length_ms=500.0)])
+    assert summary.throughput == pytest.approx(500.0)  # 250 tokens in 0.5 s
+    assert summary.latencies_ms[TTFT_P99] == pytest.approx(40.0)  # nearest rank of three: the largest
+    assert summary.latencies_ms[ITL_P99] == pytest.approx(8.0)
+    assert summary.requests == 4 and summary.duration_s == pytest.approx(0.5)
+    (empty,) = stream_summaries([_window(0, 100, [])])
+    assert empty.throughput == pytest.approx(100.0) and math.isnan(empty.latencies_ms[TTFT_P99])
+
+
+def test_the_output_tokens_interval_is_the_block_bootstrap_of_the_tokens_arrivals():
+    from workbench.measure.engine.streaming.load import _tokens_interval
+
+    steady = RequestRecord(0, 16, 2000, token_ns=[k * MS for k in range(1, 2001)], done_ns=2001 * MS)
+    window = [_window(0, 2000, [steady], length_ms=2000.0)]
+    low, high = _tokens_interval(window, [steady], 2.0, seed=0)
+    assert 990.0 <= low <= 1000.0 <= high <= 1010.0  # every block alike (100 tokens each, give or take one)
+    burst = RequestRecord(0, 16, 2000, token_ns=[k * MS // 10 for k in range(1, 2001)], done_ns=201 * MS)
+    low, high = _tokens_interval(window, [burst], 2.0, seed=0)  # all in the first 0.2 s of 2 s: 2 of 20 blocks
+    assert low < 1000.0 < high and high - low > 500.0
+    assert all(math.isnan(v) for v in _tokens_interval([], [], 0.0, seed=0))
+
+
+def test_the_slo_limits_are_named_as_the_answer_names_them():
+    assert slo_limits(Slo(ttft_ms=500.0, itl_ms=50.0)) == {TTFT_P99: 500.0, ITL_P99: 50.0}
+    assert slo_limits(Slo(ttft_ms=None, itl_ms=20.0)) == {ITL_P99: 20.0}
+
+
+def test_a_point_past_the_itl_limit_cannot_win_after_the_screen():
+    rule, windows = EffortRule(3, 8), _windows(ttft_ms=30.0, gap_ms=12.0, tokens_s=[400, 420, 410])
+    verdict = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=5.0)))
+    assert verdict.kind == "cannot win" and verdict.windows == 3
+    assert verdict.why.startswith("ITL p99 12.0 ms [12.0, 12.0] is past the 5 ms limit")
+    within = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=50.0)))
+    assert within.kind == "separated above" and "TTFT p99 90.0 ms" in within.why  # the slow tenth request: p99
+
+
+def test_windows_without_completed_requests_leave_the_latency_unknown_not_within():
+    """Long requests in short windows: a window may complete none. Its latency is left out; with
+    fewer than two known the latency straddles its limit, so the point is not called a winner."""
+    windows = [_window(k * 1000.0, 400, []) for k in range(3)]
+    verdict = EffortRule(3, 4).judge(stream_summaries(windows), None, slo_limits(Slo()))
+    assert verdict.kind == "continue" and "straddles" not in verdict.why
+    capped = EffortRule(3, 3).judge(stream_summaries(windows), None, slo_limits(Slo()))
+    assert capped.kind == "cap reached" and "TTFT p99 nan ms [-inf, inf] straddles the 500 ms limit" in capped.why
+    mixed = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[400, 410, 405]) + [_window(3000.0, 400, [])]
+    above = EffortRule(3, 8).judge(stream_summaries(mixed), None, slo_limits(Slo()))
+    assert above.kind == "separated above" and above.windows == 4  # the three known windows decide
+
+
+def _row(variant: str, concurrency: int, tokens_s: float, low: float, high: float, ttft99: float = 100.0,
+         itl99: float = 20.0, **extra) -> dict:
+    return LlmRow(variant=variant, max_num_seqs=4, tensor_parallel=1, instances=1, cores_per_instance=1,
+                  core_start=None, core_end=None, concurrency=concurrency, request_rate=None, input_tokens=16,
+                  output_tokens=8, output_tokens_per_s=tokens_s, output_tokens_per_s_low=low,
+                  output_tokens_per_s_high=high, requests_per_s=tokens_s / 8, tokens_per_user_per_s=50.0,
+                  ttft_p50_ms=ttft99 / 2, ttft_p90_ms=ttft99, ttft_p99_ms=ttft99, itl_p50_ms=itl99 / 2,
+                  itl_p90_ms=itl99, itl_p99_ms=itl99, goodput=1.0, client_output_tokens=400,
+                  server_output_tokens=400, requests=50, failures=0, windows=4, stable=True, **extra).to_dict()
+
+
+def _result(rows) -> LlmSweepResult:
+    return LlmSweepResult(llm_frame(rows), {"kind": "llm", "slo": {"ttft_ms": 500.0, "itl_ms": 50.0}})
+
+
+def test_the_runner_up_is_another_variant_and_overlapping_intervals_are_not_separable():
+    rows = [_row("seqs4-tp1-x1", 1, 100.0, 95.0, 105.0), _row("seqs4-tp1-x1", 4, 300.0, 280.0, 320.0),
+            _row("seqs8-tp1-x1", 4, 290.0, 270.0, 310.0),
+            _row("seqs8-tp1-x1", 8, 500.0, 480.0, 520.0, itl99=80.0)]  # faster but past the ITL limit
+    found = _result(rows).answer()
+    assert (found.best["variant"], int(found.best["concurrency"])) == ("seqs4-tp1-x1", 4)
+    assert (found.runner_up["variant"], int(found.runner_up["concurrency"])) == ("seqs8-tp1-x1", 4)
+    sure = found.confidence
+    assert sure.separable is False and sure.overlap == pytest.approx(30.0)
+    # each half-width 20 against a gap of 10: (40 / 10)^2 = 16 times the 4 windows, 60 more
+    assert sure.more_windows == 60
+    text = _result(rows).describe_best()
+    assert "Runner-up: seqs8-tp1-x1 (max_num_seqs 4" in text
+    assert ("Confidence: not separable on this machine: intervals [280.0, 320.0] and [270.0, 310.0] overlap; about "
+            "60 more windows each would be needed to separate them, or accept either.") in text
+    saved = found.to_dict()
+    assert saved["best"]["output_tokens_per_s_interval"] == [280.0, 320.0]
+    assert saved["runner_up"]["load"] == "concurrency 4" and saved["confidence"]["more_windows"] == 60
+
+
+def test_apart_intervals_are_separable_and_a_lone_variant_says_so():
+    rows = [_row("seqs4-tp1-x1", 4, 300.0, 290.0, 310.0), _row("seqs1-tp1-x1", 4, 150.0, 140.0, 160.0)]
+    assert ("Confidence: separable: best's output tokens/s interval [290.0, 310.0] lies above the runner-up's "
+            "[140.0, 160.0].") in _result(rows).describe_best()
+    alone = _result(rows[:1]).describe_best()
+    assert "No other variant meets it. Confidence: separable: no other configuration qualifies." in alone
+    no_interval = [_row("seqs4-tp1-x1", 4, 300.0, math.nan, math.nan), rows[1]]
+    assert "Confidence: not known: an output tokens/s interval is missing" in _result(no_interval).describe_best()
+
+
+def test_the_incumbent_moves_only_to_points_meeting_the_slo_with_more_tokens():
+    effort = LlmEffort(EffortRule(3, 6), Slo(ttft_ms=500.0, itl_ms=50.0))
+    assert effort.until().incumbent is None and effort.until().limits == {TTFT_P99: 500.0, ITL_P99: 50.0}
+    effort.measured(LlmRow.from_dict(_row("a", 1, 100.0, 95.0, 105.0)))
+    assert effort.incumbent == Incumbent("a at concurrency 1", 100.0, 95.0, 105.0)
+    effort.measured(LlmRow.from_dict(_row("a", 8, 900.0, 890.0, 910.0, ttft99=900.0)))  # past the TTFT limit
+    effort.measured(LlmRow.from_dict(_row("b", 1, 90.0, 85.0, 95.0)))  # fewer tokens
+    assert effort.incumbent.label == "a at concurrency 1"
+    until = effort.until()
+    windows = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[200, 210, 205])
+    assert until(windows).startswith("separated above after 3 window(s): throughput 205.0 [")
+    effort.measured(LlmRow.from_dict(_row("b", 4, 205.0, 200.0, 210.0)), until)
+    expected = float(np.mean([200, 210, 205]))
+    assert effort.incumbent.label == "b at concurrency 4" and effort.incumbent.throughput == pytest.approx(expected)
+    assert effort.incumbent.throughput_low < 200.0  # read from the windows the rule saw: their t-interval
+
+
+def test_the_cli_turns_the_effort_mode_on_with_search_adaptive(tmp_path, capsys):
+    """``--search adaptive`` names the tensor sweeps' effort search; in LLM mode its cap is
+    ``--max-windows`` when given, else the rule's default; the grid measures until stable."""
+    from workbench.cli import build_parser
+    from workbench.measure.llm.cli import effort_rule
+
+    parser = build_parser("sweep")
+    rules = {}
+    for flags in ([], ["--search", "adaptive"], ["--search", "adaptive", "--max-windows", "5"]):
+        args = parser.parse_args(["sweep", str(tmp_path), "--out", str(tmp_path / "run"), *flags])
+        problems: list[str] = []
+        rules[" ".join(flags)] = effort_rule(args, args.flag_defaults, problems)
+        assert problems == []
+    assert rules[""] is None
+    assert rules["--search adaptive"] == EffortRule(3, 10)
+    assert rules["--search adaptive --max-windows 5"] == EffortRule(3, 5)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["sweep", "--help"])
+    assert "adaptive measures each point until decided against the best point so far under the SLO" in " ".join(
+        capsys.readouterr().out.split())

@@ -1,0 +1,85 @@
+"""An LLM sweep's effort mode: each point measured until it is decided, by the tensor sweeps' rule
+(``sweep/search/effort.py``: one rule), against the incumbent (the best point so far meeting the
+SLO, by output tokens/s) and the SLO's limits instead of a p99 budget.
+
+The rule reads each streaming window (`StreamWindow`) as a `WindowSummary`: output tokens/s as
+its throughput, and the window's own TTFT p99 and ITL p99 (ms, nearest rank over the requests
+that completed in it) under the names the SLO's answer uses (``answers.slo_text``). A window in
+which no request completed has no latency (NaN): the rule leaves it out.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from workbench.measure.engine.stats import summarize_latencies
+from workbench.measure.engine.streaming import Slo
+from workbench.measure.engine.streaming.load import StreamWindow
+from workbench.measure.llm.rows import LlmRow, usable_llm
+from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
+
+__all__ = ["TTFT_P99", "ITL_P99", "slo_limits", "stream_summaries", "meets", "LlmEffort"]
+
+TTFT_P99 = "TTFT p99"
+ITL_P99 = "ITL p99"
+
+
+def slo_limits(slo: Slo) -> dict[str, float]:
+    """The rule's limits of an SLO: its TTFT and ITL p99 limits in ms (a None limit: none)."""
+    limits = {TTFT_P99: slo.ttft_ms, ITL_P99: slo.itl_ms}
+    return {name: float(limit) for name, limit in limits.items() if limit is not None}
+
+
+def _p99(values: list[float]) -> float:
+    return summarize_latencies(np.array(values))["p99"] if values else math.nan
+
+
+def stream_summaries(windows: Sequence[StreamWindow]) -> list[WindowSummary]:
+    """The streaming engine's windows as the effort rule reads them: output tokens/s, and the TTFT
+    p99 and ITL p99 of the requests completed in each window alone."""
+    out = []
+    for w in windows:
+        ok = [r for r in w.done if r.ok and r.token_ns]
+        latencies = {TTFT_P99: _p99([r.ttft_ms for r in ok]),
+                     ITL_P99: _p99([r.itl_ms for r in ok if r.output_tokens > 1])}
+        out.append(WindowSummary(w.output_tokens_per_s, latencies, len(w.done), w.duration_s))
+    return out
+
+
+def meets(row: LlmRow, slo: Slo) -> bool:
+    """Whether a measured row meets the SLO on its p99s (``answers.meeting``'s rule for one row)."""
+    return (usable_llm(row.to_dict()) and (slo.ttft_ms is None or row.ttft_p99_ms <= slo.ttft_ms)
+            and (slo.itl_ms is None or row.itl_p99_ms <= slo.itl_ms))
+
+
+class LlmEffort:
+    """The effort mode of one sweep: the rule, the SLO's limits and the incumbent so far.
+    ``until()`` gives a point's engine ``until``; ``measured(row, until)`` moves the incumbent to
+    the row when it meets the SLO with more output tokens/s, read from the windows the rule saw
+    (its bootstrap interval where it saw fewer than two, as a row read back on a resume)."""
+
+    def __init__(self, rule: EffortRule, slo: Slo) -> None:
+        self.rule, self.slo, self.limits = rule, slo, slo_limits(slo)
+        self.best: LlmRow | None = None
+        self.incumbent: Incumbent | None = None
+
+    def until(self) -> DecidedBy[StreamWindow]:
+        return DecidedBy(self.rule, self.incumbent, self.limits, stream_summaries)
+
+    def measured(self, row: LlmRow, until: DecidedBy[StreamWindow] | None = None) -> None:
+        if row.error or not meets(row, self.slo):
+            return
+        if self.best is not None and not row.output_tokens_per_s > self.best.output_tokens_per_s:
+            return
+        self.best = row
+        rate = row.request_rate
+        load = f"{rate:g} req/s" if rate is not None and not math.isnan(rate) else f"concurrency {row.concurrency}"
+        label = f"{row.variant} at {load}"
+        if until is not None and len(until.seen) >= 2:
+            self.incumbent = Incumbent.from_windows(label, until.seen)
+        else:
+            self.incumbent = Incumbent(label, row.output_tokens_per_s, row.output_tokens_per_s_low,
+                                       row.output_tokens_per_s_high)
