@@ -3,7 +3,9 @@ budget it leaves, the runner-up, the best point of any other configuration (anot
 or batch size: another concurrency of the same configuration is only a load level), and how sure
 the order of the two is (`Confidence`): whether their 95% throughput intervals are apart, and if
 not, about how much more measuring each would need before they could be. "Not separable on this
-machine" is an answer too: on a noisy machine two configurations can be as good as each other."""
+machine" is an answer too: on a noisy machine two configurations can be as good as each other.
+The intervals are one run's: the same point measured minutes apart read 855 and 811 infer/s here
+(benchmarks/README, search vs grid), so "separable" says so "in this run"."""
 
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def confidence(best: pd.Series | None, runner_up: pd.Series | None, *, column: s
     best_text, other_text = f"[{a_low:.1f}, {a_high:.1f}]", f"[{b_low:.1f}, {b_high:.1f}]"
     if a_low > b_high:
         return Confidence(True, f"separable: best's {what} interval {best_text} lies above the runner-up's "
-                                f"{other_text}", 0.0)
+                                f"{other_text} (in this run: a machine can drift more than that between runs)", 0.0)
     overlap = min(a_high, b_high) - max(a_low, b_low)
     gap = _number(best, column) - _number(runner_up, column)
     if not gap > 0:
