@@ -96,6 +96,21 @@ def test_describe_best_names_the_configuration_and_the_constraint():
     assert "Lowest p99: 1x1" in text and "Highest throughput: 2x1" in text
 
 
+def test_describe_best_says_how_sure_the_order_is():
+    """The sentence every screen shows (sweep panel, results tab, report, CLI) carries the
+    answer's confidence against the best of another configuration."""
+    apart = [point("2x1", 4, 1, throughput=520, p99=14, throughput_low=510, throughput_high=530),
+             point("1x1", 4, 1, throughput=300, p99=12, throughput_low=290, throughput_high=310)]
+    text = describe_best(frame_from_rows(apart), latency_budget_ms=20)
+    assert text.endswith("Confidence: separable: best's throughput interval [510.0, 530.0] lies above the runner-up's "
+                         "[290.0, 310.0] (in this run: a machine can drift more than that between runs).")
+    close = [apart[0], point("1x1", 8, 1, throughput=515, p99=14, throughput_low=500, throughput_high=525)]
+    assert "Confidence: not separable on this machine: intervals [510.0, 530.0] and [500.0, 525.0] overlap" \
+        in describe_best(frame_from_rows(close), latency_budget_ms=20)
+    # the lowest p99 above a throughput floor is another question: no throughput order to be sure of
+    assert "Confidence" not in describe_best(frame_from_rows(close), min_throughput=100)
+
+
 def test_describe_best_warns_about_an_unstable_winner():
     rows = [point("1x1", 1, 1, throughput=100, p99=5, stable=False)]
     assert "did not stabilise" in describe_best(frame_from_rows(rows))

@@ -17,7 +17,7 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.rows import usable_llm
 from workbench.system import cores_for_instance
 from workbench.measure.store.cost import with_cost
-from workbench.measure.sweep.search.answer import Confidence, confidence
+from workbench.measure.store.confidence import Confidence, confidence
 
 __all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
            "point_text", "slo_text", "LlmAnswer", "answer_under"]

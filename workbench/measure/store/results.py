@@ -16,6 +16,7 @@ from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
                                             ResultsError, append_point, frame_from_rows, read_points,
                                             write_exports, write_record)
+from workbench.measure.store.confidence import confidence
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.settings import MeasureSettings
 
@@ -24,7 +25,7 @@ __all__ = [
     "KEY_COLUMNS", "COLUMNS",
     "ResultsError", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
-    "load_run", "list_runs", "best_point", "describe_best", "compare_runs",
+    "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
 ]
 
 class ReadableFrame(pd.DataFrame):
@@ -218,6 +219,16 @@ def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
     return order.iloc[0]
 
 
+def runner_up_of(frame: pd.DataFrame, best: pd.Series | None, *, latency_budget_ms: float | None = None,
+                 min_throughput: float | None = None) -> pd.Series | None:
+    """The best point of another configuration than ``best``'s (another variant or batch size:
+    another concurrency of the same configuration is only a load level); None without one."""
+    if best is None:
+        return None
+    other = frame[(frame["variant"] != best["variant"]) | (frame["batch_size"] != best["batch_size"])]
+    return best_point(other, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput) if len(other) else None
+
+
 def _point_text(point: pd.Series, backends: bool = False) -> str:
     """The point in words; ``backends``: the run compares backends, so say which served it."""
     extra = "".join(f", {point[c]}" for c in ("batching", "parameters")
@@ -254,8 +265,11 @@ def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None
         return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
                 f"Lowest p99: {_point_text(fastest, backends)}. Highest throughput: {_point_text(strongest, backends)}.")
     count = len(qualifying(usable, latency_budget_ms, min_throughput))
-    return (f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): "
-            f"{_point_text(best, backends)}{note}.")
+    text = f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): {_point_text(best, backends)}{note}."
+    if goal == "highest throughput":  # how sure the order is, against the best of another configuration
+        runner_up = runner_up_of(frame, best, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+        text += f" Confidence: {confidence(best, runner_up).statement}."
+    return text
 
 
 
