@@ -746,3 +746,21 @@ def test_docker_run_for_a_generated_model_uses_its_cores_target_and_name(tmp_pat
     on_host = docker_run_for_model(generated, repository="/home/ubuntu/models", instance_type="trn1.32xlarge")
     assert "/home/ubuntu/models:/models" in on_host.argv and on_host.devices == (1, 2)
     assert not (tmp_path / "repo").exists()  # a preview writes nothing
+
+
+def test_a_server_group_is_ended_even_when_an_interrupt_left_popens_wait_lock_held():
+    """A KeyboardInterrupt that lands inside Popen.poll(), between its lock's acquire and its try,
+    leaves Popen's wait lock held; a plain process.wait() then blocks for ever (CI saw `workbench
+    serve` hang 60 s after Ctrl-C). The group is still killed and reaped, within bounded time."""
+    import time as _time
+
+    from workbench.server.guard import end_process_group
+
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    assert proc._waitpid_lock.acquire(False)  # what the interrupted poll() leaves behind
+    started = _time.monotonic()
+    end_process_group(proc, timeout=0.5)
+    assert _time.monotonic() - started < 10
+    assert proc.returncode in (-signal.SIGTERM, -signal.SIGKILL)  # reaped with waitpid, its status recorded
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # no member of the group is left

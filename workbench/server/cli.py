@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         model_config_name=args.model_config_name,
     )
     previous = signal.signal(signal.SIGTERM, _interrupt)
+    original_int = signal.getsignal(signal.SIGINT)
     try:
         server.start()
         print(f"tritonserver {server.version} ({server.install.source}) pid {server.pid}")
@@ -114,13 +115,22 @@ def run(args: argparse.Namespace) -> int:
                 return 1
         print("models:")
         print_index(server)
+        # From here Ctrl-C and SIGTERM only set a flag. Raised as KeyboardInterrupt inside the loop's
+        # Popen.poll(), between its lock's acquire and its try, the interrupt leaves that lock held,
+        # and stopping the server then waits on it for ever (seen once in CI: 60 s, then killed).
+        asked = threading.Event()
+        signal.signal(signal.SIGINT, lambda _signum, _frame: asked.set())
+        signal.signal(signal.SIGTERM, lambda _signum, _frame: asked.set())
         print("serving; Ctrl-C to stop", flush=True)
         stop_echo = server.follow_log_in_thread(print) if args.show_log else threading.Event()
         try:
-            while server.running:
-                threading.Event().wait(0.5)
+            while server.running and not asked.wait(0.5):
+                pass
         finally:
             stop_echo.set()
+        if asked.is_set():
+            print("\nstopping tritonserver...", flush=True)
+            return 0
         print("tritonserver exited on its own. Last log lines:", file=sys.stderr)
         print("\n".join(server.log_tail(20)), file=sys.stderr)
         return 1
@@ -129,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         # A second Ctrl-C must not cut the shutdown short (stop() is bounded by its timeout).
-        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
             server.stop(timeout=10)
         finally:
-            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGINT, original_int)
             signal.signal(signal.SIGTERM, previous)
         print("stopped", flush=True)

@@ -164,12 +164,33 @@ def end_process_group(process: "subprocess.Popen[bytes]", timeout: float) -> Non
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-    process.wait()
+    _reap(process, 10.0)
     deadline = time.monotonic() + 10.0
     while group_alive(process.pid) and time.monotonic() < deadline:
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def _reap(process: "subprocess.Popen[bytes]", seconds: float) -> None:
+    """Wait (at most ``seconds``) for a killed ``process`` to be reaped. A KeyboardInterrupt that
+    landed inside an earlier ``Popen.poll()`` can leave Popen's wait lock held, so that
+    ``process.wait()`` would block for ever: past the bounded wait, reap it with waitpid directly."""
+    deadline = time.monotonic() + seconds
+    try:
+        process.wait(min(seconds, 2.0))  # a killed process is reaped at once, unless the lock is held
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    while time.monotonic() < deadline:
+        try:
+            pid, status = os.waitpid(process.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped already (by Popen, after all)
+            return
+        if pid == process.pid:
+            process.returncode = os.waitstatus_to_exitcode(status)
             return
         time.sleep(0.05)
 
