@@ -35,6 +35,8 @@ from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.engine.settings import MeasureError, MeasureSettings
 from workbench.tasks import Cancelled
 
+from served_models import serve_python_model  # tests/served_models.py
+
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 MODEL = "paced"
@@ -124,13 +126,7 @@ CONFIG = textwrap.dedent(f'''
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, triton_server_module):
-    repo = tmp_path_factory.mktemp("streaming") / "repo"
-    (repo / MODEL / "1").mkdir(parents=True)
-    (repo / MODEL / "config.pbtxt").write_text(CONFIG)
-    (repo / MODEL / "1" / "model.py").write_text(MODEL_PY)
-    server = triton_server_module(repo)
-    server.load(MODEL)
-    return server
+    return serve_python_model(triton_server_module, tmp_path_factory.mktemp("streaming") / "repo", MODEL, CONFIG, MODEL_PY)
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from workbench.server.remote import RunningServer
 from workbench.ui.ask import AskArea
 from workbench.ui.state import WorkbenchState
 
+from served_models import serve_python_model  # tests/served_models.py
+
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
 MODEL = "words"
@@ -83,13 +85,7 @@ CONFIG = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, triton_server_module):
-    repo = tmp_path_factory.mktemp("ask") / "repo"
-    (repo / MODEL / "1").mkdir(parents=True)
-    (repo / MODEL / "config.pbtxt").write_text(CONFIG)
-    (repo / MODEL / "1" / "model.py").write_text(MODEL_PY)
-    server = triton_server_module(repo)
-    server.load(MODEL)
-    return server
+    return serve_python_model(triton_server_module, tmp_path_factory.mktemp("ask") / "repo", MODEL, CONFIG, MODEL_PY)
 
 
 def _text(value: str) -> str:
