@@ -17,10 +17,10 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.rows import usable_llm
 from workbench.system import cores_for_instance
 from workbench.measure.store.cost import with_cost
-from workbench.measure.store.confidence import Confidence, confidence
+from workbench.measure.store.confidence import Confidence, confidence, number
 
 __all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
-           "point_text", "slo_text", "LlmAnswer", "answer_under"]
+           "point_text", "slo_text", "load_text", "LlmAnswer", "answer_under"]
 
 
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,17 +84,12 @@ class LlmAnswer:
         def brief(row: pd.Series | None) -> dict | None:
             if row is None:
                 return None
-            low, high = (_value(row, f"output_tokens_per_s_{end}") for end in ("low", "high"))
-            return {"variant": row["variant"], "load": _load_text(row),
+            low, high = (number(row, f"output_tokens_per_s_{end}") for end in ("low", "high"))
+            return {"variant": row["variant"], "load": load_text(row.get("concurrency"), row.get("request_rate")),
                     "output_tokens_per_s": float(row["output_tokens_per_s"]),
                     "output_tokens_per_s_interval": None if math.isnan(low) or math.isnan(high) else [low, high],
                     "ttft_p99_ms": float(row["ttft_p99_ms"]), "itl_p99_ms": float(row["itl_p99_ms"])}
         return {"best": brief(self.best), "runner_up": brief(self.runner_up), "confidence": self.confidence.to_dict()}
-
-
-def _value(row: pd.Series, column: str) -> float:
-    value = row.get(column)
-    return math.nan if value is None else float(value)
 
 
 def answer_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float | None = None) -> LlmAnswer:
@@ -147,14 +142,16 @@ def slo_text(slo: Slo | None, min_goodput: float | None = None) -> str:
     return " and ".join(parts) or "no SLO"
 
 
-def _load_text(point: pd.Series) -> str:
-    return (f"concurrency {int(point['concurrency'])}" if not pd.isna(point.get("concurrency"))
-            else f"{float(point['request_rate']):g} req/s")
+def load_text(concurrency: object, request_rate: object) -> str:
+    """A point's load level in words: its request rate when it has one, else its concurrency."""
+    if request_rate is not None and not pd.isna(request_rate):
+        return f"{float(request_rate):g} req/s"
+    return f"concurrency {int(concurrency)}"
 
 
 def point_text(point: pd.Series) -> str:
     """The configuration and its figures in words."""
-    load = _load_text(point)
+    load = load_text(point.get("concurrency"), point.get("request_rate"))
     return (f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
             f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
             f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, TTFT p99 {float(point['ttft_p99_ms']):.1f} ms, "

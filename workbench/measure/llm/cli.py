@@ -249,12 +249,9 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     return _report(task.result, args, prices)
 
 
-def _load(row) -> str:
-    rate = row.get("request_rate")
-    return f"{float(rate):g} req/s" if rate is not None and rate == rate else f"concurrency {int(row['concurrency'])}"
-
-
 def _report(result, args: argparse.Namespace, prices) -> int:
+    from workbench.measure.llm.answers import load_text
+
     min_goodput = args.min_goodput / 100.0 if args.min_goodput is not None else None
     table = result.table()
     shown = table.drop(columns=[c for c in ("stopped", "warnings") if c in table.columns])
@@ -262,7 +259,8 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     if result.record.get("effort"):  # the effort rule's verdicts: a sentence each, too long for a column
         for _, row in result.frame.iterrows():
             if isinstance(row.get("stopped"), str) and row["stopped"]:
-                print(f"{row['variant']} at {_load(row)}: {row['stopped']}")
+                print(f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: "
+                      f"{row['stopped']}")
     print()
     for label, why in result.skipped.items():
         print(f"skipped {label}: {why}")
@@ -273,7 +271,8 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     front = result.pareto()
     if len(front):
         print("Pareto front (output tokens/s per user / total): " + "; ".join(
-            f"{r['variant']} at {_load(r)}: {r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
+            f"{r['variant']} at {load_text(r.get('concurrency'), r.get('request_rate'))}: "
+            f"{r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
             for _, r in front.iterrows()))
     if args.instance_type:
         from workbench.measure.store.cost import CostError  # with the report, as the result's own

@@ -18,6 +18,7 @@ import numpy as np
 from workbench.measure.engine.stats import summarize_latencies
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
+from workbench.measure.llm.answers import load_text
 from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
@@ -75,9 +76,7 @@ class LlmEffort:
         if self.best is not None and not row.output_tokens_per_s > self.best.output_tokens_per_s:
             return
         self.best = row
-        rate = row.request_rate
-        load = f"{rate:g} req/s" if rate is not None and not math.isnan(rate) else f"concurrency {row.concurrency}"
-        label = f"{row.variant} at {load}"
+        label = f"{row.variant} at {load_text(row.concurrency, row.request_rate)}"
         if until is not None and len(until.seen) >= 2:
             self.incumbent = Incumbent.from_windows(label, until.seen)
         else:
