@@ -121,7 +121,6 @@ class _LlmSweep:
                  progress: Callable[[int, int, str], None] | None, cancel: threading.Event | None,
                  effort: EffortRule | None = None) -> None:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
-        self.rule = effort
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
         if not (model_dir / "config.pbtxt").is_file():
@@ -157,8 +156,8 @@ class _LlmSweep:
         plan = self.plan.to_dict()
         return {"input_tokens": plan["input_tokens"], "output_tokens": plan["output_tokens"], "slo": plan["slo"],
                 "engine": ENGINE, "settings": self.settings.to_dict(), "prompts": self.plan.prompts,
-                "seed": self.plan.seed, "effort": None if self.rule is None else
-                {"min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}}
+                "seed": self.plan.seed, "effort": None if self.effort is None else
+                {"min_windows": self.effort.rule.min_windows, "max_windows": self.effort.rule.max_windows}}
 
     def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None) -> None:
         measured = fingerprint(self.model_dir, to_json(self.base_config), server_version=self.server.version,
