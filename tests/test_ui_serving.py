@@ -135,7 +135,8 @@ def test_a_small_sweep_runs_from_the_panel_with_table_and_plots(app):
     table = _text(sweep.controls["table"].value)
     assert "throughput (infer/s)" in table and "p99 (ms)" in table and sweep.controls["table"].value.count("<tr") == 3
     assert all(bytes(image.value).startswith(b"\x89PNG") for image in sweep.controls["plots"].children)
-    assert "Best (highest throughput" in _text(sweep.controls["best"].value)
+    best = _text(sweep.controls["best"].value)
+    assert "Best (highest throughput" in best and "Confidence: " in best  # how sure, where the answer is read
     sweep.controls["budget_ms"].value = 1e-6
     assert "No configuration meets p99" in _text(sweep.controls["best"].value)
     sweep.controls["export"].click()
@@ -189,6 +190,7 @@ def test_results_panel_opens_and_compares_saved_runs(app):
     run = panel.open(str(Path(app["sweep"].controls["runs_dir"].value) / "first"))
     assert run.status == "complete" and bytes(panel.controls["plot"].value).startswith(b"\x89PNG")
     assert "Best (highest throughput" in _text(panel.controls["best"].value)
+    assert "Confidence: " in _text(panel.controls["best"].value)
     runs_dir = Path(app["sweep"].controls["runs_dir"].value)
     panel.controls["run_a"].value = str(runs_dir / "first")
     panel.controls["run_b"].value = str(runs_dir / "second")
