@@ -177,3 +177,25 @@ def test_the_cli_turns_the_effort_mode_on_with_search_adaptive(tmp_path, capsys)
         parser.parse_args(["sweep", "--help"])
     assert "adaptive measures each point until decided against the best point so far under the SLO" in " ".join(
         capsys.readouterr().out.split())
+
+
+def test_the_cli_report_of_an_effort_run_gives_each_point_its_verdict_and_the_front(capsys, tmp_path):
+    """What `workbench sweep --search adaptive` prints after the table: one line per point with its
+    load level and the rule's verdict, then the answer with its confidence and the Pareto front."""
+    import argparse
+
+    from workbench.measure.llm.cli import _report
+
+    rows = [_row("seqs4-tp1-x1", 1, 100.0, 95.0, 105.0, stopped="separated above after 3 window(s): no incumbent yet"),
+            _row("seqs8-tp1-x1", 4, 290.0, 270.0, 310.0, itl99=80.0,
+                 stopped="cannot win after 3 window(s): ITL p99 80.0 ms [70.0, 90.0] is past the 50 ms limit")]
+    result = LlmSweepResult(llm_frame(rows), {"kind": "llm", "slo": {"ttft_ms": 500.0, "itl_ms": 50.0},
+                                              "effort": {"min_windows": 3, "max_windows": 10}, "status": "complete"},
+                            tmp_path)
+    args = argparse.Namespace(min_goodput=None, instance_type=None, instance_cores=None, no_plots=True)
+    assert _report(result, args, None) == 0
+    printed = capsys.readouterr().out
+    assert "seqs4-tp1-x1 at concurrency 1: separated above after 3 window(s): no incumbent yet" in printed
+    assert "seqs8-tp1-x1 at concurrency 4: cannot win after 3 window(s): ITL p99 80.0 ms" in printed
+    assert "Confidence: separable: no other configuration qualifies." in printed
+    assert "Pareto front (output tokens/s per user / total): " in printed
