@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -35,6 +36,7 @@ from workbench.measure.sweep.search import (
 )
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
+from workbench.measure.sweep.search.bounds import Bound, VariantFacts
 from workbench.measure.watch.variant_times import times_frame
 from workbench.server import TritonServer
 
@@ -361,6 +363,56 @@ def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir)
     assert "Best: 2x1, batch 4, concurrency 2" in text and "of the budget to spare" in text and "Runner-up: 1x1, batch 4" in text
 
 
+def _recorded_grids():
+    """The two 36-point grids of benchmarks/README.md ("the full space on a quiet machine")."""
+    runs = json.loads((Path(__file__).parent / "data" / "search_grids.json").read_text())["runs"]
+    return [(run["p99_budget_ms"], {(a, b, c): (x, p99) for a, b, c, x, p99 in run["points"]}) for run in runs]
+
+
+@pytest.mark.parametrize("run", [0, 1], ids=["budget 41 ms", "budget 15 ms"])
+def test_the_adaptive_walk_names_the_grids_answer_from_a_fifth_of_its_points(model_dir, run):
+    """On each recorded grid (every point read as the grid measured it), the adaptive search's
+    walk names the grid's best or a point within 5% of it under the budget, measures at most 8 of
+    the 36 points (bisection of every cell measures 19-23 there), and loads each variant once."""
+    budget, grid = _recorded_grids()[run]
+    _plan, space = _space(model_dir)
+    asked = []
+
+    def measure(point, until=None):
+        asked.append((point.variant.allocation.label, point.batch_size, point.concurrency))
+        throughput, p99 = grid[asked[-1]]
+        return PointRow(**point.columns(), throughput=throughput, p99_ms=p99, p50_ms=p99 / 2, failures=0,
+                        outputs_ok=True, stable=True)
+
+    log = SearchLog("adaptive", {}, space)
+    AdaptiveEffort(latency_budget_ms=budget).run(space, measure, log)
+    best = max(x for x, p99 in grid.values() if p99 <= budget)
+    named = max((k for k in asked if grid[k][1] <= budget), key=lambda k: grid[k][0])
+    assert grid[named][0] >= 0.95 * best and len(asked) == len(set(asked)) <= 8, (named, asked)
+    variants = [label for label, _b, _c in asked]
+    assert variants[0] == "1x2" and [v for i, v in enumerate(variants) if i == 0 or variants[i - 1] != v] == \
+        ["1x2", "2x1", "1x1"]  # most cores per instance first; each variant once
+    # the later variants were ruled out by their heaviest point alone, and the log says why
+    assert asked[-2:] == [("2x1", 8, 8), ("1x1", 8, 8)]
+    assert sum("cannot win, nothing else measured" in note for note in log.notes) == 2
+    assert "left out by a heavier point's throughput" in log.stopped
+
+
+def test_a_heavier_point_vouches_condemns_and_bounds_the_lighter_ones():
+    facts = VariantFacts(batch_sizes=3, levels=4)
+    facts.add(2, 1, meets=True, throughput_high=900.0)   # batch index 2, concurrency index 1 met the budget
+    facts.add(1, 3, meets=False, throughput_high=800.0)  # a miss condemns every heavier point
+    assert facts.known_to_meet(0, 0) and facts.known_to_meet(2, 1) and not facts.known_to_meet(2, 2)
+    assert facts.known_to_miss(2, 3) and not facts.known_to_miss(1, 2) and not facts.known_to_miss(0, 3)
+    assert facts.bracket(1) == (1, 3) and facts.bracket(2) == (1, 3) and facts.bracket(0) == (1, 4)
+    assert facts.bound(0, 1) == Bound(800.0, (1, 3))  # the lowest of the heavier points' high ends
+    assert facts.bound(2, 1) == Bound(900.0, (2, 1)) and facts.bound(2, 2).by is None
+    assert facts.bound(0, 1).below(850.0) and not facts.bound(2, 2).below(850.0)
+    facts.add(0, 0, meets=False, throughput_high=float("nan"))  # a failed point bounds nothing
+    assert facts.bound(0, 0) == Bound(800.0, (1, 3)) and facts.measured(0, 0) and not facts.measured(0, 1)
+    assert facts.bracket(0) == (1, 0)  # contradicting facts (noise): the walk reads high 0 as "misses at the lowest"
+
+
 # ---- on a real server --------------------------------------------------------------------------
 
 
@@ -579,7 +631,7 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     assert json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]["params"]["window_s"] == FAST.window_s / 2
     loaded = [line for line in server.log.lines()[before:] if "successfully loaded 'add_sub'" in line]
     session = result.record["sessions"][-1]
-    assert session["loads"] == ["1x1", "2x1"]  # in the space's order, each once
+    assert session["loads"] == ["2x1", "1x1"]  # most cores per instance, then most cores, first; each once
     assert len(loaded) == len(session["loads"]) + 1, loaded  # + the model restored as it was served
     record = json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]
     kinds = ("cannot win", "separated below", "separated above", "cap reached")

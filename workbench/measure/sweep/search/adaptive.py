@@ -1,12 +1,24 @@
-"""Concurrency bisection with the measurement effort spent where it decides (effort.py).
+"""The answer with the measurement effort spent where it decides: which points, and how long each.
 
-The walk is bisection's (concurrency_bisection.py: per variant, every batch size, the highest
-concurrency under the p99 budget, a cell warm-started at the previous batch size's answer), so
-each variant is loaded once and serves every point that needs it. What changes is how long each
-point is measured: window by window, until its interval separates it from the incumbent (the best
-point so far that meets the budget) and from the budget, or the cap. A point far below the
-incumbent, or clearly over the budget, stops after a few windows; a contender is measured to the
-cap. The incumbent moves to every point that meets the budget with more throughput.
+Which points: each variant is loaded once and walked from its heaviest loads down (bounds.py).
+p99 grows with batch size and concurrency, so a point that meets the budget vouches for every
+lighter one; throughput grows with the load until it saturates, so a measured point bounds every
+lighter one. Per batch size, largest first, the concurrency levels still open are probed from just
+above the highest level known to meet the budget (the middle, when none is known). A level is
+skipped when a heavier point's throughput already ends below the incumbent's (the best point so far
+that meets the budget). A batch size whose best level under the budget is bounded so is left
+unmeasured, and so is the level known to meet the budget when it cannot win. Before any other
+point of a variant after the first, its heaviest point is measured, against the incumbent's
+throughput alone. When that point's interval ends below the incumbent's, the whole variant cannot
+win.
+
+Variants go most cores per instance first, then most cores. Under a p99 budget the fastest single
+request tends to win, and an early strong incumbent lets the bound rule out more. In both
+36-point grids of benchmarks/README.md the answer was 1x2.
+
+How long: window by window, until the point's interval separates it from the incumbent and from the
+budget, or the cap (effort.py). A point far below the incumbent, or clearly over the budget, stops
+after a few windows; a contender is measured to the cap.
 
 The answer is re-measured (confirm.py) only while its variant is still loaded: a reload costs
 more than a point here, and the answer states its confidence whichever way (answer.py).
@@ -18,20 +30,30 @@ import dataclasses
 import math
 
 from workbench.measure.engine.settings import MeasureSettings
-from workbench.measure.grid.plan import Point, SweepError
+from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.sweep.search.base import JudgedMeasure, SearchLog, SearchSpace, SearchStrategy, row_score
-from workbench.measure.sweep.search.concurrency_bisection import bisect_cell
-from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit
+from workbench.measure.sweep.search.base import (JudgedMeasure, SearchLog, SearchSpace, SearchStrategy,
+                                                 meets_budget, row_score)
+from workbench.measure.sweep.search.bounds import VariantFacts
+from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit, t_interval
 
-__all__ = ["AdaptiveEffort", "WINDOW_S"]
+__all__ = ["AdaptiveEffort", "WINDOW_S", "variant_order"]
 
 WINDOW_S = 0.5  # the adaptive search's window (the run's when shorter); see judging()
 
 
+def variant_order(space: SearchSpace) -> list[int]:
+    """Indices of the space's variants, most cores per instance first, then most cores."""
+    def key(v: int) -> tuple[int, int, int]:
+        allocation = space.variants[v].allocation
+        return (-allocation.cores_per_instance, -allocation.cores, v)
+    return sorted(range(len(space.variants)), key=key)
+
+
 class AdaptiveEffort(SearchStrategy):
-    """Bisection whose points are measured until decided: ``min_windows`` windows at least (the
-    screen of a point that cannot win), ``max_windows`` at most (a contender)."""
+    """Each variant walked from its heaviest loads down, points bounded by heavier ones left out,
+    each point measured until decided: ``min_windows`` windows at least (the screen of a point that
+    cannot win), ``max_windows`` at most (a contender)."""
 
     name = "adaptive"
     needs_budget = True
@@ -53,7 +75,7 @@ class AdaptiveEffort(SearchStrategy):
     @property
     def params(self) -> dict:
         return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows,
-                "window_s": self.window_s}
+                "window_s": self.window_s, "walk": "bounded"}
 
     def judging(self, settings: MeasureSettings) -> MeasureSettings:
         """Windows of ``window_s`` (never longer than the run's): the rule reads windows, not requests."""
@@ -62,33 +84,104 @@ class AdaptiveEffort(SearchStrategy):
         return dataclasses.replace(settings, window_s=min(self.window_s, settings.window_s))
 
     def search(self, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
-        budget = self.latency_budget_ms
-        best: PointRow | None = None
-        incumbent: Incumbent | None = None
+        _Walk(self, space, measure, log).run()
 
-        def judged(point: Point) -> PointRow:
-            nonlocal best, incumbent
-            until = DecidedBy(self.rule, incumbent, p99_limit(budget))
-            row = measure(point, until=until)
-            if row_score(row, budget) > row_score(best, budget):
-                best = row
-                label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
-                incumbent = Incumbent.from_windows(label, until.seen) if len(until.seen) >= 2 else \
-                    Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
-            return row
 
-        for v in range(len(space.variants)):
-            start = None
-            for b in range(len(space.batch_sizes)):
-                cell = bisect_cell(space, v, b, judged, log, budget, start)
-                start = cell.highest_ok if cell.highest_ok >= 0 else 0
-        rows = [s for s in log.steps if s.get("stopped")]
-        kinds = {}
-        for step in rows:
-            kind = step["stopped"].split(" after ")[0]
-            kinds[kind] = kinds.get(kind, 0) + 1
+class _Walk:
+    """One run of the adaptive search: the incumbent, and the facts of the variant being walked."""
+
+    def __init__(self, search: AdaptiveEffort, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
+        self.rule, self.budget = search.rule, search.latency_budget_ms
+        self.space, self.measure, self.log = space, measure, log
+        self.best: PointRow | None = None
+        self.incumbent: Incumbent | None = None
+        self.left_out = 0  # batch sizes and variants decided without measuring their points
+
+    def run(self) -> None:
+        space = self.space
+        for v in variant_order(space):
+            facts = VariantFacts(len(space.batch_sizes), len(space.concurrency))
+            if self.incumbent is not None and not self._worth_walking(v, facts):
+                continue
+            for b in reversed(range(len(space.batch_sizes))):
+                self._walk_batch(v, b, facts)
+        self._stop()
+
+    def _judged(self, v: int, b: int, c: int, why: str, facts: VariantFacts, *, throughput_only: bool = False) -> None:
+        """Measure one point until decided; it may become the incumbent, and it joins the facts."""
+        limits = {} if throughput_only else p99_limit(self.budget)
+        until = DecidedBy(self.rule, self.incumbent, limits)
+        row = self.measure(self.space.point(v, b, c), until=until)
+        self.log.measured(row, why, self.budget)
+        if row_score(row, self.budget) > row_score(self.best, self.budget):
+            self.best = row
+            label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
+            self.incumbent = Incumbent.from_windows(label, until.seen) if len(until.seen) >= 2 else \
+                Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
+        high = t_interval([w.throughput for w in until.seen]).high if len(until.seen) >= 2 else \
+            (row.throughput if math.isnan(row.throughput_high) else row.throughput_high)
+        facts.add(b, c, meets_budget(row, self.budget), high)
+
+    def _label(self, v: int, b: int, c: int | None = None) -> str:
+        text = f"{self.space.variants[v].label} batch {self.space.batch_sizes[b]}"
+        return text if c is None else f"{text} concurrency {self.space.concurrency[c]}"
+
+    def _worth_walking(self, v: int, facts: VariantFacts) -> bool:
+        """Measure the variant's heaviest point against the incumbent's throughput: False when it
+        ends below, as every other point of the variant then does."""
+        top_b, top_c = len(self.space.batch_sizes) - 1, len(self.space.concurrency) - 1
+        self._judged(v, top_b, top_c, "the variant's heaviest load: its throughput bounds every other point's",
+                     facts, throughput_only=True)
+        bound = facts.bound(0, 0)
+        if self.incumbent is not None and bound.below(self.incumbent.low):
+            self.left_out += 1
+            self.log.note(f"{self.space.variants[v].label}: cannot win, nothing else measured: its heaviest load's "
+                          f"throughput ends at {bound.throughput:.1f}, below {self.incumbent.text()}")
+            return False
+        return True
+
+    def _walk_batch(self, v: int, b: int, facts: VariantFacts) -> None:
+        """Find this batch size's best level under the budget, measuring only what could win."""
+        cell, levels = self._label(v, b), self.space.concurrency
+        while True:
+            low, high = facts.bracket(b)
+            if high == 0:
+                self.log.note(f"{cell}: p99 misses the budget already at the lowest concurrency {levels[0]}")
+                return
+            if high - low == 1 and facts.measured(b, low):
+                self.log.note(f"{cell}: p99 meets the budget at concurrency {levels[low]}"
+                              + (f" and misses it at {levels[high]}" if high < facts.levels else ", the highest"))
+                return
+            bound = facts.bound(b, high - 1)
+            if self.incumbent is not None and bound.below(self.incumbent.low):
+                self.left_out += 1
+                where = f"concurrency {levels[low]}, known to meet the budget" if high - low == 1 else \
+                    f"concurrency {levels[max(low, 0)]} to {levels[high - 1]}"
+                self.log.note(f"{cell}: cannot win, left unmeasured: its best under the budget ({where}) has at "
+                              f"most the throughput of {self._label(v, *bound.by)}, {bound.throughput:.1f}, "
+                              f"below {self.incumbent.text()}")
+                return
+            if high - low == 1:  # the level known to meet the budget (a heavier point did) is the best here
+                self._judged(v, b, low, "meets the budget (a heavier point did): measured for its throughput", facts)
+                continue
+            could_win = [c for c in range(low + 1, high)
+                         if self.incumbent is None or not facts.bound(b, c).below(self.incumbent.low)]
+            if low >= 0:
+                probe, why = could_win[0], "the lowest level that could win above one known to meet the budget"
+            else:
+                probe, why = could_win[(len(could_win) - 1) // 2], "the middle of the levels that could win"
+            self._judged(v, b, probe, why, facts)
+
+    def _stop(self) -> None:
+        kinds: dict[str, int] = {}
+        for step in self.log.steps:
+            if step.get("stopped"):
+                kind = step["stopped"].split(" after ")[0]
+                kinds[kind] = kinds.get(kind, 0) + 1
         spent = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none measured here"
-        best_text = "none meets the budget" if row_score(best, budget) == -math.inf else \
+        best = self.best
+        best_text = "none meets the budget" if row_score(best, self.budget) == -math.inf else \
             f"best {best.variant} batch {best.batch_size} concurrency {best.concurrency}"
-        log.stop(f"every variant x batch size bisected on concurrency under p99 <= {budget:g} ms, each point "
-                 f"measured until decided ({spent}); {best_text}")
+        self.log.stop(f"every variant walked from its heaviest load down under p99 <= {self.budget:g} ms, "
+                      f"{self.left_out} batch size(s) or variant(s) left out by a heavier point's throughput, "
+                      f"each point measured until decided ({spent}); {best_text}")
