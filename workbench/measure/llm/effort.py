@@ -28,7 +28,8 @@ __all__ = ["TTFT_P99", "ITL_P99", "LLM_SEARCHES", "LlmSearch", "slo_limits", "st
 
 TTFT_P99 = "TTFT p99"
 ITL_P99 = "ITL p99"
-# the searches an LLM sweep takes (``workbench sweep --search``'s, as the CLI spells them: cli.LLM_SEARCHES)
+# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
+# (``workbench sweep --search``, the LLM sweep panel's strategy)
 LLM_SEARCHES = ("grid", "adaptive")
 
 
