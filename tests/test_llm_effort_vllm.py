@@ -2,7 +2,8 @@
 concurrencies, each point measured until the effort rule decides it against the best point so far
 and the SLO; every row records its verdict and its output tokens/s interval, the run record keeps
 the rule, and the answer states its confidence. Then, on the variant still loaded, a point held to
-an impossibly tight ITL SLO stops after the rule's screen: it cannot win.
+an impossibly tight ITL SLO stops after the rule's screen: it cannot win. Last, the app's LLM sweep
+panel switched to "until decided" runs the same sweep and shows every row's verdict.
 
 Shares the vLLM server of conftest's ``tiny_llm_server`` (one variant load, ~25 s on 2 cores);
 skips, saying what is missing, without the vLLM environment.
@@ -10,6 +11,7 @@ skips, saying what is missing, without the vLLM environment.
 
 from __future__ import annotations
 
+import html
 import sys
 import time
 
@@ -23,6 +25,8 @@ from workbench.measure.llm import LlmPlan, run_llm_sweep
 from workbench.measure.llm.effort import ITL_P99, slo_limits, stream_summaries
 from workbench.measure.llm.run import COUNT_OUTPUT
 from workbench.measure.sweep.search.effort import STOP_KINDS, DecidedBy, EffortRule
+from workbench.ui.llm_sweep_panel import LlmSweepPanel
+from workbench.ui.state import WorkbenchState
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -79,3 +83,34 @@ def test_a_point_past_an_impossibly_tight_itl_slo_cannot_win_after_the_screen(ti
     assert "is past the 0.001 ms limit" in result.stopped
     assert not any(w.startswith("not stable") for w in result.warnings)  # the rule decided, not stability
     assert result.output_tokens_per_s_low < result.output_tokens_per_s < result.output_tokens_per_s_high
+
+
+def test_the_panel_switched_to_until_decided_shows_each_points_verdict(tiny_llm_server, tmp_path):
+    """The LLM sweep panel with its strategy on ``adaptive`` runs PLAN's grid through the real vLLM
+    backend (one variant load, ~35 s here): the run keeps the panel's rule, and each row's verdict
+    is in the table (cut to a line, whole as its tooltip) and whole under the answer."""
+    server, model_dir = tiny_llm_server
+    panel = LlmSweepPanel(WorkbenchState(model_dir.parent, name=model_dir.name, server=server), runs_dir=tmp_path)
+    c = panel.controls
+    for control, value in (("max_num_seqs", "4"), ("concurrency", "1,4"), ("input_tokens", 16), ("output_tokens", 8),
+                           ("slo_ttft_ms", 5000.0), ("slo_itl_ms", 1000.0), ("window_s", SETTINGS.window_s),
+                           ("time_limit_s", SETTINGS.time_limit_s), ("search", "adaptive"),
+                           ("effort_max_windows", RULE.max_windows)):
+        c[control].value = value
+    assert panel.effort() == RULE
+    started = time.perf_counter()
+    task = panel.start()
+    assert task is not None, c["error"].value
+    assert task.join(timeout=400) and task.state == "done", task.error_text
+    print(f"\npanel swept in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    result = panel.result
+    assert result.complete and result.record["effort"] == {"min_windows": 3, "max_windows": 5}
+    rows = result.frame.to_dict("records")
+    assert [int(r["concurrency"]) for r in rows] == [1, 4]
+    for row in rows:
+        assert not row["error"] and row["stopped"].split(" after ")[0] in STOP_KINDS, row["stopped"]
+        assert f"title='{html.escape(row['stopped'], quote=True)}'" in c["table"].value
+        level = f"concurrency {int(row['concurrency'])}"
+        assert html.escape(f"{row['variant']} at {level}: {row['stopped']}") in c["best"].value
+    assert rows[0]["stopped"].startswith("separated above after 3 window(s)")  # the first point: no incumbent
+    assert "Confidence: separable" in c["best"].value

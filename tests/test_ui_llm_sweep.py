@@ -6,13 +6,17 @@ runs it: in JupyterLab and Chromium (tests/browser/test_vllm_app.py).
 from __future__ import annotations
 
 import html
+import re
 
 import pytest
 
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
+from workbench.measure.grid.plan import SweepError
+from workbench.measure.llm.effort import LLM_SEARCHES
+from workbench.measure.sweep.search.effort import EffortRule
 from workbench.ui.app import Workbench
-from workbench.ui.llm_sweep_panel import LlmSweepPanel
+from workbench.ui.llm_sweep_panel import STRATEGIES, LlmSweepPanel
 from workbench.ui.state import WorkbenchState
 
 
@@ -44,3 +48,47 @@ def test_a_bad_value_is_said_beside_its_field_and_nothing_runs(tmp_path, control
     assert panel.start() is None and html.escape(message) in panel.controls["error"].value
     panel.controls[control].value = good
     assert panel.plan_link.problem_view(field).value == "" and panel.plan_link.problems == []
+
+
+def test_the_strategy_switch_builds_the_effort_rule_the_sweep_is_given(tmp_path):
+    """grid: no rule (each point until stable, the grid's window cap shown); adaptive: the rule of
+    the min and max windows shown in its place, the CLI's ``--search`` names and rule defaults."""
+    panel = LlmSweepPanel(WorkbenchState(tmp_path / "repo"))
+    c = panel.controls
+    assert [value for _text, value in STRATEGIES] == list(LLM_SEARCHES)
+    assert c["search"].value == "grid" and panel.effort() is None
+    assert [box.layout.display for box in panel._rule_fields] == ["none", "none"]
+    assert panel._grid_cap.layout.display is None
+    c["search"].value = "adaptive"
+    assert panel.effort() == EffortRule()  # the rule's defaults, as `workbench sweep --search adaptive`
+    assert [box.layout.display for box in panel._rule_fields] == [None, None]
+    assert panel._grid_cap.layout.display == "none"  # the rule replaces the grid's window cap
+    c["min_windows"].value, c["effort_max_windows"].value = 4, 7
+    assert panel.effort() == EffortRule(min_windows=4, max_windows=7)
+    assert "4 point(s), each measured until decided (4 to 7 windows)" in c["grid_size"].value
+    c["search"].value = "grid"
+    assert panel.effort() is None and c["grid_size"].value == "<i>4 point(s)</i>"
+
+
+@pytest.mark.parametrize("control, field, bad, message", [
+    ("min_windows", "min_windows", 1, "min windows 1 must be a whole number >= 2 (an interval needs two)"),
+    ("effort_max_windows", "max_windows", 2, "max windows 2 must be a whole number >= min windows (3)"),
+])
+def test_a_bad_window_count_of_the_rule_is_said_beside_its_field_and_nothing_runs(tmp_path, control, field, bad,
+                                                                                   message):
+    panel = LlmSweepPanel(WorkbenchState(tmp_path / "repo"))
+    c = panel.controls
+    c["search"].value = "adaptive"
+    c[control].value = bad
+    view = panel.search_link.problem_view(field)
+    assert html.escape(message) in view.value and view.layout.display is None
+    assert panel.search_link.value.effort() == EffortRule()  # the last good rule stands, nothing clamped
+    assert "1 problem(s) shown in red beside their fields above" in c["grid_size"].value
+    with pytest.raises(SweepError, match=re.escape(message)):
+        panel.effort()
+    assert panel.start() is None and html.escape(message) in c["error"].value
+    assert panel.run.task is None  # nothing ran
+    c["search"].value = "grid"  # the grid does not use the rule's windows: no problem left
+    assert panel.search_link.problems == [] and panel.effort() is None
+    c["search"].value = "adaptive"  # chosen again, the bad count is said again (beside the switch)
+    assert html.escape(message) in panel.search_link.problem_view("name").value

@@ -3,6 +3,11 @@ concurrency on the running server (`measure.llm.run_llm_sweep`, as ``workbench s
 such a model), with the table, the best configuration under the SLO, the cheapest per million
 output tokens, the Pareto front and TTFT/ITL against concurrency.
 
+Its strategy control measures each point either until stable (``grid``) or until decided
+(``adaptive``: the effort rule, ``llm/effort.py``, between its min and max windows), as
+``workbench sweep --search grid|adaptive`` does; each row's ``stopped`` says why its windows ended,
+and after an adaptive run the rule's verdicts are listed in full under the answer.
+
 The sweep tab shows this panel instead of the tensor sweep when the model's backend streams tokens
 (the backend switch's ``streams_tokens``). Like the tensor sweep, the live view re-reads the run
 folder after each point: what it shows is what was saved.
@@ -20,11 +25,14 @@ import ipywidgets as widgets
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
+from workbench.measure.llm.answers import load_text
+from workbench.measure.llm.effort import LlmSearch
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
 from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep
 from workbench.measure.store.cost import PRICES
 from workbench.measure.store.results import ResultsError
+from workbench.measure.sweep.search.effort import EffortRule
 from workbench.measure.sweep.swept import check_out_dir
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, hidden, plot_image, row, shown, table_view
@@ -37,6 +45,8 @@ __all__ = ["LlmSweepPanel", "PRICED"]
 # the instance types a cost per million tokens can be given for (a price is known)
 PRICED = tuple(name for name, price in PRICES.items() if price.usd_per_hour is not None)
 PLOTS = ("Pareto front", "TTFT and ITL")
+# the strategy control's choices: what a person reads -> `LlmSearch.name` (the CLI's --search)
+STRATEGIES = (("grid: each point until stable", "grid"), ("adaptive: each point until decided", "adaptive"))
 
 
 def _slo_shown(slo: Slo) -> tuple[float, float]:
@@ -98,6 +108,22 @@ class LlmSweepPanel:
             self.measure_link.link(name, c[name])
         self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
         self.measure_link.on_change = lambda _changed: self._inputs_changed()
+        # how long each point is measured, as one LlmSearch: until stable (the windows above) or until
+        # decided by the effort rule between its own min and max windows (shown only when chosen)
+        c["search"] = widgets.Dropdown(options=STRATEGIES, description="strategy", style=style,
+                                       tooltip="grid: every point measured until stable; adaptive: every point "
+                                       "measured until decided against the best point so far and the SLO")
+        c["min_windows"] = widgets.IntText(description="min windows", style=style,
+                                           tooltip="adaptive: no verdict before this many windows (2 at least: "
+                                           "an interval needs two)")
+        c["effort_max_windows"] = widgets.IntText(description="max windows", style=style,
+                                                  tooltip="adaptive: a point still undecided after this many "
+                                                  "windows stops (cap reached); the time limit still holds")
+        self.search_link: Linked[LlmSearch] = Linked(LlmSearch())
+        self.search_link.link("name", c["search"])
+        self.search_link.link("min_windows", c["min_windows"])
+        self.search_link.link("max_windows", c["effort_max_windows"])
+        self.search_link.on_change = lambda _changed: self._inputs_changed()
         c["price_as"] = widgets.Dropdown(options=PRICED, value="inf2.xlarge", description="price as", style=style,
                                          tooltip="the instance whose on-demand price the cost per million output "
                                          "tokens is worked out at (the share of its cores a configuration holds)")
@@ -117,13 +143,17 @@ class LlmSweepPanel:
         c["run"].on_click(lambda _b: self.start())
         c["price_as"].observe(lambda _change: self._show_best(), names="value")
         f = self.plan_link.field
+        # the boxes (control + problem view) shown or hidden with the strategy
+        self._rule_fields = [self.search_link.field(name) for name in ("min_windows", "max_windows")]
+        self._grid_cap = self.measure_link.field("max_windows")
         self.widget = widgets.VBox([
             widgets.HTML("<b>LLM sweep</b>: this model is served by Triton's vLLM backend, so it is measured in "
                          "tokens (time to first token, inter-token latency, output tokens/s, goodput under the SLO)."),
             row(f("max_num_seqs"), f("tensor_parallel"), f("instances"), f("concurrency")),
             row(f("input_tokens"), f("output_tokens")),
             f("slo"),
-            row(*(self.measure_link.field(name) for name in ("window_s", "max_windows", "time_limit_s"))),
+            row(self.search_link.field("name"), *self._rule_fields),
+            row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
             row(c["price_as"]),
             row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
@@ -139,13 +169,29 @@ class LlmSweepPanel:
             raise SweepError("; ".join(self.plan_link.problems))
         return self.plan_link.value
 
+    def effort(self) -> EffortRule | None:
+        """``run_llm_sweep``'s ``effort`` as the strategy controls say: None for the grid, else the
+        `EffortRule`; SweepError names every bad control value."""
+        if self.search_link.problems:
+            raise SweepError("; ".join(self.search_link.problems))
+        return self.search_link.value.effort()
+
     def _inputs_changed(self) -> None:
         c = self.controls
         if not self.run.running:
             c["error"].value = ""
-        problems = self.plan_link.problems + self.measure_link.problems
+        search = self.search_link.value
+        adaptive = search.name == "adaptive"
+        # the rule's windows only where they count; the grid's window cap, which the rule replaces, only
+        # for the grid (or while it is wrong: its problem stays in sight)
+        for box in self._rule_fields:
+            shown(box, adaptive)
+        shown(self._grid_cap, not adaptive or self.measure_link.problem_view("max_windows").layout.display != "none")
+        problems = self.plan_link.problems + self.measure_link.problems + self.search_link.problems
+        how = (f", each measured until decided ({search.min_windows} to {search.max_windows} windows)"
+               if adaptive and not self.search_link.problems else "")
         c["grid_size"].value = (f"<i>{len(problems)} problem(s) shown in red beside their fields above</i>"
-                                if problems else f"<i>{self.plan_link.value.size} point(s)</i>")
+                                if problems else f"<i>{self.plan_link.value.size} point(s){how}</i>")
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -155,7 +201,7 @@ class LlmSweepPanel:
         c["error"].value = ""
         server, model_dir = self.state.server, self.state.model_dir
         problems = [] if server is not None and server.running else ["start the server first (server panel)"]
-        problems += self.plan_link.problems + self.measure_link.problems
+        problems += self.plan_link.problems + self.measure_link.problems + self.search_link.problems
         if not (model_dir / "config.pbtxt").is_file():
             problems.append(f"write the model directory first (preview panel): {model_dir} has no config.pbtxt")
         if problems:
@@ -175,7 +221,8 @@ class LlmSweepPanel:
             image.value = b""
         hidden(c["plots"])
         return self.run.start(run_llm_sweep, self.plan_link.value, server, model_dir, out_dir=self._out_dir,
-                              settings=self.measure_link.value, label=label, on_done=self._finished,
+                              settings=self.measure_link.value, label=label, effort=self.effort(),
+                              on_done=self._finished,
                               on_progress=lambda _done, _total, _message: self._refresh_live())
 
     def _saved(self) -> LlmSweepResult | None:
@@ -218,4 +265,14 @@ class LlmSweepPanel:
             return
         lines = [self.result.describe_best(), self.result.describe_cheapest(self.controls["price_as"].value)]
         self.controls["best"].value = "".join(f"<div style='font-weight:bold'>{html.escape(line)}</div>"
-                                              for line in lines)
+                                              for line in lines) + _verdicts_html(self.result)
+
+
+def _verdicts_html(result: LlmSweepResult) -> str:
+    """An adaptive run's verdicts, one sentence per point under its load level (the table's
+    ``stopped`` column cuts them to a line), as ``workbench sweep`` prints them; "" for a grid run."""
+    if not result.record.get("effort"):
+        return ""
+    lines = [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
+             for _, row in result.frame.iterrows() if isinstance(row.get("stopped"), str) and row["stopped"]]
+    return "".join(f"<div class='workbench-verdict'>{html.escape(line)}</div>" for line in lines)

@@ -122,13 +122,10 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
         return None
 
 
-# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
-LLM_SEARCHES = ("grid", "adaptive")
-
-
 def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
     """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
     most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
+    from workbench.measure.llm.effort import LLM_SEARCHES
     from workbench.measure.sweep.search.effort import EffortRule
 
     if args.search not in LLM_SEARCHES:

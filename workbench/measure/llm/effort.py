@@ -11,6 +11,7 @@ which no request completed has no latency (NaN): the rule leaves it out.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -22,10 +23,38 @@ from workbench.measure.llm.answers import load_text
 from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
-__all__ = ["TTFT_P99", "ITL_P99", "slo_limits", "stream_summaries", "meets", "LlmEffort"]
+__all__ = ["TTFT_P99", "ITL_P99", "LLM_SEARCHES", "LlmSearch", "slo_limits", "stream_summaries", "meets",
+           "LlmEffort"]
 
 TTFT_P99 = "TTFT p99"
 ITL_P99 = "ITL p99"
+# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
+# (``workbench sweep --search``, the LLM sweep panel's strategy)
+LLM_SEARCHES = ("grid", "adaptive")
+
+
+@dataclass(frozen=True)
+class LlmSearch:
+    """How an LLM sweep measures its points, as one value: ``grid`` (each point until stable, the
+    engine's windows) or ``adaptive`` (each point until decided: an `EffortRule` of ``min_windows``
+    to ``max_windows`` windows). What ``--search grid|adaptive`` says on the command line and the
+    LLM sweep panel's strategy controls describe. The windows are checked only for ``adaptive``:
+    a panel keeps them while the user switches, and the grid does not use them."""
+
+    name: str = "grid"
+    min_windows: int = EffortRule.min_windows
+    max_windows: int = EffortRule.max_windows
+
+    def __post_init__(self) -> None:
+        if self.name not in LLM_SEARCHES:
+            raise ValueError(f"unknown search {self.name!r} for an LLM sweep; choose {' or '.join(LLM_SEARCHES)}")
+        self.effort()  # refuses the windows the rule would refuse, when the value is made
+
+    def effort(self) -> EffortRule | None:
+        """``run_llm_sweep``'s ``effort``: None for the grid, else the rule (ValueError names a bad window count)."""
+        if self.name == "grid":
+            return None
+        return EffortRule(min_windows=self.min_windows, max_windows=self.max_windows)
 
 
 def slo_limits(slo: Slo) -> dict[str, float]:
