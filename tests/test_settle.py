@@ -19,7 +19,7 @@ from workbench.measure.sweep.search import ConcurrencyBisection, SearchLog, Sear
 from workbench.measure.sweep.search import confirm
 from workbench.measure.sweep.search.confirm import confirm_answer, why_confirm
 from workbench.measure.engine.settings import MeasureSettings
-from workbench.measure.watch.settle import IDLE_SHARE, group_cpu, model_processes, wait_quiet
+from workbench.measure.watch.settle import group_cpu, model_processes, replaced, wait_quiet
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer
 
@@ -119,6 +119,21 @@ def test_a_sweep_records_its_wait_for_a_quiet_server_with_each_variant(server, m
         assert times["quiet"]["settled"] is True, label
         assert times["quiet"]["waited_s"] >= 0.5  # at least QUIET_S of quiet
     assert len(result.frame) == 2 and result.frame["error"].isna().all()
+
+
+def test_a_load_of_the_config_already_loaded_replaces_no_stub_and_is_not_waited_out(server, model_dir, tmp_path):
+    """A run that starts with the variant the run before it left loaded: Triton keeps its instances,
+    so no stub leaves, and the wait ends once the server is quiet (it used to wait out its 30 s)."""
+    assert replaced(frozenset({1, 2}), frozenset({1, 2, 3, 4})) == {1, 2}
+    assert replaced(frozenset({1, 2}), frozenset({1, 2})) == frozenset() == replaced(frozenset({1, 2}), frozenset({2}))
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1], core_range="0:1")
+    for run in ("first", "again"):
+        before = model_processes(server.pid, "add_sub")
+        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / run, settings=FAST, restore=False)
+        quiet = result.record["variant_times"]["1x1"]["quiet"]
+        assert quiet["settled"] is True and quiet["left"] == 0, quiet
+    assert model_processes(server.pid, "add_sub") == before  # the second load started no stub
+    assert quiet["waited_s"] < 5, quiet
 
 
 # ---- the answer measured again -----------------------------------------------------------------

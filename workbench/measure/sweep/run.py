@@ -33,7 +33,7 @@ from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrateg
 from workbench.measure.sweep.search.confirm import confirm_answer
 from workbench.measure.engine.loadgen import Until
 from workbench.measure.engine.settings import MeasureSettings
-from workbench.measure.watch.settle import model_processes, wait_quiet
+from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
 from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
                                      chosen_variants, config_digest, machine, open_run, range_cpus, reference_for,
                                      screened_rows, server_url)
@@ -377,7 +377,7 @@ class SweepRun:
         self._report(f"loading {variant.label}")
         loaded.variant = variant.label
         self.session.setdefault("loads", []).append(variant.label)  # every load, in order (a reload shows twice)
-        leaving = model_processes(server.pid, self.name)  # the stubs this load replaces
+        leaving = model_processes(server.pid, self.name)  # the model's stubs before this load
         times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
                                                          loaded.stuck)
         if loaded.error is None:
@@ -387,6 +387,7 @@ class SweepRun:
                 self.record.setdefault("served_by", {})[variant.label] = served_by
             loaded.backend = server.backend_of(self.name)
             # the previous variant's stubs exit (and the new ones finish importing) after the load returns
+            leaving = replaced(leaving, model_processes(server.pid, self.name))
             self._report(f"{variant.label}: waiting for the server's processes to go quiet")
             # meanwhile, the work that needs no server: every batch size's request and reference outputs
             prepared: dict = {}

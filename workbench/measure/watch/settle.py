@@ -25,7 +25,7 @@ from pathlib import Path
 from workbench.server.guard import group_stats
 
 __all__ = ["IDLE_SHARE", "QUIET_S", "SETTLE_TIMEOUT_S", "Quiet", "group_cpu", "busy_share", "model_processes",
-           "wait_quiet"]
+           "replaced", "wait_quiet"]
 
 IDLE_SHARE = 0.05       # of one CPU, the whole group together: an idle tritonserver with stubs uses ~0
 QUIET_S = 0.5           # that long in a row
@@ -54,6 +54,15 @@ def model_processes(pgid: int | None, model: str) -> frozenset[int]:
         if pid != pgid and any(f"/{model}/".encode() in arg for arg in argv):
             found.add(pid)
     return frozenset(found)
+
+
+def replaced(before: frozenset[int], after: frozenset[int]) -> frozenset[int]:
+    """The stubs a load replaced: ``before`` (the model's stubs before it) when it started new ones,
+    none when every stub after it was there before. A load of the config already loaded keeps its
+    instances (Triton 2.51 returns at once), and waiting for those stubs to exit would last until
+    the wait's timeout: measured, 30 s at the start of a search whose first variant the run before
+    it had left loaded."""
+    return before if after - before else frozenset()
 
 
 def busy_share(before: dict[int, float], after: dict[int, float], seconds: float) -> float:
