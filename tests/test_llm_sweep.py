@@ -141,6 +141,18 @@ def test_comparisons_refuse_runs_of_other_lengths_and_name_other_slos(tmp_path):
         load_run(folders["a"])
     listed = list_runs(tmp_path)
     assert sorted(listed["label"]) == ["a", "b", "c"] and (listed["points"] == 4).all()
+    # a damaged record is named with its line, as a tensor run's is, and a tensor run is refused by kind
+    (folders["c"] / "run.json").write_text('{\n  "kind": "llm",\n  oops\n}\n')
+    with pytest.raises(ResultsError, match=r"run.json line 3 is not valid JSON .*start a new run"):
+        load_llm_run(folders["c"])
+    (folders["c"] / "run.json").write_text('[1, 2]\n')
+    with pytest.raises(ResultsError, match="line 1 is not a run record"):
+        load_llm_run(folders["c"])
+    (folders["c"] / "run.json").write_text('{"label": "tensor"}\n')
+    with pytest.raises(ResultsError, match="is not an LLM sweep run"):
+        load_llm_run(folders["c"])
+    with pytest.raises(ResultsError, match="holds no sweep run"):
+        load_llm_run(tmp_path / "nowhere")
 
 
 def _vllm_settings(tmp_path, target: str, **vllm) -> GenerateSettings:

@@ -62,7 +62,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
                       help="measure the whole grid (default) or only the points a search picks "
                            "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
-                           "measures each point until it is decided, with --engine workbench). A vLLM-backend model "
+                           "leaves out the points a heavier point's throughput rules out and measures each other "
+                           "point until it is decided, with --engine workbench). A vLLM-backend model "
                            "takes grid or adaptive: adaptive measures each point until decided against the best "
                            "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
                            "least, --max-windows at most, default 10), and its rows' stopped column says why")

@@ -5,7 +5,6 @@ back from its folder; two runs compared only where they measured the same thing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -18,7 +17,7 @@ from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, 
                                            point_text, slo_text, usable_rows, with_token_cost)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import price_of
-from workbench.measure.store.folder import POINTS_FILE, RECORD_FILE, ResultsError, frame_from_rows, read_points
+from workbench.measure.store.folder import POINTS_FILE, ResultsError, frame_from_rows, read_points, read_record
 from workbench.measure.store.results import ReadableFrame, SavedRun
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
@@ -153,14 +152,8 @@ def load_llm_run(path: str | Path) -> LlmSweepResult:
     from workbench.measure.sweep.resume import unique_rows  # sweep/ imports store/: at call time
 
     path = Path(path)
-    record_path = path / RECORD_FILE
-    if not record_path.is_file():
-        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg})") from None
-    if not isinstance(record, dict) or record.get("kind") != "llm":
+    record = read_record(path)
+    if record.get("kind") != "llm":
         raise ResultsError(f"{path} is not an LLM sweep run (its record has no kind 'llm')")
     rows = unique_rows(read_points(path / POINTS_FILE, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS)
     return LlmSweepResult(llm_frame(rows), record, path)

@@ -18,7 +18,7 @@ import pandas as pd
 from workbench.files import atomic_write, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 
-__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError",
+__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "read_record",
            "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]
 
 POINTS_FILE = "points.jsonl"
@@ -128,6 +128,23 @@ def append_point(path: str | Path, row: dict) -> None:
         handle.write((_dump_line(row) + "\n").encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def read_record(path: str | Path) -> dict:
+    """A run folder's record (``run.json``); ResultsError says what is wrong with it: missing, not
+    JSON (at which line), or not an object."""
+    path = Path(path)
+    record_path = path / RECORD_FILE
+    if not record_path.is_file():
+        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
+                           "start a new run (--new-run)") from None
+    if not isinstance(record, dict):
+        raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    return record
 
 
 def write_record(out_dir: str | Path, record: dict) -> Path:

@@ -15,7 +15,7 @@ import pandas as pd
 from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
                                             ResultsError, append_point, frame_from_rows, read_points,
-                                            write_exports, write_record)
+                                            read_record, write_exports, write_record)
 from workbench.measure.store.confidence import confidence
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.settings import MeasureSettings
@@ -122,16 +122,7 @@ def load_run(path: str | Path) -> SweepResult:
             return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
-    record_path = path / RECORD_FILE
-    if not record_path.is_file():
-        raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
-                           "start a new run (--new-run)") from None
-    if not isinstance(record, dict):
-        raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
+    record = read_record(path)
     if record.get("kind") == "llm":  # its rows are in tokens: measure/llm's LlmSweepResult reads them
         raise ResultsError(f"{path} is an LLM sweep (measured in tokens): open it with "
                            "workbench.measure.llm.load_llm_run")
