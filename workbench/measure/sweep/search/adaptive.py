@@ -16,7 +16,8 @@ The first variant is the one with the most cores per instance, then the most cor
 budget the fastest single request tends to win, and an early strong incumbent lets the bound rule
 out more; in the three 36-point grids of benchmarks/README.md the answer was 1x2. The rest go
 fewest instances first: each load waits for the instances of the variant before it to exit, and a
-Python-backend stub takes about 1.5 s to (measured here: an unload of one stub 1.5 s, of two 3.1 s).
+Python-backend stub takes about 1.5 s to exit (measured here: an unload of one stub 1.5 s, of two
+3.1 s).
 
 How long: window by window, until the point's interval separates it from the incumbent and from the
 budget, or the cap (effort.py). A point far below the incumbent, or clearly over the budget, stops
