@@ -16,7 +16,8 @@ import pytest
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.store.results import frame_from_rows
 from workbench.measure.sweep.search.answer import answer, confidence
-from workbench.measure.sweep.search.effort import EffortRule, Incumbent, WindowSummary, p99_limit, t_interval
+from workbench.measure.sweep.search.effort import (EffortRule, Incumbent, WindowSummary, latency_interval, p99_limit,
+                                                   t_interval)
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "effort_windows.json").read_text())
 
@@ -205,6 +206,21 @@ def test_every_named_latency_is_held_to_its_own_limit():
     assert "TTFT p99 200.0 ms [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
     with pytest.raises(KeyError):  # a limit on a latency the windows do not carry is a caller's bug
         rule.judge(fine, None, {"E2E p99": 1.0})
+
+
+def test_a_latency_far_past_its_limit_cannot_win_however_much_its_windows_scatter():
+    """Per-window ITL p99s as a busy CI machine read them for the tiny LLM (from a few ms to ~40):
+    the linear t-interval reaches below zero and never rules out a 0.001 ms limit; the interval
+    on the log scale stays positive, so the point stops after its screen."""
+    scattered = [2.0, 5.0, 40.0]
+    assert t_interval(scattered).low < 0  # the old reading: the limit straddled, measured to the cap
+    found = latency_interval(scattered)
+    assert 0 < found.low < min(scattered) and found.high > max(scattered) and found.mean == pytest.approx(47 / 3)
+    windows = [WindowSummary(300.0 + i, {"ITL p99": v}) for i, v in enumerate(scattered)]
+    verdict = EffortRule().judge(windows, None, {"ITL p99": 0.001})
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 15.7 ms [")
+    assert latency_interval([12.0, 12.0]) == t_interval([12.0, 12.0])  # no scatter: the same either way
+    assert latency_interval([0.0, 3.0]) == t_interval([0.0, 3.0])  # not all positive: the linear one
 
 
 def test_the_incumbent_is_read_from_its_windows_as_a_candidate_is():
