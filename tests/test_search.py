@@ -364,7 +364,7 @@ def test_answer_names_margin_and_a_runner_up_of_another_configuration(model_dir)
 
 
 def _recorded_grids():
-    """The two 36-point grids of benchmarks/README.md ("the full space on a quiet machine")."""
+    """The three 36-point grids of benchmarks/README.md (the quiet-machine runs of search_vs_grid.py)."""
     runs = json.loads((Path(__file__).parent / "data" / "search_grids.json").read_text())["runs"]
     return [(run["p99_budget_ms"], {(a, b, c): (x, p99) for a, b, c, x, p99 in run["points"]}) for run in runs]
 
