@@ -173,6 +173,12 @@ def test_the_cli_turns_the_effort_mode_on_with_search_adaptive(tmp_path, capsys)
     assert rules[""] is None
     assert rules["--search adaptive"] == EffortRule(3, 10)
     assert rules["--search adaptive --max-windows 5"] == EffortRule(3, 5)
+    args = parser.parse_args(["sweep", str(tmp_path), "--out", str(tmp_path / "run"), "--search", "adaptive",
+                              "--max-windows", "2"])
+    problems = []
+    assert effort_rule(args, args.flag_defaults, problems) is None
+    assert problems == ["--max-windows 2: with --search adaptive, max_windows 2 must be a whole number >= "
+                        "min_windows (3)"]
     with pytest.raises(SystemExit):
         parser.parse_args(["sweep", "--help"])
     assert "adaptive measures each point until decided against the best point so far under the SLO" in " ".join(
@@ -199,3 +205,5 @@ def test_the_cli_report_of_an_effort_run_gives_each_point_its_verdict_and_the_fr
     assert "seqs8-tp1-x1 at concurrency 4: cannot win after 3 window(s): ITL p99 80.0 ms" in printed
     assert "Confidence: separable: no other configuration qualifies." in printed
     assert "Pareto front (output tokens/s per user / total): " in printed
+    grid = LlmSweepResult(result.frame, {**result.record, "effort": None}, tmp_path)
+    assert grid.verdicts() == [] and len(result.verdicts()) == 2  # only an effort-mode run has verdicts

@@ -25,7 +25,6 @@ import ipywidgets as widgets
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
-from workbench.measure.llm.answers import load_text
 from workbench.measure.llm.effort import LlmSearch
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
@@ -269,10 +268,6 @@ class LlmSweepPanel:
 
 
 def _verdicts_html(result: LlmSweepResult) -> str:
-    """An adaptive run's verdicts, one sentence per point under its load level (the table's
-    ``stopped`` column cuts them to a line), as ``workbench sweep`` prints them; "" for a grid run."""
-    if not result.record.get("effort"):
-        return ""
-    lines = [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
-             for _, row in result.frame.iterrows() if isinstance(row.get("stopped"), str) and row["stopped"]]
-    return "".join(f"<div class='workbench-verdict'>{html.escape(line)}</div>" for line in lines)
+    """An adaptive run's verdicts under the answer, whole (the table's ``stopped`` column cuts them
+    to a line), as ``workbench sweep`` prints them; "" for a grid run."""
+    return "".join(f"<div class='workbench-verdict'>{html.escape(line)}</div>" for line in result.verdicts())

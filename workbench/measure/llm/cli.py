@@ -125,8 +125,7 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
 def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
     """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
     most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
-    from workbench.measure.llm.effort import LLM_SEARCHES
-    from workbench.measure.sweep.search.effort import EffortRule
+    from workbench.measure.llm.effort import LLM_SEARCHES, LlmSearch
 
     if args.search not in LLM_SEARCHES:
         problems.append(f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
@@ -137,7 +136,7 @@ def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: li
         return None
     given = args.max_windows if args.max_windows != defaults.get("max_windows") else None
     try:
-        return EffortRule() if given is None else EffortRule(max_windows=given)
+        return LlmSearch(args.search, **({} if given is None else {"max_windows": given})).effort()
     except ValueError as err:
         problems.append(f"--max-windows {given}: with --search adaptive, {err}")
         return None
@@ -253,11 +252,8 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     table = result.table()
     shown = table.drop(columns=[c for c in ("stopped", "warnings") if c in table.columns])
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
-    if result.record.get("effort"):  # the effort rule's verdicts: a sentence each, too long for a column
-        for _, row in result.frame.iterrows():
-            if isinstance(row.get("stopped"), str) and row["stopped"]:
-                print(f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: "
-                      f"{row['stopped']}")
+    for line in result.verdicts():  # the effort rule's verdicts: a sentence each, too long for a column
+        print(line)
     print()
     for label, why in result.skipped.items():
         print(f"skipped {label}: {why}")

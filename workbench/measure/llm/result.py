@@ -13,8 +13,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from workbench.measure.engine.streaming import Slo
-from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, cheapest_under, meeting, pareto_front,
-                                           point_text, slo_text, usable_rows, with_token_cost)
+from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, cheapest_under, load_text, meeting,
+                                           pareto_front, point_text, slo_text, usable_rows, with_token_cost)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import price_of
 from workbench.measure.store.folder import POINTS_FILE, ResultsError, frame_from_rows, read_points, read_record
@@ -39,8 +39,8 @@ class LlmSweepResult(SavedRun):
     ``pareto()`` the front; ``best(slo)`` / ``cheapest(instance_type, slo)`` the configuration
     (a row) or None; ``answer(slo)`` the best with the runner-up (another variant) and how sure
     their order is (``.confidence``, ``.to_dict()``); ``describe_best`` / ``describe_cheapest`` say
-    it in a sentence, the best with its runner-up and confidence;
-    ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
+    it in a sentence, the best with its runner-up and confidence; ``verdicts()`` an effort-mode
+    run's verdict per point; ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
     An SLO left out is the run's own (``record["slo"]``)."""
 
     @property
@@ -78,6 +78,14 @@ class LlmSweepResult(SavedRun):
                  whole_instance: bool = False) -> pd.Series | None:
         return cheapest_under(self.frame, instance_type, self.slo if slo is None else slo, min_goodput=min_goodput,
                               prices=prices, instance_cores=instance_cores, whole_instance=whole_instance)
+
+    def verdicts(self) -> list[str]:
+        """An effort-mode run's verdicts, one sentence per point: "<variant> at <load>: <why its
+        windows ended>" (the table's ``stopped`` column, too long for a column); [] for a grid run."""
+        if not self.record.get("effort"):
+            return []
+        return [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
+                for _, row in self.frame.iterrows() if isinstance(row.get("stopped"), str) and row["stopped"]]
 
     def describe_best(self, slo: Slo | None = None, min_goodput: float | None = None) -> str:
         slo = self.slo if slo is None else slo
