@@ -399,7 +399,7 @@ def test_the_adaptive_walk_names_the_grids_answer_from_a_fifth_of_its_points(mod
 
 
 def test_a_heavier_point_vouches_condemns_and_bounds_the_lighter_ones():
-    facts = VariantFacts(batch_sizes=3, levels=4)
+    facts = VariantFacts(levels=4)
     facts.add(2, 1, meets=True, throughput_high=900.0)   # batch index 2, concurrency index 1 met the budget
     facts.add(1, 3, meets=False, throughput_high=800.0)  # a miss condemns every heavier point
     assert facts.known_to_meet(0, 0) and facts.known_to_meet(2, 1) and not facts.known_to_meet(2, 2)

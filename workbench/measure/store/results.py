@@ -137,12 +137,10 @@ def load_run(path: str | Path) -> SweepResult:
 
 def record_kind(path: str | Path) -> str | None:
     """The ``kind`` a run folder's record says (``"llm"``, ``"backends"``; None: a tensor sweep, or no record)."""
-    record_path = Path(path) / RECORD_FILE
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
-    except (OSError, json.JSONDecodeError):
+        return read_record(path).get("kind")
+    except (OSError, ResultsError):
         return None  # load_run says what is wrong with it
-    return record.get("kind") if isinstance(record, dict) else None
 
 
 def list_runs(folder: str | Path) -> pd.DataFrame:

@@ -105,7 +105,7 @@ class _Walk:
     def run(self) -> None:
         space = self.space
         for v in variant_order(space):
-            facts = VariantFacts(len(space.batch_sizes), len(space.concurrency))
+            facts = VariantFacts(len(space.concurrency))
             if self.incumbent is not None and not self._worth_walking(v, facts):
                 continue
             for b in reversed(range(len(space.batch_sizes))):

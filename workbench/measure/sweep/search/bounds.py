@@ -45,10 +45,11 @@ class Bound:
 
 class VariantFacts:
     """The measured points of one variant, by (batch index, concurrency index) on the space's
-    ascending axes: whether each met the budget, and the high end of its throughput interval."""
+    ascending axes: whether each met the budget, and the high end of its throughput interval.
+    ``levels``: how many concurrency levels there are."""
 
-    def __init__(self, batch_sizes: int, levels: int) -> None:
-        self.batch_sizes, self.levels = batch_sizes, levels
+    def __init__(self, levels: int) -> None:
+        self.levels = levels
         self._meets: dict[tuple[int, int], bool] = {}
         self._high: dict[tuple[int, int], float] = {}
 
