@@ -6,7 +6,8 @@ Rules for a shown line: it starts with `workbench ` or `python -m workbench ` (a
 a trailing backslash continues it, a `# ...` comment ends it, and a placeholder `<word>` is replaced
 by the value PLACEHOLDERS gives (an unknown one is a failure: add it there). Every `--flag` must be
 the parser's own spelling in full: argparse would accept an abbreviation, which hides a rename.
-And the README stays a two-minute read: at most 150 lines and 1,000 words."""
+And the README stays a two-minute read (at most 150 lines and 1,000 words), docs/ARCHITECTURE.md
+prose with one diagram in at most 200 lines."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench
 
 README_MAX_LINES = 150
 README_MAX_WORDS = 1000
+ARCHITECTURE_MAX_LINES = 200
 
 # what a placeholder in a shown command stands for
 PLACEHOLDERS = {
@@ -197,3 +199,10 @@ def test_readme_is_a_two_minute_read():
     lines, words = len(text.splitlines()), len(text.split())
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES})"
     assert words <= README_MAX_WORDS, f"README.md has {words} words (at most {README_MAX_WORDS})"
+
+
+def test_architecture_is_prose_with_one_picture():
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    lines, fences = len(text.splitlines()), sum(1 for line in text.splitlines() if _FENCE.match(line))
+    assert lines <= ARCHITECTURE_MAX_LINES, f"docs/ARCHITECTURE.md has {lines} lines (at most {ARCHITECTURE_MAX_LINES})"
+    assert fences == 2, f"docs/ARCHITECTURE.md has {fences // 2} code blocks; one diagram, the rest prose"
