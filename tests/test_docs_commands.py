@@ -206,3 +206,26 @@ def test_architecture_is_prose_with_one_picture():
     lines, fences = len(text.splitlines()), sum(1 for line in text.splitlines() if _FENCE.match(line))
     assert lines <= ARCHITECTURE_MAX_LINES, f"docs/ARCHITECTURE.md has {lines} lines (at most {ARCHITECTURE_MAX_LINES})"
     assert fences == 2, f"docs/ARCHITECTURE.md has {fences // 2} code blocks; one diagram, the rest prose"
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
+def test_every_relative_link_lands(doc):
+    """A page moved or a section renamed breaks no link of the README and docs/."""
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        landed = (doc.parent / path).resolve() if path else doc
+        if not landed.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and landed.suffix == ".md":
+            headings = [_anchor(h) for h in re.findall(r"^#+\s+(.*)$", landed.read_text(), re.M)]
+            if anchor not in headings:
+                broken.append(f"{target}: no heading #{anchor}")
+    assert not broken, f"{doc.relative_to(ROOT)}: " + "; ".join(broken)
