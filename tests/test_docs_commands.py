@@ -44,6 +44,7 @@ PLACEHOLDERS = {
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _PROMPT = re.compile(r"^\s*(?:\$\s+)?((?:python3?\s+-m\s+)?workbench)\s+(.*)$")
 _PLACEHOLDER = re.compile(r"<[A-Za-z_][A-Za-z0-9_-]*>")
+_HEADING = re.compile(r"^#+\s+(.*)$", re.MULTILINE)
 
 
 def shown_commands(text: str) -> list[tuple[int, str]]:
@@ -143,9 +144,10 @@ def problem_with(command: str) -> str | None:
     try:
         with contextlib.redirect_stderr(errors), contextlib.redirect_stdout(io.StringIO()):
             parser.parse_args(argv)
-    except SystemExit as exit_:
+    except SystemExit as exit_:  # argparse's error (status 2), or --help (status 0)
         if exit_.code:
-            return errors.getvalue().strip().splitlines()[-1] if errors.getvalue().strip() else f"exit {exit_.code}"
+            said = errors.getvalue().strip().splitlines()
+            return said[-1] if said else f"exit status {exit_.code}"
     return None
 
 
@@ -225,7 +227,7 @@ def test_every_relative_link_lands(doc):
         if not landed.exists():
             broken.append(f"{target}: no such file")
         elif anchor and landed.suffix == ".md":
-            headings = [_anchor(h) for h in re.findall(r"^#+\s+(.*)$", landed.read_text(), re.M)]
+            headings = [_anchor(h) for h in _HEADING.findall(landed.read_text())]
             if anchor not in headings:
                 broken.append(f"{target}: no heading #{anchor}")
     assert not broken, f"{doc.relative_to(ROOT)}: " + "; ".join(broken)
