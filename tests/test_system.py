@@ -88,9 +88,9 @@ def test_cores_table_matches_the_reference_notes():
     ("tensorflow", "pip install tensorflow-cpu (or pip install 'triton-neuron-workbench[tensorflow]')"),
 ])
 def test_install_hints_are_pinned_and_say_where_they_come_from(target, expected):
-    """Every Neuron hint is pinned to the stack facts.py cites (an unpinned torch-neuronx now installs
+    """Every Neuron hint is pinned to the stack releases.py cites (an unpinned torch-neuronx now installs
     TorchNeuron, which has no trace); out-of-support stacks say so with their last working stack."""
-    from workbench.deploy.facts import pins_for
+    from workbench.releases import pins_for
 
     assert install_hint(target).startswith(expected)
     if target in system.TARGET_PACKAGES and target not in ("tensorflow", "transformers"):
