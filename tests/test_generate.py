@@ -35,7 +35,7 @@ COMPILED = "/opt/models/add_sub.pt"  # absolute and absent: goldens use --for-ot
 def run_generate(argv: list[str]) -> int:
     """The `generate` subcommand in-process (its own parser, so other subcommands do not matter)."""
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateSettings, read_back, render, validate
 from workbench.generate.config import parameters_of, read_config
 from workbench.generate.repository import RepositoryError
@@ -33,7 +34,7 @@ from workbench.generate.vllm_backend.engine_settings import (NEURON_KEY_SOURCES,
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

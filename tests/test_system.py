@@ -220,11 +220,12 @@ def test_the_one_target_list():
 def test_deploy_and_the_ui_read_the_system_facts():
     """One place per fact: deploy's families, LNC defaults, core counts and recipe targets, and the UI's
     target dropdowns, come from workbench.system."""
-    from workbench.deploy import devices, facts
+    from workbench import releases
+    from workbench.deploy import devices
     from workbench.ui import ModelPanel, SettingsPanel
 
     assert devices.family_of is system.instance_family and devices.DEFAULT_LNC is system.DEFAULT_LNC
-    assert {(t, s.framework) for s in facts.STACKS for t in s.targets} == \
+    assert {(t, s.framework) for s in releases.STACKS for t in s.targets} == \
         {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets if t != "cpu"}
     for instance in system.DEVICES_BY_INSTANCE:
         assert devices.instance_cores_at(instance) == system.cores_for_instance(instance), instance
