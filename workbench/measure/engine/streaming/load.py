@@ -1,13 +1,14 @@
 """One streaming load point: keep the load going (a fixed number of requests in flight, or a
 constant / seeded Poisson request rate), cut the run into back-to-back windows, stop when the
-last windows agree, and pool them.
+last windows agree, and report every request completed after the warm-up.
 
 The rules are the fixed-shape engine's (``measure.loadgen``): a warm-up that is counted but not
 measured, windows of ``window_s`` until the last ``stable_windows`` agree within ``stability``
 (``measure.stats.is_stable``) on throughput (here output tokens/s: tokens counted in the window
 they arrived in) and latency (here the average TTFT of the requests completed in the window), at
 most ``max_windows`` windows or ``time_limit_s``; nearest-rank percentiles and the block bootstrap
-of ``measure.stats``. The server's counts are snapshotted before the first request and after the
+of ``measure.stats``. The stability rule decides only when to stop: the figures pool every window
+(a window holding a rare slow request is the tail an SLO is about; docs/measure-stopping.md). The server's counts are snapshotted before the first request and after the
 last response, so its count covers exactly what the client sent.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from workbench.measure.engine.streaming.clients import open_client
 from workbench.measure.engine.streaming.prompts import Prompt
-from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, summarize
+from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, WindowFigures, summarize
 from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
@@ -183,8 +184,8 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     ``cancel`` stops at the next poll and raises ``Cancelled``. ``until``: after each window, the
     caller's rule (an effort rule: ``sweep.search.effort.DecidedBy``) reads the windows so far and
     returns why to stop (recorded as the result's ``stopped``) or None to measure on; it replaces
-    the stability rule and ``max_windows`` (the time limit still holds), and the figures pool
-    every window, not the last stable ones.
+    the stability rule and ``max_windows`` (the time limit still holds). Either way the figures
+    pool every window measured.
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
@@ -237,7 +238,7 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         raise Cancelled("measurement cancelled")
     after = _settled(counts_from, model, token_metric, before, len(run.records),
                      sum(r.output_tokens for r in run.records))
-    result = _result(plan, windows, run.records, counts_between(before, after), pool_all=until is not None)
+    result = _result(plan, windows, run.records, counts_between(before, after), by_rule=until is not None)
     result.stopped = stopped
     if run.gave_up:
         result.warnings.insert(0, run.gave_up)
@@ -262,14 +263,15 @@ def _why_stop(windows: list[StreamWindow], plan: StreamPlan,
     return stopped
 
 
-def _window_figures(window: StreamWindow) -> tuple[float, float]:
+def _window_figures(window: StreamWindow) -> tuple[float, int, float]:
+    """What the stability rule reads of a window: output tokens/s, requests completed, mean TTFT."""
     ttfts = [r.ttft_ms for r in window.done if r.ok and r.token_ns]
-    return window.output_tokens_per_s, (float(np.mean(ttfts)) if ttfts else math.nan)
+    return window.output_tokens_per_s, len(ttfts), (float(np.mean(ttfts)) if ttfts else math.nan)
 
 
 def _stable(windows: list, plan: StreamPlan) -> bool:
     figures = [_window_figures(w) for w in windows]
-    return is_stable([f[0] for f in figures], [f[1] for f in figures], stability=plan.load.stability,
+    return is_stable([f[0] for f in figures], [f[2] for f in figures], stability=plan.load.stability,
                      windows=plan.load.stable_windows)
 
 
@@ -291,8 +293,8 @@ def _settled(server: CountingServer | None, model: str, token_metric: str | None
 
 
 def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[RequestRecord], server, *,
-            pool_all: bool = False) -> StreamResult:
-    pooled = windows if pool_all else windows[-plan.load.stable_windows:]
+            by_rule: bool = False) -> StreamResult:
+    pooled = windows  # the stopping rule decided when; every measured window counts
     seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
     pooled_records = [r for w in pooled for r in w[3]]
     figures = summarize(pooled_records, seconds, plan.slos)
@@ -317,8 +319,9 @@ def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[Request
         tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
         spread=spread, output_tokens_per_s_low=tokens_low, output_tokens_per_s_high=tokens_high,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
+        window_figures=[WindowFigures(w.duration_s, *_window_figures(w)) for w in windows],
     )
-    result.warnings = _warnings(result, plan, records, pool_all)
+    result.warnings = _warnings(result, plan, records, by_rule)
     return result
 
 
@@ -335,10 +338,11 @@ def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], s
     return spread.throughput_low, spread.throughput_high
 
 
-def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], pool_all: bool) -> list[str]:
+def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], by_rule: bool) -> list[str]:
     out = []
-    if not result.stable and not pool_all:
-        out.append(f"not stable after {result.windows} window(s): the figures pool the last {result.pooled_windows}")
+    if not result.stable and not by_rule:
+        out.append(f"not stable after {result.windows} window(s): the figures are over all of them "
+                   f"({result.requests} requests)")
     failed = [r for r in records if not r.ok]
     if failed:
         out.append(f"{len(failed)} of {len(records)} request(s) failed; first error: {failed[0].error}")

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from workbench.measure.engine.stats import Spread, summarize_latencies
 
-__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "summarize", "slo_name"]
+__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "WindowFigures", "summarize", "slo_name"]
 
 
 @dataclass
@@ -75,6 +75,16 @@ class Slo:
         return self.itl_ms is None or record.output_tokens < 2 or record.itl_ms <= self.itl_ms
 
 
+class WindowFigures(NamedTuple):
+    """One measured window as the stopping rule read it: its length, the output tokens/s that
+    arrived in it, the requests that completed in it and their mean TTFT (NaN: none)."""
+
+    seconds: float
+    output_tokens_per_s: float
+    requests: int
+    ttft_ms_avg: float
+
+
 @dataclass(frozen=True)
 class ServerCounts:
     """What the server itself counted for the model over a span (diffs of cumulative counts):
@@ -93,8 +103,9 @@ class ServerCounts:
 
 @dataclass
 class StreamResult:
-    """One load point of a streaming model. Figures pool the last ``stable_windows`` windows (a
-    request belongs to the window in which it completed); times in ms.
+    """One load point of a streaming model. Figures pool every window measured after the warm-up
+    (a request belongs to the window in which it completed; ``stable`` is the stopping rule's
+    verdict, ``windows`` their count); times in ms.
 
     ``itl_ms`` summarises each request's inter-token latency (its mean gap), ``token_gap_ms``
     every gap between two tokens (0 where an engine sent several tokens in one response).
@@ -102,7 +113,8 @@ class StreamResult:
     share of their requests meeting each SLO and ``goodput_per_s`` those requests per second;
     ``tokens_per_response`` above 1 says the engine bunched tokens into responses (their gaps
     are then 0 and the ITL is the engine's pace as the client sees it); ``client_cpu_us_per_token`` is this process's CPU time over the output tokens received
-    (the sender's own cost). ``output_tokens_per_s_low/high``: its 95% interval, the block
+    (the sender's own cost). ``window_figures``: each window as the stopping rule read it.
+    ``output_tokens_per_s_low/high``: its 95% interval, the block
     bootstrap of the tokens' arrival times (``stats.bootstrap_spread``, as the fixed-shape
     engine's throughput interval; ``spread`` is the requests' and TTFT's). ``stopped``: why the
     windows ended (stable, a limit, or the caller's rule).
@@ -143,6 +155,7 @@ class StreamResult:
     output_tokens_per_s_low: float = math.nan
     output_tokens_per_s_high: float = math.nan
     stopped: str | None = None
+    window_figures: list[WindowFigures] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (records left out: they are the raw data, kept on the object)."""
