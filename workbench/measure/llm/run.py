@@ -27,6 +27,7 @@ from workbench.measure.llm.effort import LlmEffort
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
+from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
 from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.sweep.search.effort import EffortRule
@@ -206,7 +207,8 @@ class _LlmSweep:
     def save(self) -> LlmSweepResult:
         frame = llm_frame(r.to_dict() for r in self.rows.values())
         write_record(self.out_dir, self.record)
-        write_exports(self.out_dir, frame, self.record)
+        slo = goodput_slo(self.plan.slo.ttft_ms, self.plan.slo.itl_ms)
+        write_exports(self.out_dir, with_bench_names(frame, slo), self.record)  # vLLM bench's names too
         return LlmSweepResult(frame, self.record, self.out_dir)
 
     def _report(self, message: str) -> None:

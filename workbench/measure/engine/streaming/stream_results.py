@@ -120,6 +120,10 @@ class StreamResult:
     windows ended (stable, a limit, or the caller's rule).
     ``server``/``client_total_tokens`` compare the server's count over
     the whole run with the client's: every output token the client received, warm-up included.
+    ``tokens_per_user_per_s``: the pace one user sees (tokens received over end-to-end time).
+    ``unusable``: why this is not a measured point (a count the two sides disagree on, a stream
+    that ended short, a pace that cannot be, a point that gave up), "" when it is; its figures are
+    kept for the record, never to be read as good.
     """
 
     model: str
@@ -156,17 +160,39 @@ class StreamResult:
     output_tokens_per_s_high: float = math.nan
     stopped: str | None = None
     window_figures: list[WindowFigures] = field(default_factory=list)
+    tokens_per_user_per_s: float = math.nan
+    unusable: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the figures stand as a measurement: ``unusable`` says what was seen otherwise."""
+        return not self.unusable
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (records left out: they are the raw data, kept on the object)."""
         out = {k: v for k, v in asdict(self).items() if k != "records"}
         return out
 
+    def bench_names(self) -> dict[str, float]:
+        """The figures under vLLM ``bench serve``'s names: its TPOT is our ``itl_ms`` (a request's
+        mean gap, GuideLLM's inter-token latency), its ITL our ``token_gap_ms`` (every gap), its
+        E2EL our ``e2e_ms``; ``request_goodput[<slo>]`` requests/s meeting each SLO."""
+        out: dict[str, float] = {}
+        for ours, theirs in ((self.ttft_ms, "ttft"), (self.itl_ms, "tpot"), (self.token_gap_ms, "itl"),
+                             (self.e2e_ms, "e2el")):
+            out.update({f"mean_{theirs}_ms": ours["avg"], f"median_{theirs}_ms": ours["p50"],
+                        f"p90_{theirs}_ms": ours["p90"], f"p99_{theirs}_ms": ours["p99"]})
+        out.update({"request_throughput": self.requests_per_s, "output_throughput": self.output_tokens_per_s})
+        out.update({f"request_goodput[{name}]": value for name, value in self.goodput_per_s.items()})
+        return out
+
     def summary(self) -> str:
-        """One line a person reads: the figures with the sender's cost beside them."""
+        """One line a person reads: the figures with the sender's cost beside them (or, first,
+        why they are not a measurement)."""
         goodput = ", ".join(f"goodput[{name}] {share * 100:.0f}%" for name, share in self.goodput.items())
         server = "" if self.server is None else f", server counted {self.server.output_tokens}"
-        return (f"{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
+        refused = f"NOT A MEASURED POINT: {self.unusable}. Figures as read: " if self.unusable else ""
+        return (f"{refused}{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
                 f"TTFT p50 {self.ttft_ms['p50']:.1f} ms p99 {self.ttft_ms['p99']:.1f} ms, "
                 f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, "
                 f"{self.tokens_per_response:.2g} tokens/response, {goodput}; "

@@ -1,0 +1,234 @@
+"""Both load engines read back a schedule the test sets, rare tail included, from a REAL
+tritonserver serving two Python-backend models of this module's own:
+
+- ``truth_stream``: decoupled, streaming TOKENS words per request on a schedule that repeats every
+  20 requests (counted by the model in arrival order): 16 start after FIRST_MS and keep GAP_MS
+  between words; 2 start after SLOW_FIRST_MS; 2 start on time but alternate SLOW_GAPS_MS. So TTFT
+  p50 is FIRST_MS and p99 SLOW_FIRST_MS, a request's ITL (its mean gap) p50 GAP_MS and p99
+  mean(SLOW_GAPS_MS), and under SLO (TTFT <= 120 ms, ITL <= 20 ms) exactly 16 of 20 meet it.
+- ``truth_tensor``: one request at a time, every twentieth slow (SLOW_MS against FAST_MS): p99
+  must be the slow one.
+
+The measured span is cut into windows that disagree (a window with a slow request and one
+without): the figures must still be over every request measured, the tail included (issue 45:
+pooling only the last agreeing windows dropped it at concurrency 1). Tolerances are stated beside
+each check: client times add the wire and a shared 2-core machine; a share over a span that is
+not a whole number of 20-request cycles is off by at most a few requests of that span.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from workbench.measure.engine.loadgen import measure
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.streaming import (
+    Lengths,
+    Slo,
+    WordTokenizer,
+    build_prompts,
+    measure_stream,
+)
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+
+TOKENS = 9
+FIRST_MS, SLOW_FIRST_MS = 40.0, 200.0
+GAP_MS, SLOW_GAPS_MS = 8.0, (28.0, 36.0)
+SLOW_ITL_MS = float(np.mean(SLOW_GAPS_MS))  # a request's ITL: the mean of its gaps
+SLO = Slo(ttft_ms=120.0, itl_ms=20.0)
+GOODPUT = 16 / 20
+FAST_MS, SLOW_MS = 3.0, 120.0
+TOKEN_METRIC = "truth_output_tokens_total"
+
+# One cycle of 20 requests at concurrency 1, in seconds: the span must hold two or more.
+_NORMAL_E2E = FIRST_MS + (TOKENS - 1) * GAP_MS
+_CYCLE_S = (16 * _NORMAL_E2E + 2 * (SLOW_FIRST_MS + (TOKENS - 1) * GAP_MS)
+            + 2 * (FIRST_MS + (TOKENS - 1) * SLOW_ITL_MS)) / 1000
+
+# Stated tolerances.
+# client TTFT over the model's send time: the wire and a busy machine, and the client's own
+# threads and the model's one instance queueing with more requests in flight
+TTFT_SLACK_MS = 25.0
+TTFT_SLACK_PER_REQUEST_MS = 3.0
+ITL_SLACK_MS = 4.0  # a request's mean gap
+# a span that is not a whole number of cycles holds up to 4 requests of the wrong kind for its length
+GOODPUT_SLACK_REQUESTS = 4
+TOKENS_PER_S_SLACK = 0.25  # tokens/s against requests completed x TOKENS over the span
+
+STREAM_PY = textwrap.dedent(f'''
+    """Streams words on a schedule repeating every 20 requests (see the test module)."""
+
+    import json
+    import threading
+    import time
+
+    import numpy as np
+    import triton_python_backend_utils as pb_utils
+
+    TOKENS = {TOKENS}
+    FIRST, SLOW_FIRST = {FIRST_MS / 1000!r}, {SLOW_FIRST_MS / 1000!r}
+    GAP, SLOW_GAPS = {GAP_MS / 1000!r}, ({SLOW_GAPS_MS[0] / 1000!r}, {SLOW_GAPS_MS[1] / 1000!r})
+
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.family = pb_utils.MetricFamily(name="{TOKEN_METRIC}", description="words streamed",
+                                                kind=pb_utils.MetricFamily.COUNTER)
+            self.sent = self.family.Metric(labels={{"model": args["model_name"], "version": args["model_version"]}})
+            self.arrived = 0
+            self.threads = []
+            self.sending = threading.Lock()  # one send at a time (the stub's shared memory)
+
+        def execute(self, requests):
+            for request in requests:
+                received = time.perf_counter()
+                raw = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
+                params = json.loads(raw.as_numpy().reshape(-1)[0]) if raw is not None else {{}}
+                place = self.arrived % 20
+                self.arrived += 1
+                first = SLOW_FIRST if place in (16, 17) else FIRST
+                gaps = SLOW_GAPS if place in (18, 19) else (GAP, GAP)
+                thread = threading.Thread(target=self._stream, args=(
+                    request.get_response_sender(), received, int(params.get("max_tokens", TOKENS)), first, gaps))
+                thread.start()
+                self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+            return None
+
+        def _stream(self, sender, received, count, first, gaps):
+            at = received + first
+            for index in range(count):
+                if index:
+                    at += gaps[index % 2]
+                wait = at - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                word = np.array([f"w{{index}}".encode()], dtype=object)
+                with self.sending:
+                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", word)]))
+                    self.sent.increment(1)
+            with self.sending:
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+        def finalize(self):
+            for thread in self.threads:
+                thread.join(timeout=5)
+''')
+
+STREAM_CONFIG = textwrap.dedent('''
+    backend: "python"
+    max_batch_size: 0
+    model_transaction_policy { decoupled: true }
+    input [
+      { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
+      { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
+      { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true }
+    ]
+    output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+''')
+
+TENSOR_PY = textwrap.dedent(f'''
+    """Doubles X; every twentieth request (in arrival order) takes {SLOW_MS:g} ms, the others {FAST_MS:g}."""
+
+    import time
+
+    import triton_python_backend_utils as pb_utils
+
+
+    class TritonPythonModel:
+        def initialize(self, args):
+            self.arrived = 0
+
+        def execute(self, requests):
+            responses = []
+            for request in requests:
+                slow = self.arrived % 20 == 19
+                self.arrived += 1
+                time.sleep({SLOW_MS / 1000!r} if slow else {FAST_MS / 1000!r})
+                x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+                responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("Y", x * 2)]))
+            return responses
+''')
+
+TENSOR_CONFIG = textwrap.dedent('''
+    backend: "python"
+    max_batch_size: 0
+    input [ { name: "X" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    output [ { name: "Y" data_type: TYPE_FP32 dims: [ 4 ] } ]
+    instance_group [ { count: 1 kind: KIND_CPU } ]
+''')
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, triton_server_module):
+    repo = tmp_path_factory.mktemp("truth") / "repo"
+    for name, config, code in (("truth_stream", STREAM_CONFIG, STREAM_PY), ("truth_tensor", TENSOR_CONFIG, TENSOR_PY)):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(config)
+        (repo / name / "1" / "model.py").write_text(code)
+    srv = triton_server_module(repo)
+    srv.load("truth_stream")
+    srv.load("truth_tensor")
+    return srv
+
+
+def _span_s(concurrency: int) -> float:
+    """About two cycles' worth of requests at any concurrency (the model streams them in parallel)."""
+    return max(0.8, (2.15 if concurrency == 1 else 2.6) * _CYCLE_S / concurrency)
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+@pytest.mark.parametrize("concurrency", [1, 4, 16])
+def test_the_streaming_engine_reads_back_the_schedule_tail_included(server, protocol, concurrency):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    prompts = build_prompts(WordTokenizer(), 8, Lengths(16), Lengths(TOKENS), seed=1)
+    span = _span_s(concurrency)
+    # two windows that cannot both agree (one holds the slow starts, one may not): the figures
+    # must be over both, whatever the stopping rule said
+    settings = MeasureSettings(protocol=protocol, window_s=span / 2, stable_windows=2, max_windows=2,
+                               time_limit_s=None, min_latencies=0)
+    result = measure_stream(url, "truth_stream", prompts, settings, concurrency=concurrency, slos=(SLO,),
+                            counts_from=server, token_metric=TOKEN_METRIC, timeout_s=10.0)
+    print(f"\n{protocol} c={concurrency}: {result.summary()} windows {result.window_figures}", file=sys.stderr)
+    assert result.failures == 0 and result.usable, result.warnings
+    assert result.windows == 2 and len(result.window_figures) == 2
+    assert result.requests == sum(w.requests for w in result.window_figures) >= 30
+    slack = TTFT_SLACK_MS + TTFT_SLACK_PER_REQUEST_MS * concurrency
+    assert FIRST_MS - 1 <= result.ttft_ms["p50"] <= FIRST_MS + slack
+    assert SLOW_FIRST_MS - 1 <= result.ttft_ms["p99"] <= SLOW_FIRST_MS + slack
+    assert abs(result.itl_ms["p50"] - GAP_MS) <= ITL_SLACK_MS
+    assert abs(result.itl_ms["p99"] - SLOW_ITL_MS) <= ITL_SLACK_MS
+    name = "ttft<=120ms,itl<=20ms"
+    assert abs(result.goodput[name] - GOODPUT) <= GOODPUT_SLACK_REQUESTS / result.requests
+    assert result.goodput_per_s[name] == pytest.approx(result.goodput[name] * result.requests / result.seconds)
+    # tokens/s: every token that arrived in the span, against the requests completed in it
+    assert result.output_tokens_per_s == pytest.approx(result.requests * TOKENS / result.seconds,
+                                                       rel=TOKENS_PER_S_SLACK)
+    # and the server's own count, token for token
+    assert result.server is not None and result.server.output_tokens == result.client_total_tokens
+    assert result.client_total_tokens == result.client_total_requests * TOKENS
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_the_tensor_engine_keeps_the_twentieth_slow_request_in_its_p99(server, protocol):
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    cycle_s = (19 * FAST_MS + SLOW_MS) / 1000
+    # windows of about one cycle: some hold the slow request, some not, so they disagree
+    settings = MeasureSettings(protocol=protocol, window_s=cycle_s, stable_windows=3, max_windows=6,
+                               time_limit_s=None, min_latencies=0, warmup_requests=5)
+    result = measure(url, "truth_tensor", [np.ones(4, np.float32)], settings, concurrency=1)
+    latencies_ms = result.latencies_us / 1000
+    slow = int((latencies_ms >= SLOW_MS).sum())
+    print(f"\n{protocol}: {result.requests} requests, {slow} slow, p50 {result.latency['p50'] / 1000:.1f} ms "
+          f"p99 {result.latency['p99'] / 1000:.1f} ms, windows {[w.requests for w in result.windows]}", file=sys.stderr)
+    assert result.failed == 0 and result.requests >= 60
+    assert result.requests == sum(w.requests for w in result.windows)
+    # one in twenty, give or take the cycle the span cuts
+    assert abs(slow - result.requests / 20) <= 1.5
+    assert result.latency["p50"] / 1000 < FAST_MS + 10  # the wire and a busy machine
+    assert SLOW_MS <= result.latency["p99"] / 1000 < SLOW_MS + 30
