@@ -23,8 +23,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.measure.engine.settings import MeasureError, MeasureSettings
-from workbench.measure.engine.streaming import Lengths, WordTokenizer, build_prompts, measure_stream
-from workbench.measure.engine.streaming.clients import MAX_EVENT_BYTES, StreamError, take_event
+from workbench.measure.engine.streaming import (
+    Lengths,
+    WordTokenizer,
+    build_prompts,
+    measure_stream,
+)
+from workbench.measure.engine.streaming.clients import (
+    MAX_EVENT_BYTES,
+    StreamError,
+    take_event,
+)
 from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.engine.streaming.results import RequestRecord, Slo
 
@@ -49,7 +58,7 @@ class _Hostile(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:  # quiet
         pass
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         how = self.path.split("/")[3]
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if how == "silent":

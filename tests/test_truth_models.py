@@ -1,11 +1,11 @@
 """Both load engines read back a schedule the test sets, rare tail included, from a REAL
-tritonserver serving two Python-backend models of this module's own:
+tritonserver serving two Python-backend models:
 
-- ``truth_stream``: decoupled, streaming TOKENS words per request on a schedule that repeats every
-  20 requests (counted by the model in arrival order): 16 start after FIRST_MS and keep GAP_MS
-  between words; 2 start after SLOW_FIRST_MS; 2 start on time but alternate SLOW_GAPS_MS. So TTFT
-  p50 is FIRST_MS and p99 SLOW_FIRST_MS, a request's ITL (its mean gap) p50 GAP_MS and p99
-  mean(SLOW_GAPS_MS), and under SLO (TTFT <= 120 ms, ITL <= 20 ms) exactly 16 of 20 meet it.
+- ``truth_stream``: the project's paced model (``streaming.paced``), streaming 9 words per request
+  on a schedule that repeats every 20 requests (counted by the model in arrival order): 16 start
+  after 40 ms and keep 8 ms between words; 2 start after 200 ms; 2 start on time but alternate 28
+  and 36 ms gaps. So TTFT p50 40 and p99 200 ms, a request's ITL (its mean gap) p50 8 and p99
+  32 ms, and under SLO (TTFT <= 120 ms, ITL <= 20 ms) exactly 16 of 20 meet it.
 - ``truth_tensor``: one request at a time, every twentieth slow (SLOW_MS against FAST_MS): p99
   must be the slow one.
 
@@ -33,104 +33,35 @@ from workbench.measure.engine.streaming import (
     build_prompts,
     measure_stream,
 )
+from workbench.measure.engine.streaming.paced import (
+    PACED_TOKEN_METRIC,
+    PacedSchedule,
+    write_paced_model,
+)
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
-TOKENS = 9
-FIRST_MS, SLOW_FIRST_MS = 40.0, 200.0
-GAP_MS, SLOW_GAPS_MS = 8.0, (28.0, 36.0)
-SLOW_ITL_MS = float(np.mean(SLOW_GAPS_MS))  # a request's ITL: the mean of its gaps
+SCHEDULE = PacedSchedule(tokens=9, first_ms=40.0, gap_ms=8.0, slow_first_ms=200.0, slow_gaps_ms=(28.0, 36.0))
+TOKENS = SCHEDULE.tokens
+FIRST_MS, SLOW_FIRST_MS = SCHEDULE.ttft_ms(50), SCHEDULE.ttft_ms(99)
+GAP_MS, SLOW_ITL_MS = SCHEDULE.itl_ms(50), SCHEDULE.itl_ms(99)  # a request's ITL: the mean of its gaps
 SLO = Slo(ttft_ms=120.0, itl_ms=20.0)
-GOODPUT = 16 / 20
+GOODPUT = SCHEDULE.goodput(SLO.ttft_ms, SLO.itl_ms)  # 16 of 20
 FAST_MS, SLOW_MS = 3.0, 120.0
-TOKEN_METRIC = "truth_output_tokens_total"
-
-# One cycle of 20 requests at concurrency 1, in seconds: the span must hold two or more.
-_NORMAL_E2E = FIRST_MS + (TOKENS - 1) * GAP_MS
-_CYCLE_S = (16 * _NORMAL_E2E + 2 * (SLOW_FIRST_MS + (TOKENS - 1) * GAP_MS)
-            + 2 * (FIRST_MS + (TOKENS - 1) * SLOW_ITL_MS)) / 1000
 
 # Stated tolerances.
 # client TTFT over the model's send time: the wire and a busy machine, and the client's own
 # threads and the model's one instance queueing with more requests in flight
 TTFT_SLACK_MS = 25.0
 TTFT_SLACK_PER_REQUEST_MS = 3.0
+# p99 of a few dozen requests is their worst one: on a shared machine one request may be held up
+# this much more (seen: +84 ms TTFT, a last token +130 ms, at load average 15-16); the slow
+# starts' and slow streams' medians are held to the tighter slacks
+WORST_REQUEST_SLACK_MS = 150.0
 ITL_SLACK_MS = 4.0  # a request's mean gap
 # a span that is not a whole number of cycles holds up to 4 requests of the wrong kind for its length
 GOODPUT_SLACK_REQUESTS = 4
 TOKENS_PER_S_SLACK = 0.25  # tokens/s against requests completed x TOKENS over the span
-
-STREAM_PY = textwrap.dedent(f'''
-    """Streams words on a schedule repeating every 20 requests (see the test module)."""
-
-    import json
-    import threading
-    import time
-
-    import numpy as np
-    import triton_python_backend_utils as pb_utils
-
-    TOKENS = {TOKENS}
-    FIRST, SLOW_FIRST = {FIRST_MS / 1000!r}, {SLOW_FIRST_MS / 1000!r}
-    GAP, SLOW_GAPS = {GAP_MS / 1000!r}, ({SLOW_GAPS_MS[0] / 1000!r}, {SLOW_GAPS_MS[1] / 1000!r})
-
-
-    class TritonPythonModel:
-        def initialize(self, args):
-            self.family = pb_utils.MetricFamily(name="{TOKEN_METRIC}", description="words streamed",
-                                                kind=pb_utils.MetricFamily.COUNTER)
-            self.sent = self.family.Metric(labels={{"model": args["model_name"], "version": args["model_version"]}})
-            self.arrived = 0
-            self.threads = []
-            self.sending = threading.Lock()  # one send at a time (the stub's shared memory)
-
-        def execute(self, requests):
-            for request in requests:
-                received = time.perf_counter()
-                raw = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
-                params = json.loads(raw.as_numpy().reshape(-1)[0]) if raw is not None else {{}}
-                place = self.arrived % 20
-                self.arrived += 1
-                first = SLOW_FIRST if place in (16, 17) else FIRST
-                gaps = SLOW_GAPS if place in (18, 19) else (GAP, GAP)
-                thread = threading.Thread(target=self._stream, args=(
-                    request.get_response_sender(), received, int(params.get("max_tokens", TOKENS)), first, gaps))
-                thread.start()
-                self.threads = [t for t in self.threads if t.is_alive()] + [thread]
-            return None
-
-        def _stream(self, sender, received, count, first, gaps):
-            at = received + first
-            for index in range(count):
-                if index:
-                    at += gaps[index % 2]
-                wait = at - time.perf_counter()
-                if wait > 0:
-                    time.sleep(wait)
-                word = np.array([f"w{{index}}".encode()], dtype=object)
-                with self.sending:
-                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", word)]))
-                    self.sent.increment(1)
-            with self.sending:
-                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-        def finalize(self):
-            for thread in self.threads:
-                thread.join(timeout=5)
-''')
-
-STREAM_CONFIG = textwrap.dedent('''
-    backend: "python"
-    max_batch_size: 0
-    model_transaction_policy { decoupled: true }
-    input [
-      { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
-      { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
-      { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true }
-    ]
-    output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
-    instance_group [ { count: 1 kind: KIND_CPU } ]
-''')
 
 TENSOR_PY = textwrap.dedent(f'''
     """Doubles X; every twentieth request (in arrival order) takes {SLOW_MS:g} ms, the others {FAST_MS:g}."""
@@ -167,10 +98,10 @@ TENSOR_CONFIG = textwrap.dedent('''
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, triton_server_module):
     repo = tmp_path_factory.mktemp("truth") / "repo"
-    for name, config, code in (("truth_stream", STREAM_CONFIG, STREAM_PY), ("truth_tensor", TENSOR_CONFIG, TENSOR_PY)):
-        (repo / name / "1").mkdir(parents=True)
-        (repo / name / "config.pbtxt").write_text(config)
-        (repo / name / "1" / "model.py").write_text(code)
+    write_paced_model(repo, "truth_stream", SCHEDULE)
+    (repo / "truth_tensor" / "1").mkdir(parents=True)
+    (repo / "truth_tensor" / "config.pbtxt").write_text(TENSOR_CONFIG)
+    (repo / "truth_tensor" / "1" / "model.py").write_text(TENSOR_PY)
     srv = triton_server_module(repo)
     srv.load("truth_stream")
     srv.load("truth_tensor")
@@ -179,7 +110,7 @@ def server(tmp_path_factory, triton_server_module):
 
 def _span_s(concurrency: int) -> float:
     """About two cycles' worth of requests at any concurrency (the model streams them in parallel)."""
-    return max(0.8, (2.15 if concurrency == 1 else 2.6) * _CYCLE_S / concurrency)
+    return max(1.6, (2.15 if concurrency == 1 else 2.6) * SCHEDULE.cycle_s() / concurrency)
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -193,16 +124,21 @@ def test_the_streaming_engine_reads_back_the_schedule_tail_included(server, prot
     settings = MeasureSettings(protocol=protocol, window_s=span / 2, stable_windows=2, max_windows=2,
                                time_limit_s=None, min_latencies=0)
     result = measure_stream(url, "truth_stream", prompts, settings, concurrency=concurrency, slos=(SLO,),
-                            counts_from=server, token_metric=TOKEN_METRIC, timeout_s=10.0)
+                            counts_from=server, token_metric=PACED_TOKEN_METRIC, timeout_s=10.0)
     print(f"\n{protocol} c={concurrency}: {result.summary()} windows {result.window_figures}", file=sys.stderr)
     assert result.failures == 0 and result.usable, result.warnings
     assert result.windows == 2 and len(result.window_figures) == 2
     assert result.requests == sum(w.requests for w in result.window_figures) >= 30
     slack = TTFT_SLACK_MS + TTFT_SLACK_PER_REQUEST_MS * concurrency
     assert FIRST_MS - 1 <= result.ttft_ms["p50"] <= FIRST_MS + slack
-    assert SLOW_FIRST_MS - 1 <= result.ttft_ms["p99"] <= SLOW_FIRST_MS + slack
+    # the tail is kept: p99 is a slow start, and the slow starts read back their schedule
+    assert SLOW_FIRST_MS - 1 <= result.ttft_ms["p99"] <= SLOW_FIRST_MS + WORST_REQUEST_SLACK_MS
+    slow_starts = [r.ttft_ms for r in result.records if r.ok and r.ttft_ms > (FIRST_MS + SLOW_FIRST_MS) / 2]
+    assert len(slow_starts) >= 2 and abs(float(np.median(slow_starts)) - SLOW_FIRST_MS) <= slack
     assert abs(result.itl_ms["p50"] - GAP_MS) <= ITL_SLACK_MS
-    assert abs(result.itl_ms["p99"] - SLOW_ITL_MS) <= ITL_SLACK_MS
+    assert SLOW_ITL_MS - 1 <= result.itl_ms["p99"] <= SLOW_ITL_MS + WORST_REQUEST_SLACK_MS / (TOKENS - 1)
+    slow_streams = [r.itl_ms for r in result.records if r.ok and r.itl_ms > (GAP_MS + SLOW_ITL_MS) / 2]
+    assert len(slow_streams) >= 2 and abs(float(np.median(slow_streams)) - SLOW_ITL_MS) <= ITL_SLACK_MS
     name = "ttft<=120ms,itl<=20ms"
     assert abs(result.goodput[name] - GOODPUT) <= GOODPUT_SLACK_REQUESTS / result.requests
     assert result.goodput_per_s[name] == pytest.approx(result.goodput[name] * result.requests / result.seconds)
@@ -219,16 +155,16 @@ def test_the_tensor_engine_keeps_the_twentieth_slow_request_in_its_p99(server, p
     url = server.grpc_url if protocol == "grpc" else server.http_url
     cycle_s = (19 * FAST_MS + SLOW_MS) / 1000
     # windows of about one cycle: some hold the slow request, some not, so they disagree
-    settings = MeasureSettings(protocol=protocol, window_s=cycle_s, stable_windows=3, max_windows=6,
-                               time_limit_s=None, min_latencies=0, warmup_requests=5)
+    settings = MeasureSettings(protocol=protocol, window_s=cycle_s, stable_windows=3, max_windows=10,
+                               time_limit_s=None, min_latencies=100, warmup_requests=5)
     result = measure(url, "truth_tensor", [np.ones(4, np.float32)], settings, concurrency=1)
     latencies_ms = result.latencies_us / 1000
     slow = int((latencies_ms >= SLOW_MS).sum())
     print(f"\n{protocol}: {result.requests} requests, {slow} slow, p50 {result.latency['p50'] / 1000:.1f} ms "
           f"p99 {result.latency['p99'] / 1000:.1f} ms, windows {[w.requests for w in result.windows]}", file=sys.stderr)
-    assert result.failed == 0 and result.requests >= 60
+    assert result.failed == 0 and result.requests >= 40  # a fast request took 17 ms at load average 15
     assert result.requests == sum(w.requests for w in result.windows)
     # one in twenty, give or take the cycle the span cuts
     assert abs(slow - result.requests / 20) <= 1.5
-    assert result.latency["p50"] / 1000 < FAST_MS + 10  # the wire and a busy machine
-    assert SLOW_MS <= result.latency["p99"] / 1000 < SLOW_MS + 30
+    assert result.latency["p50"] / 1000 < SLOW_MS / 4  # the wire and a busy machine (seen: 17 ms at load 15)
+    assert SLOW_MS <= result.latency["p99"] / 1000 < SLOW_MS + WORST_REQUEST_SLACK_MS

@@ -168,7 +168,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.generate.config import ConfigError
     from workbench.measure.engine.measure_settings import MeasureError
     from workbench.measure.grid.plan import SweepError
-    from workbench.measure.llm.run import run_llm_sweep
+    from workbench.measure.llm.run import LOAD_TIMEOUT_S, run_llm_sweep
     from workbench.measure.store.cost import CostError, price_of
     from workbench.measure.sweep.swept import check_out_dir
     from workbench.server import RunningServer, TritonServer
@@ -226,6 +226,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         return 1
     argv = getattr(args, "argv", None)
     task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                load_timeout_s=args.timeout or LOAD_TIMEOUT_S,  # --timeout bounds loads, as its help says
                 new_run=args.new_run, label=args.label, restore=bool(args.url), effort=effort,
                 command=shlex.join(["workbench", *argv]) if argv is not None else None,
                 on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))

@@ -49,7 +49,9 @@ COUNT_OUTPUT = "num_output_tokens"  # the vLLM backend's per-response token coun
 LLM_SETTINGS = MeasureSettings(engine="workbench", window_s=2.0, stable_windows=2, max_windows=6, time_limit_s=20.0,
                                min_latencies=0)
 _PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "tritonclient", "transformers", "nvidia-pytriton")
-LOAD_TIMEOUT_S = 900.0
+# A vLLM variant that is not ready in a few minutes will not be (its engine hung, or waits on
+# what it cannot get); the user sets another with --timeout / load_timeout_s.
+LOAD_TIMEOUT_S = 300.0
 
 
 def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_dir: str | Path,

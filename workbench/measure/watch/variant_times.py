@@ -64,10 +64,19 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
             raise
         error = f"load failed: {err}"
         if time.perf_counter() - started >= 0.95 * timeout_s:
-            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s (a hung backend stub or "
-                     "model engine? see the server log); the variants after it were not loaded")
-            error = f"load failed: {stuck} ({err})"
+            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s; the variants after it "
+                     "were not loaded")
+            error = f"load failed: {stuck} ({err}){_log_lines(server)}"
         return {"error": error}, error, stuck
+
+
+def _log_lines(server: Server, n: int = 5) -> str:
+    """The server log's last ``n`` lines, for a load that never answered ("" when there is no log)."""
+    try:
+        lines = [line.strip() for line in server.log_tail(n) if line.strip()]
+    except Exception:  # a log that cannot be read says nothing more
+        return ""
+    return f"; the server log's last lines: {' | '.join(line[:200] for line in lines)}" if lines else ""
 
 
 def first_and_warmup(target: Any, batch_size: int, protocol: str, seed: int) -> dict:
