@@ -103,7 +103,7 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         vllm_python, vllm_backend_dir, tmp_path):
     """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine
     that does not come up within the load timeout fails its variant's points naming the stuck load,
-    and no later variant is loaded (each would wait as long: 900 s by default). A 1 s bound stands in
+    and no later variant is loaded (each would wait as long: 300 s by default). A 1 s bound stands in
     for the hang: no vLLM engine loads that fast. A server of its own, nothing loaded at first, so
     the load still under way ends with it."""
     from vllm_model_dirs import TINY_LLM, tiny_llm_repository

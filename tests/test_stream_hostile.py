@@ -36,6 +36,7 @@ from workbench.measure.engine.streaming.clients import (
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.engine.streaming.results import RequestRecord, Slo
+from workbench.server.control import ModelControl, ServerError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -71,6 +72,19 @@ class _Hostile(BaseHTTPRequestHandler):
         try:
             self._body(how)
         except OSError:  # the client gave up on us: as it should
+            pass
+        self.close_connection = True
+
+    def do_GET(self) -> None:  # /metrics that never ends
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        line = b"# HELP nv_inference_count x\n" * 1024
+        try:
+            for _ in range(1 << 20):  # 28 GiB, were it read to the end
+                self.wfile.write(line)
+        except OSError:  # the client stopped reading: as it should
             pass
         self.close_connection = True
 
@@ -161,6 +175,19 @@ def test_a_stream_that_ends_short_is_not_a_measured_point(hostile, prompts):
     # one user's pace from the tokens received, not asked for
     e2e = sorted(r.e2e_ms for r in result.records if r.ok)
     assert result.tokens_per_user_per_s <= 3 * 1000 / e2e[0] + 1e-6
+
+
+def test_an_endless_metrics_page_is_refused_in_bounded_memory(hostile):
+    control = ModelControl(hostile, "http", metrics_url=f"http://{hostile}/metrics")
+    tracemalloc.start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(ServerError, match="ran past 16 MiB"):
+            control.metrics()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.monotonic() - started < 15 and peak < 64 << 20
 
 
 def test_a_grpc_peer_that_never_answers_fails_the_point_in_time(prompts):

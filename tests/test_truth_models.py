@@ -1,11 +1,11 @@
 """Both load engines read back a schedule the test sets, rare tail included, from a REAL
 tritonserver serving two Python-backend models:
 
-- ``truth_stream``: the project's paced model (``streaming.paced``), streaming 9 words per request
+- ``truth_stream``: the project's paced model (``streaming.paced``), streaming 5 words per request
   on a schedule that repeats every 20 requests (counted by the model in arrival order): 16 start
-  after 40 ms and keep 8 ms between words; 2 start after 200 ms; 2 start on time but alternate 28
-  and 36 ms gaps. So TTFT p50 40 and p99 200 ms, a request's ITL (its mean gap) p50 8 and p99
-  32 ms, and under SLO (TTFT <= 120 ms, ITL <= 20 ms) exactly 16 of 20 meet it.
+  after 40 ms and keep 16 ms between words; 2 start after 200 ms; 2 start on time but alternate 56
+  and 72 ms gaps. So TTFT p50 40 and p99 200 ms, a request's ITL (its mean gap) p50 16 and p99
+  64 ms, and under SLO (TTFT <= 120 ms, ITL <= 40 ms) exactly 16 of 20 meet it.
 - ``truth_tensor``: one request at a time, every twentieth slow (SLOW_MS against FAST_MS): p99
   must be the slow one.
 
@@ -41,11 +41,12 @@ from workbench.measure.engine.streaming.paced import (
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
-SCHEDULE = PacedSchedule(tokens=9, first_ms=40.0, gap_ms=8.0, slow_first_ms=200.0, slow_gaps_ms=(28.0, 36.0))
+# few tokens, wide gaps: 16 streams at once stay a light load for the model's one instance
+SCHEDULE = PacedSchedule(tokens=5, first_ms=40.0, gap_ms=16.0, slow_first_ms=200.0, slow_gaps_ms=(56.0, 72.0))
 TOKENS = SCHEDULE.tokens
 FIRST_MS, SLOW_FIRST_MS = SCHEDULE.ttft_ms(50), SCHEDULE.ttft_ms(99)
 GAP_MS, SLOW_ITL_MS = SCHEDULE.itl_ms(50), SCHEDULE.itl_ms(99)  # a request's ITL: the mean of its gaps
-SLO = Slo(ttft_ms=120.0, itl_ms=20.0)
+SLO = Slo(ttft_ms=120.0, itl_ms=40.0)
 GOODPUT = SCHEDULE.goodput(SLO.ttft_ms, SLO.itl_ms)  # 16 of 20
 FAST_MS, SLOW_MS = 3.0, 120.0
 
@@ -139,7 +140,7 @@ def test_the_streaming_engine_reads_back_the_schedule_tail_included(server, prot
     assert SLOW_ITL_MS - 1 <= result.itl_ms["p99"] <= SLOW_ITL_MS + WORST_REQUEST_SLACK_MS / (TOKENS - 1)
     slow_streams = [r.itl_ms for r in result.records if r.ok and r.itl_ms > (GAP_MS + SLOW_ITL_MS) / 2]
     assert len(slow_streams) >= 2 and abs(float(np.median(slow_streams)) - SLOW_ITL_MS) <= ITL_SLACK_MS
-    name = "ttft<=120ms,itl<=20ms"
+    name = "ttft<=120ms,itl<=40ms"
     assert abs(result.goodput[name] - GOODPUT) <= GOODPUT_SLACK_REQUESTS / result.requests
     assert result.goodput_per_s[name] == pytest.approx(result.goodput[name] * result.requests / result.seconds)
     # tokens/s: every token that arrived in the span, against the requests completed in it

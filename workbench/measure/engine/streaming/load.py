@@ -29,7 +29,7 @@ from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo
 from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
-from workbench.measure.engine.stats import bootstrap_spread, is_stable
+from workbench.measure.engine.stats import bootstrap_spread, is_stable, percentile
 from workbench.tasks import Cancelled
 
 __all__ = ["StreamPlan", "StreamWindow", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
@@ -381,12 +381,13 @@ def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[Request
 
 def _per_user(ok: list[RequestRecord]) -> float:
     """The pace one user sees over a whole request: the tokens each request received over its
-    end-to-end time (medians of both; LLMPerf's per-request output throughput). From the tokens
-    received, never the tokens asked for: a stream that ended short is not a fast one."""
+    end-to-end time (nearest-rank medians of both, as the result's ``e2e_ms``; LLMPerf's
+    per-request output throughput). From the tokens received, never the tokens asked for: a
+    stream that ended short is not a fast one."""
     if not ok:
         return math.nan
-    e2e = float(np.median([r.e2e_ms for r in ok]))
-    return float(np.median([r.output_tokens for r in ok])) * 1000.0 / e2e if e2e > 0 else math.nan
+    e2e = percentile(sorted(r.e2e_ms for r in ok), 50)
+    return percentile(sorted(r.output_tokens for r in ok), 50) * 1000.0 / e2e if e2e > 0 else math.nan
 
 
 def _which(records: list[RequestRecord], bad: list[int], said: Callable[[RequestRecord], str]) -> str:
