@@ -17,6 +17,7 @@ import threading
 import time
 import tracemalloc
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,6 +37,7 @@ from workbench.measure.engine.streaming.clients import (
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.engine.streaming.results import RequestRecord, Slo
+from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.server.control import ModelControl, ServerError
 
 pytestmark = pytest.mark.timeout(120)
@@ -175,6 +177,14 @@ def test_a_stream_that_ends_short_is_not_a_measured_point(hostile, prompts):
     # one user's pace from the tokens received, not asked for
     e2e = sorted(r.e2e_ms for r in result.records if r.ok)
     assert result.tokens_per_user_per_s <= 3 * 1000 / e2e[0] + 1e-6
+    # an LLM sweep saves it with its reason, figures kept, and no answer counts it
+    point = SimpleNamespace(columns=lambda: {
+        "variant": "v", "max_num_seqs": 1, "tensor_parallel": 1, "instances": 1, "cores_per_instance": 1,
+        "core_start": None, "core_end": None, "concurrency": 2, "request_rate": None, "input_tokens": 8,
+        "output_tokens": MAX_TOKENS})
+    row = LlmRow.measured(point, result, next(iter(result.goodput)))
+    assert row.error == f"not a measured point: {result.unusable}"
+    assert row.output_tokens_per_s == result.output_tokens_per_s > 0 and not usable_llm(row.to_dict())
 
 
 def test_an_endless_metrics_page_is_refused_in_bounded_memory(hostile):

@@ -146,6 +146,11 @@ def test_the_streaming_engine_reads_back_the_schedule_tail_included(server, prot
     # tokens/s: every token that arrived in the span, against the requests completed in it
     assert result.output_tokens_per_s == pytest.approx(result.requests * TOKENS / result.seconds,
                                                        rel=TOKENS_PER_S_SLACK)
+    # the same figures under vLLM bench's names (its TPOT is a request's mean gap, its ITL every gap)
+    names = result.bench_names()
+    assert names["p99_ttft_ms"] == result.ttft_ms["p99"] and names["median_tpot_ms"] == result.itl_ms["p50"]
+    assert names["median_itl_ms"] == result.token_gap_ms["p50"] and names["p99_e2el_ms"] == result.e2e_ms["p99"]
+    assert names[f"request_goodput[{name}]"] == result.goodput_per_s[name]
     # and the server's own count, token for token
     assert result.server is not None and result.server.output_tokens == result.client_total_tokens
     assert result.client_total_tokens == result.client_total_requests * TOKENS

@@ -225,6 +225,11 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     returns why to stop (recorded as the result's ``stopped``) or None to measure on; it replaces
     the stability rule and ``max_windows`` (the time limit still holds). Either way the figures
     pool every window measured.
+
+    Bounded in time: each request fails ``timeout_s`` after it was sent, however slowly its bytes
+    come; the warm-up ends within ``timeout_s`` or the point gives up; the windows end by the
+    settings' limits; the requests still open then end within their own deadlines. A point that
+    gave up, or whose numbers cannot be (``StreamResult.unusable``), is returned saying so.
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
