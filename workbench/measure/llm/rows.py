@@ -32,9 +32,11 @@ if TYPE_CHECKING:
     from workbench.measure.engine.streaming.stream_results import StreamResult
     from workbench.measure.llm.plan import LlmPoint
 
-__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm"]
+__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm", "NOT_MEASURED"]
 
 NAN = math.nan
+# The error of a row whose figures the streaming engine read but refused (`StreamResult.unusable`).
+NOT_MEASURED = "not a measured point"
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ class LlmRow:
             requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
             stopped=result.stopped,
             engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),
-            error=f"not a measured point: {result.unusable}" if result.unusable else None,  # figures kept, refused
+            error=f"{NOT_MEASURED}: {result.unusable}" if result.unusable else None,  # figures kept, refused
         )
 
     @classmethod
