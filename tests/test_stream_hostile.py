@@ -169,6 +169,23 @@ def test_a_misbehaving_server_fails_the_point_in_time_with_one_line(hostile, pro
     assert "NOT A MEASURED POINT" in result.summary()
 
 
+class _Breaks(list):
+    """Prompts whose fourth read raises: the sender thread meets an error of its own."""
+
+    def __getitem__(self, index):
+        self.reads = getattr(self, "reads", 0) + 1
+        if self.reads > 3:
+            raise RuntimeError("prompt store went away")
+        return super().__getitem__(index)
+
+
+def test_a_sender_that_dies_ends_the_point_saying_why(hostile, prompts):
+    result, took, left = _point(hostile, "good", _Breaks(prompts))
+    assert took < POINT_BOUND_S and not left
+    assert not result.usable and "the sender stopped: RuntimeError: prompt store went away" in result.unusable
+    assert result.stopped and "sender stopped" in result.stopped
+
+
 def test_a_stream_that_ends_short_is_not_a_measured_point(hostile, prompts):
     result, took, left = _point(hostile, "short", prompts)
     assert took < POINT_BOUND_S and not left
