@@ -172,7 +172,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.measure.store.cost import CostError, price_of
     from workbench.measure.sweep.swept import check_out_dir
     from workbench.server import RunningServer, TritonServer
-    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
     from workbench.system import cores_for_instance
     from workbench.tasks import Task, run_to_the_end
 
@@ -201,6 +201,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         settings = llm_settings(args, defaults)
     except MeasureError as err:
         problems.append(str(err))
+    if args.timeout is not None and timeout_problem(args.timeout):  # it bounds every variant's load
+        problems.append(str(timeout_problem(args.timeout)))
     try:
         check_out_dir(Path(args.out), args.resume or args.new_run)
     except SweepError as err:
