@@ -133,6 +133,35 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         server.stop()
 
 
+def test_a_sweep_with_its_own_server_restarts_it_after_a_stuck_load_and_goes_on(
+        vllm_python, vllm_backend_dir, tmp_path):
+    """With ``restart_stuck`` (the command line's own server) a vLLM load that does not come up in
+    time fails its variant, the server is restarted (the hung engine ends with it, the log's last
+    lines are quoted), and the next variant is loaded, not skipped. A 1 s bound stands in for the
+    hang, so each variant is stuck and restarted in turn."""
+    from vllm_model_dirs import TINY_LLM, tiny_llm_repository
+
+    from workbench.server import TritonServer
+
+    repo = tiny_llm_repository(tmp_path / "repo")
+    plan = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1,), concurrency=(1,), input_tokens=16, output_tokens=8,
+                   slo=PLAN.slo, prompts=4)
+    server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
+    try:
+        server.start(timeout=180)
+        pid = server.pid
+        result = run_llm_sweep(plan, server, repo / TINY_LLM, out_dir=tmp_path / "run", settings=SETTINGS,
+                               load_timeout_s=1.0, restart_stuck=True)
+        errors = dict(zip(result.frame["variant"], result.frame["error"]))
+        for label in ("seqs1-tp1-x1", "seqs4-tp1-x1"):  # each tried in its turn: the sweep went on
+            assert errors[label].startswith(f"load failed: the load of {label} got no answer within 1 s; the server "
+                                            "was restarted and the sweep went on"), errors[label]
+            assert "the server log's last lines:" in errors[label]
+        assert server.running and server.pid != pid
+    finally:
+        server.stop()
+
+
 def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept):
     server, model_dir, out, result = swept
     again = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)

@@ -229,6 +229,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     argv = getattr(args, "argv", None)
     task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
                 load_timeout_s=args.timeout or LOAD_TIMEOUT_S,  # --timeout bounds loads, as its help says
+                restart_stuck=not args.url,  # its own server: a hung load is ended by a restart, and the sweep goes on
                 new_run=args.new_run, label=args.label, restore=bool(args.url), effort=effort,
                 command=shlex.join(["workbench", *argv]) if argv is not None else None,
                 on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))

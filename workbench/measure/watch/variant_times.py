@@ -44,7 +44,8 @@ class LoadedVariant(Protocol):
 
 
 def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: float,
-                 stuck: str | None, files: Mapping[str, bytes] | None = None) -> tuple[dict, str | None, str | None]:
+                 stuck: str | None, files: Mapping[str, bytes] | None = None,
+                 recover: Callable[[], None] | None = None) -> tuple[dict, str | None, str | None]:
     """Load ``variant`` of model ``name`` as a config override (with ``files``, e.g. an LLM
     variant's ``1/model.json``): ``(times, error, stuck)``.
 
@@ -52,6 +53,9 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
     no answer within ``timeout_s`` sets ``stuck``, and once stuck no later variant is loaded (a hung
     backend stub, or a vLLM engine that never comes up, would only make each of them wait as long).
     Both sweeps load through here, so they stop by the same rule. A server that died is raised.
+    ``recover`` (a sweep whose server is its own: its restart, which ends the hung engine with the
+    process) is called instead after a load with no answer: that variant fails and, once it
+    worked, the sweep goes on (``stuck`` stays None).
     """
     if stuck is not None:
         return {"error": f"not loaded: {stuck}"}, f"not loaded: {stuck}", stuck
@@ -64,9 +68,16 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
             raise
         error = f"load failed: {err}"
         if time.perf_counter() - started >= 0.95 * timeout_s:
-            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s; the variants after it "
-                     "were not loaded")
-            error = f"load failed: {stuck} ({err}){_log_lines(server)}"
+            stuck = f"the load of {variant.label} got no answer within {timeout_s:g} s"
+            log = _log_lines(server)
+            then = "the variants after it were not loaded"
+            if recover is not None:
+                try:
+                    recover()
+                    stuck, then = None, "the server was restarted and the sweep went on"
+                except Exception as again:  # the loads stop as without it, saying why
+                    then += f" (restarting the server failed: {again})"
+            error = f"load failed: the load of {variant.label} got no answer within {timeout_s:g} s; {then} ({err}){log}"
         return {"error": error}, error, stuck
 
 
