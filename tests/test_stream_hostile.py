@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.streaming import (
     Lengths,
     WordTokenizer,
@@ -36,7 +36,7 @@ from workbench.measure.engine.streaming.clients import (
     take_event,
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
-from workbench.measure.engine.streaming.results import RequestRecord, Slo
+from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo
 from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.server.control import ModelControl, ServerError
 

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from workbench.measure.engine.loadgen import measure
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import (
     Lengths,
     Slo,

@@ -7,7 +7,7 @@ belongs to the window in which its response arrives, stability over the last 3 w
 10%, nearest-rank percentiles, server breakdown diffed between statistics snapshots at the window
 edges) and keeps every raw latency, failure and check result. One difference: its figures are
 over every window measured after the warm-up, not only the last 3 (the stopping rule decides
-when to stop, not which requests count; docs/measure-stopping.md).
+when to stop, not which requests count; docs/measure.md).
 
 Its own cost is kept out of the numbers: the request is serialized once per load level and sent
 as bytes (``wire``); each slot's loop only sends and reads the clock; outputs are decoded only

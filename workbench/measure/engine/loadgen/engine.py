@@ -5,7 +5,7 @@ reached), and report every window measured after the warm-up as one `LoadResult`
 A request belongs to the window in which its response arrives; stability is judged over the last
 ``stable_windows`` windows, but that rule only decides when to stop: the figures are over every
 request completed in the measured span (perf_analyzer reports its last three windows, which can
-drop a window that held a rare slow request; docs/measure-stopping.md). The server-side breakdown
+drop a window that held a rare slow request; docs/measure.md). The server-side breakdown
 is diffed between statistics snapshots taken at the window edges. Past ``max_windows`` windows of one length, windows get twice as long; when
 the last windows cannot hold ``min_latencies`` latencies at the rate measured, they get as long as
 they need. Every raw latency, failure and output check is kept, and the generator's own send delay

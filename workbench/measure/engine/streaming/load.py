@@ -8,7 +8,7 @@ measured, windows of ``window_s`` until the last ``stable_windows`` agree within
 they arrived in) and latency (here the average TTFT of the requests completed in the window), at
 most ``max_windows`` windows or ``time_limit_s``; nearest-rank percentiles and the block bootstrap
 of ``measure.stats``. The stability rule decides only when to stop: the figures pool every window
-(a window holding a rare slow request is the tail an SLO is about; docs/measure-stopping.md). The server's counts are snapshotted before the first request and after the
+(a window holding a rare slow request is the tail an SLO is about; docs/measure.md). The server's counts are snapshotted before the first request and after the
 last response, so its count covers exactly what the client sent.
 """
 
