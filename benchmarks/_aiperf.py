@@ -165,6 +165,12 @@ class AiperfPoint:
     total_max_tokens: int
     start_ns: int
     end_ns: int
+    ttft_ms_p99: float = math.nan  # its summary's (numpy's interpolated percentile)
+    itl_ms_p99: float = math.nan
+    ttfts_ms: tuple[float, ...] = ()  # its profiled requests' own values, for percentiles taken our way
+    itls_ms: tuple[float, ...] = ()
+    tokens_per_request: float = math.nan  # its count (re-tokenized text) per profiled request
+    asked_per_request: float = math.nan  # what the server generated per profiled request (max_tokens)
 
 
 def _records(path: Path) -> list[dict]:
@@ -207,7 +213,13 @@ def read_export(artifacts: Path, *, window_s: float, stability: float, stable_wi
                          windows=stable_windows),
         windows=len(windows), total_requests=len(records),
         total_tokens=int(sum(_value(r, "output_sequence_length") for r in records)),
-        total_max_tokens=sum(asked[r["metadata"]["conversation_id"]] for r in records), start_ns=start, end_ns=end)
+        total_max_tokens=sum(asked[r["metadata"]["conversation_id"]] for r in records), start_ns=start, end_ns=end,
+        ttft_ms_p99=float(summary["time_to_first_token"]["p99"]),
+        itl_ms_p99=float(summary["inter_token_latency"]["p99"]),
+        ttfts_ms=tuple(_value(r, "time_to_first_token") for r in profiled),
+        itls_ms=tuple(_value(r, "inter_token_latency") for r in profiled),
+        tokens_per_request=float(np.mean([_value(r, "output_sequence_length") for r in profiled])),
+        asked_per_request=float(np.mean(wanted)))
 
 
 def _asked(artifacts: Path) -> dict[str, int]:

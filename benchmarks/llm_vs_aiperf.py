@@ -1,5 +1,18 @@
-"""The streaming load generator (``measure.engine.streaming``) vs AIPerf, side by side in one run, on
-the tiny LLM served by Triton's real vLLM backend (the benchmark starts and stops the server).
+"""The streaming load generator (``measure.engine.streaming``) judged first against a truth, then
+beside AIPerf on the tiny LLM served by Triton's real vLLM backend (the benchmark starts and stops
+the servers).
+
+First, the truth: the project's paced model (``streaming.paced``, a decoupled Python-backend model
+whose schedule is known: of every 20 requests 16 start in 80 ms, 2 in 300 ms, 2 stream with
+50/70 ms gaps; 17 tokens; so TTFT p50 80 / p99 300 ms, ITL p50 20 / p99 60 ms, goodput 0.80
+under TTFT <= 200 ms and ITL <= 40 ms) at ``--truth-concurrency`` over HTTP generate_stream. Each
+engine's figures are printed beside the schedule's, ours judged against it (TTFT and ITL p50/p99
+within 10% + 5 ms, goodput within 4 requests of the span, tokens equal to the server's count),
+AIPerf's shown with each difference it has explained: the drain in its span (its tokens/s is over
+a span with fewer requests in flight at its end: its mean in flight over the concurrency), its
+re-tokenization (its tokens per request against the server's; its ITL divides by its own count)
+and its percentile method (its p99 interpolates; the nearest-rank p99 of its own requests is
+printed beside it). ``--truth-only`` stops there (no vLLM needed).
 
 Same points: concurrency levels (``--concurrency``), the same prompts (built from the model's own
 tokenizer at exactly ``--input-tokens`` tokens, sent in the same order), the same output lengths
@@ -50,8 +63,10 @@ from _common import header
 
 from workbench import zoo
 from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.engine.stats import percentile
 from workbench.measure.engine.streaming import (VLLM_TOKEN_METRIC, Lengths, ModelTokenizer, Slo, StreamResult,
-                                                build_prompts, measure_stream)
+                                                WordTokenizer, build_prompts, measure_stream)
+from workbench.measure.engine.streaming.paced import PACED_TOKEN_METRIC, PacedSchedule, write_paced_model
 from workbench.measure.engine.streaming.server_counts import counts_between, take_snapshot
 from workbench.server import TritonServer
 from workbench.server.vllm_backend import ENV_PYTHON
@@ -217,6 +232,84 @@ def verdict(concurrency: int, pairs: list[dict]) -> list[bool]:
     return judged
 
 
+TRUTH = PacedSchedule()  # the issue-45 schedule
+TRUTH_SLO = Slo(ttft_ms=200.0, itl_ms=40.0)
+TRUTH_MODEL = "paced"
+
+
+def _near(value: float, truth: float) -> bool:
+    return abs(value - truth) <= 0.10 * truth + 5.0
+
+
+def truth_phase(aiperf: Path | None, args: argparse.Namespace) -> list[bool]:
+    """Ours (and AIPerf's, where given) against the paced model's schedule; returns ours' verdicts."""
+    header("against the truth: the paced model (known TTFT, ITL, goodput), HTTP generate_stream")
+    goodput = TRUTH.goodput(TRUTH_SLO.ttft_ms, TRUTH_SLO.itl_ms)
+    print(f"schedule: {TRUTH.tokens} tokens; TTFT p50 {TRUTH.ttft_ms(50):g} p99 {TRUTH.ttft_ms(99):g} ms; "
+          f"ITL p50 {TRUTH.itl_ms(50):g} p99 {TRUTH.itl_ms(99):g} ms; goodput {goodput:.2f} under "
+          f"TTFT <= {TRUTH_SLO.ttft_ms:g} ms, ITL <= {TRUTH_SLO.itl_ms:g} ms", flush=True)
+    judged: list[bool] = []
+    llm = zoo.tiny_llm() if aiperf is not None else None  # AIPerf needs a tokenizer: it re-tokenizes the text
+    with tempfile.TemporaryDirectory(prefix="workbench-bench-truth-") as scratch:
+        repo = Path(scratch) / "repo"
+        write_paced_model(repo, TRUTH_MODEL, TRUTH)
+        prompts = build_prompts(WordTokenizer(), 20, Lengths(16), Lengths(TRUTH.tokens), seed=1)
+        inputs = write_inputs(Path(scratch) / "inputs", prompts)
+        with TritonServer(repo, pytorch_backend=False) as server:
+            server.load(TRUTH_MODEL)
+            for concurrency in args.truth_concurrency:
+                span = max(4.0, 2.5 * TRUTH.cycle_s(concurrency))  # two cycles and more in the measured span
+                settings = MeasureSettings(protocol="http", window_s=span / 2, stable_windows=2, max_windows=2,
+                                           time_limit_s=None, min_latencies=0)
+                ours = measure_stream(server.http_url, TRUTH_MODEL, prompts, settings, concurrency=concurrency,
+                                      slos=(TRUTH_SLO,), counts_from=server, token_metric=PACED_TOKEN_METRIC)
+                name = next(iter(ours.goodput))
+                counted = ours.server is not None and ours.server.output_tokens == ours.client_total_tokens
+                checks = {"TTFT p50": _near(ours.ttft_ms["p50"], TRUTH.ttft_ms(50)),
+                          "TTFT p99": _near(ours.ttft_ms["p99"], TRUTH.ttft_ms(99)),
+                          "ITL p50": _near(ours.itl_ms["p50"], TRUTH.itl_ms(50)),
+                          "ITL p99": _near(ours.itl_ms["p99"], TRUTH.itl_ms(99)),
+                          "goodput": abs(ours.goodput[name] - goodput) <= 4 / max(1, ours.requests),
+                          "tokens = server's": counted}
+                judged += list(checks.values())
+                print(f"\n-- concurrency {concurrency}, load {os.getloadavg()[0]:.1f} --\n"
+                      f"  ours   TTFT p50 {ours.ttft_ms['p50']:6.1f} p99 {ours.ttft_ms['p99']:6.1f} ms  "
+                      f"ITL p50 {ours.itl_ms['p50']:5.1f} p99 {ours.itl_ms['p99']:5.1f} ms  goodput "
+                      f"{ours.goodput[name]:.3f} ({ours.requests} requests)  {ours.output_tokens_per_s:.1f} tok/s  "
+                      f"client {ours.client_total_tokens} tokens, server {ours.server.output_tokens if ours.server else '?'}"
+                      f"\n  against the schedule: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in checks.items()),
+                      flush=True)
+                if aiperf is not None and llm is not None:
+                    _aiperf_against_truth(server, aiperf, llm, inputs, Path(scratch), concurrency, span, ours)
+    return judged
+
+
+def _aiperf_against_truth(server, aiperf: Path, llm, inputs, work: Path, concurrency: int, span: float,
+                          ours: StreamResult) -> None:
+    """AIPerf on the paced model, each difference from the schedule with what explains it."""
+    artifacts = work / f"aiperf-truth-c{concurrency}"
+    command = aiperf_command(aiperf, server.http_url, TRUTH_MODEL, dataset=inputs[0], template=inputs[1],
+                             tokenizer=llm.path, concurrency=concurrency, duration_s=span,
+                             warmup_requests=concurrency, artifacts=artifacts)
+    run_aiperf(command, work / f"aiperf-truth-c{concurrency}.log")
+    ai = read_export(artifacts, window_s=span / 2, stability=0.10, stable_windows=2)
+    ttfts, itls = sorted(ai.ttfts_ms), sorted(v for v in ai.itls_ms if math.isfinite(v))
+    met = sum(t <= TRUTH_SLO.ttft_ms and i <= TRUTH_SLO.itl_ms for t, i in zip(ai.ttfts_ms, ai.itls_ms))
+    retokenized = ai.tokens_per_request / ai.asked_per_request
+    print(f"  AIPerf TTFT p50 {ai.ttft_ms_p50:6.1f} p99 {ai.ttft_ms_p99:6.1f} ms  ITL p50 {ai.itl_ms_p50:5.1f} "
+          f"p99 {ai.itl_ms_p99:5.1f} ms  goodput {met / max(1, ai.requests):.3f} ({ai.requests} requests)  "
+          f"{ai.output_tokens_per_s:.1f} tok/s\n"
+          f"    percentile method: its p99 interpolates; nearest rank over its own requests gives TTFT p99 "
+          f"{percentile(ttfts, 99):.1f} ms, ITL p99 {percentile(itls, 99):.1f} ms\n"
+          f"    re-tokenization: it counted {ai.tokens_per_request:.2f} tokens per request for the "
+          f"{ai.asked_per_request:.0f} the server sent ({retokenized:.3f}x); its ITL over the server's count: "
+          f"p50 {ai.server_itl_ms_p50:.1f} ms\n"
+          f"    drain in the span: {ai.in_flight:.2f} of {concurrency} requests in flight on average over its span "
+          f"({ai.in_flight / concurrency:.3f}x); its tok/s over the server's count {ai.server_tokens_per_s:.1f}, "
+          f"ours {ours.output_tokens_per_s:.1f} ({ai.server_tokens_per_s / ours.output_tokens_per_s:.3f}x)",
+          flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4])
@@ -230,12 +323,19 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=None,
                         help="AIPerf's profiling seconds (default 2 x stable-windows x window)")
     parser.add_argument("--aiperf", default=None, help="aiperf command (default $AIPERF, $AIPERF_VENV/bin/aiperf)")
+    parser.add_argument("--truth-concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--truth-only", action="store_true", help="the paced model only (no vLLM)")
+    parser.add_argument("--no-aiperf", action="store_true", help="ours against the truth only")
     args = parser.parse_args()
     # a TERM (a job stopped from outside) unwinds like Ctrl-C: AIPerf's process group (its own
     # session) is killed and the server stopped on the way out
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.duration = args.duration or 2 * args.stable_windows * args.window
-    aiperf = find_aiperf(args.aiperf)
+    aiperf = None if args.no_aiperf else find_aiperf(args.aiperf)
+    truth = truth_phase(aiperf, args)
+    print(f"\nagainst the truth: {sum(truth)} of {len(truth)} of ours' checks met", flush=True)
+    if args.truth_only or aiperf is None:
+        return
     try:  # its version from the pip beside it (a venv's), else unknown
         version = subprocess.run([str(aiperf.parent / "pip"), "show", "aiperf"], capture_output=True, text=True,
                                  timeout=60).stdout

@@ -99,13 +99,9 @@ def test_the_pareto_front_is_drawn_and_the_cheapest_configuration_named(swept, t
     print(f"\n{result.describe_best(slo)}\n{sentence}", file=sys.stderr)
 
 
-def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(
-        vllm_python, vllm_backend_dir, tmp_path):
-    """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine
-    that does not come up within the load timeout fails its variant's points naming the stuck load,
-    and no later variant is loaded (each would wait as long: 900 s by default). A 1 s bound stands in
-    for the hang: no vLLM engine loads that fast. A server of its own, nothing loaded at first, so
-    the load still under way ends with it."""
+def _two_variants_on_a_server_of_their_own(vllm_python, vllm_backend_dir, tmp_path):
+    """A tritonserver (not started) over the tiny LLM's repository, and the sweep of two variants
+    on it (call it with run_llm_sweep's load keywords)."""
     from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
     from workbench.server import TritonServer
@@ -114,11 +110,25 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
     plan = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1,), concurrency=(1,), input_tokens=16, output_tokens=8,
                    slo=PLAN.slo, prompts=4)
     server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
+
+    def sweep(**load):
+        return run_llm_sweep(plan, server, repo / TINY_LLM, out_dir=tmp_path / "run", settings=SETTINGS, **load)
+
+    return server, sweep
+
+
+def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(
+        vllm_python, vllm_backend_dir, tmp_path):
+    """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine
+    that does not come up within the load timeout fails its variant's points naming the stuck load,
+    and no later variant is loaded (each would wait as long: 300 s by default). A 1 s bound stands in
+    for the hang: no vLLM engine loads that fast. A server of its own, nothing loaded at first, so
+    the load still under way ends with it."""
+    server, sweep = _two_variants_on_a_server_of_their_own(vllm_python, vllm_backend_dir, tmp_path)
     try:
         server.start(timeout=180)
         started = time.monotonic()
-        result = run_llm_sweep(plan, server, repo / TINY_LLM, out_dir=tmp_path / "run", settings=SETTINGS,
-                               load_timeout_s=1.0)
+        result = sweep(load_timeout_s=1.0)
         took = time.monotonic() - started
         errors = dict(zip(result.frame["variant"], result.frame["error"]))
         assert set(errors) == {"seqs1-tp1-x1", "seqs4-tp1-x1"}
@@ -129,6 +139,27 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         assert times["seqs4-tp1-x1"] == {"error": later} and "load_s" not in times["seqs1-tp1-x1"]
         assert took < 30, took  # one bounded load, no second one, no restore waiting on the first
         assert server.running
+    finally:
+        server.stop()
+
+
+def test_a_sweep_with_its_own_server_restarts_it_after_a_stuck_load_and_goes_on(
+        vllm_python, vllm_backend_dir, tmp_path):
+    """With ``restart_stuck`` (the command line's own server) a vLLM load that does not come up in
+    time fails its variant, the server is restarted (the hung engine ends with it, the log's last
+    lines are quoted), and the next variant is loaded, not skipped. A 1 s bound stands in for the
+    hang, so each variant is stuck and restarted in turn."""
+    server, sweep = _two_variants_on_a_server_of_their_own(vllm_python, vllm_backend_dir, tmp_path)
+    try:
+        server.start(timeout=180)
+        pid = server.pid
+        result = sweep(load_timeout_s=1.0, restart_stuck=True)
+        errors = dict(zip(result.frame["variant"], result.frame["error"]))
+        for label in ("seqs1-tp1-x1", "seqs4-tp1-x1"):  # each tried in its turn: the sweep went on
+            assert errors[label].startswith(f"load failed: the load of {label} got no answer within 1 s; the server "
+                                            "was restarted and the sweep went on"), errors[label]
+            assert "the server log's last lines:" in errors[label]
+        assert server.running and server.pid != pid
     finally:
         server.stop()
 

@@ -1,7 +1,8 @@
 """The streaming load generator (workbench.measure.engine.streaming) against a REAL tritonserver
-serving a decoupled Python-backend model that streams words at a known pace: the first after
-FIRST_MS, then one every GAP_MS, as many as ``sampling_parameters``' max_tokens asks. Its inputs
-and outputs are shaped like Triton's vLLM backend (text_input, stream, sampling_parameters in;
+serving a decoupled Python-backend model that streams words at a known pace (the project's paced
+model, ``streaming.paced``, with no slow requests): the first after FIRST_MS, then one every
+GAP_MS, as many as ``sampling_parameters``' max_tokens asks. Its inputs and outputs are shaped
+like Triton's vLLM backend (text_input, stream, sampling_parameters in;
 text_output streamed out), and it counts every word it sends on Triton's /metrics (a Python
 backend custom metric), the way the vLLM backend counts its generation tokens: that count is the
 server's own, read beside the client's.
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import math
 import sys
-import textwrap
 import threading
 import time
 
@@ -33,9 +33,9 @@ from workbench.measure.engine.streaming import (
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
+from workbench.measure.engine.streaming.paced import PACED_TOKEN_METRIC, PacedSchedule, write_paced_model
 from workbench.tasks import Cancelled
 
-from served_models import serve_python_model  # tests/served_models.py
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
 
@@ -44,7 +44,7 @@ FIRST_MS = 100.0  # TTFT the model keeps
 GAP_MS = 20.0  # inter-token gap the model keeps
 MAX_TOKENS = 8
 INPUT_TOKENS = 16
-TOKEN_METRIC = "paced_output_tokens_total"
+TOKEN_METRIC = PACED_TOKEN_METRIC
 # Client-side times include the wire and a shared 2-core machine: generous, but far tighter than
 # the SLOs that tell met from missed.
 TTFT_SLACK_MS = 60.0
@@ -54,79 +54,14 @@ MEETS = Slo(ttft_ms=500.0, itl_ms=50.0)
 TTFT_TOO_TIGHT = Slo(ttft_ms=FIRST_MS / 2, itl_ms=None)
 ITL_TOO_TIGHT = Slo(ttft_ms=None, itl_ms=GAP_MS / 2)
 
-MODEL_PY = textwrap.dedent('''
-    """Streams words at a set pace: the first FIRST after the request, then one every GAP, as many
-    as sampling_parameters' max_tokens; counts each word sent on /metrics."""
-
-    import json
-    import threading
-    import time
-
-    import numpy as np
-    import triton_python_backend_utils as pb_utils
-
-
-    class TritonPythonModel:
-        def initialize(self, args):
-            params = json.loads(args["model_config"]).get("parameters", {})
-            self.first_s = float(params["first_token_ms"]["string_value"]) / 1000
-            self.gap_s = float(params["token_gap_ms"]["string_value"]) / 1000
-            # the family must outlive its metric: keep both
-            self.family = pb_utils.MetricFamily(name="paced_output_tokens_total", description="words streamed",
-                                                kind=pb_utils.MetricFamily.COUNTER)
-            self.sent = self.family.Metric(labels={"model": args["model_name"], "version": args["model_version"]})
-            self.threads = []
-            # one send at a time: concurrent sends from several threads break the stub's
-            # shared-memory lock here (boost::interprocess::lock_exception, then a crash)
-            self.sending = threading.Lock()
-
-        def execute(self, requests):
-            for request in requests:
-                received = time.perf_counter()
-                raw = pb_utils.get_input_tensor_by_name(request, "sampling_parameters")
-                params = json.loads(raw.as_numpy().reshape(-1)[0]) if raw is not None else {}
-                thread = threading.Thread(target=self._stream, args=(
-                    request.get_response_sender(), received, int(params.get("max_tokens", 16))))
-                thread.start()
-                self.threads = [t for t in self.threads if t.is_alive()] + [thread]
-            return None
-
-        def _stream(self, sender, received, count):
-            for index in range(count):
-                wait = received + self.first_s + index * self.gap_s - time.perf_counter()
-                if wait > 0:
-                    time.sleep(wait)
-                word = np.array([f"w{index}".encode()], dtype=object)
-                with self.sending:
-                    sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("text_output", word)]))
-                    self.sent.increment(1)
-            with self.sending:
-                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-
-        def finalize(self):
-            for thread in self.threads:
-                thread.join(timeout=5)
-''')
-
-CONFIG = textwrap.dedent(f'''
-    backend: "python"
-    max_batch_size: 0
-    model_transaction_policy {{ decoupled: true }}
-    input [
-      {{ name: "text_input" data_type: TYPE_STRING dims: [ 1 ] }},
-      {{ name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true }},
-      {{ name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true }}
-    ]
-    output [ {{ name: "text_output" data_type: TYPE_STRING dims: [ -1 ] }} ]
-    instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-    parameters {{ key: "first_token_ms" value: {{ string_value: "{FIRST_MS:g}" }} }}
-    parameters {{ key: "token_gap_ms" value: {{ string_value: "{GAP_MS:g}" }} }}
-''')
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, triton_server_module):
-    return serve_python_model(triton_server_module, tmp_path_factory.mktemp("streaming") / "repo", MODEL, CONFIG, MODEL_PY)
+    repo = tmp_path_factory.mktemp("streaming") / "repo"
+    write_paced_model(repo, MODEL, PacedSchedule(tokens=MAX_TOKENS, first_ms=FIRST_MS, gap_ms=GAP_MS, slow_starts=0,
+                                                 slow_streams=0))
+    srv = triton_server_module(repo)
+    srv.load(MODEL)
+    return srv
 
 
 @pytest.fixture(scope="module")

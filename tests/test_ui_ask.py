@@ -120,6 +120,8 @@ def test_a_failed_ask_says_why_and_the_next_ask_is_answered(server, tmp_path):
     said = _note(area)
     assert "answering" not in said and f"{MODEL}: no answer: no server answers at 127.0.0.1:" in said, said
     assert area.answer is None and _ready(area)
+    # the status line says "failed (why: below)": below, the error list says it
+    assert "no server answers at 127.0.0.1:" in _text(area.controls["error"].value)
     area.state.server = server  # the user connects to the right server and sends again
     area.send()
     assert area.ops.join(60)
@@ -139,6 +141,8 @@ def test_a_cancelled_ask_says_cancelled_keeps_what_arrived_and_takes_the_next(se
     said = _note(area)
     assert f"{MODEL}: cancelled" in said and "answering" not in said and "w0" in said, said
     assert area.answer is None and _ready(area)
+    area._arrived(MODEL, "late ")  # a piece the stream delivered after the cancel changes nothing shown
+    assert _note(area) == said
     area.controls["max_tokens"].value = 2
     area.controls["send"].click()
     assert area.ops.join(60)

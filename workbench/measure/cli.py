@@ -104,7 +104,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                      help="use this running tritonserver (explicit model control) instead of starting one; "
                           "repeat to fan the variants out over several servers (one thread each, one merged run)")
     run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                     help="with --url: bound on every model-control call to the server, loads included (default 120)")
+                     help="bound on every model-control call to the server, loads included (default with --url 120; "
+                          "an LLM sweep's variant loads 300)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")

@@ -58,8 +58,8 @@ def report_html(report: Report) -> str:
     tables = "".join(f"<h3 style='font-size:14px;margin:12px 0 4px 0'>{html.escape(title)}</h3>{table_html(table)}"
                      for title, table in report.tables)
     unstable = ("<p>Every point's windows agreed (stable).</p>" if not report.unstable else
-                "<p class='note'>Their last windows did not agree within the stability limit; the numbers are the "
-                "pooled windows', read them with their spread. What the server's statistics show:</p><ul>"
+                "<p class='note'>Their last windows did not agree within the stability limit; the numbers are over "
+                "every measured window, read them with their spread. What the server's statistics show:</p><ul>"
                 + "".join(f"<li>{html.escape(line)}</li>" for line in report.unstable) + "</ul>")
     differences = ("" if not report.differences else
                    "<section id='differences'><h2>How the runs differ</h2><ul>"
@@ -73,7 +73,7 @@ def report_html(report: Report) -> str:
 <section id="best"><h2>Best configuration</h2>{best}</section>
 {differences}
 <section id="reproduce"><h2>Measure it again</h2>{_reproduce_html(report)}</section>
-<section id="plots"><h2>Plots</h2><p class="note">Error bars: each point's 95% interval over its pooled
+<section id="plots"><h2>Plots</h2><p class="note">Error bars: each point's 95% interval over its measured
 windows. Hollow markers: unstable points (below).</p>{plots}</section>
 <section id="tables"><h2>Table</h2><p class="note">Hover a cut-off cell or a column title for the whole text.</p>
 {tables}</section>

@@ -36,6 +36,8 @@ __all__ = ["ModelControl", "ClientOptions", "LocalProcess", "as_model_config", "
 # ``timeout=`` in the API), named in every message it cuts short.
 TIMEOUT_FLAG = "--timeout"
 DEFAULT_REMOTE_TIMEOUT = 120.0  # tritonclient HTTP's own network timeout; a Neuron load may need more
+# A Prometheus page of one server: Triton's is tens of KiB; past this it is not one
+MAX_METRICS_BYTES = 16 << 20
 
 
 def timeout_problem(value: Any) -> str | None:
@@ -424,8 +426,17 @@ class ModelControl:
         if self.metrics_url is None:
             raise ServerError(f"no metrics URL is known for the server at {self.url}")
         self._check()
+        deadline = time.monotonic() + 10.0
+        body = bytearray()
         with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
-            return parse_metrics(response.read().decode("utf-8", "replace"))
+            # bounded in size and in time: an endless or dripping body is not a metrics page
+            while chunk := response.read1(65536):
+                body += chunk
+                if len(body) > MAX_METRICS_BYTES:
+                    raise ServerError(f"the metrics at {self.metrics_url} ran past {MAX_METRICS_BYTES >> 20} MiB")
+                if time.monotonic() > deadline:
+                    raise ServerError(f"the metrics at {self.metrics_url} did not end within 10 s")
+        return parse_metrics(body.decode("utf-8", "replace"))
 
 
 def _index_rows(rows: Any) -> list[dict[str, str]]:

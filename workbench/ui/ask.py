@@ -37,6 +37,7 @@ class AskArea:
         self.answer: ServedAnswer | None = None
         self._lock = threading.Lock()
         self._pieces: list[str] = []
+        self._ended: str | None = None  # why the last ask ended without an answer (kept: a late piece changes nothing)
         c = self.controls = {}
         style = description_style("100px")
         c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
@@ -83,7 +84,7 @@ class AskArea:
         c["error"].value = ""
         self.answer = None
         with self._lock:
-            self._pieces = []
+            self._pieces, self._ended = [], None
         self._show_answer(model)
 
         def work(*, progress, cancel):
@@ -110,6 +111,7 @@ class AskArea:
                 self._show_answer(model, final=True)
             elif task.state == "failed":
                 self._show_answer(model, ended=f"no answer: {task.error}")
+                c["error"].value = error_list([str(task.error)])  # the status line says "why: below"
             else:  # cancelled: the stream ended at its next piece (or before the first)
                 self._show_answer(model, ended="cancelled")
 
@@ -117,6 +119,8 @@ class AskArea:
 
     def _arrived(self, model: str, piece: str) -> None:
         with self._lock:
+            if self._ended is not None:  # the ask ended (failed or cancelled): its state stays as shown
+                return
             self._pieces.append(piece)
         self._show_answer(model)
 
@@ -124,6 +128,9 @@ class AskArea:
         """The answer so far under a note: answering, the tokens of a finished answer, or ``ended``
         (why an ask stopped without one; the text that arrived before stays shown)."""
         with self._lock:
+            if ended is not None:
+                self._ended = ended
+            ended = self._ended
             text = "".join(self._pieces)
         if final and self.answer is not None:
             text = self.answer.text

@@ -53,7 +53,9 @@ class MeasureSettings:
     a guess). Past ``max_windows`` windows the windows get twice as long, again after every
     ``max_windows`` more, until ``time_limit_s`` seconds of measuring; with ``time_limit_s=None``
     a point stops after ``max_windows`` windows as perf_analyzer does. A point that stops unstable
-    or short of latencies says so. ``warmup_requests`` responses come first (None: max(20, 2 x
+    or short of latencies says so. The stopping rule decides only when to stop: the built-in
+    engines report every request completed after the warm-up (perf_analyzer its last
+    ``stable_windows`` windows). ``warmup_requests`` responses come first (None: max(20, 2 x
     concurrency)). ``processes`` sending processes for the built-in engine (None: as many as the
     load needs and the machine's cores allow). ``seed`` draws the request inputs; served outputs
     must match the reference within ``rtol``/``atol``.

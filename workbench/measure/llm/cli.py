@@ -168,11 +168,11 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.generate.config import ConfigError
     from workbench.measure.engine.measure_settings import MeasureError
     from workbench.measure.grid.plan import SweepError
-    from workbench.measure.llm.run import run_llm_sweep
+    from workbench.measure.llm.run import LOAD_TIMEOUT_S, run_llm_sweep
     from workbench.measure.store.cost import CostError, price_of
     from workbench.measure.sweep.swept import check_out_dir
     from workbench.server import RunningServer, TritonServer
-    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
+    from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
     from workbench.system import cores_for_instance
     from workbench.tasks import Task, run_to_the_end
 
@@ -201,6 +201,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         settings = llm_settings(args, defaults)
     except MeasureError as err:
         problems.append(str(err))
+    if args.timeout is not None and timeout_problem(args.timeout):  # it bounds every variant's load
+        problems.append(str(timeout_problem(args.timeout)))
     try:
         check_out_dir(Path(args.out), args.resume or args.new_run)
     except SweepError as err:
@@ -226,6 +228,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         return 1
     argv = getattr(args, "argv", None)
     task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
+                load_timeout_s=args.timeout or LOAD_TIMEOUT_S,  # --timeout bounds loads, as its help says
+                restart_stuck=not args.url,  # its own server: a hung load is ended by a restart, and the sweep goes on
                 new_run=args.new_run, label=args.label, restore=bool(args.url), effort=effort,
                 command=shlex.join(["workbench", *argv]) if argv is not None else None,
                 on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))

@@ -9,9 +9,20 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from workbench.measure.llm.answers import pareto_front, usable_rows
+from workbench.measure.llm.rows import NOT_MEASURED
 from workbench.measure.store.plots import _OUTSIDE, _colors, _empty, _latency_axis, _wrap
 
-__all__ = ["pareto_plot", "latency_vs_concurrency"]
+__all__ = ["pareto_plot", "latency_vs_concurrency", "refused_rows"]
+
+
+def refused_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the streaming engine measured but refused (their error starts ``NOT_MEASURED``)
+    whose figures are there to place."""
+    if not len(frame) or "error" not in frame:
+        return frame.iloc[0:0]
+    refused = frame["error"].astype(str).str.startswith(NOT_MEASURED)
+    placed = frame["output_tokens_per_s"].astype(float).notna() & frame["tokens_per_user_per_s"].astype(float).notna()
+    return frame[refused & placed]
 
 
 def _load_axis(frame: pd.DataFrame) -> tuple[str, str]:
@@ -24,7 +35,8 @@ def _load_axis(frame: pd.DataFrame) -> tuple[str, str]:
 def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
     """Every usable point (output tokens/s per user against total output tokens/s), coloured by
     variant and marked with its load (``c=4``: concurrency 4; ``2/s``: 2 requests/s), with the
-    Pareto front drawn through the points no other beats on both."""
+    Pareto front drawn through the points no other beats on both; points the engine refused
+    (``rows.NOT_MEASURED``) as grey crosses, off the front."""
     fig = Figure(figsize=(8.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     usable = usable_rows(frame)
@@ -39,6 +51,10 @@ def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
             mark = f"c={point[load]:g}" if load == "concurrency" else f"{point[load]:g}/s"
             ax.annotate(mark, (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
                         textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    refused = refused_rows(frame)  # figures read but refused: shown as such, never on the front
+    if len(refused):
+        ax.scatter(refused["output_tokens_per_s"].astype(float), refused["tokens_per_user_per_s"].astype(float),
+                   marker="x", color="#888888", label=f"{NOT_MEASURED}\n(its reason: the table)", zorder=3)
     front = pareto_front(usable)
     ax.plot(front["output_tokens_per_s"].astype(float), front["tokens_per_user_per_s"].astype(float), color="black",
             linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)

@@ -5,9 +5,10 @@ Written to the run folder's ``points.jsonl`` by the same folder I/O as the fixed
 (``store/folder.py``, with ``LLM_COLUMNS`` / ``LLM_KEY_COLUMNS``). Times in milliseconds, rates per
 second; a number not measured is NaN (null on disk), a flag not known None.
 
-``tokens_per_user_per_s`` is the pace one user sees over a whole request: the output tokens asked
-(ignore_eos: each request returns exactly that many, the engine warns otherwise) over the median
-end-to-end latency, LLMPerf's per-request output throughput. Not 1 / ITL: the vLLM backend may
+``tokens_per_user_per_s`` is the pace one user sees over a whole request: the output tokens
+received over the end-to-end latency (medians; the streaming engine's), LLMPerf's per-request
+output throughput. A point the engine found unusable (``StreamResult.unusable``: counts that
+disagree, streams that ended short) keeps its figures with that reason as its ``error``. Not 1 / ITL: the vLLM backend may
 send several tokens in one response (``tokens_per_response`` > 1), and then the gaps inside a
 bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here at max_num_seqs 4).
 ``output_tokens_per_s_low/high`` is its 95% interval: the block bootstrap of the pooled windows'
@@ -31,9 +32,11 @@ if TYPE_CHECKING:
     from workbench.measure.engine.streaming.stream_results import StreamResult
     from workbench.measure.llm.plan import LlmPoint
 
-__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm"]
+__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm", "NOT_MEASURED"]
 
 NAN = math.nan
+# The error of a row whose figures the streaming engine read but refused (`StreamResult.unusable`).
+NOT_MEASURED = "not a measured point"
 
 
 @dataclass(frozen=True)
@@ -90,13 +93,13 @@ class LlmRow:
         """The row of a point ``measure_stream`` measured; no request succeeded: a failed row."""
         if result.requests == 0 or not result.output_tokens_per_s > 0:
             return cls.failed(point, "no request succeeded: " + ("; ".join(result.warnings) or "no tokens came back"))
-        itl50, e2e50 = result.itl_ms["p50"], result.e2e_ms["p50"]
+        itl50 = result.itl_ms["p50"]
         server = result.server
         return cls(
             **point.columns(),
             output_tokens_per_s=result.output_tokens_per_s, output_tokens_per_s_low=result.output_tokens_per_s_low,
             output_tokens_per_s_high=result.output_tokens_per_s_high, requests_per_s=result.requests_per_s,
-            tokens_per_user_per_s=point.output_tokens * 1000.0 / e2e50 if e2e50 and e2e50 > 0 else NAN,
+            tokens_per_user_per_s=result.tokens_per_user_per_s,  # from the tokens received
             ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
             itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
             e2e_p50_ms=result.e2e_ms["p50"], e2e_p99_ms=result.e2e_ms["p99"],
@@ -110,6 +113,7 @@ class LlmRow:
             requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
             stopped=result.stopped,
             engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),
+            error=f"{NOT_MEASURED}: {result.unusable}" if result.unusable else None,  # figures kept, refused
         )
 
     @classmethod

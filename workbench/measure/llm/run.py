@@ -27,6 +27,7 @@ from workbench.measure.llm.effort import LlmEffort
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
+from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
 from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.sweep.search.effort import EffortRule
@@ -48,13 +49,16 @@ COUNT_OUTPUT = "num_output_tokens"  # the vLLM backend's per-response token coun
 LLM_SETTINGS = MeasureSettings(engine="workbench", window_s=2.0, stable_windows=2, max_windows=6, time_limit_s=20.0,
                                min_latencies=0)
 _PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "tritonclient", "transformers", "nvidia-pytriton")
-LOAD_TIMEOUT_S = 900.0
+# A vLLM variant that is not ready in a few minutes will not be (its engine hung, or waits on
+# what it cannot get); the user sets another with --timeout / load_timeout_s.
+LOAD_TIMEOUT_S = 300.0
 
 
 def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_dir: str | Path,
                   settings: MeasureSettings | None = None, tokenizer: Tokenizer | None = None,
                   resume: bool = False, new_run: bool = False, label: str | None = None, restore: bool = True,
-                  load_timeout_s: float = LOAD_TIMEOUT_S, progress: Callable[[int, int, str], None] | None = None,
+                  load_timeout_s: float = LOAD_TIMEOUT_S, restart_stuck: bool = False,
+                  progress: Callable[[int, int, str], None] | None = None,
                   cancel: threading.Event | None = None, command: str | None = None,
                   effort: EffortRule | None = None) -> LlmSweepResult:
     """Measure every point of ``plan`` (an `LlmPlan`: max_num_seqs x tensor-parallel degree x
@@ -73,7 +77,9 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     at once. ``resume`` keeps the points already measured there (refused if the lengths, SLO,
     engine settings, model files or versions changed); ``new_run`` sets the old run aside. A variant
     load that gets no answer within ``load_timeout_s`` fails its points and no later variant is
-    loaded (their points fail naming the stuck load), as in the tensor sweep. At the end the model
+    loaded (their points fail naming the stuck load), as in the tensor sweep; with
+    ``restart_stuck`` (the server is the sweep's own: the command line's without --url) the
+    server is restarted instead, which ends the hung engine, and the sweep goes on. At the end the model
     is loaded again as it was (``restore=False`` leaves the last variant loaded; not after a stuck
     load, which would only wait as long again).
     ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
@@ -107,6 +113,7 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     check_out_dir(out_dir, resume or new_run)
     sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
                       effort)
+    sweep.restart_stuck = bool(restart_stuck)
     with RunFolderLock(out_dir):
         sweep.open(resume=resume, new_run=new_run, label=label, command=command)
         return sweep.run(restore=restore)
@@ -123,6 +130,7 @@ class _LlmSweep:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
+        self.restart_stuck = False  # run_llm_sweep's restart_stuck
         if not (model_dir / "config.pbtxt").is_file():
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         self.base_config = read_config(model_dir)
@@ -206,7 +214,8 @@ class _LlmSweep:
     def save(self) -> LlmSweepResult:
         frame = llm_frame(r.to_dict() for r in self.rows.values())
         write_record(self.out_dir, self.record)
-        write_exports(self.out_dir, frame, self.record)
+        slo = goodput_slo(self.plan.slo.ttft_ms, self.plan.slo.itl_ms)
+        write_exports(self.out_dir, with_bench_names(frame, slo), self.record)  # vLLM bench's names too
         return LlmSweepResult(frame, self.record, self.out_dir)
 
     def _report(self, message: str) -> None:
@@ -284,8 +293,9 @@ class _LlmSweep:
         self._report(f"loading {variant.label}")
         self.loaded = variant.label
         files = {path: text.encode() for path, text in variant.files.items()}
+        restart = getattr(self.server, "restart", None) if self.restart_stuck else None
         times, self.load_error, self.stuck = load_variant(self.server, self.name, variant, self.load_timeout_s,
-                                                          self.stuck, files=files)
+                                                          self.stuck, files=files, recover=restart)
         if self.load_error is None:
             self.any_loaded = True
         self.record.setdefault("variant_times", {})[variant.label] = times

@@ -44,7 +44,8 @@ class LoadedVariant(Protocol):
 
 
 def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: float,
-                 stuck: str | None, files: Mapping[str, bytes] | None = None) -> tuple[dict, str | None, str | None]:
+                 stuck: str | None, files: Mapping[str, bytes] | None = None,
+                 recover: Callable[[], None] | None = None) -> tuple[dict, str | None, str | None]:
     """Load ``variant`` of model ``name`` as a config override (with ``files``, e.g. an LLM
     variant's ``1/model.json``): ``(times, error, stuck)``.
 
@@ -52,6 +53,9 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
     no answer within ``timeout_s`` sets ``stuck``, and once stuck no later variant is loaded (a hung
     backend stub, or a vLLM engine that never comes up, would only make each of them wait as long).
     Both sweeps load through here, so they stop by the same rule. A server that died is raised.
+    ``recover`` (a sweep whose server is its own: its restart, which ends the hung engine with the
+    process) is called instead after a load with no answer: that variant fails and, once it
+    worked, the sweep goes on (``stuck`` stays None).
     """
     if stuck is not None:
         return {"error": f"not loaded: {stuck}"}, f"not loaded: {stuck}", stuck
@@ -64,10 +68,26 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
             raise
         error = f"load failed: {err}"
         if time.perf_counter() - started >= 0.95 * timeout_s:
-            stuck = (f"the load of {variant.label} got no answer within {timeout_s:g} s (a hung backend stub or "
-                     "model engine? see the server log); the variants after it were not loaded")
-            error = f"load failed: {stuck} ({err})"
+            stuck = f"the load of {variant.label} got no answer within {timeout_s:g} s"
+            log = _log_lines(server)
+            then = "the variants after it were not loaded"
+            if recover is not None:
+                try:
+                    recover()
+                    stuck, then = None, "the server was restarted and the sweep went on"
+                except Exception as again:  # the loads stop as without it, saying why
+                    then += f" (restarting the server failed: {again})"
+            error = f"load failed: the load of {variant.label} got no answer within {timeout_s:g} s; {then} ({err}){log}"
         return {"error": error}, error, stuck
+
+
+def _log_lines(server: Server, n: int = 5) -> str:
+    """The server log's last ``n`` lines, for a load that never answered ("" when there is no log)."""
+    try:
+        lines = [line.strip() for line in server.log_tail(n) if line.strip()]
+    except Exception:  # a log that cannot be read says nothing more
+        return ""
+    return f"; the server log's last lines: {' | '.join(line[:200] for line in lines)}" if lines else ""
 
 
 def first_and_warmup(target: Any, batch_size: int, protocol: str, seed: int) -> dict:

@@ -4,8 +4,10 @@ Why not just call perf_analyzer: it is a C++ binary that is often missing (CPU-o
 notebooks, macOS, glibc older than its wheel needs), and its numbers come back as a CSV without
 the raw latencies. This engine keeps perf_analyzer's definitions (back-to-back windows, a request
 belongs to the window in which its response arrives, stability over the last 3 windows within
-10%, the last 3 windows pooled, nearest-rank percentiles, server breakdown diffed between
-statistics snapshots at the window edges) and keeps every raw latency, failure and check result.
+10%, nearest-rank percentiles, server breakdown diffed between statistics snapshots at the window
+edges) and keeps every raw latency, failure and check result. One difference: its figures are
+over every window measured after the warm-up, not only the last 3 (the stopping rule decides
+when to stop, not which requests count; docs/measure.md).
 
 Its own cost is kept out of the numbers: the request is serialized once per load level and sent
 as bytes (``wire``); each slot's loop only sends and reads the clock; outputs are decoded only
@@ -94,7 +96,7 @@ def measure(
     window; failures are counted in ``check_failures``. Failed requests are counted, never dropped.
     ``cancel`` stops at the next poll (within 20 ms) and raises ``Cancelled``.
     ``until(windows)``, when given, decides after each window whether the windows are enough (a
-    reason: they end) instead of the stability rule; every window is then pooled.
+    reason: they end) instead of the stability rule. Every window measured is pooled.
     """
     plan = build_plan(url, model, MeasureSettings() if settings is None else settings, batch_size=batch_size,
                       concurrency=concurrency, request_rate=request_rate, distribution=distribution,

@@ -1,10 +1,12 @@
 """The load generator's engine: keep the load going, cut what completes into back-to-back windows,
 keep measuring until they are stable and hold enough latencies (or the point's time limit is
-reached), and pool the last ones into one `LoadResult` (perf_analyzer's definitions).
+reached), and report every window measured after the warm-up as one `LoadResult`.
 
 A request belongs to the window in which its response arrives; stability is judged over the last
-``stable_windows`` windows; the server-side breakdown is diffed between statistics snapshots taken
-at the window edges. Past ``max_windows`` windows of one length, windows get twice as long; when
+``stable_windows`` windows, but that rule only decides when to stop: the figures are over every
+request completed in the measured span (perf_analyzer reports its last three windows, which can
+drop a window that held a rare slow request; docs/measure.md). The server-side breakdown
+is diffed between statistics snapshots taken at the window edges. Past ``max_windows`` windows of one length, windows get twice as long; when
 the last windows cannot hold ``min_latencies`` latencies at the rate measured, they get as long as
 they need. Every raw latency, failure and output check is kept, and the generator's own send delay
 and CPU are measured with it. A caller may decide instead when the windows are enough (``until``: a
@@ -219,9 +221,8 @@ class Engine:
               measured_s: float) -> tuple[float, int, str | None]:
         """(next window length, windows at it so far, why the windows end or None) after a window ends."""
         p = self.plan
-        pooled = windows[-p.stable_windows:]
-        held = sum(w.requests for w in pooled)
-        enough = len(pooled) == p.stable_windows and held >= p.min_latencies
+        held = sum(w.requests for w in windows)  # every measured request counts
+        enough = len(windows) >= p.stable_windows and held >= p.min_latencies
         if self._stable(windows) and enough:
             return length, at_length, (f"stable: the last {p.stable_windows} windows agree within "
                                        f"{p.stability:.0%} and hold {held} latencies")
@@ -303,7 +304,7 @@ class Engine:
     def _result(self, windows: list[WindowResult], snapshots: list[dict | None], first_snapshot: dict | None,
                 last_snapshot: dict | None, wall_s: float) -> LoadResult:
         p = self.plan
-        pooled = windows if self.until is not None else windows[-p.stable_windows:]
+        pooled = windows  # the stopping rule decided when; every measured window counts
         seconds = sum(w.duration_s for w in pooled)
         requests = sum(w.requests for w in pooled)
         latencies = np.concatenate([w.latencies_us for w in pooled]) if pooled else np.empty(0)
@@ -338,7 +339,7 @@ class Engine:
         p = self.plan
         out = []
         if not r.stable and self.until is None:  # with ``until`` the caller's rule ended the windows
-            pooled = r.windows[-p.stable_windows:]
+            pooled = r.windows[-p.stable_windows:]  # the windows the stability rule compared
             thr = [w.throughput for w in pooled]
             lat = [w.latency(p.percentile) for w in pooled]
 
@@ -349,7 +350,8 @@ class Engine:
             limit = f" within the {p.time_limit_s:g} s limit" if p.time_limit_s is not None else ""
             out.append(f"not stable after {len(r.windows)} window(s){limit}: over the last {len(pooled)} throughput "
                        f"varied {spread(thr):.0f}% and {which} {spread(lat):.0f}% (limit "
-                       f"{p.stability * 100:.0f}%); numbers pool those windows anyway")
+                       f"{p.stability * 100:.0f}%); the figures are over all {len(r.windows)} windows "
+                       f"({r.requests} requests)")
         if not r.enough_latencies:
             out.append(f"p99 from {r.requests} latencies, fewer than the {p.min_latencies} asked for: "
                        "a longer time limit gives a firmer tail")

@@ -17,6 +17,8 @@ __all__ = ["LoadPlan", "build_plan", "Tensor", "Interface", "interface_from", "i
 
 # Rate mode: most requests in flight at once (perf_analyzer bounds them by its thread count).
 MAX_OUTSTANDING = 1024
+# Request rates a sender can keep: a request per 1000 s at the slowest, 100000/s at the fastest.
+MIN_REQUEST_RATE, MAX_REQUEST_RATE = 0.001, 100_000.0
 
 _DISTRIBUTIONS = ("constant", "poisson")
 
@@ -78,6 +80,9 @@ def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: i
         raise MeasureError("give concurrency or request_rate, not both")
     if request_rate is not None:
         request_rate = positive("request_rate", request_rate)
+        if not MIN_REQUEST_RATE <= request_rate <= MAX_REQUEST_RATE:
+            raise MeasureError(f"request_rate must be between {MIN_REQUEST_RATE:g} and {MAX_REQUEST_RATE:g} "
+                               f"requests/s, got {request_rate:g}")
         if distribution not in _DISTRIBUTIONS:
             raise MeasureError(f"distribution {distribution!r} is not one of {', '.join(_DISTRIBUTIONS)}")
     else:

@@ -42,7 +42,8 @@ class WindowResult:
 
 @dataclass
 class LoadResult:
-    """One load level. Reported numbers pool the last ``stable_windows`` windows; all times in
+    """One load level. Reported numbers are over every window measured after the warm-up (each
+    window is kept in ``windows``; ``stable`` is the stopping rule's verdict); all times in
     microseconds; throughput in inferences per second (requests x batch size).
 
     What the load generator cost: ``send_delays_us`` holds, per pooled request, how long the

@@ -1,13 +1,14 @@
 """One streaming load point: keep the load going (a fixed number of requests in flight, or a
 constant / seeded Poisson request rate), cut the run into back-to-back windows, stop when the
-last windows agree, and pool them.
+last windows agree, and report every request completed after the warm-up.
 
 The rules are the fixed-shape engine's (``measure.loadgen``): a warm-up that is counted but not
 measured, windows of ``window_s`` until the last ``stable_windows`` agree within ``stability``
 (``measure.stats.is_stable``) on throughput (here output tokens/s: tokens counted in the window
 they arrived in) and latency (here the average TTFT of the requests completed in the window), at
 most ``max_windows`` windows or ``time_limit_s``; nearest-rank percentiles and the block bootstrap
-of ``measure.stats``. The server's counts are snapshotted before the first request and after the
+of ``measure.stats``. The stability rule decides only when to stop: the figures pool every window
+(a window holding a rare slow request is the tail an SLO is about; docs/measure.md). The server's counts are snapshotted before the first request and after the
 last response, so its count covers exactly what the client sent.
 """
 
@@ -24,11 +25,11 @@ import numpy as np
 
 from workbench.measure.engine.streaming.clients import open_client
 from workbench.measure.engine.streaming.prompts import Prompt
-from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, summarize
+from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, WindowFigures, summarize
 from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
-from workbench.measure.engine.stats import bootstrap_spread, is_stable
+from workbench.measure.engine.stats import bootstrap_spread, is_stable, percentile
 from workbench.tasks import Cancelled
 
 __all__ = ["StreamPlan", "StreamWindow", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
@@ -90,7 +91,8 @@ def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concur
     load = build_plan(url, model, settings, batch_size=1, concurrency=concurrency, request_rate=request_rate,
                       distribution=distribution, percentile=None, model_version="", timeout_s=timeout_s)
     if settings.warmup_requests is None:
-        rounds = load.concurrency if load.concurrency else max(1, math.ceil(float(load.request_rate) / 4))
+        # a quarter second of the rate, at most the fixed-shape engine's cap
+        rounds = load.concurrency if load.concurrency else min(1000, max(1, math.ceil(float(load.request_rate) / 4)))
         load = replace(load, warmup_requests=rounds)
     return StreamPlan(load, tuple(slos), bool(ignore_eos), count_output or None)
 
@@ -109,15 +111,51 @@ class _Run:
         self.stopping = threading.Event()
         self.failing_in_a_row = 0
         self.gave_up = ""
-        self.thread = threading.Thread(target=self._send, daemon=True, name="stream-sender")
+        self._finished: set[int] = set()
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(target=self._send_or_give_up, daemon=True, name="stream-sender")
 
     def _done(self, record: RequestRecord) -> None:
+        """A request ended (once: a request its deadline failed is not ended again by its reader)."""
+        with self._lock:
+            if id(record) in self._finished:
+                return
+            self._finished.add(id(record))
         self.failing_in_a_row = 0 if record.ok else self.failing_in_a_row + 1
         if self.failing_in_a_row >= GIVE_UP_AFTER_FAILURES and not self.gave_up:
             self.gave_up = f"stopped sending after {self.failing_in_a_row} failed requests in a row: {record.error}"
             self.stopping.set()
         self.completed.put(record)
         self.slots.release()
+
+    def _send_or_give_up(self) -> None:
+        try:
+            self._send()
+        except Exception as err:  # the sender must not die silently: the point ends, saying why
+            self.give_up(f"the sender stopped: {type(err).__name__}: {err}")
+
+    def give_up(self, why: str) -> None:
+        if not self.gave_up:
+            self.gave_up = why
+        self.stopping.set()
+
+    def expire(self) -> None:
+        """Fail every request open past its deadline (the request timeout from its send): a
+        server that drips or stays silent cannot hold a point open."""
+        now = time.perf_counter_ns()
+        limit = int(self.plan.load.timeout_s * 1e9)
+        for record in list(self.records):
+            if record.done_ns == 0 and record.sent_ns and now - record.sent_ns > limit:
+                record.error = f"no final response within the {self.plan.load.timeout_s:g} s request timeout"
+                record.done_ns = now
+                self.client.abandon(record)
+                self._done(record)
+
+    def alive(self) -> bool:
+        """Still sending, or stopped on purpose; a sender gone without a word is given up here."""
+        if not self.thread.is_alive() and not self.stopping.is_set():
+            self.give_up("the sender stopped without a reason")
+        return not self.stopping.is_set()
 
     def _send(self) -> None:
         load, rng = self.plan.load, np.random.default_rng(self.plan.load.seed)
@@ -151,12 +189,14 @@ class _Run:
         return sum(len(r.token_ns) for r in list(self.records))
 
     def finish(self, grace_s: float) -> None:
-        """Stop sending; wait up to ``grace_s`` for requests in flight; close."""
+        """Stop sending; wait up to ``grace_s`` for requests in flight (each within its own
+        deadline); close."""
         self.stopping.set()
-        self.thread.join()
+        self.thread.join(grace_s + 1.0)
         deadline = time.monotonic() + grace_s
         while any(r.done_ns == 0 for r in self.records) and time.monotonic() < deadline:
             time.sleep(_POLL_S)
+            self.expire()
         self.client.close()
         for record in self.records:
             if record.done_ns == 0:
@@ -183,8 +223,13 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     ``cancel`` stops at the next poll and raises ``Cancelled``. ``until``: after each window, the
     caller's rule (an effort rule: ``sweep.search.effort.DecidedBy``) reads the windows so far and
     returns why to stop (recorded as the result's ``stopped``) or None to measure on; it replaces
-    the stability rule and ``max_windows`` (the time limit still holds), and the figures pool
-    every window, not the last stable ones.
+    the stability rule and ``max_windows`` (the time limit still holds). Either way the figures
+    pool every window measured.
+
+    Bounded in time: each request fails ``timeout_s`` after it was sent, however slowly its bytes
+    come; the warm-up ends within ``timeout_s`` or the point gives up; the windows end by the
+    settings' limits; the requests still open then end within their own deadlines. A point that
+    gave up, or whose numbers cannot be (``StreamResult.unusable``), is returned saying so.
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
@@ -210,14 +255,26 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         def wait_until(deadline_ns: int) -> None:
             while time.perf_counter_ns() < deadline_ns and not (cancel is not None and cancel.is_set()):
                 time.sleep(_POLL_S)
+                run.expire()
+                if not run.alive():
+                    return
 
-        while len(done) < plan.load.warmup_requests and not run.stopping.is_set() \
-                and not (cancel is not None and cancel.is_set()):
-            time.sleep(_POLL_S)
+        # the warm-up has a deadline too: its requests must end within the request timeout
+        warm_until = time.perf_counter_ns() + int(plan.load.timeout_s * 1e9) + int(2 * _POLL_S * 1e9)
+        while len(done) < plan.load.warmup_requests and not (cancel is not None and cancel.is_set()):
+            wait_until(min(warm_until, time.perf_counter_ns() + int(_POLL_S * 1e9)))
             drain()
+            if run.gave_up:
+                break
+            if time.perf_counter_ns() >= warm_until:
+                run.give_up(f"warm-up not over: {len(done)} of {plan.load.warmup_requests} request(s) ended "
+                            f"within the {plan.load.timeout_s:g} s request timeout")
+        warm_failed = [r for r in done if not r.ok]
+        if warm_failed and len(warm_failed) == len(done) and not run.gave_up:
+            run.give_up(f"every warm-up request failed; first: {warm_failed[0].error}")
         start, tokens, cpu = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
         done.clear()
-        while not (cancel is not None and cancel.is_set()):
+        while not run.gave_up and not (cancel is not None and cancel.is_set()):
             wait_until(start + int(plan.load.window_s * 1e9))
             end, tokens_now, cpu_now = time.perf_counter_ns(), run.tokens_so_far(), time.process_time()
             drain()
@@ -237,10 +294,11 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         raise Cancelled("measurement cancelled")
     after = _settled(counts_from, model, token_metric, before, len(run.records),
                      sum(r.output_tokens for r in run.records))
-    result = _result(plan, windows, run.records, counts_between(before, after), pool_all=until is not None)
-    result.stopped = stopped
+    result = _result(plan, windows, run.records, counts_between(before, after), by_rule=until is not None)
+    result.stopped = stopped or run.gave_up or None
     if run.gave_up:
         result.warnings.insert(0, run.gave_up)
+        result.unusable = result.unusable or run.gave_up
     return result
 
 
@@ -262,14 +320,15 @@ def _why_stop(windows: list[StreamWindow], plan: StreamPlan,
     return stopped
 
 
-def _window_figures(window: StreamWindow) -> tuple[float, float]:
+def _window_figures(window: StreamWindow) -> tuple[float, int, float]:
+    """What the stability rule reads of a window: output tokens/s, requests completed, mean TTFT."""
     ttfts = [r.ttft_ms for r in window.done if r.ok and r.token_ns]
-    return window.output_tokens_per_s, (float(np.mean(ttfts)) if ttfts else math.nan)
+    return window.output_tokens_per_s, len(ttfts), (float(np.mean(ttfts)) if ttfts else math.nan)
 
 
 def _stable(windows: list, plan: StreamPlan) -> bool:
     figures = [_window_figures(w) for w in windows]
-    return is_stable([f[0] for f in figures], [f[1] for f in figures], stability=plan.load.stability,
+    return is_stable([f[0] for f in figures], [f[2] for f in figures], stability=plan.load.stability,
                      windows=plan.load.stable_windows)
 
 
@@ -291,8 +350,8 @@ def _settled(server: CountingServer | None, model: str, token_metric: str | None
 
 
 def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[RequestRecord], server, *,
-            pool_all: bool = False) -> StreamResult:
-    pooled = windows if pool_all else windows[-plan.load.stable_windows:]
+            by_rule: bool = False) -> StreamResult:
+    pooled = windows  # the stopping rule decided when; every measured window counts
     seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
     pooled_records = [r for w in pooled for r in w[3]]
     figures = summarize(pooled_records, seconds, plan.slos)
@@ -317,9 +376,60 @@ def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[Request
         tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
         spread=spread, output_tokens_per_s_low=tokens_low, output_tokens_per_s_high=tokens_high,
         client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
+        window_figures=[WindowFigures(w.duration_s, *_window_figures(w)) for w in windows],
+        tokens_per_user_per_s=_per_user(ok),
     )
-    result.warnings = _warnings(result, plan, records, pool_all)
+    result.warnings = _warnings(result, plan, records, by_rule)
+    result.unusable = _unusable(result, plan, records)
     return result
+
+
+def _per_user(ok: list[RequestRecord]) -> float:
+    """The pace one user sees over a whole request: the tokens each request received over its
+    end-to-end time (nearest-rank medians of both, as the result's ``e2e_ms``; LLMPerf's
+    per-request output throughput). From the tokens received, never the tokens asked for: a
+    stream that ended short is not a fast one."""
+    if not ok:
+        return math.nan
+    e2e = percentile(sorted(r.e2e_ms for r in ok), 50)
+    return percentile(sorted(r.output_tokens for r in ok), 50) * 1000.0 / e2e if e2e > 0 else math.nan
+
+
+def _which(records: list[RequestRecord], bad: list[int], said: Callable[[RequestRecord], str]) -> str:
+    """The first few bad requests by their place in the run (#0 = the first sent), with what each saw."""
+    shown = ", ".join(f"#{k} {said(records[k])}" for k in bad[:3])
+    return shown + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+
+
+def _unusable(result: StreamResult, plan: StreamPlan, records: list[RequestRecord]) -> str:
+    """Why the point's figures cannot stand as a measurement ("" when they can): what was seen,
+    not a guess at its cause."""
+    reasons = []
+    if plan.ignore_eos:  # every request should have received exactly max_tokens
+        short = [k for k, r in enumerate(records) if r.ok and r.output_tokens != r.max_tokens]
+        if short:
+            reasons.append(f"{len(short)} of {len(records)} request(s) ended with another token count than the "
+                           f"max_tokens asked (ignore_eos): " + _which(
+                               records, short, lambda r: f"received {r.output_tokens} of {r.max_tokens}"))
+    server = result.server
+    if server is not None:
+        comparable = server.output_tokens >= 0 and (server.from_token_counter or plan.count_output is None)
+        if comparable and server.output_tokens != result.client_total_tokens:
+            kind = "its token counter" if server.from_token_counter else "its responses"
+            reasons.append(f"the server counted {server.output_tokens} output tokens ({kind}) for the "
+                           f"{result.client_total_requests} request(s) sent; the client received "
+                           f"{result.client_total_tokens}")
+        ended = sum(r.ok for r in records)
+        if server.requests < ended or server.requests > result.client_total_requests:
+            reasons.append(f"the server completed {server.requests} request(s) of the model over the point; the "
+                           f"client sent {result.client_total_requests} and saw {ended} end")
+    # a closed loop keeps its users busy: the total is about the users' pace times their number, so
+    # one user's pace twice the total cannot be (a skew of end-to-end times explains less; in rate
+    # mode users may idle, and no such bound holds)
+    if plan.load.concurrency is not None and result.tokens_per_user_per_s > 2 * result.output_tokens_per_s > 0:
+        reasons.append(f"one user's pace ({result.tokens_per_user_per_s:.1f} tok/s) above the total "
+                       f"({result.output_tokens_per_s:.1f} tok/s) at concurrency {plan.load.concurrency}")
+    return "; ".join(reasons)
 
 
 def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], seconds: float,
@@ -335,21 +445,14 @@ def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], s
     return spread.throughput_low, spread.throughput_high
 
 
-def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], pool_all: bool) -> list[str]:
+def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], by_rule: bool) -> list[str]:
     out = []
-    if not result.stable and not pool_all:
-        out.append(f"not stable after {result.windows} window(s): the figures pool the last {result.pooled_windows}")
+    if not result.stable and not by_rule:
+        out.append(f"not stable after {result.windows} window(s): the figures are over all of them "
+                   f"({result.requests} requests)")
     failed = [r for r in records if not r.ok]
     if failed:
         out.append(f"{len(failed)} of {len(records)} request(s) failed; first error: {failed[0].error}")
-    short = [r for r in records if r.ok and plan.ignore_eos and r.output_tokens != r.max_tokens]
-    if short:
-        out.append(f"{len(short)} request(s) returned another number of tokens than max_tokens (first: "
-                   f"{short[0].output_tokens} of {short[0].max_tokens}): the engine may not honour ignore_eos")
-    if result.server is not None and result.server.output_tokens >= 0 \
-            and result.server.output_tokens != result.client_total_tokens:
-        out.append(f"the server counted {result.server.output_tokens} output tokens, the client received "
-                   f"{result.client_total_tokens}")
     if plan.load.request_rate is not None:
         delays = [r.send_delay_ns for r in records if r.send_delay_ns >= 0]
         late = sum(d > 10e6 for d in delays)

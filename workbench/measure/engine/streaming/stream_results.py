@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from workbench.measure.engine.stats import Spread, summarize_latencies
 
-__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "summarize", "slo_name"]
+__all__ = ["RequestRecord", "Slo", "ServerCounts", "StreamResult", "WindowFigures", "summarize", "slo_name"]
 
 
 @dataclass
@@ -75,6 +75,16 @@ class Slo:
         return self.itl_ms is None or record.output_tokens < 2 or record.itl_ms <= self.itl_ms
 
 
+class WindowFigures(NamedTuple):
+    """One measured window as the stopping rule read it: its length, the output tokens/s that
+    arrived in it, the requests that completed in it and their mean TTFT (NaN: none)."""
+
+    seconds: float
+    output_tokens_per_s: float
+    requests: int
+    ttft_ms_avg: float
+
+
 @dataclass(frozen=True)
 class ServerCounts:
     """What the server itself counted for the model over a span (diffs of cumulative counts):
@@ -93,8 +103,9 @@ class ServerCounts:
 
 @dataclass
 class StreamResult:
-    """One load point of a streaming model. Figures pool the last ``stable_windows`` windows (a
-    request belongs to the window in which it completed); times in ms.
+    """One load point of a streaming model. Figures pool every window measured after the warm-up
+    (a request belongs to the window in which it completed; ``stable`` is the stopping rule's
+    verdict, ``windows`` their count); times in ms.
 
     ``itl_ms`` summarises each request's inter-token latency (its mean gap), ``token_gap_ms``
     every gap between two tokens (0 where an engine sent several tokens in one response).
@@ -102,12 +113,17 @@ class StreamResult:
     share of their requests meeting each SLO and ``goodput_per_s`` those requests per second;
     ``tokens_per_response`` above 1 says the engine bunched tokens into responses (their gaps
     are then 0 and the ITL is the engine's pace as the client sees it); ``client_cpu_us_per_token`` is this process's CPU time over the output tokens received
-    (the sender's own cost). ``output_tokens_per_s_low/high``: its 95% interval, the block
+    (the sender's own cost). ``window_figures``: each window as the stopping rule read it.
+    ``output_tokens_per_s_low/high``: its 95% interval, the block
     bootstrap of the tokens' arrival times (``stats.bootstrap_spread``, as the fixed-shape
     engine's throughput interval; ``spread`` is the requests' and TTFT's). ``stopped``: why the
     windows ended (stable, a limit, or the caller's rule).
     ``server``/``client_total_tokens`` compare the server's count over
     the whole run with the client's: every output token the client received, warm-up included.
+    ``tokens_per_user_per_s``: the pace one user sees (tokens received over end-to-end time).
+    ``unusable``: why this is not a measured point (a count the two sides disagree on, a stream
+    that ended short, a pace that cannot be, a point that gave up), "" when it is; its figures are
+    kept for the record, never to be read as good.
     """
 
     model: str
@@ -143,17 +159,40 @@ class StreamResult:
     output_tokens_per_s_low: float = math.nan
     output_tokens_per_s_high: float = math.nan
     stopped: str | None = None
+    window_figures: list[WindowFigures] = field(default_factory=list)
+    tokens_per_user_per_s: float = math.nan
+    unusable: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Whether the figures stand as a measurement: ``unusable`` says what was seen otherwise."""
+        return not self.unusable
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values (records left out: they are the raw data, kept on the object)."""
         out = {k: v for k, v in asdict(self).items() if k != "records"}
         return out
 
+    def bench_names(self) -> dict[str, float]:
+        """The figures under vLLM ``bench serve``'s names: its TPOT is our ``itl_ms`` (a request's
+        mean gap, GuideLLM's inter-token latency), its ITL our ``token_gap_ms`` (every gap), its
+        E2EL our ``e2e_ms``; ``request_goodput[<slo>]`` requests/s meeting each SLO."""
+        out: dict[str, float] = {}
+        for ours, theirs in ((self.ttft_ms, "ttft"), (self.itl_ms, "tpot"), (self.token_gap_ms, "itl"),
+                             (self.e2e_ms, "e2el")):
+            out.update({f"mean_{theirs}_ms": ours["avg"], f"median_{theirs}_ms": ours["p50"],
+                        f"p90_{theirs}_ms": ours["p90"], f"p99_{theirs}_ms": ours["p99"]})
+        out.update({"request_throughput": self.requests_per_s, "output_throughput": self.output_tokens_per_s})
+        out.update({f"request_goodput[{name}]": value for name, value in self.goodput_per_s.items()})
+        return out
+
     def summary(self) -> str:
-        """One line a person reads: the figures with the sender's cost beside them."""
+        """One line a person reads: the figures with the sender's cost beside them (or, first,
+        why they are not a measurement)."""
         goodput = ", ".join(f"goodput[{name}] {share * 100:.0f}%" for name, share in self.goodput.items())
         server = "" if self.server is None else f", server counted {self.server.output_tokens}"
-        return (f"{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
+        refused = f"NOT A MEASURED POINT: {self.unusable}. Figures as read: " if self.unusable else ""
+        return (f"{refused}{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
                 f"TTFT p50 {self.ttft_ms['p50']:.1f} ms p99 {self.ttft_ms['p99']:.1f} ms, "
                 f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, "
                 f"{self.tokens_per_response:.2g} tokens/response, {goodput}; "
