@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbench.coremap import CORE_INDEX_LIMIT, CoreRange, CoreRangeError
-from workbench.limits import INT32_MAX, field_range
+from workbench.limits import INT32_MAX, field_range, thread_count_limit
 
 ROOT = Path(__file__).resolve().parents[1]
 MEMORY_LIMIT = 1536 * 2 ** 20  # the worker's whole address space; the workbench needs ~200 MB here
@@ -204,6 +204,9 @@ def _pytorch(worker, torchscript, root, *flags):
     return rc, err, target
 
 
+HOST_THREADS = thread_count_limit().value  # what this machine can run (issue 47 H3), far below int32
+
+
 @QUICK
 @given(flag=st.sampled_from(THREAD_FLAGS),
        count=st.one_of(st.just(INT32_MAX + 1), st.integers(INT32_MAX + 1, 2 ** 80), st.integers(-2 ** 40, 0)),
@@ -216,8 +219,18 @@ def test_thread_counts_past_int32_or_not_whole_are_refused(worker, torchscript, 
 
 
 @QUICK
-@given(flag=st.sampled_from(THREAD_FLAGS), count=st.one_of(st.just(INT32_MAX), st.integers(1, INT32_MAX)))
-def test_thread_counts_up_to_int32_are_accepted(worker, torchscript, tmp_path, flag, count):
+@given(flag=st.sampled_from(THREAD_FLAGS),
+       count=st.one_of(st.just(HOST_THREADS + 1), st.just(100_000), st.integers(HOST_THREADS + 1, INT32_MAX)))
+def test_thread_counts_past_what_the_host_can_run_are_refused(worker, torchscript, tmp_path, flag, count):
+    """Below int32 but past the host's threads: LibTorch's pool fails with EAGAIN while loading and
+    tritonserver aborts (100000 on a host allowing 32768, issue 47 H3). Refused, naming the bound."""
+    rc, err, target = _pytorch(worker, torchscript, tmp_path, flag, str(count))
+    refused(rc, err, target, flag.strip("-").replace("-", "_").upper(), f"at most {HOST_THREADS}")
+
+
+@QUICK
+@given(flag=st.sampled_from(THREAD_FLAGS), count=st.one_of(st.just(HOST_THREADS), st.integers(1, HOST_THREADS)))
+def test_thread_counts_up_to_the_hosts_limit_are_accepted(worker, torchscript, tmp_path, flag, count):
     rc, err, target = _pytorch(worker, torchscript, tmp_path, flag, str(count), "--dry-run")
     assert rc == 0, err
     assert not target.exists()  # a dry run
