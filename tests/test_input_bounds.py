@@ -8,10 +8,6 @@ test instead of eating the machine (0:99999999999999999999 once took 23.5 GB).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,61 +17,10 @@ from hypothesis import strategies as st
 from workbench.coremap import CORE_INDEX_LIMIT, CoreRange, CoreRangeError
 from workbench.limits import INT32_MAX, field_range, thread_count_limit
 
-ROOT = Path(__file__).resolve().parents[1]
-MEMORY_LIMIT = 1536 * 2 ** 20  # the worker's whole address space; the workbench needs ~200 MB here
-UINT32_MAX = 2 ** 32 - 1
+from bounded_worker import Worker
+
 QUICK = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-
-_WORKER = textwrap.dedent("""
-    import contextlib, io, json, resource, sys
-    resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-    from workbench.cli import main
-    for line in sys.stdin:
-        request = json.loads(line)
-        out, err = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                if "argv" in request:
-                    rc = main(request["argv"])
-                else:
-                    scope = {{}}
-                    exec(request["code"], scope)
-                    rc = 0
-            except SystemExit as exit:
-                rc = exit.code
-            except Exception as error:  # an API refusal: its type and one line
-                rc, err = -1, io.StringIO(f"{{type(error).__name__}}: {{error}}")
-        print(json.dumps([rc, out.getvalue(), err.getvalue()]), flush=True)
-""")
-
-
-class Worker:
-    """One interpreter under RLIMIT_AS that runs CLI argv lists and API snippets on request."""
-
-    def __init__(self, cwd: Path) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", _WORKER.format(limit=MEMORY_LIMIT)], cwd=cwd,
-                                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-
-    def _ask(self, request: dict) -> tuple[int, str, str]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
-        assert answer, f"the worker died (rc {self.process.poll()}) on {request}: memory past its limit?"
-        rc, out, err = json.loads(answer)
-        return rc, out, err
-
-    def cli(self, *argv: str) -> tuple[int, str, str]:
-        return self._ask({"argv": list(argv)})
-
-    def api(self, code: str) -> tuple[int, str, str]:
-        return self._ask({"code": code})
-
-    def close(self) -> None:
-        if self.process.stdin:
-            self.process.stdin.close()
-        self.process.wait(timeout=30)
+UINT32_MAX = 2 ** 32 - 1
 
 
 @pytest.fixture(scope="module")

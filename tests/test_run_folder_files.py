@@ -6,7 +6,6 @@ tensor and LLM sweeps alike, from the command line and the Python call."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from workbench.files import NotRegularFile, append_regular, open_regular, read_r
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 
-sys.path.insert(0, str(Path(__file__).parent))
-from vllm_model_dirs import vllm_model_dir  # noqa: E402
+from vllm_model_dirs import vllm_model_dir
 
 PRECIOUS = b"the user's own file\n"
 
