@@ -11,6 +11,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -120,10 +121,35 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
     _sync_folder(path.parent)
 
 
-def strict_json(text: str | bytes) -> Any:
+# Nesting deeper than any record or engine argument the workbench reads; Python's reader would
+# recurse past its stack on 30000 levels (RecursionError, a traceback).
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def strict_json(text: str | bytes, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """JSON as the standard has it: NaN and infinities (which Python's reader takes) are refused
-    with ValueError, so nothing read can make a file the workbench writes invalid JSON."""
-    return json.loads(text, parse_constant=_not_a_number)
+    with ValueError, so nothing read can make a file the workbench writes invalid JSON; so are a key
+    repeated in one object (the reader would keep the last silently) and nesting past ``max_depth``."""
+    if isinstance(text, (bytes, bytearray)):
+        text = bytes(text).decode("utf-8")
+    if text.count("[") + text.count("{") > max_depth:
+        depth = deepest = 0
+        for bracket in re.findall(r"[\[\]{}]", _JSON_STRING.sub("", text)):
+            depth += 1 if bracket in "[{" else -1
+            deepest = max(deepest, depth)
+        if deepest > max_depth:
+            raise ValueError(f"nested {deepest} levels deep; at most {max_depth}")
+    return json.loads(text, parse_constant=_not_a_number, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"key {key!r} is given twice in one object")
+        found[key] = value
+    return found
 
 
 def _not_a_number(word: str) -> float:
