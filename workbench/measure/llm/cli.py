@@ -198,6 +198,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import run_llm_sweep
     from workbench.measure.store.cost import CostError, price_of
+    from workbench.measure.sweep.lock import RunFolderLock
     from workbench.measure.sweep.swept import check_out_dir
     from workbench.server import RunningServer, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
@@ -231,6 +232,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(str(err))
     try:
         check_out_dir(Path(args.out), args.resume or args.new_run)
+        RunFolderLock.check_free(Path(args.out))  # before a server starts, as the tensor sweep's preflight
     except SweepError as err:
         problems.append(f"--out {err}")
     prices = {args.instance_type: args.price_per_hour} if args.instance_type and args.price_per_hour else None

@@ -105,6 +105,7 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
+    RunFolderLock.check_free(out_dir)  # a sweep writing it, or a lock that is a link: said before anything
     sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
                       effort)
     with RunFolderLock(out_dir):

@@ -18,7 +18,6 @@ from workbench.generate.config import ModelConfig, parameters_of, read_config
 from workbench.measure.engine.engines import EngineChoice
 from workbench.measure.grid.plan import SweepError, Variant
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, load_run, read_points
-from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import resumed_rows, unique_rows
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.engine.settings import MeasureSettings
@@ -28,12 +27,10 @@ from workbench.system import detect
 
 def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     """Whether ``out_dir`` holds a run to resume; a run there without ``resume`` is refused, so
-    nothing measured before is overwritten. A lock another sweep holds, or one that is a symlink
-    or not a plain file, is refused here, before anything loads (`RunFolderLock.check_free`)."""
+    nothing measured before is overwritten."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise SweepError(f"{out_dir} is a file, not a folder for the run")
-    RunFolderLock.check_free(out_dir)
     has_run = (out_dir / RECORD_FILE).exists() or (out_dir / POINTS_FILE).exists()
     if has_run and not resume:
         raise SweepError(f"{out_dir} already holds a sweep run; resume it (resume=True, --resume) "
