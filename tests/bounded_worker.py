@@ -78,3 +78,17 @@ class Worker:
         if self.process.stdin:
             self.process.stdin.close()
         self.process.wait(timeout=30)
+
+
+def worker_fixture(folder: str, **limits):
+    """A module-scoped pytest fixture of one `Worker` started in a fresh ``folder`` (``limits``:
+    ``memory_limit``, ``time_limit_s``), closed after the module: ``worker = worker_fixture("x")``."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def worker(tmp_path_factory):
+        started = Worker(tmp_path_factory.mktemp(folder), **limits)
+        yield started
+        started.close()
+
+    return worker

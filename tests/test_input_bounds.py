@@ -17,17 +17,13 @@ from hypothesis import strategies as st
 from workbench.coremap import CORE_INDEX_LIMIT, CoreRange, CoreRangeError
 from workbench.limits import INT32_MAX, field_range, thread_count_limit
 
-from bounded_worker import Worker
+from bounded_worker import Worker, worker_fixture
 
 QUICK = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 UINT32_MAX = 2 ** 32 - 1
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    w = Worker(tmp_path_factory.mktemp("bounded"))
-    yield w
-    w.close()
+worker = worker_fixture("bounded")
 
 
 @pytest.fixture(scope="module")

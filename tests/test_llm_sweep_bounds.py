@@ -8,7 +8,7 @@ allocate or start threads by it fails the test instead of eating the machine."""
 from __future__ import annotations
 
 import pytest
-from bounded_worker import Worker
+from bounded_worker import worker_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vllm_model_dirs import vllm_model_dir
@@ -22,11 +22,7 @@ THREADS = thread_count_limit().value
 _runs = iter(range(10 ** 9))
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    w = Worker(tmp_path_factory.mktemp("llm_bounds"))
-    yield w
-    w.close()
+worker = worker_fixture("llm_bounds")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-from bounded_worker import Worker
+from bounded_worker import worker_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -40,11 +39,7 @@ NAMES = st.one_of(st.sampled_from(["$x$", "$\\\\frac{", "a$b", "$$", "\\\\$", "$
                   st.text(alphabet="$\\\\{}_^ab1", min_size=1, max_size=10))
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    w = Worker(tmp_path_factory.mktemp("reports"), memory_limit=3 * 2 ** 30, time_limit_s=240)
-    yield w
-    w.close()
+worker = worker_fixture("reports", memory_limit=3 * 2 ** 30, time_limit_s=240)
 
 
 _runs = iter(range(10 ** 9))

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from bounded_worker import Worker
+from bounded_worker import worker_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -127,11 +127,7 @@ def test_a_regular_file_reads_and_appends_and_bad_bytes_name_the_line(tmp_path):
 
 # ---- run files read back: damaged, foreign, unstamped or not regular (issue 47 item 5) -------------
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    w = Worker(tmp_path_factory.mktemp("run_files"))
-    yield w
-    w.close()
+worker = worker_fixture("run_files")
 
 
 _READ = ("from workbench.measure.store.folder import read_points, read_record\n"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bounded_worker import Worker
+from bounded_worker import worker_fixture
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from vllm_model_dirs import hf_folder
@@ -38,11 +38,7 @@ json_values = st.recursive(
     max_leaves=8)
 
 
-@pytest.fixture(scope="module")
-def worker(tmp_path_factory):
-    w = Worker(tmp_path_factory.mktemp("engine_args"))
-    yield w
-    w.close()
+worker = worker_fixture("engine_args")
 
 
 @pytest.fixture(scope="module")
