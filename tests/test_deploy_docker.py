@@ -223,3 +223,30 @@ def test_the_instances_runs_split_the_range_into_disjoint_visible_cores(tmp_path
         assert run.devices == tuple(sorted({c // per_device for c in cores}))
         seen += cores
     assert seen == list(range(start, start + tp * instances))
+
+
+@pytest.mark.parametrize("repository, words", [
+    ("/", "a system folder of the host"), ("/etc", "a system folder of the host"),
+    ("/usr/local/models", "a system folder of the host"), ("/proc/self", "a system folder of the host"),
+    ("/srv/models:rw", "cannot mount a path holding ':'"), ("/srv/a,b", "cannot mount a path holding ':' or ','"),
+])
+def test_a_repository_docker_cannot_mount_safely_is_refused_with_the_reason(repository, words):
+    with pytest.raises(ValueError, match=words):
+        docker_run_command(repository, CoreRange(0, 0), instance_type="cpu")
+
+
+@hypothesis_settings(max_examples=40, deadline=None)
+@given(path=st.text(alphabet="/:,abe tc.", min_size=1, max_size=16))
+def test_every_mounted_repository_is_one_docker_reads_as_written(path):
+    """Whatever the folder, the -v option docker gets names exactly that folder at the container's
+    repository, or the command is refused: docker splits -v at ':'."""
+    import os
+
+    try:
+        run = docker_run_command(path, CoreRange(0, 0), instance_type="cpu")
+    except ValueError as err:
+        assert "system folder" in str(err) or "cannot mount" in str(err)
+        return
+    volume = run.argv[run.argv.index("-v") + 1]
+    host, container = volume.rsplit(":", 1)
+    assert host == os.path.abspath(path) and ":" not in host and container == "/models"

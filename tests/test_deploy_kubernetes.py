@@ -10,6 +10,8 @@ import subprocess
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from workbench.cli import main
 from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, DRA_DEVICE_CLASS, HELM_CHART, LNC_NODE_LABEL,
@@ -121,8 +123,30 @@ def test_the_dra_variant_claims_devices_with_the_lnc_per_workload():
         kubernetes_manifests("t", "0:1", target="trn2", repository="s3://b/r", dra=True)
 
 
+def kubernetes_expands(text: str, env: dict[str, str] | None = None) -> str:
+    """What Kubernetes hands the container for a command or args item (its expansion rules,
+    third_party/forked/golang/expansion): ``$$`` is one ``$``, ``$(NAME)`` a defined variable's value
+    (left as written when undefined), any other ``$`` kept."""
+    env, out, i = env or {}, [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            if text[i + 1] == "$":
+                out.append("$")
+                i += 2
+                continue
+            if text[i + 1] == "(" and ")" in text[i + 2:]:
+                end = text.index(")", i + 2)
+                name = text[i + 2:end]
+                out.append(env.get(name, text[i:end + 1]))
+                i = end + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
 def _guard(documents, dev: str) -> str:
-    command = _container(documents)["command"][-1]
+    command = kubernetes_expands(_container(documents)["command"][-1])
     guard, _, serve = command.partition("; exec ")
     assert serve.startswith("tritonserver ")
     return guard.replace("/dev/neuron", f"{dev}/neuron")
@@ -315,3 +339,22 @@ def test_the_weights_claim_is_mounted_where_model_json_reads_the_model(tmp_path,
                            "--weights is for vLLM-backend models")):
         assert main(["deploy", *argv, "--force"]) == 2
         assert message in capsys.readouterr().err
+
+
+@settings(max_examples=30, deadline=None)
+@given(name=st.one_of(st.sampled_from(["$(AWS_DEFAULT_REGION)", "$$(HOME)", "a$(X)b", "$", "$$", "$(", "x$"]),
+                      st.text(alphabet="$()AWS_Xab-.", min_size=1, max_size=12)))
+def test_values_in_a_containers_command_reach_it_as_written(name):
+    """Kubernetes expands $(VAR) in a container's command: the manifest doubles every '$', so what
+    the shell gets (after Kubernetes' own expansion, with variables defined) is the command as
+    built; a model named $(AWS_DEFAULT_REGION) is loaded by that name, not as us-east-1."""
+    import shlex
+
+    try:
+        documents = kubernetes_manifests("t", "0:1", target="inf2", repository="s3://b/r", load_models=(name,))
+    except (ManifestError, ValueError):
+        return  # refused by the model-name rule: nothing for Kubernetes to expand
+    env = {"AWS_DEFAULT_REGION": "us-east-1", "X": "expanded", "HOME": "/root"}
+    command = kubernetes_expands(_container(documents)["command"][-1], env)
+    assert command.endswith(shlex.join([f"--load-model={name}"])) or f" {shlex.quote('--load-model=' + name)}" in command
+    assert "us-east-1" not in command and "expanded" not in command

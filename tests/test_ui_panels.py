@@ -23,6 +23,7 @@ import torch
 from workbench import zoo
 from workbench.compiler import Artifact, compile_model
 from workbench.generate.config import from_text
+from workbench.limits import thread_count_limit
 from workbench.ui import ModelPanel, PreviewPanel, SettingsPanel, Workbench, WorkbenchState
 from workbench.ui.background import TaskControls
 
@@ -574,6 +575,10 @@ def test_the_backend_dropdown_and_pytorch_fields_drive_one_generate_settings(pan
     beside = c["pytorch_parameters"].problem_views["INTRA_OP_THREAD_COUNT"]  # directly under that field
     assert "INTRA_OP_THREAD_COUNT = 0 must be at least 1 thread" in _text(beside.value)
     assert beside.layout.display is None and c["pytorch_parameters"].problem_views["INFERENCE_MODE"].value == ""
+    fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "100000"  # below int32, past the host's threads
+    assert state.generated is None
+    assert f"INTRA_OP_THREAD_COUNT = 100000 is more threads than this machine can run: at most " \
+        f"{thread_count_limit().value}" in _text(beside.value)
     fields["torchscript"]["INTRA_OP_THREAD_COUNT"].value = "1"
     assert beside.value == "" and beside.layout.display == "none"
     assert settings.link.value.parameters == {"INFERENCE_MODE": "false", "INTRA_OP_THREAD_COUNT": "1"}

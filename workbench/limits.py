@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import functools
 import numbers
+import os
 import re
+import resource
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,6 +36,10 @@ __all__ = [
     "version_folder_problems",
     "model_dir_problems",
     "dataclass_problems",
+    "HostLimit",
+    "host_task_limit",
+    "thread_count_limit",
+    "memory_available",
 ]
 
 # The one rule for tensor names (CLI items, the API, read-back): what a NAME,DTYPE,SHAPE item,
@@ -245,3 +252,58 @@ def neuron_core_limit(target: str) -> tuple[str, int] | None:
         return None
     cores, name = max(sizes)
     return name, cores
+
+
+@dataclass(frozen=True)
+class HostLimit:
+    """A bound this machine sets, and where it comes from (said in every refusal it causes)."""
+
+    value: int
+    source: str
+
+
+def host_task_limit() -> HostLimit:
+    """How many threads and processes this host lets one user run at once: the smallest of the
+    kernel's threads-max and pid_max and the RLIMIT_NPROC soft limit (``ulimit -u``). A thread past
+    it fails with EAGAIN, and a server whose backend starts it aborts, taking every model down."""
+    found = []
+    for path in ("/proc/sys/kernel/threads-max", "/proc/sys/kernel/pid_max"):
+        try:
+            found.append(HostLimit(int(Path(path).read_text().strip()), path))
+        except (OSError, ValueError):
+            pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != resource.RLIM_INFINITY and soft > 0:
+        found.append(HostLimit(int(soft), "RLIMIT_NPROC (ulimit -u)"))
+    return min(found, key=lambda limit: limit.value) if found else HostLimit(32768, "Linux's default pid_max")
+
+
+# Threads one count setting may ask for: 8 per core (oversubscribed already) and at least 256, so a
+# model generated here for a larger machine (192 vCPUs on the largest inf2) is not refused.
+THREADS_PER_CORE = 8
+MIN_THREAD_CAP = 256
+HOST_SHARE = 4  # one setting may take a quarter of the host's threads: the server and others need the rest
+
+
+def thread_count_limit() -> HostLimit:
+    """The most threads a single setting (a backend's thread count, a sweep's requests in flight)
+    may ask for on this machine: `THREADS_PER_CORE` per core, at least `MIN_THREAD_CAP`, and never
+    more than a quarter of `host_task_limit`."""
+    cores = os.cpu_count() or 1
+    cap = HostLimit(max(MIN_THREAD_CAP, THREADS_PER_CORE * cores),
+                    f"{THREADS_PER_CORE} per core of this machine's {cores}, at least {MIN_THREAD_CAP}")
+    host = host_task_limit()
+    shared = HostLimit(host.value // HOST_SHARE, f"a quarter of the {host.value} threads the host allows ({host.source})")
+    return min((cap, shared), key=lambda limit: limit.value)
+
+
+def memory_available() -> int:
+    """Bytes of memory this machine can still give (``MemAvailable`` of /proc/meminfo; the
+    physical memory where the kernel does not say)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

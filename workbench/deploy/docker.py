@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
 from workbench.releases import TRITON_IMAGE
-from workbench.deploy.names import image_reference
+from workbench.deploy.names import host_mount_problem, image_reference
 from workbench.deploy.recipe import Recipe, recipe_for
 
 if TYPE_CHECKING:
@@ -143,6 +143,9 @@ def docker_run_command(
         raise ValueError(f"http, grpc and metrics ports must differ, got {ports}")
     image_reference(image, "image")
     repo = os.path.abspath(os.fspath(model_repository))
+    problem = host_mount_problem(repo, "model repository")
+    if problem:
+        raise ValueError(problem)
     for name in load_models:
         if not name or "/" in name or name.startswith("-"):
             raise ValueError(f"model name {name!r} is not a valid Triton model name")

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import (cores_per_device_at, family_of, instance_cores_at, is_cpu, lnc_of,
                                       neuron_devices)
-from workbench.deploy.names import image_reference, replicas_problem, subpath_problem
+from workbench.deploy.names import image_reference, kubernetes_literal, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
 from workbench.system import DEVICES_BY_INSTANCE
 
@@ -234,7 +234,7 @@ def _container(image: str, command: str, resources: dict, env: list[dict], mount
         "name": "triton",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["/bin/sh", "-c", command],
+        "command": ["/bin/sh", "-c", kubernetes_literal(command)],  # Kubernetes would expand $(VAR) in it
         "ports": [{"name": port_name, "containerPort": port} for port_name, port in _PORTS],
         "resources": resources,
         # a Neuron model can take minutes to load: liveness only counts once startup has passed

@@ -10,13 +10,42 @@ else (spaces, ``;``, ``$``, quotes) can be an image, so nothing else reaches a s
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.limits import INT32_MAX
 
-__all__ = ["ImageReference", "image_reference", "subpath_problem", "replicas_problem"]
+__all__ = ["ImageReference", "image_reference", "subpath_problem", "replicas_problem", "kubernetes_literal",
+           "host_mount_problem", "SYSTEM_FOLDERS"]
+
+# Host folders a container must not get mounted over its own (the same path inside: vLLM model
+# folders) or that are the host's system itself: '/' and the FHS top-level system folders.
+SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/proc", "/root",
+                  "/run", "/sbin", "/sys", "/usr", "/var")
+_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+
+
+def kubernetes_literal(text: str) -> str:
+    """``text`` as a container's command or args must hold it for Kubernetes to pass it on as
+    written: Kubernetes expands ``$(VAR)`` there (a model named ``$(AWS_DEFAULT_REGION)`` was loaded
+    as ``us-east-1``) and reads ``$$`` as one ``$``, so every ``$`` is doubled."""
+    return text.replace("$", "$$")
+
+
+def host_mount_problem(path: str, flag: str) -> str | None:
+    """Why ``path`` cannot be a host folder given to ``docker run -v``, or None: docker splits the
+    option at ':' (a path holding one mounts something else), and '/' or a system folder would be
+    mounted over the container's own (or hand the host's system to it)."""
+    text = str(path)
+    if ":" in text or "," in text:
+        return f"{flag} {text}: docker -v cannot mount a path holding ':' or ','; move or link it elsewhere"
+    folder = posixpath.normpath(text) if text else text
+    if folder in SYSTEM_FOLDERS or any(folder.startswith(tree + "/") for tree in _SYSTEM_TREES):
+        return (f"{flag} {text}: a system folder of the host; mounted into the container it would hide or expose "
+                "the system's own files. Keep the models in a folder of their own")
+    return None
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"

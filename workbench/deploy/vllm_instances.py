@@ -25,6 +25,7 @@ from workbench.coremap import CoreMap, CoreRange
 from workbench.deploy.devices import family_of, instance_cores_at, lnc_of
 from workbench.deploy.docker import CONTAINER_REPOSITORY, DockerRun, docker_run_command
 from workbench.releases import Stack
+from workbench.deploy.names import host_mount_problem
 from workbench.deploy.facts_vllm import VLLM_FRAMEWORK, VLLM_STACKS, vllm_stack_of
 from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.settings import GenerateSettings
@@ -113,6 +114,10 @@ def vllm_deployment(model_dir: Path, settings: GenerateSettings, *, instance_typ
     model_folder = PurePosixPath(vllm.model)
     folders = (str(model_folder),) + tuple(str(PurePosixPath(t)) for t in (vllm.tokenizer,)
                                            if t and not PurePosixPath(t).is_relative_to(model_folder))
+    for folder, flag in zip(folders, ("--compiled_model", "--tokenizer")):  # mounted at their own path
+        problem = host_mount_problem(folder, f"model.json's {flag}")
+        if problem:
+            raise VllmDeployError(problem)
     config = config if config is not None else read_config(Path(model_dir) / "config.pbtxt")
     return VllmDeployment(Path(model_dir), target, instance, effective, tp, core_range.blocks(tp),
                           folders, stack, config)
@@ -155,6 +160,9 @@ def docker_runs(deployment: VllmDeployment, *, repository: str | os.PathLike[str
     where = repository if repository is not None else d.model_dir.parent
     mounts = [a for folder in d.folders for a in ("-v", f"{folder}:{folder}:ro")]
     if config_file is not None:
+        problem = host_mount_problem(str(Path(config_file).resolve()), "the one-instance config")
+        if problem:
+            raise VllmDeployError(problem)
         mounts += ["-v", f"{Path(config_file).resolve()}:{CONTAINER_REPOSITORY}/{d.model_name}/config.pbtxt:ro"]
     runs = []
     for k in range(d.core_map.instances):

@@ -185,6 +185,10 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
         raise RepositoryError(f"{dest}: give a model directory path whose last part is the model name")
     if dest.exists() and not dest.is_dir():
         raise FileSystemRefusal(f"{dest} exists and is not a directory; nothing was written")
+    held = _held_models(dest)
+    if held:  # never replaced whole, --force or not: its other models would go with it
+        raise RepositoryError(f"{dest} is a model repository (it holds {', '.join(held)}), not a model directory; "
+                              "nothing was written. Write the model into it as DIR/NAME (--name NAME)")
     if dest.exists() and (confirm is not None or not overwrite):
         changes = compare_model_dir(dest, files)
         if confirm is not None and confirm.fingerprint != changes.fingerprint:
@@ -227,6 +231,15 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
             raise FileSystemRefusal(_refusal(dest, err)) from None
         raise
     return WriteResult(dest, backup)
+
+
+def _held_models(folder: Path) -> list[str]:
+    """The model directories (``NAME/config.pbtxt``) right inside ``folder``, up to three named."""
+    try:
+        found = sorted(f"{child.name}/" for child in folder.iterdir() if (child / "config.pbtxt").is_file())
+    except OSError:
+        return []
+    return found[:3] + (["..."] if len(found) > 3 else [])
 
 
 def _content_bytes(content: FileContent) -> bytes | None:

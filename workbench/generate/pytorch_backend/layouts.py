@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from workbench.generate.config import ConfigError, ModelConfig
-from workbench.limits import INT32_MAX
+from workbench.limits import INT32_MAX, thread_count_limit
 
 __all__ = [
     "TORCHSCRIPT",
@@ -140,6 +140,12 @@ def parameter_problems(key: str, value: str, layout: str) -> list[str]:
             # while loading and tritonserver aborts, taking every loaded model with it
             return [f"parameter {key} = {number} is too large: at most {INT32_MAX} (the backend reads it "
                     "with std::stoi, an int32)"]
+        cap = thread_count_limit()
+        if number > cap.value:
+            # a thread count the host cannot create: the backend's pool fails with EAGAIN while
+            # loading and tritonserver aborts (seen: 100000 with 32768 allowed, issue 47)
+            return [f"parameter {key} = {number} is more threads than this machine can run: at most "
+                    f"{cap.value} ({cap.source})"]
         if number < 1:
             return [f"parameter {key} = {number} must be at least 1 thread"
                     + (" (the backend silently ignores 0 and negative counts)" if layout == TORCHSCRIPT else "")]

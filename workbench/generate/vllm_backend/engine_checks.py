@@ -7,7 +7,6 @@ for the tensor-parallel degree, ``max_position_embeddings`` for max_model_len.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,12 +15,14 @@ from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_settings import (DTYPES, NXDI_TARGETS, VLLM_NEURON_TARGETS, NxdiBuckets,
                                                       VllmNeuronBuckets, VllmSettings)
-from workbench.limits import INT32_MAX, is_whole, neuron_core_limit
+from workbench.files import read_text, strict_json
+from workbench.generate.vllm_backend.engine_args import MAX_MEMORY_BYTES, engine_arg_problems
+from workbench.limits import INT32_MAX, is_whole, model_name_problem, neuron_core_limit
 from workbench.system import DEFAULT_LNC, LNC_VALUES
 
 __all__ = ["VllmPlan", "plan", "FLAGS", "TOKENIZER_FILES", "CPU_MIN_SHARE"]
 
-INT64_MAX = 2 ** 63 - 1  # bytes of KV cache: a size_t-like count, past any machine's memory
+CONFIG_LIMIT = 16 * 2 ** 20  # a Hugging Face config.json is KiBs; a /dev/zero link is not read whole
 
 # VllmSettings field -> the flag that sets it (the CLI's words, also vLLM's own CLI spelling)
 FLAGS = {"model": "--compiled_model", "tokenizer": "--tokenizer", "dtype": "--dtype",
@@ -78,15 +79,19 @@ def _not_json(value: object) -> bool:
 def _model_config(folder: Path, problems: list[str]) -> dict:
     path = folder / "config.json"
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = strict_json(read_text(path, limit=CONFIG_LIMIT))
     except FileNotFoundError:
         problems.append(f"--compiled_model {folder}: no config.json there (give a Hugging Face model folder)")
         return {}
     except (OSError, ValueError) as err:
         problems.append(f"--compiled_model {folder}: config.json cannot be read: {err}")
         return {}
+    if not isinstance(config, dict):
+        problems.append(f"--compiled_model {folder}: config.json must be a JSON object (a Hugging Face model "
+                        f"config), got a {type(config).__name__}")
+        return {}
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    return {**text, **config} if isinstance(config, dict) else {}
+    return {**text, **config}
 
 
 def _heads(vllm: VllmSettings, hf: dict, problems: list[str]) -> None:
@@ -183,6 +188,8 @@ def plan(settings: GenerateSettings) -> VllmPlan:
     problems = out.problems
     if not settings.triton_model_dir:
         problems.append("--triton_model_dir is empty: name the model directory to write")
+    elif model_name_problem(settings.model_name):  # a folder name and a URL segment, as for every backend
+        problems.append(f"--name: {model_name_problem(settings.model_name)}")
     if not vllm.model:
         problems.append("--compiled_model is empty: give the model folder (config.json, weights, tokenizer)")
     elif not Path(vllm.model).is_dir():
@@ -199,7 +206,7 @@ def plan(settings: GenerateSettings) -> VllmPlan:
         problems.append(f"--dtype {vllm.dtype!r} is not one of {', '.join(DTYPES)}")
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         _whole(getattr(vllm, name), FLAGS[name], problems)
-    _whole(vllm.kv_cache_memory_bytes, FLAGS["kv_cache_memory_bytes"], problems, high=INT64_MAX)
+    _whole(vllm.kv_cache_memory_bytes, FLAGS["kv_cache_memory_bytes"], problems, high=MAX_MEMORY_BYTES)
     if _whole(vllm.max_model_len, "--max-model-len", problems):
         positions = out.hf_config.get("max_position_embeddings")
         if is_whole(positions) and vllm.max_model_len > positions:
@@ -226,12 +233,14 @@ def plan(settings: GenerateSettings) -> VllmPlan:
     if modelled:
         problems.append(f"--engine-arg {', '.join(modelled)}: set by their own flags ("
                         f"{', '.join(FLAGS[k] for k in modelled)}), not as extra engine arguments")
+    if not isinstance(vllm.extra_engine_args, dict):
+        problems.append(f"--engine-arg: the extra engine arguments must be a mapping, got "
+                        f"{type(vllm.extra_engine_args).__name__}")
+    problems += engine_arg_problems(extra)
     not_json = sorted(key for key, value in extra.items() if _not_json(value))
     if not_json:
         problems.append(f"--engine-arg {', '.join(not_json)}: NaN and infinities are not JSON; model.json could "
                         "not be read back")
-    if not isinstance(extra.get("additional_config", {}), dict):
-        problems.append("--engine-arg additional_config: must be a JSON object")
     if _whole(vllm.tensor_parallel_size, "--tensor-parallel-size", problems):
         _heads(vllm, out.hf_config, problems)
         _core_map(settings, vllm, out)

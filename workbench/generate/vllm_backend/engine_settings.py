@@ -15,11 +15,12 @@ settings travel inside vLLM's own ``additional_config`` engine argument, where e
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from workbench.coremap import CoreRange, CoreRangeError
 
-__all__ = ["VllmSettings", "VllmNeuronBuckets", "NxdiBuckets", "VLLM_NEURON_TARGETS", "NXDI_TARGETS",
+__all__ = ["absolute_folder", "VllmSettings", "VllmNeuronBuckets", "NxdiBuckets", "VLLM_NEURON_TARGETS", "NXDI_TARGETS",
            "VLLM_NEURON_CONFIG_DOC", "NXDI_VLLM_DOC", "NXDI_NEURON_CONFIG_DOC", "NEURON_KEY_SOURCES", "DTYPES"]
 
 # vLLM Neuron serves Trn2/Trn3 only; Inf2/Trn1 keep the legacy vLLM 0.16 + NxDI plugin
@@ -41,6 +42,14 @@ NEURON_KEY_SOURCES = {
     ("override_neuron_config", "context_encoding_buckets"): NXDI_NEURON_CONFIG_DOC,
     ("override_neuron_config", "token_generation_buckets"): NXDI_NEURON_CONFIG_DOC,
 }
+
+def absolute_folder(path: str | None) -> str | None:
+    """A local folder as an absolute path (model.json is read by a server started anywhere; vLLM
+    would resolve a relative one against the server's working folder); empty or None stays so."""
+    if not path or not isinstance(path, str):
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
 
 # vLLM's ModelDType (vllm/config/model.py, 0.32): the values --dtype accepts
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from workbench.files import strict_json
 from workbench.generate.settings import GenerateError, whole_numbers
-from workbench.generate.vllm_backend.engine_settings import DTYPES, NxdiBuckets, VllmNeuronBuckets, VllmSettings
+from workbench.generate.vllm_backend.engine_args import parse_engine_arg_items
+from workbench.generate.vllm_backend.engine_settings import (DTYPES, NxdiBuckets, VllmNeuronBuckets, VllmSettings,
+                                                      absolute_folder)
 
 __all__ = ["add_vllm_flags", "vllm_values"]
 
@@ -61,15 +62,9 @@ def add_vllm_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine_args(items: list[str]) -> dict:
-    args = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        try:
-            if not sep or not key.strip():
-                raise ValueError("write KEY=JSON")
-            args[key.strip()] = strict_json(text)
-        except ValueError as err:
-            raise GenerateError([f"--engine-arg {item!r}: {err} (e.g. disable_log_stats=true)"]) from None
+    args, problems = parse_engine_arg_items(items)
+    if problems:
+        raise GenerateError(problems)
     return args
 
 
@@ -88,6 +83,9 @@ def vllm_values(given: dict[str, Any], values: dict[str, Any]) -> None:
     nxdi = NxdiBuckets(None if bucketing is None else bucketing == "true",
                        **{k: own.pop(k) for k in ("context_encoding_buckets", "token_generation_buckets") if k in own})
     extra = _engine_args(own.pop("engine_arg", []) or [])
-    values["backend_settings"] = VllmSettings(model=values.pop("compiled_model", ""),
+    for key in ("tokenizer",):  # folders: absolute, so the model directory works from any folder
+        if own.get(key):
+            own[key] = absolute_folder(own[key])
+    values["backend_settings"] = VllmSettings(model=absolute_folder(values.pop("compiled_model", "")) or "",
                                               core_range=values.pop("neuron_core_range", None),
                                               vllm_neuron=neuron, nxdi=nxdi, extra_engine_args=extra, **own)

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.files import strict_json
+from workbench.files import read_text, strict_json
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import ConfigError, ModelConfig, parameters_of
 from workbench.generate.product import ReadBack
 from workbench.generate.settings import GenerateSettings
+from workbench.generate.vllm_backend.engine_args import MAPPING_ARGS
 from workbench.generate.vllm_backend.render import _ENGINE_FIELDS, LNC_PARAMETER, TARGET_PARAMETER
 from workbench.generate.vllm_backend.engine_settings import NxdiBuckets, VllmNeuronBuckets, VllmSettings
 
 __all__ = ["read_back_vllm", "engine_args_file"]
+
+MODEL_JSON_LIMIT = 2 ** 20  # engine arguments are KiBs; a /dev/zero link is not read whole
 
 
 def engine_args_file(model_dir: Path) -> Path:
@@ -33,9 +36,12 @@ def _split_additional(args: dict) -> tuple[VllmNeuronBuckets, NxdiBuckets]:
     additional = args.get("additional_config")
     if not isinstance(additional, dict):
         return VllmNeuronBuckets(), NxdiBuckets()
-    neuron = additional.get("neuron_config") if isinstance(additional.get("neuron_config"), dict) else {}
-    override = (additional.get("override_neuron_config")
-                if isinstance(additional.get("override_neuron_config"), dict) else {})
+    for space in MAPPING_ARGS["additional_config"]:  # a namespace that is not one would be lost
+        if space in additional and not isinstance(additional[space], dict):
+            raise ConfigError(f"additional_config.{space} must be a JSON object, got "
+                              f"{type(additional[space]).__name__}")
+    neuron = additional.get("neuron_config", {})
+    override = additional.get("override_neuron_config", {})
     vn_keys, nx_keys = set(vars(VllmNeuronBuckets())), set(vars(NxdiBuckets()))
     vn = VllmNeuronBuckets(**{k: tuple(v) for k, v in neuron.items() if k in vn_keys})
     nx = NxdiBuckets(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in override.items() if k in nx_keys})
@@ -76,11 +82,17 @@ def _not_carried(config: ModelConfig, vllm: VllmSettings, target: str) -> list[s
 def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
     path = engine_args_file(model_dir)
     try:
-        args = strict_json(path.read_text(encoding="utf-8"))
-    except ValueError as err:  # not JSON, not UTF-8, or NaN/Infinity (which no strict JSON reader takes)
+        args = strict_json(read_text(path, limit=MODEL_JSON_LIMIT))
+    except ValueError as err:  # not JSON, not UTF-8, NaN/Infinity, a repeated key, nested too deep
         raise ConfigError(f"{path}: not JSON: {err}") from None
+    except OSError as err:  # a FIFO, a /dev link, a symlink: not read
+        raise ConfigError(f"{err}") from None
     if not isinstance(args, dict):
         raise ConfigError(f"{path}: must be a JSON object of vLLM engine arguments")
+    try:
+        neuron, nxdi = _split_additional(args)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
     notes: list[str] = []
     params = parameters_of(config)
     target = params.pop(TARGET_PARAMETER, None)
@@ -94,7 +106,6 @@ def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
     for key in core_range.parameters() if core_range is not None else {}:
         params.pop(key)
     lnc = params.pop(LNC_PARAMETER, None)
-    neuron, nxdi = _split_additional(args)
     fields = {name: args.pop(name) for name in _ENGINE_FIELDS if name in args}
     vllm = VllmSettings(model=str(args.pop("model", "")), **fields, core_range=core_range,
                         lnc=None if lnc is None else int(lnc), vllm_neuron=neuron, nxdi=nxdi, extra_engine_args=args)

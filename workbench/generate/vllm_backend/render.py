@@ -16,7 +16,7 @@ from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_checks import VllmPlan
-from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
+from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings, absolute_folder
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.system import DEFAULT_LNC
 
@@ -37,9 +37,9 @@ def model_json(settings: GenerateSettings) -> dict:
     """vLLM's engine arguments for these settings: what AsyncEngineArgs(**...) receives."""
     vllm = settings.backend_settings
     assert isinstance(vllm, VllmSettings)
-    args: dict = {"model": vllm.model}
+    args: dict = {"model": absolute_folder(vllm.model)}  # read by a server started in any folder
     for name in _ENGINE_FIELDS:
-        value = getattr(vllm, name)
+        value = absolute_folder(vllm.tokenizer) if name == "tokenizer" else getattr(vllm, name)
         if value is not None and value is not False:
             args[name] = value
     additional: dict = {}

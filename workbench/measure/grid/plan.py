@@ -38,6 +38,8 @@ def _positive_ints(values: Any, what: str) -> tuple[int, ...]:
     out: list[int] = []
     for value in values:
         for part in str(value).split(",") if isinstance(value, str) else [value]:
+            if isinstance(part, str) and not part.strip():
+                raise SweepError(f"{what}: {value!r} has an empty item; separate the values by single commas")
             try:
                 number = int(part)
             except (TypeError, ValueError):

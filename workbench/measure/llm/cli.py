@@ -81,10 +81,35 @@ def read_target(model_dir: Path) -> str | None:
         return None
 
 
-def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
+def _bounds(args: argparse.Namespace, values: dict[str, Any], vllm, problems: list[str]) -> None:
+    """What this machine and the model cannot run (`llm.bounds`), in the flags' words, before a
+    server starts; ``vllm``: the model's VllmSettings (None where unread)."""
+    from workbench.measure.engine.streaming import Lengths
+    from workbench.measure.grid.plan import SweepError
+    from workbench.measure.llm.sweep_limits import length_problems, load_problems, model_max_len
+    from workbench.measure.llm.plan import parse_rates
+
+    rates = None
+    if args.request_rate is not None:
+        try:
+            rates = parse_rates(args.request_rate)
+        except SweepError as err:
+            problems.append(f"--request-rate {err}")
+            return
+    inputs, outputs = Lengths(args.input_tokens or 32), Lengths(args.output_tokens or 32)
+    problems += load_problems(input_tokens=inputs, output_tokens=outputs, prompts=args.prompts or 16,
+                              instances=values["instances"], concurrency=None if rates else values["concurrency"],
+                              request_rate=rates, what=LLM_FLAGS | {"concurrency": "--concurrency"})
+    if vllm is not None and not problems:
+        problems += length_problems(inputs, outputs, model_max_len(vllm.max_model_len, vllm.model), LLM_FLAGS)
+
+
+def _plan(args: argparse.Namespace, vllm, problems: list[str]):
     from workbench.measure.engine.streaming import Slo
     from workbench.measure.grid.plan import SweepError, parse_counts
     from workbench.measure.llm.plan import LlmPlan
+
+    base_seqs = getattr(vllm, "max_num_seqs", None)
 
     values: dict[str, Any] = {}
     for dest, flag, default in (("max_num_seqs", "--max-num-seqs", base_seqs or 4), ("tensor_parallel",
@@ -106,6 +131,9 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
         problems.append(f"--min-goodput {args.min_goodput}: give a percentage in (0, 100]")
     if args.request_rate is not None and args.concurrency not in (None, "1"):
         problems.append("give --concurrency or --request-rate, not both")
+    if problems:
+        return None
+    _bounds(args, values, vllm, problems)
     if problems:
         return None
     try:
@@ -170,6 +198,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import LOAD_TIMEOUT_S, run_llm_sweep
     from workbench.measure.store.cost import CostError, price_of
+    from workbench.measure.sweep.lock import RunFolderLock
     from workbench.measure.sweep.swept import check_out_dir
     from workbench.server import RunningServer, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
@@ -190,11 +219,11 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
                         "sweeps' variants only); give one --url")
     try:
-        seqs = read_back(model_dir).settings.backend_settings.max_num_seqs
+        vllm = read_back(model_dir).settings.backend_settings
     except (ConfigError, OSError, ValueError) as err:
         problems.append(f"{model_dir}: {err}")
-        seqs = None
-    plan = _plan(args, seqs, problems)
+        vllm = None
+    plan = _plan(args, vllm, problems)
     effort = effort_rule(args, defaults, problems)
     settings = None
     try:
@@ -205,6 +234,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(str(timeout_problem(args.timeout)))
     try:
         check_out_dir(Path(args.out), args.resume or args.new_run)
+        RunFolderLock.check_free(Path(args.out))  # before a server starts, as the tensor sweep's preflight
     except SweepError as err:
         problems.append(f"--out {err}")
     prices = {args.instance_type: args.price_per_hour} if args.instance_type and args.price_per_hour else None

@@ -25,9 +25,12 @@ from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend import VLLM, VllmSettings
 from workbench.measure.engine.streaming import Lengths, Slo
 from workbench.measure.engine.streaming.stream_results import slo_name
+from workbench.limits import memory_available
 from workbench.measure.grid.plan import SweepError, parse_counts
+from workbench.measure.llm.sweep_limits import length_problems, load_problems, model_max_len
 
-__all__ = ["LlmPlan", "LlmVariant", "LlmPoint", "numa_nodes", "METRICS_PARAMETER", "VARIANT_PARAMETER"]
+__all__ = ["LlmPlan", "LlmVariant", "LlmPoint", "numa_nodes", "parse_rates", "METRICS_PARAMETER",
+           "VARIANT_PARAMETER"]
 
 # What makes the server count tokens itself: the vLLM backend's metrics on Triton's /metrics
 # (config parameter) and vLLM's own statistics (engine argument), set on every variant.
@@ -42,18 +45,28 @@ def numa_nodes() -> int:
     return max(1, len(nodes))
 
 
-def _rates(values: Any) -> tuple[float, ...]:
+def parse_rates(values: Any) -> tuple[float, ...]:
+    """``"0.5,2"`` (or a number, or a list) as request rates above 0; an empty item (``1,,2``) is
+    refused, not skipped. SweepError names the value."""
     if isinstance(values, str):
         items = [v.strip() for v in values.split(",")]
     else:
         items = [values] if isinstance(values, (int, float)) else list(values)
+    if any(v == "" for v in items):
+        raise SweepError(f"request rates {values!r}: an empty item; give rates separated by single commas, e.g. 0.5,2")
     try:
-        rates = tuple(float(v) for v in items if v != "")
-    except (TypeError, ValueError):
+        rates = tuple(float(v) for v in items)
+    except (TypeError, ValueError, OverflowError):
         raise SweepError(f"request rates {values!r}: give requests per second, e.g. 0.5,2") from None
     if not rates or any(not r > 0 or r != r or r == float("inf") for r in rates):
         raise SweepError(f"request rates {values!r}: each must be a number of requests per second above 0")
     return rates
+
+
+def _kv_bytes(vllm: VllmSettings) -> int:
+    """The KV cache each CPU instance takes, where model.json says it (0: vLLM sizes it)."""
+    value = vllm.kv_cache_memory_bytes
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _lengths(value: Any, what: str) -> Lengths:
@@ -147,7 +160,7 @@ class LlmPlan:
         if self.request_rate is not None:
             if self.concurrency not in (None, (1,), [1], "1", 1):
                 raise SweepError("give concurrency levels or request rates, not both")
-            put("request_rate", _rates(self.request_rate))
+            put("request_rate", parse_rates(self.request_rate))
             put("concurrency", None)
         else:
             put("concurrency", parse_counts(self.concurrency, "concurrency"))
@@ -166,6 +179,11 @@ class LlmPlan:
                 raise SweepError(f"core range: {err}") from None
         if isinstance(self.prompts, bool) or not isinstance(self.prompts, int) or self.prompts < 1:
             raise SweepError(f"prompts {self.prompts!r}: give a whole number >= 1")
+        problems = load_problems(input_tokens=self.input_tokens, output_tokens=self.output_tokens,
+                                 prompts=self.prompts, instances=self.instances, concurrency=self.concurrency,
+                                 request_rate=self.request_rate)
+        if problems:
+            raise SweepError("; ".join(problems))
 
     @property
     def loads(self) -> list[tuple[int | None, float | None]]:
@@ -193,6 +211,9 @@ class LlmPlan:
         if not neuron and self.core_range is not None:
             raise SweepError(f"core range {self.core_range}: it places NeuronCores, and this model is for the CPU "
                              "(vLLM's CPU engine places its own threads); leave it out")
+        too_long = length_problems(self.input_tokens, self.output_tokens, model_max_len(vllm.max_model_len, vllm.model))
+        if too_long:
+            raise SweepError("; ".join(too_long))
         span = self.core_range or (vllm.core_range if isinstance(vllm.core_range, CoreRange) else None)
         out = []
         for seqs, tp, count in itertools.product(self.max_num_seqs, self.tensor_parallel, self.instances):
@@ -203,6 +224,9 @@ class LlmPlan:
                 cores = CoreRange(start, start + count * tp - 1)
                 if span is not None and cores.end > span.end:
                     skipped.append(f"{count} instance(s) x {tp} core(s) need cores {cores}, past the core range {span}")
+            elif _kv_bytes(vllm) * count > memory_available():
+                skipped.append(f"{count} instance(s) x {_kv_bytes(vllm)} bytes of KV cache (kv_cache_memory_bytes) "
+                               f"need more than the {memory_available()} bytes of memory available")
             elif tp > numa:
                 skipped.append(f"vLLM's CPU engine binds each of the {tp} tensor-parallel workers to a NUMA node of "
                                f"its own and this machine has {numa} (vllm/utils/ompmultiprocessing.py: 'Not enough "

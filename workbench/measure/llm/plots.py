@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from workbench.measure.llm.answers import pareto_front, usable_rows
 from workbench.measure.llm.rows import NOT_MEASURED
-from workbench.measure.store.plots import _OUTSIDE, _colors, _empty, _latency_axis, _wrap
+from workbench.measure.store.plots import _OUTSIDE, _colors, _empty, _latency_axis, _wrap, literal
 
 __all__ = ["pareto_plot", "latency_vs_concurrency", "refused_rows"]
 
@@ -60,7 +60,7 @@ def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
             linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)
     ax.set_xlabel("total output tokens/s")
     ax.set_ylabel("output tokens/s per user")
-    ax.set_title(title or "Pareto front")
+    ax.set_title(literal(title) if title else "Pareto front")
     ax.grid(True, alpha=0.3)
     ax.legend(title="variant", fontsize="small", **_OUTSIDE)
     return fig
@@ -95,5 +95,5 @@ def latency_vs_concurrency(frame: pd.DataFrame, title: str = "") -> Figure:
         ax.grid(True, alpha=0.3)
     axes[1].legend(title="variant, percentile", fontsize="small", **_OUTSIDE)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(literal(title))
     return fig

@@ -10,7 +10,6 @@ one whose model files, server or workbench version changed.
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +27,8 @@ from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
 from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
-from workbench.measure.store.folder import POINTS_FILE, append_point, write_exports, write_record
+from workbench.measure.store.folder import (POINTS_FILE, ResultsError, append_point, read_record, write_exports,
+                                            write_record)
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.sweep.search.effort import EffortRule
 from workbench.measure.sweep.resume import fingerprint, resumed_rows, set_aside
@@ -111,6 +111,7 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
+    RunFolderLock.check_free(out_dir)  # a sweep writing it, or a lock that is a link: said before anything
     sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
                       effort)
     sweep.restart_stuck = bool(restart_stuck)
@@ -146,7 +147,7 @@ class _LlmSweep:
         vllm = self.base.backend_settings
         tokenizer = ModelTokenizer(vllm.tokenizer or vllm.model) if tokenizer is None else tokenizer
         self.prompts = build_prompts(tokenizer, plan.prompts, plan.input_tokens, plan.output_tokens, seed=plan.seed)
-        self.digests = {v.label: config_digest(v.config) for v in self.variants if not v.skipped}
+        self.digests = {v.label: config_digest(v.config, v.files) for v in self.variants if not v.skipped}
         self.cpus = tuple(sorted(usable_cpu_ids())) if self.base.target == "cpu" else ()
         self.rows: dict[tuple, LlmRow] = {}
         self.record: dict = {}
@@ -197,8 +198,10 @@ class _LlmSweep:
         """The earlier record and rows, refused when they measured something else: by the check
         both sweeps share (`resume.resumed_rows`), this sweep's settings in its own words (the
         plan's lengths, SLO and prompts, the engine and its settings)."""
-        record = json.loads((self.out_dir / "run.json").read_text(encoding="utf-8")) \
-            if (self.out_dir / "run.json").is_file() else {}
+        try:
+            record = read_record(self.out_dir)
+        except ResultsError as err:  # cut, not an object, not UTF-8, a FIFO: named, one line
+            raise SweepError(f"cannot resume the run in {self.out_dir}: {err}") from None
         if record.get("kind") != "llm":
             raise SweepError(f"cannot resume the run in {self.out_dir}: it is not an LLM sweep; use another folder")
         different = [f"{key} {record.get(key)!r} -> {value!r}" for key, value in self._what_it_means().items()

@@ -15,10 +15,10 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from workbench.files import atomic_write, strict_json
+from workbench.files import NotRegularFile, atomic_write, open_regular, read_text, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 
-__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "read_record",
+__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "read_record", "run_file_text",
            "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]
 
 POINTS_FILE = "points.jsonl"
@@ -71,6 +71,18 @@ def _strict(value: Any) -> Any:
 
 
 
+def run_file_text(path: Path) -> str:
+    """A run file's text, read only when it is a regular file (`workbench.files.read_text`: no
+    symlink followed, no FIFO, no device) of bounded size; ResultsError names the file and, for
+    bytes that are not UTF-8, the line."""
+    try:
+        return read_text(path)
+    except OSError as err:
+        raise ResultsError(f"{path}: {err.strerror or err}; a run file must be a regular file") from None
+    except ValueError as err:
+        raise ResultsError(f"{err}; fix or remove it") from None
+
+
 def _point_row(path: Path, number: int, row: dict, int_columns: Sequence[str]) -> dict:
     """``row`` with its whole-number columns as integers; a value that is not one is an error
     naming the line (a hand-edited ``"batch_size": "1"`` would otherwise count as another point)."""
@@ -95,9 +107,9 @@ def read_points(path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS,
     line anywhere else is an error naming the line. ``key_columns``/``int_columns``: another row
     type's (an LLM sweep's)."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return []
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = run_file_text(path).splitlines()
     rows = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -120,7 +132,11 @@ def read_points(path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS,
 def append_point(path: str | Path, row: dict) -> None:
     """Append one row and sync it to disk before the sweep moves on."""
     path = Path(path)
-    with open(path, "a+b") as handle:
+    try:
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT | os.O_APPEND)  # never through a link, into a FIFO
+    except NotRegularFile as err:
+        raise ResultsError(str(err)) from None
+    with os.fdopen(fd, "r+b") as handle:
         handle.seek(0)
         data = handle.read()
         if data and not data.endswith(b"\n"):  # a torn row from a crash: drop it (read_points did)
@@ -135,13 +151,16 @@ def read_record(path: str | Path) -> dict:
     JSON (at which line), or not an object."""
     path = Path(path)
     record_path = path / RECORD_FILE
-    if not record_path.is_file():
+    if not os.path.lexists(record_path):
         raise ResultsError(f"{path} holds no sweep run (no {RECORD_FILE})")
+    text = run_file_text(record_path)
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
+        record = strict_json(text)
     except json.JSONDecodeError as err:
         raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
                            "start a new run (--new-run)") from None
+    except (ValueError, RecursionError) as err:  # NaN, a repeated key, nested too deep
+        raise ResultsError(f"{record_path} is not a run record ({err}); fix it or start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
     return record

@@ -38,14 +38,41 @@ _BREAKDOWN = (("queue_ms", "queue"), ("compute_input_ms", "compute input"), ("co
 _LINESTYLES = ("-", "--", ":", "-.")
 
 
-def _frame(data: SweepResult | pd.DataFrame) -> pd.DataFrame:
+# Points one figure draws at most: past it the figure shows the highest-throughput ones (the table
+# keeps every point). 2,000 points took 4 minutes to draw; 20,000 never ended (issue 47).
+MAX_PLOTTED_POINTS = 200
+
+
+def _measured(data: SweepResult | pd.DataFrame) -> pd.DataFrame:
     frame = data.frame if isinstance(data, SweepResult) else data
     return frame[frame["throughput"].notna()] if "throughput" in frame.columns else frame.iloc[0:0]
 
 
+def _frame(data: SweepResult | pd.DataFrame) -> pd.DataFrame:
+    """The measured points a figure draws: all of them, or the MAX_PLOTTED_POINTS with the highest
+    throughput (in their order) when there are more, so a large run draws in bounded time."""
+    frame = _measured(data)
+    if len(frame) <= MAX_PLOTTED_POINTS:
+        return frame
+    return frame.loc[frame["throughput"].astype(float).nlargest(MAX_PLOTTED_POINTS).index.sort_values()]
+
+
+def _sampled_note(data: SweepResult | pd.DataFrame) -> str:
+    count = len(_measured(data))
+    return f" ({MAX_PLOTTED_POINTS} highest-throughput of {count} points)" if count > MAX_PLOTTED_POINTS else ""
+
+
+def literal(text: object) -> str:
+    """``text`` as matplotlib shows it letter for letter: every ``$`` escaped, so a name or note
+    holding ``$...$`` is never read as mathtext (which draws it as math, or fails the whole figure
+    on an unbalanced or unknown command). Apply once, to text as the user typed it."""
+    return str(text).replace("$", "\\$")
+
+
 def _title(data: SweepResult | pd.DataFrame, what: str) -> str:
+    what += _sampled_note(data)
     if isinstance(data, SweepResult) and data.record.get("model"):
-        return f"{data.record['model']}: {what}"
+        return literal(f"{data.record['model']}: {what}")
     return what
 
 
@@ -102,7 +129,7 @@ def _legend(ax, title: str, unstable: bool) -> None:
 def _wrap(label: str, width: int = 28) -> str:
     """A legend or tick label on lines of at most ``width`` characters: one long backend name
     squeezed the plot to a third of the figure's width."""
-    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in str(label).split("\n"))
+    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in literal(label).split("\n"))
 
 
 def _grouped_by(frame: pd.DataFrame) -> str:
@@ -259,7 +286,7 @@ def throughput_heatmap(data: SweepResult | pd.DataFrame) -> Figure:
     grid = grid.reindex(index=list(dict.fromkeys(frame["variant"])), columns=sorted(grid.columns))
     image = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
     ax.set_xticks(range(len(grid.columns)), [str(c) for c in grid.columns])
-    ax.set_yticks(range(len(grid.index)), list(grid.index))
+    ax.set_yticks(range(len(grid.index)), [literal(label) for label in grid.index])
     ax.set_xlabel("batch size (per request)")
     ax.set_ylabel("allocation")
     finite = grid.to_numpy(dtype=float)
@@ -283,7 +310,7 @@ def comparison_plot(comparison: Comparison) -> Figure:
         return _empty(fig, axes[0], "the two runs share no points")
     x = np.arange(len(table))
     width = 0.4
-    a, b = comparison.a.label, comparison.b.label
+    a, b = literal(comparison.a.label), literal(comparison.b.label)
     for ax, metric, unit in ((axes[0], "throughput", "infer/s"), (axes[1], "p99_ms", "ms")):
         ax.bar(x - width / 2, table[f"{metric}_a"].astype(float), width, label=a)
         ax.bar(x + width / 2, table[f"{metric}_b"].astype(float), width, label=b)

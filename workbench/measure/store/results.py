@@ -5,7 +5,6 @@ best under a budget, what changed between two runs.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ import pandas as pd
 from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
                                             ResultsError, append_point, frame_from_rows, read_points,
-                                            read_record, write_exports, write_record)
+                                            read_record, run_file_text, write_exports, write_record)
+from workbench.files import strict_json
 from workbench.measure.store.confidence import confidence
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.measure_settings import MeasureSettings
@@ -115,12 +115,14 @@ def load_run(path: str | Path) -> SweepResult:
     path = Path(path)
     if path.is_file():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = strict_json(run_file_text(path))  # a regular file of UTF-8 text, or ResultsError
             if data["record"].get("kind") == "llm":
                 raise ResultsError(f"{path} is an LLM sweep's, measured in tokens: read it with "
                                    "workbench.measure.llm.load_llm_run on its folder")
             return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
-        except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
+        except ResultsError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
     record = read_record(path)
     if record.get("kind") == "llm":  # its rows are in tokens: measure/llm's LlmSweepResult reads them

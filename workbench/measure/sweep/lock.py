@@ -4,7 +4,9 @@ naming the holder, instead of loading variants over the first one and appending 
 
 The lock is the kernel's (``flock`` on ``.sweep.lock`` in the folder): it ends with the process that
 holds it, so a killed sweep leaves no stale lock behind (only an empty file, taken over by the next
-sweep); the file says who holds it, and is removed when the sweep ends.
+sweep); the file says who holds it, and is removed when the sweep ends. A lock path that is a
+symlink, FIFO, device or a second name of another file is refused, never written through
+(`workbench.files.open_regular`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+from workbench.files import NotRegularFile, open_regular
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import now
 
@@ -38,7 +41,9 @@ class RunFolderLock:
         The sweep itself still takes the lock: this only says it sooner."""
         path = Path(out_dir) / LOCK_FILE
         try:
-            fd = os.open(path, os.O_RDWR)
+            fd = open_regular(path, os.O_RDWR)  # as the sweep will: a second name of a file is refused too
+        except NotRegularFile as err:
+            raise SweepError(_unusable(path, err)) from None
         except OSError:
             return  # no lock file: nobody holds the folder
         try:
@@ -51,7 +56,9 @@ class RunFolderLock:
     def __enter__(self) -> "RunFolderLock":
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
+        except NotRegularFile as err:
+            raise SweepError(_unusable(self.path, err)) from None
         except OSError as err:  # a folder in the lock's place, a read-only run folder
             raise SweepError(f"cannot take the lock {self.path} of the run folder: {err.strerror or err}") from None
         try:
@@ -71,6 +78,10 @@ class RunFolderLock:
             self.path.unlink(missing_ok=True)  # the folder keeps only the run (a new run may have moved it)
             os.close(self._fd)  # closing releases the lock
             self._fd = None
+
+
+def _unusable(path: Path, err: NotRegularFile) -> str:
+    return f"cannot take the lock {path} of the run folder: it {err.strerror}; remove it and start again"
 
 
 def _busy(folder: Path, holder: str) -> str:

@@ -16,19 +16,21 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from workbench.files import atomic_write
+from workbench.files import atomic_write, open_regular
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS
-from workbench.measure.store.folder import POINTS_FILE, read_points
+from workbench.measure.store.folder import POINTS_FILE, read_points, run_file_text
 
-__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside", "resumed_rows"]
+__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside", "resumed_rows",
+           "stamped"]
 
 _CHUNK = 1 << 20
 
 
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    # a link's target is hashed when it is a regular file; a FIFO or device never (it would hang or never end)
+    with os.fdopen(open_regular(os.path.realpath(path)), "rb") as handle:
         for block in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -99,9 +101,9 @@ def unique_rows(rows: Iterable[dict], key_columns: Sequence[str] = KEY_COLUMNS) 
 def compact_points(path: Path, key_columns: Sequence[str] = KEY_COLUMNS) -> None:
     """Rewrite ``points.jsonl`` (atomically, good lines byte for byte) keeping one error-free row
     per point: failed rows go, since their points are measured again and appended."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = run_file_text(path).splitlines()
     keep: dict[tuple, str] = {}
     for line in lines:
         try:
@@ -162,9 +164,15 @@ def resumed_rows(out_dir: Path, record: Mapping[str, Any], *, model: str, differ
     points = out_dir / POINTS_FILE
     compact_points(points, key_columns)
     rows = [row for row in unique_rows(read_points(points, key_columns, int_columns), key_columns)
-            if not row.get("error")]
+            if not row.get("error") and stamped(row)]  # an unstamped row is measured again, never reused
     _refuse_foreign_rows(out_dir, rows, model, digests)
     return rows
+
+
+def stamped(row: Mapping[str, Any]) -> bool:
+    """Whether a saved row says what it measured (the model and its variant's digest), as every
+    row a sweep writes does: one without is from elsewhere or hand-edited, and is not reused."""
+    return bool(row.get("model")) and bool(row.get("config_digest"))
 
 
 def _refuse_foreign_rows(out_dir: Path, rows: list[dict], model: str, digests: Mapping[str, str]) -> None:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import platform
 from pathlib import Path
-from typing import Collection, Mapping
+from typing import Any, Collection, Mapping
 
 from workbench.served_outputs import CheckError, Eager, eager_reference
 from workbench.coremap import CoreRange
@@ -38,9 +38,12 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
     return has_run
 
 
-def config_digest(config: dict) -> str:
-    """A short digest of a variant's config (Triton's JSON): what a row records it measured."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16]
+def config_digest(config: dict, files: Mapping[str, str] | None = None) -> str:
+    """A short digest of a variant's config (Triton's JSON) and of the files it loads with it
+    (``files``: an LLM variant's model.json, path -> text): what a row records it measured, so a
+    row of another model.json under the same name is not taken for this variant's."""
+    what: Any = config if not files else {"config": config, "files": dict(files)}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
