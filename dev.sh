@@ -24,8 +24,9 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   echo "dev.sh: pip install ${torch_args[*]}"
   "$py" -m pip install --quiet "${torch_args[@]}"
 fi
-# lab: the package and what the tutorials use; test: also the test tools and the optional paths
-if [[ $what == test ]]; then extras="test"; else extras="transformers"; fi
+# lab: the package, the bundled local tritonserver (local-server: nvidia-pytriton, which keeps numpy<2) and what
+# the tutorials use; test: also the test tools and the optional paths
+if [[ $what == test ]]; then extras="test,local-server"; else extras="transformers,local-server"; fi
 "$py" -m pip install --quiet -e ".[$extras]"
 
 case $what in
