@@ -12,6 +12,8 @@ venv=${WORKBENCH_VENV:-.venv}
 
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
+  # a current pip: the bundled one (23.x on Python 3.11) resolves tests/test_install_resolves.py's sets 2-3x slower
+  "$venv/bin/python" -m pip install --quiet --upgrade pip || echo "dev.sh: pip could not be upgraded; going on" >&2
 fi
 py=$venv/bin/python
 # torch first, as PyTorch's CPU build: a bare "torch" requirement would let pip pick PyPI's multi-GB CUDA

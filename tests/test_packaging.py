@@ -9,19 +9,23 @@ from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
 def _normalised(requirements):
-    """Name -> (extras, specifier); torch apart: the environments pin its CPU build (_check_torch)."""
+    """Name -> (extras, specifier); torch apart: the environments pin its CPU build (_check_torch). A name listed
+    twice (numpy: the core's floor, the local-server extra's cap) counts as the two specifiers together."""
     out = {}
     for text in requirements:
         req = Requirement(text)
         if req.name == "torch":
             continue
-        out[req.name.lower().replace("_", "-")] = (frozenset(req.extras), str(req.specifier))
+        name = req.name.lower().replace("_", "-")
+        extras, specifier = out.get(name, (frozenset(), SpecifierSet()))
+        out[name] = (extras | frozenset(req.extras), specifier & req.specifier)
     return out
 
 
@@ -90,6 +94,7 @@ def test_the_core_leaves_numpy_open_and_the_local_server_is_an_extra_dev_sh_inst
     core = {Requirement(r).name: Requirement(r) for r in project["dependencies"]}
     assert "nvidia-pytriton" not in core
     assert core["numpy"].specifier.contains("2.0.0") and core["numpy"].specifier.contains("2.3.0")
-    assert [Requirement(r).name for r in project["optional-dependencies"]["local-server"]] == ["nvidia-pytriton"]
+    server = {Requirement(r).name: Requirement(r) for r in project["optional-dependencies"]["local-server"]}
+    assert set(server) == {"nvidia-pytriton", "numpy"} and not server["numpy"].specifier.contains("2.0.0")
     dev_sh = (ROOT / "dev.sh").read_text()
     assert 'extras="test,local-server"' in dev_sh and 'extras="transformers,local-server"' in dev_sh

@@ -175,21 +175,27 @@ HOW_TO_GET_ONE = (
 )
 
 
+# The newest nvidia-pytriton release; its stub was measured to serve wrong numbers under numpy 2, and older
+# releases bundle older stubs (0.5.x does not even declare the cap).
+_NEWEST_WHEEL_MEASURED = (0, 7, 0)
+
+
 def _numpy_refusal() -> str | None:
     """Why the wheel's stub cannot serve with this environment's numpy, or None.
 
-    The stub embeds this interpreter and imports its numpy. nvidia-pytriton 0.7.0 declares
-    ``numpy<2.0.0``, and that is measured, not caution: under numpy 2 its stub reads every input as
-    zeros and sends outputs with no data (docs/install-matrix.md). So a numpy the wheel excludes is
-    refused before the server starts instead of serving wrong numbers."""
+    The stub embeds this interpreter and imports its numpy. Under numpy 2 the nvidia-pytriton 0.7.0
+    stub reads every input as zeros and sends outputs with no data (docs/install-matrix.md), so a
+    numpy 2 beside a wheel up to that release, or beside one that caps numpy below 2, is refused
+    before the server starts instead of serving wrong numbers."""
     try:
         numpy_version = importlib.metadata.version("numpy")
         requires = importlib.metadata.requires("nvidia-pytriton") or []
         wheel_version = importlib.metadata.version("nvidia-pytriton")
     except importlib.metadata.PackageNotFoundError:
         return None
-    capped = any(re.match(r"numpy\s*[^;]*<\s*2(\.0)*\s*(,|;|$)", r.replace(" ", "")) for r in requires)
-    if capped and int(numpy_version.split(".")[0]) >= 2:
+    release = tuple(int(part) for part in re.findall(r"\d+", wheel_version)[:3])
+    capped = any(re.match(r"numpy[^;]*<2(\.0)*(,|;|$)", r.replace(" ", "")) for r in requires)
+    if int(numpy_version.split(".")[0]) >= 2 and (capped or release <= _NEWEST_WHEEL_MEASURED):
         return (
             f"the nvidia-pytriton {wheel_version} wheel's Python-backend stub needs numpy<2, and this "
             f"environment has numpy {numpy_version} (its stub then reads inputs as zeros). "
