@@ -111,6 +111,9 @@ def test_the_dra_variant_claims_devices_with_the_lnc_per_workload():
                                                                       ".instanceType == 'trn2.48xlarge'"}}]}
     (config,) = claim["spec"]["spec"]["devices"]["config"]
     assert config["opaque"]["parameters"]["logicalNeuronCore"] == 1 and config["opaque"]["driver"] == DRA_DEVICE_CLASS
+    # as the SDK writes them (aws-neuron-sdk deploy/files/specs/lnc-setting-trn2.yaml, deploy/eks/dra.rst)
+    assert config["opaque"]["parameters"]["apiVersion"] == "neuron.aws.com/v1"
+    assert config["opaque"]["parameters"]["kind"] == "NeuronConfig" and claim["apiVersion"] == "resource.k8s.io/v1"
     pod = deployment["spec"]["template"]["spec"]
     assert pod["resourceClaims"] == [{"name": "neurons", "resourceClaimTemplateName": "triton-llm-neurons"}]
     assert _container(documents[1:])["resources"] == {"claims": [{"name": "neurons"}]}
