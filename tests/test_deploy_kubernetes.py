@@ -67,7 +67,7 @@ def test_manifests_validate_and_ask_for_the_core_range(tmp_path, target, core_ra
     assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/scrape"] == "true"
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "metrics": 8002}
     assert {"name": "AWS_DEFAULT_REGION", "value": "us-west-2"} in container["env"]
-    assert container["image"].startswith("workbench/tritonserver-neuron:26.07-xla-pytorch")
+    assert container["image"].startswith("workbench/tritonserver-neuron:26.10-xla-pytorch")
     assert HELM_CHART in deployment["metadata"]["annotations"]["workbench.neuron/device-plugin"]
 
 

@@ -40,5 +40,13 @@ def test_the_wheel_with_numpy_2_is_refused_before_any_server_starts(tmp_path):
     assert "Triton container" in out
 
 
-def test_the_wheel_with_this_environments_numpy_1_is_found(tmp_path):
-    assert _run(FIND, tmp_path) == "FOUND"
+def test_the_wheel_is_found_with_this_environments_numpy_only_if_it_is_numpy_1(tmp_path):
+    """The real numpy of this environment: 1 (dev.sh's local-server extra) finds the wheel; 2 (a core-only
+    environment with the wheel added) is refused."""
+    import numpy
+
+    out = _run(FIND, tmp_path)
+    if int(numpy.__version__.split(".")[0]) < 2:
+        assert out == "FOUND"
+    else:
+        assert "needs numpy<2" in out and f"numpy {numpy.__version__}" in out
