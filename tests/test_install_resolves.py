@@ -88,7 +88,7 @@ def _resolve(python: str, requirements: list[Requirement], workdir: Path) -> dic
         [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
          "--target", str(workdir / f"target-{python}"), "--report", str(report),
          *_target_args(python), *map(str, requirements)],
-        env=_pip_env(), capture_output=True, text=True, timeout=600)
+        env=_pip_env(), capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, f"Python {python}: pip cannot resolve {' '.join(map(str, requirements))}:\n" \
         + "\n".join(done.stderr.strip().splitlines()[-12:])
     return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"]
@@ -97,7 +97,7 @@ def _resolve(python: str, requirements: list[Requirement], workdir: Path) -> dic
 
 def _torch_wheels(python: str) -> list[Version]:
     done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "torch", *_target_args(python)],
-                          env=_pip_env(), capture_output=True, text=True, timeout=120)
+                          env=_pip_env(), capture_output=True, text=True, timeout=120, check=False)
     found = re.search(r"^Available versions: (.+)$", done.stdout, re.MULTILINE)
     assert done.returncode == 0 and found, f"Python {python}: pip lists no torch wheel:\n{done.stderr.strip()}"
     return [Version(v) for v in found.group(1).split(", ")]

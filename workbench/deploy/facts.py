@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS
 
 __all__ = ["Source", "Fact", "Stack", "SOURCES", "STACKS", "NEURON_APT_REPO", "NEURON_APT_KEY", "NEURON_PIP_INDEX",
-           "PYTORCH_CPU_INDEX", "TRITON_IMAGE", "LATEST_RELEASE", "TritonBackend", "stub_python_of", "stack_of", "pins_for"]
+           "PYTORCH_CPU_INDEX", "TRITON_IMAGE", "LATEST_RELEASE", "SUPPORTED_OS", "TritonBackend", "stub_python_of", "stack_of", "pins_for"]
 
 
 @dataclass(frozen=True)
@@ -401,6 +401,14 @@ STACKS: tuple[Stack, ...] = (
     ),
 )
 
+# stack key -> the host OS releases the SDK documents for it (what `workbench doctor` compares the host with)
+SUPPORTED_OS: dict[str, Fact] = {
+    "torchneuron-pytorch": _f("ubuntu 24.04, ubuntu 26.04", "SDK-tn", "22.04 is end of support; the 2.33.1 standalone "
+                              "wheels are for 26.04 only [SDK-tn-u26]"),
+    "xla-pytorch": _f("ubuntu 24.04", "SDK-xla-update", "the Ubuntu 24.04 update page of the last XLA build"),
+}
+
+
 # workbench.system.TARGET_PACKAGES key -> (stack target, framework): the stack whose pins install it
 _PIN_KEYS = {"tensorflow-inf1": ("inf1", "tensorflow"), "tensorflow-inf2": ("inf2", "tensorflow"),
              "tensorflow-trn1": ("trn1", "tensorflow"), "transformers_neuronx": ("inf2", "transformers_neuronx")}
@@ -429,9 +437,9 @@ def stub_python_of(image: str) -> Fact | None:
         return None
     release = (int(match[1]), int(match[2]))
     if release <= (23, 4):
-        return Fact("3.8", "TS", "Ubuntu 20.04")
+        return _f("3.8", "TS", "Ubuntu 20.04")
     if release <= (24, 10):
-        return Fact("3.10", "PB-r24.10", "Ubuntu 22.04")
+        return _f("3.10", "PB-r24.10", "Ubuntu 22.04")
     if release == (24, 11):
-        return Fact("3.12", "TS", "from the Ubuntu 24.04 base; its README still says 3.10", verified=False)
+        return _f("3.12", "TS", "from the Ubuntu 24.04 base; its README still says 3.10", verified=False)
     return Fact("3.12", "TS-24.12")
