@@ -23,8 +23,8 @@ import pytest
 from app_page import button, open_tab, running_servers, workbench_of  # tests/browser/app_page.py
 
 from workbench import zoo
-from workbench.check_generate import engine_args, offline_greedy
-from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON, SERVED_AS_VLLM
+from workbench.served_generation import engine_args, offline_greedy
+from workbench.server.vllm_backend import ENV_BACKEND, ENV_PYTHON, SERVED_AS_VLLM
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 

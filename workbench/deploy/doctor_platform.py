@@ -1,5 +1,5 @@
 """`workbench doctor`'s platform check: this host's OS and Python against what the installed Neuron SDK
-documents (`workbench.deploy.facts`: each stack's Python range and supported OS, with their sources).
+documents (`workbench.releases`: each stack's Python range and supported OS, with their sources).
 
 A Python outside the SDK's range fails (its wheels are not built for it); an OS outside the documented
 list is reported, not failed (the SDK may still run there, it just does not say so).
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from workbench.deploy.facts import STACKS, SUPPORTED_OS, Stack
+from workbench.releases import STACKS, SUPPORTED_OS, Stack
 from workbench.neuron_libraries import torch_neuronx_line
 
 __all__ = ["host_os", "installed_stack", "platform_check"]

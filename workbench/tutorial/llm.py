@@ -11,7 +11,7 @@ here where this machine can, and generated for Trn2 and Inf2 to show what change
   Neuron-only key with the SDK page that defines it (`NEURON_KEY_SOURCES`).
 * `answers_table`, `stream_figures`: what the check and the streaming measurement found, as tables.
 
-Nothing here measures or serves; the notebook calls `workbench.check_generate` and
+Nothing here measures or serves; the notebook calls `workbench.served_generation` and
 `workbench.measure.engine.streaming` itself.
 """
 
@@ -28,10 +28,10 @@ import pandas as pd
 
 from workbench.generate import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
-from workbench.generate.vllm_backend.settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
+from workbench.generate.vllm_backend.engine_settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
 
 if TYPE_CHECKING:
-    from workbench.check_generate import GenerationCheck
+    from workbench.served_generation import GenerationCheck
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
 
@@ -90,7 +90,7 @@ def shared_folder() -> Path:
 def vllm_python_path() -> Path:
     """Where the vLLM environment's Python should be: ``$WORKBENCH_VLLM_PYTHON`` (dev.sh test sets
     it), else the checkout's ``.venv-vllm`` (scripts/vllm_env.sh's default). It may not exist."""
-    from workbench.server.vllm import ENV_PYTHON
+    from workbench.server.vllm_backend import ENV_PYTHON
 
     named = os.environ.get(ENV_PYTHON)
     return Path(named) if named else ROOT / ".venv-vllm" / "bin" / "python"
@@ -115,7 +115,7 @@ def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathL
 def vllm_here(shared: str | os.PathLike[str] | None = None) -> VllmHere:
     """The vLLM environment (``$WORKBENCH_VLLM_PYTHON``, else the checkout's ``.venv-vllm``) and
     the backend the shared folder's script assembles for it; what is missing is said, not raised."""
-    from workbench.server.vllm import ENV_PYTHON
+    from workbench.server.vllm_backend import ENV_PYTHON
 
     named = os.environ.get(ENV_PYTHON)
     python = vllm_python_path()
