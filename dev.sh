@@ -12,6 +12,8 @@ venv=${WORKBENCH_VENV:-.venv}
 
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
+  # a current pip: the bundled one (23.x on Python 3.11) resolves tests/test_install_resolves.py's sets 2-3x slower
+  "$venv/bin/python" -m pip install --quiet --upgrade pip || echo "dev.sh: pip could not be upgraded; going on" >&2
 fi
 py=$venv/bin/python
 # torch first, as PyTorch's CPU build: a bare "torch" requirement would let pip pick PyPI's multi-GB CUDA
@@ -24,8 +26,9 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   echo "dev.sh: pip install ${torch_args[*]}"
   "$py" -m pip install --quiet "${torch_args[@]}"
 fi
-# lab: the package and what the tutorials use; test: also the test tools and the optional paths
-if [[ $what == test ]]; then extras="test"; else extras="transformers"; fi
+# lab: the package, the bundled local tritonserver (local-server: nvidia-pytriton, which keeps numpy<2) and what
+# the tutorials use; test: also the test tools and the optional paths
+if [[ $what == test ]]; then extras="test,local-server"; else extras="transformers,local-server"; fi
 "$py" -m pip install --quiet -e ".[$extras]"
 
 case $what in

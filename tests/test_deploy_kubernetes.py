@@ -69,7 +69,7 @@ def test_manifests_validate_and_ask_for_the_core_range(tmp_path, target, core_ra
     assert annotations["prometheus.io/port"] == "8002" and annotations["prometheus.io/scrape"] == "true"
     assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == {"http": 8000, "grpc": 8001, "metrics": 8002}
     assert {"name": "AWS_DEFAULT_REGION", "value": "us-west-2"} in container["env"]
-    assert container["image"].startswith("workbench/tritonserver-neuron:26.07-xla-pytorch")
+    assert container["image"].startswith("workbench/tritonserver-neuron:26.10-xla-pytorch")
     assert HELM_CHART in deployment["metadata"]["annotations"]["workbench.neuron/device-plugin"]
 
 
@@ -113,6 +113,9 @@ def test_the_dra_variant_claims_devices_with_the_lnc_per_workload():
                                                                       ".instanceType == 'trn2.48xlarge'"}}]}
     (config,) = claim["spec"]["spec"]["devices"]["config"]
     assert config["opaque"]["parameters"]["logicalNeuronCore"] == 1 and config["opaque"]["driver"] == DRA_DEVICE_CLASS
+    # as the SDK writes them (aws-neuron-sdk deploy/files/specs/lnc-setting-trn2.yaml, deploy/eks/dra.rst)
+    assert config["opaque"]["parameters"]["apiVersion"] == "neuron.aws.com/v1"
+    assert config["opaque"]["parameters"]["kind"] == "NeuronConfig" and claim["apiVersion"] == "resource.k8s.io/v1"
     pod = deployment["spec"]["template"]["spec"]
     assert pod["resourceClaims"] == [{"name": "neurons", "resourceClaimTemplateName": "triton-llm-neurons"}]
     assert _container(documents[1:])["resources"] == {"claims": [{"name": "neurons"}]}

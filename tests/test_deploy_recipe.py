@@ -63,7 +63,17 @@ def test_the_pins_are_2_34_and_each_names_its_source():
     for target, framework in (("inf1", "pytorch"), ("inf1", "tensorflow"), ("inf2", "tensorflow"),
                               ("trn1", "transformers_neuronx")):
         assert recipe_for(target, framework).stack.release.note.startswith("OUT OF SUPPORT"), (target, framework)
-    assert pins_for("trn2") == ("torch-neuronx==2.14.3.1", "neuronx-cc==2.28.7631.0")
+    assert pins_for("trn2") == ("torch-neuronx==2.14.3.1", "neuronx-cc==2.28.7631.0", "nki==0.7.0")
+    # the SDK's own TorchNeuron command: nki, and PyTorch's CPU index beside the Neuron one (SDK-tn-pip)
+    assert [f.value for f in torchneuron.extra_indexes] == ["https://download.pytorch.org/whl/cpu"]
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in SOURCES["SDK-tn-pip"].title
+    tn_docker = recipe_for("trn2").dockerfile()
+    assert ("--extra-index-url https://pip.repos.neuron.amazonaws.com --extra-index-url "
+            "https://download.pytorch.org/whl/cpu torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 nki==0.7.0"
+            in tn_docker)
+    assert "download.pytorch.org" not in recipe_for("inf2").dockerfile()  # the XLA line's command has no such index
+    # Triton 26.10 (2.74.0) is the newest release; its OS and Python were not read, so the row says UNVERIFIED
+    assert torchneuron.container.value == xla.container.value == "26.10" and not torchneuron.container.verified
     for stack in STACKS:
         for fact in (stack.release, *stack.pip, *stack.container_apt, *stack.host_apt):
             assert fact.source in SOURCES, (stack.key, fact)
@@ -82,7 +92,7 @@ def test_inf1_pins_the_last_driver_that_supports_it():
 def test_the_dockerfile_builds_from_the_fitting_image_with_the_pins():
     recipe = recipe_for("inf2", "pytorch")
     text = recipe.dockerfile()
-    assert text.splitlines()[3] == "FROM nvcr.io/nvidia/tritonserver:26.07-py3"
+    assert text.splitlines()[3] == "FROM nvcr.io/nvidia/tritonserver:26.10-py3"
     assert "sys.version_info[:2] == (3, 12)" in text  # the build fails if the stub's Python is not the table's
     for fact in recipe.stack.pip + recipe.stack.container_apt:
         assert fact.value in text
@@ -205,6 +215,11 @@ def test_a_vllm_model_takes_the_stack_of_its_target_with_every_pin_sourced():
     assert "neuronx-distributed-inference==0.10.18399" in [f.value for f in nxdi.stack.pip]
     assert any("0.16.0-neuronx-py312-sdk2.31.1-ubuntu24.04" in f.value for f in nxdi.stack.notes)
     assert any("2.34.0" in f.value and not f.verified for f in neuron.stack.notes)  # said, not guessed
+    # vllm-neuron: no wheel of that version was found; the setup guide installs from source (UNVERIFIED, named)
+    plugin = neuron.stack.pip[0]
+    assert not plugin.verified and "from source" in plugin.note and plugin.source == "SDK-2.33-components"
+    assert "libtorch-neuronx-lite" in neuron.stack.pip[1].note  # what vLLM Neuron really compiles through
+    assert any("VLLM_NEURON_CPU_COMPILE=1" in f.value for f in neuron.stack.notes)
     for stack in VLLM_STACKS:
         assert stack.stub_python.value in stack.pythons, stack.key
         recipe = recipe_for(stack.targets[0], "vllm")
@@ -221,7 +236,7 @@ def test_the_vllm_dockerfile_installs_the_pins_and_triton_s_vllm_backend():
     for target, wheels in (("trn2", "vllm-neuron==0.29.0.1.2.0"), ("inf2", "vllm==0.16.0")):
         recipe = recipe_for(target, "vllm")
         text = recipe.dockerfile()
-        assert "FROM nvcr.io/nvidia/tritonserver:26.07-py3" in text and "(3, 12)" in text
+        assert "FROM nvcr.io/nvidia/tritonserver:26.10-py3" in text and "(3, 12)" in text
         for fact in recipe.stack.pip + recipe.stack.container_apt:
             assert fact.value in text
         assert wheels in text

@@ -253,3 +253,41 @@ def test_doctor_compares_a_neuron_vllm_plugin_with_the_deploy_recipe_pins():
                                                        "neuronx-distributed-inference": "0.10.18399"}})
     assert status == "info" and "vllm 0.17.0 (recipe: 0.16.0 [NXDI-vllm])" in detail
     assert "neuronx-distributed-inference 0.10.18399: differs from the vllm-nxdi stack" in detail  # it matches
+
+
+def test_the_platform_check_compares_os_and_python_with_the_installed_sdk(tmp_path):
+    """The host's OS (a real os-release file's fields) and Python against the installed SDK's documented
+    ranges (facts.py: TorchNeuron 3.12-3.14 on Ubuntu 24.04/26.04 [SDK-tn]; the XLA line 3.11-3.13 [SDK-man])."""
+    from workbench.deploy.doctor import DoctorReport
+    from workbench.deploy.doctor_platform import host_os, platform_check
+
+    os_release = tmp_path / "os-release"
+    os_release.write_text('PRETTY_NAME="Ubuntu 22.04.5 LTS"\nNAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\n')
+    assert host_os(os_release) == "ubuntu 22.04" and host_os(tmp_path / "none") == "unknown"
+
+    def check(packages, python):
+        report = DoctorReport()
+        platform_check(report, packages, os_release=os_release, python=python)
+        (only,) = report.checks
+        return only
+
+    torchneuron = {"torch-neuronx": "2.14.3.1"}
+    failed = check(torchneuron, "3.11")
+    assert failed.status == "fail" and failed.detail.startswith("ubuntu 22.04, Python 3.11:")
+    assert "torch-neuronx 2.14.3.1 wheels are built for Python 3.12-3.14 [SDK-tn" in failed.detail
+    assert "documents torch-neuronx 2.14.3.1 for ubuntu 24.04, ubuntu 26.04" in failed.detail
+    os_only = check(torchneuron, "3.12")  # right Python, an OS the SDK does not list: said, not failed
+    assert os_only.status == "info" and "not ubuntu 22.04" in os_only.detail
+    os_release.write_text("ID=ubuntu\nVERSION_ID=24.04\n")
+    assert check(torchneuron, "3.14").status == "ok"
+    xla = check({"torch-neuronx": "2.9.0.2.15.32035"}, "3.14")
+    assert xla.status == "fail" and "Python 3.11-3.13" in xla.detail
+    assert check({"transformers-neuronx": "0.13.1315"}, "3.11").status == "ok"
+    nothing = check({"torch-neuronx": None, "torch": "2.13.0"}, "3.11")
+    assert nothing.status == "info" and "no Neuron framework SDK installed" in nothing.detail
+
+
+def test_the_doctor_report_has_the_platform_line(tmp_path):
+    report = run_doctor(tmp_path / "work", frameworks=(), dev_dir=tmp_path / "no-dev", proc_devices=tmp_path / "none")
+    (line,) = [c for c in report.checks if c.name == "platform"]
+    assert f"Python {sys.version_info.major}.{sys.version_info.minor}" in line.detail

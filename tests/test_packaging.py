@@ -9,19 +9,23 @@ from pathlib import Path
 
 import yaml
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_INDEX = "--extra-index-url https://download.pytorch.org/whl/cpu"
 
 
 def _normalised(requirements):
-    """Name -> (extras, specifier); torch apart: the environments pin its CPU build (_check_torch)."""
+    """Name -> (extras, specifier); torch apart: the environments pin its CPU build (_check_torch). A name listed
+    twice (numpy: the core's floor, the local-server extra's cap) counts as the two specifiers together."""
     out = {}
     for text in requirements:
         req = Requirement(text)
         if req.name == "torch":
             continue
-        out[req.name.lower().replace("_", "-")] = (frozenset(req.extras), str(req.specifier))
+        name = req.name.lower().replace("_", "-")
+        extras, specifier = out.get(name, (frozenset(), SpecifierSet()))
+        out[name] = (extras | frozenset(req.extras), specifier & req.specifier)
     return out
 
 
@@ -55,7 +59,8 @@ def _check_torch(path, reqs):
 
 def test_environment_yml_matches_pyproject():
     reqs, pip = _pip_section(ROOT / "environment.yml")
-    assert _normalised(reqs) == _declared()
+    # the CPU path: the core and the bundled local tritonserver
+    assert _normalised(reqs) == _declared("local-server")
     _check_torch("environment.yml", reqs)
     assert "-e ." in pip, "environment.yml must install the workbench itself"
     assert CPU_INDEX in pip, "environment.yml must offer PyTorch's CPU build (PyPI's torch is CUDA on x86_64 Linux)"
@@ -63,8 +68,9 @@ def test_environment_yml_matches_pyproject():
 
 def test_binder_environment_matches_pyproject_and_installs_the_package():
     reqs, pip = _pip_section(ROOT / "binder" / "environment.yml")
-    # what `bash dev.sh lab` installs: the tutorials' transformers extra too (notebooks 05 and 09 build tiny LLMs)
-    assert _normalised(reqs) == _declared("transformers")
+    # what `bash dev.sh lab` installs: the local server and the tutorials' transformers extra (notebooks 05 and 09
+    # build tiny LLMs)
+    assert _normalised(reqs) == _declared("local-server", "transformers")
     _check_torch("binder/environment.yml", reqs)
     assert CPU_INDEX in pip, "Binder must get PyTorch's CPU build (PyPI's torch is CUDA on x86_64 Linux)"
     post_build = (ROOT / "binder" / "postBuild").read_text()
@@ -79,3 +85,16 @@ def test_readme_gives_the_two_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
     assert "bash dev.sh lab" in readme and "bash dev.sh test" in readme
     assert "bash dev.sh test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_core_leaves_numpy_open_and_the_local_server_is_an_extra_dev_sh_installs():
+    """The core installs beside numpy 2 (Python 3.13-3.14 have no numpy 1 wheels); the bundled server, whose
+    wheel caps numpy below 2, is the local-server extra, and both dev.sh commands install it."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = {Requirement(r).name: Requirement(r) for r in project["dependencies"]}
+    assert "nvidia-pytriton" not in core
+    assert core["numpy"].specifier.contains("2.0.0") and core["numpy"].specifier.contains("2.3.0")
+    server = {Requirement(r).name: Requirement(r) for r in project["optional-dependencies"]["local-server"]}
+    assert set(server) == {"nvidia-pytriton", "numpy"} and not server["numpy"].specifier.contains("2.0.0")
+    dev_sh = (ROOT / "dev.sh").read_text()
+    assert 'extras="test,local-server"' in dev_sh and 'extras="transformers,local-server"' in dev_sh

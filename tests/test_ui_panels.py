@@ -232,7 +232,7 @@ def test_preview_docker_tab_passes_the_devices_holding_the_core_range(panels, mo
     assert f"{state.repository.resolve()}:/models" in shown and "--load-model=add_sub" in shown
     assert "target cpu: serve it here" in shown
     # the image is the host recipe's, shown beside the run with its pins and their sources
-    assert "workbench/tritonserver-neuron:26.07-xla-pytorch" in shown
+    assert "workbench/tritonserver-neuron:26.10-xla-pytorch" in shown
     assert "torch-neuronx==2.9.0.2.15.32035" in shown and "[SDK-xla-update, as of 2026-12-04]" in shown
     c["instance_type"].value = "inf1.6xlarge"
     assert "tritonserver:24.10-py3" in _text(c["docker"].value) and "aws-neuronx-dkms=2.24.*" in _text(c["docker"].value)

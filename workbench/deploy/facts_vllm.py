@@ -34,7 +34,7 @@ VLLM_BACKEND = TritonBackend(
                 "the commit served here with vLLM 0.32 (after a two-line import patch); with these stacks' vLLM "
                 "0.16 / 0.29 and on Neuron it was not run"), verified=False))
 
-# Triton release and stub Python, as the PyTorch stacks use (26.07: Ubuntu 24.04, Python 3.12)
+# Triton release and stub Python, as the PyTorch stacks use (26.10, stub Python 3.12)
 _TORCHNEURON = next(s for s in STACKS if s.key == "torchneuron-pytorch")
 _XLA = next(s for s in STACKS if s.key == "xla-pytorch")
 _PIP_BREAK = Fact("images from 24.12 set PIP_BREAK_SYSTEM_PACKAGES=1, so pip installs into the stub's Python", "TS")
@@ -53,9 +53,13 @@ VLLM_STACKS: tuple[Stack, ...] = (
                    "vLLM Neuron is GA in 2.34.0 [SDK-2.34], but the 2.34.0 package list (its vllm-neuron, compiler "
                    "and runtime versions) was in no source read: these are the last listed pins, 2.33.0's"),
         pip=(_f("vllm-neuron==0.29.0.1.2.0", "SDK-2.33-components",
-                "the plugin; its install brings vLLM 0.29.0 (the version's first three fields) [VN-setup]"),
+                "the plugin, by the 2.33.0 index's version; the setup guide documents installing it from source "
+                "(git clone vllm-project/vllm-neuron, pip install with the Neuron index) [VN-setup], and no wheel "
+                "of this name and version was found: if pip cannot find it, install it the documented way",
+                verified=False),
              _f("torch-neuronx==2.14.3.0", "SDK-2.33-components", "TorchNeuron (PyTorch 2.14), installed separately "
-                "[VN-setup]; 2.34.0 lists 2.14.3.1 [SDK-2.34], not paired with a vllm-neuron in any source read"),
+                "[VN-setup]; vLLM Neuron does not compile through it but through libtorch-neuronx-lite [VN-lite], "
+                "which 2.34 is the last release to ship (from 2.35 vLLM Neuron moves to torch-neuronx, issue 42)"),
              _f("neuronx-cc==2.28.7631.0", "SDK-2.33-components", "installed separately [VN-setup]"),
              _f("nki==0.7.0", "SDK-2.33-components", "installed separately [VN-setup]")),
         container_apt=(_f("aws-neuronx-runtime-lib=2.35.30.0*", "SDK-2.33-components"),
@@ -68,8 +72,11 @@ VLLM_STACKS: tuple[Stack, ...] = (
                _f("Neuron's own vLLM container for 2.33 (vLLM's server, no Triton): public.ecr.aws/neuron/"
                   "pytorch-inference-vllm-neuronx:0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04", "DLC-vllm-2.33"),
                _f("trn2/trn3 run at LNC=2 unless NEURON_LOGICAL_NC_CONFIG=1: the model's tensor-parallel degree "
-                  "counts logical cores at that LNC", "SDK-lnc")),
+                  "counts logical cores at that LNC", "SDK-lnc"),
+               _f("NEFFs can be made on a CPU host: VLLM_NEURON_CPU_COMPILE=1 with NEURON_PLATFORM_TARGET_OVERRIDE "
+                  "compiles without running", "VN-cpu-compile")),
         serving_backend=VLLM_BACKEND,
+        extra_indexes=_TORCHNEURON.extra_indexes,
     ),
     Stack(
         key="vllm-nxdi", targets=NXDI_TARGETS, framework=VLLM_FRAMEWORK,

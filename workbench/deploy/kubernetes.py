@@ -26,8 +26,8 @@ Kubernetes API schema as it is. What each part rests on:
   saying what the nodes need.
 * ``dra=True``: the Neuron DRA driver (Kubernetes >= 1.34, recommended by EKS for new clusters;
   per-workload LNC) [EKS-dra]: a ``ResourceClaimTemplate`` asking for the devices of the range
-  (``neuron.aws.com`` device class, ``NeuronConfig`` with ``logicalNeuronCore``: SDK
-  containers/files/specs/{lnc-setting-trn2,1x4-connected-devices}.yaml) and a pod that claims it.
+  (``neuron.aws.com`` device class, ``NeuronConfig`` of ``neuron.aws.com/v1`` with ``logicalNeuronCore``:
+  SDK deploy/files/specs/lnc-setting-trn2.yaml, deploy/eks/dra.rst) and a pod that claims it.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from workbench.deploy.names import image_reference, kubernetes_literal, replicas
 from workbench.deploy.recipe import recipe_for
 from workbench.system import DEVICES_BY_INSTANCE
 
-__all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "DRA_DEVICE_CLASS", "HELM_CHART", "LNC_NODE_LABEL",
+__all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "DRA_DEVICE_CLASS", "DRA_CONFIG_API", "HELM_CHART", "LNC_NODE_LABEL",
            "kubernetes_manifests", "manifests_for_model", "to_yaml", "instance_types_for"]
 
 CORE_RESOURCE = "aws.amazon.com/neuroncore"  # SDK-k8s
@@ -56,7 +56,10 @@ HELM_CHART = "oci://public.ecr.aws/neuron/neuron-helm-chart"  # SDK-eks: the dev
 # A workbench label, not the SDK's: the nodes whose UserData set a non-default LNC carry it, so a
 # pod compiled for that LNC lands only there (SDK-eks prerequisites.rst:44-62 sets LNC per node).
 LNC_NODE_LABEL = "workbench.neuron/logical-nc-config"
-DRA_DEVICE_CLASS = "neuron.aws.com"  # SDK containers/files/specs/*.yaml deviceClassName and driver
+DRA_DEVICE_CLASS = "neuron.aws.com"  # SDK deploy/files/specs/*.yaml deviceClassName and driver
+# the opaque NeuronConfig's apiVersion, as the SDK writes it (deploy/files/specs/lnc-setting-trn2.yaml,
+# deploy/eks/dra.rst @ 81ce03ae); the claim template itself is resource.k8s.io/v1
+DRA_CONFIG_API = "neuron.aws.com/v1"
 _DRA_TARGETS = ("trn2", "trn3")  # the Neuron DRA page is "relevant for: Trn2, Trn3" (SDK deploy/eks/dra.rst)
 _MOUNT = "/models"
 
@@ -211,8 +214,9 @@ def kubernetes_manifests(
 def _claim_template(name: str, namespace: str | None, devices: int, instance_type: str | None,
                     lnc: int | None) -> dict:
     """A resource.k8s.io/v1 ResourceClaimTemplate (GA in Kubernetes 1.34) for ``devices`` Neuron
-    devices, shaped like the SDK's examples (which use v1beta1, whose request fields v1 nests under
-    ``exactly``): device class and driver ``neuron.aws.com``, ``NeuronConfig.logicalNeuronCore``."""
+    devices, shaped like the SDK's own (aws-neuron-sdk @ 81ce03ae deploy/files/specs/lnc-setting-trn2.yaml,
+    deploy/eks/dra.rst: resource.k8s.io/v1, the request under ``exactly``): device class and driver
+    ``neuron.aws.com``, ``NeuronConfig`` (``DRA_CONFIG_API``) with ``logicalNeuronCore``."""
     request: dict[str, Any] = {"deviceClassName": DRA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": devices}
     if instance_type:
         request["selectors"] = [{"cel": {"expression": f"device.attributes['{DRA_DEVICE_CLASS}'].instanceType == "
@@ -220,7 +224,7 @@ def _claim_template(name: str, namespace: str | None, devices: int, instance_typ
     spec: dict[str, Any] = {"devices": {"requests": [{"name": "neurons", "exactly": request}]}}
     if lnc is not None:
         spec["devices"]["config"] = [{"requests": ["neurons"], "opaque": {"driver": DRA_DEVICE_CLASS, "parameters": {
-            "apiVersion": "neuron.aws.com/v1alphav1", "kind": "NeuronConfig", "logicalNeuronCore": lnc}}}]
+            "apiVersion": DRA_CONFIG_API, "kind": "NeuronConfig", "logicalNeuronCore": lnc}}}]
     metadata: dict[str, Any] = {"name": _dns_label(name[:63].rstrip("-"), "claim template name")}
     if namespace:
         metadata["namespace"] = namespace

@@ -61,6 +61,7 @@ class Recipe:
                 (f"{s.framework} Neuron wheels' Pythons", s.python_range),
                 ("Neuron SDK release", s.release)]
         rows += [("pip (Neuron extra index)", f) for f in s.pip]
+        rows += [("pip extra index", f) for f in s.extra_indexes]
         rows += [("apt in the image", f) for f in s.container_apt]
         rows += [("apt on the host", f) for f in s.host_apt]
         if s.serving_backend is not None:
@@ -114,11 +115,12 @@ class Recipe:
                 "ENV PATH=/opt/aws/neuron/bin:$PATH",
             ]
         wheels = " ".join(shlex.quote(f.value) for f in s.pip)
+        indexes = "".join(f" --extra-index-url {f.value}" for f in s.extra_indexes)
         major, minor = self.stack.stub_python.value.split(".")
         lines += [
             f"# The wheels go into the stub's own Python {s.stub_python.value}: no EXECUTION_ENV_PATH needed.",
             f"RUN python3 -c 'import sys; assert sys.version_info[:2] == ({major}, {minor}), sys.version' \\",
-            f" && python3 -m pip install --no-cache-dir --extra-index-url {NEURON_PIP_INDEX} {wheels}",
+            f" && python3 -m pip install --no-cache-dir --extra-index-url {NEURON_PIP_INDEX}{indexes} {wheels}",
         ]
         backend = s.serving_backend
         if backend is not None:

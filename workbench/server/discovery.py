@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
+import re
 import shutil
 import sys
 import sysconfig
@@ -19,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
+__all__ = ["HOW_TO_GET_ONE", "TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
 
 
 class TritonNotFoundError(FileNotFoundError):
@@ -86,12 +88,19 @@ def _system_install(binary: Path, source: str) -> TritonInstall:
 
 
 def _wheel_root() -> Path | None:
+    """The wheel's ``pytriton/tritonserver`` folder, found without importing pytriton: only its
+    files are used, and its Python package needs dependencies (typer, sh, zmq) the server does not."""
     try:
-        import pytriton  # noqa: F401  (only to locate the wheel's files)
-    except ImportError:
+        spec = importlib.util.find_spec("pytriton")
+    except (ImportError, ValueError):
         return None
-    root = Path(pytriton.__file__).resolve().parent / "tritonserver"
-    return root if (root / "bin" / "tritonserver").is_file() else None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        root = Path(folder).resolve() / "tritonserver"
+        if (root / "bin" / "tritonserver").is_file():
+            return root
+    return None
 
 
 def _cache_root() -> Path:
@@ -158,7 +167,48 @@ def python_backend_dir(wheel_root: Path, cache_root: Path | None = None) -> Path
     return target
 
 
+# How to get a server, said wherever none is usable (one sentence, made once).
+HOW_TO_GET_ONE = (
+    "Install the local server with `pip install 'triton-neuron-workbench[local-server]'` (Python 3.11-3.12, "
+    "numpy<2; `bash dev.sh` does it), run inside NVIDIA's Triton container (tritonserver on PATH; "
+    "on a Neuron host, the image `workbench deploy` writes), or set $TRITONSERVER."
+)
+
+
+# The newest nvidia-pytriton release; its stub was measured to serve wrong numbers under numpy 2, and older
+# releases bundle older stubs (0.5.x does not even declare the cap).
+_NEWEST_WHEEL_MEASURED = (0, 7, 0)
+
+
+def _numpy_refusal() -> str | None:
+    """Why the wheel's stub cannot serve with this environment's numpy, or None.
+
+    The stub embeds this interpreter and imports its numpy. Under numpy 2 the nvidia-pytriton 0.7.0
+    stub reads every input as zeros and sends outputs with no data (docs/install-matrix.md), so a
+    numpy 2 beside a wheel up to that release, or beside one that caps numpy below 2, is refused
+    before the server starts instead of serving wrong numbers."""
+    try:
+        numpy_version = importlib.metadata.version("numpy")
+        requires = importlib.metadata.requires("nvidia-pytriton") or []
+        wheel_version = importlib.metadata.version("nvidia-pytriton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    release = tuple(int(part) for part in re.findall(r"\d+", wheel_version)[:3])
+    capped = any(re.match(r"numpy[^;]*<2(\.0)*(,|;|$)", r.replace(" ", "")) for r in requires)
+    if int(numpy_version.split(".")[0]) >= 2 and (capped or release <= _NEWEST_WHEEL_MEASURED):
+        return (
+            f"the nvidia-pytriton {wheel_version} wheel's Python-backend stub needs numpy<2, and this "
+            f"environment has numpy {numpy_version} (its stub then reads inputs as zeros). "
+            "Use a numpy<2 environment for the local server (`pip install 'numpy<2'`), or "
+            "tritonserver from NVIDIA's Triton container (on PATH or $TRITONSERVER)"
+        )
+    return None
+
+
 def _wheel_install(wheel_root: Path) -> TritonInstall:
+    refusal = _numpy_refusal()
+    if refusal:
+        raise TritonNotFoundError(refusal)
     libs: list[Path] = []
     # The stub must embed the same libpython whose stdlib the venv uses (see docs/ARCHITECTURE.md).
     if sysconfig.get_config_var("Py_ENABLE_SHARED"):
@@ -216,6 +266,5 @@ def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> TritonI
         return _wheel_install(wheel)
     tried.append("the nvidia-pytriton wheel (pytriton/tritonserver/bin/tritonserver: not installed)")
     raise TritonNotFoundError(
-        "no tritonserver found. Tried: " + "; ".join(tried)
-        + ". Install nvidia-pytriton, put tritonserver on PATH, or set $TRITONSERVER."
+        "no tritonserver found. Tried: " + "; ".join(tried) + ". " + HOW_TO_GET_ONE
     )
