@@ -35,6 +35,13 @@ fi
 
 case $what in
   lab)
+    # the vLLM environment the app and notebook 09 serve LLMs from (.venv-vllm, scripts/vllm_env.sh: about
+    # 2 minutes once, then reused), set up in the background so Lab opens at once; the app says while it
+    # is being set up. WORKBENCH_VLLM_SKIP=1 leaves it out.
+    if [[ ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]] && ! bash scripts/vllm_env.sh --ready >/dev/null; then
+      echo "dev.sh: setting up the vLLM environment in the background (log: .venv-vllm.log)"
+      nohup bash scripts/vllm_env.sh >.venv-vllm.log 2>&1 </dev/null &
+    fi
     root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)
     exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" --config=scripts/jupyter_server_config.py "$@"
     ;;
