@@ -95,7 +95,7 @@ def keep_stored(nb, stored) -> None:
 
 def _indexed(path: str):
     """The notebook at ``path`` as the index holds it (None for a file git does not have yet)."""
-    done = subprocess.run(["git", "cat-file", "blob", f":{path}"], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(["git", "cat-file", "blob", f":{path}"], cwd=ROOT, capture_output=True, text=True, check=False)
     return nbformat.reads(done.stdout, as_version=4) if done.returncode == 0 and done.stdout.strip() else None
 
 
@@ -116,13 +116,13 @@ def refresh_index(path: str | Path) -> bool:
     phantom "modified" nbstripout users meet), while diff runs it and finds nothing. The index's
     content is never changed: a real edit stays unstaged."""
     rel = Path(path).resolve().relative_to(ROOT).as_posix()
-    staged = subprocess.run(["git", "ls-files", "--stage", "--", rel], cwd=ROOT, capture_output=True, text=True)
+    staged = subprocess.run(["git", "ls-files", "--stage", "--", rel], cwd=ROOT, capture_output=True, text=True, check=False)
     filtered = subprocess.run(["git", "hash-object", f"--path={rel}", "--", rel], cwd=ROOT, capture_output=True,
                               text=True)
     fields = staged.stdout.split()
     if staged.returncode or filtered.returncode or len(fields) < 2 or fields[1] != filtered.stdout.strip():
         return False
-    return subprocess.run(["git", "update-index", "--", rel], cwd=ROOT, capture_output=True).returncode == 0
+    return subprocess.run(["git", "update-index", "--", rel], cwd=ROOT, capture_output=True, check=False).returncode == 0
 
 
 def post_save_hook(model, os_path, contents_manager, **kwargs) -> None:

@@ -27,8 +27,8 @@ from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON, OWN_BACKEND
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["VllmHere", "vllm_here", "server_for_vllm", "vllm_python_path", "assemble_vllm_backend", "shared_folder", "CHECKOUT",
-           "VLLM_VENV", "SHARED_ENV", "BACKEND_FOLDER"]
+__all__ = ["BACKEND_FOLDER", "CHECKOUT", "SHARED_ENV", "VLLM_VENV", "VllmHere", "assemble_vllm_backend",
+           "server_for_vllm", "shared_folder", "vllm_here", "vllm_python_path"]
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the clone: scripts/, .venv-vllm/
 VLLM_VENV = CHECKOUT / ".venv-vllm"  # scripts/vllm_env.sh's default
@@ -143,7 +143,7 @@ def vllm_here(shared: str | os.PathLike[str] | None = None, *, assemble: bool = 
         return VllmHere(python, None, f"Triton's vLLM backend could not be put together: {err}")
 
 
-def server_for_vllm(repository: str | os.PathLike[str], **options) -> "TritonServer":
+def server_for_vllm(repository: str | os.PathLike[str], **options) -> TritonServer:
     """A (not started) server on ``repository`` for vLLM models, served as notebook 09 serves them
     (`vllm_here`); where that finds no part, the server's own vLLM backend (Triton's vLLM
     container, its Python); else ServerError saying which part is missing and how to get it."""

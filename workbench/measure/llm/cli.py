@@ -170,8 +170,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import run_llm_sweep
     from workbench.measure.store.cost import CostError, price_for_run
-    from workbench.measure.sweep.swept import machine
-    from workbench.measure.sweep.swept import check_out_dir
+    from workbench.measure.sweep.swept import check_out_dir, machine
     from workbench.server import RunningServer, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT
     from workbench.system import cores_for_instance
