@@ -53,6 +53,7 @@ class Lab:
                  command: list[str]) -> None:
         self.url, self.token, self.process, self.log, self.work = url, token, process, log, work
         self.command = command
+        self.runs = REPO / "notebooks" / "runs"  # where the tutorials write (git-ignored; the fixture cleans up)
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -167,7 +168,7 @@ def lab(tmp_path_factory, chromium, lab_root) -> Lab:
                "--ServerApp.port_retries=0", f"--FileCheckpoints.root_dir={work / 'checkpoints'}"]
     if os.getuid() == 0:
         command.append("--allow-root")
-    runs = REPO / "notebooks" / "runs"
+    runs = REPO / "notebooks" / "runs"  # Lab.runs
     runs_before = set(runs.glob("*/*"))
     log = work / "lab.log"
     with open(log, "wb") as log_file:

@@ -218,8 +218,8 @@ def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, labe
         "runs": {name: str(Path(run.path).resolve()) for name, run in runs.items() if run.path is not None},
         "model_dirs": {name: r.get("model_dir") for name, r in zip(runs, records)},
         "backends": backends,
-        "served_by": {backend_variant(by, variant, name): by
-                      for name, r in zip(runs, records) for variant, by in (r.get("served_by") or {}).items()},
+        "served_by": ({variant: by for variant, by in zip(frame["variant"], frame["served_by"]) if isinstance(by, str)}
+                      if "served_by" in frame.columns else {}),
         "run_labels": {name: run.label for name, run in runs.items()},
         "status": status,
         "started": min((r.get("started") or "" for r in records), default="") or None,
