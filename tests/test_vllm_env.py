@@ -121,3 +121,22 @@ def test_the_apps_server_for_a_vllm_model_is_the_one_notebook_09_starts(vllm_pyt
     assert server.vllm.backend.backend_dir == vllm_backend_dir.resolve()
     assert server.vllm.refusals() == []
     assert serving_here().startswith(f"served here by Triton's vLLM backend at {vllm_backend_dir}")
+
+
+def test_the_server_tab_names_the_missing_part_for_a_vllm_model_and_starts_nothing(checkout):
+    """The app's words, beside its start button: which part is missing and the command that makes it."""
+    import html
+
+    from workbench.ui import Workbench
+
+    app = Workbench(checkout / "model_repository")
+    app["settings"].controls["name"].value = "tiny_llm"
+    model_dir = checkout / "model_repository" / "tiny_llm"
+    model_dir.mkdir(parents=True)
+    (model_dir / "config.pbtxt").write_text('name: "tiny_llm"\nbackend: "vllm"\n')
+    panel = app["server"]
+    panel.start()
+    shown = html.unescape(panel.controls["error"].value)
+    assert "cannot start a server for the vLLM model tiny_llm: the vLLM environment is not set up" in shown
+    assert "`bash dev.sh lab` sets it up in the background" in shown
+    assert panel.server is None or not panel.server.running
