@@ -115,10 +115,14 @@ LAB_ISOLATION = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR"
 def user_environment() -> dict[str, str]:
     """The environment of a user's shell running `bash dev.sh lab`: this one without the
     workbench's variables (ENV_PREFIX: `bash dev.sh test` exports the vLLM environment's Python,
-    which dev.sh lab does not) and pytest's own."""
+    which dev.sh lab does not), pytest's own, and those tests/conftest.py set for the test session
+    (the shared folder's perf_analyzer wrapper: a user's app picks its own engine)."""
+    from shared_folder import SET_FOR_THE_TESTS  # tests/shared_folder.py
+
     from workbench.system import ENV_PREFIX
 
-    return {k: v for k, v in os.environ.items() if not k.startswith((ENV_PREFIX, "PYTEST_"))}
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith((ENV_PREFIX, "PYTEST_")) and k not in SET_FOR_THE_TESTS}
 
 
 def given_beyond_a_user(pid: int) -> dict[str, str]:
