@@ -22,7 +22,7 @@ from _common import CORES, add_size_option, build_mlp, header, in_process, ratio
 from workbench.generate import GenerateSettings, render, write
 from workbench.measure import MeasureSettings, measure
 from workbench.server import TritonServer
-from workbench.tutorial.backends import built_libtorch_backend
+from workbench.tutorial.backend_comparison import built_libtorch_backend
 
 TARGET = 0.95
 

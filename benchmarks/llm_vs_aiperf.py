@@ -49,12 +49,12 @@ from _aiperf import AiperfPoint, aiperf_command, find_aiperf, read_export, run_a
 from _common import header
 
 from workbench import zoo
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import (VLLM_TOKEN_METRIC, Lengths, ModelTokenizer, Slo, StreamResult,
                                                 build_prompts, measure_stream)
 from workbench.measure.engine.streaming.server_counts import counts_between, take_snapshot
 from workbench.server import TritonServer
-from workbench.server.vllm import ENV_PYTHON
+from workbench.server.vllm_backend import ENV_PYTHON
 
 MODEL = "tiny_llm"
 ROOT = Path(__file__).resolve().parents[1]

@@ -202,7 +202,7 @@ def _senders_floor(url: str, x, repeats: int, requests: int = 2000) -> None:
     uses beside grpcio's channel (the previous sender), p50 and this process's CPU per request."""
     import tritonclient.grpc as grpcclient
 
-    from workbench.measure.engine.loadgen.plan import interface_from
+    from workbench.measure.engine.loadgen.load_plan import interface_from
     from workbench.measure.engine.loadgen.senders import GrpcH2Sender, GrpcSender
     from workbench.measure.engine.loadgen.wire import grpc_request
 

@@ -22,7 +22,7 @@ from _common import CORES, add_size_option, build_mlp, header
 
 from workbench.generate import GenerateSettings, render, write
 from workbench.server import TritonServer
-from workbench.tutorial.backends import built_libtorch_backend
+from workbench.tutorial.backend_comparison import built_libtorch_backend
 
 TARGET_S = 1.0
 LAYOUTS = {"mlp_ts": "TorchScript", "mlp_pt2": "PyTorch 2 (runtime model.py)"}

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from workbench.measure.engine.settings import MeasureSettings  # noqa: E402
+from workbench.measure.engine.measure_settings import MeasureSettings  # noqa: E402
 from workbench.measure.grid.plan import SweepPlan  # noqa: E402
 from workbench.measure.sweep import run_sweep  # noqa: E402
 from workbench.measure.sweep.search.effort import WindowSummary, summaries  # noqa: E402

@@ -49,7 +49,7 @@ from _common import add_size_option, header, served_mlp
 
 from workbench.measure.store.results import best_point
 from workbench.measure.sweep.search import SEARCHES, answer, make_search
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
 BATCH_SIZES, ALLOCATIONS, CONCURRENCY, CORE_RANGE = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8), "0:1"

@@ -78,7 +78,7 @@ from workbench.generate import pytorch_backend as ptb  # noqa: E402
 from workbench.generate.config import build_config, to_text  # noqa: E402
 from workbench.measure import MeasureSettings, measure  # noqa: E402
 from workbench.server import TritonServer  # noqa: E402
-from workbench.tutorial.backends import build_libtorch_backend  # noqa: E402
+from workbench.tutorial.backend_comparison import build_libtorch_backend  # noqa: E402
 
 THROUGHPUT_TARGET = 0.95  # served / in-process at batch 8
 P50_OVERHEAD_TARGET_MS = 0.3  # served - in-process at batch 1, HTTP

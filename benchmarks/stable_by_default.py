@@ -79,7 +79,7 @@ def app(show_windows: bool) -> None:
     from workbench.measure.sweep import run_sweep
     from workbench.server import TritonServer
     from workbench.ui import SweepPanel
-    from workbench.ui.state import WorkbenchState
+    from workbench.ui.shared_state import WorkbenchState
 
     windows: list[tuple[int, int | None, list]] = []
     measure = point_module.measure

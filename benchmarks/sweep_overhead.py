@@ -16,7 +16,7 @@ from pathlib import Path
 from _common import add_size_option, header, served_mlp
 
 import workbench.measure.sweep.point as point_module
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
 

@@ -7,7 +7,7 @@
 #      mirror or a wheel cache), use them and reach no other index;
 #   2. else if PyTorch's CPU index ($WORKBENCH_TORCH_INDEX, default https://download.pytorch.org/whl/cpu) is
 #      reachable, require torch==V+cpu from it;
-#   3. else stop with a sentence saying what to do (README: "Behind a proxy").
+#   3. else stop with a sentence saying what to do (docs/install.md: "behind a proxy").
 # Elsewhere (macOS, aarch64 Linux) PyPI's torch already is a CPU build: plain torch==V.
 # WORKBENCH_TORCH=V picks the version (a V with its own +label is used as given); WORKBENCH_TORCH_INDEX= (empty)
 # accepts PyPI's default build on purpose.

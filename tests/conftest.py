@@ -157,7 +157,7 @@ def libtorch_backend_dir() -> Path:
     if not _BUILD_SCRIPT.is_file():
         pytest.skip(f"no real PyTorch backend: ${ENV_VAR} is unset and {_BUILD_SCRIPT} is absent "
                     "(the PyTorch-backend tests cover the Python-backend twin only)")
-    from workbench.tutorial.backends import build_libtorch_backend
+    from workbench.tutorial.backend_comparison import build_libtorch_backend
 
     started = time.monotonic()
     try:
@@ -185,7 +185,7 @@ _VLLM_SCRIPT = SHARED / "tools" / "vllm_backend_here.sh"
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
     """The vLLM environment's Python, or a skip that says how to make one."""
-    from workbench.server.vllm import ENV_PYTHON
+    from workbench.server.vllm_backend import ENV_PYTHON
     from workbench.tutorial.llm import vllm_python_path
 
     named = os.environ.get(ENV_PYTHON)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from workbench import zoo
-from workbench.check import check_served, connect, infer
+from workbench.served_outputs import check_served, connect, infer
 from workbench.compiler import compile_model
 from workbench.generate import GenerateSettings, render, write
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 from workbench.server import TritonServer
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from workbench.check_generate import Offline, _token_ids, check_served_generation, engine_args
+from workbench.served_generation import Offline, _token_ids, check_served_generation, engine_args
 from workbench.server.ports import find_free_port
 
 

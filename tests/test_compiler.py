@@ -224,7 +224,7 @@ def served_zoo(tmp_path_factory):
 def test_served_zoo_model_matches_eager(served_zoo, name):
     from concurrent.futures import ThreadPoolExecutor
 
-    from workbench.check import connect, infer
+    from workbench.served_outputs import connect, infer
     from workbench.generate.config import read_config, spec_from_config
 
     server, models = served_zoo
@@ -254,7 +254,7 @@ def test_served_zoo_model_matches_eager(served_zoo, name):
 @pytest.mark.server
 def test_packaged_causal_lm_is_served_by_the_sampling_model(served_zoo):
     pytest.importorskip("transformers")
-    from workbench.check import connect, infer
+    from workbench.served_outputs import connect, infer
     from workbench.compiler.tnx import LM_SPEC
 
     server, models = served_zoo

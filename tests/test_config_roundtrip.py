@@ -23,6 +23,7 @@ import pytest
 from google.protobuf import json_format
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateSettings
 from workbench.generate.config import ModelConfig, read_config
 from workbench.generate.repository import RepositoryError
@@ -30,7 +31,7 @@ from workbench.generate.repository import RepositoryError
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

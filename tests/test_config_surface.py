@@ -13,6 +13,7 @@ import argparse
 import pytest
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import options
 from workbench.generate.config import parameters_of, read_config
 from workbench.generate import GenerateSettings, QueuePolicy, RateLimiter, RateLimiterResource, VersionPolicy, Warmup
@@ -30,7 +31,7 @@ def settings(tmp_path, **overrides) -> GenerateSettings:
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

@@ -1,7 +1,7 @@
 """The docker run for Neuron hosts beyond what tests/test_server.py covers: Trn2's logical cores,
 the runtime environment, and the recipe's image per target and framework.
 
-Facts checked (sources in workbench/deploy/facts.py): Trn2 presents 4 logical cores per device at
+Facts checked (sources in workbench/releases.py): Trn2 presents 4 logical cores per device at
 LNC=2 (the default) and 8 at LNC=1, the runtime reads NEURON_LOGICAL_NC_CONFIG (SDK-lnc); the
 container guide passes --device per device and NEURON_RT_VISIBLE_CORES with global ids (SDK-ctr).
 """
@@ -82,7 +82,7 @@ def test_for_a_generated_model_it_takes_the_framework_too(tmp_path):
 def _vllm_deployment(root, name, target, model: dict, **deploy):
     """Generate a vLLM model directory with ``model``'s settings, then check it for ``deploy``'s host."""
     from workbench.generate import load_settings
-    from workbench.deploy.vllm import vllm_deployment
+    from workbench.deploy.vllm_instances import vllm_deployment
     from vllm_model_dirs import vllm_model_dir
 
     model = dict(model)
@@ -108,7 +108,7 @@ def test_a_trn2_vllm_model_runs_one_container_per_instance_on_its_cores(tmp_path
 
     from tritonclient.grpc import model_config_pb2
 
-    from workbench.deploy.vllm import docker_runs, one_instance_config
+    from workbench.deploy.vllm_instances import docker_runs, one_instance_config
     from workbench.generate.config import from_text
 
     dep = _vllm_deployment(tmp_path, "llm", "trn2", {"tp": 2, "core_range": "0:7", "lnc": lnc},
@@ -141,7 +141,7 @@ def test_a_trn2_vllm_model_runs_one_container_per_instance_on_its_cores(tmp_path
 
 
 def test_an_inf2_vllm_model_takes_the_nxdi_stack_and_needs_no_config_override(tmp_path):
-    from workbench.deploy.vllm import docker_runs, one_instance_config
+    from workbench.deploy.vllm_instances import docker_runs, one_instance_config
 
     dep = _vllm_deployment(tmp_path, "llm", "inf2", {"tp": 2, "core_range": "2:3"}, instance_type="inf2.24xlarge")
     assert dep.stack.key == "vllm-nxdi" and dep.lnc is None and one_instance_config(dep) is None
@@ -163,7 +163,7 @@ def test_an_inf2_vllm_model_takes_the_nxdi_stack_and_needs_no_config_override(tm
     ("inf2", {"tp": 2, "relative": True}, {}, "by a relative path, which a container cannot mount"),
 ])
 def test_a_vllm_model_no_stack_can_serve_as_asked_is_refused(tmp_path, target, model, deploy, message):
-    from workbench.deploy.vllm import VllmDeployError
+    from workbench.deploy.vllm_instances import VllmDeployError
 
     with pytest.raises(ValueError, match=re.escape(message)) as caught:
         _vllm_deployment(tmp_path, "llm", target, model, **deploy)
@@ -174,7 +174,7 @@ def test_a_rendered_vllm_model_gets_its_runs_and_the_single_run_helper_refuses_i
     """Before anything is written (a notebook's preview): the rendered model's own config and core
     map give the runs; docker_run_for_model, which makes ONE container, says to use them instead."""
     from vllm_model_dirs import hf_folder
-    from workbench.deploy.vllm import deployment_for_model, docker_runs, one_instance_config
+    from workbench.deploy.vllm_instances import deployment_for_model, docker_runs, one_instance_config
     from workbench.generate import GenerateSettings, render
     from workbench.generate.vllm_backend import VllmSettings
 
@@ -202,7 +202,7 @@ def test_the_instances_runs_split_the_range_into_disjoint_visible_cores(tmp_path
     exactly those holding its cores at that LNC."""
     from vllm_model_dirs import hf_folder
     from workbench.deploy.devices import cores_per_device_at
-    from workbench.deploy.vllm import deployment_for_model, docker_runs
+    from workbench.deploy.vllm_instances import deployment_for_model, docker_runs
     from workbench.generate import GenerateSettings, render
     from workbench.generate.vllm_backend import VllmSettings
 

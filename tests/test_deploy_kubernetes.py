@@ -253,7 +253,7 @@ def test_a_trn2_vllm_model_deploys_one_pod_per_instance_written_by_workbench_dep
 def test_an_inf2_vllm_model_on_s3_asks_for_whole_devices(tmp_path):
     from vllm_model_dirs import vllm_model_dir
     from workbench.deploy.kubernetes_vllm import vllm_manifests
-    from workbench.deploy.vllm import vllm_deployment
+    from workbench.deploy.vllm_instances import vllm_deployment
     from workbench.generate import load_settings
 
     model_dir = vllm_model_dir(tmp_path, "llm", "inf2", tp=2)

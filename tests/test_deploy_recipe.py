@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from workbench.deploy.facts import SOURCES, STACKS, TRITON_IMAGE, Fact, stub_python_of
+from workbench.releases import SOURCES, STACKS, TRITON_IMAGE, Fact, stub_python_of
 from workbench.deploy.recipe import RECIPE_FILES, RecipeError, host_folder, recipe_for, write_recipe
 from workbench.generate.repository import RepositoryError
 
@@ -48,10 +48,10 @@ def test_each_stack_fits_its_stub_python_and_its_targets():
 
 
 def test_the_pins_are_2_34_and_each_names_its_source():
-    """facts.py is checked against Neuron 2.34.0; trn2/trn3 install TorchNeuron, inf2/trn1 the XLA
+    """releases.py is checked against Neuron 2.34.0; trn2/trn3 install TorchNeuron, inf2/trn1 the XLA
     line's explicit pin in its tested pairing (2.31.1's container and the archive update page), the
     out-of-support stacks say so, and the tnx stack pins transformers."""
-    from workbench.deploy.facts import LATEST_RELEASE, pins_for
+    from workbench.releases import LATEST_RELEASE, pins_for
 
     assert LATEST_RELEASE.value == "2.34.0" and "2.34.0" in SOURCES[LATEST_RELEASE.source].title
     torchneuron, xla = recipe_for("trn3").stack, recipe_for("inf2").stack

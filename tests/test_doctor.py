@@ -191,7 +191,7 @@ def test_the_sweeps_core_check_reads_neuron_ls_without_neuroncore_ids():
     than 2.25 (no neuroncore_ids) the ids come from the running sum of nc_count, so the holder of
     cores 0-1 is still named and cores 2-3 are free."""
     from workbench.coremap import CoreRange
-    from workbench.measure.watch.core_check import neuron_holders
+    from workbench.measure.watch.free_cores import neuron_holders
 
     old = [{k: v for k, v in d.items() if k != "neuroncore_ids"} for d in FAKE_DEVICES]
     for devices in (old, FAKE_DEVICES):

@@ -22,7 +22,7 @@ from workbench import generate as gen
 from workbench.coremap import CoreRange
 from workbench.generate.config import from_text, parameters_of, read_config, to_json, validate_config
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate, write
-from workbench.generate import cli as generate_cli
+from workbench.cli import generate as generate_cli
 from workbench.generate.python_backend import model_py_text
 from workbench.spec import ModelSpec
 
@@ -35,7 +35,7 @@ COMPILED = "/opt/models/add_sub.pt"  # absolute and absent: goldens use --for-ot
 def run_generate(argv: list[str]) -> int:
     """The `generate` subcommand in-process (its own parser, so other subcommands do not matter)."""
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

@@ -15,7 +15,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
 
-from workbench import generate as gen  # noqa: E402
+from workbench.cli import generate as generate_cli  # noqa: E402
 from workbench.generate import GenerateError, GenerateSettings, render, write  # noqa: E402
 
 pytestmark = pytest.mark.server
@@ -101,7 +101,7 @@ def test_api_settings_give_a_named_error_or_a_model_triton_loads(world, values, 
 
 def _run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     try:
         args = parser.parse_args(["generate", *argv])
     except SystemExit as stop:

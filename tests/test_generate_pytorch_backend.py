@@ -14,7 +14,7 @@ import pytest
 import torch
 import tritonclient.http as httpclient
 
-from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateError, GenerateSettings, render, validate
 from workbench.generate.config import parameters_of, read_config
 from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYTHON
@@ -38,7 +38,7 @@ class Net(nn.Module):
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

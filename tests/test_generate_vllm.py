@@ -23,17 +23,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateSettings, read_back, render, validate
 from workbench.generate.config import parameters_of, read_config
 from workbench.generate.repository import RepositoryError
 from workbench.generate.vllm_backend import VLLM, VllmSettings
-from workbench.generate.vllm_backend.settings import (NEURON_KEY_SOURCES, NXDI_NEURON_CONFIG_DOC, NXDI_VLLM_DOC,
+from workbench.generate.vllm_backend.engine_settings import (NEURON_KEY_SOURCES, NXDI_NEURON_CONFIG_DOC, NXDI_VLLM_DOC,
                                                       VLLM_NEURON_CONFIG_DOC, NxdiBuckets, VllmNeuronBuckets)
 
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 
@@ -151,7 +152,7 @@ def test_a_range_that_does_not_divide_gives_each_instance_exactly_its_tensor_par
     for k, cores in enumerate(("0-3", "4-7")):
         assert f"instance {k}: NEURON_RT_VISIBLE_CORES={cores} NEURON_LOGICAL_NC_CONFIG=2" in text
     assert "cores 8-9 of 0:9 stay idle" in text and generated.config.instance_group[0].count == 2
-    from workbench.deploy.vllm import deployment_for_model
+    from workbench.deploy.vllm_instances import deployment_for_model
 
     deployment = deployment_for_model(generated, instance_type="trn2.48xlarge")
     assert [deployment.core_map.visible_cores(k) for k in range(deployment.core_map.instances)] == ["0-3", "4-7"]

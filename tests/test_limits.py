@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from tritonclient.grpc import model_config_pb2
 
-from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateError, GenerateSettings, load_settings, render, validate
 from workbench.generate.config import from_text, validate_config
 from workbench.limits import field_range, model_dir_problems, tensor_name_problem, triton_version
@@ -27,7 +27,7 @@ BASE = dict(compiled_model="/opt/models/add_sub.pt", for_other_machine=True, tar
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

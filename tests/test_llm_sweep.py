@@ -20,7 +20,7 @@ from workbench.measure.llm.result import llm_frame
 from workbench.measure.llm.rows import LlmRow
 from workbench.measure.store.cost import CostError
 from workbench.measure.store.folder import POINTS_FILE, append_point, write_record
-from workbench.measure.store.plot_check import text_overlaps
+from workbench.measure.store.plot_overlaps import text_overlaps
 from workbench.measure.store.results import ResultsError, frame_from_rows, SweepResult, compare_runs, list_runs, load_run
 
 

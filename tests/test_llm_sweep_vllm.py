@@ -20,12 +20,12 @@ import time
 
 import pytest
 
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.llm import LlmPlan, load_llm_run, run_llm_sweep
 from workbench.measure.llm.plan import numa_nodes
-from workbench.measure.store.plot_check import text_overlaps
+from workbench.measure.store.plot_overlaps import text_overlaps
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -154,7 +154,7 @@ def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(
     import json
 
     from workbench.cli import main
-    from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON
+    from workbench.server.vllm_backend import ENV_BACKEND, ENV_PYTHON
 
     _, model_dir, _, _ = swept
     monkeypatch.setenv(ENV_BACKEND, str(vllm_backend_dir))

@@ -17,7 +17,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.perf_analyzer import (
     PerfAnalyzerError,
     PerfAnalyzerNotFound,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.measure.store import plots
-from workbench.measure.store.plot_check import text_overlaps
+from workbench.measure.store.plot_overlaps import text_overlaps
 from workbench.measure.store.results import SweepResult, compare_runs, frame_from_rows
 
 from test_plots import rows

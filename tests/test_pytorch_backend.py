@@ -685,7 +685,7 @@ def test_gathered_requests_get_their_own_outputs(served):
 def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
     """The sweep engine runs a grid from sweep_grid on the twin: two INTRA_OP_THREAD_COUNT
     variants, each loaded as a config override, outputs checked at every point against eager."""
-    from workbench.measure.engine.settings import MeasureSettings
+    from workbench.measure.engine.measure_settings import MeasureSettings
     from workbench.measure.sweep import SweepPlan, run_sweep
 
     server, plan = served["server"], served["plans"]["add_sub_ts"]

@@ -17,6 +17,7 @@ import torch
 from test_generate_pytorch_backend import MODULE_SOURCE
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate import GenerateSettings, load_settings, read_back, render, validate
 from workbench.generate.config import read_config
 from workbench.generate.pytorch_backend.layouts import FALSE_SPELLINGS, PYTORCH2_PARAMETERS, TORCHSCRIPT_PARAMETERS, TRUE_SPELLINGS
@@ -209,7 +210,7 @@ def test_a_pytorch2_runtime_with_only_a_torchscript_archive_reads_back_and_regen
 
 def _generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

@@ -22,14 +22,14 @@ from pathlib import Path
 import pytest
 
 from workbench import generate, zoo
-from workbench.check import check_served, eager_reference
+from workbench.served_outputs import check_served, eager_reference
 from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.generate.config import read_config, spec_from_config, to_json
 from workbench.generate.push import PushError, push_repository
 from workbench.measure.sweep.fanout import deal_variants, run_fanout
 from workbench.measure.store.results import load_run
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ClientOptions, RunningServer, TritonServer
 from workbench.server.remote import ParsedUrl, parse_server_url

@@ -13,8 +13,8 @@ import pandas as pd
 from html.parser import HTMLParser
 
 from workbench.measure.store.results import SweepResult, frame_from_rows
-from workbench.report.table import readable_table, significant
-from workbench.ui.render import table_html
+from workbench.measure.store.table import readable_table, significant
+from workbench.ui.widget_values import table_html
 
 from test_results import point
 

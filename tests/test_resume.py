@@ -21,7 +21,7 @@ from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.sweep.resume import (compact_points, fingerprint, fingerprint_changes, resumed_rows,
                                             unique_rows)
 from workbench.measure.store.results import POINTS_FILE, load_run, read_points
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 

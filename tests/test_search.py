@@ -19,7 +19,7 @@ import pytest
 from workbench.cli import main
 from workbench.coremap import CoreRange
 from workbench.generate.config import read_config
-from workbench.measure.watch.core_check import check_core_ownership, neuron_holders
+from workbench.measure.watch.free_cores import check_core_ownership, neuron_holders
 from workbench.measure.grid.plan import SweepError, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, frame_from_rows
 from workbench.measure.grid.rows import PointRow
@@ -34,7 +34,7 @@ from workbench.measure.sweep.search import (
     answer,
     make_search,
 )
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.search.bounds import Bound, VariantFacts
 from workbench.measure.watch.variant_times import times_frame

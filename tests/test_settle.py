@@ -18,7 +18,7 @@ from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search import ConcurrencyBisection, SearchLog, SearchSpace
 from workbench.measure.sweep.search import confirm
 from workbench.measure.sweep.search.confirm import confirm_answer, why_confirm
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.watch.settle import group_cpu, model_processes, replaced, wait_quiet
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer

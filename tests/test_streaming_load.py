@@ -32,7 +32,7 @@ from workbench.measure.engine.streaming import (
     measure_stream,
 )
 from workbench.measure.engine.streaming.load import build_stream_plan
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.tasks import Cancelled
 
 from served_models import serve_python_model  # tests/served_models.py

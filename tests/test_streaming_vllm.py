@@ -23,7 +23,7 @@ from workbench.measure.engine.streaming import (
     build_prompts,
     measure_stream,
 )
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 

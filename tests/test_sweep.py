@@ -17,13 +17,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench.check import eager_reference
+from workbench.served_outputs import eager_reference
 from workbench.coremap import Allocation
 from workbench.cli import main
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.store.plots import plot_run
 from workbench.measure.store.results import CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, load_run
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.sweep import (
     Batching,
     SweepError,
@@ -430,7 +430,7 @@ def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
 
 
 def test_the_live_server_view_reads_queue_compute_pending_and_batch_from_a_real_server(server, model_dir):
-    from workbench.check import connect, infer
+    from workbench.served_outputs import connect, infer
     from workbench.generate.config import spec_from_config
     from workbench.measure.watch.live import ServerWatch
 

@@ -18,7 +18,7 @@ import pytest
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.sweep.resume import set_aside
 from workbench.measure.store.results import POINTS_FILE, ResultsError, read_points, write_exports
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 

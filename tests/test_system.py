@@ -88,9 +88,9 @@ def test_cores_table_matches_the_reference_notes():
     ("tensorflow", "pip install tensorflow-cpu (or pip install 'triton-neuron-workbench[tensorflow]')"),
 ])
 def test_install_hints_are_pinned_and_say_where_they_come_from(target, expected):
-    """Every Neuron hint is pinned to the stack facts.py cites (an unpinned torch-neuronx now installs
+    """Every Neuron hint is pinned to the stack releases.py cites (an unpinned torch-neuronx now installs
     TorchNeuron, which has no trace); out-of-support stacks say so with their last working stack."""
-    from workbench.deploy.facts import pins_for
+    from workbench.releases import pins_for
 
     assert install_hint(target).startswith(expected)
     if target in system.TARGET_PACKAGES and target not in ("tensorflow", "transformers"):
@@ -220,11 +220,12 @@ def test_the_one_target_list():
 def test_deploy_and_the_ui_read_the_system_facts():
     """One place per fact: deploy's families, LNC defaults, core counts and recipe targets, and the UI's
     target dropdowns, come from workbench.system."""
-    from workbench.deploy import devices, facts
+    from workbench import releases
+    from workbench.deploy import devices
     from workbench.ui import ModelPanel, SettingsPanel
 
     assert devices.family_of is system.instance_family and devices.DEFAULT_LNC is system.DEFAULT_LNC
-    assert {(t, s.framework) for s in facts.STACKS for t in s.targets} == \
+    assert {(t, s.framework) for s in releases.STACKS for t in s.targets} == \
         {(t, f) for f, targets in system.FRAMEWORK_TARGETS.items() for t in targets if t != "cpu"}
     for instance in system.DEVICES_BY_INSTANCE:
         assert devices.instance_cores_at(instance) == system.cores_for_instance(instance), instance

@@ -23,7 +23,7 @@ from workbench.compiler import compile_model
 from workbench.system import SystemInfo
 from workbench.generate import GenerateSettings, render
 from workbench.measure.store.results import append_point, compare_runs, load_run, write_record
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 
 def machine(packages: dict[str, str | None], device: bool, cores: int | None = None) -> SystemInfo:
@@ -42,9 +42,9 @@ def test_without_the_sdk_the_cpu_stands_in_and_says_so():
     assert choice.missing == ("torch-neuronx", "neuronx-cc")
     assert "No Neuron SDK here for inf2 (missing torch-neuronx, neuronx-cc)" in choice.message
     assert "Every number below is a CPU number, not a Neuron number." in choice.message
-    assert "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035" in choice.message  # pinned: facts.py
+    assert "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035" in choice.message  # pinned: releases.py
     assert choice.tolerances == {"rtol": 1e-4, "atol": 1e-5}
-    settings = choice.measure_settings(window_s=0.3)
+    settings = MeasureSettings.for_target(choice, window_s=0.3)
     assert (settings.rtol, settings.atol, settings.window_s) == (1e-4, 1e-5, 0.3)
     assert choice.all_cores(cpus=4) == CoreRange(0, 3)
 
@@ -61,7 +61,7 @@ def test_sdk_and_device_serve_on_neuroncores():
     assert choice.message == "Neuron SDK and device found: compiling pytorch for trn1 and serving on NeuronCores."
     assert choice.core_range(CoreRange(0, 3), 2) == CoreRange(0, 3)
     assert choice.tolerances == {"rtol": 1e-2, "atol": 1e-2}
-    assert (choice.measure_settings().rtol, choice.measure_settings(atol=0.5).atol) == (1e-2, 0.5)
+    assert (MeasureSettings.for_target(choice).rtol, MeasureSettings.for_target(choice, atol=0.5).atol) == (1e-2, 0.5)
     with pytest.raises(ValueError, match="NeuronCore count is unknown"):
         choice.all_cores()
     assert tutorial.choose_target("inf2", system=machine(NEURONX, device=True, cores=12)).all_cores() == CoreRange(0, 11)

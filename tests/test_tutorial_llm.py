@@ -16,10 +16,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from workbench.check_generate import GenerationCheck, GenerationRow
+from workbench.served_generation import GenerationCheck, GenerationRow
 from workbench.generate import read_back, render, write
-from workbench.generate.vllm_backend.settings import NEURON_KEY_SOURCES
-from workbench.server.vllm import ENV_PYTHON
+from workbench.generate.vllm_backend.engine_settings import NEURON_KEY_SOURCES
+from workbench.server.vllm_backend import ENV_PYTHON
 from workbench.tutorial import llm as tutorial_llm
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "09-llm-vllm.ipynb"

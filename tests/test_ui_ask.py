@@ -17,7 +17,7 @@ import pytest
 
 from workbench.server.remote import RunningServer
 from workbench.ui.ask import AskArea
-from workbench.ui.state import WorkbenchState
+from workbench.ui.shared_state import WorkbenchState
 
 from served_models import serve_python_model  # tests/served_models.py
 

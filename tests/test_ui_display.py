@@ -65,7 +65,7 @@ def test_the_server_tab_says_who_serves_pytorch_backend_models_and_why(tmp_path,
     assert "real PyTorch backend at" in real and str(tmp_path / "backends") in real
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "no-cache"))
     monkeypatch.delenv(ENV_VAR, raising=False)
-    from workbench.tutorial.backends import built_libtorch_backend
+    from workbench.tutorial.backend_comparison import built_libtorch_backend
 
     assert built_libtorch_backend() is None  # what the tab and notebook 08 both ask
 
@@ -101,7 +101,7 @@ def test_a_failure_is_said_once(tmp_path):
 
 def test_a_wide_core_map_wraps_instead_of_scrolling_the_panel_sideways():
     from workbench.coremap import split_cores
-    from workbench.ui.render import core_map_html
+    from workbench.ui.widget_values import core_map_html
 
     shown = core_map_html(split_cores(0, 99, instances=2))
     assert "flex-wrap:wrap" in shown and "<tr>" not in shown  # one 100-cell table row was 100 cells wide

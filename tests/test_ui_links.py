@@ -17,7 +17,7 @@ import pytest
 
 from workbench.coremap import Allocation, CoreRange, parse_allocations
 from workbench.measure.grid.plan import SweepPlan, parse_counts
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.ui.links import Linked, blank_if_none, comma_joined
 
 UI = Path(__file__).resolve().parents[1] / "workbench" / "ui"
@@ -101,7 +101,7 @@ def _raise(err: Exception):
 
 
 def test_the_generators_flags_are_put_in_a_forms_labels_and_fields():
-    from workbench.generate.wording import FieldProblem, in_labels
+    from workbench.generate.problem_words import FieldProblem, in_labels
 
     labels = {"max_batch_size": "max batch size", "preferred_batch_size": "preferred batch sizes",
               "instance_group_kind": "instance kind"}

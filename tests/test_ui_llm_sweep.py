@@ -17,7 +17,7 @@ from workbench.measure.llm.effort import LLM_SEARCHES
 from workbench.measure.sweep.search.effort import EffortRule
 from workbench.ui.app import Workbench
 from workbench.ui.llm_sweep_panel import STRATEGIES, LlmSweepPanel
-from workbench.ui.state import WorkbenchState
+from workbench.ui.shared_state import WorkbenchState
 
 
 def test_the_sweep_tab_follows_the_backend_of_the_settings(tmp_path):

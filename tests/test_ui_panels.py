@@ -66,9 +66,9 @@ def test_settings_are_filled_from_the_compiled_model(panels, add_sub_artifact):
 
 
 def test_core_map_follows_the_values_and_flags_idle_cores(panels, monkeypatch):
-    from workbench.generate import checks
+    from workbench.generate import settings_checks
 
-    monkeypatch.setattr(checks, "cpu_cores", lambda: 8)  # an 8-CPU machine: 0:7 splits with idle cores
+    monkeypatch.setattr(settings_checks, "cpu_cores", lambda: 8)  # an 8-CPU machine: 0:7 splits with idle cores
     state, settings, preview = panels
     c = settings.controls
     c["core_range"].value = "0:7"
@@ -218,9 +218,9 @@ def test_preview_shows_model_py_highlighted(panels):
 
 
 def test_preview_docker_tab_passes_the_devices_holding_the_core_range(panels, monkeypatch):
-    from workbench.generate import checks
+    from workbench.generate import settings_checks
 
-    monkeypatch.setattr(checks, "cpu_cores", lambda: 4)  # a 4-CPU machine: cores 2-3 exist on the cpu target
+    monkeypatch.setattr(settings_checks, "cpu_cores", lambda: 4)  # a 4-CPU machine: cores 2-3 exist on the cpu target
     state, settings, preview = panels
     c = preview.controls
     settings.controls["core_range"].value = "2:3"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
 from workbench.generate.repository import RepositoryError
 from workbench.generate.python_backend.upstream import UpstreamModelPy, recognise
@@ -155,7 +156,7 @@ def run_workbench(args: list[str], model_dir: Path, capsys) -> tuple[int, str]:
     """``workbench generate`` in-process with upstream's command line verbatim. --for-other-machine: the
     workbench checks that the compiled model exists, upstream never opens it."""
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     parsed = parser.parse_args(["generate", *args, "--for-other-machine", "--triton_model_dir", str(model_dir)])
     code = parsed.func(parsed)
     return code, capsys.readouterr().err

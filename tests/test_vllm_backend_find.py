@@ -12,7 +12,7 @@ import pytest
 
 from workbench.server.discovery import TritonNotFoundError, find_tritonserver
 from workbench.server.pytorch import PyTorchBackend
-from workbench.server.vllm import (
+from workbench.server.vllm_backend import (
     ENV_BACKEND,
     ENV_PYTHON,
     VllmBackend,

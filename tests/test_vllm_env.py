@@ -23,7 +23,7 @@ import pytest
 
 from workbench.server import vllm_env
 from workbench.server.errors import ServerError
-from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON, serving_here
+from workbench.server.vllm_backend import ENV_BACKEND, ENV_PYTHON, serving_here
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from workbench import generate, zoo
-from workbench.check_generate import (
+from workbench.served_generation import (
     PROTOCOLS,
     ask_served,
     check_served_generation,
@@ -33,7 +33,7 @@ from workbench.generate import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
 from workbench.server import TritonServer
 from workbench.server.errors import ModelRefusedError
-from workbench.server.vllm import SERVED_AS_VLLM
+from workbench.server.vllm_backend import SERVED_AS_VLLM
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1500)]
 

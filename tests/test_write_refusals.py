@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from workbench import generate as gen
+from workbench.cli import generate as generate_cli
 from workbench.generate.config import parameters_of, read_config
 
 
 def run_generate(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="workbench", allow_abbrev=False)
-    gen.register(parser.add_subparsers(dest="command"))
+    generate_cli.register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["generate", *argv])
     return args.func(args)
 

@@ -7,15 +7,14 @@ one cell at a time. It needs no Neuron hardware, so it is what a new user runs f
 
 from __future__ import annotations
 
-import argparse
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from workbench import zoo
-from workbench.check import CheckResult, check_served
+from workbench.served_outputs import CheckResult, check_served
 from workbench.compiler import Artifact, compile_model
 from workbench.coremap import CoreRange
 from workbench.generate import GeneratedModel, GenerateSettings, render, write
@@ -129,29 +128,3 @@ def quickstart(
             # the server's own run folder goes away with it; keep its log with the rest of the quickstart
             (workdir / "tritonserver.log").write_text("\n".join(server.log_tail(2000)) + "\n")
     return outcome
-
-
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "quickstart",
-        help="trace an example model, generate, serve and check it on the CPU",
-        description="Trace a zoo model on the CPU, generate its Triton model directory, start a local "
-                    "tritonserver, check served outputs against eager outputs, and say where everything went.",
-        allow_abbrev=False,
-    )
-    parser.add_argument("--workdir", default="workbench-quickstart", help="where artifacts and the repository go")
-    parser.add_argument("--model", default="add_sub", choices=zoo.names(), help="example model (default add_sub)")
-    parser.add_argument("--max-batch-size", type=int, default=8)
-    parser.add_argument("--force", action="store_true", help="replace an existing model directory (kept as a backup)")
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args: argparse.Namespace) -> int:
-    def show(done: int, total: int, message: str) -> None:
-        print(f"[{done}/{total}] {message}", flush=True)
-
-    result = quickstart(args.workdir, args.model, max_batch_size=args.max_batch_size,
-                        overwrite=args.force, progress=show)
-    print(result.summary())
-    return 0 if result.check.ok else 1

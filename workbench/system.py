@@ -169,14 +169,14 @@ class WrongSDKError(MissingSDKError):
 
 
 def install_hint(target: str) -> str:
-    """The pip command that brings a target's SDK, pinned to the release `workbench.deploy.facts`
+    """The pip command that brings a target's SDK, pinned to the release `workbench.releases`
     names for it (its source there), with where it comes from."""
     packages = TARGET_PACKAGES.get(target)
     if packages is None:
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TARGET_PACKAGES)}")
     if target in _PUBLIC_EXTRAS:
         return f"pip install {' '.join(packages)} (or pip install 'triton-neuron-workbench[{_PUBLIC_EXTRAS[target]}]')"
-    from workbench.deploy.facts import pins_for  # facts reads this module's tables: imported late
+    from workbench.releases import pins_for  # releases reads this module's tables: imported late
 
     pins = pins_for(target)
     extra = ""

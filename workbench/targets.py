@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
 from workbench.coremap import CoreRange
 from workbench.system import (NEURON_TARGETS, MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint,
                              require_sdk, target_problem, usable_cpu_ids)
 
-if TYPE_CHECKING:
-    from workbench.measure.engine.settings import MeasureSettings
 
 __all__ = ["CPU_TOLERANCES", "NEURON_TOLERANCES", "output_tolerances", "TargetChoice", "choose_target"]
 
@@ -93,12 +90,6 @@ class TargetChoice:
     def tolerances(self) -> dict[str, float]:
         """``rtol``/``atol`` for comparing served with eager outputs where this serves (`output_tolerances`)."""
         return output_tolerances(self.serve_target)
-
-    def measure_settings(self, **settings: Any) -> "MeasureSettings":
-        """`MeasureSettings` for a sweep here: this target's ``tolerances`` and the ``settings`` given."""
-        from workbench.measure.engine.settings import MeasureSettings  # measure sits above this module
-
-        return MeasureSettings(**{**self.tolerances, **settings})
 
     def servable(self, artifact):
         """The artifact to serve here: the Neuron one on a device, else its CPU twin."""

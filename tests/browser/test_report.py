@@ -19,9 +19,9 @@ from workbench.cli import main
 from workbench.measure.sweep.backends import compare_backends
 from workbench.measure.grid.plan import SweepPlan
 from workbench.measure.store.results import load_run
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
-from workbench.report.reproduce import reproduce_lines
+from workbench.measure.sweep.reproduce import reproduce_lines
 from workbench.server import TritonServer
 
 from conftest import CHROMIUM_FLAGS, REPO  # tests/browser/conftest.py (rootdir-relative import, as pytest loads it)

@@ -28,8 +28,8 @@ from app_page import button, open_tab, running_servers, workbench_of  # tests/br
 from conftest import given_beyond_a_user  # tests/browser/conftest.py
 
 from workbench import zoo
-from workbench.check_generate import engine_args, offline_greedy
-from workbench.server.vllm import SERVED_AS_VLLM
+from workbench.served_generation import engine_args, offline_greedy
+from workbench.server.vllm_backend import SERVED_AS_VLLM
 from workbench.server.vllm_env import VLLM_VENV
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]

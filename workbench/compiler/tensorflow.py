@@ -311,3 +311,36 @@ def _main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(_main(sys.argv[1:]))
+
+
+def tiny_saved_model(path: str | os.PathLike) -> Path:
+    """A TF2 SavedModel of upstream's add_sub QA model: inputs ``a``, ``b`` [N,4] FP32 -> ``sum``, ``diff``."""
+    import tensorflow as tf
+
+    class AddSub(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="a"),
+                                      tf.TensorSpec([None, 4], tf.float32, name="b")])
+        def serve(self, a, b):
+            return {"sum": a + b, "diff": a - b}
+
+    path = Path(path)
+    if path.exists():
+        raise FileExistsError(f"{path} already exists; choose a new folder for the SavedModel")
+    module = AddSub()
+    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
+    return path
+
+
+def saved_model_reference(path: str | os.PathLike, spec: Any, signature: str = "serving_default"):
+    """The SavedModel run in-process: numpy inputs in the spec's input order -> outputs in its output order."""
+    import tensorflow as tf
+
+    function = tf.saved_model.load(str(path)).signatures[signature]
+    inputs = [t.name for t in spec.by_index("input")]
+    outputs = [t.name for t in spec.by_index("output")]
+
+    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
+        result = function(**{name: tf.constant(a) for name, a in zip(inputs, arrays)})
+        return [result[name].numpy() for name in outputs]
+
+    return run

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
-from workbench.deploy.facts import TRITON_IMAGE
+from workbench.releases import TRITON_IMAGE
 from workbench.deploy.names import image_reference
 from workbench.deploy.recipe import Recipe, recipe_for
 
@@ -186,9 +186,11 @@ def docker_run_for_model(
     """The ``docker run`` for a generated model directory: its repository (or ``repository``,
     where it will be on the Neuron host), its core range, target and framework, loading just that
     model. ``options`` go to ``docker_run_command``. A vLLM-backend model runs one container per
-    instance: `workbench.deploy.vllm.docker_runs` (this refuses it rather than run them as one)."""
-    if generated.settings.backend == "vllm":
-        raise ValueError("a vLLM-backend model runs one container per instance: use workbench.deploy.vllm."
+    instance: `workbench.deploy.vllm_instances.docker_runs` (this refuses it rather than run them as one)."""
+    from workbench.generate.backends import backend_named  # start-up: loaded only when asked
+
+    if backend_named(generated.settings.backend).server_per_instance:
+        raise ValueError("a vLLM-backend model runs one container per instance: use workbench.deploy.vllm_instances."
                          "docker_runs(deployment_for_model(generated)) or `workbench deploy MODEL_DIR`")
     options.setdefault("load_models", (generated.dest.name,))
     options.setdefault("framework", generated.settings.framework)

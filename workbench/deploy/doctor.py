@@ -11,10 +11,8 @@ timing: a doctor run is not a measurement.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import platform
-import sys
 import tempfile
 import threading
 import time
@@ -26,7 +24,7 @@ from workbench.deploy.doctor_vllm import vllm_checks
 from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, WrongSDKError, detect,
                               neuroncore_ids, require_sdk, usable_cpu_ids)
 
-__all__ = ["Check", "DoctorReport", "run_doctor", "register", "FRAMEWORKS"]
+__all__ = ["Check", "DoctorReport", "run_doctor", "FRAMEWORKS"]
 
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
 Progress = Callable[[int, int, str], None]
@@ -179,8 +177,7 @@ def _prepare(framework: str, target: str, core: int, workdir: Path, model_files:
                                  isolate=isolate, cancel=cancel, log=log)
         eager = entry.eager
     else:
-        from workbench.compiler.tensorflow import compile_saved_model
-        from workbench.tutorial import saved_model_reference, tiny_saved_model
+        from workbench.compiler.tensorflow import compile_saved_model, saved_model_reference, tiny_saved_model
 
         source = tiny_saved_model(artifacts / f"{name}.source.savedmodel")
         artifact = compile_saved_model(source, target, out_dir=artifacts, name=name, isolate=isolate,
@@ -259,7 +256,7 @@ def _fresh_folder(parent: Path) -> Path:
 def _serve_and_check(report, runnable, target, core, base, model_files, server_env, isolate, progress, cancel,
                      log, check_cancel) -> None:
     # start-up: doctor loads each framework's stack only for the check that needs it
-    from workbench.check import check_served
+    from workbench.served_outputs import check_served
     from workbench.server import ServerError, TritonNotFoundError, TritonServer
 
     total = 2 * len(runnable) + 1
@@ -300,28 +297,3 @@ def _serve_and_check(report, runnable, target, core, base, model_files, server_e
     finally:
         server.stop()
     progress(total, total, "done")
-
-
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser(
-        "doctor", help="check this machine: Neuron devices, SDK packages, compile+serve+check one tiny model",
-        description="Check the Neuron devices and who holds them (neuron-ls), the SDK packages, then compile, "
-                    "serve and check one tiny model per installed framework on one free core against the CPU; "
-                    "prints a report to paste into a bug. On a machine without Neuron it runs the CPU checks.",
-        allow_abbrev=False)
-    parser.add_argument("--workdir", type=Path, help="keep what the checks make here (default: a temporary folder)")
-    parser.add_argument("--instance-type", help="e.g. inf2.xlarge (read from the machine when not given)")
-    parser.add_argument("--framework", action="append", choices=FRAMEWORKS, dest="frameworks",
-                        help="check only this framework (repeat for several; default all)")
-    parser.set_defaults(func=_run)
-    return parser
-
-
-def _run(args: argparse.Namespace) -> int:
-    def show(done: int, total: int, message: str) -> None:
-        print(f"[{done}/{total}] {message}", file=sys.stderr, flush=True)
-
-    report = run_doctor(args.workdir, instance_type=args.instance_type,
-                        frameworks=tuple(args.frameworks or FRAMEWORKS), progress=show)
-    print(report.text())
-    return 0 if report.ok else 1

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Any, Mapping, Protocol
 
-from workbench.server.vllm import ENV_PYTHON, probe_python, vllm_version
+from workbench.server.vllm_backend import ENV_PYTHON, probe_python, vllm_version
 
 __all__ = ["describe_stack", "compare_with_recipe", "vllm_checks"]
 

@@ -21,8 +21,8 @@ server, not Triton; their tags are in the notes for comparison. Nothing here ran
 
 from __future__ import annotations
 
-from workbench.deploy.facts import STACKS, Fact, Stack, TritonBackend
-from workbench.generate.vllm_backend.settings import NXDI_TARGETS, VLLM_NEURON_TARGETS
+from workbench.releases import STACKS, Fact, Stack, TritonBackend
+from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS
 
 __all__ = ["VLLM_FRAMEWORK", "VLLM_BACKEND", "VLLM_STACKS", "vllm_stack_of"]
 

@@ -278,14 +278,15 @@ def manifests_for_model(model_dir: str | os.PathLike[str], *, repository: str, n
     directory gets one pod per instance (`kubernetes_vllm`)."""
     # start-up: the generator (torch) loads only for a manifest made from a model directory
     from workbench.generate import load_settings
+    from workbench.generate.backends import backend_named
 
     settings = load_settings(Path(model_dir))
     model = Path(model_dir).name
     default = "triton-" + re.sub(r"[^a-z0-9-]+", "-", model.lower()).strip("-")
-    if settings.backend == "vllm":
+    if backend_named(settings.backend).server_per_instance:
         # cycle: kubernetes_vllm builds on this module's helpers
         from workbench.deploy.kubernetes_vllm import vllm_manifests
-        from workbench.deploy.vllm import vllm_deployment
+        from workbench.deploy.vllm_instances import vllm_deployment
 
         deployment = vllm_deployment(Path(model_dir), settings, instance_type=options.pop("instance_type", None),
                                      lnc=options.pop("lnc", None))

@@ -1,6 +1,6 @@
 """Kubernetes manifests for a Triton vLLM-backend model on Neuron nodes: one pod per instance.
 
-As with ``docker run`` (`workbench.deploy.vllm`), each of the model's instances is its own
+As with ``docker run`` (`workbench.deploy.vllm_instances`), each of the model's instances is its own
 tritonserver, so the Deployment's replicas are the instances (times ``replicas``) and each pod asks
 the Neuron device plugin for ``tensor_parallel_size`` cores (``aws.amazon.com/neuroncore``) or the
 whole devices holding them (``aws.amazon.com/neuron``) [SDK-k8s]. Unlike a python-backend model,
@@ -25,7 +25,7 @@ from workbench.deploy.kubernetes import (CORE_RESOURCE, DEVICE_RESOURCE, HELM_CH
                                          instance_types_for)
 from workbench.deploy.names import image_reference, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
-from workbench.deploy.vllm import VllmDeployment, one_instance_config
+from workbench.deploy.vllm_instances import VllmDeployment, one_instance_config
 from workbench.coremap import CoreRange
 from workbench.system import DEFAULT_LNC
 

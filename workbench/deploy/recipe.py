@@ -19,7 +19,7 @@ from pathlib import Path
 
 from workbench.deploy.devices import family_of
 from workbench.deploy.names import image_reference
-from workbench.deploy.facts import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
+from workbench.releases import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
                                     Fact, Stack, stub_python_of)
 from workbench.deploy.facts_vllm import VLLM_STACKS
 from workbench.generate.repository import WriteResult, write_model_dir
@@ -178,7 +178,7 @@ class Recipe:
 
     def files(self, docker_run: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The recipe's files, plus ``extra`` ones the run needs beside them (a vLLM model's
-        one-instance config, `workbench.deploy.vllm`)."""
+        one-instance config, `workbench.deploy.vllm_instances`)."""
         return {"Dockerfile": self.dockerfile(), "setup-host.sh": self.host_script(),
                 "RECIPE.md": self.markdown(docker_run), **(extra or {})}
 

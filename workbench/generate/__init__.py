@@ -35,7 +35,6 @@ How a local server serves it (finding the backend's files, loading it) belongs i
 from __future__ import annotations
 
 from workbench.generate.backends import BACKENDS, changes, diff, load_settings, read_back, render, validate, write
-from workbench.generate.cli import register
 from workbench.generate.options import QueuePolicy, RateLimiter, RateLimiterResource, VersionPolicy, Warmup, WarmupInput
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.repository import Changes
@@ -62,5 +61,4 @@ __all__ = [
     "VersionPolicy",
     "Warmup",
     "WarmupInput",
-    "register",
 ]

@@ -1,7 +1,7 @@
 """The backend switch: which Triton backend renders, checks and reads back a model directory.
 
 `BACKENDS` is the one registry, ``GenerateSettings.backend`` (or a config.pbtxt's ``backend``)
--> the `Backend` that handles it; every caller (the CLI, the panels, `workbench.check`, the
+-> the `Backend` that handles it; every caller (the CLI, the panels, `workbench.served_outputs`, the
 server's loader) asks here instead of comparing backend names. The functions below are the
 package's public calls, the same for every backend: `validate`, `render`, `write`, `diff`,
 `changes`, `read_back`, `load_settings`.
@@ -13,7 +13,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from workbench.generate.checks import setting_flag
+from workbench.generate.settings_checks import setting_flag
 from workbench.generate.config import ModelConfig, read_config
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.python_backend import PYTHON
@@ -41,6 +41,7 @@ class Backend(Protocol):
     ignored_fields: tuple[str, ...]  # fields it accepts but has no use for (greyed out in the panel)
     pins_cores: bool  # its model reads NEURON_CORE_START/END_INDEX (a sweep sets them for each variant)
     streams_tokens: bool  # decoupled, streaming tokens: `workbench sweep` measures it in tokens (measure/llm)
+    server_per_instance: bool  # each instance is a server of its own (one container or pod each) on its cores
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         """Every problem with ``settings`` for this backend; nothing read for writing, nothing written."""

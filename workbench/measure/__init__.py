@@ -12,7 +12,7 @@
 """
 
 from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.stats import ServerStats, StatsError, is_stable, percentile, server_breakdown, summarize_latencies
 
 __all__ = [

@@ -167,7 +167,7 @@ def search_from_args(args: argparse.Namespace):
 def settings_from_args(args: argparse.Namespace):
     """The MeasureSettings the flags describe (MeasureError names a bad value)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.engine.settings import MeasureSettings
+    from workbench.measure.engine.measure_settings import MeasureSettings
 
     return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
                            window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,

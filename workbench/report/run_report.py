@@ -19,8 +19,8 @@ import matplotlib
 from workbench.measure.store import plots
 from workbench.measure.store.notes import point_notes
 from workbench.measure.store.results import Comparison, ResultsError, SweepResult, compare_runs, load_run
-from workbench.report.reproduce import AGAIN_NOTE, reproduce_lines
-from workbench.report.table import Table, readable_table
+from workbench.measure.sweep.reproduce import AGAIN_NOTE, reproduce_lines
+from workbench.measure.store.table import Table, readable_table
 
 __all__ = ["Facts", "Plot", "Report", "run_report", "comparison_report", "load_any", "figure_svg"]
 

@@ -3,7 +3,7 @@ read its log (log) and find one (discovery). The ``docker run`` for a Neuron hos
 `workbench.deploy.docker`.
 
 The names below load on first use (as `workbench`'s do): importing a submodule such as
-`workbench.server.remote_cli` for ``workbench remote --help`` must not pay for tritonclient."""
+`workbench.cli.remote` for ``workbench remote --help`` must not pay for tritonclient."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ from workbench.server.errors import ServerError, ServerStartError
 from workbench.server.log import ServerLog
 from workbench.server.ports import check_port_free, hostport, is_listening, pick_ports, requested_ports
 from workbench.server.pytorch import PyTorchServing, find_pytorch_backend
-from workbench.server.vllm import VllmServing, backend_install, find_vllm_backend
+from workbench.server.vllm_backend import VllmServing, backend_install, find_vllm_backend
 from workbench.tasks import Cancelled
 
 __all__ = ["TritonServer"]

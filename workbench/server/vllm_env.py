@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.server.errors import ServerError
-from workbench.server.vllm import ENV_BACKEND, ENV_PYTHON, OWN_BACKEND
+from workbench.server.vllm_backend import ENV_BACKEND, ENV_PYTHON, OWN_BACKEND
 
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from workbench.compiler.tensorflow import saved_model_reference, tiny_saved_model  # re-exported for the notebooks
 from workbench.coremap import Allocation, CoreRange
 from workbench.generate import GenerateSettings
 from workbench.targets import TargetChoice
@@ -70,39 +71,6 @@ def allocations(cores: int) -> tuple[Allocation, ...]:
         raise ValueError(f"cores must be at least 1, got {cores}")
     return tuple(Allocation(n, c) for c in range(1, cores + 1) for n in range(1, cores // c + 1)
                  if cores % (n * c) == 0)
-
-
-def tiny_saved_model(path: str | os.PathLike) -> Path:
-    """A TF2 SavedModel of upstream's add_sub QA model: inputs ``a``, ``b`` [N,4] FP32 -> ``sum``, ``diff``."""
-    import tensorflow as tf
-
-    class AddSub(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="a"),
-                                      tf.TensorSpec([None, 4], tf.float32, name="b")])
-        def serve(self, a, b):
-            return {"sum": a + b, "diff": a - b}
-
-    path = Path(path)
-    if path.exists():
-        raise FileExistsError(f"{path} already exists; choose a new folder for the SavedModel")
-    module = AddSub()
-    tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve})
-    return path
-
-
-def saved_model_reference(path: str | os.PathLike, spec: Any, signature: str = "serving_default"):
-    """The SavedModel run in-process: numpy inputs in the spec's input order -> outputs in its output order."""
-    import tensorflow as tf
-
-    function = tf.saved_model.load(str(path)).signatures[signature]
-    inputs = [t.name for t in spec.by_index("input")]
-    outputs = [t.name for t in spec.by_index("output")]
-
-    def run(arrays: list[np.ndarray]) -> list[np.ndarray]:
-        result = function(**{name: tf.constant(a) for name, a in zip(inputs, arrays)})
-        return [result[name].numpy() for name in outputs]
-
-    return run
 
 
 def greedy_generate(model: Any, prompt_ids: np.ndarray, length: int) -> np.ndarray:

@@ -10,7 +10,7 @@ here where this machine can, and generated for Trn2 and Inf2 to show what change
   Neuron-only key with the SDK page that defines it (`NEURON_KEY_SOURCES`).
 * `answers_table`, `stream_figures`: what the check and the streaming measurement found, as tables.
 
-Nothing here measures or serves; the notebook calls `workbench.check_generate` and
+Nothing here measures or serves; the notebook calls `workbench.served_generation` and
 `workbench.measure.engine.streaming` itself.
 """
 
@@ -25,12 +25,12 @@ import pandas as pd
 
 from workbench.generate import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
-from workbench.generate.vllm_backend.settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
+from workbench.generate.vllm_backend.engine_settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
 from workbench.server.vllm_env import (BACKEND_FOLDER, SHARED_ENV, VllmHere, assemble_vllm_backend, vllm_here,
                                        vllm_python_path)
 
 if TYPE_CHECKING:
-    from workbench.check_generate import GenerationCheck
+    from workbench.served_generation import GenerationCheck
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
 

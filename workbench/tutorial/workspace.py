@@ -22,7 +22,7 @@ import pandas as pd
 from workbench.coremap import CoreRange
 from workbench.generate import GenerateSettings
 from workbench.measure.store.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = ["RUNS_ENV", "Workspace", "runs_root", "workspace", "saved_runs", "runs_table", "comparable_pair",
            "describe_run", "make_example_runs"]

@@ -14,7 +14,7 @@ from workbench.ui.preview_panel import PreviewPanel
 from workbench.ui.results_panel import ResultsPanel
 from workbench.ui.server_panel import ServerPanel
 from workbench.ui.settings_panel import SettingsPanel
-from workbench.ui.state import WorkbenchState
+from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.sweep_panel import SweepPanel
 
 

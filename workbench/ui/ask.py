@@ -16,12 +16,12 @@ import threading
 
 import ipywidgets as widgets
 
-from workbench.check_generate import ServedAnswer, ask_served
+from workbench.served_generation import ServedAnswer, ask_served
 from workbench.tasks import check_cancel
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, heading, row
-from workbench.ui.render import error_list
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import error_list
+from workbench.ui.shared_state import WorkbenchState
 
 __all__ = ["AskArea"]
 

@@ -26,7 +26,7 @@ import ipywidgets as widgets
 from ipywidgets.widgets.widget_description import DescriptionWidget
 
 from workbench.ui.layout import row
-from workbench.ui.render import field_problem_html
+from workbench.ui.widget_values import field_problem_html
 from workbench.wording import names_in_labels
 
 __all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "field_problem_view", "show_field_problems",

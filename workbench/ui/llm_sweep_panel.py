@@ -22,7 +22,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
 from workbench.measure.llm.effort import LlmSearch
@@ -36,8 +36,8 @@ from workbench.measure.sweep.swept import check_out_dir
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, WidgetGroup, comma_joined
-from workbench.ui.render import error_list, frame_html, show_figure
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import error_list, frame_html, show_figure
+from workbench.ui.shared_state import WorkbenchState
 
 __all__ = ["LlmSweepPanel", "PRICED"]
 

@@ -18,8 +18,8 @@ from workbench.generate.settings import at_least
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
 from workbench.ui.links import field_problem_view, show_field_problems
-from workbench.ui.render import error_list, preformatted
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import error_list, preformatted
+from workbench.ui.shared_state import WorkbenchState
 
 _SOURCES = {"zoo": "example zoo", "module": "my nn.Module", "file": "a file (.pt / SavedModel)"}
 

@@ -24,12 +24,12 @@ from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.server.pytorch import serving_preview
-from workbench.server.vllm import serving_here as vllm_serving_here
+from workbench.server.vllm_backend import serving_here as vllm_serving_here
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
-from workbench.ui.render import core_map_html, error_list, highlight, preformatted
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import core_map_html, error_list, highlight, preformatted
+from workbench.ui.shared_state import WorkbenchState
 
 _TABS = ("config.pbtxt", "model.py", "core map", "docker run", "diff")
 VLLM_ENGINE_FILE = "/model.json"  # <version>/model.json: what the vLLM backend reads (the second tab shows it)

@@ -16,8 +16,8 @@ from workbench.measure.store import plots
 from workbench.measure.llm.result import LlmComparison, LlmSweepResult, load_llm_run
 from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run, record_kind
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
-from workbench.ui.render import best_html, error_list, frame_html, preformatted, show_figure, table_html
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import best_html, error_list, frame_html, preformatted, show_figure, table_html
+from workbench.ui.shared_state import WorkbenchState
 
 
 class ResultsPanel:

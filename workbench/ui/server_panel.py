@@ -21,15 +21,15 @@ from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
 from workbench.server.pytorch import ENV_VAR, PyTorchBackend
 from workbench.server.vllm_env import server_for_vllm
-from workbench.tutorial.backends import built_libtorch_backend
+from workbench.tutorial.backend_comparison import built_libtorch_backend
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import ConfigError, read_config
 from workbench.generate.vllm_backend import VLLM
 from workbench.ui.ask import AskArea
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
-from workbench.ui.render import error_list
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import error_list
+from workbench.ui.shared_state import WorkbenchState
 
 _STATE_COLOURS = {"READY": "#1b5e20", "UNAVAILABLE": "#b00020", "LOADING": "#a05a00", "UNLOADING": "#a05a00"}
 

@@ -23,12 +23,12 @@ from workbench.generate.pytorch_backend import PYTORCH
 from workbench.generate.vllm_backend import VLLM
 from workbench.generate.pytorch_backend.generate import layout_of_settings
 from workbench.generate.settings import TNX_AMPS, at_least, optional_text, optional_whole, whole_numbers
-from workbench.generate.wording import FieldProblem, in_labels
+from workbench.generate.problem_words import FieldProblem, in_labels
 from workbench.spec import ModelSpec, SpecError, tensors_from_rows
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
-from workbench.ui.render import core_map_html, error_list
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import core_map_html, error_list
+from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.pytorch_fields import PyTorchParameters
 from workbench.ui.tensor_table import TensorTable
 from workbench.ui.vllm_fields import VllmFields

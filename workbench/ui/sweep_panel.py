@@ -34,14 +34,14 @@ from workbench.measure.sweep.search.choice import (
     parse_percent,
     search_names,
 )
-from workbench.measure.engine.settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
-from workbench.ui.render import best_html, error_list, preformatted, server_view_html, show_figure, table_html
-from workbench.ui.state import WorkbenchState
+from workbench.ui.widget_values import best_html, error_list, preformatted, server_view_html, show_figure, table_html
+from workbench.ui.shared_state import WorkbenchState
 
 # Tab titles short enough for a tab (a longer one was cut to "throughput vs latenc")
 PLOTS = {"latency": plots.latency_vs_batch, "throughput": plots.throughput_vs_latency,

@@ -26,13 +26,13 @@ from workbench.coremap import CoreRange
 from workbench.generate.settings import (GenerateSettings, optional_number, optional_text, optional_whole,
                                          whole_numbers)
 from workbench.generate.vllm_backend import VLLM, VllmSettings
-from workbench.generate.vllm_backend.checks import FLAGS
-from workbench.generate.vllm_backend.settings import (DTYPES, NXDI_NEURON_CONFIG_DOC, NXDI_TARGETS, NXDI_VLLM_DOC,
+from workbench.generate.vllm_backend.engine_checks import FLAGS
+from workbench.generate.vllm_backend.engine_settings import (DTYPES, NXDI_NEURON_CONFIG_DOC, NXDI_TARGETS, NXDI_VLLM_DOC,
                                                       VLLM_NEURON_CONFIG_DOC, VLLM_NEURON_TARGETS, NxdiBuckets,
                                                       VllmNeuronBuckets)
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
-from workbench.ui.render import error_list
+from workbench.ui.widget_values import error_list
 
 __all__ = ["VllmFields", "VllmFieldsShown", "TINY_LLM", "FOLDER"]
 

@@ -1,6 +1,6 @@
 """Triton's Python backend: config.pbtxt + the one model.py (`templates/python_model.py`), every target.
 
-Modules: `render` (settings -> the files, from the plan `workbench.generate.checks` makes),
+Modules: `render` (settings -> the files, from the plan `workbench.generate.settings_checks` makes),
 `readback` (a directory -> the settings, for ours, upstream's and hand-written ones) and
 `upstream` (recognising upstream gen_triton_model.py's model.py variants). `PYTHON` is this
 backend's entry in the switch (`workbench.generate.backends`).
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.generate.checks import make_plan
+from workbench.generate.settings_checks import make_plan
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.python_backend import readback
@@ -28,6 +28,7 @@ class PythonBackend:
     label = "Python backend (model.py)"
     pins_cores = True  # model.py places each instance on the cores its parameters name
     streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
+    server_per_instance = False  # one server holds every instance, each pinned by model.py
     targets = TARGETS
     reads = "the Python backend's model.py"
     # read by model.py only (a hand-written model.py, compiled-model placement, cores, transformers-neuronx);
@@ -54,7 +55,7 @@ class PythonBackend:
         return []  # validate_config, which every config gets, holds model.py's rules
 
     def eager_module(self, model_dir: Path) -> None:
-        return None  # the reference is the compiled model COMPILED_MODEL names (workbench.check)
+        return None  # the reference is the compiled model COMPILED_MODEL names (workbench.served_outputs)
 
 
 PYTHON = PythonBackend()

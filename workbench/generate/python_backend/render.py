@@ -2,7 +2,7 @@
 
 Upstream wrote eight string-templated model.py variants; here every model gets
 ``templates/python_model.py`` verbatim and config.pbtxt is Triton's own ModelConfig protobuf, built
-from what the checks (`workbench.generate.checks`) worked out. Writing, diffing and previewing are
+from what the checks (`workbench.generate.settings_checks`) worked out. Writing, diffing and previewing are
 the same for every backend (`workbench.generate.backends`).
 """
 
@@ -12,7 +12,7 @@ import importlib.resources
 from pathlib import Path
 
 from workbench.generate import options, preserve
-from workbench.generate.checks import Plan, make_plan
+from workbench.generate.settings_checks import Plan, make_plan
 from workbench.generate.config import ModelConfig, build_config, validate_config
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.repository import FileContent

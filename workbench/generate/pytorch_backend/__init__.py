@@ -30,7 +30,7 @@ from workbench.generate.pytorch_backend.configs import (
     check_pytorch_config,
     pytorch_problems,
 )
-from workbench.generate.pytorch_backend.files import (
+from workbench.generate.pytorch_backend.layout_files import (
     eager_module,
     load_pytorch2_module,
     pytorch2_files,

@@ -8,7 +8,7 @@ from typing import Any
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.pytorch_backend.configs import pytorch_problems
-from workbench.generate.pytorch_backend.files import eager_module
+from workbench.generate.pytorch_backend.layout_files import eager_module
 from workbench.generate.pytorch_backend.generate import pytorch_settings_problems, render_pytorch
 from workbench.generate.pytorch_backend.readback import is_pytorch_config, read_back_pytorch
 from workbench.generate.settings import GenerateSettings
@@ -23,6 +23,7 @@ class PyTorchBackend:
     label = "PyTorch backend (LibTorch)"
     pins_cores = False  # Triton's PyTorch backend reads no core parameters: instances share the CPUs
     streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
+    server_per_instance = False  # one server holds every instance
     targets = ("cpu",)  # LibTorch serves on this machine's CPU; Neuron models go to the Python backend
     reads = "Triton's PyTorch backend"
     own_fields = ("runtime", "state_dict")

@@ -15,13 +15,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from workbench.generate import options, preserve, rules
-from workbench.generate.checks import (FIXED_IN_VARIANTS, Plan, plan_batching, setting_flag, tensor_items,
+from workbench.generate.settings_checks import (FIXED_IN_VARIANTS, Plan, plan_batching, setting_flag, tensor_items,
                                        variant_name_problem)
 from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.record import read_sidecar, spec_from_record
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
-from workbench.generate.pytorch_backend.files import is_torchscript_archive, pytorch2_files, torchscript_files
+from workbench.generate.pytorch_backend.layout_files import is_torchscript_archive, pytorch2_files, torchscript_files
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
 from workbench.generate.settings import GenerateError, GenerateSettings
 from workbench.limits import dataclass_problems, model_name_problem

@@ -17,7 +17,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from workbench.generate import options, preserve
-from workbench.generate.checks import FIXED_IN_VARIANTS
+from workbench.generate.settings_checks import FIXED_IN_VARIANTS
 from workbench.generate.config import (ConfigError, ModelConfig, config_item, parameters_of, read_config,
                                       spec_from_config)
 from workbench.generate.product import ReadBack

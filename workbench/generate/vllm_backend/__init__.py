@@ -15,14 +15,14 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.generate.checks import setting_flag
+from workbench.generate.settings_checks import setting_flag
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.settings import GenerateError, GenerateSettings
-from workbench.generate.vllm_backend.checks import plan
+from workbench.generate.vllm_backend.engine_checks import plan
 from workbench.generate.vllm_backend.readback import read_back_vllm
 from workbench.generate.vllm_backend.render import render
-from workbench.generate.vllm_backend.settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
+from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
 from workbench.system import TARGETS
 
 __all__ = ["VllmBackend", "VLLM", "VllmSettings", "VLLM_TARGETS"]
@@ -48,6 +48,7 @@ class VllmBackend:
     label = "vLLM backend (LLMs)"
     pins_cores = False  # instances' cores are NEURON_RT_VISIBLE_CORES per instance, not model.py's parameters
     streams_tokens = True  # decoupled, token by token: swept in tokens (measure/llm)
+    server_per_instance = True  # an engine per instance, each seeing only its NEURON_RT_VISIBLE_CORES
     reads = "Triton's vLLM backend"
     targets = VLLM_TARGETS
     own_fields = ()  # everything it reads is in VllmSettings (GenerateSettings.backend_settings)
@@ -92,7 +93,7 @@ class VllmBackend:
         return problems
 
     def eager_module(self, model_dir: Path) -> None:
-        return None  # the reference is vLLM's offline generate (workbench.check_generate)
+        return None  # the reference is vLLM's offline generate (workbench.served_generation)
 
 
 VLLM = VllmBackend()

@@ -12,7 +12,7 @@ from typing import Any
 
 from workbench.files import strict_json
 from workbench.generate.settings import GenerateError, whole_numbers
-from workbench.generate.vllm_backend.settings import DTYPES, NxdiBuckets, VllmNeuronBuckets, VllmSettings
+from workbench.generate.vllm_backend.engine_settings import DTYPES, NxdiBuckets, VllmNeuronBuckets, VllmSettings
 
 __all__ = ["add_vllm_flags", "vllm_values"]
 

@@ -15,7 +15,7 @@ from workbench.generate.config import ConfigError, ModelConfig, parameters_of
 from workbench.generate.product import ReadBack
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.render import _ENGINE_FIELDS, LNC_PARAMETER, TARGET_PARAMETER
-from workbench.generate.vllm_backend.settings import NxdiBuckets, VllmNeuronBuckets, VllmSettings
+from workbench.generate.vllm_backend.engine_settings import NxdiBuckets, VllmNeuronBuckets, VllmSettings
 
 __all__ = ["read_back_vllm", "engine_args_file"]
 

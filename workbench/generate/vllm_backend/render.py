@@ -15,8 +15,8 @@ import json
 from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.settings import GenerateSettings
-from workbench.generate.vllm_backend.checks import VllmPlan
-from workbench.generate.vllm_backend.settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
+from workbench.generate.vllm_backend.engine_checks import VllmPlan
+from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.system import DEFAULT_LNC
 

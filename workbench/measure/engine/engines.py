@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import asdict, dataclass, replace
 
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = ["EngineChoice", "choose_engine", "resolved", "PERF_ANALYZER_GLIBC"]
 

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from workbench.measure.engine.perf_analyzer_output import parse_csv, parse_passes, request_spans, unstable
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.tasks import Cancelled
 
 __all__ = [

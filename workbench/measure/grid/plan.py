@@ -17,7 +17,7 @@ from typing import Any, Collection, Mapping
 from workbench.coremap import Allocation, CoreRange, CoreRangeError, describe_ranges, parse_allocations
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import ModelConfig, check_config, parameters_of, to_json
-from workbench.measure.engine.settings import MeasureError
+from workbench.measure.engine.measure_settings import MeasureError
 from workbench.system import usable_cpu_ids
 
 __all__ = ["SweepError", "Batching", "Variant", "Point", "SweepPlan", "variant_config", "plan_variants",

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
-    from workbench.measure.engine.loadgen.results import LoadResult
+    from workbench.measure.engine.loadgen.load_results import LoadResult
     from workbench.measure.grid.plan import Point
 
 __all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now", "flag", "usable"]

@@ -147,7 +147,7 @@ def llm_settings(args: argparse.Namespace, defaults: dict[str, Any]):
     (`LLM_SETTINGS`: a streamed request takes seconds), as the Python call and the panel measure,
     so runs made either way compare. A flag given at the tensor sweep's default value reads as left
     alone (argparse cannot tell them apart). MeasureError names a bad value."""
-    from workbench.measure.engine.settings import MeasureSettings
+    from workbench.measure.engine.measure_settings import MeasureSettings
     from workbench.measure.llm.run import LLM_SETTINGS
 
     given = {dest: getattr(args, dest) for dest in WINDOW_FLAGS if getattr(args, dest) != defaults.get(dest)}
@@ -166,7 +166,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate.backends import read_back
     from workbench.generate.config import ConfigError
-    from workbench.measure.engine.settings import MeasureError
+    from workbench.measure.engine.measure_settings import MeasureError
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import run_llm_sweep
     from workbench.measure.store.cost import CostError, price_for_run

@@ -24,7 +24,7 @@ from workbench.generate.config import to_json
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend import VLLM, VllmSettings
 from workbench.measure.engine.streaming import Lengths, Slo
-from workbench.measure.engine.streaming.results import slo_name
+from workbench.measure.engine.streaming.stream_results import slo_name
 from workbench.measure.grid.plan import SweepError, parse_counts
 
 __all__ = ["LlmPlan", "LlmVariant", "LlmPoint", "numa_nodes", "METRICS_PARAMETER", "VARIANT_PARAMETER"]

@@ -149,7 +149,7 @@ class LlmSweepResult(SavedRun):
 
     def table(self) -> pd.DataFrame:
         """The columns people read first; a notebook shows them as the app does (titles with units,
-        rounded numbers: `workbench.report.table`)."""
+        rounded numbers: `workbench.measure.store.table`)."""
         columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "output_tokens_per_s_low",
                    "output_tokens_per_s_high", "tokens_per_user_per_s",
                    "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from workbench.measure.grid.rows import now
 
 if TYPE_CHECKING:
-    from workbench.measure.engine.streaming.results import StreamResult
+    from workbench.measure.engine.streaming.stream_results import StreamResult
     from workbench.measure.llm.plan import LlmPoint
 
 __all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm"]

@@ -19,7 +19,7 @@ from typing import Callable
 from workbench import __version__
 from workbench.generate.backends import backend_of_config, read_back
 from workbench.generate.config import read_config, to_json
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Tokenizer, build_prompts, measure_stream
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import now
@@ -36,7 +36,7 @@ from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, c
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.watch.variant_times import load_variant
 from workbench.server.protocol import Server
-from workbench.server.state import describe_server, restore as restore_state, snapshot
+from workbench.server.snapshot import describe_server, restore as restore_state, snapshot
 from workbench.system import installed_versions, usable_cpu_ids
 from workbench.tasks import Cancelled, check_cancel
 

@@ -18,7 +18,7 @@ from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RE
                                             read_record, write_exports, write_record)
 from workbench.measure.store.confidence import confidence
 from workbench.measure.store.notes import point_notes
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = [
     "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 class ReadableFrame(pd.DataFrame):
-    """A results table that a notebook shows as people read it (`workbench.report.table`: short titles
+    """A results table that a notebook shows as people read it (`workbench.measure.store.table`: short titles
     with units, rounded numbers, one-line rows); as data it is the plain frame, and anything made
     from it is a plain DataFrame again."""
 
@@ -39,7 +39,7 @@ class ReadableFrame(pd.DataFrame):
 
     def _repr_html_(self) -> str:
         # run-time circle: sweep/'s package imports this module; table: only when shown
-        from workbench.report.table import table_html
+        from workbench.measure.store.table import table_html
 
         return table_html(pd.DataFrame(self))
 

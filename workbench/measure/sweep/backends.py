@@ -25,8 +25,8 @@ from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.store.results import (ReadableFrame, SweepResult, backend_variant, frame_from_rows,
                                              write_exports, write_record)
-from workbench.report.reproduce import backends_call
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.sweep.reproduce import backends_call
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server.protocol import Server
 
 __all__ = ["BackendSweep", "BackendComparison", "compare_backends", "backend_plan", "backend_plans", "run_folders"]

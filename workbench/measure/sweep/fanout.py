@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from workbench.check import Eager, InputMaker
+from workbench.served_outputs import Eager, InputMaker
 from workbench.measure.engine.engines import EngineChoice, choose_engine
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
 from workbench.files import atomic_write
@@ -25,7 +25,7 @@ from workbench.measure.store.results import (
     POINTS_FILE, RECORD_FILE, SweepResult, frame_from_rows, load_run, write_exports, write_record,
 )
 from workbench.measure.grid.rows import now
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.swept import base_config, check_out_dir, reference_for
 from workbench.server.protocol import Server

@@ -16,13 +16,13 @@ from typing import Callable, Mapping
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from workbench.check import Eager, InputMaker, connect, infer
+from workbench.served_outputs import Eager, InputMaker, connect, infer
 from workbench.measure.engine.engines import choose_engine, resolved
 from workbench.measure.engine.loadgen import Until, measure
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from workbench.measure.grid.plan import Point
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.spec import ModelSpec
 
 __all__ = ["Target", "OutputCheck", "measure_point"]

@@ -20,7 +20,7 @@ from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.store.results import ResultsError, load_run
 from workbench.measure.sweep.search import SearchStrategy
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.sweep.swept import check_out_dir
 
 __all__ = ["INPUT_ERRORS", "Preflight", "preflight"]

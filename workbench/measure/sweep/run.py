@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Callable, Collection
 
 from workbench import __version__
-from workbench.check import Eager, InputMaker
+from workbench.served_outputs import Eager, InputMaker
 from workbench.generate.config import parameters_of, spec_from_config, to_json
-from workbench.measure.watch.core_check import check_server_cores
+from workbench.measure.watch.free_cores import check_server_cores
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.engine.engines import EngineChoice, choose_engine, resolved
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
@@ -32,15 +32,15 @@ from workbench.measure.grid.rows import PointRow, now
 from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.sweep.search.confirm import confirm_answer
 from workbench.measure.engine.loadgen import Until
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
 from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
                                      chosen_variants, config_digest, machine, open_run, range_cpus, reference_for,
                                      screened_rows, server_url)
 from workbench.measure.watch.variant_times import first_and_warmup_noted, load_variant
-from workbench.report.reproduce import sweep_call
+from workbench.measure.sweep.reproduce import sweep_call
 from workbench.server.protocol import Server
-from workbench.server.state import ModelState, describe_server, restore as restore_state, snapshot
+from workbench.server.snapshot import ModelState, describe_server, restore as restore_state, snapshot
 from workbench.system import installed_versions
 from workbench.tasks import Cancelled, check_cancel
 

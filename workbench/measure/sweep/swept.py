@@ -12,7 +12,7 @@ import platform
 from pathlib import Path
 from typing import Collection, Mapping
 
-from workbench.check import CheckError, Eager, eager_reference
+from workbench.served_outputs import CheckError, Eager, eager_reference
 from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config
 from workbench.measure.engine.engines import EngineChoice
@@ -20,7 +20,7 @@ from workbench.measure.grid.plan import SweepError, Variant
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, load_run, read_points
 from workbench.measure.sweep.resume import resumed_rows, unique_rows
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server.protocol import Server
 from workbench.system import detect
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import pandas as pd
 
-from workbench.check import connect, infer
+from workbench.served_outputs import connect, infer
 from workbench.server.protocol import Server
 
 __all__ = ["SETTLED_RUN", "SETTLED_RATIO", "MAX_WARMUP_REQUESTS", "timed_load", "load_variant", "first_and_warmup",

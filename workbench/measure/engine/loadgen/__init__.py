@@ -25,13 +25,13 @@ from typing import Any, Callable
 import numpy as np
 
 from workbench.measure.engine.loadgen.engine import BUSY_WARNING, LATE_AFTER_S, Engine, Until
-from workbench.measure.engine.loadgen.plan import MAX_OUTSTANDING, LoadPlan, build_plan, input_arrays
-from workbench.measure.engine.loadgen.results import LoadResult, WindowResult
+from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan, input_arrays
+from workbench.measure.engine.loadgen.load_results import LoadResult, WindowResult
 from workbench.measure.engine.loadgen.senders import Admin
 from workbench.measure.engine.loadgen.slots import THREAD_SLOTS_MAX, GroupSpec, RateGroup, Recorder, local_group, split_slots
 from workbench.measure.engine.loadgen.workers import ProcessGroup
 from workbench.measure.engine.loadgen.wire import decode, grpc_request, http_request
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 
 __all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "Until", "LATE_AFTER_S", "BUSY_WARNING",
            "MAX_OUTSTANDING", "BLOCKING_MAX_CONCURRENCY"]

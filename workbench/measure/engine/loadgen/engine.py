@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from workbench.measure.engine.loadgen.plan import LoadPlan
-from workbench.measure.engine.loadgen.results import LoadResult, WindowResult
+from workbench.measure.engine.loadgen.load_plan import LoadPlan
+from workbench.measure.engine.loadgen.load_results import LoadResult, WindowResult
 from workbench.measure.engine.loadgen.senders import Admin
 from workbench.measure.engine.stats import StatsError, bootstrap_spread, is_stable, server_breakdown, summarize_latencies
 from workbench.tasks import Cancelled

@@ -21,9 +21,9 @@ import socket
 from typing import Any, Protocol
 
 from workbench.measure.engine.loadgen.grpc_h2 import GrpcH2Sender
-from workbench.measure.engine.loadgen.plan import Interface, LoadPlan, interface_from
+from workbench.measure.engine.loadgen.load_plan import Interface, LoadPlan, interface_from
 from workbench.measure.engine.loadgen.wire import GRPC_METHOD, HttpHead, HttpRequest, http_error, read_head
-from workbench.measure.engine.settings import MeasureError
+from workbench.measure.engine.measure_settings import MeasureError
 
 __all__ = ["Sender", "Admin", "HttpSender", "GrpcH2Sender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench.measure.engine.loadgen.plan import MAX_OUTSTANDING
+from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING
 from workbench.measure.engine.loadgen.senders import make_sender
 
 __all__ = ["Recorder", "GroupSpec", "ThreadGroup", "AsyncGroup", "RateGroup", "local_group", "split_slots",

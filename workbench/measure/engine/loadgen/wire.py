@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from workbench.measure.engine.loadgen.plan import Interface, LoadPlan
+from workbench.measure.engine.loadgen.load_plan import Interface, LoadPlan
 
 __all__ = ["GRPC_METHOD", "HttpRequest", "http_request", "HttpHead", "read_head", "http_outputs",
            "http_error", "grpc_request", "grpc_outputs"]

@@ -21,7 +21,7 @@ from workbench.measure.engine.streaming.prompts import (
     WordTokenizer,
     build_prompts,
 )
-from workbench.measure.engine.streaming.results import RequestRecord, ServerCounts, Slo, StreamResult
+from workbench.measure.engine.streaming.stream_results import RequestRecord, ServerCounts, Slo, StreamResult
 from workbench.measure.engine.streaming.server_counts import VLLM_TOKEN_METRIC
 
 __all__ = ["measure_stream", "StreamPlan", "DEFAULT_SLOS", "Lengths", "Prompt", "Tokenizer", "WordTokenizer",

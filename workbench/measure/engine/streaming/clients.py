@@ -25,8 +25,8 @@ from typing import Callable, Protocol
 import numpy as np
 
 from workbench.measure.engine.streaming.prompts import Prompt
-from workbench.measure.engine.streaming.results import RequestRecord
-from workbench.measure.engine.settings import MeasureError
+from workbench.measure.engine.streaming.stream_results import RequestRecord
+from workbench.measure.engine.measure_settings import MeasureError
 
 __all__ = ["StreamClient", "GrpcStreamClient", "HttpStreamClient", "sampling_parameters", "open_client"]
 

@@ -24,10 +24,10 @@ import numpy as np
 
 from workbench.measure.engine.streaming.clients import open_client
 from workbench.measure.engine.streaming.prompts import Prompt
-from workbench.measure.engine.streaming.results import RequestRecord, Slo, StreamResult, summarize
+from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, summarize
 from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
-from workbench.measure.engine.loadgen.plan import MAX_OUTSTANDING, LoadPlan, build_plan
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.stats import bootstrap_spread, is_stable
 from workbench.tasks import Cancelled
 

@@ -13,7 +13,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from workbench.measure.engine.settings import MeasureError
+from workbench.measure.engine.measure_settings import MeasureError
 
 __all__ = ["Tokenizer", "Lengths", "Prompt", "build_prompts", "WordTokenizer", "ModelTokenizer"]
 

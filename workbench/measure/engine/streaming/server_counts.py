@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from workbench.measure.engine.streaming.results import ServerCounts
+from workbench.measure.engine.streaming.stream_results import ServerCounts
 from workbench.measure.engine.stats import StatsError, model_counters
 from workbench.server.metrics import metric_value
 

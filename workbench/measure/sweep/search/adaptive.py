@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import (JudgedMeasure, SearchLog, SearchSpace, SearchStrategy,

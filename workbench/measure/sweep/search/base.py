@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import Until

@@ -17,7 +17,7 @@ from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import Measure, SearchLog, SearchSpace, SearchStrategy
 from workbench.measure.sweep.search.concurrency_bisection import CellAnswer, bisect_cell
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = ["ScreeningSearch", "screen_variant", "clearly_below", "interval"]
 

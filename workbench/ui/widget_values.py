@@ -16,7 +16,7 @@ from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
 from workbench.measure.store.results import SweepResult
-from workbench.report.table import table_html as readable_table_html
+from workbench.measure.store.table import table_html as readable_table_html
 from workbench.ui.layout import SCROLL_CLASS
 
 # Inline styles: the HTML widget has no stylesheet for pygments' CSS classes.
@@ -90,7 +90,7 @@ def core_map_html(cmap: CoreMap) -> str:
 
 
 def frame_html(frame) -> str:
-    """A table for people (`workbench.report.table`: short titles with units, rounded numbers, one-line
+    """A table for people (`workbench.measure.store.table`: short titles with units, rounded numbers, one-line
     rows with long text as tooltips) in a box that scrolls sideways by itself when the table is wider
     than the panel (the page around it never does)."""
     return readable_table_html(frame, scroll_class=SCROLL_CLASS)

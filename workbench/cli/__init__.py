@@ -10,14 +10,14 @@ import sys
 
 # name -> module that defines register(subparsers)
 SUBCOMMANDS = {
-    "quickstart": "workbench.quickstart",
-    "generate": "workbench.generate.cli",
-    "serve": "workbench.server.cli",
-    "remote": "workbench.server.remote_cli",
+    "quickstart": "workbench.cli.quickstart",
+    "generate": "workbench.cli.generate",
+    "serve": "workbench.cli.serve",
+    "remote": "workbench.cli.remote",
     "sweep": "workbench.measure.cli",
-    "report": "workbench.report.cli",
-    "deploy": "workbench.deploy.cli",
-    "doctor": "workbench.deploy.doctor",
+    "report": "workbench.cli.report",
+    "deploy": "workbench.cli.deploy",
+    "doctor": "workbench.cli.doctor",
 }
 
 

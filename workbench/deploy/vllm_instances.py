@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 from workbench.coremap import CoreMap, CoreRange
 from workbench.deploy.devices import family_of, instance_cores_at, lnc_of
 from workbench.deploy.docker import CONTAINER_REPOSITORY, DockerRun, docker_run_command
-from workbench.deploy.facts import Stack
+from workbench.releases import Stack
 from workbench.deploy.facts_vllm import VLLM_FRAMEWORK, VLLM_STACKS, vllm_stack_of
 from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.settings import GenerateSettings
-from workbench.generate.vllm_backend.settings import VllmSettings
+from workbench.generate.vllm_backend.engine_settings import VllmSettings
 
 if TYPE_CHECKING:
     from workbench.generate import GeneratedModel

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                     "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
         allow_abbrev=False)
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.generate.cli import _one_line_errors
+    from workbench.cli.generate import _one_line_errors
 
     _one_line_errors(parser)  # a bad --replicas or --lnc is one line, as generate's flags are
     parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
@@ -82,6 +82,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     """What ``args`` ask for, checked whole before anything is written."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.generate import load_settings
+    from workbench.generate.backends import backend_named
 
     model_dir = args.model_dir.resolve()
     if not (model_dir / "config.pbtxt").is_file():
@@ -92,7 +93,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
         raise ManifestError("--kubernetes needs --repository s3://bucket/path or pvc:CLAIM[/subpath]")
     settings = load_settings(model_dir)
     root = args.out.resolve() if args.out else host_folder(model_dir.parent)
-    if settings.backend == "vllm":
+    if backend_named(settings.backend).server_per_instance:
         return _plan_vllm(args, model_dir, settings, root)
     if args.weights:
         raise ManifestError(f"--weights is for vLLM-backend models; {model_dir.name} is served by the "
@@ -125,7 +126,7 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: "GenerateSet
     and the one-instance config they mount (`deploy.vllm`), the manifests (`kubernetes_vllm`)."""
     # start-up: the vLLM deploy modules load only for a vLLM model directory
     from workbench.deploy.kubernetes_vllm import vllm_manifests
-    from workbench.deploy.vllm import ONE_INSTANCE_CONFIG, docker_runs, one_instance_config, runs_text, vllm_deployment
+    from workbench.deploy.vllm_instances import ONE_INSTANCE_CONFIG, docker_runs, one_instance_config, runs_text, vllm_deployment
 
     deployment = vllm_deployment(model_dir, settings, instance_type=args.instance_type, lnc=args.lnc)
     planned: list[Planned] = []

@@ -11,7 +11,10 @@ import math
 import numbers
 import os
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from workbench.targets import TargetChoice
 
 __all__ = ["MeasureError", "MeasureSettings", "ENGINES", "PROTOCOLS"]
 
@@ -70,6 +73,11 @@ class MeasureSettings:
     seed: int = 0
     rtol: float = 1e-4
     atol: float = 1e-5
+
+    @classmethod
+    def for_target(cls, choice: "TargetChoice", **settings: Any) -> "MeasureSettings":
+        """Settings for a sweep where ``choice`` serves: its output tolerances, then ``settings``."""
+        return cls(**{**choice.tolerances, **settings})
 
     def __post_init__(self) -> None:
         if isinstance(self.perf_analyzer, str):  # a blank field (a form, a flag) means the default

@@ -84,7 +84,7 @@ def _config_text(value: str | None) -> str | None:
 
 def _print_index(server: RunningServer) -> None:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.server.cli import print_index
+    from workbench.cli.serve import print_index
 
     print(f"tritonserver {server.version} at {server.protocol}://{server.url}")
     print_index(server)
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(server: RunningServer, args: argparse.Namespace) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.check import CheckError, check_served, eager_reference
+    from workbench.served_outputs import CheckError, check_served, eager_reference
     from workbench.generate.config import read_config, spec_from_config
 
     try:

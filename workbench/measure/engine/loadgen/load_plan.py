@@ -10,7 +10,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from workbench.measure.engine.settings import MeasureError, MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.spec import SpecError, numpy_dtype
 
 __all__ = ["LoadPlan", "build_plan", "Tensor", "Interface", "interface_from", "input_arrays", "MAX_OUTSTANDING"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.generate.settings import GenerateSettings
-from workbench.generate.vllm_backend.settings import (DTYPES, NXDI_TARGETS, VLLM_NEURON_TARGETS, NxdiBuckets,
+from workbench.generate.vllm_backend.engine_settings import (DTYPES, NXDI_TARGETS, VLLM_NEURON_TARGETS, NxdiBuckets,
                                                       VllmNeuronBuckets, VllmSettings)
 from workbench.limits import INT32_MAX, is_whole, neuron_core_limit
 from workbench.system import DEFAULT_LNC, LNC_VALUES

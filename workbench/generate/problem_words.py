@@ -16,7 +16,7 @@ import functools
 import re
 from typing import Iterable, Mapping
 
-from workbench.generate.checks import setting_flag
+from workbench.generate.settings_checks import setting_flag
 from workbench.generate.settings import GenerateSettings
 
 __all__ = ["FieldProblem", "flag_fields", "in_labels"]
