@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's two commands in one script:
-#   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only); saving a
-#                      tutorial strips its outputs (scripts/jupyter_server_config.py), so git stays clean
+#   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only); a saved
+#                      tutorial keeps its outputs, and git sees it stripped (the clean filter below)
 #   bash dev.sh test   set up .venv, then run the whole test suite (extra args go to pytest)
 # Set-up is idempotent, so both commands work on a fresh clone and on a used one.
 set -euo pipefail
@@ -30,9 +30,21 @@ fi
 # the tutorials use; test: also the test tools and the optional paths
 if [[ $what == test ]]; then extras="test,local-server"; else extras="transformers,local-server"; fi
 "$py" -m pip install --quiet -e ".[$extras]"
+# the tutorials' git clean filter (.gitattributes; nbstripout keeping the # NBVAL_CHECK_OUTPUT cells), so
+# Run All + save leaves `git status` clean while your file keeps its outputs
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  "$py" scripts/strip_notebooks.py --install
+fi
 
 case $what in
   lab)
+    # the vLLM environment the app and notebook 09 serve LLMs from (.venv-vllm, scripts/vllm_env.sh: about
+    # 2 minutes once, then reused), set up in the background so Lab opens at once; the app says while it
+    # is being set up. WORKBENCH_VLLM_SKIP=1 leaves it out.
+    if [[ ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]] && ! bash scripts/vllm_env.sh --ready >/dev/null; then
+      echo "dev.sh: setting up the vLLM environment in the background (log: .venv-vllm.log)"
+      nohup bash scripts/vllm_env.sh >.venv-vllm.log 2>&1 </dev/null &
+    fi
     root=(); [[ $(id -u) == 0 ]] && root=(--allow-root)
     exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" --config=scripts/jupyter_server_config.py "$@"
     ;;

@@ -1,15 +1,15 @@
 """The Jupyter server settings `bash dev.sh lab` starts Lab with (``--config`` this file).
 
-- Saving a tutorial notebook strips its outputs by the repository's rule (scripts/strip_notebooks.py:
-  outputs only in ``# NBVAL_CHECK_OUTPUT`` cells, no widget state), so Run All + save, or autosave,
-  leaves ``git status`` clean. Notebooks elsewhere are saved untouched.
 - The URL Lab prints opens the quickstart (also with ``--no-browser``); the file browser starts at
   the repository root, where the README is.
+- A saved notebook keeps what its reader saved, outputs and all: git's clean filter
+  (scripts/strip_notebooks.py, set up by dev.sh) strips a tutorial where git reads it, and the
+  post-save hook tells git's index a saved tutorial's new size when its stripped content is
+  unchanged, so ``git status`` stays clean after Run All + save.
 """
 
 import importlib.util
 import sys
-import warnings
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -18,11 +18,8 @@ if _NAME not in sys.modules:
     _spec = importlib.util.spec_from_file_location(_NAME, _ROOT / "scripts" / "strip_notebooks.py")
     sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules[_NAME])
-_rule = sys.modules[_NAME]
 
-# jupyter_server warns when the loader sets the hook a second time (it reads config more than once)
-warnings.filterwarnings("ignore", message="Overriding existing pre_save_hook")
 c = get_config()  # noqa: F821 (provided by the config loader)
-c.FileContentsManager.pre_save_hook = _rule.pre_save_hook
+c.FileContentsManager.post_save_hook = sys.modules[_NAME].post_save_hook
 c.ServerApp.root_dir = str(_ROOT)
 c.LabApp.default_url = "/lab/tree/notebooks/01-quickstart.ipynb"

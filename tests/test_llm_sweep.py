@@ -74,8 +74,11 @@ def test_the_best_configuration_under_slos_is_the_most_tokens_meeting_both_limit
     assert _result(ROWS + [miscounted]).best(Slo(ttft_ms=500.0, itl_ms=50.0))["variant"] == "seqs4-tp1-x1"
 
 
+ON_NEURON = {"target": "inf2", "machine": {"neuron_devices": 1}}  # a run measured on an inf2 host
+
+
 def test_cost_per_million_output_tokens_charges_the_share_of_the_instance_cores():
-    result = _result()
+    result = _result(**ON_NEURON)
     costed = result.costed("inf2.xlarge", instance_cores=2)  # 0.76 USD/h in the price table
     one = costed.set_index("variant").loc["seqs4-tp1-x1"]
     assert math.isclose(one["usd_per_hour"], 0.76 / 2)
@@ -92,11 +95,36 @@ def test_cost_per_million_output_tokens_charges_the_share_of_the_instance_cores(
 def test_a_variant_past_the_instance_cores_is_not_priced_and_the_rest_are():
     """Two instances of two cores do not fit a 2-core instance: no cost for it, no error for the run."""
     wide = _row("seqs4-tp2-x2", 4, 2, 2, 4, 900.0, 10.0, 100.0, 20.0)
-    result = _result(ROWS + [wide])
+    result = _result(ROWS + [wide], **ON_NEURON)
     costed = result.costed("inf2.xlarge", instance_cores=2).set_index("variant")
     assert math.isnan(costed.loc["seqs4-tp2-x2", "usd_per_million_output_tokens"])
     assert result.cheapest("inf2.xlarge", Slo(ttft_ms=1000.0, itl_ms=100.0), instance_cores=2)["variant"] == \
         "seqs4-tp1-x1"
+
+
+def test_tokens_measured_on_the_cpu_are_priced_only_as_a_cpu_instance():
+    """Issue 43: CPU tokens were priced on inf2.xlarge. A CPU run (a CPU model, or no Neuron device
+    here) is priced as a CPU instance type, with the price's date and source, or not at all."""
+    slo = Slo(ttft_ms=1000.0, itl_ms=100.0)
+    for record in ({"target": "cpu", "machine": {"neuron_devices": 2}}, {"target": "inf2", "machine": {}}):
+        result = _result(**record)
+        for neuron_type in ("inf2.xlarge", "trn1.2xlarge"):
+            for prices in (None, {neuron_type: 0.5}):  # not with the user's own price either
+                with pytest.raises(CostError, match=f"not priced as {neuron_type}: measured on the CPU"):
+                    result.cheapest(neuron_type, slo, prices=prices)
+                with pytest.raises(CostError, match="measured on the CPU"):
+                    result.costed(neuron_type, prices=prices)
+            sentence = result.describe_cheapest(neuron_type, slo)
+            assert sentence.startswith(f"Cost: not priced as {neuron_type}: measured on the CPU") and "$" not in sentence
+        sentence = result.describe_cheapest("m7i.large", slo)  # its 2 vCPUs: seqs4-tp1-x1 holds one
+        assert sentence.startswith("Cheapest per million output tokens on m7i.large at $0.1008/h (unverified, "
+                                   "2026-12-06: https://aws.amazon.com/ec2/pricing/on-demand/")
+        assert f"${0.1008 / 2 / (120.0 * 3600) * 1e6:.4f} per million output tokens" in sentence
+        own = result.describe_cheapest("m7i.large", slo, prices={"m7i.large": 0.2})
+        assert "on m7i.large at $0.2/h (user, as given: given by the user)" in own
+    neuron = _result(**ON_NEURON)
+    with pytest.raises(CostError, match="not priced as m7i.large: measured on Neuron hardware"):
+        neuron.cheapest("m7i.large", slo)
 
 
 def test_a_response_count_is_not_taken_for_the_servers_token_count():
@@ -217,7 +245,8 @@ def llm_dir(tmp_path_factory):
     (["--engine", "perf_analyzer"], "--engine perf_analyzer"),
     (["--core-range", "0:1"], "--core-range 0:1 places NeuronCores"),
     (["--slo-ttft-ms", "0"], "--slo-ttft-ms 0"),
-    (["--instance-type", "m7i.large"], "no price for instance type 'm7i.large'"),
+    (["--instance-type", "c9.huge"], "no price for instance type 'c9.huge'"),
+    (["--instance-type", "inf2.xlarge"], "--instance-type not priced as inf2.xlarge: measured on the CPU"),
     (["--search", "halving"], "--search halving is for tensor models' sweeps; an LLM sweep takes --search grid"),
     (["--search", "adaptive", "--max-windows", "2"], "--max-windows 2: with --search adaptive, max_windows 2 must be"),
 ])

@@ -234,3 +234,14 @@ def test_the_table_explains_unstable_points_and_p50_falling_with_batch_size():
                                "20.00 ms, executed batch 8.0; requests waited longer than they computed")
     calm = SweepResult(frame_from_rows(KNOWN[:2]), {"label": "k"}).table()
     assert "note" not in calm.columns  # nothing surprising: no column
+
+
+def test_two_runs_through_different_backends_are_not_measured_alike(tmp_path):
+    """Issue 43 #5: a Python-backend run against a LibTorch run was called "measured alike"."""
+    python = load_run(save_run(tmp_path / "py", [point(served_by="Python backend")]))
+    libtorch = load_run(save_run(tmp_path / "pt", [point(served_by="Triton's PyTorch backend (LibTorch)")]))
+    summary = compare_runs(python, libtorch).summary()
+    assert "served by another backend: Python backend -> Triton's PyTorch backend (LibTorch)" in summary
+    assert "measured alike" not in summary
+    same = compare_runs(python, load_run(save_run(tmp_path / "py2", [point(served_by="Python backend")]))).summary()
+    assert "measured alike (settings, engine, points, backend, server, machine, packages)" in same

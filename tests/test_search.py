@@ -542,17 +542,17 @@ def test_cli_sweep_with_a_search(server, model_dir, tmp_path, capsys):
                  "--batch-sizes", "1,4", "--allocations", "1x1", "--concurrency", "1,2,4",
                  "--window-ms", "200", "--max-windows", "3", "--warmup", "5", "--no-plots", "--engine", "workbench",
                  "--time-limit-s", "0",
-                 "--search", "bisection", "--latency-budget-ms", "60000", "--instance-type", "inf2.xlarge"])
+                 "--search", "bisection", "--latency-budget-ms", "60000", "--instance-type", "m7i.large"])
     out = capsys.readouterr().out
     assert code == 0
     assert "search bisection: 3 of 6 points measured; stopped: every variant x batch size bisected" in out
     # the answer and the cost ranking follow the measured rows (which batch wins is the machine's say)
     frame = pd.read_csv(tmp_path / "cli" / "results.csv")
-    cheapest = frame.loc[frame["throughput"].idxmax()]  # 1x1 holds 1 of inf2.xlarge's 2 NeuronCores
+    cheapest = frame.loc[frame["throughput"].idxmax()]  # 1x1 holds 1 of m7i.large's 2 vCPUs (a CPU run: a CPU type)
     assert f"Best: 1x1, batch {cheapest['batch_size']}, concurrency {cheapest['concurrency']}" in out
     assert "of the budget to spare" in out
-    expected = 0.76 / 2 / (cheapest["throughput"] * 3600) * 1e6
-    assert "Cheapest on inf2.xlarge at $0.76/h (secondary" in out
+    expected = 0.1008 / 2 / (cheapest["throughput"] * 3600) * 1e6
+    assert "Cheapest on m7i.large at $0.1008/h (unverified, 2026-12-06" in out
     assert f"batch {cheapest['batch_size']}, concurrency {cheapest['concurrency']}: ${expected:.4f} per million" in out
 
 

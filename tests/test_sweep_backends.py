@@ -17,8 +17,8 @@ from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYT
 from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
 from workbench.measure.sweep.backends import compare_backends
 from workbench.measure.grid.plan import SweepError, SweepPlan
-from workbench.measure.store.plots import latency_vs_batch
-from workbench.measure.store.results import list_runs, load_run
+from workbench.measure.store.plots import comparison_plot, latency_vs_batch
+from workbench.measure.store.results import compare_runs, list_runs, load_run
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server import TritonServer
 from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
@@ -102,6 +102,25 @@ def test_compare_backends_measures_both_and_rows_say_which_served(models, backen
     labels = [line.get_label() for ax in figure.axes for line in ax.get_lines()]
     assert any(label.startswith(PYTHON_BACKEND) for label in labels)
     assert any(label.startswith(_expected(backend_dir)) for label in labels)
+    # issue 43 #5: the comparison carries the full record of what it measured, where and with what
+    saved, plain = load_run(tmp_path / "run"), comparison.runs["add_sub"]
+    for key in ("machine", "packages", "server_version", "server"):
+        assert saved.record[key] == plain.record[key] and saved.record[key], key
+    assert saved.record["model_dirs"] == {"add_sub": str(python_dir.resolve()), "add_sub_pt": str(pytorch_dir.resolve())}
+    assert saved.record["backends"] == [PYTHON_BACKEND, _expected(backend_dir)]
+    assert set(saved.record["served_by"]) == set(frame["variant"])
+    # compared with a plain run: their shared points, the backend difference named, no "another machine"
+    against = compare_runs(plain, saved)
+    assert len(against.table) == len(plain.frame) > 0
+    differences = against.differences()
+    assert not any(line.startswith(("another machine", "other packages", "Triton ")) for line in differences)
+    assert f"served by another backend: {PYTHON_BACKEND} -> {PYTHON_BACKEND}, {_expected(backend_dir)}" in \
+        "\n".join(differences)
+    assert comparison_plot(against).axes[0].has_data()  # not "the two runs share no points"
+    # two plain runs through two backends are not "measured alike"
+    summary = compare_runs(plain, comparison.runs["add_sub_pt"]).summary()
+    assert f"served by another backend: {PYTHON_BACKEND} -> {_expected(backend_dir)}" in summary
+    assert "measured alike" not in summary
 
 
 def test_workbench_sweep_compare_cli(models, backend_dir, tmp_path, monkeypatch, capsys):

@@ -40,7 +40,7 @@ def test_without_a_vllm_environment_it_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV_PYTHON, str(tmp_path / "missing" / "python"))
     here = tutorial_llm.vllm_here(shared=tmp_path)
     assert not here.ready and here.python is None
-    assert here.message.startswith("not served here, the serving cells are skipped: no vLLM environment")
+    assert here.message.startswith(f"not served here: the vLLM environment ${ENV_PYTHON} names, ")
     assert str(tmp_path / "missing" / "python") in here.message and "scripts/vllm_env.sh" in here.message
 
 
@@ -117,8 +117,7 @@ def test_the_notebook_runs_without_the_vllm_environment_and_says_why(tmp_path, m
     book = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(book, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = "\n".join(o.get("text", "") for c in book.cells if c.cell_type == "code" for o in c.outputs)
-    assert f"not served here, the serving cells are skipped: no vLLM environment (${ENV_PYTHON} names {missing}" \
-        in printed
+    assert f"not served here: the vLLM environment ${ENV_PYTHON} names, {missing}, does not exist" in printed
     assert "server running: False" in printed and "served greedy tokens" not in printed
     assert "additional_config.override_neuron_config.token_generation_buckets" in printed  # Neuron part still ran
     assert (tmp_path / "runs" / "09-llm-vllm").is_dir()

@@ -92,3 +92,24 @@ def test_a_bad_window_count_of_the_rule_is_said_beside_its_field_and_nothing_run
     assert panel.search_link.problems == [] and panel.effort() is None
     c["search"].value = "adaptive"  # chosen again, the bad count is said again (beside the switch)
     assert html.escape(message) in panel.search_link.problem_view("name").value
+
+
+def test_a_cpu_run_is_priced_only_as_a_cpu_instance_and_at_the_users_price(tmp_path):
+    """Issue 43: the price list offered only inf1/inf2/trn1 for tokens measured on the CPU. A CPU
+    run's answer names a CPU instance with the price's date and source, the list offers CPU types
+    only, and the user's own price replaces the list's."""
+    from test_llm_sweep import ROWS, _result
+
+    panel = LlmSweepPanel(WorkbenchState(repository=str(tmp_path / "repo")))
+    panel.result = _result(ROWS, target="cpu")
+    panel._show_best()
+    c = panel.controls
+    assert c["price_as"].options and all(name.startswith(("m7", "c7")) for name in c["price_as"].options)
+    shown = html.unescape(c["best"].value)
+    assert f"Cheapest per million output tokens on {c['price_as'].value} at $" in shown
+    assert "2026-12-06: https://aws.amazon.com/ec2/pricing/on-demand/" in shown
+    assert not re.search(r"inf[12]|trn[12]", shown)
+    c["price_usd"].value = 0.2
+    assert "at $0.2/h (user, as given" in html.unescape(c["best"].value)
+    c["price_usd"].value = -1.0
+    assert "must be a positive number of USD per hour" in html.unescape(c["best"].value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from workbench.lazy import lazy_getattr
 
 from workbench.coremap import Allocation, CoreMap, CoreRange, CoreRangeError, split_cores
+from workbench.figures_inline import register as _show_figures_inline
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 
 __version__ = "0.1.0"
@@ -42,3 +43,4 @@ __all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreRange", "Allocation", "C
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())
+_show_figures_inline()  # in a notebook, the figures the workbench returns show as images

@@ -20,6 +20,7 @@ from workbench.neuron_libraries import (OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA
                                         torch_neuronx_problem)
 
 __all__ = [
+    "ENV_PREFIX",
     "MissingSDKError", "WrongSDKError",
     "SystemInfo",
     "TARGETS",
@@ -53,6 +54,9 @@ __all__ = [
 # CLI reference; NEURON_PLATFORM_TARGET_OVERRIDE trn3|gen4: SDK nki/api/nki/__init__.py; Trainium3:
 # SDK about-neuron/arch/neuron-hardware/trainium3.rst).
 NEURON_TARGETS = ("inf1", "inf2", "trn1", "trn2", "trn3")
+# The workbench's own environment variables all start with it (its runs folder, the vLLM environment's
+# Python, the shared folder...); a lab started with the README's commands has none of them set.
+ENV_PREFIX = "WORKBENCH_"
 TARGETS = ("cpu", *NEURON_TARGETS)
 # Which targets each framework's Neuron SDK ever supported (Neuron release manifest n2-manifest.json,
 # "supported_instances"): tensorflow-neuronx lists trn1/inf2 only, transformers-neuronx trn1/inf2 only.

@@ -53,6 +53,7 @@ class Lab:
                  command: list[str]) -> None:
         self.url, self.token, self.process, self.log, self.work = url, token, process, log, work
         self.command = command
+        self.runs = REPO / "notebooks" / "runs"  # where the tutorials write (git-ignored; the fixture cleans up)
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -104,14 +105,47 @@ def lab_root() -> Path:
     return REPO
 
 
+# What the lab's environment may hold beyond a user's: Jupyter's own folders in a temp dir (this
+# machine's Jupyter settings and kernels kept out, the venv's kernelspec found) and PYTHONPATH to the
+# checkout (what dev.sh's `pip install -e .` gives). None of them is given to the app.
+LAB_ISOLATION = ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
+                 "JUPYTERLAB_SETTINGS_DIR", "JUPYTER_PATH", "PYTHONPATH")
+
+
+def user_environment() -> dict[str, str]:
+    """The environment of a user's shell running `bash dev.sh lab`: this one without the
+    workbench's variables (ENV_PREFIX: `bash dev.sh test` exports the vLLM environment's Python,
+    which dev.sh lab does not), pytest's own, and those tests/conftest.py set for the test session
+    (the shared folder's perf_analyzer wrapper: a user's app picks its own engine)."""
+    from shared_folder import SET_FOR_THE_TESTS  # tests/shared_folder.py
+
+    from workbench.system import ENV_PREFIX
+
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith((ENV_PREFIX, "PYTEST_")) and k not in SET_FOR_THE_TESTS}
+
+
+def given_beyond_a_user(pid: int) -> dict[str, str]:
+    """What the environment of process ``pid`` (Lab, or a kernel it started) holds that a user's
+    (`user_environment`) does not, or holds otherwise, leaving out `LAB_ISOLATION` and what Jupyter
+    gives every kernel (``JPY_*``)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    env = dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
+    user = user_environment()
+    return {k: v for k, v in env.items()
+            if user.get(k) != v and k not in LAB_ISOLATION and not k.startswith("JPY_")}
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, chromium, lab_root) -> Lab:
-    """JupyterLab started as `bash dev.sh lab` starts it (its --config), serving ``lab_root``;
-    the kernel inherits WORKBENCH_RUNS_DIR (a temp dir), so the tutorials write their runs,
-    artifacts and model repositories there, and PYTHONPATH leads to this checkout.
+    """JupyterLab started as `bash dev.sh lab` starts it (its --config), serving ``lab_root``, in
+    a user's environment (`user_environment`; only `LAB_ISOLATION` added): the app finds the vLLM
+    environment, the backends and the runs folder as it does for a user. Tutorials write their
+    runs into the checkout's git-ignored notebooks/runs/; the folders a test's runs add there are
+    removed at teardown.
 
-    Checkpoints go to the temp dir and autosave is off; a save strips a tutorial's outputs (the
-    config's pre-save hook), so the repository stays as git has it.
+    Checkpoints go to the temp dir and autosave is off; a saved tutorial keeps its outputs and git
+    sees it stripped (the clean filter dev.sh installs; the config's post-save hook).
     """
     work = tmp_path_factory.mktemp("lab")
     user_settings = {  # no autosave; no news toast that could cover the widgets being clicked
@@ -123,11 +157,10 @@ def lab(tmp_path_factory, chromium, lab_root) -> Lab:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{plugin}.jupyterlab-settings").write_text(json.dumps(values))
     port, token = _free_port(), secrets.token_hex(16)
-    env = dict(os.environ)
+    env = user_environment()
     env.update(JUPYTER_CONFIG_DIR=str(work / "config"), JUPYTER_DATA_DIR=str(work / "data"),
                JUPYTER_RUNTIME_DIR=str(work / "runtime"), IPYTHONDIR=str(work / "ipython"),
                JUPYTERLAB_SETTINGS_DIR=str(work / "lab-settings"),
-               WORKBENCH_RUNS_DIR=str(work / "runs"), MPLBACKEND="agg",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     # Kernels must find the venv's kernelspec (the data dir above hides the user one only).
     env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(Path(sys.prefix) / "share" / "jupyter"),
@@ -139,6 +172,8 @@ def lab(tmp_path_factory, chromium, lab_root) -> Lab:
                "--ServerApp.port_retries=0", f"--FileCheckpoints.root_dir={work / 'checkpoints'}"]
     if os.getuid() == 0:
         command.append("--allow-root")
+    runs = REPO / "notebooks" / "runs"  # Lab.runs
+    runs_before = set(runs.glob("*/*"))
     log = work / "lab.log"
     with open(log, "wb") as log_file:
         process = subprocess.Popen(command, env=env, stdout=log_file, stderr=subprocess.STDOUT,
@@ -159,6 +194,8 @@ def lab(tmp_path_factory, chromium, lab_root) -> Lab:
         yield server
     finally:
         _stop_lab(server)
+        for added in set(runs.glob("*/*")) - runs_before:
+            shutil.rmtree(added, ignore_errors=True)
 
 
 def _stop_lab(server: Lab) -> None:

@@ -55,7 +55,7 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     wrote = workbench.get_by_text(re.compile(r"^wrote /\S+/add_sub$")).first
     wrote.wait_for(timeout=WAIT_MS)
     model_dir = Path(wrote.inner_text().removeprefix("wrote "))
-    assert (model_dir / "config.pbtxt").is_file() and lab.work in model_dir.parents
+    assert (model_dir / "config.pbtxt").is_file() and lab.runs in model_dir.parents  # where a user's goes
 
     # server: start it; the current model is loaded and shown READY
     open_tab(workbench, "server")
@@ -86,4 +86,4 @@ def test_notebook_panels_generate_serve_and_sweep(lab, page):
     open_tab(workbench, "server")
     button(workbench, "stop server").click()
     workbench.get_by_text("not running").first.wait_for(timeout=WAIT_MS)
-    assert running_servers(lab.work) == []
+    assert running_servers(model_dir.parent) == []

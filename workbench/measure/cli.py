@@ -215,19 +215,20 @@ def _command(args: argparse.Namespace) -> str | None:
     return shlex.join(["workbench", *argv]) if argv is not None else None
 
 
-def _cost_line(frame, args: argparse.Namespace) -> str:
-    """The cheapest point per million inferences under the budget, or why there is none."""
+def _cost_line(frame, record, args: argparse.Namespace) -> str:
+    """The cheapest point per million inferences under the budget, or why there is none (a type
+    of other hardware than the run's is not priced: `price_for_run`)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.store.cost import CostError, best_by_cost, price_of
+    from workbench.measure.store.cost import CostError, best_by_cost, price_for_run
 
     prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
     try:
-        price = price_of(args.instance_type, prices)
+        price = price_for_run(args.instance_type, record, prices)
         best = best_by_cost(frame, args.instance_type, latency_budget_ms=args.latency_budget_ms, prices=prices,
                             instance_cores=args.instance_cores)
     except CostError as err:
         return f"cost: {err}"
-    where = f"{args.instance_type} at ${price.usd_per_hour:g}/h ({price.verified}: {price.source})"
+    where = f"{args.instance_type} at {price.describe()}"
     if best is None:
         return f"cost on {where}: no usable point qualifies"
     return (f"Cheapest on {where}: {best['variant']}, batch {int(best['batch_size'])}, concurrency "
@@ -331,7 +332,7 @@ def run_cli(args: argparse.Namespace) -> int:
               f"stopped: {log.get('stopped')}")
         print(answer(result.frame, search.latency_budget_ms).describe())
     if args.instance_type:
-        print(_cost_line(result.frame, args))
+        print(_cost_line(result.frame, result.record, args))
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not args.no_plots and len(result.frame):
         written = plot_run(result)

@@ -88,11 +88,15 @@ def _sub_records(run: SweepResult) -> list[dict]:
     """A backend comparison's sub-runs' records (each model's own run.json), else [the run's]."""
     runs = run.record.get("runs") or {}
     records = []
-    for folder in runs.values():
-        try:
-            records.append(load_run(folder).record)
-        except (ResultsError, OSError):
-            continue
+    for name, folder in runs.items():
+        # where it was written, else beside the comparison's own record (a folder moved or copied whole)
+        tries = [Path(folder)] + ([Path(run.path) / name] if run.path is not None else [])
+        for where in tries:
+            try:
+                records.append(load_run(where).record)
+                break
+            except (ResultsError, OSError):
+                continue
     return records or [run.record]
 
 

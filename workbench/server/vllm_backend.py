@@ -35,12 +35,13 @@ from workbench.server.pytorch import PyTorchBackend, Served
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["ENV_BACKEND", "ENV_PYTHON", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
+__all__ = ["ENV_BACKEND", "ENV_PYTHON", "OWN_BACKEND", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
            "backend_install", "probe_python", "vllm_version", "VllmServing", "serving_here"]
 
 ENV_BACKEND = "WORKBENCH_VLLM_BACKEND"
 ENV_PYTHON = "WORKBENCH_VLLM_PYTHON"
 SERVED_AS_VLLM = "Triton's vLLM backend"
+OWN_BACKEND = "the server's backend directory"  # VllmBackend.source of a container's own vLLM backend
 _NO_BACKEND = (f"this server has no vLLM backend: give TritonServer(vllm_backend=...) a directory holding "
                f"vllm/model.py (../shared/tools/vllm_backend_here.sh PYTHON prints one), set ${ENV_BACKEND}, "
                "or run Triton's vLLM container")
@@ -129,22 +130,30 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
                                       "server runs the vLLM backend with the python backend found there")
         return VllmBackend(root.resolve(), _named_python(python), source)
     if install.backend_dir is not None and (install.backend_dir / "vllm" / "model.py").is_file():
-        return VllmBackend(install.backend_dir, _named_python(python), "the server's backend directory")
+        return VllmBackend(install.backend_dir, _named_python(python), OWN_BACKEND)
     return None
 
 
 def serving_here(given: str | os.PathLike[str] | bool | None = None,
                  python: str | os.PathLike[str] | None = None) -> str:
     """One sentence on who would serve a vLLM model in a server started here (the preview's words):
-    the backend `find_vllm_backend` turns up, or why there is none."""
+    with nothing given, what the app's server would use (`vllm_env.server_for_vllm`: the vLLM
+    environment and backend notebook 09 finds, else the server's own), or which part is missing;
+    else the backend `find_vllm_backend` turns up for ``given`` and ``python``, or why there is none."""
     # start-up: discovery runs only when a vLLM model is previewed
     from workbench.server.discovery import find_tritonserver
+    from workbench.server.vllm_env import vllm_here
 
+    here = vllm_here(assemble=False) if given is None and python is None else None
+    if here is not None and here.ready:
+        return f"served here by {SERVED_AS_VLLM} at {here.backend_dir}, run by {here.python}"
     try:
         backend = find_vllm_backend(find_tritonserver(), given, python)
     except TritonNotFoundError as err:
-        return f"not servable here: {err}"
-    return f"served here by {backend.describe()}" if backend is not None else f"not servable here: {_NO_BACKEND}"
+        return f"not servable here: {here.reason if here is not None else err}"
+    if backend is not None and (here is None or backend.source == OWN_BACKEND):
+        return f"served here by {backend.describe()}"
+    return f"not servable here: {here.reason if here is not None else _NO_BACKEND}"
 
 
 def backend_install(install: TritonInstall, pytorch: PyTorchBackend | None, vllm: VllmBackend | None) -> TritonInstall:

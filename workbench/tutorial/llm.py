@@ -1,10 +1,9 @@
 """Notebook 09's steps: the zoo's tiny LLM generated for Triton's vLLM backend, served and checked
 here where this machine can, and generated for Trn2 and Inf2 to show what changes there.
 
-* `vllm_here`: the vLLM environment and Triton's vLLM backend directory this machine has, found
-  the way the tests find them (``$WORKBENCH_VLLM_PYTHON``, else the checkout's ``.venv-vllm``; the
-  shared folder's ``vllm_backend_here.sh`` assembles the backend inside that environment), or the
-  plain reason the serving cells are skipped (a Binder user has neither).
+* `vllm_here` (`workbench.server.vllm_env`, which the app uses too): the vLLM environment and
+  Triton's vLLM backend directory this machine has, or the plain reason the serving cells are
+  skipped (a Binder user has neither).
 * `tiny_llm_settings`: one set of settings per target (cpu, trn2, inf2), the tiny LLM's shape
   (4 attention heads, 2 KV heads) deciding what tensor parallelism fits.
 * `engine_args_table`: the ``1/model.json`` of several model directories side by side, each
@@ -19,8 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
@@ -29,6 +26,8 @@ import pandas as pd
 from workbench.generate import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
 from workbench.generate.vllm_backend.engine_settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
+from workbench.server.vllm_env import (BACKEND_FOLDER, SHARED_ENV, VllmHere, assemble_vllm_backend, vllm_here,
+                                       vllm_python_path)
 
 if TYPE_CHECKING:
     from workbench.served_generation import GenerationCheck
@@ -38,35 +37,11 @@ if TYPE_CHECKING:
 __all__ = ["tiny_llm", "VllmHere", "vllm_here", "vllm_python_path", "assemble_vllm_backend", "tiny_llm_settings", "engine_args_table",
            "answers_table", "stream_figures", "SHARED_ENV", "BACKEND_FOLDER"]
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout (notebooks/, scripts/, .venv-vllm/)
-SHARED_ENV = "WORKBENCH_SHARED"  # the shared folder, else ../shared beside the checkout (as the tests)
-VLLM_SCRIPT = Path("tools") / "vllm_backend_here.sh"
-BACKEND_FOLDER = "triton-vllm-backend"  # inside the vLLM environment: one backend per environment
 # The tiny LLM's engine settings for vLLM's CPU engine: float32 (the CPU build's kernels), 256 positions,
 # 4 sequences, a 64 MiB KV cache given in bytes (a share of RAM is taken per NUMA node minus the worker's
 # own size, so a small share that works on one machine is refused on another), no graph capture.
 CPU_ENGINE = dict(dtype="float32", max_model_len=256, max_num_seqs=4, kv_cache_memory_bytes=64 << 20,
                   enforce_eager=True)
-
-
-@dataclass(frozen=True)
-class VllmHere:
-    """What serves a vLLM model on this machine: the vLLM environment's Python and Triton's vLLM
-    backend directory (both, or ``reason`` says which is missing)."""
-
-    python: Path | None
-    backend_dir: Path | None
-    reason: str = ""
-
-    @property
-    def ready(self) -> bool:
-        return self.python is not None and self.backend_dir is not None
-
-    @property
-    def message(self) -> str:
-        if self.ready:
-            return f"served here: Triton's vLLM backend at {self.backend_dir}, vLLM from {self.python}"
-        return f"not served here, the serving cells are skipped: {self.reason}"
 
 
 def tiny_llm() -> "TinyLLM | None":
@@ -80,55 +55,6 @@ def tiny_llm() -> "TinyLLM | None":
     except MissingSDKError as err:
         print(f"no tiny LLM here, the cells that need it are skipped: {err}")
         return None
-
-
-def shared_folder() -> Path:
-    """``$WORKBENCH_SHARED``, else ``shared/`` beside the checkout (tests/shared_folder.py's rule)."""
-    return Path(os.environ.get(SHARED_ENV) or ROOT.parent / "shared")
-
-
-def vllm_python_path() -> Path:
-    """Where the vLLM environment's Python should be: ``$WORKBENCH_VLLM_PYTHON`` (dev.sh test sets
-    it), else the checkout's ``.venv-vllm`` (scripts/vllm_env.sh's default). It may not exist."""
-    from workbench.server.vllm_backend import ENV_PYTHON
-
-    named = os.environ.get(ENV_PYTHON)
-    return Path(named) if named else ROOT / ".venv-vllm" / "bin" / "python"
-
-
-def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathLike[str], *,
-                          timeout_s: float = 300) -> Path:
-    """The backend directory ``script`` (the shared ``vllm_backend_here.sh``) assembles for
-    ``python`` inside its environment (``<venv>/triton-vllm-backend``; a rerun returns at once),
-    with the stub's UTF-8 locale fix (its .pth goes into the vLLM environment only, whose stub
-    would otherwise fail to import vLLM). Inside the environment because the script's default
-    folder is one per Python version, and once it exists the script returns early, without putting
-    the locale fix into a new environment. RuntimeError with the script's words when it fails."""
-    out = Path(python).parent.parent / BACKEND_FOLDER
-    done = subprocess.run(["bash", str(script), str(python), str(out)], capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"}, check=False)
-    if done.returncode != 0:
-        raise RuntimeError(f"{script} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
-    return Path(done.stdout.strip().splitlines()[-1])
-
-
-def vllm_here(shared: str | os.PathLike[str] | None = None) -> VllmHere:
-    """The vLLM environment (``$WORKBENCH_VLLM_PYTHON``, else the checkout's ``.venv-vllm``) and
-    the backend the shared folder's script assembles for it; what is missing is said, not raised."""
-    from workbench.server.vllm_backend import ENV_PYTHON
-
-    named = os.environ.get(ENV_PYTHON)
-    python = vllm_python_path()
-    if not python.is_file():
-        where = f"${ENV_PYTHON} names {python}" if named else f"${ENV_PYTHON} is unset and {python} is absent"
-        return VllmHere(None, None, f"no vLLM environment ({where}; `bash scripts/vllm_env.sh` sets one up, "
-                                    f"then export {ENV_PYTHON}=.venv-vllm/bin/python)")
-    script = Path(shared or shared_folder()) / VLLM_SCRIPT
-    if not script.is_file():
-        return VllmHere(python.absolute(), None, f"no Triton vLLM backend for this server: {script} is absent "
-                                                 f"(set ${SHARED_ENV} to the shared folder, or run Triton's vLLM "
-                                                 "container)")
-    return VllmHere(python.absolute(), assemble_vllm_backend(script, python))
 
 
 def tiny_llm_settings(llm_path: str | os.PathLike[str], repository: str | os.PathLike[str], target: str,

@@ -29,7 +29,7 @@ from workbench.measure.llm.effort import LlmSearch
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
 from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep
-from workbench.measure.store.cost import PRICES
+from workbench.measure.store.cost import CPU, NEURON, measured_on, priced_types
 from workbench.measure.store.results import ResultsError
 from workbench.measure.sweep.search.effort import EffortRule
 from workbench.measure.sweep.swept import check_out_dir
@@ -41,8 +41,9 @@ from workbench.ui.shared_state import WorkbenchState
 
 __all__ = ["LlmSweepPanel", "PRICED"]
 
-# the instance types a cost per million tokens can be given for (a price is known)
-PRICED = tuple(name for name, price in PRICES.items() if price.usd_per_hour is not None)
+# the instance types a cost per million tokens can be given for (a price is known); a run is priced
+# only as the hardware it was measured on (store/cost.py price_for_run), so a result narrows the list
+PRICED = priced_types(CPU) + priced_types(NEURON)
 PLOTS = ("Pareto front", "TTFT and ITL")
 # the strategy control's choices: what a person reads -> `LlmSearch.name` (the CLI's --search)
 STRATEGIES = (("grid: each point until stable", "grid"), ("adaptive: each point until decided", "adaptive"))
@@ -123,9 +124,13 @@ class LlmSweepPanel:
         self.search_link.link("min_windows", c["min_windows"])
         self.search_link.link("max_windows", c["effort_max_windows"])
         self.search_link.on_change = lambda _changed: self._inputs_changed()
-        c["price_as"] = widgets.Dropdown(options=PRICED, value="inf2.xlarge", description="price as", style=style,
+        c["price_as"] = widgets.Dropdown(options=PRICED, value=PRICED[0], description="price as", style=style,
                                          tooltip="the instance whose on-demand price the cost per million output "
-                                         "tokens is worked out at (the share of its cores a configuration holds)")
+                                         "tokens is worked out at (the share of its cores a configuration holds); "
+                                         "only instances of the hardware the run was measured on")
+        c["price_usd"] = widgets.FloatText(value=0.0, description="your price ($/h)", style=style,
+                                           tooltip="your on-demand price per hour for that instance; 0: the "
+                                           "workbench's price list (its date and source are shown)")
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px", max_width="100%"))
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-llm-time", style=style)
@@ -140,7 +145,8 @@ class LlmSweepPanel:
         for index, title in enumerate(PLOTS):
             c["plots"].set_title(index, title)
         c["run"].on_click(lambda _b: self.start())
-        c["price_as"].observe(lambda _change: self._show_best(), names="value")
+        for name in ("price_as", "price_usd"):
+            c[name].observe(lambda _change: self._show_best(), names="value")
         f = self.plan_link.field
         # the boxes (control + problem view) shown or hidden with the strategy
         self._rule_fields = [self.search_link.field(name) for name in ("min_windows", "max_windows")]
@@ -153,7 +159,7 @@ class LlmSweepPanel:
             f("slo"),
             row(self.search_link.field("name"), *self._rule_fields),
             row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
-            row(c["price_as"]),
+            row(c["price_as"], c["price_usd"]),
             row(c["runs_dir"], c["label"]),
             c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
         ])
@@ -262,9 +268,15 @@ class LlmSweepPanel:
     def _show_best(self) -> None:
         if self.result is None:
             return
-        lines = [self.result.describe_best(), self.result.describe_cheapest(self.controls["price_as"].value)]
-        self.controls["best"].value = "".join(f"<div style='font-weight:bold'>{html.escape(line)}</div>"
-                                              for line in lines) + _verdicts_html(self.result)
+        c = self.controls
+        matching = priced_types(measured_on(self.result.record))
+        if tuple(c["price_as"].options) != matching:
+            c["price_as"].options = matching  # another hardware's types are never offered for this run
+        instance, own = c["price_as"].value, c["price_usd"].value
+        lines = [self.result.describe_best(),
+                 self.result.describe_cheapest(instance, prices={instance: own} if own else None)]
+        c["best"].value = "".join(f"<div style='font-weight:bold'>{html.escape(line)}</div>"
+                                 for line in lines) + _verdicts_html(self.result)
 
 
 def _verdicts_html(result: LlmSweepResult) -> str:

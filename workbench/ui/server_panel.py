@@ -20,6 +20,7 @@ from workbench.server import RunningServer, ServerError, TritonServer
 from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
 from workbench.server.pytorch import ENV_VAR, PyTorchBackend
+from workbench.server.vllm_env import server_for_vllm
 from workbench.tutorial.backend_comparison import built_libtorch_backend
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import ConfigError, read_config
@@ -196,13 +197,15 @@ class ServerPanel:
         repository = Path(self.state.repository)
         repository.mkdir(parents=True, exist_ok=True)
         # one backend directory per server (server/vllm.py backend_install): for a vLLM model, the vLLM
-        # backend the launcher finds; otherwise the LibTorch build notebook 08 made (cached), else the twin
+        # environment and backend notebook 09 finds (server/vllm_env.py); otherwise the LibTorch build
+        # notebook 08 made (cached), else the twin
         serves_vllm = model_backend(self.state) == VLLM.name
         try:
-            server = TritonServer(repository, **({"pytorch_backend": False} if serves_vllm else
-                                                 {"pytorch_backend": built_libtorch_backend(), "vllm_backend": False}))
+            server = (server_for_vllm(repository) if serves_vllm else
+                      TritonServer(repository, pytorch_backend=built_libtorch_backend(), vllm_backend=False))
         except (ServerError, OSError, ValueError) as err:
-            self.controls["error"].value = error_list([f"cannot start: {err}"])
+            what = f" for the vLLM model {self.state.name}" if serves_vllm else ""
+            self.controls["error"].value = error_list([f"cannot start a server{what}: {err}"])
             return
         self.controls["pytorch"].value = (vllm_notice(server) if serves_vllm else
                                           pytorch_notice(server.pytorch.backend))

@@ -197,9 +197,9 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     from workbench.measure.engine.measure_settings import MeasureError
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.llm.run import LOAD_TIMEOUT_S, run_llm_sweep
-    from workbench.measure.store.cost import CostError, price_of
+    from workbench.measure.store.cost import CostError, price_for_run
     from workbench.measure.sweep.lock import RunFolderLock
-    from workbench.measure.sweep.swept import check_out_dir
+    from workbench.measure.sweep.swept import check_out_dir, machine
     from workbench.server import RunningServer, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
     from workbench.system import cores_for_instance
@@ -239,8 +239,9 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(f"--out {err}")
     prices = {args.instance_type: args.price_per_hour} if args.instance_type and args.price_per_hour else None
     if args.instance_type:
-        try:
-            price_of(args.instance_type, prices)
+        try:  # priced only as the hardware it will be measured on (a CPU model's tokens: a CPU type)
+            price_for_run(args.instance_type, {"target": read_target(model_dir), "url": args.url[0] if args.url else "",
+                                               "machine": machine()}, prices)
         except CostError as err:
             problems.append(f"--instance-type {err}")
         if args.instance_cores is None and not cores_for_instance(args.instance_type):

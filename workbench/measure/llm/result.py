@@ -16,7 +16,7 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, cheapest_under, load_text, meeting,
                                            pareto_front, point_text, slo_text, usable_rows, with_token_cost)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
-from workbench.measure.store.cost import price_of
+from workbench.measure.store.cost import CostError, price_for_run
 from workbench.measure.store.folder import POINTS_FILE, ResultsError, frame_from_rows, read_points, read_record
 from workbench.measure.store.results import ReadableFrame, SavedRun
 
@@ -70,12 +70,14 @@ class LlmSweepResult(SavedRun):
 
     def costed(self, instance_type: str, *, prices: Mapping[str, float] | None = None,
                instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
+        price_for_run(instance_type, self.record, prices)  # only as the hardware it was measured on
         return with_token_cost(self.frame, instance_type, prices=prices, instance_cores=instance_cores,
                                whole_instance=whole_instance)
 
     def cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
                  prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
                  whole_instance: bool = False) -> pd.Series | None:
+        price_for_run(instance_type, self.record, prices)  # only as the hardware it was measured on
         return cheapest_under(self.frame, instance_type, self.slo if slo is None else slo, min_goodput=min_goodput,
                               prices=prices, instance_cores=instance_cores, whole_instance=whole_instance)
 
@@ -107,10 +109,13 @@ class LlmSweepResult(SavedRun):
                           prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
                           whole_instance: bool = False) -> str:
         slo = self.slo if slo is None else slo
-        price = price_of(instance_type, prices)
+        try:
+            price = price_for_run(instance_type, self.record, prices)
+        except CostError as err:
+            return f"Cost: {err}."
         best = self.cheapest(instance_type, slo, min_goodput=min_goodput, prices=prices,
                              instance_cores=instance_cores, whole_instance=whole_instance)
-        on = f"{instance_type} at ${price.usd_per_hour:g}/h ({price.verified}: {price.source})"
+        on = f"{instance_type} at {price.describe()}"
         if best is None:
             return f"Cheapest on {on}: no configuration meets {slo_text(slo, min_goodput)}."
         return (f"Cheapest per million output tokens on {on} with {slo_text(slo, min_goodput)}: {best['variant']} "

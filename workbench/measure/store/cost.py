@@ -5,7 +5,12 @@ A variant is charged for the share of the instance's cores it holds (instances x
 instance over the instance's cores): the rest of the instance can serve other replicas, which is
 what makes a small allocation cheaper than a large one at the same throughput. ``whole_instance``
 charges the full price instead. Prices are US East (N. Virginia), Linux, on demand; each says
-where it was found and whether it could be checked. Override any (or add a type) with ``prices=``.
+when and where it was found (``as_of``, ``source``: the provider's price list page, or the page
+quoting it) and whether it could be checked. Override any (or add a type) with ``prices=``.
+
+A run is priced only as the hardware it was measured on (`measured_on`, `price_for_run`): numbers
+measured on the CPU as a CPU instance type (vCPUs as its cores), never as Inferentia or Trainium,
+and the other way round (the README: no Neuron figure that was not measured on Neuron).
 """
 
 from __future__ import annotations
@@ -20,14 +25,18 @@ from workbench.measure.store.results import qualifying, usable_points
 from workbench.system import cores_for_instance
 
 __all__ = ["Price", "PRICES", "PRICE_PAGE", "CostError", "price_of", "price_table", "cost_per_million",
-           "with_cost", "best_by_cost"]
+           "with_cost", "best_by_cost", "measured_on", "price_for_run", "priced_types", "NEURON", "CPU"]
 
 PRICE_PAGE = "https://aws.amazon.com/ec2/pricing/on-demand/"  # AWS's own page: check prices there
-_SECONDARY = ("public GitHub README of a Neuron CI project, 'on-demand pricing (us-east-1 as of 2026)' "
-              "(found 2026-12-01 with the search tool)")
+_SECONDARY = (f"{PRICE_PAGE} (AWS's price list), as quoted for us-east-1 in 2026 by a Neuron CI project's public "
+              "README (looked up 2026-12-01)")
 _USAGE_AI = "https://www.usage.ai/blogs/aws/ai-ml-cost/trainium-vs-gpu-instances/ (updated 2026-06-25)"
 _NONE_FOUND = "no price found on any page searched 2026-12-01: give one with prices="
 _UNVERIFIED = f"not found on any page searched 2026-12-01; from memory of {PRICE_PAGE}: check it there"
+_CPU_UNVERIFIED = f"{PRICE_PAGE} (AWS's price list; not checked here: no page with it was found 2026-12-06)"
+_CPU_SECONDARY = ("https://www.factualminds.com/blog/amazon-ec2-on-demand-pricing-instance-families-2026/ "
+                  f"(quoting AWS's us-east-1 on-demand rate, 2026-06-17; AWS's list: {PRICE_PAGE})")
+NEURON, CPU = "neuron", "cpu"  # the hardware a price is for, and a run was measured on
 
 
 class CostError(ValueError):
@@ -37,12 +46,22 @@ class CostError(ValueError):
 @dataclass(frozen=True)
 class Price:
     """One instance type's on-demand price. ``verified``: "secondary" (a third-party page quoting
-    AWS's price, with its date), "unverified" (no page found), or "user" (given by the user)."""
+    AWS's price, with its date), "unverified" (no page found), or "user" (given by the user);
+    ``as_of`` the day it was looked up; ``hardware`` what it runs a model on (`NEURON` or `CPU`;
+    None for a type only the user named); ``cores`` a CPU type's vCPUs (Neuron types: their
+    NeuronCores, `cores_for_instance`)."""
 
     instance_type: str
     usd_per_hour: float | None
     verified: str
     source: str
+    as_of: str = "2026-12-01"
+    hardware: str | None = NEURON
+    cores: int | None = None
+
+    def describe(self) -> str:
+        """"$0.76/h (secondary, 2026-12-01: <source>)"."""
+        return f"${self.usd_per_hour:g}/h ({self.verified}, {self.as_of}: {self.source})"
 
 
 PRICES: dict[str, Price] = {p.instance_type: p for p in (
@@ -61,6 +80,12 @@ PRICES: dict[str, Price] = {p.instance_type: p for p in (
     Price("trn2.48xlarge", None, "unverified", _NONE_FOUND),
     Price("trn2n.48xlarge", None, "unverified", _NONE_FOUND),
     Price("trn2u.48xlarge", None, "unverified", _NONE_FOUND),
+    # CPU instance types, for runs measured on the CPU (x86 Intel: m7i, c7i; Graviton: m7g)
+    Price("m7i.large", 0.1008, "unverified", _CPU_UNVERIFIED, "2026-12-06", CPU, 2),
+    Price("m7i.xlarge", 0.2016, "unverified", _CPU_UNVERIFIED, "2026-12-06", CPU, 4),
+    Price("c7i.large", 0.08925, "unverified", _CPU_UNVERIFIED, "2026-12-06", CPU, 2),
+    Price("c7i.xlarge", 0.1785, "unverified", _CPU_UNVERIFIED, "2026-12-06", CPU, 4),
+    Price("m7g.large", 0.0816, "secondary", _CPU_SECONDARY, "2026-06-17", CPU, 2),
 )}
 
 
@@ -79,13 +104,47 @@ def price_of(instance_type: str, prices: Mapping[str, float] | None = None) -> P
     key = instance_type.strip().lower()
     given = {k.strip().lower(): v for k, v in (prices or {}).items()}
     if key in given:
-        return Price(key, _check_price(key, given[key]), "user", "given by the user")
+        known = PRICES.get(key)
+        return Price(key, _check_price(key, given[key]), "user", "given by the user", "as given",
+                     known.hardware if known else None, known.cores if known else None)
     price = PRICES.get(key)
     if price is None:
         raise CostError(f"no price for instance type {instance_type!r}; known: {', '.join(PRICES)}; "
                         "give one with prices={'TYPE': USD_PER_HOUR}")
     if price.usd_per_hour is None:
         raise CostError(f"{key}: {price.source}")
+    return price
+
+
+def measured_on(record: Mapping) -> str:
+    """The hardware a run's numbers come from: `CPU` for a model generated for the CPU; else
+    `NEURON` where the measuring machine had Neuron devices or the server was elsewhere (a remote
+    server's hardware is the user's to name); else `CPU` (a local server without Neuron devices
+    served the CPU twin)."""
+    if record.get("target") == "cpu":
+        return CPU
+    machine = record.get("machine") or {}
+    url = str(record.get("url") or "")
+    local = not url or any(host in url for host in ("127.0.0.1", "localhost", "[::1]"))
+    return NEURON if (machine.get("neuron_devices") or 0) > 0 or not local else CPU
+
+
+def priced_types(hardware: str) -> tuple[str, ...]:
+    """The known instance types with a price, of ``hardware`` (`NEURON` or `CPU`)."""
+    return tuple(name for name, price in PRICES.items() if price.hardware == hardware and price.usd_per_hour)
+
+
+def price_for_run(instance_type: str, record: Mapping, prices: Mapping[str, float] | None = None) -> Price:
+    """`price_of` ``instance_type`` for the run of ``record``, refused (CostError, saying why and
+    what to price it as instead) where the type is other hardware than the run was measured on."""
+    price = price_of(instance_type, prices)
+    hardware = measured_on(record)
+    if price.hardware is not None and price.hardware != hardware:
+        what = "the CPU" if hardware == CPU else "Neuron hardware"
+        kind = "a Neuron instance" if price.hardware == NEURON else "a CPU instance"
+        raise CostError(f"not priced as {price.instance_type}: measured on {what}, and {price.instance_type} is "
+                        f"{kind}; price it as {', '.join(priced_types(hardware))} or give your own price for the "
+                        "instance it ran on")
     return price
 
 
@@ -98,8 +157,9 @@ def price_table(prices: Mapping[str, float] | None = None) -> pd.DataFrame:
             price = price_of(name, prices)
         except CostError:
             price = PRICES[name]
-        rows.append({"instance_type": name, "usd_per_hour": price.usd_per_hour, "verified": price.verified,
-                     "cores": cores_for_instance(name), "source": price.source})
+        rows.append({"instance_type": name, "hardware": price.hardware, "usd_per_hour": price.usd_per_hour,
+                     "verified": price.verified, "as_of": price.as_of,
+                     "cores": cores_for_instance(name) or price.cores, "source": price.source})
     table = pd.DataFrame(rows)
     table["cores"] = table["cores"].astype("Int64")
     return table
@@ -113,9 +173,10 @@ def cost_per_million(throughput: float, usd_per_hour: float) -> float:
 def with_cost(frame: pd.DataFrame, instance_type: str, *, prices: Mapping[str, float] | None = None,
               instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
     """``frame`` with ``usd_per_hour`` (the variant's share) and ``cost_per_million_usd`` columns.
-    ``instance_cores`` (NeuronCores, or CPUs on a CPU instance) defaults to the type's NeuronCores."""
+    ``instance_cores`` (NeuronCores, or CPUs on a CPU instance) defaults to the type's NeuronCores
+    (a CPU type's vCPUs)."""
     price = price_of(instance_type, prices)
-    cores = instance_cores if instance_cores is not None else cores_for_instance(instance_type)
+    cores = instance_cores if instance_cores is not None else cores_for_instance(instance_type) or price.cores
     if not whole_instance and not cores:
         raise CostError(f"how many cores has {instance_type}? give instance_cores= (or whole_instance=True)")
     out = frame.copy()

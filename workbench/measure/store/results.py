@@ -25,7 +25,7 @@ __all__ = [
     "KEY_COLUMNS", "COLUMNS",
     "ResultsError", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
-    "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
+    "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs", "backend_variant",
 ]
 
 class ReadableFrame(pd.DataFrame):
@@ -265,6 +265,28 @@ def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None
 
 
 
+def backend_variant(served_by: object, variant: str, model: str) -> str:
+    """A variant's name in a backend comparison: led by the backend that served it (the model's name
+    where none is recorded), so one table holds every backend's "1x1"."""
+    return f"{served_by if isinstance(served_by, str) and served_by else model}: {variant}"
+
+
+def _served_by(run: SweepResult) -> list[str]:
+    """The backends that served a run's rows, in order (empty where none is recorded)."""
+    if "served_by" not in run.frame.columns:
+        return []
+    return list(dict.fromkeys(str(b) for b in run.frame["served_by"].dropna()))
+
+
+def _as_in_a_comparison(run: SweepResult) -> SweepResult:
+    """A plain run with its variants named as a backend comparison names them (`backend_variant`),
+    so that the two join on the points they share."""
+    frame = run.frame.copy()
+    served = frame["served_by"] if "served_by" in frame.columns else [None] * len(frame)
+    frame["variant"] = [backend_variant(by, v, str(run.record.get("model"))) for by, v in zip(served, frame["variant"])]
+    return SweepResult(frame, run.record, run.path)
+
+
 @dataclass
 class Comparison:
     """Two runs joined on their point keys; ratios are B / A."""
@@ -293,6 +315,10 @@ class Comparison:
         if len(self.only_a) or len(self.only_b):
             out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
                        f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
+        ba, bb = _served_by(self.a), _served_by(self.b)
+        if ba != bb:
+            out.append(f"served by another backend: {', '.join(ba) or 'not recorded'} -> "
+                       f"{', '.join(bb) or 'not recorded'} (a backend difference, not a measurement one)")
         if a.get("server_version") != b.get("server_version"):
             out.append(f"Triton {a.get('server_version')} -> {b.get('server_version')}")
         ma, mb = a.get("machine") or {}, b.get("machine") or {}
@@ -310,7 +336,7 @@ class Comparison:
         a, b = self.a.label, self.b.label
         differ = self.differences()
         head = (["How the runs differ:"] + [f"  - {line}" for line in differ] if differ
-                else ["Both runs were measured alike (settings, engine, points, server, machine, packages)."])
+                else ["Both runs were measured alike (settings, engine, points, backend, server, machine, packages)."])
         if self.table.empty:
             return "\n".join(head + [f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
                                       f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."])
@@ -337,7 +363,9 @@ def _true(value: Any) -> bool:
 
 
 def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
-    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios.
+    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios (a
+    plain run against a backend comparison: on the points of the backend that served it, the
+    comparison's variants being led by their backend).
     Two LLM sweeps are compared by `measure.llm.compare_llm_runs` (refused across other lengths or
     engines); an LLM sweep and a tensor sweep are refused: one counts tokens, the other inferences."""
     kinds = [record_kind(run) if isinstance(run, (str, Path)) else run.record.get("kind") for run in (a, b)]
@@ -351,6 +379,8 @@ def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Co
         return compare_llm_runs(a, b)  # type: ignore[arg-type,return-value]
     a = a if isinstance(a, SweepResult) else load_run(a)
     b = b if isinstance(b, SweepResult) else load_run(b)
+    if (a.record.get("kind") == "backends") != (b.record.get("kind") == "backends"):  # a comparison vs a plain run
+        a, b = (run if run.record.get("kind") == "backends" else _as_in_a_comparison(run) for run in (a, b))
     keys = list(KEY_COLUMNS)
     metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
     left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]

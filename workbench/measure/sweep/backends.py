@@ -23,7 +23,8 @@ import pandas as pd
 from workbench.generate.config import ConfigError, read_config
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
-from workbench.measure.store.results import ReadableFrame, SweepResult, frame_from_rows, write_exports, write_record
+from workbench.measure.store.results import (ReadableFrame, SweepResult, backend_variant, frame_from_rows,
+                                             write_exports, write_record)
 from workbench.measure.sweep.reproduce import backends_call
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server.protocol import Server
@@ -201,7 +202,10 @@ class BackendComparison:
 def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, label: str | None = None,
                       **extra: Any) -> dict[str, Any]:
     """The run record of a backend comparison (its own run.json, so saved-run lists show it): the
-    sub-runs' folders and labels, what was measured (from the first sub-run), the status of the whole."""
+    sub-runs' folders (absolute: a report opened elsewhere finds them) and labels, each model's
+    directory and the backend that served each variant, what was measured and where (server,
+    machine, packages: one server measured them all, as the first sub-run records), the status of
+    the whole."""
     records = [run.record for run in runs.values()]
     first = records[0] if records else {}
     backends = list(dict.fromkeys(frame["served_by"].dropna())) if "served_by" in frame.columns else []
@@ -211,7 +215,11 @@ def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, labe
         "kind": "backends",
         "label": label or "backends: " + " vs ".join(backends),
         "model": " vs ".join(runs),
-        "runs": {name: str(run.path) for name, run in runs.items()},
+        "runs": {name: str(Path(run.path).resolve()) for name, run in runs.items() if run.path is not None},
+        "model_dirs": {name: r.get("model_dir") for name, r in zip(runs, records)},
+        "backends": backends,
+        "served_by": ({variant: by for variant, by in zip(frame["variant"], frame["served_by"]) if isinstance(by, str)}
+                      if "served_by" in frame.columns else {}),
         "run_labels": {name: run.label for name, run in runs.items()},
         "status": status,
         "started": min((r.get("started") or "" for r in records), default="") or None,
@@ -219,6 +227,7 @@ def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, labe
         "planned_points": sum(r.get("planned_points") or 0 for r in records),
         "settings": first.get("settings"),
         "engine": first.get("engine"),
+        **{key: first.get(key) for key in ("server_version", "server", "url", "machine", "packages")},
         **extra,
     }
 
@@ -276,7 +285,7 @@ def compare_backends(
     for name, run in runs.items():
         frame = run.frame.copy()
         frame["model"] = name
-        frame["variant"] = [f"{by or name}: {variant}" for by, variant in zip(frame["served_by"], frame["variant"])]
+        frame["variant"] = [backend_variant(by, variant, name) for by, variant in zip(frame["served_by"], frame["variant"])]
         frames.append(frame)
     frame = frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records"))
     record = comparison_record(runs, frame, label, plan=plan.to_dict(),
