@@ -18,7 +18,7 @@ import matplotlib.lines
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from workbench.measure.grid.rows import flag
 from workbench.measure.store.results import Comparison, SweepResult, load_run
@@ -70,7 +70,22 @@ def _latency_axis(ax, values: Iterable[float], axis: str = "y") -> None:
     values = [v for v in values if np.isfinite(v) and v > 0]
     if values and max(values) / min(values) > _WIDE_RANGE:
         getattr(ax, f"set_{axis}scale")("log")
-        getattr(ax, f"get_{axis}axis")().set_major_formatter(ScalarFormatter())
+        plain_log_ticks(getattr(ax, f"get_{axis}axis")(), max(values) / min(values))
+
+
+def plain_number(value: float, _position: object = None) -> str:
+    """A tick label as a person writes the number: 0.2, 5, 1000 (never 2x10^-1 or 1.00)."""
+    return np.format_float_positional(float(value), precision=6, trim="-")
+
+
+def plain_log_ticks(axis, span: float) -> None:
+    """Label a log axis at 1, 2 and 5 of each decade (at 1 alone past three decades) in plain
+    numbers, minor ticks unlabelled: a range inside one decade (a p50 between 1 and 10 ms) still
+    reads, and no tick says 2x10^-1."""
+    subs = (1.0,) if span > 1000 else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(plain_number))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _unstable(frame: pd.DataFrame) -> pd.Series:
@@ -158,7 +173,8 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
         unstable = _mark_unstable(ax, frame, "batch_size", metric, colors)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(frame["batch_size"].unique()))
-        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.get_xaxis().set_major_formatter(FuncFormatter(plain_number))
+        ax.get_xaxis().set_minor_formatter(NullFormatter())
         ax.set_xlabel("batch size (per request)")
         ax.set_title(f"{name} latency")
         ax.grid(True, alpha=0.3)
