@@ -89,3 +89,21 @@ def test_log_latency_axes_label_their_ticks_in_plain_numbers(scale):
         float(label)  # "2x10^-1", "$\\mathdefault{...}$" would not parse
     assert all(label == plots.plain_number(float(label)) for label in labels), labels
     assert text_overlaps(fig) == []
+
+
+def test_a_comparison_of_long_run_labels_keeps_its_title_and_legend_inside_the_figure():
+    """Issue 43 item 12: the report's ratio plot had its title cut at the figure's edge."""
+    a = SweepResult(_plain().frame, {"label": "cpu_baseline_before_changing_the_dynamic_batcher"})
+    b = SweepResult(_plain().frame, {"label": "cpu_after_changing_the_dynamic_batcher_delay"})
+    fig = plots.comparison_plot(compare_runs(a, b))
+    assert text_overlaps(fig) == []
+    assert "\n" in fig._suptitle.get_text()  # wrapped, not cut
+
+
+def test_the_checker_sees_a_title_past_the_figures_edge():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2), layout="constrained")
+    fig.subplots().plot(range(3))
+    fig.suptitle("a title far too long for a figure three inches wide, so its ends are cut off")
+    assert any("runs past the figure's edge" in p for p in text_overlaps(fig))

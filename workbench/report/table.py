@@ -18,9 +18,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
-__all__ = ["Cell", "Column", "Table", "readable_table", "table_html", "TABLE_CLASS", "TABLE_CSS"]
+__all__ = ["Cell", "Column", "Table", "readable_table", "table_html", "TABLE_CLASS", "TABLE_CSS", "SCROLL_CLASS"]
 
 TABLE_CLASS = "workbench-table"
+# Views whose content is meant to scroll inside them (logs, files, wide tables), in the app and the
+# report; the browser tests allow their scrollbars and no other.
+SCROLL_CLASS = "workbench-scroll"
 # Cells never wrap: long text is cut with an ellipsis and kept whole in the tooltip (title).
 TABLE_CSS = (f".{TABLE_CLASS}{{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}}"
              f".{TABLE_CLASS} th,.{TABLE_CLASS} td{{padding:2px 8px;white-space:nowrap;border-bottom:1px solid #ddd}}"

@@ -35,8 +35,10 @@ def _name(text: Text) -> str:
 
 
 def text_overlaps(figure: Figure) -> list[str]:
-    """Every pair of texts that overlap: tick labels of one axis, axis labels and titles against
-    tick labels, and any legend against any of them (its own texts aside)."""
+    """Every pair of texts that overlap: tick labels of one axis, axis labels and titles (the
+    figure's too) against tick labels, and any legend against any of them (its own texts aside);
+    and every title, axis label or legend that runs past the figure's edge (cut off where it is
+    shown; tick labels are placed on every tick, drawn or not, so they are left out)."""
     if figure.canvas is None or not hasattr(figure.canvas, "get_renderer"):
         FigureCanvasAgg(figure)
     figure.canvas.draw()
@@ -60,6 +62,10 @@ def text_overlaps(figure: Figure) -> list[str]:
         box = _box(ax.title, renderer)
         if box is not None:
             labels.append((f"title {_name(ax.title)}", box))
+    suptitle = getattr(figure, "_suptitle", None)  # fig.suptitle's Text (matplotlib keeps it there)
+    box = _box(suptitle, renderer) if suptitle is not None else None
+    if box is not None:
+        labels.append((f"figure title {_name(suptitle)}", box))
     for (na, ba), (nb, bb) in combinations(labels, 2):
         if _overlap(ba, bb) and not ("tick label" in na and "tick label" in nb):  # ticks: checked per axis
             problems.append(f"{na} and {nb} overlap")
@@ -69,7 +75,11 @@ def text_overlaps(figure: Figure) -> list[str]:
         if box is None:
             continue
         problems += [f"the legend covers the {name}" for name, other in labels if _overlap(box, other)]
+        labels.append(("legend", box))
         for ax in figure.axes:  # a legend inside the plot area hides data
             if _overlap(box, ax.get_window_extent(renderer)) and legend.axes is not ax and legend not in figure.legends:
                 problems.append("the legend lies over another plot's area")
+    edge = figure.bbox  # a text past the figure's edge is cut off where the figure is shown
+    problems += [f"the {name} runs past the figure's edge" for name, box in labels if "tick label" not in name
+                 and (box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1)]
     return problems

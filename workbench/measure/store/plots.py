@@ -117,7 +117,7 @@ def _legend(ax, title: str, unstable: bool) -> None:
 def _wrap(label: str, width: int = 28) -> str:
     """A legend or tick label on lines of at most ``width`` characters: one long backend name
     squeezed the plot to a third of the figure's width."""
-    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in str(label).split("\n"))
+    return "\n".join(textwrap.fill(line, width, break_long_words=True) for line in str(label).split("\n"))
 
 
 def _grouped_by(frame: pd.DataFrame) -> str:
@@ -306,13 +306,18 @@ def comparison_plot(comparison: Comparison) -> Figure:
         ax.set_ylabel(f"{metric.replace('_ms', '')} ({unit})")
         ax.grid(True, axis="y", alpha=0.3)
     tops = np.fmax(table["throughput_a"].astype(float), table["throughput_b"].astype(float))
+    if np.isfinite(tops).any():
+        axes[0].set_ylim(0, float(np.nanmax(tops)) * 1.12)  # the ratio labels above the tallest bars stay inside
     for i, (ratio, top) in enumerate(zip(table["throughput_ratio"].astype(float), tops)):
         axes[0].annotate(f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points",
                          ha="center", fontsize="medium")
     _latency_axis(axes[1], pd.concat([table["p99_ms_a"], table["p99_ms_b"]]).astype(float))
-    axes[0].legend(fontsize="medium", **_OUTSIDE)
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].legend(handles, [_wrap(label) for label in labels], fontsize="medium", **_OUTSIDE)
     axes[1].set_xticks(x, _point_labels(table), fontsize="medium")
-    fig.suptitle(f"{b} vs {a} (labels: throughput ratio {b}/{a})")
+    # long run labels: the title wraps within the figure instead of running past its edge (cut off)
+    width = int(fig.get_figwidth() * 72 / 7.5)  # characters of a 12 pt title per line, about
+    fig.suptitle(_wrap(f"{b} vs {a} (labels: throughput ratio {b}/{a})", width))
     return fig
 
 
