@@ -264,3 +264,17 @@ def test_the_cli_measures_with_the_llm_defaults_unless_window_flags_are_given(tm
     settings = llm_settings(args, args.flag_defaults)
     assert (settings.window_s, settings.max_windows, settings.time_limit_s) == (1.5, 3, 4.0)
     assert settings.stable_windows == LLM_SETTINGS.stable_windows
+
+
+def test_per_user_is_the_users_share_of_the_total_and_says_so():
+    """Issue 43: "per user" 289 tokens/s read beside a total of 190 at concurrency 1 (a request's own
+    pace, leaving out the time between a user's requests). Per user is now total / concurrency, with
+    a request rate a request's pace; the table's titles carry both definitions."""
+    from workbench.measure.llm.rows import PER_USER_MEANING, per_user_rate
+    from workbench.report.table import readable_table
+
+    assert per_user_rate(190.0, 1, 12, 41.5) == 190.0
+    assert per_user_rate(300.0, 4, 12, 80.0) == 75.0
+    assert per_user_rate(50.0, None, 12, 80.0) == 12 * 1000.0 / 80.0  # a request rate: no fixed users
+    columns = {c.title: c.meaning for c in readable_table(llm_frame(ROWS)).columns}
+    assert PER_USER_MEANING in columns["per user"] and "total" in columns["output"]

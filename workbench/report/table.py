@@ -18,6 +18,8 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from workbench.measure.llm.rows import PER_USER_MEANING, TOTAL_MEANING
+
 __all__ = ["Cell", "Column", "Table", "readable_table", "table_html", "TABLE_CLASS", "TABLE_CSS", "SCROLL_CLASS"]
 
 TABLE_CLASS = "workbench-table"
@@ -161,8 +163,8 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
     "tensor_parallel": ("TP", "", _count, "tensor-parallel degree: cores per instance"),
     "instances": ("instances", "", _count, "model instances"),
     "request_rate": ("rate", "req/s", significant, "requests sent per second"),
-    "output_tokens_per_s": ("output", "tok/s", significant, "output tokens per second, all users"),
-    "tokens_per_user_per_s": ("per user", "tok/s", significant, "output tokens per second one user sees"),
+    "output_tokens_per_s": ("output", "tok/s", significant, f"total output tokens/s: {TOTAL_MEANING}"),
+    "tokens_per_user_per_s": ("per user", "tok/s", significant, f"output tokens/s per user: {PER_USER_MEANING}"),
     "requests_per_s": ("requests", "req/s", significant, "requests finished per second"),
     "ttft_p50_ms": ("TTFT p50", "ms", significant, "time to first token, median"),
     "ttft_p99_ms": ("TTFT p99", "ms", significant, "time to first token, 99th percentile"),

@@ -31,6 +31,7 @@ from workbench.generate.vllm_backend import VllmSettings
 from workbench.generate.vllm_backend.settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets
 
 if TYPE_CHECKING:
+    from workbench.measure.llm import LlmSweepResult
     from workbench.check_generate import GenerationCheck
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
@@ -206,7 +207,34 @@ def stream_figures(result: "StreamResult") -> pd.DataFrame:
     rows = {"requests measured (failed)": f"{result.requests} ({result.failures})",
             "TTFT p50 / p99 (ms)": f"{result.ttft_ms['p50']:.1f} / {result.ttft_ms['p99']:.1f}",
             "inter-token latency p50 / p99 (ms)": f"{result.itl_ms['p50']:.2f} / {result.itl_ms['p99']:.2f}",
-            "output tokens per second": f"{result.output_tokens_per_s:.1f}",
+            "output tokens per second (95% interval)": f"{result.output_tokens_per_s:.1f} "
+                                                      f"({result.output_tokens_per_s_low:.1f}-"
+                                                      f"{result.output_tokens_per_s_high:.1f})",
             "tokens the client received (whole run)": result.client_total_tokens,
             "tokens the server counted": server}
     return pd.DataFrame({"value": list(rows.values())}, index=pd.Index(list(rows), name="streaming"))
+
+
+def stream_against_sweep(result: "StreamResult", sweep: "LlmSweepResult", variant: str) -> str:
+    """Whether the streamed check and the sweep's point at the same setting (``variant``, the same
+    concurrency) agree: both output tokens/s with their 95% intervals, and where the intervals do
+    not overlap, why two measurements of one setting can differ here. Notebook 09 read 351.5 against
+    99.6 tokens/s with no word on it (issue 43)."""
+    rows = sweep.frame[(sweep.frame["variant"] == variant) & (sweep.frame["concurrency"] == result.concurrency)]
+    if rows.empty:
+        return f"the sweep has no point of {variant} at concurrency {result.concurrency} to compare with"
+    row = rows.iloc[0]
+    check = (f"streamed check {result.output_tokens_per_s:.1f} tokens/s ({result.output_tokens_per_s_low:.1f}-"
+             f"{result.output_tokens_per_s_high:.1f})")
+    swept = (f"sweep {float(row['output_tokens_per_s']):.1f} ({float(row['output_tokens_per_s_low']):.1f}-"
+             f"{float(row['output_tokens_per_s_high']):.1f})")
+    same = f"{variant} at concurrency {result.concurrency}: {check}, {swept}"
+    if (result.output_tokens_per_s_low <= float(row["output_tokens_per_s_high"])
+            and float(row["output_tokens_per_s_low"]) <= result.output_tokens_per_s_high):
+        return f"{same}: the 95% intervals overlap, so the two agree"
+    return (f"{same}: the 95% intervals do not overlap. They are two measurements minutes apart of a few "
+            f"1-second windows each: the check ran first after the engine loaded (its first requests pay "
+            f"vLLM's warm-up: TTFT p99 {result.ttft_ms['p99']:.1f} ms against the sweep's "
+            f"{float(row['ttft_p99_ms']):.1f} ms), the sweep after a reload of each variant, and on this shared "
+            "machine the CPU other processes take changes between them (each interval sees only its own "
+            "windows); measure longer (more windows) for a figure to keep")

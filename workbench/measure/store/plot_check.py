@@ -51,7 +51,11 @@ def text_overlaps(figure: Figure) -> list[str]:
         for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             if not axis.get_visible():  # a twin's shared axis: drawn by the other axes
                 continue
-            ticks = [(t, _box(t, renderer)) for t in axis.get_ticklabels()]
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) * 1e-9
+            drawn = [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                     if low - span <= t.get_loc() <= high + span and t.label1.get_visible() and t.label1.get_text()]
+            ticks = [(t, _box(t, renderer)) for t in drawn]  # the labels of ticks inside the view: the drawn ones
             ticks = [(t, b) for t, b in ticks if b is not None]
             problems += [f"{name} tick labels {_name(a)} and {_name(b)} overlap" for (a, ba), (b, bb)
                          in combinations(ticks, 2) if _overlap(ba, bb)]
