@@ -39,6 +39,7 @@ class AskArea:
         self._lock = threading.Lock()
         self._pieces: list[str] = []
         self._asked = 0  # max tokens of the ask in flight or last answered
+        self.busy = ""  # why the model takes no prompt now (the server tab is unloading it), or ""
         c = self.controls = {}
         style = description_style("100px")
         c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
@@ -66,6 +67,8 @@ class AskArea:
             problems.append("prompt is empty: write the text the model should continue")
         if not self.state.name:
             problems.append("no model: name it in the settings tab")
+        if self.busy:
+            problems.append(self.busy)
         return problems
 
     def send(self) -> None:

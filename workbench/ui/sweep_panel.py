@@ -65,7 +65,7 @@ class SweepPanel:
         self.comparison: BackendComparison | None = None  # the last backend comparison (its joined table is result)
         self._live_dirs: list[Path] = []
         self.server_view: ServerView | None = None  # the server side of the point running, last read
-        self._watch: ServerWatch | None = None
+        self._watches: dict[str, ServerWatch | None] = {}  # model measured -> its server-side watch
         self._out_dir: Path | None = None
         self._last_plot = self._last_view = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
@@ -260,11 +260,15 @@ class SweepPanel:
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
         self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
-        try:
-            self._watch = ServerWatch(server, self.state.name)
-        except Exception:  # noqa: BLE001 - no statistics yet (the model not loaded): the view starts empty
-            self._watch = None
         live = lambda _done, _total, message: self._refresh_live(message)
+        # the server side of the models measured (a backend comparison: each backend's model in turn)
+        measured = [Path(d).name for d in backends.model_dirs(model_dir)] if backends.active else [self.state.name]
+        self._watches = dict.fromkeys(measured)
+        for name in measured:
+            try:
+                self._watches[name] = ServerWatch(server, name)
+            except Exception:  # noqa: BLE001 - no statistics yet (not loaded): watched from its first load
+                continue
         if backends.active:
             dirs = backends.model_dirs(model_dir)
             self._live_dirs = list(run_folders(dirs, self._out_dir).values())
@@ -281,13 +285,18 @@ class SweepPanel:
         if time.monotonic() - self._last_view < 1.0:
             return
         self._last_view = time.monotonic()
-        try:
-            if self._watch is None:
-                self._watch = ServerWatch(self.state.server, self.state.name)
-                return
-            self.server_view = self._watch.view()
-        except Exception:  # noqa: BLE001 - the model is reloading: read again at the next report
+        views = []
+        for name, watch in self._watches.items():
+            try:
+                if watch is None:  # no statistics yet (not loaded): watched from its first load
+                    self._watches[name] = ServerWatch(self.state.server, name)
+                    continue
+                views.append(watch.view())
+            except Exception:  # noqa: BLE001 - the model is reloading: read again at the next report
+                continue
+        if not views:
             return
+        self.server_view = max(views, key=lambda view: view.requests)  # the model being measured now
         self.controls["server_view"].value = server_view_html(self.server_view, label=message)
 
     def _refresh_live(self, message: str = "") -> None:
