@@ -232,9 +232,10 @@ def stream_against_sweep(result: "StreamResult", sweep: "LlmSweepResult", varian
     if (result.output_tokens_per_s_low <= float(row["output_tokens_per_s_high"])
             and float(row["output_tokens_per_s_low"]) <= result.output_tokens_per_s_high):
         return f"{same}: the 95% intervals overlap, so the two agree"
-    return (f"{same}: the 95% intervals do not overlap. They are two measurements minutes apart of a few "
-            f"1-second windows each: the check ran first after the engine loaded (its first requests pay "
-            f"vLLM's warm-up: TTFT p99 {result.ttft_ms['p99']:.1f} ms against the sweep's "
-            f"{float(row['ttft_p99_ms']):.1f} ms), the sweep after a reload of each variant, and on this shared "
-            "machine the CPU other processes take changes between them (each interval sees only its own "
-            "windows); measure longer (more windows) for a figure to keep")
+    load = f" (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)" if hasattr(os, "getloadavg") else ""
+    return (f"{same}: the 95% intervals do not overlap. The engine itself ran at another pace: inter-token "
+            f"latency p50 {result.itl_ms['p50']:.2f} ms in the check against {float(row['itl_p50_ms']):.2f} ms in the "
+            f"sweep, TTFT p50 {result.ttft_ms['p50']:.1f} against {float(row['ttft_p50_ms']):.1f} ms. The two ran "
+            f"minutes apart, a few 1-second windows each, on a machine others use too{load}: the CPU the engine "
+            "gets changes between them, and each interval sees only its own windows. Measure longer (more windows, "
+            "a quiet machine) for a figure to keep")
