@@ -263,6 +263,8 @@ class SettingsPanel:
         for name in ("name", "target", "framework"):
             self.state.observe(lambda change: self.link.update(**{change["name"]: change["new"]}), names=name)
         self.link.on_change = self._changed
+        # choosing the tiny LLM names the model after it (notebook 09's tiny_llm), not the last model
+        c["vllm"].observe(lambda change: change["new"] and self.link.update(name=change["new"]), names="chosen_name")
         if self.state.artifact is not None:
             self._artifact_changed({"new": self.state.artifact})
         else:
@@ -452,7 +454,9 @@ class SettingsPanel:
         self.problems = problems
         c["problems"].value = error_list(unplaced + ([f"{beside} problem(s) shown in red beside their fields above"]
                                                      if beside else []))
-        warnings = [w.message for w in in_labels(generated.warnings, labels)] if generated is not None else []
+        # a warning about a vLLM field goes beside it, in that screen's words; the rest here
+        rest = c["vllm"].warned(list(generated.warnings) if generated is not None else [], settings)
+        warnings = [w.message for w in in_labels(rest, labels)]
         c["warnings"].value = "".join(f"<div style='color:#a05a00'>warning: {html.escape(w)}</div>" for w in warnings)
         if settings.name and settings.name != self.state.name:
             self.state.name = settings.name
