@@ -189,6 +189,15 @@ def engine_args_table(model_dirs: Mapping[str, str | os.PathLike[str]], *, only_
     return frame
 
 
+def engine_args_text(table: pd.DataFrame) -> str:
+    """`engine_args_table` as text that keeps its columns aligned in a notebook at 1280 and 1920 px:
+    each source page a footnote ([1], [2]) listed under the table, not a 110-character cell that
+    wrapped every row (issue 43)."""
+    pages = list(dict.fromkeys(page for page in table["source"] if page))
+    shown = table.assign(source=[f"[{pages.index(page) + 1}]" if page else "" for page in table["source"]])
+    return "\n".join([shown.to_string(), ""] + [f"[{number}] {page}" for number, page in enumerate(pages, 1)])
+
+
 def answers_table(check: "GenerationCheck", llm_path: str | os.PathLike[str]) -> pd.DataFrame:
     """Each prompt and way of asking, the served answer decoded by the model's own tokenizer, its
     token count, and whether its token ids equal vLLM's offline generate."""
