@@ -306,12 +306,13 @@ class ServerPanel:
             {"load": server.load, "unload": server.unload, "reload": server.reload}[op](name)
             progress(1, 1, f"{op} {name}: done")
 
-        step = f"{op}ing {name}"  # loading, unloading, reloading
+        doing = f"{op}ing"  # loading, unloading, reloading
         # while it runs the model's row says so, and the ask area sends nothing to it
-        self.index = [dict(row_, state=f"{step.split()[0].upper()}...") if row_.get("name") == name else row_
+        self.index = [dict(row_, state=f"{doing.upper()}...") if row_.get("name") == name else row_
                       for row_ in self.index]
         self.controls["models"].value = models_table_html(self.index)
-        self.ask.busy = f"{name} is {step.split()[0]}: wait until the server tab says it is done"
+        self.ask.busy = f"{name} is {doing}: wait until the server tab says it is done"
+        step = f"{doing} {name}"
         self._run(f"{op} {name}", run, phase=step)
 
     # --- models ----------------------------------------------------------------------------------
