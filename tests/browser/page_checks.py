@@ -32,6 +32,17 @@ LAYOUT_PROBLEMS = """root => {
                           + `sticking out: ${out.join(', ')}`);
         }
     }
+    // a hint in an empty field cut short ("the model's po"): its text is wider than the field's box
+    const canvas = document.createElement('canvas').getContext('2d');
+    for (const input of root.querySelectorAll('input[placeholder]')) {
+        if (input.offsetParent === null || input.value || !input.placeholder) continue;
+        const style = getComputedStyle(input);
+        canvas.font = style.font;
+        const needed = canvas.measureText(input.placeholder).width + parseFloat(style.paddingLeft)
+            + parseFloat(style.paddingRight);
+        if (needed > input.clientWidth + 1)
+            problems.push(`hint cut off: ${name(input)} (${Math.round(needed)}px of hint in ${input.clientWidth}px)`);
+    }
     for (const img of root.querySelectorAll('img')) {
         if (img.offsetParent !== null && (!img.complete || img.naturalWidth === 0))
             problems.push(`broken image: ${name(img)}`);

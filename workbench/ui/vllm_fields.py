@@ -127,8 +127,11 @@ class VllmFields(traitlets.HasTraits):
                            ("max_num_batched_tokens", "vLLM default"), ("block_size", "vLLM default"),
                            ("kv_cache_memory_bytes", "e.g. 67108864"), ("gpu_memory_utilization", "e.g. 0.5"),
                            ("core_range", "first tensor_parallel_size cores")):
-            c[name] = widgets.Text(description=_LABELS[name], placeholder=hint, **text)
-        c["tensor_parallel_size"] = widgets.Text(description=_LABELS["tensor_parallel_size"], **text)
+            # wide enough for the label and the whole hint ("the model's po" was cut, issue 43)
+            c[name] = widgets.Text(description=_LABELS[name], placeholder=hint, layout=widgets.Layout(width="400px"),
+                                   **text)
+        c["tensor_parallel_size"] = widgets.Text(description=_LABELS["tensor_parallel_size"],
+                                                 layout=widgets.Layout(width="400px"), **text)
         c["enforce_eager"] = widgets.Checkbox(description="enforce_eager (no graph capture)", indent=False,
                                               layout=widgets.Layout(width="auto"))
         c["lnc"] = widgets.Dropdown(options=_LNC, description="LNC", style=style)
@@ -191,7 +194,7 @@ class VllmFields(traitlets.HasTraits):
             row(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
             self.errors["nxdi"]])
         self.widget = widgets.VBox([
-            heading("vLLM engine (1/model.json)"),
+            heading("vLLM engine arguments (1/model.json keys, as vLLM spells them)"),
             c["model_choice"], field("model"), field("tokenizer"),
             row(field("dtype"), field("tensor_parallel_size"), field("enforce_eager")),
             row(field("max_model_len"), field("max_num_seqs"), field("max_num_batched_tokens")),
