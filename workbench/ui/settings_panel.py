@@ -163,7 +163,7 @@ class SettingsPanel:
         c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
         c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False, layout=widgets.Layout(width="auto"))
         c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
-                                           **on_enter)
+                                           layout=widgets.Layout(width="460px", max_width="100%"), **on_enter)
         c["core_map"] = widgets.HTML()
         c["switch_notice"] = widgets.HTML()  # what the last backend switch changed and why
         c["problems"] = widgets.HTML()

@@ -90,7 +90,8 @@ class SweepPanel:
         c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
                                        tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
         c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
-                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
+                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)",
+                                          layout=widgets.Layout(width="560px", max_width="100%"))
         # the grid and how each point is measured: one logic value each, every control linked to a field
         self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1",
                                                              concurrency=(1, 2)))
@@ -111,7 +112,7 @@ class SweepPanel:
                                          placeholder="e.g. threads=1,2; inference_mode=on,off",
                                          tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
                                          "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
-                                         **on_enter)
+                                         layout=widgets.Layout(width="520px", max_width="100%"), **on_enter)
         c["compare"] = widgets.TagsInput(allowed_tags=[], allow_duplicates=False, placeholder="model name",
                                          tooltip="other models of this repository measured with the same grid "
                                          "(the same model generated for another backend)")
