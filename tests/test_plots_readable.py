@@ -107,3 +107,13 @@ def test_the_checker_sees_a_title_past_the_figures_edge():
     fig.subplots().plot(range(3))
     fig.suptitle("a title far too long for a figure three inches wide, so its ends are cut off")
     assert any("runs past the figure's edge" in p for p in text_overlaps(fig))
+
+
+def test_a_two_point_backend_comparison_keeps_its_title_whole_and_clear_of_the_legend():
+    """Issue 43 item 12: notebook 08's server-time plot of two points had its title run past the
+    figure's edge and under the legend."""
+    run = _backends()
+    two = SweepResult(run.frame[(run.frame["batch_size"] == 1) & (run.frame["concurrency"] == 1)],
+                      {"label": "backends", "model": "add_sub vs add_sub_pt"})
+    assert len(two.frame) == 2
+    assert text_overlaps(plots.server_breakdown(two)) == []

@@ -257,8 +257,10 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
     handles, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
     # beside the figure, past the throughput axis (beside the plot it covered that axis' ticks)
-    fig.legend(handles + more, labels + more_labels, fontsize="small", loc="outside right upper")
-    ax.set_title(_title(data, "server-side time per request"))
+    fig.legend(handles + more, labels + more_labels, fontsize="small", loc="outside right lower")  # below the title
+    # over the whole figure, wrapped to it: over the axes alone a few points' narrow plot pushed the title
+    # past the figure's left edge and into the legend beside it (notebook 08, issue 43)
+    fig.suptitle(_wrap(_title(data, "server-side time per request"), int(fig.get_figwidth() * 72 / 7.5)))
     return fig
 
 
