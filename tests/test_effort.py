@@ -199,11 +199,11 @@ def test_every_named_latency_is_held_to_its_own_limit():
     slos = {"TTFT p99": 500.0, "ITL p99": 50.0}
     slow_tokens = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 80.0 + d}) for d in (0, 2, -2)]
     verdict = rule.judge(slow_tokens, None, slos)
-    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 80.0 ms [")
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per window 80.0 ms mean, 95% [")
     fine = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 30.0 + d}) for d in (0, 2, -2)]
     verdict = rule.judge(fine, Incumbent("tp1 seqs 8 c4", 700.0, 690.0, 710.0), slos)
     assert verdict.kind == "separated above"
-    assert "TTFT p99 200.0 ms [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
+    assert "TTFT p99 per window 200.0 ms mean, 95% [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
     with pytest.raises(KeyError):  # a limit on a latency the windows do not carry is a caller's bug
         rule.judge(fine, None, {"E2E p99": 1.0})
 
@@ -218,7 +218,7 @@ def test_a_latency_far_past_its_limit_cannot_win_however_much_its_windows_scatte
     assert 0 < found.low < min(scattered) and found.high > max(scattered) and found.mean == pytest.approx(47 / 3)
     windows = [WindowSummary(300.0 + i, {"ITL p99": v}) for i, v in enumerate(scattered)]
     verdict = EffortRule().judge(windows, None, {"ITL p99": 0.001})
-    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 15.7 ms [")
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per window 15.7 ms mean, 95% [")
     assert latency_interval([12.0, 12.0]) == t_interval([12.0, 12.0])  # no scatter: the same either way
     assert latency_interval([0.0, 3.0]) == t_interval([0.0, 3.0])  # not all positive: the linear one
 

@@ -76,9 +76,9 @@ def test_a_point_past_the_itl_limit_cannot_win_after_the_screen():
     rule, windows = EffortRule(3, 8), _windows(ttft_ms=30.0, gap_ms=12.0, tokens_s=[400, 420, 410])
     verdict = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=5.0)))
     assert verdict.kind == "cannot win" and verdict.windows == 3
-    assert verdict.why.startswith("ITL p99 12.0 ms [12.0, 12.0] is past the 5 ms limit")
+    assert verdict.why.startswith("ITL p99 per window 12.0 ms mean, 95% [12.0, 12.0] is past the 5 ms limit")
     within = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=50.0)))
-    assert within.kind == "separated above" and "TTFT p99 90.0 ms" in within.why  # the slow tenth request: p99
+    assert within.kind == "separated above" and "TTFT p99 per window 90.0 ms" in within.why  # the slow tenth request: p99
 
 
 def test_windows_without_completed_requests_leave_the_latency_unknown_not_within():
@@ -88,7 +88,7 @@ def test_windows_without_completed_requests_leave_the_latency_unknown_not_within
     verdict = EffortRule(3, 4).judge(stream_summaries(windows), None, slo_limits(Slo()))
     assert verdict.kind == "continue" and "straddles" not in verdict.why
     capped = EffortRule(3, 3).judge(stream_summaries(windows), None, slo_limits(Slo()))
-    assert capped.kind == "cap reached" and "TTFT p99 nan ms [-inf, inf] straddles the 500 ms limit" in capped.why
+    assert capped.kind == "cap reached" and "TTFT p99 per window nan ms mean, 95% [-inf, inf] straddles the 500 ms limit" in capped.why
     mixed = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[400, 410, 405]) + [_window(3000.0, 400, [])]
     above = EffortRule(3, 8).judge(stream_summaries(mixed), None, slo_limits(Slo()))
     assert above.kind == "separated above" and above.windows == 4  # the three known windows decide
@@ -150,7 +150,7 @@ def test_the_incumbent_moves_only_to_points_meeting_the_slo_with_more_tokens():
     assert effort.incumbent.label == "a at concurrency 1"
     until = effort.until()
     windows = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[200, 210, 205])
-    assert until(windows).startswith("separated above after 3 window(s): throughput 205.0 [")
+    assert until(windows).startswith("separated above after 3 window(s): throughput per window 205.0 mean, 95% [")
     effort.measured(LlmRow.from_dict(_row("b", 4, 205.0, 200.0, 210.0)), until)
     expected = float(np.mean([200, 210, 205]))
     assert effort.incumbent.label == "b at concurrency 4" and effort.incumbent.throughput == pytest.approx(expected)

@@ -293,3 +293,37 @@ def test_the_cli_measures_with_the_llm_defaults_unless_window_flags_are_given(tm
     settings = llm_settings(args, args.flag_defaults)
     assert (settings.window_s, settings.max_windows, settings.time_limit_s) == (1.5, 3, 4.0)
     assert settings.stable_windows == LLM_SETTINGS.stable_windows
+
+
+def test_per_user_is_the_users_share_of_the_total_and_says_so():
+    """Issue 43: "per user" 289 tokens/s read beside a total of 190 at concurrency 1 (a request's own
+    pace, leaving out the time between a user's requests). Per user is now total / concurrency, with
+    a request rate a request's pace; the table's titles carry both definitions."""
+    from workbench.measure.llm.rows import PER_USER_MEANING, per_user_rate
+    from workbench.report.table import readable_table
+
+    assert per_user_rate(190.0, 1, 289.0) == 190.0  # one user: the total, not the request's own pace
+    assert per_user_rate(300.0, 4, 120.0) == 75.0
+    assert per_user_rate(50.0, None, 150.0) == 150.0  # a request rate: no fixed users, a request's pace
+    columns = {c.title: c.meaning for c in readable_table(llm_frame(ROWS)).columns}
+    assert PER_USER_MEANING in columns["per user"] and "total" in columns["output"]
+
+
+def test_a_streamed_check_and_the_sweeps_point_agree_or_say_why_not():
+    """Issue 43: notebook 09's streamed check read 351.5 tokens/s, its sweep 99.6 for the same
+    setting, with no word on it. The sentence gives both with their intervals, and where they do not
+    overlap, where the time went (the check's own figures beside the sweep row's)."""
+    from types import SimpleNamespace
+
+    from workbench.tutorial.llm import stream_against_sweep
+
+    def check(rate, low, high):  # the StreamResult fields the sentence reads
+        return SimpleNamespace(concurrency=1, output_tokens_per_s=rate, output_tokens_per_s_low=low,
+                               output_tokens_per_s_high=high, itl_ms={"p50": 2.64}, ttft_ms={"p50": 13.2})
+
+    result = _result([dict(ROWS[0], output_tokens_per_s_low=40.0, output_tokens_per_s_high=60.0)])
+    agree = stream_against_sweep(check(55.0, 45.0, 65.0), result, "seqs1-tp1-x1")
+    assert "streamed check 55.0 tokens/s (45.0-65.0), sweep 50.0 (40.0-60.0)" in agree and "agree" in agree
+    apart = stream_against_sweep(check(250.0, 214.3, 283.8), result, "seqs1-tp1-x1")
+    assert "do not overlap" in apart and "inter-token latency p50 2.64 ms in the check against 20.00 ms" in apart
+    assert "no point of seqs4-tp1-x9" in stream_against_sweep(check(1.0, 0.5, 1.5), result, "seqs4-tp1-x9")

@@ -61,3 +61,59 @@ def test_a_backend_comparisons_legend_says_backend():
     fig = plots.throughput_vs_latency(_backends())
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
     assert any("backend" in legend.get_title().get_text() for legend in legends)
+
+
+def _tick_labels(axis) -> list[str]:
+    """The labels of the ticks a reader sees: inside the axis's view, not blank."""
+    low, high = sorted(axis.get_view_interval())
+    return [tick.label1.get_text() for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+            if low <= tick.get_loc() <= high and tick.label1.get_visible() and tick.label1.get_text()]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 / 30], ids=["ms", "tenths of a ms"])
+def test_log_latency_axes_label_their_ticks_in_plain_numbers(scale):
+    """Issue 43 item 12: a p50 between 1 and 10 ms on a log axis (the p99 up to 60 ms made it log)
+    had one labelled tick, and small latencies read "2x10^-1": at least three labelled ticks, each a
+    plain number."""
+    low = {1: 1.3, 2: 2.6, 4: 7.5}
+    high = {1: 1.6, 2: 4.0, 4: 60.0}
+    frame = frame_from_rows([{**row, "p50_ms": low[row["batch_size"]] * scale, "p99_ms": high[row["batch_size"]] * scale}
+                             for row in rows()])
+    fig = plots.latency_vs_batch(SweepResult(frame, {"label": "wide", "model": "mlp"}))
+    fig.draw_without_rendering()  # tick labels are set when drawn
+    axis = fig.axes[0].yaxis
+    assert axis.get_scale() == "log"
+    labels = _tick_labels(axis)
+    assert len(labels) >= 3, labels
+    for label in labels:
+        float(label)  # "2x10^-1", "$\\mathdefault{...}$" would not parse
+    assert all(label == plots.plain_number(float(label)) for label in labels), labels
+    assert text_overlaps(fig) == []
+
+
+def test_a_comparison_of_long_run_labels_keeps_its_title_and_legend_inside_the_figure():
+    """Issue 43 item 12: the report's ratio plot had its title cut at the figure's edge."""
+    a = SweepResult(_plain().frame, {"label": "cpu_baseline_before_changing_the_dynamic_batcher"})
+    b = SweepResult(_plain().frame, {"label": "cpu_after_changing_the_dynamic_batcher_delay"})
+    fig = plots.comparison_plot(compare_runs(a, b))
+    assert text_overlaps(fig) == []
+    assert "\n" in fig._suptitle.get_text()  # wrapped, not cut
+
+
+def test_the_checker_sees_a_title_past_the_figures_edge():
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(3, 2), layout="constrained")
+    fig.subplots().plot(range(3))
+    fig.suptitle("a title far too long for a figure three inches wide, so its ends are cut off")
+    assert any("runs past the figure's edge" in p for p in text_overlaps(fig))
+
+
+def test_a_two_point_backend_comparison_keeps_its_title_whole_and_clear_of_the_legend():
+    """Issue 43 item 12: notebook 08's server-time plot of two points had its title run past the
+    figure's edge and under the legend."""
+    run = _backends()
+    two = SweepResult(run.frame[(run.frame["batch_size"] == 1) & (run.frame["concurrency"] == 1)],
+                      {"label": "backends", "model": "add_sub vs add_sub_pt"})
+    assert len(two.frame) == 2
+    assert text_overlaps(plots.server_breakdown(two)) == []

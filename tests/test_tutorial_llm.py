@@ -121,3 +121,19 @@ def test_the_notebook_runs_without_the_vllm_environment_and_says_why(tmp_path, m
     assert "server running: False" in printed and "served greedy tokens" not in printed
     assert "additional_config.override_neuron_config.token_generation_buckets" in printed  # Neuron part still ran
     assert (tmp_path / "runs" / "09-llm-vllm").is_dir()
+
+
+def test_the_engine_args_text_footnotes_its_sources_so_columns_stay_aligned(folder, tmp_path):
+    """Issue 43 item 12: notebook 09's engine-arguments table printed 250-character lines (a page
+    address per row) that wrapped and lost their columns; the sources are footnotes now."""
+    dirs = {target: tutorial_llm.tiny_llm_settings(folder, tmp_path / target, target) for target in ("cpu", "trn2")}
+    written = {}
+    for target, settings in dirs.items():
+        model = render(settings)
+        write(model)
+        written[target] = model.dest
+    table = tutorial_llm.engine_args_table(written)
+    text = tutorial_llm.engine_args_text(table)
+    assert max(len(line) for line in text.splitlines() if not line.startswith("[")) <= 130
+    for page in set(table["source"]) - {""}:
+        assert f"] {page}" in text

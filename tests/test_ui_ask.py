@@ -147,3 +147,24 @@ def test_a_cancelled_ask_says_cancelled_keeps_what_arrived_and_takes_the_next(se
     area.controls["send"].click()
     assert area.ops.join(60)
     assert area.answer is not None and area.answer.text == "w0 w1 " and "cancelled" not in _note(area)
+
+
+def test_the_area_takes_only_streaming_llms_says_its_cap_and_clears_old_errors(server, tmp_path, triton_server_module):
+    """Issue 43 item 8: a non-LLM model got Triton's raw 400; max tokens 1000 silently returned fewer;
+    an empty prompt's error sat above the previous answer; an old failure stayed through a restart."""
+    area = _area(tmp_path, server, max_tokens=3)
+    area.send()
+    assert area.ops.join(60) and area.answer is not None
+    assert area.answer.text == "w0 w1 w2 " and "asked" not in _note(area)  # all that was asked came back
+    area.controls["prompt"].value = "  "
+    area.send()
+    assert "prompt is empty" in _text(area.controls["error"].value) and area.controls["answer"].value == ""
+    # a model that is not a streaming LLM is named, before anything is sent (no raw 400)
+    plain = AskArea(WorkbenchState(tmp_path / "repo", name="missing_model", server=server))
+    plain.controls["prompt"].value = "hello"
+    plain.send()
+    assert "missing_model is not loaded on this server" in _text(plain.controls["error"].value)
+    assert not plain.ops.running
+    # a new server: the old error goes
+    plain.state.server = RunningServer(f"127.0.0.1:{_free_port()}", "http")
+    assert plain.controls["error"].value == ""

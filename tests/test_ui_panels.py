@@ -631,6 +631,34 @@ def test_switching_to_the_pytorch_backend_after_changing_the_core_range_stays_va
     assert not c["core_range"].disabled and state.settings_problems == []
 
 
+
+def test_backend_switches_give_the_users_values_back_and_say_what_they_changed(panels):
+    """Issue 43 item 6: Python (core range 0:1, 2 instances) -> PyTorch -> vLLM -> Python used to
+    come back with core range 0:0 and 2 instances: an error the user did not cause. Each switch
+    says, under the dropdown, which of the user's values it set aside and gives them back."""
+    state, settings, _preview = panels
+    c = settings.controls
+    state.target = "cpu"
+    c["core_range"].value, c["instance_count"].value = "0:1", 2
+    assert state.settings_problems == [] and c["switch_notice"].value == ""
+    c["backend"].value = "pytorch"
+    notice = _text(c["switch_notice"].value)
+    assert "does not read core range 0:1 -> 0:0" in notice and "kept" in notice, notice
+    assert state.settings_problems == []
+    c["backend"].value = "vllm"
+    assert "instances 2 -> 1" in _text(c["switch_notice"].value)
+    c["backend"].value = "python"
+    value = settings.link.value
+    assert str(value.neuron_core_range) == "0:1" and value.triton_model_instance_count == 2
+    assert c["core_range"].value == "0:1" and c["instance_count"].value == 2
+    assert state.settings_problems == [] and state.generated is not None, state.settings_problems
+    notice = _text(c["switch_notice"].value)
+    assert "given back:" in notice and "core range 0:1" in notice and "instances 2" in notice, notice
+    # a target the backend does not serve: moved to one it does, and said
+    state.target = "inf2"
+    c["backend"].value = "pytorch"
+    assert settings.link.value.target == "cpu" and "target inf2 -> cpu" in _text(c["switch_notice"].value)
+
 _TORCHSCRIPT_CONFIG = """name: "{name}"
 backend: "{backend}"
 max_batch_size: 8

@@ -341,3 +341,30 @@ def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(
     assert sweep.search().latency_budget_ms is None and sweep.search().strategy().params["tries"] == 2
     sweep.search_link.update(name="bisection", latency_budget_ms=5.0)  # logic -> controls
     assert (c["search"].value, c["budget_ms"].value) == ("bisection", 5.0)
+
+
+def test_a_model_that_fails_to_load_on_start_leaves_the_server_said_running(tmp_path):
+    """Issue 43 item 7: a failed load on start marked the server "failed" (the start task failed),
+    and the server line said "starting tritonserver" while the status said "loading ...". The
+    server line now says the server runs and what happens to the model; the error names the model."""
+    repository = tmp_path / "model_repository"
+    (repository / "broken" / "1").mkdir(parents=True)  # a backend the server does not have: refused at once
+    (repository / "broken" / "config.pbtxt").write_text('name: "broken"\nbackend: "no_such_backend"\nmax_batch_size: 0\n'
+                                                        'input [{ name: "X" data_type: TYPE_FP32 dims: [1] }]\n'
+                                                        'output [{ name: "Y" data_type: TYPE_FP32 dims: [1] }]\n')
+    app = Workbench(repository)
+    try:
+        app.state.name = "broken"
+        panel = app["server"]
+        seen: list[str] = []
+        panel.controls["server_info"].observe(lambda change: seen.append(_text(change["new"])), names="value")
+        panel.controls["start"].click()
+        assert panel.ops.join(timeout=180) and panel.ops.task.state == "done", panel.ops.task.error_text
+        assert app.state.server.running
+        error = _text(panel.controls["error"].value)
+        assert "tritonserver is running; loading broken failed:" in error, error
+        assert re.search(r"running\s+pid", _text(panel.controls["server_info"].value))
+        loading = [line for line in seen if "loading broken" in line]
+        assert loading and all(re.search(r"running\s+pid", line) and "starting" not in line for line in loading), seen
+    finally:
+        app.close()

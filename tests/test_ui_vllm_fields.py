@@ -14,6 +14,7 @@ import pytest
 
 from workbench import generate, zoo
 from workbench.generate.vllm_backend import VllmSettings
+from workbench.tutorial.llm import CPU_ENGINE  # notebook 09's engine settings, which the tiny LLM brings
 from workbench.ui import Workbench
 from workbench.ui.vllm_fields import FOLDER, TINY_LLM
 
@@ -41,7 +42,7 @@ def app(tmp_path):
 
 def _choose_vllm(app, llm) -> dict:
     settings = app["settings"].controls
-    settings["name"].value = "tiny_llm"
+    settings["name"].value = "add_sub"  # the last model's name: choosing the tiny LLM names it tiny_llm
     settings["backend"].value = "vllm"
     fields = settings["vllm"].controls
     fields["model_choice"].value = TINY_LLM
@@ -58,14 +59,23 @@ def test_the_group_shows_for_vllm_only_and_picks_the_tiny_llm(app, llm):
     # what vLLM does not read is greyed out: the compiled model, batching, the generic core range
     for key in ("compiled_model", "max_batch_size", "dynamic_batching", "instance_count", "core_range"):
         assert panel.controls[key].disabled, key
-    fields["max_model_len"].value = "256"
-    fields["dtype"].value = "float32"
-    fields["enforce_eager"].value = True
+    # issue 43: the tiny LLM comes with its own name and notebook 09's engine settings for the CPU
+    assert app.state.name == "tiny_llm" and panel.controls["name"].value == "tiny_llm"
+    assert app.state.settings_problems == [], app.state.settings_problems
+    args = json.loads(app.state.generated.files["1/model.json"])
+    assert args == {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
+                    "tensor_parallel_size": 1, "enforce_eager": True, "kv_cache_memory_bytes": 64 << 20}
+    # no KV-cache size: the warning sits beside that field, in this screen's words, not at the bottom
+    fields["kv_cache_memory_bytes"].value = ""
+    beside = _text(group.errors["kv_cache_memory_bytes"].value)
+    assert "warning: no KV-cache size" in beside and "KV cache bytes sizes it" in beside, beside
+    assert "kv-cache" not in _text(panel.controls["warnings"].value)
     fields["gpu_memory_utilization"].value = "0.2"
     assert app.state.settings_problems == []
+    assert group.errors["kv_cache_memory_bytes"].value == ""
     args = json.loads(app.state.generated.files["1/model.json"])
-    assert args == {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "tensor_parallel_size": 1,
-                    "enforce_eager": True, "gpu_memory_utilization": 0.2}
+    assert args == {"model": str(llm.path), "dtype": "float32", "max_model_len": 256, "max_num_seqs": 4,
+                    "tensor_parallel_size": 1, "enforce_eager": True, "gpu_memory_utilization": 0.2}
     assert app.state.generated.config.backend == "vllm"
 
 
@@ -139,7 +149,7 @@ def test_switching_backends_keeps_what_each_one_had(app, llm):
     settings.controls["backend"].value = "python"
     assert settings.settings.copy_compiled_model and settings.settings.backend_settings is None
     settings.controls["backend"].value = "vllm"
-    assert settings.settings.backend_settings == VllmSettings(model=str(llm.path), max_num_seqs=3)
+    assert settings.settings.backend_settings == VllmSettings(model=str(llm.path), **{**CPU_ENGINE, "max_num_seqs": 3})
     assert app.state.settings_problems == []
 
 
@@ -179,7 +189,7 @@ def test_preview_shows_diffs_and_writes_model_json_that_reads_back(app, llm, tmp
     tabs.selected_index = 4  # the diff
     assert '+  "max_num_seqs": 2,' in _plain(preview.controls["diff"].value)
     assert preview.write() is None  # an existing directory: asked first, nothing replaced
-    assert "max_num_seqs" not in (model_dir / "1" / "model.json").read_text()
+    assert '"max_num_seqs": 4' in (model_dir / "1" / "model.json").read_text()  # nothing replaced
     result = preview.write(overwrite=True)
     assert result.backup is not None and json.loads((model_dir / "1" / "model.json").read_text())["max_num_seqs"] == 2
 
@@ -198,7 +208,7 @@ def test_a_tiny_llm_that_cannot_be_built_stays_said_beside_the_model_folder_unti
     blocked.write_text("not a folder")
     monkeypatch.setenv("WORKBENCH_ZOO_CACHE", str(blocked / "zoo"))  # the zoo cannot make its cache here
     settings = app["settings"].controls
-    settings["name"].value = "tiny_llm"
+    settings["name"].value = "add_sub"  # the last model's name: choosing the tiny LLM names it tiny_llm
     settings["backend"].value = "vllm"
     group = settings["vllm"]
     fields = group.controls

@@ -18,13 +18,15 @@ import pytest
 from workbench.cli import main
 from workbench.measure.sweep.backends import compare_backends
 from workbench.measure.grid.plan import SweepPlan
-from workbench.measure.store.results import load_run
-from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.store.results import (POINTS_FILE, append_point, frame_from_rows, load_run, write_exports,
+                                             write_record)
+from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.reproduce import reproduce_lines
 from workbench.server import TritonServer
 
 from conftest import CHROMIUM_FLAGS, REPO  # tests/browser/conftest.py (rootdir-relative import, as pytest loads it)
+from page_checks import LAYOUT_PROBLEMS, PAGE_OVERFLOW, TEXT_OVERLAPS  # the app's checks, on the report
 
 pytestmark = [pytest.mark.browser, pytest.mark.server, pytest.mark.timeout(900)]
 
@@ -85,9 +87,37 @@ def _open(page, path: Path) -> dict:
     })""")
     page.screenshot(path=str(path.with_suffix(".png")), full_page=True)
     assert [url for url in page.requests if not url.startswith("file://")] == [], "the report fetched something"
+    # at 1280 px, as the app is checked: no sideways overflow, nothing cut off, no text over text
+    body = page.locator("body").element_handle()
+    problems = page.evaluate(PAGE_OVERFLOW) + page.evaluate(LAYOUT_PROBLEMS, body) + page.evaluate(TEXT_OVERLAPS, body)
+    assert problems == [], f"{path.with_suffix('.png')}: {problems}"
     assert seen["images"] == 0, "nothing is linked: plots are inline SVG"
     assert all(h <= 3 * seen["lineHeight"] + 8 for h in seen["rowHeights"]), seen["rowHeights"]
     return seen
+
+
+def test_a_comparison_of_runs_with_long_names_reads_whole_at_1280_px(offline_page, tmp_path):
+    """Issue 43 item 12: a comparison report was 1354 px wide in a 1280 px window, its model path
+    printed over the next column's "protocol" and its ratio plot's title cut. Two saved runs with
+    long labels and a long model path (no spaces to wrap at), written by the logic layer's writers."""
+    from test_plots import rows  # tests/test_plots.py: a plain sweep's rows
+
+    model_dir = "/home/newcomer/projects/triton_neuron_workbench_tutorials/model_repository/my_bert_base_classifier"
+    folders = []
+    for label, scale in (("cpu_baseline_before_changing_the_dynamic_batcher", 1.0),
+                         ("cpu_after_changing_the_dynamic_batcher_delay", 1.1)):
+        folder = tmp_path / label
+        folder.mkdir()
+        points = [{**row, "throughput": row["throughput"] * scale} for row in rows()]
+        record = {"model": "my_bert_base_classifier", "model_dir": model_dir, "status": "complete", "label": label}
+        for point in points:
+            append_point(folder / POINTS_FILE, point)
+        write_record(folder, record)
+        write_exports(folder, frame_from_rows(points), record)
+        folders.append(folder)
+    assert main(["report", str(folders[0]), str(folders[1])]) == 0
+    seen = _open(offline_page, folders[1] / f"report-vs-{folders[0].name}.html")
+    assert len(seen["plots"]) == 3 and seen["tableRows"][0] == len(rows())
 
 
 def test_report_of_a_saved_sweep_opens_offline_with_everything(runs, offline_page, capsys):

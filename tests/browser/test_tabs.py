@@ -19,6 +19,7 @@ import nbformat
 import pytest
 
 from app_page import button, open_tab, workbench_of  # tests/browser/app_page.py
+from page_checks import LAYOUT_PROBLEMS, TEXT_OVERLAPS  # tests/browser/page_checks.py
 
 from workbench.measure.store.results import POINTS_FILE, append_point, frame_from_rows, write_exports, write_record
 
@@ -29,37 +30,6 @@ VIEWPORTS = ((1280, 800), (1920, 1080))
 WAIT_MS = 180_000
 NOTEBOOK = "workbench.ipynb"
 
-# What the page shows that is cut off or scrolls sideways: an element whose content is wider than
-# its box, where the box hides the rest (a cut label) or scrolls (a stray scrollbar). Boxes meant
-# to scroll (logs, files: .workbench-scroll, text areas) and form fields holding long text are not.
-_LAYOUT_PROBLEMS = """root => {
-    const problems = [];
-    const name = el => {
-        const text = (el.innerText || el.value || el.getAttribute('placeholder') || '').trim().slice(0, 60);
-        return `${el.tagName.toLowerCase()}.${[...el.classList].slice(0, 3).join('.')} "${text}"`;
-    };
-    for (const el of [root, ...root.querySelectorAll('*')]) {
-        if (el.offsetParent === null || el.clientWidth === 0) continue;
-        if (['INPUT', 'TEXTAREA', 'SELECT', 'OPTION', 'IMG'].includes(el.tagName)) continue;
-        if (el.closest('.workbench-scroll, textarea')) continue;
-        const style = getComputedStyle(el);
-        if (el.scrollWidth <= el.clientWidth + 1) continue;
-        if (['hidden', 'clip'].includes(style.overflowX) || style.textOverflow === 'ellipsis')
-            problems.push(`cut off: ${name(el)} (${el.scrollWidth}px of content in ${el.clientWidth}px)`);
-        else if (['auto', 'scroll'].includes(style.overflowX)) {
-            const edge = el.getBoundingClientRect().right + 1;
-            const out = [...el.querySelectorAll('*')].filter(d => d.offsetParent !== null
-                && d.getBoundingClientRect().right > edge).slice(-1).map(name);
-            problems.push(`scrolls sideways: ${name(el)} (${el.scrollWidth}px in ${el.clientWidth}px), `
-                          + `sticking out: ${out.join(', ')}`);
-        }
-    }
-    for (const img of root.querySelectorAll('img')) {
-        if (img.offsetParent !== null && (!img.complete || img.naturalWidth === 0))
-            problems.push(`broken image: ${name(img)}`);
-    }
-    return problems;
-}"""
 
 
 def _row(run: str, batch: int, concurrency: int, p99: float, stable: bool) -> dict:
@@ -210,7 +180,8 @@ def test_every_tab_reads_whole_at_two_sizes(lab, browser_page, tmp_path):
             workbench.locator(".widget-tab").first.scroll_into_view_if_needed()
             page.screenshot(path=str(shot))  # what the user sees at this size
             shots.append(shot)
-            found = page.evaluate(_LAYOUT_PROBLEMS, workbench.element_handle())
+            found = page.evaluate(LAYOUT_PROBLEMS, workbench.element_handle())
+            found += page.evaluate(TEXT_OVERLAPS, workbench.element_handle())
             found += page.evaluate(_READING_PROBLEMS, workbench.element_handle())
             if tab == "server":
                 log = page.evaluate(_NEWEST_LOG_LINE, workbench.element_handle())

@@ -13,7 +13,7 @@ from pathlib import Path
 from workbench.files import atomic_write
 from workbench import __version__
 from workbench.report.run_report import Report
-from workbench.measure.store.table import table_html
+from workbench.report.table import SCROLL_CLASS, table_html
 
 __all__ = ["report_html", "write_report", "save_report"]
 
@@ -24,9 +24,11 @@ h1{font-size:22px;margin:0 0 4px 0}h2{font-size:17px;margin:28px 0 8px 0;border-
 .subtitle{color:#555;margin:0 0 16px 0}
 #best p{font-weight:600;background:#eef6ee;border-left:4px solid #3a7d44;padding:8px 12px;margin:4px 0}
 pre{background:#f5f5f5;border:1px solid #ddd;padding:8px 12px;overflow-x:auto;font-size:12px}
-.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:8px 24px}
+pre.reproduce{white-space:pre-wrap;overflow-wrap:anywhere}
+.facts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(360px,100%),1fr));gap:8px 24px}
+.facts>div{min-width:0;overflow-wrap:anywhere}
 .facts table{border-collapse:collapse;font-size:13px}.facts th{text-align:left;padding:1px 12px 1px 0;
-color:#555;font-weight:normal;white-space:nowrap;vertical-align:top}.facts td{padding:1px 0}
+color:#555;font-weight:normal;vertical-align:top;width:35%}.facts td{padding:1px 0}
 figure{margin:12px 0}figure svg{max-width:100%;height:auto}figcaption{font-weight:600;margin-bottom:4px}
 .note{color:#555;font-size:13px}
 """
@@ -55,8 +57,8 @@ def report_html(report: Report) -> str:
     best = "".join(f"<p>{html.escape(line)}</p>" for line in report.best.splitlines())
     plots = "".join(f"<figure class='plot'><figcaption>{html.escape(p.title)}</figcaption>{p.svg}</figure>"
                     for p in report.plots)
-    tables = "".join(f"<h3 style='font-size:14px;margin:12px 0 4px 0'>{html.escape(title)}</h3>{table_html(table)}"
-                     for title, table in report.tables)
+    tables = "".join(f"<h3 style='font-size:14px;margin:12px 0 4px 0'>{html.escape(title)}</h3>"
+                     + table_html(table, scroll_class=SCROLL_CLASS) for title, table in report.tables)
     unstable = ("<p>Every point's windows agreed (stable).</p>" if not report.unstable else
                 "<p class='note'>Their last windows did not agree within the stability limit; the numbers are over "
                 "every measured window, read them with their spread. What the server's statistics show:</p><ul>"

@@ -118,18 +118,27 @@ def _facts(run: SweepResult) -> tuple[Facts, ...]:
             ("max batch size", _text(config.get("max_batch_size") or config.get("maxBatchSize")))]
     how = [("engine", f"{engine.get('engine', 'not recorded')}: {engine.get('reason', '')}".rstrip(": ")),
            ("protocol", _text(settings.get("protocol"))),
-           ("windows", f"{_text(settings.get('window_s'))} s each, stable when the last {_text(settings.get('stable_windows'))}"
-                       f" agree within {_pct(settings.get('stability'))}, at most {_text(settings.get('max_windows'))}"
-                       f" windows before they lengthen, time limit {_text(settings.get('time_limit_s'))} s"),
-           ("latencies per point", f"at least {_text(settings.get('min_latencies'))}"),
+           ("windows", _said("{} s each, stable when the last {} agree within {}, at most {} windows before they "
+                             "lengthen", settings.get("window_s"), settings.get("stable_windows"),
+                             _pct(settings.get("stability")), settings.get("max_windows"))
+            + ("" if "time_limit_s" not in settings else
+               ", no time limit" if settings["time_limit_s"] is None else f", time limit {settings['time_limit_s']} s")),
+           ("latencies per point", _said("at least {}", settings.get("min_latencies"))),
            ("warm-up requests", _text(settings.get("warmup_requests"))), ("input seed", _text(settings.get("seed"))),
-           ("output check", f"rtol {_text(settings.get('rtol'))}, atol {_text(settings.get('atol'))}"),
-           ("server", f"Triton {_text(first.get('server_version'))} at {_text(first.get('url'))}")]
+           ("output check", _said("rtol {}, atol {}", settings.get("rtol"), settings.get("atol"))),
+           ("server", _said("Triton {} at {}", first.get("server_version"), first.get("url")))]
     machine = [(k.replace("_", " "), _text(v)) for k, v in (first.get("machine") or {}).items()]
     versions = [(k, _text(v)) for k, v in (first.get("packages") or {}).items()]
     return (Facts("What was measured", tuple(measured + models + grid)), Facts("How", tuple(how)),
             Facts("Machine", tuple(machine) or (("machine", "not recorded"),)),
             Facts("Versions", tuple(versions) or (("packages", "not recorded"),)))
+
+
+def _said(template: str, *values: Any) -> str:
+    """``template`` filled with ``values``; "not recorded" alone when one of them is (never "at least
+    not recorded" or "Triton not recorded at not recorded")."""
+    texts = [_text(value) for value in values]
+    return "not recorded" if "not recorded" in texts else template.format(*texts)
 
 
 def _pct(value: Any) -> str:

@@ -30,7 +30,8 @@ from workbench.server.vllm_env import (BACKEND_FOLDER, SHARED_ENV, VllmHere, ass
                                        vllm_python_path)
 
 if TYPE_CHECKING:
-    from workbench.served_generation import GenerationCheck
+    from workbench.measure.llm import LlmSweepResult
+    from workbench.check_generate import GenerationCheck
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
 
@@ -114,6 +115,15 @@ def engine_args_table(model_dirs: Mapping[str, str | os.PathLike[str]], *, only_
     return frame
 
 
+def engine_args_text(table: pd.DataFrame) -> str:
+    """`engine_args_table` as text that keeps its columns aligned in a notebook at 1280 and 1920 px:
+    each source page a footnote ([1], [2]) listed under the table, not a 110-character cell that
+    wrapped every row (issue 43)."""
+    pages = list(dict.fromkeys(page for page in table["source"] if page))
+    shown = table.assign(source=[f"[{pages.index(page) + 1}]" if page else "" for page in table["source"]])
+    return "\n".join([shown.to_string(), ""] + [f"[{number}] {page}" for number, page in enumerate(pages, 1)])
+
+
 def answers_table(check: "GenerationCheck", llm_path: str | os.PathLike[str]) -> pd.DataFrame:
     """Each prompt and way of asking, the served answer decoded by the model's own tokenizer, its
     token count, and whether its token ids equal vLLM's offline generate."""
@@ -132,7 +142,35 @@ def stream_figures(result: "StreamResult") -> pd.DataFrame:
     rows = {"requests measured (failed)": f"{result.requests} ({result.failures})",
             "TTFT p50 / p99 (ms)": f"{result.ttft_ms['p50']:.1f} / {result.ttft_ms['p99']:.1f}",
             "inter-token latency p50 / p99 (ms)": f"{result.itl_ms['p50']:.2f} / {result.itl_ms['p99']:.2f}",
-            "output tokens per second": f"{result.output_tokens_per_s:.1f}",
+            "output tokens per second (95% interval)": f"{result.output_tokens_per_s:.1f} "
+                                                      f"({result.output_tokens_per_s_low:.1f}-"
+                                                      f"{result.output_tokens_per_s_high:.1f})",
             "tokens the client received (whole run)": result.client_total_tokens,
             "tokens the server counted": server}
     return pd.DataFrame({"value": list(rows.values())}, index=pd.Index(list(rows), name="streaming"))
+
+
+def stream_against_sweep(result: "StreamResult", sweep: "LlmSweepResult", variant: str) -> str:
+    """Whether the streamed check and the sweep's point at the same setting (``variant``, the same
+    concurrency) agree: both output tokens/s with their 95% intervals, and where the intervals do
+    not overlap, why two measurements of one setting can differ here. Notebook 09 read 351.5 against
+    99.6 tokens/s with no word on it (issue 43)."""
+    rows = sweep.frame[(sweep.frame["variant"] == variant) & (sweep.frame["concurrency"] == result.concurrency)]
+    if rows.empty:
+        return f"the sweep has no point of {variant} at concurrency {result.concurrency} to compare with"
+    row = rows.iloc[0]
+    check = (f"streamed check {result.output_tokens_per_s:.1f} tokens/s ({result.output_tokens_per_s_low:.1f}-"
+             f"{result.output_tokens_per_s_high:.1f})")
+    swept = (f"sweep {float(row['output_tokens_per_s']):.1f} ({float(row['output_tokens_per_s_low']):.1f}-"
+             f"{float(row['output_tokens_per_s_high']):.1f})")
+    same = f"{variant} at concurrency {result.concurrency}: {check}, {swept}"
+    if (result.output_tokens_per_s_low <= float(row["output_tokens_per_s_high"])
+            and float(row["output_tokens_per_s_low"]) <= result.output_tokens_per_s_high):
+        return f"{same}: the 95% intervals overlap, so the two agree"
+    load = f" (load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)" if hasattr(os, "getloadavg") else ""
+    return (f"{same}: the 95% intervals do not overlap. The engine itself ran at another pace: inter-token "
+            f"latency p50 {result.itl_ms['p50']:.2f} ms in the check against {float(row['itl_p50_ms']):.2f} ms in the "
+            f"sweep, TTFT p50 {result.ttft_ms['p50']:.1f} against {float(row['ttft_p50_ms']):.1f} ms. The two ran "
+            f"minutes apart, a few 1-second windows each, on a machine others use too{load}: the CPU the engine "
+            "gets changes between them, and each interval sees only its own windows. Measure longer (more windows, "
+            "a quiet machine) for a figure to keep")

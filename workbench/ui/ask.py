@@ -16,7 +16,8 @@ import threading
 
 import ipywidgets as widgets
 
-from workbench.served_generation import ServedAnswer, ask_served
+from workbench.check_generate import ServedAnswer, ask_served
+from workbench.server.errors import ServerError
 from workbench.tasks import check_cancel
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, heading, row
@@ -38,6 +39,8 @@ class AskArea:
         self._lock = threading.Lock()
         self._pieces: list[str] = []
         self._ended: str | None = None  # why the last ask ended without an answer (kept: a late piece changes nothing)
+        self._asked = 0  # max tokens of the ask in flight or last answered
+        self.busy = ""  # why the model takes no prompt now (the server tab is unloading it), or ""
         c = self.controls = {}
         style = description_style("100px")
         c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
@@ -50,6 +53,8 @@ class AskArea:
         c["answer"].add_class("workbench-answer")
         c["error"] = widgets.HTML()
         c["send"].on_click(lambda _b: self.send())
+        # a new server (a restart, another connection): what the last one said no longer holds
+        self.state.observe(lambda _change: self._forget_failure(), names="server")
         self.widget = widgets.VBox([heading("Ask the model (generative models: Triton's vLLM backend)"),
                                     c["prompt"], row(c["max_tokens"], self.ops.widget), c["error"], c["answer"]])
 
@@ -63,6 +68,8 @@ class AskArea:
             problems.append("prompt is empty: write the text the model should continue")
         if not self.state.name:
             problems.append("no model: name it in the settings tab")
+        if self.busy:
+            problems.append(self.busy)
         return problems
 
     def send(self) -> None:
@@ -71,11 +78,16 @@ class AskArea:
         problems = self.problems()
         if not problems and self.ops.running:
             problems = ["the last prompt is still being answered: wait, or Cancel it"]
+        if not problems:
+            problems = self._not_generative(self.state.server, self.state.name)
         if problems:
             c["error"].value = error_list(problems)
+            if not self.ops.running:  # the refusal stands alone, not above an answer to another prompt
+                c["answer"].value = ""
             return
         server, model = self.state.server, self.state.name
         prompt, max_tokens = c["prompt"].value, c["max_tokens"].value
+        self._asked = max_tokens
         try:
             url = server.http_url
         except ValueError as err:  # a server connected over gRPC only
@@ -117,6 +129,51 @@ class AskArea:
 
         self.ops.start(work, on_done=done)
 
+    @staticmethod
+    def _not_generative(server, model: str) -> list[str]:
+        """Why ``model`` on ``server`` takes no prompt, read from its served config (the vLLM backend
+        declares its tensors there): it must stream (decoupled) text_input -> text_output. Empty
+        when it does, or when the server cannot say (the ask then says what the server answers)."""
+        try:
+            config = server.model_config(model)
+        except ServerError:  # no answer from the server: the ask itself says so, in its note
+            return []
+        except Exception as err:  # noqa: BLE001 - Triton's refusal (tritonclient's exception): no such model
+            return [f"{model} is not loaded on this server: load it first ({str(err).splitlines()[0][:160]})"]
+        if not isinstance(config, dict):
+            return []
+        inputs = [entry.get("name") for entry in config.get("input", [])]
+        outputs = [entry.get("name") for entry in config.get("output", [])]
+        streams = bool((config.get("model_transaction_policy") or {}).get("decoupled"))
+        if "text_input" in inputs and "text_output" in outputs and streams:
+            return []
+        return [f"{model} is not a streaming LLM (it takes {', '.join(map(str, inputs)) or 'no inputs'}): the ask area "
+                "sends prompts to models that stream text_output for a text_input, such as Triton's vLLM backend's"]
+
+    def _forget_failure(self) -> None:
+        """A new server: an error or a failed ask's note about the last one is cleared (an answer stays)."""
+        if self.ops.running:
+            return
+        self.controls["error"].value = ""
+        if self.answer is None:
+            self.controls["answer"].value = ""
+
+    def _cap_note(self, asked: int, got: int) -> str:
+        """Why fewer tokens came back than asked: the model's end-of-sequence, or its max_model_len
+        (prompt and answer together; read from the model directory's 1/model.json when it is here)."""
+        if not got or got >= asked:  # no token ids (a model without logprobs): nothing to say
+            return ""
+        limit = ""
+        try:
+            import json
+
+            engine = json.loads((self.state.model_dir / "1" / "model.json").read_text())
+            if engine.get("max_model_len"):
+                limit = f", or its max_model_len of {engine['max_model_len']} tokens (prompt and answer together)"
+        except (OSError, ValueError, AttributeError):
+            pass
+        return f"; {got} of the {asked} asked: the model stopped at its end-of-sequence token{limit}"
+
     def _arrived(self, model: str, piece: str) -> None:
         with self._lock:
             if self._ended is not None:  # the ask ended (failed or cancelled): its state stays as shown
@@ -135,7 +192,8 @@ class AskArea:
         if final and self.answer is not None:
             text = self.answer.text
             ids = ", ".join(map(str, self.answer.token_ids))
-            note = f"{model}: {len(self.answer.token_ids)} tokens (greedy): {ids}"
+            note = (f"{model}: {len(self.answer.token_ids)} tokens (greedy)"
+                    f"{self._cap_note(self._asked, len(self.answer.token_ids))}: {ids}")
         elif ended is not None:
             note = f"{model}: {ended}"
         else:

@@ -12,10 +12,10 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from workbench.report.table import SCROLL_CLASS  # views meant to scroll: one class for the app and the report
+
 __all__ = ["SCROLL_CLASS", "row", "button", "description_style", "heading", "scroll_box", "hidden", "shown", "plot_image", "table_view"]
 
-# Views whose content is meant to scroll inside them (logs, files, wide tables); the browser test allows their scrollbars.
-SCROLL_CLASS = "workbench-scroll"
 # no width: a column stretches its rows, and a 100% width plus the widgets' margins overflows by 4 px
 _ROW = dict(flex_flow="row wrap", align_items="center", grid_gap="4px 12px")
 

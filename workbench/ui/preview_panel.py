@@ -24,7 +24,8 @@ from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.server.pytorch import serving_preview
-from workbench.server.vllm_backend import serving_here as vllm_serving_here
+from workbench.server.vllm import serving_here as vllm_serving_here
+from workbench.tutorial.backends import built_libtorch_backend
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
@@ -33,6 +34,17 @@ from workbench.ui.shared_state import WorkbenchState
 
 _TABS = ("config.pbtxt", "model.py", "core map", "docker run", "diff")
 VLLM_ENGINE_FILE = "/model.json"  # <version>/model.json: what the vLLM backend reads (the second tab shows it)
+
+
+def _no_core_map(generated: GeneratedModel) -> str:
+    """Why a model has no core map, in its own backend's terms."""
+    label = backend_of(generated.settings).label
+    if VLLM.recognises(generated.config):
+        return (f"{label}: target {generated.settings.target} places no NeuronCores; vLLM's CPU engine runs its "
+                "threads on this machine's CPUs (the engine arguments in the model.json tab). On a Neuron target "
+                "the core range splits into instances of tensor-parallel-size cores.")
+    return (f"{label} places nothing on cores: its threads are its config parameters "
+            "(intra-op threads, INTRA_OP_THREAD_COUNT, in the settings tab)")
 
 
 class PreviewPanel:
@@ -92,7 +104,8 @@ class PreviewPanel:
             row(c["write"], c["confirm_overwrite"], c["cancel_overwrite"]),
             c["status"],
         ])
-        self.state.observe(lambda _change: self.refresh(), names=["generated", "settings_problems"])
+        # the server: who serves a PyTorch-backend model is the started server's backend
+        self.state.observe(lambda _change: self.refresh(), names=["generated", "settings_problems", "server"])
         self.refresh()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -132,23 +145,32 @@ class PreviewPanel:
         choices = [("config.pbtxt", "")] + [(f"configs/{name}.pbtxt", name) for name in generated.variants]
         keep = c["config_choice"].value if c["config_choice"].value in dict(choices).values() else ""
         c["config_choice"].options, c["config_choice"].value = choices, keep
-        preview = serving_preview(generated)
+        preview = serving_preview(generated, pytorch_backend=self._pytorch_backend())
         engine = next((rel for rel in generated.files if rel.endswith(VLLM_ENGINE_FILE)), None) \
             if VLLM.recognises(generated.config) else None
-        c["tabs"].set_title(_TABS.index("model.py"), engine or "model.py")
+        # the second tab is the model's own file: vLLM's engine arguments, the PyTorch layout's files, model.py
+        c["tabs"].set_title(_TABS.index("model.py"), engine or ("model files" if preview is not None else "model.py"))
         if engine is not None:  # Triton's vLLM backend: the engine arguments are the model's file
             c["model_py"].value = preformatted(vllm_serving_here()) + highlight(generated.files[engine], "json")
         else:
             c["model_py"].value = highlight(generated.model_py, "python") if preview is None else \
                 self._serving_html(generated, preview)
         if generated.core_map is None:
-            c["core_map"].value = preformatted(f"{backend_of(generated.settings).label} places nothing on cores: its "
-                                               "threads are its config parameters (e.g. INTRA_OP_THREAD_COUNT)")
+            c["core_map"].value = preformatted(_no_core_map(generated))
         else:
             c["core_map"].value = core_map_html(generated.core_map)
         c["instance_type"].value = self._default_instance()
         c["docker"].value = self._docker_html(generated)
         self._config_edited()
+
+    def _pytorch_backend(self):
+        """The PyTorch backend the server tab serves with, so the preview names the backend that will
+        serve the model: the running local server's own (False: it has none, the twin serves), else
+        the one the server tab starts with (`built_libtorch_backend`, as server_panel.start does)."""
+        serving = getattr(self.state.server, "pytorch", None)  # a local TritonServer; a remote one: None
+        if serving is not None:
+            return serving.backend.backend_dir if serving.backend is not None else False
+        return built_libtorch_backend()
 
     def _serving_html(self, generated: GeneratedModel, preview: ServingPreview) -> str:
         """A PyTorch-backend layout: the model files, who would serve it here (the real backend the

@@ -16,7 +16,7 @@ import ipywidgets as widgets
 import traitlets
 
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, parameter_table
-from workbench.ui.layout import description_style
+from workbench.ui.layout import heading, description_style
 from workbench.ui.links import field_problem_view, show_field_problems
 
 __all__ = ["PyTorchParameters"]
@@ -56,7 +56,11 @@ class PyTorchParameters(traitlets.HasTraits):
                                           for key, control in controls.items()])
         self._boxes = boxes
         self._quiet = False
-        self.widget = widgets.VBox([boxes[TORCHSCRIPT], boxes[PYTORCH2]])
+        # the keys as config.pbtxt spells them (UPPER_SNAKE, Triton's PyTorch backend's), their meaning in each
+        # field's tooltip; the vLLM fields carry vLLM's own engine-argument names (snake_case) under their heading
+        self.widget = widgets.VBox([heading("PyTorch backend parameters (config.pbtxt keys, as Triton's PyTorch "
+                                            "backend spells them; hover a field for its meaning)"),
+                                    boxes[TORCHSCRIPT], boxes[PYTORCH2]])
         self._show_layout()
 
     def show_problems(self, problems: Mapping[str, Sequence[str]]) -> None:

@@ -182,9 +182,12 @@ class ResultsPanel:
                 c["error"].value = error_list(["open a run first, then write its report"])
                 return None
             runs = (self.run, None)
-        if any(isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm") for run in runs):
-            c["error"].value = error_list(["a report of an LLM sweep is not written yet: its folder holds results.csv, "
-                                           "results.json, run.json and the plots (plots/)"])
+        llm = [run for run in runs if isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm")]
+        if llm:
+            folder = Path(llm[0].path if isinstance(llm[0], LlmSweepResult) else llm[0])
+            held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()) if folder.is_dir() else []
+            c["error"].value = error_list([f"a report of an LLM sweep is not written yet: its folder {folder} holds "
+                                           f"{', '.join(held) or 'nothing'}; this tab shows its table and plots"])
             return None
         try:
             path = save_report(*runs, latency_budget_ms=self._budget())

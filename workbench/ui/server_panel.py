@@ -53,10 +53,17 @@ def models_table_html(rows: list[dict]) -> str:
             f"<th style='text-align:left'>reason</th>{head}</tr>{''.join(body)}</table>")
 
 
+MODEL_STEPS = ("loading ", "unloading ", "reloading ")  # phases about a model, not the server
+
+
 def server_html(server, phase: str) -> str:
-    """One line on the server: the step in flight, what runs where, or that nothing runs."""
-    if phase:
+    """One line on the server: the step in flight, what runs where, or that nothing runs. A step
+    on a model of a running server (loading it) follows the server's own line."""
+    running = server is not None and server.running
+    if phase and not (running and phase.startswith(MODEL_STEPS)):
         return f"<b style='color:#a05a00'>{html.escape(phase)}</b> <i>(see the status line and the log)</i>"
+    if phase:
+        return server_html(server, "") + f"; <b style='color:#a05a00'>{html.escape(phase)}</b>"
     if server is None or not server.running:
         return "<i>not running</i>"
     try:
@@ -171,6 +178,7 @@ class ServerPanel:
 
         def done(task) -> None:
             self._phase = ""
+            self.ask.busy = ""
             if task.state == "failed":
                 c["error"].value = error_list([f"{label} failed: {task.error}"])
             self.refresh()
@@ -222,8 +230,16 @@ class ServerPanel:
             self._follow(server)
             name = self.state.name
             if self.controls["load_on_start"].value and (repository / name / "config.pbtxt").is_file():
+                self._phase = f"loading {name}"  # the server runs; the step now is the model's
+                self._show()
                 progress(0, 1, f"loading {name}")
-                server.load(name)
+                try:
+                    server.load(name)
+                except (ServerError, OSError, ValueError) as err:  # the server started; only the model failed
+                    self._phase = ""
+                    self.controls["error"].value = error_list([f"tritonserver is running; loading {name} failed: {err}"])
+                    progress(1, 1, f"server running; {name} not loaded (why: below)")
+                    return
                 progress(1, 1, f"{name} loaded")
 
         self._run("start", start_and_load, phase="starting tritonserver")
@@ -293,7 +309,14 @@ class ServerPanel:
             {"load": server.load, "unload": server.unload, "reload": server.reload}[op](name)
             progress(1, 1, f"{op} {name}: done")
 
-        self._run(f"{op} {name}", run)
+        doing = f"{op}ing"  # loading, unloading, reloading
+        # while it runs the model's row says so, and the ask area sends nothing to it
+        self.index = [dict(row_, state=f"{doing.upper()}...") if row_.get("name") == name else row_
+                      for row_ in self.index]
+        self.controls["models"].value = models_table_html(self.index)
+        self.ask.busy = f"{name} is {doing}: wait until the server tab says it is done"
+        step = f"{doing} {name}"
+        self._run(f"{op} {name}", run, phase=step)
 
     # --- models ----------------------------------------------------------------------------------
 

@@ -68,6 +68,11 @@ _TNX_FIELDS = (  # control key (= GenerateSettings field), label, placeholder
 )
 
 
+def _shown(value: object) -> str:
+    """A setting's value as a field shows it (blank: none)."""
+    return "none" if value is None or value == "" else str(value)
+
+
 def _rows(tensors) -> tuple:
     return tuple(t.row() for t in tensors)
 
@@ -91,6 +96,9 @@ class SettingsPanel:
         self.state = state if state is not None else WorkbenchState()
         self.problems: list[str] = []
         self._auto_tensors: tuple | None = None  # what the compiled model filled in
+        # the user's values a backend switch reset (a field the chosen backend does not read): given back
+        # when a backend that reads it is chosen again
+        self._set_aside: dict[str, object] = {}
         c = self.controls = {}
         wide = widgets.Layout(width="420px")
         style = description_style("170px")
@@ -155,8 +163,9 @@ class SettingsPanel:
         c["warmup_data"] = widgets.Dropdown(options=("zero", "random"), description="warm-up data", style=style)
         c["response_cache"] = widgets.Checkbox(value=False, description="response cache", indent=False, layout=widgets.Layout(width="auto"))
         c["version_policy"] = widgets.Text(description="version policy", placeholder="e.g. latest:2, all, specific:1,3",
-                                           **on_enter)
+                                           layout=widgets.Layout(width="460px", max_width="100%"), **on_enter)
         c["core_map"] = widgets.HTML()
+        c["switch_notice"] = widgets.HTML()  # what the last backend switch changed and why
         c["problems"] = widgets.HTML()
         c["warnings"] = widgets.HTML()
 
@@ -224,7 +233,7 @@ class SettingsPanel:
             f("runtime"), f("state_dict"), c["pytorch_parameters"].widget, view("parameters"),
         ])
         self.widget.children += (
-            heading("Triton backend"), f("backend"), self.pytorch_box, c["vllm"].widget,
+            heading("Triton backend"), f("backend"), c["switch_notice"], self.pytorch_box, c["vllm"].widget,
             heading("Batching"),
             row(f("max_batch_size"), f("enable_dynamic_batching")),
             row(f("preferred_batch_size"), f("max_queue_delay_microseconds")),
@@ -254,6 +263,8 @@ class SettingsPanel:
         for name in ("name", "target", "framework"):
             self.state.observe(lambda change: self.link.update(**{change["name"]: change["new"]}), names=name)
         self.link.on_change = self._changed
+        # choosing the tiny LLM names the model after it (notebook 09's tiny_llm), not the last model
+        c["vllm"].observe(lambda change: change["new"] and self.link.update(name=change["new"]), names="chosen_name")
         if self.state.artifact is not None:
             self._artifact_changed({"new": self.state.artifact})
         else:
@@ -319,16 +330,60 @@ class SettingsPanel:
             defaults = generate.GenerateSettings(target=self.link.value.target)
             self.link.update(**{name: getattr(defaults, name) for name in _BATCHER_FIELDS})
         if "backend" in changed:
-            # the other backends' fields (greyed out or hidden now) would only be refused or carried unread:
-            # back to their defaults, and a target the backend serves (LibTorch: this machine's CPU)
-            settings = self.link.value
-            hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
-                      for key in params.keys()}
-            parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
-            self.link.update(**{**self.controls["vllm"].switching(settings),
-                                **switching_to(backend_of(settings), settings),
-                                **({"parameters": parameters} if parameters != settings.parameters else {})})
+            self._switch_backend()
         self._show()
+
+    def _switch_backend(self) -> None:
+        """The other backends' fields (greyed out or hidden now) would only be refused or carried
+        unread: back to their defaults, and a target the backend serves (LibTorch: this machine's
+        CPU). What the user had set there is set aside and given back when a backend that reads it
+        is chosen again; the notice under the dropdown says both, in the labels of the fields."""
+        settings = self.link.value
+        backend = backend_of(settings)
+        hidden = {key for name, (_box, params) in self._backend_boxes.items() if name != settings.backend
+                  for key in params.keys()}
+        parameters = {key: value for key, value in settings.parameters.items() if key not in hidden}
+        switched = {**self.controls["vllm"].switching(settings), **switching_to(backend, settings),
+                    **({"parameters": parameters} if parameters != settings.parameters else {})}
+        defaults = generate.GenerateSettings(target=switched.get("target", settings.target))
+        aside, back = [], []
+        moved = switched.get("target", settings.target) != settings.target  # said, not given back: the model's
+        for name, value in switched.items():
+            if name in ("backend_settings", "parameters", "target") or str(getattr(settings, name)) == str(value):
+                continue
+            if str(value) == str(getattr(defaults, name)):  # a reset: the user's value kept
+                self._set_aside[name] = getattr(settings, name)
+                aside.append(name)
+            else:  # given back (the vLLM fields keep theirs): nothing left to give back later
+                self._set_aside.pop(name, None)
+                back.append(name)
+        unread = set(unread_fields(backend))
+        restore = {name: value for name, value in self._set_aside.items() if name not in switched and name not in unread}
+        for name in restore:
+            del self._set_aside[name]
+        self.link.update(**switched, **restore)
+        labels, now = self.link.labels, self.link.value
+
+        def said(name: str, before: object, after: object) -> str:
+            label = labels.get(name, name)
+            short = all(not isinstance(v, (tuple, list, dict)) and len(_shown(v)) <= 24 for v in (before, after))
+            return f"{label} {_shown(before)} -> {_shown(after)}" if short else label
+
+        lines = []
+        if moved:
+            lines.append(f"{backend.label} serves target {', '.join(backend.targets)} here: "
+                         f"{said('target', settings.target, now.target)}")
+        unread_here = [said(name, self._set_aside[name], getattr(now, name)) for name in aside]
+        if unread_here:
+            lines.append(f"{backend.label} does not read {', '.join(unread_here)}")
+        if aside:
+            lines.append("your values are kept: choosing a backend that reads them gives them back")
+        if back or restore:
+            lines.append("given back: " + ", ".join(f"{labels.get(name, name)} {_shown(getattr(now, name))}"
+                                                   if len(_shown(getattr(now, name))) <= 24 else labels.get(name, name)
+                                                   for name in back + list(restore)))
+        self.controls["switch_notice"].value = "".join(
+            f"<div style='color:#555'><i>{html.escape(line)}</i></div>" for line in lines)
 
     def _placed(self, found: list[FieldProblem], settings: generate.GenerateSettings) \
             -> tuple[dict[str, list[str]], dict[str, list[str]]]:
@@ -399,7 +454,9 @@ class SettingsPanel:
         self.problems = problems
         c["problems"].value = error_list(unplaced + ([f"{beside} problem(s) shown in red beside their fields above"]
                                                      if beside else []))
-        warnings = [w.message for w in in_labels(generated.warnings, labels)] if generated is not None else []
+        # a warning about a vLLM field goes beside it, in that screen's words; the rest here
+        rest = c["vllm"].warned(list(generated.warnings) if generated is not None else [], settings)
+        warnings = [w.message for w in in_labels(rest, labels)]
         c["warnings"].value = "".join(f"<div style='color:#a05a00'>warning: {html.escape(w)}</div>" for w in warnings)
         if settings.name and settings.name != self.state.name:
             self.state.name = settings.name

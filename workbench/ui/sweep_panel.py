@@ -65,7 +65,7 @@ class SweepPanel:
         self.comparison: BackendComparison | None = None  # the last backend comparison (its joined table is result)
         self._live_dirs: list[Path] = []
         self.server_view: ServerView | None = None  # the server side of the point running, last read
-        self._watch: ServerWatch | None = None
+        self._watches: dict[str, ServerWatch | None] = {}  # model measured -> its server-side watch
         self._out_dir: Path | None = None
         self._last_plot = self._last_view = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
@@ -90,7 +90,8 @@ class SweepPanel:
         c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
                                        tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
         c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
-                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)")
+                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)",
+                                          layout=widgets.Layout(width="560px", max_width="100%"))
         # the grid and how each point is measured: one logic value each, every control linked to a field
         self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1",
                                                              concurrency=(1, 2)))
@@ -111,7 +112,7 @@ class SweepPanel:
                                          placeholder="e.g. threads=1,2; inference_mode=on,off",
                                          tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
                                          "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
-                                         **on_enter)
+                                         layout=widgets.Layout(width="520px", max_width="100%"), **on_enter)
         c["compare"] = widgets.TagsInput(allowed_tags=[], allow_duplicates=False, placeholder="model name",
                                          tooltip="other models of this repository measured with the same grid "
                                          "(the same model generated for another backend)")
@@ -260,11 +261,15 @@ class SweepPanel:
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
         self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
-        try:
-            self._watch = ServerWatch(server, self.state.name)
-        except Exception:  # noqa: BLE001 - no statistics yet (the model not loaded): the view starts empty
-            self._watch = None
         live = lambda _done, _total, message: self._refresh_live(message)
+        # the server side of the models measured (a backend comparison: each backend's model in turn)
+        measured = [Path(d).name for d in backends.model_dirs(model_dir)] if backends.active else [self.state.name]
+        self._watches = dict.fromkeys(measured)
+        for name in measured:
+            try:
+                self._watches[name] = ServerWatch(server, name)
+            except Exception:  # noqa: BLE001 - no statistics yet (not loaded): watched from its first load
+                continue
         if backends.active:
             dirs = backends.model_dirs(model_dir)
             self._live_dirs = list(run_folders(dirs, self._out_dir).values())
@@ -281,13 +286,18 @@ class SweepPanel:
         if time.monotonic() - self._last_view < 1.0:
             return
         self._last_view = time.monotonic()
-        try:
-            if self._watch is None:
-                self._watch = ServerWatch(self.state.server, self.state.name)
-                return
-            self.server_view = self._watch.view()
-        except Exception:  # noqa: BLE001 - the model is reloading: read again at the next report
+        views = []
+        for name, watch in self._watches.items():
+            try:
+                if watch is None:  # no statistics yet (not loaded): watched from its first load
+                    self._watches[name] = ServerWatch(self.state.server, name)
+                    continue
+                views.append(watch.view())
+            except Exception:  # noqa: BLE001 - the model is reloading: read again at the next report
+                continue
+        if not views:
             return
+        self.server_view = max(views, key=lambda view: view.requests)  # the model being measured now
         self.controls["server_view"].value = server_view_html(self.server_view, label=message)
 
     def _refresh_live(self, message: str = "") -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+from pathlib import Path
 from dataclasses import dataclass
 
 import ipywidgets as widgets
@@ -106,6 +107,7 @@ class VllmFields(traitlets.HasTraits):
     fields are shown. ``model_choice`` = `TINY_LLM` fills the model folder with the zoo's tiny LLM."""
 
     value = traitlets.Instance(VllmFieldsShown, help="the settings the fields describe, and their parse problems")
+    chosen_name = traitlets.Unicode("", help="the model name that goes with the model chosen (the tiny LLM's)")
     target = traitlets.Unicode("cpu")
 
     def __init__(self) -> None:
@@ -125,8 +127,11 @@ class VllmFields(traitlets.HasTraits):
                            ("max_num_batched_tokens", "vLLM default"), ("block_size", "vLLM default"),
                            ("kv_cache_memory_bytes", "e.g. 67108864"), ("gpu_memory_utilization", "e.g. 0.5"),
                            ("core_range", "first tensor_parallel_size cores")):
-            c[name] = widgets.Text(description=_LABELS[name], placeholder=hint, **text)
-        c["tensor_parallel_size"] = widgets.Text(description=_LABELS["tensor_parallel_size"], **text)
+            # wide enough for the label and the whole hint ("the model's po" was cut, issue 43)
+            c[name] = widgets.Text(description=_LABELS[name], placeholder=hint, layout=widgets.Layout(width="400px"),
+                                   **text)
+        c["tensor_parallel_size"] = widgets.Text(description=_LABELS["tensor_parallel_size"],
+                                                 layout=widgets.Layout(width="400px"), **text)
         c["enforce_eager"] = widgets.Checkbox(description="enforce_eager (no graph capture)", indent=False,
                                               layout=widgets.Layout(width="auto"))
         c["lnc"] = widgets.Dropdown(options=_LNC, description="LNC", style=style)
@@ -141,6 +146,7 @@ class VllmFields(traitlets.HasTraits):
                                                      placeholder="e.g. 128,256", **long)
         self.errors = {name: widgets.HTML() for name in _LABELS}  # beside each field: its problem
         self._checked: list[tuple[str, str]] = []  # the checks' last problems: (field, in this screen's words)
+        self._warned: list[tuple[str, str]] = []  # the render's warnings about a field: (field, in these words)
         self._kept: dict[str, object] = {}  # fields vLLM does not read, as they were before it was chosen
         # why the tiny LLM could not be built: shown beside the model folder until the user edits
         # it or picks the model again (a redraw of the fields' problems must not wipe it)
@@ -188,7 +194,7 @@ class VllmFields(traitlets.HasTraits):
             row(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
             self.errors["nxdi"]])
         self.widget = widgets.VBox([
-            heading("vLLM engine (1/model.json)"),
+            heading("vLLM engine arguments (1/model.json keys, as vLLM spells them)"),
             c["model_choice"], field("model"), field("tokenizer"),
             row(field("dtype"), field("tensor_parallel_size"), field("enforce_eager")),
             row(field("max_model_len"), field("max_num_seqs"), field("max_num_batched_tokens")),
@@ -255,6 +261,14 @@ class VllmFields(traitlets.HasTraits):
         self._show_errors()
         return [in_app_words(p) if p in checked else p for p in problems]
 
+    def warned(self, warnings: list[str], settings: GenerateSettings) -> list[str]:
+        """Show the render's ``warnings`` about a vLLM field beside it, in this screen's words (the
+        KV-cache one sat at the bottom as ``--kv-cache-memory-bytes``); returns the others."""
+        ours = settings.backend == VLLM.name
+        self._warned = [(field_of(w), in_app_words(w)) for w in warnings if ours and field_of(w) is not None]
+        self._show_errors()
+        return [w for w in warnings if not ours or field_of(w) is None]
+
     # --- internals ---------------------------------------------------------------------------------
 
     @traitlets.observe("value")
@@ -283,7 +297,9 @@ class VllmFields(traitlets.HasTraits):
             parse = self.link.problem(name)
             checked = [words for field, words in self._checked if field == name]
             failed = [self._build_failed] if name == "model" and self._build_failed else []
-            view.value = error_list(([parse] if parse else []) + checked + failed)
+            warned = "".join(f"<div style='color:#a05a00'>warning: {html.escape(words)}</div>"
+                             for field, words in self._warned if field == name)
+            view.value = error_list(([parse] if parse else []) + checked + failed) + warned
 
     def _model_edited(self, _change) -> None:
         """The user acted on the model folder: a build failure no longer describes it."""
@@ -307,5 +323,13 @@ class VllmFields(traitlets.HasTraits):
             self._build_failed = f"model: the zoo's tiny LLM cannot be built here: {err}"
             self._show_errors()
             return
-        self.controls["model"].value = str(llm.path)
+        # notebook 09's engine settings for this target and its model name, not the last model's
+        from workbench.tutorial.llm import tiny_llm_settings
+
+        chosen = tiny_llm_settings(llm.path, ".", self.target if self.target in ("cpu", "trn2", "inf2") else "cpu")
+        shown = chosen.backend_settings
+        self.link.update(**{f.name: getattr(shown, f.name) for f in dataclasses.fields(shown)})
+        self._publish()
+        self.chosen_name = ""  # a second choice of the same model names it again
+        self.chosen_name = Path(chosen.triton_model_dir).name
 

@@ -111,9 +111,11 @@ def best_html(result: SweepResult, budget_ms: float | None) -> str:
 def server_view_html(view, label: str = "") -> str:
     """The server side of the point running now (a `measure.live.ServerView`): queue against
     compute time per request as one bar, pending requests and the executed batch size."""
-    head = f"<b>server, {html.escape(label or view.model)}</b> (last {view.interval_s:.1f} s): "
+    # the client's progress line, then the server's own statistics of the model: two sources, said apart
+    client = f"<div>{html.escape(label)}</div>" if label else ""
+    head = client + f"<b>server side of {html.escape(view.model)}</b> (its statistics, last {view.interval_s:.1f} s): "
     if not view.requests:
-        return head + "<i>no requests finished</i>"
+        return head + f"<i>no request of {html.escape(view.model)} finished in these {view.interval_s:.1f} s</i>"
     share = view.queue_share or 0.0
     bar = (f"<span style='display:inline-block;width:200px;height:10px;vertical-align:middle;border:1px solid #555;"
            f"background:linear-gradient(90deg,#e8a33d {share:.0%},#3d7de8 {share:.0%})'></span>")

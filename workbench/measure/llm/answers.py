@@ -154,5 +154,5 @@ def point_text(point: pd.Series) -> str:
     load = load_text(point.get("concurrency"), point.get("request_rate"))
     return (f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
             f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
-            f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, TTFT p99 {float(point['ttft_p99_ms']):.1f} ms, "
-            f"ITL p99 {float(point['itl_p99_ms']):.2f} ms")
+            f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, over all its requests TTFT p99 "
+            f"{float(point['ttft_p99_ms']):.1f} ms, ITL p99 {float(point['itl_p99_ms']):.2f} ms")

@@ -58,8 +58,9 @@ def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
     front = pareto_front(usable)
     ax.plot(front["output_tokens_per_s"].astype(float), front["tokens_per_user_per_s"].astype(float), color="black",
             linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)
-    ax.set_xlabel("total output tokens/s")
-    ax.set_ylabel("output tokens/s per user")
+    ax.set_xlabel("total output tokens/s (all users)")
+    ax.set_ylabel("output tokens/s per user\n(total / concurrency)" if load == "concurrency"
+                  else "output tokens/s per user\n(a request's pace)")
     ax.set_title(literal(title) if title else "Pareto front")
     ax.grid(True, alpha=0.3)
     ax.legend(title="variant", fontsize="small", **_OUTSIDE)

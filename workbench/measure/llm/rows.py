@@ -5,12 +5,18 @@ Written to the run folder's ``points.jsonl`` by the same folder I/O as the fixed
 (``store/folder.py``, with ``LLM_COLUMNS`` / ``LLM_KEY_COLUMNS``). Times in milliseconds, rates per
 second; a number not measured is NaN (null on disk), a flag not known None.
 
-``tokens_per_user_per_s`` is the pace one user sees over a whole request: the output tokens
-received over the end-to-end latency (medians; the streaming engine's), LLMPerf's per-request
-output throughput. A point the engine found unusable (``StreamResult.unusable``: counts that
-disagree, streams that ended short) keeps its figures with that reason as its ``error``. Not 1 / ITL: the vLLM backend may
-send several tokens in one response (``tokens_per_response`` > 1), and then the gaps inside a
-bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here at max_num_seqs 4).
+``output_tokens_per_s`` (total) is every output token the client received in the measured windows
+over their wall-clock time. ``tokens_per_user_per_s`` (per user) is one user's share of it: at a
+concurrency of c users, each sending its next request when its answer ends, total / c, so at
+concurrency 1 it is the total (PER_USER_MEANING says it where the column is shown). The median
+request's own pace (output tokens over its end-to-end time, LLMPerf's per-request throughput) read
+289 tokens/s against a total of 190 at concurrency 1 (issue 43): it leaves out the time between a
+user's requests. With a request rate (no fixed users) it is that pace: the output tokens received
+over the end-to-end latency (the streaming engine's median). A point the engine found unusable
+(``StreamResult.unusable``: counts that disagree, streams that ended short) keeps its figures with
+that reason as its ``error``. Never
+1 / ITL: the vLLM backend may send several tokens in one response (``tokens_per_response`` > 1),
+and then the gaps inside a bunch are 0 and 1 / ITL soars (5300 tokens/s per user was read here).
 ``output_tokens_per_s_low/high`` is its 95% interval: the block bootstrap of the pooled windows'
 token arrival times (the streaming engine's, as a tensor row's ``throughput_low/high`` is the
 load generator's); ``stopped`` says why the point's windows ended (in an effort-mode sweep, the
@@ -32,11 +38,24 @@ if TYPE_CHECKING:
     from workbench.measure.engine.streaming.stream_results import StreamResult
     from workbench.measure.llm.plan import LlmPoint
 
-__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm", "NOT_MEASURED"]
+__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm", "NOT_MEASURED", "TOTAL_MEANING",
+           "PER_USER_MEANING", "per_user_rate"]
 
 NAN = math.nan
 # The error of a row whose figures the streaming engine read but refused (`StreamResult.unusable`).
 NOT_MEASURED = "not a measured point"
+# the definitions shown beside the two rates (table tooltips, the Pareto plot, the notebook)
+TOTAL_MEANING = "every output token received, per second of the measured windows"
+PER_USER_MEANING = ("one user's share of the output tokens/s: the total / the concurrency (a request rate: "
+                    "the output tokens received over the median end-to-end time)")
+
+
+def per_user_rate(total_tokens_per_s: float, concurrency: int | None, request_pace: float) -> float:
+    """``tokens_per_user_per_s`` (`PER_USER_MEANING`): at most the total at concurrency 1.
+    ``request_pace``: one request's tokens received over its end-to-end time (the engine's median)."""
+    if concurrency:
+        return total_tokens_per_s / concurrency
+    return request_pace
 
 
 @dataclass(frozen=True)
@@ -99,7 +118,8 @@ class LlmRow:
             **point.columns(),
             output_tokens_per_s=result.output_tokens_per_s, output_tokens_per_s_low=result.output_tokens_per_s_low,
             output_tokens_per_s_high=result.output_tokens_per_s_high, requests_per_s=result.requests_per_s,
-            tokens_per_user_per_s=result.tokens_per_user_per_s,  # from the tokens received
+            tokens_per_user_per_s=per_user_rate(result.output_tokens_per_s, point.concurrency,
+                                                result.tokens_per_user_per_s),  # from the tokens received
             ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
             itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
             e2e_p50_ms=result.e2e_ms["p50"], e2e_p99_ms=result.e2e_ms["p99"],

@@ -35,8 +35,10 @@ def _name(text: Text) -> str:
 
 
 def text_overlaps(figure: Figure) -> list[str]:
-    """Every pair of texts that overlap: tick labels of one axis, axis labels and titles against
-    tick labels, and any legend against any of them (its own texts aside)."""
+    """Every pair of texts that overlap: tick labels of one axis, axis labels and titles (the
+    figure's too) against tick labels, and any legend against any of them (its own texts aside);
+    and every title, axis label or legend that runs past the figure's edge (cut off where it is
+    shown; tick labels are placed on every tick, drawn or not, so they are left out)."""
     if figure.canvas is None or not hasattr(figure.canvas, "get_renderer"):
         FigureCanvasAgg(figure)
     figure.canvas.draw()
@@ -49,7 +51,11 @@ def text_overlaps(figure: Figure) -> list[str]:
         for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
             if not axis.get_visible():  # a twin's shared axis: drawn by the other axes
                 continue
-            ticks = [(t, _box(t, renderer)) for t in axis.get_ticklabels()]
+            low, high = sorted(axis.get_view_interval())
+            span = (high - low) * 1e-9
+            drawn = [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                     if low - span <= t.get_loc() <= high + span and t.label1.get_visible() and t.label1.get_text()]
+            ticks = [(t, _box(t, renderer)) for t in drawn]  # the labels of ticks inside the view: the drawn ones
             ticks = [(t, b) for t, b in ticks if b is not None]
             problems += [f"{name} tick labels {_name(a)} and {_name(b)} overlap" for (a, ba), (b, bb)
                          in combinations(ticks, 2) if _overlap(ba, bb)]
@@ -60,6 +66,10 @@ def text_overlaps(figure: Figure) -> list[str]:
         box = _box(ax.title, renderer)
         if box is not None:
             labels.append((f"title {_name(ax.title)}", box))
+    suptitle = getattr(figure, "_suptitle", None)  # fig.suptitle's Text (matplotlib keeps it there)
+    box = _box(suptitle, renderer) if suptitle is not None else None
+    if box is not None:
+        labels.append((f"figure title {_name(suptitle)}", box))
     for (na, ba), (nb, bb) in combinations(labels, 2):
         if _overlap(ba, bb) and not ("tick label" in na and "tick label" in nb):  # ticks: checked per axis
             problems.append(f"{na} and {nb} overlap")
@@ -69,7 +79,11 @@ def text_overlaps(figure: Figure) -> list[str]:
         if box is None:
             continue
         problems += [f"the legend covers the {name}" for name, other in labels if _overlap(box, other)]
+        labels.append(("legend", box))
         for ax in figure.axes:  # a legend inside the plot area hides data
             if _overlap(box, ax.get_window_extent(renderer)) and legend.axes is not ax and legend not in figure.legends:
                 problems.append("the legend lies over another plot's area")
+    edge = figure.bbox  # a text past the figure's edge is cut off where the figure is shown
+    problems += [f"the {name} runs past the figure's edge" for name, box in labels if "tick label" not in name
+                 and (box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1)]
     return problems

@@ -18,7 +18,7 @@ import matplotlib.lines
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from workbench.measure.grid.rows import flag
 from workbench.measure.store.results import Comparison, SweepResult, load_run
@@ -97,7 +97,22 @@ def _latency_axis(ax, values: Iterable[float], axis: str = "y") -> None:
     values = [v for v in values if np.isfinite(v) and v > 0]
     if values and max(values) / min(values) > _WIDE_RANGE:
         getattr(ax, f"set_{axis}scale")("log")
-        getattr(ax, f"get_{axis}axis")().set_major_formatter(ScalarFormatter())
+        plain_log_ticks(getattr(ax, f"get_{axis}axis")(), max(values) / min(values))
+
+
+def plain_number(value: float, _position: object = None) -> str:
+    """A tick label as a person writes the number: 0.2, 5, 1000 (never 2x10^-1 or 1.00)."""
+    return np.format_float_positional(float(value), precision=6, trim="-")
+
+
+def plain_log_ticks(axis, span: float) -> None:
+    """Label a log axis at 1, 2 and 5 of each decade (at 1 alone past three decades) in plain
+    numbers, minor ticks unlabelled: a range inside one decade (a p50 between 1 and 10 ms) still
+    reads, and no tick says 2x10^-1."""
+    subs = (1.0,) if span > 1000 else (1.0, 2.0, 5.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(plain_number))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def _unstable(frame: pd.DataFrame) -> pd.Series:
@@ -129,7 +144,7 @@ def _legend(ax, title: str, unstable: bool) -> None:
 def _wrap(label: str, width: int = 28) -> str:
     """A legend or tick label on lines of at most ``width`` characters: one long backend name
     squeezed the plot to a third of the figure's width."""
-    return "\n".join(textwrap.fill(line, width, break_long_words=False) for line in literal(label).split("\n"))
+    return "\n".join(textwrap.fill(line, width, break_long_words=True) for line in literal(label).split("\n"))
 
 
 def _grouped_by(frame: pd.DataFrame) -> str:
@@ -185,7 +200,8 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
         unstable = _mark_unstable(ax, frame, "batch_size", metric, colors)
         ax.set_xscale("log", base=2)
         ax.set_xticks(sorted(frame["batch_size"].unique()))
-        ax.get_xaxis().set_major_formatter(ScalarFormatter())
+        ax.get_xaxis().set_major_formatter(FuncFormatter(plain_number))
+        ax.get_xaxis().set_minor_formatter(NullFormatter())
         ax.set_xlabel("batch size (per request)")
         ax.set_title(f"{name} latency")
         ax.grid(True, alpha=0.3)
@@ -268,8 +284,10 @@ def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
     handles, labels = ax.get_legend_handles_labels()
     more, more_labels = twin.get_legend_handles_labels()
     # beside the figure, past the throughput axis (beside the plot it covered that axis' ticks)
-    fig.legend(handles + more, labels + more_labels, fontsize="small", loc="outside right upper")
-    ax.set_title(_title(data, "server-side time per request"))
+    fig.legend(handles + more, labels + more_labels, fontsize="small", loc="outside right lower")  # below the title
+    # over the whole figure, wrapped to it: over the axes alone a few points' narrow plot pushed the title
+    # past the figure's left edge and into the legend beside it (notebook 08, issue 43)
+    fig.suptitle(_wrap(_title(data, "server-side time per request"), int(fig.get_figwidth() * 72 / 7.5)))
     return fig
 
 
@@ -317,13 +335,18 @@ def comparison_plot(comparison: Comparison) -> Figure:
         ax.set_ylabel(f"{metric.replace('_ms', '')} ({unit})")
         ax.grid(True, axis="y", alpha=0.3)
     tops = np.fmax(table["throughput_a"].astype(float), table["throughput_b"].astype(float))
+    if np.isfinite(tops).any():
+        axes[0].set_ylim(0, float(np.nanmax(tops)) * 1.12)  # the ratio labels above the tallest bars stay inside
     for i, (ratio, top) in enumerate(zip(table["throughput_ratio"].astype(float), tops)):
         axes[0].annotate(f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points",
                          ha="center", fontsize="medium")
     _latency_axis(axes[1], pd.concat([table["p99_ms_a"], table["p99_ms_b"]]).astype(float))
-    axes[0].legend(fontsize="medium", **_OUTSIDE)
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].legend(handles, [_wrap(label) for label in labels], fontsize="medium", **_OUTSIDE)
     axes[1].set_xticks(x, _point_labels(table), fontsize="medium")
-    fig.suptitle(f"{b} vs {a} (labels: throughput ratio {b}/{a})")
+    # long run labels: the title wraps within the figure instead of running past its edge (cut off)
+    width = int(fig.get_figwidth() * 72 / 7.5)  # characters of a 12 pt title per line, about
+    fig.suptitle(_wrap(f"{b} vs {a} (labels: throughput ratio {b}/{a})", width))
     return fig
 
 

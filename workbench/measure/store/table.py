@@ -18,9 +18,14 @@ from typing import Any, Callable
 
 import pandas as pd
 
-__all__ = ["Cell", "Column", "Table", "readable_table", "table_html", "TABLE_CLASS", "TABLE_CSS"]
+from workbench.measure.llm.rows import PER_USER_MEANING, TOTAL_MEANING
+
+__all__ = ["Cell", "Column", "Table", "readable_table", "table_html", "TABLE_CLASS", "TABLE_CSS", "SCROLL_CLASS"]
 
 TABLE_CLASS = "workbench-table"
+# Views whose content is meant to scroll inside them (logs, files, wide tables), in the app and the
+# report; the browser tests allow their scrollbars and no other.
+SCROLL_CLASS = "workbench-scroll"
 # Cells never wrap: long text is cut with an ellipsis and kept whole in the tooltip (title).
 TABLE_CSS = (f".{TABLE_CLASS}{{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}}"
              f".{TABLE_CLASS} th,.{TABLE_CLASS} td{{padding:2px 8px;white-space:nowrap;border-bottom:1px solid #ddd}}"
@@ -158,8 +163,8 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
     "tensor_parallel": ("TP", "", _count, "tensor-parallel degree: cores per instance"),
     "instances": ("instances", "", _count, "model instances"),
     "request_rate": ("rate", "req/s", significant, "requests sent per second"),
-    "output_tokens_per_s": ("output", "tok/s", significant, "output tokens per second, all users"),
-    "tokens_per_user_per_s": ("per user", "tok/s", significant, "output tokens per second one user sees"),
+    "output_tokens_per_s": ("output", "tok/s", significant, f"total output tokens/s: {TOTAL_MEANING}"),
+    "tokens_per_user_per_s": ("per user", "tok/s", significant, f"output tokens/s per user: {PER_USER_MEANING}"),
     "requests_per_s": ("requests", "req/s", significant, "requests finished per second"),
     "ttft_p50_ms": ("TTFT p50", "ms", significant, "time to first token, median"),
     "ttft_p99_ms": ("TTFT p99", "ms", significant, "time to first token, 99th percentile"),

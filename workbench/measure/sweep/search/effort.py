@@ -76,7 +76,8 @@ class Interval:
     high: float
 
     def text(self, unit: str = "") -> str:
-        return f"{self.mean:.1f}{unit} [{self.low:.1f}, {self.high:.1f}]"
+        """Said with its definition: a row's figure (pooled over every request) is another number."""
+        return f"per window {self.mean:.1f}{unit} mean, 95% [{self.low:.1f}, {self.high:.1f}]"
 
 
 def t_interval(values: Sequence[float]) -> Interval:
