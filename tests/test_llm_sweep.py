@@ -300,7 +300,7 @@ def test_per_user_is_the_users_share_of_the_total_and_says_so():
     pace, leaving out the time between a user's requests). Per user is now total / concurrency, with
     a request rate a request's pace; the table's titles carry both definitions."""
     from workbench.measure.llm.rows import PER_USER_MEANING, per_user_rate
-    from workbench.report.table import readable_table
+    from workbench.measure.store.table import readable_table
 
     assert per_user_rate(190.0, 1, 289.0) == 190.0  # one user: the total, not the request's own pace
     assert per_user_rate(300.0, 4, 120.0) == 75.0

@@ -19,7 +19,7 @@ from workbench import generate
 from workbench.generate.config import read_config
 from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYTHON
 from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
-from workbench.tutorial.backends import built_libtorch_backend
+from workbench.tutorial.backend_comparison import built_libtorch_backend
 from workbench.ui import Workbench
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(900)]

@@ -20,7 +20,7 @@ from workbench.measure.sweep.backends import compare_backends
 from workbench.measure.grid.plan import SweepPlan
 from workbench.measure.store.results import (POINTS_FILE, append_point, frame_from_rows, load_run, write_exports,
                                              write_record)
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.reproduce import reproduce_lines
 from workbench.server import TritonServer

@@ -13,7 +13,7 @@ from pathlib import Path
 from workbench.files import atomic_write
 from workbench import __version__
 from workbench.report.run_report import Report
-from workbench.report.table import SCROLL_CLASS, table_html
+from workbench.measure.store.table import SCROLL_CLASS, table_html
 
 __all__ = ["report_html", "write_report", "save_report"]
 

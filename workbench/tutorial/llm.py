@@ -31,7 +31,7 @@ from workbench.server.vllm_env import (BACKEND_FOLDER, SHARED_ENV, VllmHere, ass
 
 if TYPE_CHECKING:
     from workbench.measure.llm import LlmSweepResult
-    from workbench.check_generate import GenerationCheck
+    from workbench.served_generation import GenerationCheck
     from workbench.measure.engine.streaming import StreamResult
     from workbench.zoo import TinyLLM
 

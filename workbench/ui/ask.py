@@ -16,7 +16,7 @@ import threading
 
 import ipywidgets as widgets
 
-from workbench.check_generate import ServedAnswer, ask_served
+from workbench.served_generation import ServedAnswer, ask_served
 from workbench.server.errors import ServerError
 from workbench.tasks import check_cancel
 from workbench.ui.background import TaskControls

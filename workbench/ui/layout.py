@@ -12,7 +12,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from workbench.report.table import SCROLL_CLASS  # views meant to scroll: one class for the app and the report
+from workbench.measure.store.table import SCROLL_CLASS  # views meant to scroll: one class for the app and the report
 
 __all__ = ["SCROLL_CLASS", "row", "button", "description_style", "heading", "scroll_box", "hidden", "shown", "plot_image", "table_view"]
 

@@ -24,8 +24,8 @@ from workbench.deploy.devices import family_of
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.recipe import RecipeError
 from workbench.server.pytorch import serving_preview
-from workbench.server.vllm import serving_here as vllm_serving_here
-from workbench.tutorial.backends import built_libtorch_backend
+from workbench.server.vllm_backend import serving_here as vllm_serving_here
+from workbench.tutorial.backend_comparison import built_libtorch_backend
 from workbench.system import DEVICES_BY_INSTANCE, cores_for_instance, instance_size
 from workbench.ui.background import MONOSPACE_CLASS, monospace_style
 from workbench.ui.layout import SCROLL_CLASS, button, hidden, row, scroll_box, shown
