@@ -318,7 +318,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     result = task.result
     print(result.engine_note)
-    for warning in result.record.get("core_check", []):
+    for warning in result.record.core_check or []:
         print(f"workbench sweep: warning: {warning}", file=sys.stderr)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
@@ -326,7 +326,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if search is not None:
         from workbench.measure.sweep.search import answer
 
-        log = result.record.get("search", {})
+        log = result.record.search or {}
         print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
               f"stopped: {log.get('stopped')}")
         print(answer(result.frame, search.latency_budget_ms).describe())

@@ -44,8 +44,8 @@ def _frame(data: SweepResult | pd.DataFrame) -> pd.DataFrame:
 
 
 def _title(data: SweepResult | pd.DataFrame, what: str) -> str:
-    if isinstance(data, SweepResult) and data.record.get("model"):
-        return f"{data.record['model']}: {what}"
+    if isinstance(data, SweepResult) and data.record.model:
+        return f"{data.record.model}: {what}"
     return what
 
 

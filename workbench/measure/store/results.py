@@ -14,7 +14,7 @@ import pandas as pd
 
 from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
-                                            ResultsError, append_point, frame_from_rows, read_points,
+                                            ResultsError, RunRecord, append_point, frame_from_rows, read_points,
                                             read_record, write_exports, write_record)
 from workbench.measure.store.confidence import confidence
 from workbench.measure.store.notes import point_notes
@@ -23,7 +23,7 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 __all__ = [
     "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
     "KEY_COLUMNS", "COLUMNS",
-    "ResultsError", "SweepResult", "Comparison",
+    "ResultsError", "RunRecord", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
     "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
 ]
@@ -50,13 +50,17 @@ class SavedRun:
     for an unsaved table)."""
 
     frame: pd.DataFrame
-    record: dict = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
     path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, RunRecord):  # a mapping as read from a file or written by hand
+            self.record = RunRecord.from_dict(self.record)
 
     @property
     def status(self) -> str:
         """``complete``, ``cancelled``, ``failed`` or ``running`` (the last session's outcome)."""
-        return self.record.get("status", "unknown")
+        return self.record.status
 
     @property
     def complete(self) -> bool:
@@ -64,7 +68,7 @@ class SavedRun:
 
     @property
     def label(self) -> str:
-        return self.record.get("label") or (self.path.name if self.path else "run")
+        return self.record.label or (self.path.name if self.path else "run")
 
 
 @dataclass
@@ -74,7 +78,7 @@ class SweepResult(SavedRun):
     @property
     def settings(self) -> MeasureSettings | None:
         """How the run was measured (to measure again the same way); None without a record of it."""
-        recorded = self.record.get("settings")
+        recorded = self.record.settings
         return MeasureSettings.from_dict(recorded) if recorded else None
 
     def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
@@ -106,7 +110,7 @@ class SweepResult(SavedRun):
     @property
     def engine_note(self) -> str:
         """``"measured by perf_analyzer: <why>"``, from the run record (empty for runs that predate it)."""
-        choice = self.record.get("engine") or {}
+        choice = self.record.engine if isinstance(self.record.engine, dict) else {}
         return f"measured by {choice['engine']}: {choice.get('reason', '')}" if choice.get("engine") else ""
 
 
@@ -163,12 +167,12 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
         rows.append({
             "path": str(candidate),
             "label": run.label,
-            "model": run.record.get("model", ""),
+            "model": run.record.model or "",
             "status": run.status,
             "points": len(run.frame),
-            "planned": run.record.get("planned_points"),
-            "started": run.record.get("started") or "",
-            "ended": run.record.get("ended") or "",
+            "planned": run.record.planned_points,
+            "started": run.record.started or "",
+            "ended": run.record.ended or "",
             "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
         })
     columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
@@ -278,12 +282,13 @@ class Comparison:
         version, machine, packages): what to weigh before reading any ratio."""
         a, b = self.a.record, self.b.record
         out = []
-        sa, sb = a.get("settings") or {}, b.get("settings") or {}
+        sa, sb = a.settings or {}, b.settings or {}
         changed = [f"{key} {sa.get(key)!r} -> {sb.get(key)!r}" for key in sorted(set(sa) | set(sb))
                    if key != "model" and sa.get(key) != sb.get(key)]
         if changed:
             out.append("measured differently: " + "; ".join(changed))
-        ea, eb = ((run.get("engine") or {}).get("engine") or "not recorded" for run in (a, b))
+        ea, eb = ((run.engine if isinstance(run.engine, dict) else {}).get("engine") or "not recorded"
+                  for run in (a, b))
         if ea != eb:
             out.append(f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
                        "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
@@ -291,14 +296,14 @@ class Comparison:
         if len(self.only_a) or len(self.only_b):
             out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
                        f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
-        if a.get("server_version") != b.get("server_version"):
-            out.append(f"Triton {a.get('server_version')} -> {b.get('server_version')}")
-        ma, mb = a.get("machine") or {}, b.get("machine") or {}
+        if a.server_version != b.server_version:
+            out.append(f"Triton {a.server_version} -> {b.server_version}")
+        ma, mb = a.machine or {}, b.machine or {}
         machine = [f"{key} {ma.get(key)!r} -> {mb.get(key)!r}" for key in sorted(set(ma) | set(mb))
                    if ma.get(key) != mb.get(key)]
         if machine:
             out.append("another machine: " + "; ".join(machine))
-        pa, pb = a.get("packages") or {}, b.get("packages") or {}
+        pa, pb = a.packages or {}, b.packages or {}
         packages = [f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)]
         if packages:
             out.append("other packages: " + "; ".join(packages))
