@@ -11,9 +11,17 @@
 ``measure()`` runs one load level and returns a ``LoadResult``; ``MeasureSettings`` says how.
 """
 
-from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure
-from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
-from workbench.measure.engine.stats import ServerStats, StatsError, is_stable, percentile, server_breakdown, summarize_latencies
+from workbench.measure.store.kinds import register_kind
+
+# The one switch between sweep kinds: a run record's kind -> the module whose KIND reads it back
+# (and, for a kind that sweeps, runs it). A tensor sweep's runs are the store's own table.
+register_kind("llm", "workbench.measure.llm.kind")
+register_kind("backends", "workbench.measure.sweep.backends")
+
+from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure  # noqa: E402
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings  # noqa: E402
+from workbench.measure.engine.stats import (ServerStats, StatsError, is_stable, percentile,  # noqa: E402
+                                             server_breakdown, summarize_latencies)
 
 __all__ = [
     "MeasureSettings",

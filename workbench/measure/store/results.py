@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
@@ -17,6 +17,7 @@ from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RE
                                             ResultsError, RunRecord, append_point, frame_from_rows, read_points,
                                             read_record, write_exports, write_record)
 from workbench.measure.store.confidence import confidence
+from workbench.measure.store.kinds import run_kind
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.measure_settings import MeasureSettings
 
@@ -25,7 +26,7 @@ __all__ = [
     "KEY_COLUMNS", "COLUMNS",
     "ResultsError", "RunRecord", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
-    "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
+    "load_run", "load_saved", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
 ]
 
 class ReadableFrame(pd.DataFrame):
@@ -53,6 +54,11 @@ class SavedRun:
     record: RunRecord = field(default_factory=RunRecord)
     path: Path | None = None
 
+    # what its figures count, in words (a refused comparison names both)
+    what: ClassVar[str] = "a tensor sweep measured in inferences"
+    # the function that reads such a run back (named when another reader is given one)
+    reader: ClassVar[str] = "workbench.load_run"
+
     def __post_init__(self) -> None:
         if not isinstance(self.record, RunRecord):  # a mapping as read from a file or written by hand
             self.record = RunRecord.from_dict(self.record)
@@ -70,6 +76,14 @@ class SavedRun:
     def label(self) -> str:
         return self.record.label or (self.path.name if self.path else "run")
 
+    def best_throughput(self) -> float:
+        """The best usable inferences per second, for run lists (NaN: none, or not counted in inferences)."""
+        return float("nan")
+
+    def compare(self, other: Any) -> Any:
+        """``other`` (B) against this run (A), in this kind's terms."""
+        raise ResultsError(f"runs of {self.what} cannot be compared")
+
 
 @dataclass
 class SweepResult(SavedRun):
@@ -83,6 +97,13 @@ class SweepResult(SavedRun):
 
     def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
         return best_point(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def best_throughput(self) -> float:
+        best = self.best()
+        return float(best["throughput"]) if best is not None else float("nan")
+
+    def compare(self, other: SweepResult) -> Comparison:
+        return _compare_tensor(self, other)
 
     def describe_best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> str:
         return describe_best(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
@@ -120,29 +141,42 @@ def load_run(path: str | Path) -> SweepResult:
     if path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if data["record"].get("kind") == "llm":
-                raise ResultsError(f"{path} is an LLM sweep's, measured in tokens: read it with "
-                                   "workbench.measure.llm.load_llm_run on its folder")
-            return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
+            record = RunRecord.from_dict(data["record"])
+            _tensor_rows(record, path)
+            return SweepResult(frame_from_rows(data["points"]), record, path.parent)
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as err:
             raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
+    run = load_saved(path)
+    _tensor_rows(run.record, path)
+    return run  # type: ignore[return-value]
+
+
+def _tensor_rows(record: RunRecord, path: Path) -> None:
+    """Refuse a run whose rows are not a tensor table, naming its kind's reader."""
+    kind = run_kind(record.kind)
+    result = kind.result_type if kind is not None else SweepResult
+    if not issubclass(result, SweepResult):
+        raise ResultsError(f"{path} is {result.what}: open it with {result.reader}")
+
+
+def load_saved(path: str | Path) -> SavedRun:
+    """A saved run of any kind from its folder, read by its kind (`kinds.run_kind`); a record whose
+    kind is not registered is a tensor table (a tensor sweep, a fan-out of them)."""
+    path = Path(path)
     record = read_record(path)
-    if record.get("kind") == "llm":  # its rows are in tokens: measure/llm's LlmSweepResult reads them
-        raise ResultsError(f"{path} is an LLM sweep (measured in tokens): open it with "
-                           "workbench.measure.llm.load_llm_run")
-    if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
-        joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
-        return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
-    # run-time circle: sweep/'s package imports this module; table: only when shown
+    kind = run_kind(record.kind)
+    if kind is not None:
+        return kind.load(path, record)
+    # run-time circle: sweep/'s package imports this module
     from workbench.measure.sweep.resume import unique_rows
 
     return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
 
 
 def record_kind(path: str | Path) -> str | None:
-    """The ``kind`` a run folder's record says (``"llm"``, ``"backends"``; None: a tensor sweep, or no record)."""
+    """The ``kind`` a run folder's record says (``"tensor"``, ``"llm"``, ``"backends"``; None: no record)."""
     try:
-        return read_record(path).get("kind")
+        return read_record(path).kind
     except (OSError, ResultsError):
         return None  # load_run says what is wrong with it
 
@@ -157,13 +191,7 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
     for candidate in candidates:
         if not (candidate / RECORD_FILE).is_file():
             continue
-        if record_kind(candidate) == "llm":  # its best is in tokens/s: listed, without an infer/s figure
-            from workbench.measure.llm.result import load_llm_run  # run-time circle: llm/ imports this package
-
-            run, best = load_llm_run(candidate), None
-        else:
-            run = load_run(candidate)
-            best = run.best()
+        run = load_saved(candidate)
         rows.append({
             "path": str(candidate),
             "label": run.label,
@@ -173,7 +201,7 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
             "planned": run.record.planned_points,
             "started": run.record.started or "",
             "ended": run.record.ended or "",
-            "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
+            "best_throughput": run.best_throughput(),  # NaN for a kind not counted in inferences
         })
     columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
     return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
@@ -339,21 +367,22 @@ def _true(value: Any) -> bool:
     return flag(value) is True
 
 
-def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
-    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios.
-    Two LLM sweeps are compared by `measure.llm.compare_llm_runs` (refused across other lengths or
-    engines); an LLM sweep and a tensor sweep are refused: one counts tokens, the other inferences."""
-    kinds = [record_kind(run) if isinstance(run, (str, Path)) else run.record.get("kind") for run in (a, b)]
-    if "llm" in kinds:
-        if kinds[0] != kinds[1]:
-            names = [str(run) if isinstance(run, (str, Path)) else repr(run.label) for run in (a, b)]
-            raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is an LLM sweep measured in tokens, "
-                               "the other a tensor sweep measured in inferences")
-        from workbench.measure.llm.result import compare_llm_runs  # run-time circle, as list_runs'
+def compare_runs(a: SavedRun | str | Path, b: SavedRun | str | Path) -> Any:
+    """Two runs of one kind compared, B against A, by their kind (`SavedRun.compare`): two tensor
+    sweeps joined on (variant, batch size, concurrency) with B/A ratios (a `Comparison`), two LLM
+    sweeps as `measure.llm.compare_llm_runs` does. Runs of two kinds are refused: one counts
+    tokens, the other inferences."""
+    names = [str(run) if isinstance(run, (str, Path)) else repr(run.label) for run in (a, b)]
+    a = a if isinstance(a, SavedRun) else load_saved(a)
+    b = b if isinstance(b, SavedRun) else load_saved(b)
+    if a.what != b.what:
+        raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is {a.what}, "
+                           f"the other {b.what}")
+    return a.compare(b)
 
-        return compare_llm_runs(a, b)  # type: ignore[arg-type,return-value]
-    a = a if isinstance(a, SweepResult) else load_run(a)
-    b = b if isinstance(b, SweepResult) else load_run(b)
+
+def _compare_tensor(a: SweepResult, b: SweepResult) -> Comparison:
+    """Join two tensor runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios."""
     keys = list(KEY_COLUMNS)
     metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
     left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]
