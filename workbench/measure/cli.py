@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.measure.llm.cli import INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags, run_llm_cli
+from workbench.measure.llm.cli import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
+                                       run_llm_cli, sweep_exit)
 from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
@@ -336,10 +337,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.no_plots and len(result.frame):
         written = plot_run(result)
         print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
-    if not result.complete:
-        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
-        return _EXIT_CANCELLED
-    return 0
+    return sweep_exit(result)
 
 
 def _streams_tokens(model_dir: Path) -> bool:

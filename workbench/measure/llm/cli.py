@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags"]
+__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags", "sweep_exit"]
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
@@ -22,6 +22,22 @@ _EXIT_CANCELLED = 130
 WINDOW_FLAGS = ("window_ms", "stable_windows", "max_windows", "time_limit_s")
 # what `workbench sweep` says on Ctrl-C, in either mode
 INTERRUPTED = "workbench sweep: interrupted; finishing the record (measured points are kept)"
+
+
+
+def sweep_exit(result: Any) -> int:
+    """`workbench sweep`'s exit for a finished run, in either mode: 0 complete; 1 failed (the
+    server died, every point failed or none was measured: the reason said); 130 cancelled. A
+    run that is not complete is continued with --resume, which measures what is missing."""
+    if result.complete:
+        return 0
+    if result.status == "failed":
+        why = (result.record.sessions[-1].get("failure") if result.record.sessions else None) or "it stopped"
+        print(f"workbench sweep: run failed: {why}; continue it with --resume", file=sys.stderr)
+        return 1
+    print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+    return _EXIT_CANCELLED
+
 
 # dest -> flag of the LLM mode's own flags (default None: given or not)
 LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
@@ -283,7 +299,4 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     if not args.no_plots and len(result.frame):
         written = result.save_plots()
         print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
-    if not result.complete:
-        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
-        return _EXIT_CANCELLED
-    return 0
+    return sweep_exit(result)

@@ -19,7 +19,7 @@ from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COL
 from workbench.measure.store.cost import price_of
 from workbench.measure.store.folder import (POINTS_FILE, ResultsError, RunRecord, frame_from_rows, read_points,
                                             read_record)
-from workbench.measure.store.results import ReadableFrame, SavedRun
+from workbench.measure.store.results import ReadableFrame, ReportSections, SavedRun
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
@@ -149,6 +149,11 @@ class LlmSweepResult(SavedRun):
     def compare(self, other: LlmSweepResult) -> LlmComparison:
         return compare_llm_runs(self, other)
 
+    def report_sections(self) -> ReportSections:
+        from workbench.measure.llm.report_sections import llm_report_sections  # figures: only when reported
+
+        return llm_report_sections(self)
+
     def table(self) -> pd.DataFrame:
         """The columns people read first; a notebook shows them as the app does (titles with units,
         rounded numbers: `workbench.measure.store.table`)."""
@@ -188,6 +193,10 @@ class LlmComparison:
     b: LlmSweepResult
     table: pd.DataFrame
     notes: list[str]
+
+    def differences(self) -> list[str]:
+        """How the two runs were not measured alike, without making the ratios meaningless."""
+        return list(self.notes)
 
     def summary(self) -> str:
         lines = [f"- {note}" for note in self.notes]

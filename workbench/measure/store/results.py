@@ -24,7 +24,7 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 __all__ = [
     "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
     "KEY_COLUMNS", "COLUMNS",
-    "ResultsError", "RunRecord", "SweepResult", "Comparison",
+    "ResultsError", "RunRecord", "SavedRun", "ReportSections", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
     "load_run", "load_saved", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs",
 ]
@@ -43,6 +43,18 @@ class ReadableFrame(pd.DataFrame):
         from workbench.measure.store.table import table_html
 
         return table_html(pd.DataFrame(self))
+
+
+@dataclass
+class ReportSections:
+    """What a kind shows in a run's report (`workbench report`), as plain values: titled fact
+    lines, titled figures (matplotlib), the points whose numbers did not settle, each in words, and
+    every way to measure it again as (kind, text)."""
+
+    facts: list[tuple[str, list[tuple[str, str]]]]
+    figures: list[tuple[str, Any]]
+    unstable: list[str]
+    again: list[tuple[str, str]]
 
 
 @dataclass
@@ -81,8 +93,13 @@ class SavedRun:
         return float("nan")
 
     def compare(self, other: Any) -> Any:
-        """``other`` (B) against this run (A), in this kind's terms."""
+        """``other`` (B) against this run (A), in this kind's terms: a value with ``table``,
+        ``summary()`` and ``differences()``."""
         raise ResultsError(f"runs of {self.what} cannot be compared")
+
+    def report_sections(self) -> ReportSections:
+        """This kind's sections of the run's report."""
+        raise ResultsError(f"no report is written for runs of {self.what}")
 
 
 @dataclass
