@@ -1,12 +1,14 @@
 """Measuring served models, in five wings that read as the pipeline:
 
 * ``grid/``: the grid a sweep measures and its values (`SweepPlan`, `PointRow`);
-* ``sweep/``: running a sweep (`run_sweep`, `SweepRun`), its pre-run check, fan-out, backend
-  comparison, resume and the search strategies;
+* ``sweep/``: running a sweep: the runner every sweep kind shares (``runner.py``), the tensor kind
+  (`run_sweep`, `SweepRun`), its pre-run check, fan-out, backend comparison, resume and the search
+  strategies; the LLM kind lives in ``llm/`` (a kind: one package, one line in the switch below);
 * ``engine/``: how one load level is measured (`MeasureSettings`, the built-in load generator,
   perf_analyzer, the server statistics arithmetic);
 * ``watch/``: what is watched around a point (load and warm-up times, quiet, held cores, busy share);
-* ``store/``: saved runs and what is made of them (`SweepResult`, plots, notes, cost).
+* ``store/``: saved runs and what is made of them (`RunRecord`, `SweepResult`, plots, notes, cost),
+  read back by kind through ``store/kinds.py``, never naming one.
 
 ``measure()`` runs one load level and returns a ``LoadResult``; ``MeasureSettings`` says how.
 """
