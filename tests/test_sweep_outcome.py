@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from test_resume import kill_server_under_cli
 
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.cli import sweep_exit
-from workbench.measure.store.results import POINTS_FILE, load_run, load_saved
+from workbench.measure.store.results import load_run, load_saved
 from workbench.measure.sweep import SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
@@ -68,38 +66,13 @@ def test_a_one_variant_sweep_whose_server_dies_fails_and_the_resume_measures_the
 @pytest.mark.server
 def test_the_cli_exits_non_zero_when_a_one_variant_sweeps_server_is_killed(model_dir, tmp_path):
     out = tmp_path / "cli"
-    args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1",
-            "--core-range", "0:1", "--concurrency", "1,2", "--window-ms", "200", "--max-windows", "3", "--warmup", "3",
-            "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
-    sweep = subprocess.Popen(args, env={**os.environ, "MPLBACKEND": "Agg"}, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and sweep.poll() is None:
-            if (out / POINTS_FILE).exists() and (out / POINTS_FILE).read_text().count("\n") >= 1:
-                break
-            time.sleep(0.05)
-        servers = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/stat")
-                   if _parent_and_name(p) == (sweep.pid, "tritonserver")]
-        assert servers, "no tritonserver under the sweep"
-        os.kill(servers[0], signal.SIGKILL)
-        _, err = sweep.communicate(timeout=300)
-    finally:
-        if sweep.poll() is None:
-            sweep.kill()
-            sweep.wait(30)
-    assert sweep.returncode == 1, err
+    args = ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1", "--core-range", "0:1",
+            "--concurrency", "1,2", "--window-ms", "200", "--max-windows", "3", "--warmup", "3", "--no-plots",
+            "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
+    returncode, err = kill_server_under_cli(args, out)
+    assert returncode == 1, err
     assert "Traceback" not in err and "--resume" in err
     assert load_run(out).status == "failed"
-
-
-def _parent_and_name(stat: Path) -> tuple[int, str] | None:
-    try:
-        text = stat.read_text()
-    except OSError:
-        return None
-    name = text[text.index("(") + 1:text.rindex(")")]
-    return int(text[text.rindex(")") + 2:].split()[1]), name
 
 
 LLM_SETTINGS = MeasureSettings(window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=4.0, min_latencies=0)
