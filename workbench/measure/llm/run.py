@@ -205,6 +205,9 @@ class LlmSweep:
     def restorable(self) -> bool:
         return self.any_loaded and self.stuck is None
 
+    def screened_points(self) -> int:
+        return 0  # an LLM sweep screens nothing
+
     def _report(self, message: str) -> None:
         self.run.report(message)
 

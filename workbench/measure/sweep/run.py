@@ -252,6 +252,9 @@ class SweepRun:
     def restorable(self) -> bool:
         return self.loaded.any_loaded and self.loaded.stuck is None
 
+    def screened_points(self) -> int:
+        return len(self.screened)
+
     def _report(self, message: str, within: float = 0.0) -> None:
         self.run.report(message, within)
 

@@ -78,6 +78,11 @@ class SweepKind(Protocol):
         """Whether the model may be restored (something was loaded and no load got stuck)."""
         ...
 
+    def screened_points(self) -> int:
+        """Points a search screened (short measurements that chose what to measure in full, kept
+        apart from the results): a search whose screens ruled every point out measured something."""
+        ...
+
 
 class SweepRunner:
     """One sweep run of ``kind`` in ``out_dir``: it owns the folder, the record and the session."""
@@ -162,7 +167,7 @@ class SweepRunner:
             self._restore(before)
             if status == "complete":
                 result = kind.result(self)
-                status, why = outcome(result, kind.server)
+                status, why = outcome(result, kind.server, kind.screened_points())
             self.record.status = self.session["status"] = status
             if why:
                 self.session["failure"] = why
@@ -181,15 +186,16 @@ class SweepRunner:
             self.session["restored"] = f"failed: {err}"
 
 
-def outcome(result: SavedRun, server: Server) -> tuple[str, str | None]:
+def outcome(result: SavedRun, server: Server, screened: int = 0) -> tuple[str, str | None]:
     """A run that went through its points is ``complete`` only when it has something to show:
-    ``failed`` (with why) when its server is gone, when it holds no point, or when every point
-    failed. A resume measures what is missing (failed points are measured again)."""
+    ``failed`` (with why) when its server is gone, when it measured no point (not even a search's
+    screen, whose verdict "none meets the budget" is an answer), or when every point failed. A
+    resume measures what is missing (failed points are measured again)."""
     if not server.running:
         return "failed", "the server stopped during the sweep"
     frame = result.frame
     if not len(frame):
-        return "failed", "no point was measured"
+        return ("complete", None) if screened else ("failed", "no point was measured")
     errors = frame["error"] if "error" in frame.columns else None
     if errors is not None and errors.astype(object).map(lambda e: isinstance(e, str) and bool(e)).all():
         return "failed", f"every point failed ({len(frame)} point(s)); first: {frame['error'].iloc[0]}"
