@@ -7,7 +7,7 @@ import json
 import pytest
 
 from workbench.measure.store.folder import RECORD_FILE, ResultsError, read_record, write_record
-from workbench.measure.store.record import RECORD_VERSION, RunRecord
+from workbench.measure.store.run_record import RECORD_VERSION, RunRecord
 
 # A tensor sweep's run.json as the workbench wrote it before the record was typed (no version, no kind).
 VERSION_1_TENSOR = {

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from workbench.measure.llm.result import LlmSweepResult, read_llm_run
-from workbench.measure.store.record import RunRecord
+from workbench.measure.store.run_record import RunRecord
 
 
 class _LlmKind:

@@ -28,7 +28,7 @@ from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
 from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
-from workbench.measure.store.record import RunRecord
+from workbench.measure.store.run_record import RunRecord
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
 from workbench.measure.sweep.search.effort import EffortRule
 from workbench.measure.sweep.resume import fingerprint, resumed_rows

@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench.files import atomic_write, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
-from workbench.measure.store.record import RunRecord
+from workbench.measure.store.run_record import RunRecord
 
 __all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "RunRecord", "read_record",
            "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]

@@ -13,7 +13,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from workbench.measure.store.record import RunRecord
+from workbench.measure.store.run_record import RunRecord
 
 if TYPE_CHECKING:
     from workbench.measure.store.results import SavedRun

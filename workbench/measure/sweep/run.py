@@ -27,7 +27,7 @@ from workbench.measure.engine.engines import EngineChoice, choose_engine, resolv
 from workbench.measure.watch.neuron_use import NeuronUse
 from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.sweep.point import Target, measure_point
-from workbench.measure.store.record import TENSOR_KIND
+from workbench.measure.store.run_record import TENSOR_KIND
 from workbench.measure.store.results import SCREENING_FILE, RunRecord, SweepResult, frame_from_rows
 from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import pandas as pd
 
-from workbench.measure.store.record import RunRecord
+from workbench.measure.store.run_record import RunRecord
 from workbench.served_outputs import connect, infer
 from workbench.server.protocol import Server
 
