@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.measure.sweep.backends import compare_backends
+from workbench.measure.sweep.compare_backends import compare_backends
 from workbench.measure.grid.plan import SweepPlan
 from workbench.measure.store.results import load_run
 from workbench.measure.engine.measure_settings import MeasureSettings

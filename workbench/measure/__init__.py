@@ -18,7 +18,7 @@ from workbench.measure.store.kinds import register_kind
 # The one switch between sweep kinds: a run record's kind -> the module whose KIND reads it back
 # (and, for a kind that sweeps, runs it). A tensor sweep's runs are the store's own table.
 register_kind("llm", "workbench.measure.llm.kind")
-register_kind("backends", "workbench.measure.sweep.backends")
+register_kind("backends", "workbench.measure.sweep.compare_backends")
 
 from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure  # noqa: E402
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings  # noqa: E402

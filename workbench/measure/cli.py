@@ -359,7 +359,7 @@ def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.backends import BackendSweep
+    from workbench.measure.sweep.compare_backends import BackendSweep
     from workbench.measure.grid.plan import SweepError
 
     try:
@@ -372,7 +372,7 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
     (the values already checked by `preflight`)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.backends import compare_backends
+    from workbench.measure.sweep.compare_backends import compare_backends
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep.preflight import INPUT_ERRORS
     from workbench.server import TritonServer

@@ -1,7 +1,7 @@
 """``workbench sweep``'s LLM mode: a model directory whose backend streams tokens (the backend switch's
 ``streams_tokens``: Triton's vLLM backend) is swept over max_num_seqs x tensor-parallel degree x
 instances x concurrency (or request rate) and measured in tokens; ``--search adaptive`` measures
-each point until decided (the effort mode, ``llm/effort.py``). Its own flags are registered
+each point until decided (the effort mode, ``llm/slo_effort.py``). Its own flags are registered
 here; the flags of the tensor sweep that mean nothing for it are refused, by name, before anything
 starts, and so are these flags on a tensor model.
 """
@@ -141,7 +141,7 @@ def _plan(args: argparse.Namespace, base_seqs: int | None, problems: list[str]):
 def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
     """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
     most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
-    from workbench.measure.llm.effort import LLM_SEARCHES, LlmSearch
+    from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmSearch
 
     if args.search not in LLM_SEARCHES:
         problems.append(f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "

@@ -23,7 +23,7 @@ from workbench.generate.config import read_config, to_json
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Tokenizer, build_prompts, measure_stream
 from workbench.measure.grid.plan import SweepError
-from workbench.measure.llm.effort import LlmEffort
+from workbench.measure.llm.slo_effort import LlmEffort
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
@@ -87,7 +87,7 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     fan-out deals tensor sweeps only.
 
     ``effort`` (an `EffortRule`: ``min_windows``, ``max_windows``) turns the effort mode on
-    (``llm/effort.py``): each point is measured window by window until the rule decides it against
+    (``llm/slo_effort.py``): each point is measured window by window until the rule decides it against
     the incumbent (the best point so far meeting ``plan.slo``, by output tokens/s) and the SLO's
     TTFT and ITL p99 limits, instead of until stable; its figures pool every window and its row's
     ``stopped`` says the verdict. The rule is kept in the record (``effort``) and a resume with
