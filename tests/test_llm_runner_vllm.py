@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from workbench.cli import main
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm import LlmPlan, run_llm_sweep
 from workbench.measure.store.results import list_runs, load_saved
