@@ -15,7 +15,7 @@ import pytest
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
 from workbench.measure.engine.streaming.stream_results import RequestRecord
-from workbench.measure.llm.effort import ITL_P99, TTFT_P99, LlmEffort, slo_limits, stream_summaries
+from workbench.measure.llm.slo_effort import ITL_P99, TTFT_P99, LlmEffort, slo_limits, stream_summaries
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LlmRow
 from workbench.measure.sweep.search.effort import EffortRule, Incumbent

@@ -22,7 +22,7 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Slo, build_prompts, measure_stream
 from workbench.measure.engine.streaming.prompts import Lengths
 from workbench.measure.llm import LlmPlan, run_llm_sweep
-from workbench.measure.llm.effort import ITL_P99, slo_limits, stream_summaries
+from workbench.measure.llm.slo_effort import ITL_P99, slo_limits, stream_summaries
 from workbench.measure.llm.run import COUNT_OUTPUT
 from workbench.measure.sweep.search.effort import STOP_KINDS, DecidedBy, EffortRule
 from workbench.ui.llm_sweep_panel import LlmSweepPanel

@@ -214,11 +214,11 @@ def _children_named(pid: int, name: str) -> list[int]:
     return found
 
 
-@pytest.mark.server
-def test_a_server_that_dies_under_the_sweep_ends_it_with_a_reason_and_its_log_tail(model_dir, tmp_path):
-    out = tmp_path / "died"
+def kill_server_under_cli(args: list[str], out: Path) -> tuple[int, str]:
+    """Run ``workbench ARGS`` (a sweep writing to ``out``), SIGKILL its tritonserver once a point is
+    on disk, and return the sweep's exit code and stderr."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    sweep = subprocess.Popen([sys.executable, "-m", "workbench", *_sweep_args(model_dir, out)], env=env,
+    sweep = subprocess.Popen([sys.executable, "-m", "workbench", *args], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
@@ -234,7 +234,14 @@ def test_a_server_that_dies_under_the_sweep_ends_it_with_a_reason_and_its_log_ta
         if sweep.poll() is None:
             sweep.kill()
             sweep.wait(30)
-    assert sweep.returncode == 1, err
+    return sweep.returncode, err
+
+
+@pytest.mark.server
+def test_a_server_that_dies_under_the_sweep_ends_it_with_a_reason_and_its_log_tail(model_dir, tmp_path):
+    out = tmp_path / "died"
+    returncode, err = kill_server_under_cli(_sweep_args(model_dir, out), out)
+    assert returncode == 1, err
     assert "Traceback" not in err
     reason = [line for line in err.splitlines() if line.startswith("workbench sweep: error: ")]
     assert len(reason) == 1 and "the server is not running (tritonserver exited with code -9)" in reason[0]

@@ -15,7 +15,7 @@ import pytest
 from workbench.cli import generate as generate_cli
 from workbench.generate.pytorch_backend import SERVED_AS_LIBTORCH, SERVED_AS_PYTHON
 from workbench.generate.pytorch_backend.sweep import parse_sweep_setting
-from workbench.measure.sweep.backends import compare_backends
+from workbench.measure.sweep.compare_backends import compare_backends
 from workbench.measure.grid.plan import SweepError, SweepPlan
 from workbench.measure.store.plots import comparison_plot, latency_vs_batch
 from workbench.measure.store.results import compare_runs, list_runs, load_run

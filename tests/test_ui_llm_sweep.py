@@ -13,7 +13,7 @@ import pytest
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
 from workbench.measure.grid.plan import SweepError
-from workbench.measure.llm.effort import LLM_SEARCHES
+from workbench.measure.llm.slo_effort import LLM_SEARCHES
 from workbench.measure.sweep.search.effort import EffortRule
 from workbench.ui.app import Workbench
 from workbench.ui.llm_sweep_panel import STRATEGIES, LlmSweepPanel

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import main
-from workbench.measure.sweep.backends import compare_backends
+from workbench.measure.sweep.compare_backends import compare_backends
 from workbench.measure.grid.plan import SweepPlan
 from workbench.measure.store.results import (POINTS_FILE, append_point, frame_from_rows, load_run, write_exports,
                                              write_record)

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.measure.llm.cli import INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags, run_llm_cli
+from workbench.measure.llm.cli import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
+                                       run_llm_cli, sweep_exit)
 from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
@@ -319,7 +320,7 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     result = task.result
     print(result.engine_note)
-    for warning in result.record.get("core_check", []):
+    for warning in result.record.core_check or []:
         print(f"workbench sweep: warning: {warning}", file=sys.stderr)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
@@ -327,7 +328,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if search is not None:
         from workbench.measure.sweep.search import answer
 
-        log = result.record.get("search", {})
+        log = result.record.search or {}
         print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
               f"stopped: {log.get('stopped')}")
         print(answer(result.frame, search.latency_budget_ms).describe())
@@ -337,10 +338,7 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.no_plots and len(result.frame):
         written = plot_run(result)
         print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
-    if not result.complete:
-        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
-        return _EXIT_CANCELLED
-    return 0
+    return sweep_exit(result)
 
 
 def _streams_tokens(model_dir: Path) -> bool:
@@ -362,7 +360,7 @@ def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.backends import BackendSweep
+    from workbench.measure.sweep.compare_backends import BackendSweep
     from workbench.measure.grid.plan import SweepError
 
     try:
@@ -375,7 +373,7 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
     (the values already checked by `preflight`)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.backends import compare_backends
+    from workbench.measure.sweep.compare_backends import compare_backends
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep.preflight import INPUT_ERRORS
     from workbench.server import TritonServer

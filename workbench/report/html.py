@@ -100,13 +100,13 @@ def save_report(run, other=None, path: str | Path | None = None, latency_budget_
     comparison: ``report-vs-<A>.html``). Returns its path."""
     # start-up: a report's computation (pandas, matplotlib) loads when one is written
     from workbench.report.run_report import comparison_report, load_any, run_report
-    from workbench.measure.store.results import SweepResult
+    from workbench.measure.store.results import SavedRun
 
-    run = run if isinstance(run, SweepResult) else load_any(run)
+    run = run if isinstance(run, SavedRun) else load_any(run)
     if other is None:
         report, home, name = run_report(run, latency_budget_ms), run.path, "report.html"
     else:
-        other = other if isinstance(other, SweepResult) else load_any(other)
+        other = other if isinstance(other, SavedRun) else load_any(other)
         report, home = comparison_report(run, other, latency_budget_ms), other.path
         name = f"report-vs-{Path(run.path).name if run.path else run.label}.html"
     if path is None:

@@ -18,7 +18,8 @@ import matplotlib
 
 from workbench.measure.store import plots
 from workbench.measure.store.notes import point_notes
-from workbench.measure.store.results import Comparison, ResultsError, SweepResult, compare_runs, load_run
+from workbench.measure.store.results import (Comparison, ResultsError, SavedRun, SweepResult, compare_runs, load_run,
+                                             load_saved)
 from workbench.measure.sweep.reproduce import AGAIN_NOTE, reproduce_lines
 from workbench.measure.store.table import Table, readable_table
 
@@ -65,13 +66,13 @@ def figure_svg(figure: matplotlib.figure.Figure) -> str:
     return text[text.index("<svg"):]
 
 
-def load_any(path: str | Path) -> SweepResult:
-    """A run folder (``run.json``), a ``results.json``, or a backend comparison's folder (its joined
-    ``results.json`` when the folder has no run record of its own)."""
+def load_any(path: str | Path) -> SavedRun:
+    """A run folder (``run.json``) of any sweep kind, a ``results.json``, or a backend comparison's
+    folder (its joined ``results.json`` when the folder has no run record of its own)."""
     path = Path(path)
     if path.is_dir() and not (path / "run.json").is_file() and (path / "results.json").is_file():
         return load_run(path / "results.json")
-    return load_run(path)
+    return load_run(path) if path.is_file() else load_saved(path)
 
 
 def _text(value: Any) -> str:
@@ -174,9 +175,55 @@ def _budget(run: SweepResult, budget_ms: float | None) -> float | None:
     return budget_ms if budget_ms is not None else run.record.get("latency_budget_ms")
 
 
-def run_report(run: SweepResult | str | Path, latency_budget_ms: float | None = None) -> Report:
-    """The report of one run (a sweep, or a backend comparison's joined run)."""
-    run = run if isinstance(run, SweepResult) else load_any(run)
+def _kind_facts(run: SavedRun, tag: str = "") -> tuple[Facts, ...]:
+    return tuple(Facts(title + tag, tuple(lines)) for title, lines in run.report_sections().facts)
+
+
+def _kind_report(run: SavedRun) -> Report:
+    """The report of a run of another kind than the tensor sweep: its own sections (`SavedRun.report_sections`)."""
+    sections = run.report_sections()
+    return Report(
+        title=f"Run report: {run.record.model or run.label}",
+        subtitle=f"{run.what} {run.label!r}, {run.status}, {len(run.frame)} point(s)",
+        best=run.describe_best(),
+        reproduce=tuple(sections.again),
+        reproduce_note=AGAIN_NOTE,
+        facts=_kind_facts(run),
+        plots=tuple(Plot(title, figure_svg(figure)) for title, figure in sections.figures),
+        tables=(("Every point", readable_table(run.table())),),
+        unstable=tuple(sections.unstable),
+    )
+
+
+def _kind_comparison_report(a: SavedRun, b: SavedRun) -> Report:
+    """Run B against run A of another kind than the tensor sweep, compared in that kind's terms."""
+    comparison = compare_runs(a, b)
+    name_a, name_b = _names(a, b)
+    sections = {name: run.report_sections() for run, name in ((a, name_a), (b, name_b))}
+    summary = comparison.summary().splitlines()
+    return Report(
+        title=f"Comparison: {name_b} against {name_a}",
+        subtitle=summary[-1] if summary else f"{len(comparison.table)} common point(s); ratios are B/A",
+        best=f"A: {a.describe_best()}\nB: {b.describe_best()}",
+        reproduce=tuple((f"{kind} ({tag})", text) for tag, name in (("A", name_a), ("B", name_b))
+                        for kind, text in sections[name].again),
+        reproduce_note=AGAIN_NOTE,
+        facts=_kind_facts(a, f" (A: {name_a})")[:2] + _kind_facts(b, f" (B: {name_b})"),
+        plots=tuple(Plot(f"{title} ({name})", figure_svg(figure)) for name in (name_a, name_b)
+                    for title, figure in sections[name].figures),
+        tables=(("Common points, B/A", readable_table(comparison.table)), (f"A: {name_a}", readable_table(a.table())),
+                (f"B: {name_b}", readable_table(b.table()))),
+        unstable=tuple(f"A: {line}" for line in sections[name_a].unstable) + tuple(
+            f"B: {line}" for line in sections[name_b].unstable),
+        differences=tuple(comparison.differences()) + tuple(summary),
+    )
+
+
+def run_report(run: SavedRun | str | Path, latency_budget_ms: float | None = None) -> Report:
+    """The report of one run (a sweep of any kind, or a backend comparison's joined run)."""
+    run = run if isinstance(run, SavedRun) else load_any(run)
+    if not isinstance(run, SweepResult):
+        return _kind_report(run)
     budget = _budget(run, latency_budget_ms)
     backends = run.record.get("runs")
     kind = "backend comparison" if backends else "sweep"
@@ -197,7 +244,7 @@ def run_report(run: SweepResult | str | Path, latency_budget_ms: float | None = 
     )
 
 
-def _names(a: SweepResult, b: SweepResult) -> tuple[str, str]:
+def _names(a: SavedRun, b: SavedRun) -> tuple[str, str]:
     """How the report calls the two runs: their labels, with their folders where the labels are the
     same (a run measured again keeps its label)."""
     if a.label != b.label:
@@ -205,11 +252,13 @@ def _names(a: SweepResult, b: SweepResult) -> tuple[str, str]:
     return tuple(f"{run.label} [{Path(run.path).name if run.path else '?'}]" for run in (a, b))
 
 
-def comparison_report(a: SweepResult | str | Path, b: SweepResult | str | Path,
+def comparison_report(a: SavedRun | str | Path, b: SavedRun | str | Path,
                       latency_budget_ms: float | None = None) -> Report:
     """Run B against run A in one report: how they differ, B/A ratios, each run's best, facts and plots."""
-    a = a if isinstance(a, SweepResult) else load_any(a)
-    b = b if isinstance(b, SweepResult) else load_any(b)
+    a = a if isinstance(a, SavedRun) else load_any(a)
+    b = b if isinstance(b, SavedRun) else load_any(b)
+    if not (isinstance(a, SweepResult) and isinstance(b, SweepResult)):
+        return _kind_comparison_report(a, b)
     comparison: Comparison = compare_runs(a, b)
     budget = _budget(a, latency_budget_ms)
     name_a, name_b = _names(a, b)

@@ -2,7 +2,7 @@
 and the PyTorch backend build this machine has (or none: the Python-backend twin serves).
 
 The generation is `workbench.generate` with ``backend="python"`` and ``backend="pytorch"``; the
-measurement is `workbench.measure.sweep.backends.compare_backends`; nothing here measures.
+measurement is `workbench.measure.sweep.compare_backends.compare_backends`; nothing here measures.
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def saved_runs(root: str | os.PathLike | None = None) -> list[Path]:
 
     def started(folder: Path) -> tuple[str, str]:
         try:
-            return load_run(folder).record.get("started") or "", str(folder)
+            return load_run(folder).record.started or "", str(folder)
         except ResultsError:
             return "", str(folder)
 
@@ -116,7 +116,7 @@ def comparable_pair(folders: list[Path]) -> tuple[SweepResult, SweepResult] | No
         newer = runs[i]
         keys = set(map(tuple, newer.frame[list(KEY_COLUMNS)].astype(str).values))
         for older in reversed(runs[:i]):
-            if older.record.get("model") != newer.record.get("model"):
+            if older.record.model != newer.record.model:
                 continue
             if keys & set(map(tuple, older.frame[list(KEY_COLUMNS)].astype(str).values)):
                 return older, newer
@@ -126,7 +126,7 @@ def comparable_pair(folders: list[Path]) -> tuple[SweepResult, SweepResult] | No
 def describe_run(run: SweepResult) -> str:
     """What a sweep did, without its timings: status, points, whether every output matched."""
     frame = run.frame
-    planned = run.record.get("planned_points", len(frame))
+    planned = run.record.planned_points if run.record.planned_points is not None else len(frame)
     measured = frame[frame["throughput"].notna()] if "throughput" in frame.columns else frame.iloc[0:0]
     errors = int(frame["error"].notna().sum()) if "error" in frame.columns else 0
     outputs_ok = bool(len(measured)) and bool(measured["outputs_ok"].map(lambda v: str(v).lower() == "true").all())

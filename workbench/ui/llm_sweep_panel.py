@@ -4,7 +4,7 @@ such a model), with the table, the best configuration under the SLO, the cheapes
 output tokens, the Pareto front and TTFT/ITL against concurrency.
 
 Its strategy control measures each point either until stable (``grid``) or until decided
-(``adaptive``: the effort rule, ``llm/effort.py``, between its min and max windows), as
+(``adaptive``: the effort rule, ``llm/slo_effort.py``, between its min and max windows), as
 ``workbench sweep --search grid|adaptive`` does; each row's ``stopped`` says why its windows ended,
 and after an adaptive run the rule's verdicts are listed in full under the answer.
 
@@ -25,7 +25,7 @@ import ipywidgets as widgets
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
-from workbench.measure.llm.effort import LlmSearch
+from workbench.measure.llm.slo_effort import LlmSearch
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
 from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep

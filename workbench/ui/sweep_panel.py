@@ -21,7 +21,7 @@ from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
 from workbench.measure.store import plots
-from workbench.measure.sweep.backends import BackendComparison, BackendSweep, compare_backends, run_folders
+from workbench.measure.sweep.compare_backends import BackendComparison, BackendSweep, compare_backends, run_folders
 from workbench.measure.watch.live import ServerView, ServerWatch
 from workbench.measure.store.results import ResultsError, SweepResult, load_run
 from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts

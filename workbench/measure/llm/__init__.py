@@ -5,8 +5,9 @@ it (Pareto front of tokens/s per user against total tokens/s, best configuration
 cheapest per million output tokens) and their plots.
 
 Modules: ``plan`` (the grid, variants generated and checked by the vLLM backend), ``rows`` (the
-row), ``run`` (`run_llm_sweep`), ``answers`` (the rules), ``result`` (`LlmSweepResult`, saved runs,
-comparisons), ``plots``, ``cli`` (``workbench sweep``'s LLM mode). ``workbench sweep`` and the
+row), ``run`` (`run_llm_sweep`: the LLM kind the shared runner drives), ``answers`` (the rules), ``result`` (`LlmSweepResult`, saved runs,
+comparisons), ``kind`` (how its runs read back), ``report_sections`` (its part of `workbench report`),
+``plots``, ``cli`` (``workbench sweep``'s LLM mode). ``workbench sweep`` and the
 sweep panel reach it through the backend switch: a model whose backend streams tokens
 (`generate.backends.Backend.streams_tokens`) is swept here.
 

@@ -1,7 +1,7 @@
 """``workbench sweep``'s LLM mode: a model directory whose backend streams tokens (the backend switch's
 ``streams_tokens``: Triton's vLLM backend) is swept over max_num_seqs x tensor-parallel degree x
 instances x concurrency (or request rate) and measured in tokens; ``--search adaptive`` measures
-each point until decided (the effort mode, ``llm/effort.py``). Its own flags are registered
+each point until decided (the effort mode, ``llm/slo_effort.py``). Its own flags are registered
 here; the flags of the tensor sweep that mean nothing for it are refused, by name, before anything
 starts, and so are these flags on a tensor model.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags"]
+__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags", "sweep_exit"]
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
@@ -22,6 +22,22 @@ _EXIT_CANCELLED = 130
 WINDOW_FLAGS = ("window_ms", "stable_windows", "max_windows", "time_limit_s")
 # what `workbench sweep` says on Ctrl-C, in either mode
 INTERRUPTED = "workbench sweep: interrupted; finishing the record (measured points are kept)"
+
+
+
+def sweep_exit(result: Any) -> int:
+    """`workbench sweep`'s exit for a finished run, in either mode: 0 complete; 1 failed (the
+    server died, every point failed or none was measured: the reason said); 130 cancelled. A
+    run that is not complete is continued with --resume, which measures what is missing."""
+    if result.complete:
+        return 0
+    if result.status == "failed":
+        why = (result.record.sessions[-1].get("failure") if result.record.sessions else None) or "it stopped"
+        print(f"workbench sweep: run failed: {why}; continue it with --resume", file=sys.stderr)
+        return 1
+    print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+    return _EXIT_CANCELLED
+
 
 # dest -> flag of the LLM mode's own flags (default None: given or not)
 LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
@@ -153,7 +169,7 @@ def _plan(args: argparse.Namespace, vllm, problems: list[str]):
 def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
     """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
     most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
-    from workbench.measure.llm.effort import LLM_SEARCHES, LlmSearch
+    from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmSearch
 
     if args.search not in LLM_SEARCHES:
         problems.append(f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
@@ -314,7 +330,4 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     if not args.no_plots and len(result.frame):
         written = result.save_plots()
         print(f"plots: {result.path / 'plots'} ({', '.join(sorted(written))}; PNG and SVG)")
-    if not result.complete:
-        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
-        return _EXIT_CANCELLED
-    return 0
+    return sweep_exit(result)

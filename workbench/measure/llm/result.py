@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import ClassVar, Iterable, Mapping
 
 import pandas as pd
 from matplotlib.figure import Figure
@@ -17,8 +17,9 @@ from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, 
                                            pareto_front, point_text, slo_text, usable_rows, with_token_cost)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import CostError, price_for_run
-from workbench.measure.store.folder import POINTS_FILE, ResultsError, frame_from_rows, read_points, read_record
-from workbench.measure.store.results import ReadableFrame, SavedRun
+from workbench.measure.store.folder import (POINTS_FILE, ResultsError, RunRecord, frame_from_rows, read_points,
+                                            read_record)
+from workbench.measure.store.results import ReadableFrame, ReportSections, SavedRun
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
@@ -43,15 +44,18 @@ class LlmSweepResult(SavedRun):
     run's verdict per point; ``plot_pareto()`` / ``plot_latency()`` the figures; ``save_plots()`` writes them beside the run.
     An SLO left out is the run's own (``record["slo"]``)."""
 
+    what: ClassVar[str] = "an LLM sweep measured in tokens"
+    reader: ClassVar[str] = "workbench.measure.llm.load_llm_run"
+
     @property
     def slo(self) -> Slo:
-        given = self.record.get("slo") or {}
+        given = self.record.slo or {}
         return Slo(ttft_ms=given.get("ttft_ms"), itl_ms=given.get("itl_ms")) if given else Slo()
 
     @property
     def skipped(self) -> dict[str, str]:
         """Variants generated and checked but not loaded here, with why."""
-        return dict(self.record.get("skipped") or {})
+        return dict(self.record.skipped or {})
 
     def usable(self) -> pd.DataFrame:
         return usable_rows(self.frame)
@@ -84,7 +88,7 @@ class LlmSweepResult(SavedRun):
     def verdicts(self) -> list[str]:
         """An effort-mode run's verdicts, one sentence per point: "<variant> at <load>: <why its
         windows ended>" (the table's ``stopped`` column, too long for a column); [] for a grid run."""
-        if not self.record.get("effort"):
+        if not self.record.effort:
             return []
         return [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
                 for _, row in self.frame.iterrows() if isinstance(row.get("stopped"), str) and row["stopped"]]
@@ -130,12 +134,12 @@ class LlmSweepResult(SavedRun):
     def plot_pareto(self) -> Figure:
         from workbench.measure.llm.plots import pareto_plot  # matplotlib's figures: only when drawn
 
-        return pareto_plot(self.frame, f"{self.record.get('model', 'LLM')}: output tokens/s per user vs total")
+        return pareto_plot(self.frame, f"{self.record.model or 'LLM'}: output tokens/s per user vs total")
 
     def plot_latency(self) -> Figure:
         from workbench.measure.llm.plots import latency_vs_concurrency  # only when drawn
 
-        return latency_vs_concurrency(self.frame, f"{self.record.get('model', 'LLM')}: TTFT and ITL")
+        return latency_vs_concurrency(self.frame, f"{self.record.model or 'LLM'}: TTFT and ITL")
 
     def save_plots(self, out_dir: str | Path | None = None) -> dict[str, list[Path]]:
         """Write ``pareto`` and ``latency`` (PNG and SVG) to ``out_dir`` (default ``<run>/plots``)."""
@@ -146,6 +150,14 @@ class LlmSweepResult(SavedRun):
         out = Path(out_dir) if out_dir is not None else self.path / "plots"
         return {name: save_figure(fig, out / name) for name, fig in
                 (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))}
+
+    def compare(self, other: LlmSweepResult) -> LlmComparison:
+        return compare_llm_runs(self, other)
+
+    def report_sections(self) -> ReportSections:
+        from workbench.measure.llm.report_sections import llm_report_sections  # figures: only when reported
+
+        return llm_report_sections(self)
 
     def table(self) -> pd.DataFrame:
         """The columns people read first; a notebook shows them as the app does (titles with units,
@@ -162,12 +174,17 @@ class LlmSweepResult(SavedRun):
 
 def load_llm_run(path: str | Path) -> LlmSweepResult:
     """A saved LLM run from its folder (``run.json`` + ``points.jsonl``)."""
-    from workbench.measure.sweep.resume import unique_rows  # sweep/ imports store/: at call time
-
     path = Path(path)
     record = read_record(path)
-    if record.get("kind") != "llm":
+    if record.kind != "llm":
         raise ResultsError(f"{path} is not an LLM sweep run (its record has no kind 'llm')")
+    return read_llm_run(path, record)
+
+
+def read_llm_run(path: Path, record: RunRecord) -> LlmSweepResult:
+    """The LLM run in ``path`` whose record is ``record``: its rows, one per point."""
+    from workbench.measure.sweep.resume import unique_rows  # sweep/ imports store/: at call time
+
     rows = unique_rows(read_points(path / POINTS_FILE, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS)
     return LlmSweepResult(llm_frame(rows), record, path)
 
@@ -181,6 +198,10 @@ class LlmComparison:
     b: LlmSweepResult
     table: pd.DataFrame
     notes: list[str]
+
+    def differences(self) -> list[str]:
+        """How the two runs were not measured alike, without making the ratios meaningless."""
+        return list(self.notes)
 
     def summary(self) -> str:
         lines = [f"- {note}" for note in self.notes]
@@ -200,15 +221,15 @@ def compare_llm_runs(a: LlmSweepResult | str | Path, b: LlmSweepResult | str | P
     differs) when their prompt lengths, output lengths, engine or measurement settings differ: the
     same variant then measured other work. Different SLOs are named, and goodput left out."""
     a, b = _run(a), _run(b)
-    different = [f"{what} {a.record.get(key)!r} -> {b.record.get(key)!r}" for key, what in MEANING_KEYS.items()
-                 if a.record.get(key) != b.record.get(key)]
+    different = [f"{what} {getattr(a.record, key)!r} -> {getattr(b.record, key)!r}"
+                 for key, what in MEANING_KEYS.items() if getattr(a.record, key) != getattr(b.record, key)]
     if different:
         raise ResultsError(f"cannot compare {a.label!r} with {b.label!r}: measured with different "
                            f"{'; '.join(different)}")
     notes = []
     metrics = ["output_tokens_per_s", "tokens_per_user_per_s", "ttft_p99_ms", "itl_p99_ms"]
-    if a.record.get("slo") != b.record.get("slo"):
-        notes.append(f"different SLOs {a.record.get('slo')} -> {b.record.get('slo')}: goodput not compared")
+    if a.record.slo != b.record.slo:
+        notes.append(f"different SLOs {a.record.slo} -> {b.record.slo}: goodput not compared")
     else:
         metrics.append("goodput")
     keys = list(LLM_KEY_COLUMNS)

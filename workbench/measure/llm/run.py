@@ -15,31 +15,31 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
+
 from workbench import __version__
 from workbench.generate.backends import backend_of_config, read_back
 from workbench.generate.config import read_config, to_json
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Tokenizer, build_prompts, measure_stream
 from workbench.measure.grid.plan import SweepError
-from workbench.measure.grid.rows import now
-from workbench.measure.llm.effort import LlmEffort
+from workbench.measure.llm.slo_effort import LlmEffort
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
 from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
-from workbench.measure.store.folder import (POINTS_FILE, ResultsError, append_point, read_record, write_exports,
-                                            write_record)
-from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
+from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.store.run_record import RunRecord
+from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
 from workbench.measure.sweep.search.effort import EffortRule
-from workbench.measure.sweep.resume import fingerprint, resumed_rows, set_aside
+from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
-                                           config_digest, machine, server_url)
+                                           config_digest, server_url)
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.watch.variant_times import load_variant
 from workbench.server.protocol import Server
-from workbench.server.snapshot import describe_server, restore as restore_state, snapshot
-from workbench.system import installed_versions, usable_cpu_ids
-from workbench.tasks import Cancelled, check_cancel
+from workbench.system import usable_cpu_ids
+from workbench.tasks import check_cancel
 
 __all__ = ["run_llm_sweep", "LLM_SETTINGS", "ENGINE", "COUNT_OUTPUT"]
 
@@ -88,7 +88,7 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     fan-out deals tensor sweeps only.
 
     ``effort`` (an `EffortRule`: ``min_windows``, ``max_windows``) turns the effort mode on
-    (``llm/effort.py``): each point is measured window by window until the rule decides it against
+    (``llm/slo_effort.py``): each point is measured window by window until the rule decides it against
     the incumbent (the best point so far meeting ``plan.slo``, by output tokens/s) and the SLO's
     TTFT and ITL p99 limits, instead of until stable; its figures pool every window and its row's
     ``stopped`` says the verdict. The rule is kept in the record (``effort``) and a resume with
@@ -112,17 +112,20 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
     RunFolderLock.check_free(out_dir)  # a sweep writing it, or a lock that is a link: said before anything
-    sweep = _LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
-                      effort)
+    sweep = LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
+                     effort)
     sweep.restart_stuck = bool(restart_stuck)
-    with RunFolderLock(out_dir):
-        sweep.open(resume=resume, new_run=new_run, label=label, command=command)
-        return sweep.run(restore=restore)
+    return run_sweep_kind(sweep, out_dir, resume=resume, new_run=new_run, label=label, command=command,
+                          restore=restore, progress=progress, cancel=cancel)  # type: ignore[return-value]
 
 
-class _LlmSweep:
-    """One LLM sweep: checked when made (the model, its variants, the endpoint, the prompts),
-    nothing loaded or written until `open`."""
+class LlmSweep:
+    """The LLM sweep kind (`runner.SweepKind`): checked when made (the model, its variants, the
+    endpoint, the prompts), nothing loaded or written until the runner opens the run; a point is a
+    load level of one vLLM-engine variant, measured in tokens by the streaming engine."""
+
+    kind = "llm"
+    packages = _PACKAGES
 
     def __init__(self, plan: LlmPlan, server: Server, model_dir: Path, out_dir: Path, settings: MeasureSettings,
                  tokenizer: Tokenizer | None, load_timeout_s: float,
@@ -150,17 +153,22 @@ class _LlmSweep:
         self.digests = {v.label: config_digest(v.config, v.files) for v in self.variants if not v.skipped}
         self.cpus = tuple(sorted(usable_cpu_ids())) if self.base.target == "cpu" else ()
         self.rows: dict[tuple, LlmRow] = {}
-        self.record: dict = {}
-        self.session: dict = {}
+        self.run: SweepRunner  # the run driving it, from measure_all on
         self.loaded: str | None = None
         self.load_error: str | None = None
         self.stuck: str | None = None  # why loads stopped: one got no answer within the load timeout
         self.any_loaded = False
-        self.count = 0
 
-    # ---- the run folder -------------------------------------------------------------------------
+    # ---- the kind's part of the run (the runner, `runner.SweepRunner`, owns the rest) ------------
 
-    def _what_it_means(self) -> dict:
+    def fingerprint(self) -> dict:
+        return fingerprint(self.model_dir, to_json(self.base_config), server_version=self.server.version,
+                           package_version=__version__)
+
+    def planned_points(self) -> int:
+        return sum(len(self.plan.points(v)) for v in self.variants if not v.skipped)
+
+    def meaning(self) -> dict:
         """What a resume or a comparison must find the same: lengths, SLO, engine and its settings."""
         plan = self.plan.to_dict()
         return {"input_tokens": plan["input_tokens"], "output_tokens": plan["output_tokens"], "slo": plan["slo"],
@@ -168,95 +176,57 @@ class _LlmSweep:
                 "seed": self.plan.seed, "effort": None if self.effort is None else
                 {"min_windows": self.effort.rule.min_windows, "max_windows": self.effort.rule.max_windows}}
 
-    def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None) -> None:
-        measured = fingerprint(self.model_dir, to_json(self.base_config), server_version=self.server.version,
-                               package_version=__version__)
-        if new_run and check_out_dir(self.out_dir, True):
-            set_aside(self.out_dir, keep=(LOCK_FILE,))  # the lock this sweep holds stays
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        previous: dict = {}
-        if check_out_dir(self.out_dir, resume):
-            previous = self._previous(measured)
-        meaning = self._what_it_means()
-        self.record = {**previous, **meaning, "kind": "llm",
-                       "label": label or previous.get("label") or self.out_dir.name, "model": self.name,
-                       "model_dir": str(self.model_dir.resolve()), "started": previous.get("started") or now(),
-                       "ended": None, "status": "running", "plan": self.plan.to_dict(),
-                       "planned_points": sum(len(self.plan.points(v)) for v in self.variants if not v.skipped),
-                       "variants": {**previous.get("variants", {}), **{v.label: v.to_dict() for v in self.variants}},
-                       "skipped": {v.label: v.skipped for v in self.variants if v.skipped},
-                       "target": self.base.target, "server_version": self.server.version, "fingerprint": measured,
-                       "url": self.url, "server": describe_server(self.server, self.url), "machine": machine(),
-                       "packages": installed_versions(_PACKAGES),
-                       **({"command": command} if command else {})}
-        self.session = {"started": now(), "ended": None, "status": "running", "measured": 0,
-                        "reused": len(self.rows)}
-        self.record["sessions"] = list(previous.get("sessions", [])) + [self.session]
-        write_record(self.out_dir, self.record)
-
-    def _previous(self, measured: dict) -> dict:
-        """The earlier record and rows, refused when they measured something else: by the check
-        both sweeps share (`resume.resumed_rows`), this sweep's settings in its own words (the
-        plan's lengths, SLO and prompts, the engine and its settings)."""
-        try:
-            record = read_record(self.out_dir)
-        except ResultsError as err:  # cut, not an object, not UTF-8, a FIFO: named, one line
-            raise SweepError(f"cannot resume the run in {self.out_dir}: {err}") from None
-        if record.get("kind") != "llm":
-            raise SweepError(f"cannot resume the run in {self.out_dir}: it is not an LLM sweep; use another folder")
-        different = [f"{key} {record.get(key)!r} -> {value!r}" for key, value in self._what_it_means().items()
-                     if record.get(key) != value]
-        for data in resumed_rows(self.out_dir, record, model=self.name, different=different, measured=measured,
+    def resume(self, previous: RunRecord, measured: dict) -> int:
+        """The earlier rows, refused when they measured something else: by the check both sweeps
+        share (`resume.resumed_rows`), this sweep's settings in its own words (the plan's lengths,
+        SLO and prompts, the engine and its settings)."""
+        different = [f"{key} {getattr(previous, key)!r} -> {value!r}" for key, value in self.meaning().items()
+                     if getattr(previous, key) != value]
+        for data in resumed_rows(self.out_dir, previous, model=self.name, different=different, measured=measured,
                                  digests=self.digests, key_columns=LLM_KEY_COLUMNS, int_columns=LLM_INT_COLUMNS):
             row = LlmRow.from_dict(data)
             self.rows[row.key] = row
             if self.effort is not None:
                 self.effort.measured(row)  # the incumbent as the rows measured so far leave it
-        return record
+        return len(self.rows)
 
-    def save(self) -> LlmSweepResult:
-        frame = llm_frame(r.to_dict() for r in self.rows.values())
-        write_record(self.out_dir, self.record)
-        slo = goodput_slo(self.plan.slo.ttft_ms, self.plan.slo.itl_ms)
-        write_exports(self.out_dir, with_bench_names(frame, slo), self.record)  # vLLM bench's names too
-        return LlmSweepResult(frame, self.record, self.out_dir)
+    def record_fields(self, record: RunRecord, command: str | None) -> dict:
+        """The meaning (`meaning`), the plan, the variants and those skipped, the target."""
+        return {**self.meaning(), "model_dir": str(self.model_dir.resolve()), "plan": self.plan.to_dict(),
+                "variants": {**(record.variants or {}), **{v.label: v.to_dict() for v in self.variants}},
+                "skipped": {v.label: v.skipped for v in self.variants if v.skipped}, "target": self.base.target,
+                "command": command or record.command}
+
+    def result(self, run: SweepRunner) -> LlmSweepResult:
+        return LlmSweepResult(llm_frame(r.to_dict() for r in self.rows.values()), run.record, self.out_dir)
+
+    def export_frame(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The exported table: the rows with vLLM bench's column names beside the workbench's."""
+        return with_bench_names(frame, goodput_slo(self.plan.slo.ttft_ms, self.plan.slo.itl_ms))
+
+    def restorable(self) -> bool:
+        return self.any_loaded and self.stuck is None
+
+    def screened_points(self) -> int:
+        return 0  # an LLM sweep screens nothing
 
     def _report(self, message: str) -> None:
-        if self.progress is not None:
-            self.progress(self.count, self.record.get("planned_points", 0), message)
+        self.run.report(message)
 
-    # ---- the run --------------------------------------------------------------------------------
-
-    def run(self, *, restore: bool) -> LlmSweepResult:
-        status = "failed"
-        before = snapshot(self.server, [self.name]) if restore else None
+    def measure_all(self, run: SweepRunner) -> None:
+        self.run = run
         for variant in self.variants:
             if variant.skipped:
                 self._report(f"{variant.label} skipped: {variant.skipped}")
-        try:
-            for variant in self.variants:
-                if variant.skipped:
-                    continue
-                for point in self.plan.points(variant):
-                    self.measure(point)
-            status = "complete"
-        except Cancelled:
-            status = "cancelled"
-        finally:
-            # not after a stuck load: restoring would only wait as long again
-            if before is not None and self.any_loaded and self.stuck is None and self.server.running:
-                try:
-                    self.session["restored"] = restore_state(self.server, before)
-                except Exception as err:  # the sweep's own outcome comes first
-                    self.session["restored"] = f"failed: {err}"
-            self.record["status"] = self.session["status"] = status
-            self.record["ended"] = self.session["ended"] = now()
-            result = self.save()
-        return result
+        for variant in self.variants:
+            if variant.skipped:
+                continue
+            for point in self.plan.points(variant):
+                self.measure(point)
 
     def measure(self, point: LlmPoint) -> LlmRow:
         if point.key in self.rows and not self.rows[point.key].error:  # measured already (a failure is tried again)
-            self.count += 1
+            self.run.count += 1
             return self.rows[point.key]
         check_cancel(self.cancel)
         stamp = {"model": self.name, "config_digest": self.digests[point.variant.label]}
@@ -278,11 +248,8 @@ class _LlmSweep:
             if self.effort is not None:
                 self.effort.measured(row, until)
         row = replace(row, **stamp)
-        append_point(self.out_dir / POINTS_FILE, row.to_dict())
         self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk
-        self.count += 1
-        self.session["measured"] += 1
-        self.save()
+        self.run.add(row.to_dict())
         self._report(f"{point.label}: {row.summary()}")
         return row
 
@@ -301,4 +268,4 @@ class _LlmSweep:
                                                           self.stuck, files=files, recover=restart)
         if self.load_error is None:
             self.any_loaded = True
-        self.record.setdefault("variant_times", {})[variant.label] = times
+        self.run.record.variant_times = {**(self.run.record.variant_times or {}), variant.label: times}

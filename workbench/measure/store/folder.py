@@ -11,14 +11,15 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from workbench.files import NotRegularFile, atomic_write, open_regular, read_text, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
+from workbench.measure.store.run_record import RunRecord
 
-__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "read_record", "run_file_text",
+__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "RunRecord", "read_record", "run_file_text",
            "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]
 
 POINTS_FILE = "points.jsonl"
@@ -146,9 +147,9 @@ def append_point(path: str | Path, row: dict) -> None:
         os.fsync(handle.fileno())
 
 
-def read_record(path: str | Path) -> dict:
-    """A run folder's record (``run.json``); ResultsError says what is wrong with it: missing, not
-    JSON (at which line), or not an object."""
+def read_record(path: str | Path) -> RunRecord:
+    """A run folder's record (``run.json``), of any version (`RunRecord.from_dict`); ResultsError
+    says what is wrong with it: missing, not JSON (at which line), or not an object."""
     path = Path(path)
     record_path = path / RECORD_FILE
     if not os.path.lexists(record_path):
@@ -163,21 +164,26 @@ def read_record(path: str | Path) -> dict:
         raise ResultsError(f"{record_path} is not a run record ({err}); fix it or start a new run (--new-run)") from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
-    return record
+    try:
+        return RunRecord.from_dict(record)
+    except TypeError as err:  # a known field of the wrong shape the dataclass cannot take
+        raise ResultsError(f"{record_path} is not a run record ({err})") from None
 
 
-def write_record(out_dir: str | Path, record: dict) -> Path:
+def write_record(out_dir: str | Path, record: RunRecord | Mapping[str, Any]) -> Path:
+    """Write the run record (`RunRecord.to_dict`; a mapping is read as one first) atomically."""
     path = Path(out_dir) / RECORD_FILE
-    atomic_write(path, json.dumps(_strict(record), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
+    atomic_write(path, json.dumps(_strict(RunRecord.from_dict(record).to_dict()), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     return path
 
 
-def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: dict) -> tuple[Path, Path]:
+def write_exports(out_dir: str | Path, frame: pd.DataFrame,
+                  record: RunRecord | Mapping[str, Any]) -> tuple[Path, Path]:
     """results.csv (the table) and results.json (record + rows, readable on its own)."""
     out_dir = Path(out_dir)
     csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE
     atomic_write(csv_path, frame.to_csv(index=False))
     rows = [json.loads(_dump_line(r)) for r in frame.astype(object).where(frame.notna(), None).to_dict("records")]
-    document = _strict({"record": record, "points": rows})
+    document = _strict({"record": RunRecord.from_dict(record).to_dict(), "points": rows})
     atomic_write(json_path, json.dumps(document, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
     return csv_path, json_path

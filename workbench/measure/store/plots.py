@@ -71,8 +71,8 @@ def literal(text: object) -> str:
 
 def _title(data: SweepResult | pd.DataFrame, what: str) -> str:
     what += _sampled_note(data)
-    if isinstance(data, SweepResult) and data.record.get("model"):
-        return literal(f"{data.record['model']}: {what}")
+    if isinstance(data, SweepResult) and data.record.model:
+        return literal(f"{data.record.model}: {what}")
     return what
 
 

@@ -7,25 +7,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pandas as pd
 
 from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
-                                            ResultsError, append_point, frame_from_rows, read_points,
+                                            ResultsError, RunRecord, append_point, frame_from_rows, read_points,
                                             read_record, run_file_text, write_exports, write_record)
 from workbench.files import strict_json
 from workbench.measure.store.confidence import confidence
+from workbench.measure.store.kinds import run_kind
 from workbench.measure.store.notes import point_notes
 from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = [
     "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
     "KEY_COLUMNS", "COLUMNS",
-    "ResultsError", "SweepResult", "Comparison",
+    "ResultsError", "RunRecord", "SavedRun", "ReportSections", "SweepResult", "Comparison",
     "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
-    "load_run", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs", "backend_variant",
+    "load_run", "load_saved", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs", "backend_variant",
 ]
 
 class ReadableFrame(pd.DataFrame):
@@ -45,18 +46,39 @@ class ReadableFrame(pd.DataFrame):
 
 
 @dataclass
+class ReportSections:
+    """What a kind shows in a run's report (`workbench report`), as plain values: titled fact
+    lines, titled figures (matplotlib), the points whose numbers did not settle, each in words, and
+    every way to measure it again as (kind, text)."""
+
+    facts: list[tuple[str, list[tuple[str, str]]]]
+    figures: list[tuple[str, Any]]
+    unstable: list[str]
+    again: list[tuple[str, str]]
+
+
+@dataclass
 class SavedRun:
     """A run's table and record, as every kind of sweep saves them; ``path`` is its folder (None
     for an unsaved table)."""
 
     frame: pd.DataFrame
-    record: dict = field(default_factory=dict)
+    record: RunRecord = field(default_factory=RunRecord)
     path: Path | None = None
+
+    # what its figures count, in words (a refused comparison names both)
+    what: ClassVar[str] = "a tensor sweep measured in inferences"
+    # the function that reads such a run back (named when another reader is given one)
+    reader: ClassVar[str] = "workbench.load_run"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.record, RunRecord):  # a mapping as read from a file or written by hand
+            self.record = RunRecord.from_dict(self.record)
 
     @property
     def status(self) -> str:
         """``complete``, ``cancelled``, ``failed`` or ``running`` (the last session's outcome)."""
-        return self.record.get("status", "unknown")
+        return self.record.status
 
     @property
     def complete(self) -> bool:
@@ -64,21 +86,45 @@ class SavedRun:
 
     @property
     def label(self) -> str:
-        return self.record.get("label") or (self.path.name if self.path else "run")
+        return self.record.label or (self.path.name if self.path else "run")
+
+    def best_throughput(self) -> float:
+        """The best usable inferences per second, for run lists (NaN: none, or not counted in inferences)."""
+        return float("nan")
+
+    def compare(self, other: Any) -> Any:
+        """``other`` (B) against this run (A), in this kind's terms: a value with ``table``,
+        ``summary()`` and ``differences()``."""
+        raise ResultsError(f"runs of {self.what} cannot be compared")
+
+    def report_sections(self) -> ReportSections:
+        """This kind's sections of the run's report."""
+        raise ResultsError(f"no report is written for runs of {self.what}")
 
 
 @dataclass
 class SweepResult(SavedRun):
     """A tensor sweep's table and run record (inferences per second against latency)."""
 
+    # whether its variants are named "backend: variant" (a backend comparison's joined table), so a
+    # plain run is renamed the same way before the two are joined
+    led_by_backend: ClassVar[bool] = False
+
     @property
     def settings(self) -> MeasureSettings | None:
         """How the run was measured (to measure again the same way); None without a record of it."""
-        recorded = self.record.get("settings")
+        recorded = self.record.settings
         return MeasureSettings.from_dict(recorded) if recorded else None
 
     def best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> pd.Series | None:
         return best_point(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
+
+    def best_throughput(self) -> float:
+        best = self.best()
+        return float(best["throughput"]) if best is not None else float("nan")
+
+    def compare(self, other: SweepResult) -> Comparison:
+        return _compare_tensor(self, other)
 
     def describe_best(self, latency_budget_ms: float | None = None, min_throughput: float | None = None) -> str:
         return describe_best(self.frame, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
@@ -106,7 +152,7 @@ class SweepResult(SavedRun):
     @property
     def engine_note(self) -> str:
         """``"measured by perf_analyzer: <why>"``, from the run record (empty for runs that predate it)."""
-        choice = self.record.get("engine") or {}
+        choice = self.record.engine if isinstance(self.record.engine, dict) else {}
         return f"measured by {choice['engine']}: {choice.get('reason', '')}" if choice.get("engine") else ""
 
 
@@ -116,31 +162,44 @@ def load_run(path: str | Path) -> SweepResult:
     if path.is_file():
         try:
             data = strict_json(run_file_text(path))  # a regular file of UTF-8 text, or ResultsError
-            if data["record"].get("kind") == "llm":
-                raise ResultsError(f"{path} is an LLM sweep's, measured in tokens: read it with "
-                                   "workbench.measure.llm.load_llm_run on its folder")
-            return SweepResult(frame_from_rows(data["points"]), data["record"], path.parent)
+            record = RunRecord.from_dict(data["record"])
+            _tensor_rows(record, path)
+            return SweepResult(frame_from_rows(data["points"]), record, path.parent)
         except ResultsError:
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise ResultsError(f"{path} is not a results.json written by a sweep ({err})") from None
+    run = load_saved(path)
+    _tensor_rows(run.record, path)
+    return run  # type: ignore[return-value]
+
+
+def _tensor_rows(record: RunRecord, path: Path) -> None:
+    """Refuse a run whose rows are not a tensor table, naming its kind's reader."""
+    kind = run_kind(record.kind)
+    result = kind.result_type if kind is not None else SweepResult
+    if not issubclass(result, SweepResult):
+        raise ResultsError(f"{path} is {result.what}: open it with {result.reader}")
+
+
+def load_saved(path: str | Path) -> SavedRun:
+    """A saved run of any kind from its folder, read by its kind (`kinds.run_kind`); a record whose
+    kind is not registered is a tensor table (a tensor sweep, a fan-out of them)."""
+    path = Path(path)
     record = read_record(path)
-    if record.get("kind") == "llm":  # its rows are in tokens: measure/llm's LlmSweepResult reads them
-        raise ResultsError(f"{path} is an LLM sweep (measured in tokens): open it with "
-                           "workbench.measure.llm.load_llm_run")
-    if record.get("kind") == "backends":  # a backend comparison: its rows are the joined results.json
-        joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
-        return SweepResult(joined.frame if joined else frame_from_rows([]), record, path)
-    # run-time circle: sweep/'s package imports this module; table: only when shown
+    kind = run_kind(record.kind)
+    if kind is not None:
+        return kind.load(path, record)
+    # run-time circle: sweep/'s package imports this module
     from workbench.measure.sweep.resume import unique_rows
 
     return SweepResult(frame_from_rows(unique_rows(read_points(path / POINTS_FILE))), record, path)
 
 
 def record_kind(path: str | Path) -> str | None:
-    """The ``kind`` a run folder's record says (``"llm"``, ``"backends"``; None: a tensor sweep, or no record)."""
+    """The ``kind`` a run folder's record says (``"tensor"``, ``"llm"``, ``"backends"``; None: no record)."""
     try:
-        return read_record(path).get("kind")
+        return read_record(path).kind
     except (OSError, ResultsError):
         return None  # load_run says what is wrong with it
 
@@ -155,23 +214,17 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
     for candidate in candidates:
         if not (candidate / RECORD_FILE).is_file():
             continue
-        if record_kind(candidate) == "llm":  # its best is in tokens/s: listed, without an infer/s figure
-            from workbench.measure.llm.result import load_llm_run  # run-time circle: llm/ imports this package
-
-            run, best = load_llm_run(candidate), None
-        else:
-            run = load_run(candidate)
-            best = run.best()
+        run = load_saved(candidate)
         rows.append({
             "path": str(candidate),
             "label": run.label,
-            "model": run.record.get("model", ""),
+            "model": run.record.model or "",
             "status": run.status,
             "points": len(run.frame),
-            "planned": run.record.get("planned_points"),
-            "started": run.record.get("started") or "",
-            "ended": run.record.get("ended") or "",
-            "best_throughput": float(best["throughput"]) if best is not None else float("nan"),
+            "planned": run.record.planned_points,
+            "started": run.record.started or "",
+            "ended": run.record.ended or "",
+            "best_throughput": run.best_throughput(),  # NaN for a kind not counted in inferences
         })
     columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
     return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
@@ -302,12 +355,13 @@ class Comparison:
         version, machine, packages): what to weigh before reading any ratio."""
         a, b = self.a.record, self.b.record
         out = []
-        sa, sb = a.get("settings") or {}, b.get("settings") or {}
+        sa, sb = a.settings or {}, b.settings or {}
         changed = [f"{key} {sa.get(key)!r} -> {sb.get(key)!r}" for key in sorted(set(sa) | set(sb))
                    if key != "model" and sa.get(key) != sb.get(key)]
         if changed:
             out.append("measured differently: " + "; ".join(changed))
-        ea, eb = ((run.get("engine") or {}).get("engine") or "not recorded" for run in (a, b))
+        ea, eb = ((run.engine if isinstance(run.engine, dict) else {}).get("engine") or "not recorded"
+                  for run in (a, b))
         if ea != eb:
             out.append(f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
                        "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
@@ -319,14 +373,14 @@ class Comparison:
         if ba != bb:
             out.append(f"served by another backend: {', '.join(ba) or 'not recorded'} -> "
                        f"{', '.join(bb) or 'not recorded'} (a backend difference, not a measurement one)")
-        if a.get("server_version") != b.get("server_version"):
-            out.append(f"Triton {a.get('server_version')} -> {b.get('server_version')}")
-        ma, mb = a.get("machine") or {}, b.get("machine") or {}
+        if a.server_version != b.server_version:
+            out.append(f"Triton {a.server_version} -> {b.server_version}")
+        ma, mb = a.machine or {}, b.machine or {}
         machine = [f"{key} {ma.get(key)!r} -> {mb.get(key)!r}" for key in sorted(set(ma) | set(mb))
                    if ma.get(key) != mb.get(key)]
         if machine:
             out.append("another machine: " + "; ".join(machine))
-        pa, pb = a.get("packages") or {}, b.get("packages") or {}
+        pa, pb = a.packages or {}, b.packages or {}
         packages = [f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)]
         if packages:
             out.append("other packages: " + "; ".join(packages))
@@ -362,25 +416,26 @@ def _true(value: Any) -> bool:
     return flag(value) is True
 
 
-def compare_runs(a: SweepResult | str | Path, b: SweepResult | str | Path) -> Comparison:
-    """Join two runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios (a
-    plain run against a backend comparison: on the points of the backend that served it, the
-    comparison's variants being led by their backend).
-    Two LLM sweeps are compared by `measure.llm.compare_llm_runs` (refused across other lengths or
-    engines); an LLM sweep and a tensor sweep are refused: one counts tokens, the other inferences."""
-    kinds = [record_kind(run) if isinstance(run, (str, Path)) else run.record.get("kind") for run in (a, b)]
-    if "llm" in kinds:
-        if kinds[0] != kinds[1]:
-            names = [str(run) if isinstance(run, (str, Path)) else repr(run.label) for run in (a, b)]
-            raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is an LLM sweep measured in tokens, "
-                               "the other a tensor sweep measured in inferences")
-        from workbench.measure.llm.result import compare_llm_runs  # run-time circle, as list_runs'
+def compare_runs(a: SavedRun | str | Path, b: SavedRun | str | Path) -> Any:
+    """Two runs of one kind compared, B against A, by their kind (`SavedRun.compare`): two tensor
+    sweeps joined on (variant, batch size, concurrency) with B/A ratios (a `Comparison`), two LLM
+    sweeps as `measure.llm.compare_llm_runs` does. Runs of two kinds are refused: one counts
+    tokens, the other inferences."""
+    names = [str(run) if isinstance(run, (str, Path)) else repr(run.label) for run in (a, b)]
+    a = a if isinstance(a, SavedRun) else load_saved(a)
+    b = b if isinstance(b, SavedRun) else load_saved(b)
+    if a.what != b.what:
+        raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is {a.what}, "
+                           f"the other {b.what}")
+    return a.compare(b)
 
-        return compare_llm_runs(a, b)  # type: ignore[arg-type,return-value]
-    a = a if isinstance(a, SweepResult) else load_run(a)
-    b = b if isinstance(b, SweepResult) else load_run(b)
-    if (a.record.get("kind") == "backends") != (b.record.get("kind") == "backends"):  # a comparison vs a plain run
-        a, b = (run if run.record.get("kind") == "backends" else _as_in_a_comparison(run) for run in (a, b))
+
+def _compare_tensor(a: SweepResult, b: SweepResult) -> Comparison:
+    """Join two tensor runs on (variant, batch size, concurrency): side-by-side numbers and B/A ratios
+    (a plain run against a backend comparison: on the points of the backend that served it, the
+    comparison's variants being led by their backend)."""
+    if a.led_by_backend != b.led_by_backend:  # a backend comparison against a plain run
+        a, b = (run if run.led_by_backend else _as_in_a_comparison(run) for run in (a, b))
     keys = list(KEY_COLUMNS)
     metrics = ["throughput", "p50_ms", "p99_ms", "mean_ms", "stable", "outputs_ok", "failures", "avg_batch"]
     left = a.frame[keys + ["allocation", "instances", "cores_per_instance"] + metrics]

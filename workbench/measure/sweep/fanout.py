@@ -196,8 +196,8 @@ def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders
             share = runs[name]
             rows += [{**row, "server": name} for row in share.frame.astype(object).where(share.frame.notna(), None)
                      .to_dict("records")]
-            entry.update({"server": share.record.get("server"), "status": share.status,
-                          "sessions": share.record.get("sessions", [])})
+            entry.update({"server": share.record.server, "status": share.status,
+                          "sessions": share.record.sessions})
         elif not variants:
             entry["status"] = "complete"
         entry.pop("error", None)
@@ -220,7 +220,7 @@ def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders
         "plan": plan.to_dict(),
         "planned_points": total,
         "servers": servers,
-        "variants": {k: v for run in runs.values() for k, v in run.record.get("variants", {}).items()},
+        "variants": {k: v for run in runs.values() for k, v in (run.record.variants or {}).items()},
         "sessions": previous.get("sessions", []) + [{"started": started, "ended": now(), "status": status,
                                                       "servers": sorted(outcomes)}],
     })

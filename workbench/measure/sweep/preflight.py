@@ -14,7 +14,7 @@ from typing import Callable, TypeVar
 
 from workbench.coremap import CoreRangeError
 from workbench.generate.config import ConfigError, read_config
-from workbench.measure.sweep.backends import BackendSweep
+from workbench.measure.sweep.compare_backends import BackendSweep
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants

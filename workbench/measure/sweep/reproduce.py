@@ -55,7 +55,7 @@ def backends_call(plan: Mapping[str, Any], model_dirs: Sequence[str | Path], out
     grid = {k: list(v) for k, v in (backend_grid or {}).items()}
     return "\n".join([
         "import workbench",
-        "from workbench.measure.sweep.backends import compare_backends",
+        "from workbench.measure.sweep.compare_backends import compare_backends",
         "",
         f"plan = workbench.SweepPlan.from_dict({_literal(dict(plan))})",
         f"settings = workbench.MeasureSettings.from_dict({_literal(_settings(settings))})",

@@ -16,33 +16,34 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Collection
 
+import pandas as pd
+
 from workbench import __version__
 from workbench.served_outputs import Eager, InputMaker
 from workbench.generate.config import parameters_of, spec_from_config, to_json
 from workbench.measure.watch.free_cores import check_server_cores
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.engine.engines import EngineChoice, choose_engine, resolved
-from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.watch.neuron_use import NeuronUse
 from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
 from workbench.measure.sweep.point import Target, measure_point
-from workbench.measure.store.results import POINTS_FILE, SCREENING_FILE, SweepResult, append_point, frame_from_rows, write_exports, write_record
-from workbench.measure.sweep.resume import fingerprint, set_aside
-from workbench.measure.grid.rows import PointRow, now
+from workbench.measure.store.run_record import TENSOR_KIND
+from workbench.measure.store.results import SCREENING_FILE, RunRecord, SweepResult, frame_from_rows
+from workbench.measure.sweep.resume import fingerprint, resumed_rows
+from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
+from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.sweep.search.confirm import confirm_answer
 from workbench.measure.engine.loadgen import Until
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
 from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
-                                     chosen_variants, config_digest, machine, open_run, range_cpus, reference_for,
+                                     chosen_variants, config_digest, range_cpus, reference_for,
                                      screened_rows, server_url)
 from workbench.measure.watch.variant_times import first_and_warmup_noted, load_variant
 from workbench.measure.sweep.reproduce import sweep_call
 from workbench.server.protocol import Server
-from workbench.server.snapshot import ModelState, describe_server, restore as restore_state, snapshot
-from workbench.system import installed_versions
-from workbench.tasks import Cancelled, check_cancel
+from workbench.tasks import check_cancel
 
 __all__ = [
     "SweepError",
@@ -122,9 +123,8 @@ def run_sweep(
     sweep = SweepRun(plan, server, model, Path(out_dir), settings, reference=reference, inputs=inputs,
                      variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
                      progress=progress, cancel=cancel)
-    with RunFolderLock(Path(out_dir)):  # one writer per run folder, taken before anything is loaded
-        sweep.open(resume=resume, new_run=new_run, label=label, command=command)
-        return sweep.run(restore=restore)
+    return run_sweep_kind(sweep, Path(out_dir), resume=resume, new_run=new_run, label=label, command=command,
+                          restore=restore, progress=progress, cancel=cancel)  # type: ignore[return-value]
 
 
 @dataclass
@@ -140,13 +140,17 @@ class _Loaded:
 
 
 class SweepRun:
-    """One sweep of one model on one server: it owns the run folder (record and rows), the variant
-    loaded, and measuring a point. The grid (`run`), the searches (through `measure` and `screen`),
-    a fan-out's share and a backend comparison all drive it through `run_sweep`.
+    """The tensor sweep kind (`runner.SweepKind`) for one model on one server: the variant loaded
+    and measuring a point (inferences per second against latency, outputs checked). The grid, the
+    searches (through `measure` and `screen`), a fan-out's share and a backend comparison all drive
+    it through `run_sweep`; `runner.SweepRunner` owns the run folder, record and session.
 
     Everything is checked when it is made (the model, the plan's variants, the cores, the engine)
-    and nothing is loaded or written until `open`.
+    and nothing is loaded or written until the runner opens the run.
     """
+
+    kind = TENSOR_KIND
+    packages = _RECORD_PACKAGES
 
     def __init__(self, plan: SweepPlan, server: Server, model: str | Path, out_dir: Path,
                  settings: MeasureSettings, *, reference: Eager | None, inputs: InputMaker | None,
@@ -181,109 +185,83 @@ class SweepRun:
         self.cpus = range_cpus(self.core_range, self.base)
         self.config_digests = {v.label: config_digest(v.config_json()) for v in self.variants}
         self.loaded = _Loaded()
-        self.count = 0
         self.rows: list[PointRow] = []
         self.by_key: dict[tuple, PointRow] = {}
         self.screened: dict[tuple, PointRow] = {}
-        self.previous: dict | None = None
-        self.record: dict = {}
-        self.session: dict = {}
+        self.previous: RunRecord | None = None
         self.log: SearchLog | None = None
+        self.run: SweepRunner  # the run driving it, from measure_all on
 
-    # ---- the run folder -------------------------------------------------------------------------
+    # ---- the kind's part of the run (the runner, `runner.SweepRunner`, owns the rest) ------------
 
-    def open(self, *, resume: bool, new_run: bool, label: str | None, command: str | None = None) -> None:
-        """Take the run folder: a new run, or the earlier one's rows when resuming (refused when
-        what it measured changed); the record says what this session measures."""
-        check_out_dir(self.out_dir, resume or new_run)
-        measured = fingerprint(self.model_dir, to_json(self.base), server_version=self.server.version,
-                               package_version=__version__,
-                               compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
-        if new_run and check_out_dir(self.out_dir, True):
-            set_aside(self.out_dir, keep=(LOCK_FILE,))  # the lock this sweep holds stays
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.previous, rows = open_run(self.out_dir, self.name, self.settings, self.choice, resume, measured,
-                                       self.config_digests)
-        check_resume(self.search, self.previous)
-        self.rows = [r for r in rows if not r.error]  # failed points are measured again
+    def fingerprint(self) -> dict:
+        return fingerprint(self.model_dir, to_json(self.base), server_version=self.server.version,
+                           package_version=__version__,
+                           compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
+
+    def planned_points(self) -> int:
+        return sum(len(self.plan.points(v)) for v in self.variants)
+
+    def resume(self, previous: RunRecord, measured: dict) -> int:
+        """The earlier rows (one per point, failed ones left to measure again), refused when the
+        measurement settings, engine, model, config or versions changed (`resume.resumed_rows`)."""
+        self.previous = previous
+        different = self.settings.differences(previous.settings or {})
+        old_engine = previous.engine.get("engine") if isinstance(previous.engine, dict) else None
+        if old_engine is not None and old_engine != self.choice.engine:
+            different.append(f"measured by {old_engine} -> {self.choice.engine} ({self.choice.reason})")
+        rows = resumed_rows(self.out_dir, previous, model=self.name, different=different, measured=measured,
+                            digests=self.config_digests)
+        check_resume(self.search, previous)
+        self.rows = [PointRow.from_dict(row) for row in rows]
         self.by_key = {r.key: r for r in self.rows}
         if self.screening is not None:
-            self.screened = {r.key: r for r in screened_rows(self.out_dir, self.previous)}
-        self.record = self._new_record(label, measured)
-        self.record["reproduce"] = {"python": sweep_call(self.record, self.out_dir),
-                                    **({"command": command} if command else {})}
-        if self.search is not None:
-            self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
-        self.session = {"started": now(), "ended": None, "status": "running", "measured": 0,
-                        "reused": len(self.rows)}
-        self.record["sessions"] = list(self.record.get("sessions", [])) + [self.session]
-        write_record(self.out_dir, self.record)
+            self.screened = {r.key: r for r in screened_rows(self.out_dir, previous)}
+        return len(self.rows)
 
-    def _new_record(self, label: str | None, measured: dict) -> dict:
-        """The run record as this session starts: the earlier one's, updated with what it measures."""
-        record = dict(self.previous or {})
-        record.update({
-            "label": label or record.get("label") or self.out_dir.name,
-            "model": self.name,
+    def record_fields(self, record: RunRecord, command: str | None) -> dict:
+        """What this sweep records beside the common fields: its plan, settings, engine, base config
+        and variants' configs, the held-core warnings, and how to measure it again."""
+        fields = {
             "model_dir": str(self.model_dir.resolve()) if self.model_dir else None,
-            "started": record.get("started") or now(),
-            "ended": None,
-            "status": "running",
             "plan": self.plan.to_dict(),
-            "planned_points": sum(len(self.plan.points(v)) for v in self.variants),
             "settings": {"model": self.name, **self.settings.to_dict()},
             "engine": self.choice.to_dict(),
             "seed": self.settings.seed,
             "base_config": json.loads(to_json(self.base)),
-            "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in self.variants}},
-            "server_version": self.server.version,
-            "fingerprint": measured,
-            "url": self.url,
-            "server": describe_server(self.server, self.url),
-            "machine": machine(),
-            "packages": installed_versions(_RECORD_PACKAGES),
+            "variants": {**(record.variants or {}), **{v.label: v.config_json() for v in self.variants}},
             "core_check": self.core_warnings,
-        })
-        record.pop("search", None)
-        return record
+            "search": None,  # this session's search log, written as it goes
+        }
+        python = sweep_call(record.with_changes(**fields), self.out_dir)
+        fields["reproduce"] = {"python": python, **({"command": command} if command else {})}
+        if self.search is not None:
+            self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
+        return fields
 
-    def save(self) -> SweepResult:
-        """The result so far, its record and exports written."""
-        result = SweepResult(frame_from_rows(r.to_dict() for r in self.rows), self.record, self.out_dir)
+    def result(self, run: SweepRunner) -> SweepResult:
+        result = SweepResult(frame_from_rows(r.to_dict() for r in self.rows), run.record, self.out_dir)
         if self.log is not None:
             answer_now = answer(result.frame, self.search.latency_budget_ms).to_dict()
-            self.record["search"] = {**self.log.to_dict(), "answer": answer_now}
-        write_record(self.out_dir, self.record)
-        write_exports(self.out_dir, result.frame, self.record)
+            run.record.search = {**self.log.to_dict(), "answer": answer_now}
         return result
+
+    def export_frame(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return frame
+
+    def restorable(self) -> bool:
+        return self.loaded.any_loaded and self.loaded.stuck is None
+
+    def screened_points(self) -> int:
+        return len(self.screened)
 
     def _report(self, message: str, within: float = 0.0) -> None:
-        """Progress in points; ``within``: how far into the point in progress its windows are (0-1),
-        so a bar moves with each window (a point can take tens of seconds)."""
-        if self.progress is not None:
-            done = self.count + min(max(within, 0.0), 0.99) if within else self.count
-            self.progress(done, self.record["planned_points"], message)
+        self.run.report(message, within)
 
-    # ---- the run --------------------------------------------------------------------------------
-
-    def run(self, *, restore: bool = True) -> SweepResult:
-        """Measure the grid (or what the search picks), then leave the model as it was."""
-        status = "failed"
-        before = snapshot(self.server, [self.name]) if restore else None
+    def measure_all(self, run: SweepRunner) -> None:
+        """Measure the grid (or what the search picks)."""
+        self.run = run
         self._report(f"measured by {self.choice.engine}: {self.choice.reason}")
-        try:
-            self._drive()
-            status = "complete"
-        except Cancelled:
-            status = "cancelled"
-        finally:
-            self._restore(before)
-            self.record["status"] = self.session["status"] = status
-            self.record["ended"] = self.session["ended"] = now()
-            result = self.save()
-        return result
-
-    def _drive(self) -> None:
         if self.search is None:
             for variant in self.variants:
                 for point in self.plan.points(variant):
@@ -291,21 +269,11 @@ class SweepRun:
             return
         self.search.run(self.log.space, self.measure, self.log, self.screen if self.screening is not None else None)
         points = {p.key: p for v in self.variants for p in self.plan.points(v)}
-        done_before = ((self.previous or {}).get("search") or {}).get("confirmed", [])
+        done_before = ((self.previous.search if self.previous is not None else None) or {}).get("confirmed", [])
         loaded = None if self.search.reloads_to_confirm else (self.loaded.variant or "")
         confirmed = confirm_answer(self.rows, points, lambda p: self.measure(p, again=True), self.log,
                                    self.search.latency_budget_ms, done=done_before, only_variant=loaded)
         self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
-
-    def _restore(self, before: ModelState | None) -> None:
-        """The model back as it was (not after a stuck load: restoring would only wait as long again)."""
-        loaded = self.loaded
-        if before is None or not loaded.any_loaded or loaded.stuck is not None or not self.server.running:
-            return
-        try:
-            self.session["restored"] = restore_state(self.server, before)
-        except Exception as err:  # the sweep's own outcome (and its error, if any) comes first
-            self.session["restored"] = f"failed: {err}"
 
     # ---- one point ------------------------------------------------------------------------------
 
@@ -314,19 +282,16 @@ class SweepRun:
         measured; ``again``: measured anew, the new row the point's unless it failed; ``until``: a
         search's rule that ends the point's windows (effort.py)."""
         if point.key in self.by_key and not again:
-            self.count += 1
+            self.run.count += 1
             return self.by_key[point.key]
         check_cancel(self.cancel)
         row = self._measured_row(point, self.measuring if until is None else self.judging, until)
-        append_point(self.out_dir / POINTS_FILE, row.to_dict())
         if point.key not in self.by_key:
             self.rows.append(row)
             self.by_key[row.key] = row
         elif not row.error:
             self.rows[self.rows.index(self.by_key[row.key])] = self.by_key[row.key] = row
-        self.count += 0 if again else 1
-        self.session["measured"] += 1
-        self.save()
+        self.run.add(row.to_dict(), counts=not again)
         self._report(f"{point.label}: {row.summary()}")
         return row
 
@@ -336,7 +301,7 @@ class SweepRun:
             return self.screened[point.key]
         check_cancel(self.cancel)
         row = self._measured_row(point, self.screening)
-        append_point(self.out_dir / SCREENING_FILE, row.to_dict())
+        self.run.add(row.to_dict(), SCREENING_FILE)
         if not row.error:
             self.screened[row.key] = row
         self._report(f"{point.label} (screen): {row.summary()}")
@@ -376,7 +341,7 @@ class SweepRun:
             return
         self._report(f"loading {variant.label}")
         loaded.variant = variant.label
-        self.session.setdefault("loads", []).append(variant.label)  # every load, in order (a reload shows twice)
+        self.run.session.setdefault("loads", []).append(variant.label)  # every load, in order (a reload shows twice)
         leaving = model_processes(server.pid, self.name)  # the model's stubs before this load
         times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
                                                          loaded.stuck)
@@ -384,7 +349,7 @@ class SweepRun:
             loaded.any_loaded = True
             served_by = server.served_by(self.name)  # which backend served it (PyTorch backend or its twin)
             if served_by is not None:
-                self.record.setdefault("served_by", {})[variant.label] = served_by
+                self.run.record.served_by = {**(self.run.record.served_by or {}), variant.label: served_by}
             loaded.backend = server.backend_of(self.name)
             # the previous variant's stubs exit (and the new ones finish importing) after the load returns
             leaving = replaced(leaving, model_processes(server.pid, self.name))
@@ -398,4 +363,4 @@ class SweepRun:
             times["quiet"] = quiet.to_dict() if quiet is not None else None
             times["prepared_while_quiet_s"] = prepared.get("seconds")
             times.update(first_and_warmup_noted(self.target, point.batch_size, self.settings))
-        self.record.setdefault("variant_times", {})[variant.label] = times
+        self.run.record.variant_times = {**(self.run.record.variant_times or {}), variant.label: times}

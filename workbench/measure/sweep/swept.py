@@ -15,12 +15,10 @@ from typing import Any, Collection, Mapping
 from workbench.served_outputs import CheckError, Eager, eager_reference
 from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config
-from workbench.measure.engine.engines import EngineChoice
 from workbench.measure.grid.plan import SweepError, Variant
-from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, load_run, read_points
-from workbench.measure.sweep.resume import resumed_rows, unique_rows
+from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, RunRecord, read_points
+from workbench.measure.sweep.resume import unique_rows
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server.protocol import Server
 from workbench.system import detect
 
@@ -44,23 +42,6 @@ def config_digest(config: dict, files: Mapping[str, str] | None = None) -> str:
     row of another model.json under the same name is not taken for this variant's."""
     what: Any = config if not files else {"config": config, "files": dict(files)}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def open_run(out_dir: Path, model: str, settings: MeasureSettings, choice: EngineChoice,
-             resume: bool, measured: dict, digests: Mapping[str, str]) -> tuple[dict | None, list[PointRow]]:
-    """The earlier record and rows (one per point) in ``out_dir`` when resuming; refuse to mix
-    runs, overwrite one, or resume one whose settings, engine, model, config or versions changed
-    (``measured``: the fingerprint of what this session measures), by the check both sweeps share
-    (`resume.resumed_rows`), in this sweep's settings' words."""
-    if not check_out_dir(out_dir, resume):
-        return None, []
-    record = load_run(out_dir).record
-    different = settings.differences(record.get("settings", {}))
-    old_engine = (record.get("engine") or {}).get("engine")
-    if old_engine is not None and old_engine != choice.engine:
-        different.append(f"measured by {old_engine} -> {choice.engine} ({choice.reason})")
-    rows = resumed_rows(out_dir, record, model=model, different=different, measured=measured, digests=digests)
-    return record, [PointRow.from_dict(row) for row in rows]
 
 
 def machine() -> dict:
@@ -126,7 +107,7 @@ def range_cpus(core_range: CoreRange, base: ModelConfig) -> tuple[int, ...]:
     return tuple(range(core_range.start, core_range.end + 1))
 
 
-def screened_rows(out_dir: Path, previous: dict | None) -> list[PointRow]:
+def screened_rows(out_dir: Path, previous: RunRecord | None) -> list[PointRow]:
     """The screening rows a resumed search made before (error-free, one per point)."""
     path = out_dir / SCREENING_FILE
     if previous is None or not path.exists():

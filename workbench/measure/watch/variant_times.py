@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 import pandas as pd
 
+from workbench.measure.store.run_record import RunRecord
 from workbench.served_outputs import connect, infer
 from workbench.server.protocol import Server
 
@@ -120,9 +121,9 @@ def first_and_warmup(target: Any, batch_size: int, protocol: str, seed: int) -> 
             "warmup_requests": 1 + len(warm), "settled": settled}
 
 
-def times_frame(record: dict) -> pd.DataFrame:
-    """One row per variant from a run record's ``variant_times``."""
-    rows = [{"variant": label, **times} for label, times in record.get("variant_times", {}).items()]
+def times_frame(record: RunRecord) -> pd.DataFrame:
+    """One row per variant from a run record's ``variant_times`` (a `RunRecord`)."""
+    rows = [{"variant": label, **times} for label, times in (record.variant_times or {}).items()]
     columns = ["variant", "load_s", "first_response_s", "warmup_s", "warmup_requests", "settled", "batch_size", "error"]
     return pd.DataFrame(rows, columns=columns)
 

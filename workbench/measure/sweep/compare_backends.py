@@ -23,8 +23,8 @@ import pandas as pd
 from workbench.generate.config import ConfigError, read_config
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
-from workbench.measure.store.results import (ReadableFrame, SweepResult, backend_variant, frame_from_rows,
-                                             write_exports, write_record)
+from workbench.measure.store.results import (JSON_FILE, ReadableFrame, RunRecord, SweepResult, backend_variant,
+                                             frame_from_rows, load_run, write_exports, write_record)
 from workbench.measure.sweep.reproduce import backends_call
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server.protocol import Server
@@ -163,7 +163,7 @@ class BackendComparison:
         """The joined table as one SweepResult, for the plots and `SweepResult.table`; its record is
         the comparison's own run.json when it was written (`compare_backends`)."""
         record = dict(self.record) if self.record else comparison_record(self.runs, self.frame)
-        return SweepResult(self.frame, record, self.path)
+        return BackendsResult(self.frame, record, self.path)
 
     def table(self) -> pd.DataFrame:
         """Per backend variant and point: throughput, p50, p99 and the server's breakdown (ms)."""
@@ -197,6 +197,27 @@ class BackendComparison:
                                  f"(x{row['throughput'] / ref['throughput']:.2f}), p50 {row['p50_ms']:.3f} ms "
                                  f"(x{row['p50_ms'] / ref['p50_ms']:.2f})" + _breakdown_text(row))
         return "\n".join(lines)
+
+
+class BackendsResult(SweepResult):
+    """A backend comparison's joined table: each variant led by the backend that served it."""
+
+    led_by_backend = True
+
+
+class _BackendsKind:
+    """How a backend comparison's folder reads back (`store.kinds`): its rows are the joined
+    ``results.json`` (each backend's own run sits in a folder of its own)."""
+
+    name = "backends"
+    result_type = BackendsResult
+
+    def load(self, path: Path, record: RunRecord) -> BackendsResult:
+        joined = load_run(path / JSON_FILE) if (path / JSON_FILE).is_file() else None
+        return BackendsResult(joined.frame if joined else frame_from_rows([]), record, path)
+
+
+KIND = _BackendsKind()
 
 
 def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, label: str | None = None,
