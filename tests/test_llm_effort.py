@@ -161,7 +161,7 @@ def test_the_cli_turns_the_effort_mode_on_with_search_adaptive(tmp_path, capsys)
     """``--search adaptive`` names the tensor sweeps' effort search; in LLM mode its cap is
     ``--max-windows`` when given, else the rule's default; the grid measures until stable."""
     from workbench.cli import build_parser
-    from workbench.measure.llm.cli import effort_rule
+    from workbench.cli.llm_sweep import effort_rule
 
     parser = build_parser("sweep")
     rules = {}
@@ -190,7 +190,7 @@ def test_the_cli_report_of_an_effort_run_gives_each_point_its_verdict_and_the_fr
     load level and the rule's verdict, then the answer with its confidence and the Pareto front."""
     import argparse
 
-    from workbench.measure.llm.cli import _report
+    from workbench.cli.llm_sweep import _report
 
     rows = [_row("seqs4-tp1-x1", 1, 100.0, 95.0, 105.0, stopped="separated above after 3 window(s): no incumbent yet"),
             _row("seqs8-tp1-x1", 4, 290.0, 270.0, 310.0, itl99=80.0,

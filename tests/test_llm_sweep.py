@@ -280,7 +280,7 @@ def test_the_cli_measures_with_the_llm_defaults_unless_window_flags_are_given(tm
     """Left alone, `workbench sweep`'s window flags are the tensor sweep's; an LLM sweep then measures
     as the Python call and the panel do (LLM_SETTINGS), so their runs compare."""
     from workbench.cli import build_parser
-    from workbench.measure.llm.cli import llm_settings
+    from workbench.cli.llm_sweep import llm_settings
     from workbench.measure.llm.run import LLM_SETTINGS
 
     parser = build_parser("sweep")

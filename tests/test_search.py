@@ -344,7 +344,7 @@ def test_searches_that_need_a_budget_say_so_and_bad_names_are_refused():
     with pytest.raises(SweepError, match="unknown search 'optuna'; choose grid, bisection, early-stop, hill-climb, halving, adaptive"):
         make_search("optuna")
     assert make_search("grid") is None and make_search("early-stop").params["min_gain"] == 0.05
-    from workbench.measure.cli import SEARCH_NAMES
+    from workbench.cli.sweep import SEARCH_NAMES
     from workbench.measure.sweep.search.choice import search_names
 
     assert SEARCH_NAMES == search_names()  # the parser's choices, written out so --help imports no pandas

@@ -14,7 +14,7 @@ from test_resume import kill_server_under_cli
 
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
-from workbench.measure.llm.cli import sweep_exit
+from workbench.cli.llm_sweep import sweep_exit
 from workbench.measure.store.results import load_run, load_saved
 from workbench.measure.sweep import SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer

@@ -673,7 +673,7 @@ def test_the_sweep_panel_backend_fields_are_one_backend_sweep_checked_before_any
     --backend-param` makes (one parser of 'threads=1,2'), and a grid a model cannot take is refused
     at Run, naming the setting, before a server or a run folder is touched."""
     from workbench.measure.sweep.compare_backends import BackendSweep
-    from workbench.measure.cli import backend_sweep_from_args
+    from workbench.cli.sweep import backend_sweep_from_args
     from workbench.ui import SweepPanel
 
     repo = tmp_path / "repo"

@@ -300,7 +300,7 @@ def test_the_sweep_panel_links_its_grid_to_one_sweep_plan(tmp_path):
 def test_the_sweep_panel_links_its_strategy_to_the_search_choice_the_cli_builds(tmp_path):
     import argparse
 
-    from workbench.measure.cli import register, search_from_args
+    from workbench.cli.sweep import register, search_from_args
     from workbench.measure.sweep.search import SuccessiveHalving
     from workbench.measure.sweep.search.choice import SearchChoice
 

@@ -14,7 +14,7 @@ SUBCOMMANDS = {
     "generate": "workbench.cli.generate",
     "serve": "workbench.cli.serve",
     "remote": "workbench.cli.remote",
-    "sweep": "workbench.measure.cli",
+    "sweep": "workbench.cli.sweep",
     "report": "workbench.cli.report",
     "deploy": "workbench.cli.deploy",
     "doctor": "workbench.cli.doctor",

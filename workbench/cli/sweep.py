@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from workbench.measure.llm.cli import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
+from workbench.cli.llm_sweep import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
                                        run_llm_cli, sweep_exit)
 from workbench.tasks import Task, run_to_the_end
 
