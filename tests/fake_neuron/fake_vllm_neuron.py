@@ -30,8 +30,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 COMPILER_TARGETS = ("inf2", "trn1", "trn1n", "trn2", "trn3")
 ON = ("1", "true", "True")

@@ -23,9 +23,9 @@ import json
 import os
 import shlex
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from workbench.files import read_text, strict_json
 from workbench.generate.config import ConfigError, parameters_of, read_config
@@ -33,8 +33,18 @@ from workbench.generate.vllm_backend.engine_settings import VLLM_NEURON_TARGETS
 from workbench.generate.vllm_backend.readback import MODEL_JSON_LIMIT, engine_args_file
 from workbench.generate.vllm_backend.render import TARGET_PARAMETER
 
-__all__ = ["CPU_COMPILE_DOC", "CACHE_DOC", "CPU_COMPILE", "CPU_MODE", "TARGET_OVERRIDE", "REMOTE_CACHE",
-           "CpuCompilePlan", "CpuCompileError", "cpu_compile_plan", "engine_cli_args"]
+__all__ = [
+    "CACHE_DOC",
+    "CPU_COMPILE",
+    "CPU_COMPILE_DOC",
+    "CPU_MODE",
+    "REMOTE_CACHE",
+    "TARGET_OVERRIDE",
+    "CpuCompileError",
+    "CpuCompilePlan",
+    "cpu_compile_plan",
+    "engine_cli_args",
+]
 
 _VN = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/"
 CPU_COMPILE_DOC = _VN + "design/compilation/cpu_compilation.html"  # SDK vllm-neuron/docs/design/compilation/
@@ -152,9 +162,10 @@ def cpu_compile_plan(model_dir: str | os.PathLike, *, remote_cache: str | None =
     if remote_cache:
         env[REMOTE_CACHE] = os.path.abspath(remote_cache)
     root = env.get(CACHE_ROOT) or environ.get(CACHE_ROOT) or os.path.expanduser("~/.cache/vllm")
-    notes = (f"vLLM Neuron CPU compilation of {model_dir} for {target} ({CPU_COMPILE_DOC}); no inference runs "
-             "in this mode", f"NEFFs go to {root}/neuron/compile_cache/<hash>/ ({CACHE_DOC}); copy them to the Trn "
-             "host's cache, or share the remote cache")
+    notes = ((f"vLLM Neuron CPU compilation of {model_dir} for {target} ({CPU_COMPILE_DOC}); no inference runs "
+              "in this mode"),
+             (f"NEFFs go to {root}/neuron/compile_cache/<hash>/ ({CACHE_DOC}); copy them to the Trn host's cache, "
+              "or share the remote cache"))
     return CpuCompilePlan(model_dir=model_dir, target=target, environment=env,
                           command=(python, *SERVER, *engine_cli_args(args)),
                           cache_dir=os.path.join(root, "neuron", "compile_cache"),
