@@ -76,6 +76,19 @@ def test_trn3_directories_compile_for_trn3(tmp_path, fake_vllm_neuron):
     assert fake_vllm_neuron.start_engine(plan.environ({}), engine_args(directory)).target == "trn3"
 
 
+def test_the_generate_preview_names_the_cpu_compile(tmp_path):
+    directory = model_dir(tmp_path)
+    chosen = GenerateSettings(triton_model_dir=str(directory), backend="vllm", target="trn2",
+                              backend_settings=VllmSettings(model=str(tmp_path / "llm"), max_model_len=256,
+                                                            max_num_seqs=4, tensor_parallel_size=2))
+    line = f"NEFFs without a device: python -m workbench.generate.vllm_backend.cpu_compile {directory} prints"
+    assert line in render(chosen).dry_run()
+    cpu = GenerateSettings(triton_model_dir=str(tmp_path / "cpu"), backend="vllm", target="cpu",
+                           backend_settings=VllmSettings(model=str(tmp_path / "llm"), max_model_len=256,
+                                                         kv_cache_memory_bytes=64 << 20))
+    assert "NEFFs without a device" not in render(cpu).dry_run()
+
+
 def test_the_shell_lines_and_the_command_line(tmp_path):
     directory = model_dir(tmp_path)
     plan = cpu_compile_plan(directory, cache_root=str(tmp_path / "cache"), environ={})
