@@ -107,6 +107,6 @@ def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[st
                   + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
                   for k in range(plan.core_map.instances))
     if settings.target in VLLM_NEURON_TARGETS:  # vLLM Neuron's CPU compilation (cpu_compile.CPU_COMPILE_DOC)
-        lines += (f"  NEFFs without a device: python -m {CPU_COMPILE_MODULE} {settings.model_dir} prints the "
-                  "CPU-compile environment and command",)
+        lines += ((f"  NEFFs without a device: python -m {CPU_COMPILE_MODULE} {settings.model_dir} prints the "
+                   "CPU-compile environment and command"),)
     return lines
