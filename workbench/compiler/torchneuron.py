@@ -25,7 +25,9 @@ torch/compile/about-torch-compile.rst: its description lists "compile-only mode"
 could not be read for this change (the docs search returns the page's opening only; the SDK git
 snapshot @81ce03ae predates the page), so its switch, and what it accepts and refuses, are UNVERIFIED:
 `COMPILE_ONLY_DOC` is the page to read. Until then a device-less trn2/trn3 compile exports only and
-says so (`COMPILE_ONLY_UNVERIFIED`). For a vLLM Neuron LLM directory the CPU compile is documented and
+says so (`COMPILE_ONLY_UNVERIFIED`), as the 2.32 FAQ has it ("Can I compile my model using
+torch.compile on a compute instance without Trainium hardware? No. ... Future releases will support
+compilation on non-Trainium instances": SDK @81ce03ae frameworks/torch/pytorch-native-overview.rst:203-205). For a vLLM Neuron LLM directory the CPU compile is documented and
 offered: `workbench.generate.vllm_backend.cpu_compile`.
 """
 
