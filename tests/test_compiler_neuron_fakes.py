@@ -35,6 +35,7 @@ from workbench.compiler import (
     read_artifact,
 )
 from workbench.compiler import neuron as seam
+from workbench.compiler.torchneuron import COMPILE_ONLY_DOC
 from workbench.system import OUT_OF_SUPPORT, WrongSDKError
 from workbench.compiler.tnx import SAMPLING_CLASSES, package_causal_lm, tiny_causal_lm
 from workbench.tasks import Task
@@ -138,6 +139,8 @@ def test_trn2_and_trn3_export_for_torchneuron_without_a_device(tmp_path, torchne
                               "compiled_example_shape": False, "lnc": 2}
     assert artifact.compiler_args == [] and artifact.dynamic_batch is True
     assert "compiles on the first call on the Trn host" in "\n".join(logged)
+    # TorchNeuron's compile-only switch is not in any source read: said, with the page, not guessed
+    assert f"compile-only mode is UNVERIFIED here (its switch is on {COMPILE_ONLY_DOC}" in "\n".join(logged)
     program = torch.export.load(artifact.path).module()  # the file is a torch.export program
     wide = torch.randn(8, *inputs[0].shape[1:])
     assert torch.allclose(program(wide), module(wide))

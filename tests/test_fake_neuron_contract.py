@@ -328,6 +328,60 @@ def torchneuron_surface(fakes, monkeypatch):
         sys.modules.pop("torch_neuronx", None)
 
 
+VN_CPU = "SDK vllm-neuron/docs/design/compilation/cpu_compilation.md"
+VN_CACHE = "SDK vllm-neuron/docs/design/compilation/compilation_cache.md"
+_CPU_COMPILE = {"VLLM_NEURON_CPU_COMPILE": "1", "NEURON_PLATFORM_TARGET_OVERRIDE": "trn2"}
+
+
+def _start(env, args=None):
+    import fake_vllm_neuron
+
+    return fake_vllm_neuron.start_engine(env, {"model": "/m", "max_num_seqs": 2, **(args or {})})
+
+
+def vllm_cpu_compile_needs_the_target_override(fakes, monkeypatch):
+    with pytest.raises(RuntimeError, match="NEURON_PLATFORM_TARGET_OVERRIDE is required to specify the target "
+                                           "platform for compilation, since no hardware is present"):
+        _start({"VLLM_NEURON_CPU_COMPILE": "1"})
+    with pytest.raises(RuntimeError, match="needed"):  # without the mode: no device, no compile
+        _start({"NEURON_PLATFORM_TARGET_OVERRIDE": "trn2"})
+
+
+def vllm_cpu_compile_takes_neuronx_cc_targets_only(fakes, monkeypatch):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as root:
+        for target in ("inf2", "trn1", "trn1n", "trn2", "trn3"):
+            assert _start({**_CPU_COMPILE, "NEURON_PLATFORM_TARGET_OVERRIDE": target, "VLLM_CACHE_ROOT": root}).target \
+                == target
+    for target in ("trn2.48xlarge", "gen3", "inf1"):
+        with pytest.raises(RuntimeError, match="is not a neuronx-cc --target choice"):
+            _start({**_CPU_COMPILE, "NEURON_PLATFORM_TARGET_OVERRIDE": target})
+
+
+def vllm_cpu_compile_refuses_cpu_mode_and_speculation(fakes, monkeypatch):
+    with pytest.raises(RuntimeError, match="cannot be enabled together"):
+        _start({**_CPU_COMPILE, "VLLM_NEURON_CPU_MODE": "1"})
+    with pytest.raises(RuntimeError, match="speculative decoding is not supported"):
+        _start(_CPU_COMPILE, {"speculative_config": {"method": "eagle3"}})
+
+
+def vllm_cpu_compile_fills_the_cache_tiers_and_serves_nothing(fakes, monkeypatch):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        monkeypatch.setenv("HOME", home)
+        engine = _start(_CPU_COMPILE)  # no VLLM_CACHE_ROOT: ~/.cache/vllm
+        assert [p.relative_to(home).parts[:4] for p in engine.neffs] == [(".cache", "vllm", "neuron", "compile_cache")]
+        engine = _start({**_CPU_COMPILE, "VLLM_CACHE_ROOT": f"{home}/root",
+                         "NEURON_LIBTORCH_REMOTE_CACHE": f"{home}/fsx"})
+        local, remote = engine.neffs
+        assert local.parent.parent == Path(home, "root", "neuron", "compile_cache")
+        assert remote.parent.parent == Path(home, "fsx") and local.parent.name == remote.parent.name  # <hash>/
+        with pytest.raises(RuntimeError, match="inference cannot run in this mode"):
+            engine.generate("a prompt")
+
+
 # (behaviour, what the fake does, the source line it follows)
 BEHAVIOUR = [
     (no_device_trace_fails, "trace without a device and without cpu_backend fails (PJRT num_devices > 0)",
@@ -356,6 +410,16 @@ BEHAVIOUR = [
     (torchneuron_surface, "TorchNeuron: no trace/DataParallel; backend 'neuron' compiles per shape, rejects dynamic",
      "DOCS torch/reference/api/index.html; torch/compile/reference-torch-compile.html (dynamic: Unsupported); "
      "torch/compile/how-to-optimize-with-torch-compile.html step 2"),
+    (vllm_cpu_compile_needs_the_target_override,
+     "vLLM Neuron CPU compile refuses a missing NEURON_PLATFORM_TARGET_OVERRIDE in the docs' words",
+     VN_CPU + " 'Requirements'"),
+    (vllm_cpu_compile_takes_neuronx_cc_targets_only, "the override must be a neuronx-cc --target choice",
+     VN_CPU + " 'Requirements'; SDK compiler/neuronx-cc/api-reference-guide/index.rst:85-94; nki/api/nki/__init__.py"),
+    (vllm_cpu_compile_refuses_cpu_mode_and_speculation, "not with VLLM_NEURON_CPU_MODE; no speculative decoding",
+     VN_CPU + " 'Requirements', 'Limitations'"),
+    (vllm_cpu_compile_fills_the_cache_tiers_and_serves_nothing,
+     "NEFFs in $VLLM_CACHE_ROOT/neuron/compile_cache/<hash>/ and the remote cache; no inference",
+     VN_CACHE + " 'Cache Tiers'; " + VN_CPU + " 'How It Works'"),
 ]
 
 

@@ -353,8 +353,8 @@ def compile_neuron(
     check_cancel(cancel)
     if target == "inf1":
         emit(f"{target}: NOTE {OUT_OF_SUPPORT['inf1']}")
-    no_device = " (no device: it compiles on the first call on the Trn host)" if native else \
-        " (no device: cpu_backend=True)"
+    no_device = (f" (no device: it compiles on the first call on the Trn host; {torchneuron.COMPILE_ONLY_UNVERIFIED})"
+                 if native else " (no device: cpu_backend=True)")
     emit(message + ("" if has_device or target == "inf1" else no_device))
     if progress is not None:
         progress(4, total, message)

@@ -19,6 +19,16 @@ also runs that call once on the example inputs, which compiles the example shape
 TorchNeuron's persistent cache (TORCH_NEURONX_NEFF_CACHE_DIR, DOCS compiler/about-compiler-artifacts
 .html); without one nothing Neuron runs here and the first request of each shape compiles on the
 Trn host.
+
+TorchNeuron also documents a compile-only mode, NEFFs made without a Trainium device (DOCS
+torch/compile/about-torch-compile.rst: its description lists "compile-only mode"). The section's text
+could not be read for this change (the docs search returns the page's opening only; the SDK git
+snapshot @81ce03ae predates the page), so its switch, and what it accepts and refuses, are UNVERIFIED:
+`COMPILE_ONLY_DOC` is the page to read. Until then a device-less trn2/trn3 compile exports only and
+says so (`COMPILE_ONLY_UNVERIFIED`), as the 2.32 FAQ has it ("Can I compile my model using
+torch.compile on a compute instance without Trainium hardware? No. ... Future releases will support
+compilation on non-Trainium instances": SDK @81ce03ae frameworks/torch/pytorch-native-overview.rst:203-205). For a vLLM Neuron LLM directory the CPU compile is documented and
+offered: `workbench.generate.vllm_backend.cpu_compile`.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ from typing import Any, Callable, Sequence
 from workbench.compiler.artifact import atomic_write
 from workbench.compiler.cpu import CompileError
 
-__all__ = ["ARTIFACT_FORMAT", "DEVICE", "LNC_FLAGS", "check_compiler_args", "export_program", "save_program",
+__all__ = ["ARTIFACT_FORMAT", "COMPILE_ONLY_DOC", "COMPILE_ONLY_UNVERIFIED", "DEVICE", "LNC_FLAGS", "check_compiler_args", "export_program", "save_program",
            "neuron_compile", "device_compile"]
 
 ARTIFACT_FORMAT = "torch.export"  # Artifact.extra["format"]: model.py and load_artifact read it
@@ -39,6 +49,10 @@ DEVICE = "neuron"
 # neuronx-cc spellings of the logical NeuronCore config flag (SDK neuronx-cc CLI reference :60
 # ``--logical-nc-config``/``-lnc``; ``--lnc`` as in the NCC_EARG001 example)
 LNC_FLAGS = ("--logical-nc-config", "-lnc", "--lnc")
+# UNVERIFIED: TorchNeuron's compile-only mode (see the module docstring); nothing here sets it.
+COMPILE_ONLY_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html"
+COMPILE_ONLY_UNVERIFIED = (f"TorchNeuron's compile-only mode is UNVERIFIED here (its switch is on {COMPILE_ONLY_DOC}, "
+                           "section not read), so no NEFF is made without a device")
 Log = Callable[[str], None]
 
 

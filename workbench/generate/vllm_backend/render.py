@@ -24,6 +24,7 @@ __all__ = ["model_json", "model_json_text", "vllm_config", "render", "instance_e
            "LNC_PARAMETER", "SPEC"]
 
 TARGET_PARAMETER = "WORKBENCH_TARGET"
+CPU_COMPILE_MODULE = "workbench.generate.vllm_backend.cpu_compile"  # its command line
 LNC_PARAMETER = "NEURON_LOGICAL_NC_CONFIG"  # the runtime's own variable name (SDK logical-neuroncore-config)
 # what the backend's auto-complete declares first (src/model.py _auto_complete_inputs_and_outputs)
 SPEC = ModelSpec((TensorSpec("text_input", "BYTES", (1,)),), (TensorSpec("text_output", "BYTES", (-1,)),))
@@ -101,7 +102,11 @@ def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[st
         return ()
     vllm = settings.backend_settings
     lnc = (vllm.lnc if isinstance(vllm, VllmSettings) else None) or DEFAULT_LNC.get(settings.target, 1)
-    return tuple(f"  instance {k}: NEURON_RT_VISIBLE_CORES={plan.core_map.visible_cores(k)}"
-                 + (f" {LNC_PARAMETER}={lnc}" if settings.target in DEFAULT_LNC else "")
-                 + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
-                 for k in range(plan.core_map.instances))
+    lines = tuple(f"  instance {k}: NEURON_RT_VISIBLE_CORES={plan.core_map.visible_cores(k)}"
+                  + (f" {LNC_PARAMETER}={lnc}" if settings.target in DEFAULT_LNC else "")
+                  + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
+                  for k in range(plan.core_map.instances))
+    if settings.target in VLLM_NEURON_TARGETS:  # vLLM Neuron's CPU compilation (cpu_compile.CPU_COMPILE_DOC)
+        lines += ((f"  NEFFs without a device: python -m {CPU_COMPILE_MODULE} {settings.model_dir} prints the "
+                   "CPU-compile environment and command"),)
+    return lines
