@@ -362,8 +362,8 @@ def test_inf1_trace_that_placed_nothing_on_neuron_is_flagged(tmp_path, neuron_fa
     ("inf1", "torch_neuron", "pip install torch-neuron==1.13.1.2.11.13.0 'neuron-cc[tensorflow]==1.24.0.0'"),
     ("inf2", "torch_neuronx", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS"),
     ("trn1", "torch_neuronx", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS"),
-    ("trn2", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS"),
-    ("trn3", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS"),
+    ("trn2", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 nki==0.7.0 from the AWS"),
+    ("trn3", "torch_neuronx", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 nki==0.7.0 from the AWS"),
 ])
 def test_missing_sdk_says_what_to_install_and_writes_nothing(tmp_path, monkeypatch, target, module, packages):
     monkeypatch.setitem(sys.modules, module, None)  # makes `import <module>` fail like a missing package

@@ -80,8 +80,8 @@ def test_cores_table_matches_the_reference_notes():
 @pytest.mark.parametrize("target, expected", [
     ("inf2", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS Neuron pip repository"),
     ("trn1", "pip install neuronx-cc==2.26.6360.0 torch-neuronx==2.9.0.2.15.32035 from the AWS Neuron pip repository"),
-    ("trn2", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS Neuron pip repository"),
-    ("trn3", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 from the AWS Neuron pip repository"),
+    ("trn2", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 nki==0.7.0 from the AWS Neuron pip repository"),
+    ("trn3", "pip install torch-neuronx==2.14.3.1 neuronx-cc==2.28.7631.0 nki==0.7.0 from the AWS Neuron pip repository"),
     ("inf1", "pip install torch-neuron==1.13.1.2.11.13.0 'neuron-cc[tensorflow]==1.24.0.0' 'protobuf<3.20'"),
     ("tensorflow-inf2", "pip install tensorflow-neuronx==2.10.1.2.1.0 neuronx-cc==2.23.6484.0 'protobuf<3.20' from"),
     ("transformers_neuronx", "pip install transformers-neuronx==0.13.1315 'transformers==4.48.*'"),
@@ -97,6 +97,8 @@ def test_install_hints_are_pinned_and_say_where_they_come_from(target, expected)
         assert " ".join(pins_for(target)) in install_hint(target)
     if target in ("inf1", "tensorflow-inf2", "transformers_neuronx"):
         assert "out of support" in install_hint(target)
+    if target in ("trn2", "trn3"):  # the SDK's own command takes torch from PyTorch's CPU index
+        assert "https://download.pytorch.org/whl/cpu" in install_hint(target)
     with pytest.raises(ValueError, match="unknown target 'inf9'"):
         install_hint("inf9")
 

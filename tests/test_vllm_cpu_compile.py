@@ -81,7 +81,7 @@ def test_the_generate_preview_names_the_cpu_compile(tmp_path):
     chosen = GenerateSettings(triton_model_dir=str(directory), backend="vllm", target="trn2",
                               backend_settings=VllmSettings(model=str(tmp_path / "llm"), max_model_len=256,
                                                             max_num_seqs=4, tensor_parallel_size=2))
-    line = f"NEFFs without a device: python -m workbench.generate.vllm_backend.cpu_compile {directory} prints"
+    line = f"NEFFs without a device: workbench cpu-compile {directory} prints"
     assert line in render(chosen).dry_run()
     cpu = GenerateSettings(triton_model_dir=str(tmp_path / "cpu"), backend="vllm", target="cpu",
                            backend_settings=VllmSettings(model=str(tmp_path / "llm"), max_model_len=256,
@@ -97,15 +97,15 @@ def test_the_shell_lines_and_the_command_line(tmp_path):
     assert "export NEURON_PLATFORM_TARGET_OVERRIDE=trn2\n" in text and CPU_COMPILE_DOC in text
     assert f"{tmp_path / 'cache'}/neuron/compile_cache/<hash>/" in text
     assert "python3 -m vllm.entrypoints.openai.api_server --model " in text and "--tensor-parallel-size 2" in text
-    done = subprocess.run([sys.executable, "-m", "workbench.generate.vllm_backend.cpu_compile", str(directory),
+    done = subprocess.run([sys.executable, "-m", "workbench", "cpu-compile", str(directory),
                            "--cache-root", str(tmp_path / "cache")], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == text
     cpu = model_dir(tmp_path / "cpu", "cpu", tensor_parallel_size=1, vllm_neuron=VllmNeuronBuckets())
-    done = subprocess.run([sys.executable, "-m", "workbench.generate.vllm_backend.cpu_compile", str(cpu)],
+    done = subprocess.run([sys.executable, "-m", "workbench", "cpu-compile", str(cpu)],
                           check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith("error: ") and "is generated for cpu" in done.stderr
+    assert done.stderr.startswith("workbench cpu-compile: error: ") and "is generated for cpu" in done.stderr
 
 
 @pytest.mark.parametrize("target, environ, extra, message", [

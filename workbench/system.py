@@ -191,7 +191,10 @@ def install_hint(target: str) -> str:
         extra = (f" (Python 3.9-3.11); {OUT_OF_SUPPORT['transformers_neuronx']}; for LLMs the SDK now documents "
                  "vLLM Neuron on Trn2/Trn3 and vLLM 0.16 with NxD Inference on Inf2/Trn1")
     elif target in TORCHNEURON_TARGETS:
-        extra = " (TorchNeuron: Python 3.12-3.14, Trn2/Trn3 only)"
+        from workbench.releases import PYTORCH_CPU_INDEX
+
+        extra = (f" and PyTorch's CPU index {PYTORCH_CPU_INDEX} (without it pip takes PyPI's CUDA torch) "
+                 "(TorchNeuron: Python 3.12-3.14, Trn2/Trn3 only)")
     elif target in XLA_TARGETS:
         extra = " (the PyTorch/XLA line, in maintenance; an unpinned torch-neuronx now installs TorchNeuron)"
     return f"pip install {' '.join(pins)} {_NEURON_REPO_HINT}{extra}"

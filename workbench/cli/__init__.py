@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "report": "workbench.cli.report",
     "deploy": "workbench.cli.deploy",
     "doctor": "workbench.cli.doctor",
+    "cpu-compile": "workbench.cli.cpu_compile",
 }
 
 

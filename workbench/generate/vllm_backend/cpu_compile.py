@@ -12,18 +12,16 @@ started with the same engine arguments as on the Trn host so the cache keys matc
 is built from the directory's own ``model.json``.
 
 `cpu_compile_plan` checks a directory and returns the environment and command; it runs nothing
-(vLLM Neuron is not installed here). ``python -m workbench.generate.vllm_backend.cpu_compile DIR``
+(vLLM Neuron is not installed here). ``workbench cpu-compile DIR``
 prints them as shell lines.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shlex
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,26 +168,3 @@ def cpu_compile_plan(model_dir: str | os.PathLike, *, remote_cache: str | None =
                           command=(python, *SERVER, *engine_cli_args(args)),
                           cache_dir=os.path.join(root, "neuron", "compile_cache"),
                           remote_cache=env.get(REMOTE_CACHE), notes=notes)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workbench.generate.vllm_backend.cpu_compile",
-                                     description="Print the environment and command that make a vLLM Neuron model "
-                                                 "directory's NEFFs on a CPU host (vLLM Neuron CPU compilation).")
-    parser.add_argument("model_dir", help="a directory `workbench generate --backend vllm` wrote for trn2/trn3")
-    parser.add_argument("--remote-cache", help="shared NFS/FSx folder for the NEFFs (NEURON_LIBTORCH_REMOTE_CACHE)")
-    parser.add_argument("--cache-root", help="vLLM's cache root (VLLM_CACHE_ROOT; default ~/.cache/vllm)")
-    parser.add_argument("--python", default="python3", help="the vLLM Neuron environment's interpreter")
-    ns = parser.parse_args(argv)
-    try:
-        plan = cpu_compile_plan(ns.model_dir, remote_cache=ns.remote_cache, cache_root=ns.cache_root,
-                                python=ns.python)
-    except CpuCompileError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    sys.stdout.write(plan.shell())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,6 @@ __all__ = ["model_json", "model_json_text", "vllm_config", "render", "instance_e
            "LNC_PARAMETER", "SPEC"]
 
 TARGET_PARAMETER = "WORKBENCH_TARGET"
-CPU_COMPILE_MODULE = "workbench.generate.vllm_backend.cpu_compile"  # its command line
 LNC_PARAMETER = "NEURON_LOGICAL_NC_CONFIG"  # the runtime's own variable name (SDK logical-neuroncore-config)
 # what the backend's auto-complete declares first (src/model.py _auto_complete_inputs_and_outputs)
 SPEC = ModelSpec((TensorSpec("text_input", "BYTES", (1,)),), (TensorSpec("text_output", "BYTES", (-1,)),))
@@ -107,6 +106,6 @@ def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[st
                   + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
                   for k in range(plan.core_map.instances))
     if settings.target in VLLM_NEURON_TARGETS:  # vLLM Neuron's CPU compilation (cpu_compile.CPU_COMPILE_DOC)
-        lines += ((f"  NEFFs without a device: python -m {CPU_COMPILE_MODULE} {settings.model_dir} prints the "
+        lines += ((f"  NEFFs without a device: workbench cpu-compile {settings.model_dir} prints the "
                    "CPU-compile environment and command"),)
     return lines
