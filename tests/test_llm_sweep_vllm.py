@@ -99,6 +99,7 @@ def test_the_pareto_front_is_drawn_and_the_cheapest_configuration_named(swept, t
     print(f"\n{result.describe_best(slo)}\n{sentence}", file=sys.stderr)
 
 
+@pytest.mark.alone
 def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(
         vllm_python, vllm_backend_dir, tmp_path):
     """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine

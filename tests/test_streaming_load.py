@@ -37,7 +37,7 @@ from workbench.tasks import Cancelled
 
 from served_models import serve_python_model  # tests/served_models.py
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300), pytest.mark.alone]  # reads paced times back
 
 MODEL = "paced"
 FIRST_MS = 100.0  # TTFT the model keeps

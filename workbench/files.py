@@ -5,13 +5,16 @@ records and exports, compiled artifacts and their records, compacted points)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "strict_json"]
+__all__ = ["atomic_write", "one_at_a_time", "strict_json"]
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
@@ -31,6 +34,22 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+@contextmanager
+def one_at_a_time(lock_file: str | os.PathLike) -> Iterator[None]:
+    """Run the block while holding the kernel's exclusive lock on ``lock_file`` (made if absent), so
+    processes that make the same shared thing (a backend directory a script assembles) take turns
+    instead of writing it at once; a waiting process then finds it made. The lock ends with the
+    process, even one killed."""
+    path = Path(lock_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def strict_json(text: str | bytes) -> Any:
