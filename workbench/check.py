@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
+from workbench.errors import WorkbenchError
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
 from workbench.spec import ModelSpec
@@ -27,7 +28,7 @@ Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
 InputMaker = Callable[..., Sequence[np.ndarray]]
 
 
-class CheckError(ValueError):
+class CheckError(WorkbenchError, ValueError):
     """No reference can be built for a model; the message says why and what to pass instead."""
 
 

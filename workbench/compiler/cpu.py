@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from workbench.compiler.artifact import Artifact, ArtifactError, atomic_write
+from workbench.errors import WorkbenchError
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 from workbench.tasks import check_cancel
 
@@ -36,7 +37,7 @@ __all__ = [
 Log = Callable[[str], None]
 
 
-class CompileError(RuntimeError):
+class CompileError(WorkbenchError, RuntimeError):
     """A model that could not be traced or compiled; the message says which step and why."""
 
 

@@ -19,10 +19,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.errors import WorkbenchError
+
 __all__ = ["TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
 
 
-class TritonNotFoundError(FileNotFoundError):
+class TritonNotFoundError(WorkbenchError, FileNotFoundError):
     """No usable tritonserver; the message lists every place that was tried."""
 
 

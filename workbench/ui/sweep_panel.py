@@ -264,7 +264,10 @@ class SweepPanel:
             self._watch = ServerWatch(server, self.state.name)
         except Exception:  # noqa: BLE001 - no statistics yet (the model not loaded): the view starts empty
             self._watch = None
-        live = lambda _done, _total, message: self._refresh_live(message)
+
+        def live(_done: int, _total: int, message: str) -> None:
+            self._refresh_live(message)
+
         if backends.active:
             dirs = backends.model_dirs(model_dir)
             self._live_dirs = list(run_folders(dirs, self._out_dir).values())

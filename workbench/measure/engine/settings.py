@@ -13,6 +13,8 @@ import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
+from workbench.errors import WorkbenchError
+
 __all__ = ["MeasureError", "MeasureSettings", "ENGINES", "PROTOCOLS"]
 
 ENGINES = ("auto", "workbench", "perf_analyzer")
@@ -23,7 +25,7 @@ _MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "ma
             "min_latencies", "warmup_requests", "seed", "rtol", "atol")
 
 
-class MeasureError(ValueError):
+class MeasureError(WorkbenchError, ValueError):
     """A measurement that cannot start: bad settings or arguments, unreachable server, inputs
     that do not fit the model. Raised before any load is sent; the message names the bad item."""
 

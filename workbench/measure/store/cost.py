@@ -16,6 +16,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from workbench.errors import WorkbenchError
 from workbench.measure.store.results import qualifying, usable_points
 from workbench.system import cores_for_instance
 
@@ -30,7 +31,7 @@ _NONE_FOUND = "no price found on any page searched 2026-12-01: give one with pri
 _UNVERIFIED = f"not found on any page searched 2026-12-01; from memory of {PRICE_PAGE}: check it there"
 
 
-class CostError(ValueError):
+class CostError(WorkbenchError, ValueError):
     """A price or cost that cannot be worked out; the message names the instance type or column."""
 
 

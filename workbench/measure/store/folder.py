@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from workbench.errors import WorkbenchError
 from workbench.files import atomic_write, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 
@@ -28,7 +29,7 @@ SCREENING_FILE = "screening.jsonl"
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"
 
-class ResultsError(ValueError):
+class ResultsError(WorkbenchError, ValueError):
     """A run folder or table that cannot be read or compared; the message names the file or column."""
 
 
