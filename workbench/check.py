@@ -158,7 +158,7 @@ def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray],
         bound = {"client_timeout": timeout} if timeout is not None else {}
         try:
             result = client.infer(model, inputs, outputs=outputs, headers=headers, **bound)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any client error: a missed deadline is said as one, the rest raised as they came
             if timeout is not None and "DEADLINE_EXCEEDED" in str(getattr(err, "status", lambda: "")()):
                 raise TimeoutError(f"{NO_ANSWER} within {timeout:g}s (--timeout)") from None
             raise

@@ -272,7 +272,7 @@ def compile_cpu(
             eager = flatten_outputs(model(*inputs))
         except SpecError:
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - the user's model may raise anything
             raise CompileError(f"the model fails on its example inputs: {type(err).__name__}: {err}") from err
         spec = infer_spec(inputs, eager, batch_dim=batch_dim, input_names=input_names, output_names=output_names)
 
@@ -289,7 +289,7 @@ def compile_cpu(
                 expected = flatten_outputs(model(*bigger))
                 scale = max((float(e.double().abs().max()) for e in expected if e.numel()), default=0.0)
                 dynamic = max_abs_diff(expected, flatten_outputs(traced(*bigger))) <= 1e-4 * (1 + scale) + 10 * diff
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - the user's model may raise anything
                 emit(f"cpu: the trace fails at batch {bigger[0].shape[0]}: {type(err).__name__}: {err}")
                 dynamic = False
             if not dynamic:

@@ -249,7 +249,7 @@ class ServerPanel:
             progress(0, 1, f"connecting to {url}")
             try:
                 version = server.version
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - whatever the client raises, the panel says no server answers
                 server.close()
                 raise ServerError(f"no tritonserver answers at {url} over {server.protocol} ({err})") from None
             self._stop_following()
