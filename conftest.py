@@ -34,8 +34,17 @@ SHARED_GROUPS = {
 }
 SHARED_FIXTURES = frozenset(SHARED_GROUPS.values())
 
-# units by their wall time in a serial run, longest first; the rest follow in collection order
-LONGEST_FIRST = ("tiny_llm_server",)
+# the units that take longest, started first (the vLLM ones apart, so two engines do not load at once);
+# the rest follow in collection order. Refresh from a run's --durations when a unit grows.
+LONGEST_FIRST = (
+    "tiny_llm_server",
+    "tests/test_libtorch_backend.py",
+    "tests/browser/test_notebooks_clean.py",
+    "tests/test_vllm_served.py",
+    "notebooks/08-pytorch-backend.ipynb",
+    "tests/test_sweep_backends.py",
+    "notebooks/09-llm-vllm.ipynb",
+)
 
 
 def group_of(nodeid: str) -> str:

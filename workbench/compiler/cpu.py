@@ -120,7 +120,7 @@ def infer_spec(
     in_names = _names(input_names, len(inputs), "INPUT", "input")
     out_names = _names(output_names, len(outputs), "OUTPUT", "output")
     batch = None
-    tensors = {"input": [], "output": []}
+    tensors: dict[str, list[TensorSpec]] = {"input": [], "output": []}
     for kind, names, items in (("input", in_names, inputs), ("output", out_names, outputs)):
         for name, t in zip(names, items):
             shape = tuple(t.shape)

@@ -101,7 +101,11 @@ def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] |
     A directory that is named but holds no PyTorch backend is an error, not skipped."""
     if given is False:
         return None
-    named, source = (given, "given") if given not in (None, True) else (os.environ.get(ENV_VAR) or None, f"${ENV_VAR}")
+    named: str | os.PathLike[str] | None
+    if given is None or given is True:
+        named, source = os.environ.get(ENV_VAR) or None, f"${ENV_VAR}"
+    else:
+        named, source = given, "given"
     if named:
         path = Path(named).expanduser()
         root = _backend_root(path)

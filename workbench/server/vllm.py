@@ -116,8 +116,11 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
     directory. A directory that is named but holds no vLLM backend is an error, not skipped."""
     if given is False:
         return None
-    named, source = (given, "given") if given not in (None, True) else (os.environ.get(ENV_BACKEND) or None,
-                                                                         f"${ENV_BACKEND}")
+    named: str | os.PathLike[str] | None
+    if given is None or given is True:
+        named, source = os.environ.get(ENV_BACKEND) or None, f"${ENV_BACKEND}"
+    else:
+        named, source = given, "given"
     if named:
         path = Path(named).expanduser()
         root = path.parent if path.name == "vllm" and (path / "model.py").is_file() else path

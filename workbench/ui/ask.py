@@ -37,7 +37,8 @@ class AskArea:
         self.answer: ServedAnswer | None = None
         self._lock = threading.Lock()
         self._pieces: list[str] = []
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         style = description_style("100px")
         c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
                                        rows=3, style=style, layout=widgets.Layout(width="640px", max_width="100%"))

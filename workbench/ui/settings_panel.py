@@ -91,7 +91,8 @@ class SettingsPanel:
         self.state = state if state is not None else WorkbenchState()
         self.problems: list[str] = []
         self._auto_tensors: tuple | None = None  # what the compiled model filled in
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         wide = widgets.Layout(width="420px")
         style = description_style("170px")
         # Text fields update on Enter/blur (each update validates and renders the model); the core

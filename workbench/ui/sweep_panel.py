@@ -70,7 +70,8 @@ class SweepPanel:
         self._last_plot = self._last_view = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("150px")
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
         c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
         c["allocations"] = widgets.Text(description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
