@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from workbench.server.discovery import TritonInstall, TritonNotFoundError
+from workbench.server.discovery import TritonInstall, TritonNotFoundError, named_backend
 from workbench.server.errors import ModelRefusedError
 from workbench.server.pytorch import PyTorchBackend, Served
 
@@ -116,11 +116,7 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
     directory. A directory that is named but holds no vLLM backend is an error, not skipped."""
     if given is False:
         return None
-    named: str | os.PathLike[str] | None
-    if given is None or given is True:
-        named, source = os.environ.get(ENV_BACKEND) or None, f"${ENV_BACKEND}"
-    else:
-        named, source = given, "given"
+    named, source = named_backend(given, ENV_BACKEND)
     if named:
         path = Path(named).expanduser()
         root = path.parent if path.name == "vllm" and (path / "model.py").is_file() else path
