@@ -54,7 +54,7 @@ case $what in
     unset PYTHONDONTWRITEBYTECODE
     export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/workbench/pycache}
     # three workers on two cores: most tests wait on servers, engine loads and kernels, not the CPU
-    exec "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder --durations=25 "$@"
+    exec "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" --durations=25 "$@"
     ;;
   *)
     echo "usage: bash dev.sh lab|test [args...]" >&2
