@@ -36,13 +36,20 @@ SHARED_FIXTURES = frozenset(SHARED_GROUPS.values())
 
 # the units that take longest, started first (the vLLM ones apart, so two engines do not load at once);
 # the rest follow in collection order. Refresh from a run's --durations when a unit grows.
-LONGEST_FIRST = (
+LONGEST_FIRST = (  # measured serially (a loaded machine, 2026-12-06): search 662 s, python_model_neuron 632 s, ...
+    "tests/test_search.py",
+    "tests/test_python_model_neuron.py",
     "tiny_llm_server",
+    "tests/test_python_model.py",
     "tests/test_libtorch_backend.py",
     "tests/browser/test_notebooks_clean.py",
+    "tests/test_resume.py",
+    "tests/test_generate_properties.py",
     "tests/test_vllm_served.py",
+    "tests/test_pytorch_backend.py",
+    "tests/test_sweep.py",
+    "tests/test_generate_vllm.py",
     "notebooks/08-pytorch-backend.ipynb",
-    "tests/test_sweep_backends.py",
     "notebooks/09-llm-vllm.ipynb",
 )
 
