@@ -2,7 +2,9 @@
 # The README's two commands in one script:
 #   bash dev.sh lab    set up .venv, then open JupyterLab on the quickstart (127.0.0.1 only); a saved
 #                      tutorial keeps its outputs, and git sees it stripped (the clean filter below)
-#   bash dev.sh test   set up .venv, then run the whole test suite (extra args go to pytest)
+#   bash dev.sh test   set up .venv, run ruff and mypy, then the whole test suite on $WORKBENCH_TEST_WORKERS (default 3)
+#                      pytest-xdist workers, grouped as conftest.py says, ending with the 25 slowest
+#                      tests (extra args go to pytest; -n 0 runs it in one process)
 # Set-up is idempotent, so both commands work on a fresh clone and on a used one.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -49,6 +51,10 @@ case $what in
     exec "$venv/bin/jupyter" lab --ip=127.0.0.1 "${root[@]}" --config=scripts/jupyter_server_config.py "$@"
     ;;
   test)
+    # lint, format and types first (pyproject.toml configures them): a finding stops here, in the tool's words
+    "$py" -m ruff check workbench conftest.py
+    "$py" -m ruff format --check workbench conftest.py
+    "$py" -m mypy
     # the vLLM tests' own environment (scripts/vllm_env.sh: idempotent, prints its set-up time);
     # where it cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip and say why
     if [[ ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]]; then
@@ -58,7 +64,12 @@ case $what in
         echo "dev.sh: the vLLM environment could not be set up; the vLLM tests will skip" >&2
       fi
     fi
-    exec "$py" -m pytest "$@"
+    # bytecode cached outside the tree: with PYTHONDONTWRITEBYTECODE set, each worker and each of the
+    # suite's child Pythons (CLI runs, kernels, model stubs) compiles the workbench and its tests afresh
+    unset PYTHONDONTWRITEBYTECODE
+    export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/workbench/pycache}
+    # three workers on two cores: most tests wait on servers, engine loads and kernels, not the CPU
+    exec "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" --durations=25 "$@"
     ;;
   *)
     echo "usage: bash dev.sh lab|test [args...]" >&2

@@ -41,6 +41,7 @@ def _gone(pid: int, within_s: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.alone
 def test_a_group_that_ignores_sigterm_is_killed_after_the_grace():
     # the leader and a child in its group both ignore SIGTERM (an ignored signal stays ignored in children)
     script = "trap '' TERM; sleep 60 & echo $!; wait"

@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
 # the first name under workbench -> its layer
 LAYERS: dict[int, tuple[str, ...]] = {
-    0: ("spec", "coremap", "limits", "files", "tasks", "system", "lazy", "wording", "errors", "neuron_devices",
+    0: ("spec", "coremap", "limits", "files", "tasks", "system", "lazy", "wording", "refusals", "neuron_devices",
         "figures_inline",
         "neuron_libraries", "releases", "targets"),
     1: ("compiler", "generate", "zoo"),

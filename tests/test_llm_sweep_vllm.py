@@ -119,6 +119,7 @@ def _two_variants_on_a_server_of_their_own(vllm_python, vllm_backend_dir, tmp_pa
     return server, sweep
 
 
+@pytest.mark.alone
 def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_for_each(
         vllm_python, vllm_backend_dir, tmp_path):
     """The tensor sweep's stuck rule (`variant_times.load_variant`), in the LLM sweep: a vLLM engine
@@ -145,6 +146,7 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         server.stop()
 
 
+@pytest.mark.alone
 def test_a_sweep_with_its_own_server_restarts_it_after_a_stuck_load_and_goes_on(
         vllm_python, vllm_backend_dir, tmp_path):
     """With ``restart_stuck`` (the command line's own server) a vLLM load that does not come up in

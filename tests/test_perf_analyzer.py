@@ -148,6 +148,7 @@ def _perf_analyzer_or_skip() -> list[str]:
 
 
 @pytest.mark.server
+@pytest.mark.alone  # perf_analyzer must reach its stability
 def test_real_run_against_a_real_server(tmp_path, triton_server):
     command = _perf_analyzer_or_skip()
     config = model_config_pb2.ModelConfig(name="add", backend="python", max_batch_size=8)

@@ -748,6 +748,7 @@ def test_docker_run_for_a_generated_model_uses_its_cores_target_and_name(tmp_pat
     assert not (tmp_path / "repo").exists()  # a preview writes nothing
 
 
+@pytest.mark.alone
 def test_a_server_group_is_ended_even_when_an_interrupt_left_popens_wait_lock_held():
     """A KeyboardInterrupt that lands inside Popen.poll(), between its lock's acquire and its try,
     leaves Popen's wait lock held; a plain process.wait() then blocks for ever (CI saw `workbench

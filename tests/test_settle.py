@@ -23,6 +23,8 @@ from workbench.measure.watch.settle import group_cpu, model_processes, replaced,
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer
 
+pytestmark = pytest.mark.alone  # the waits follow CPU shares and end within limits
+
 FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None)
 
 # Busy for some CPU seconds, then mark that it stopped and sleep: the group is busy, then quiet.

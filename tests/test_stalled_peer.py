@@ -15,6 +15,8 @@ import pytest
 
 from workbench.cli import main
 
+pytestmark = pytest.mark.alone  # each call must end within its timeout
+
 TIMEOUT = 1.0
 SLACK = 4.0  # connection set-up, the client's own start, a crowded machine
 

@@ -37,7 +37,7 @@ from workbench.measure.engine.streaming.paced import PACED_TOKEN_METRIC, PacedSc
 from workbench.tasks import Cancelled
 
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300), pytest.mark.alone]  # reads paced times back
 
 MODEL = "paced"
 FIRST_MS = 100.0  # TTFT the model keeps

@@ -410,6 +410,7 @@ def test_cli_says_when_perf_analyzer_is_missing_before_starting_anything(model_d
 
 
 @pytest.mark.server
+@pytest.mark.alone  # perf_analyzer must reach its stability
 def test_perf_analyzer_engine_fills_the_same_table(server, model_dir, tmp_path):
     """Triton's real perf_analyzer (where $PERF_ANALYZER or PATH has one: .ci/run sets the shared
     wrapper) measures the points; outputs are still checked and the rows land in the same columns."""

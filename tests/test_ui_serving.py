@@ -160,6 +160,7 @@ def test_cancel_stops_the_sweep_and_keeps_finished_points(app):
     assert not sweep.controls["run"].disabled
 
 
+@pytest.mark.alone  # its last live view must have seen requests complete (a starved 10 s window saw none)
 def test_a_search_runs_from_the_panel_with_the_live_server_view(app):
     from workbench.measure.sweep.search.choice import search_names
 
@@ -240,6 +241,7 @@ def test_the_perf_analyzer_engine_is_refused_inline_when_there_is_none(app, monk
         sweep.controls["engine"].value = "workbench"
 
 
+@pytest.mark.alone  # perf_analyzer must reach its stability
 def test_the_sweep_panel_can_measure_with_perf_analyzer(app):
     """Triton's real perf_analyzer where one is available ($PERF_ANALYZER: .ci/run sets the shared wrapper)."""
     from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
+from workbench.refusals import WorkbenchError
 from workbench.limits import is_whole
 
 __all__ = [
@@ -40,7 +41,7 @@ END_PARAMETER = "NEURON_CORE_END_INDEX"
 CORE_INDEX_LIMIT = 8192
 
 
-class CoreRangeError(ValueError):
+class CoreRangeError(WorkbenchError, ValueError):
     """A core range, allocation or instance count that cannot be served; the message says which."""
 
 

@@ -14,11 +14,13 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "strict_json", "NotRegularFile", "open_regular", "read_regular", "read_text",
-           "append_regular", "READ_LIMIT"]
+__all__ = ["atomic_write", "one_at_a_time", "strict_json", "NotRegularFile", "open_regular", "read_regular",
+           "read_text", "append_regular", "READ_LIMIT"]
 
 # The largest file the workbench reads whole (records, configs, points): far above any real one,
 # far below what would exhaust the machine.
@@ -119,6 +121,22 @@ def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     _sync_folder(path.parent)
+
+
+@contextmanager
+def one_at_a_time(lock_file: str | os.PathLike) -> Iterator[None]:
+    """Run the block while holding the kernel's exclusive lock on ``lock_file`` (made if absent), so
+    processes that make the same shared thing (a backend directory a script assembles) take turns
+    instead of writing it at once; a waiting process then finds it made. The lock ends with the
+    process, even one killed."""
+    path = Path(lock_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 # Nesting deeper than any record or engine argument the workbench reads; Python's reader would

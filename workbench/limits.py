@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from workbench.refusals import WorkbenchError
+
 __all__ = [
     "LimitError",
     "INT32_MAX",
@@ -57,7 +59,7 @@ INT32_MAX = 2 ** 31 - 1  # C's int: what std::stoi and int-taking C APIs (torch.
 _C_WHITESPACE = " \t\n\v\f\r"
 
 
-class LimitError(ValueError):
+class LimitError(WorkbenchError, ValueError):
     """A value outside the limits that apply; the message names the field."""
 
 

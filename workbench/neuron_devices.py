@@ -9,7 +9,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 __all__ = ["neuron_devices", "driver_loaded", "has_neuron_device", "neuron_ls", "neuroncore_ids"]
 
@@ -52,7 +54,7 @@ def neuron_ls(executable: str | None = None, timeout: float = 30.0) -> list[dict
     return data if isinstance(data, list) else None
 
 
-def neuroncore_ids(records: list[dict]) -> list[list[int]]:
+def neuroncore_ids(records: Iterable[Mapping[str, Any]]) -> list[list[int]]:
     """The global NeuronCore ids of each neuron-ls device record: its ``neuroncore_ids`` when the tool
     gives them (tools from 2.25 on), else the running sum of ``nc_count`` (the only core key of the
     v2.24.0 JSON example; SDK tools/neuron-sys-tools/neuron-ls.rst at tags v2.24.0 vs v2.25.0). Cores

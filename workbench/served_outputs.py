@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
+from workbench.refusals import WorkbenchError
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
 from workbench.spec import ModelSpec
@@ -27,7 +28,7 @@ Eager = Callable[[list[np.ndarray]], list[np.ndarray]]
 InputMaker = Callable[..., Sequence[np.ndarray]]
 
 
-class CheckError(ValueError):
+class CheckError(WorkbenchError, ValueError):
     """No reference can be built for a model; the message says why and what to pass instead."""
 
 
@@ -157,7 +158,7 @@ def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray],
         bound = {"client_timeout": timeout} if timeout is not None else {}
         try:
             result = client.infer(model, inputs, outputs=outputs, headers=headers, **bound)
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - any client error: a missed deadline is said as one, the rest raised as they came
             if timeout is not None and "DEADLINE_EXCEEDED" in str(getattr(err, "status", lambda: "")()):
                 raise TimeoutError(f"{NO_ANSWER} within {timeout:g}s (--timeout)") from None
             raise

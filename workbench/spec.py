@@ -14,6 +14,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from workbench.refusals import WorkbenchError
 from workbench.limits import integer_problem, setting_range, tensor_name_problem
 
 __all__ = [
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 
-class SpecError(ValueError):
+class SpecError(WorkbenchError, ValueError):
     """A model interface that cannot be served as given; the message names the bad item."""
 
 

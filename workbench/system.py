@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from workbench.refusals import WorkbenchError
 from workbench.neuron_devices import driver_loaded, has_neuron_device, neuron_devices, neuron_ls, neuroncore_ids
 from workbench.neuron_libraries import (OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS, torch_neuronx_line,
                                         torch_neuronx_problem)
@@ -146,7 +147,7 @@ _NEURON_REPO_HINT = (
 )
 
 
-class MissingSDKError(RuntimeError):
+class MissingSDKError(WorkbenchError, RuntimeError):
     """The SDK a target needs is not installed; the message says what to install."""
 
     def __init__(self, target: str, missing: list[str], detail: str = "") -> None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.refusals import WorkbenchError
 from workbench.cli.llm_sweep import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
                                        run_llm_cli, sweep_exit)
 from workbench.tasks import Task, run_to_the_end
@@ -381,7 +382,7 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     dirs = backends.model_dirs(args.model_dir)
     try:
         server = TritonServer(dirs[0].resolve().parent).start()
-    except Exception as err:
+    except (WorkbenchError, OSError, ValueError) as err:  # no tritonserver, a port taken, a refused setting
         print(f"workbench sweep: error: cannot start tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size * len(dirs))

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench.refusals import WorkbenchError
 from workbench.files import atomic_write  # re-exported: the compilers write through it
 from workbench.spec import ModelSpec
 
@@ -32,7 +33,7 @@ __all__ = [
 SIDECAR_SUFFIX = ".workbench.json"
 
 
-class ArtifactError(ValueError):
+class ArtifactError(WorkbenchError, ValueError):
     """An artifact record or file that cannot be used; the message names the file."""
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from workbench.compiler.artifact import Artifact, ArtifactError, atomic_write
+from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 from workbench.tasks import check_cancel
 
@@ -36,7 +37,7 @@ __all__ = [
 Log = Callable[[str], None]
 
 
-class CompileError(RuntimeError):
+class CompileError(WorkbenchError, RuntimeError):
     """A model that could not be traced or compiled; the message says which step and why."""
 
 
@@ -119,7 +120,7 @@ def infer_spec(
     in_names = _names(input_names, len(inputs), "INPUT", "input")
     out_names = _names(output_names, len(outputs), "OUTPUT", "output")
     batch = None
-    tensors = {"input": [], "output": []}
+    tensors: dict[str, list[TensorSpec]] = {"input": [], "output": []}
     for kind, names, items in (("input", in_names, inputs), ("output", out_names, outputs)):
         for name, t in zip(names, items):
             shape = tuple(t.shape)
@@ -271,7 +272,7 @@ def compile_cpu(
             eager = flatten_outputs(model(*inputs))
         except SpecError:
             raise
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - the user's model may raise anything
             raise CompileError(f"the model fails on its example inputs: {type(err).__name__}: {err}") from err
         spec = infer_spec(inputs, eager, batch_dim=batch_dim, input_names=input_names, output_names=output_names)
 
@@ -288,7 +289,7 @@ def compile_cpu(
                 expected = flatten_outputs(model(*bigger))
                 scale = max((float(e.double().abs().max()) for e in expected if e.numel()), default=0.0)
                 dynamic = max_abs_diff(expected, flatten_outputs(traced(*bigger))) <= 1e-4 * (1 + scale) + 10 * diff
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - the user's model may raise anything
                 emit(f"cpu: the trace fails at batch {bigger[0].shape[0]}: {type(err).__name__}: {err}")
                 dynamic = False
             if not dynamic:

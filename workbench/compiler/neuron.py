@@ -280,7 +280,7 @@ def run_compile(work: Callable[[], None], *, target: str, message: str, isolate:
                 work()
             except (Cancelled, MissingSDKError, CompileError):
                 raise
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - the SDK and the user's model may raise anything
                 raise CompileError(f"{target} compile failed: {type(err).__name__}: {err}") from err
     return time.perf_counter() - start
 

@@ -103,7 +103,7 @@ def save_program(model: Any, inputs: tuple, dynamic: bool, path: Path, target: s
     try:
         with torch.no_grad():
             program, exported_dynamic = export_program(model, inputs, dynamic, log)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - torch.export may raise anything on a user's model
         raise CompileError(f"{target}: torch.export cannot capture this model ({type(err).__name__}: {err}); "
                            "TorchNeuron's torch.compile needs a graph without breaks (fullgraph=True)") from err
     finally:

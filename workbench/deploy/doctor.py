@@ -290,7 +290,7 @@ def _serve_and_check(report, runnable, target, core, base, model_files, server_e
                 server.load(name)
                 result = check_served(server.grpc_url, name, item.generated.spec, item.eager,
                                       batch_sizes=item.batch_sizes)
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - each failure is a row of the report, the next framework still runs
                 tail = " | ".join(server.log_tail(5))
                 report.add(f"{item.framework} serve+check", "fail", f"{type(err).__name__}: {err} (log: {tail})")
                 continue

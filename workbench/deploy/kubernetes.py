@@ -43,6 +43,7 @@ from workbench.deploy.devices import (cores_per_device_at, family_of, instance_c
                                       neuron_devices)
 from workbench.deploy.names import image_reference, kubernetes_literal, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
+from workbench.refusals import WorkbenchError
 from workbench.system import DEVICES_BY_INSTANCE
 
 __all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "DRA_DEVICE_CLASS", "DRA_CONFIG_API", "HELM_CHART", "LNC_NODE_LABEL",
@@ -64,7 +65,7 @@ _DRA_TARGETS = ("trn2", "trn3")  # the Neuron DRA page is "relevant for: Trn2, T
 _MOUNT = "/models"
 
 
-class ManifestError(ValueError):
+class ManifestError(WorkbenchError, ValueError):
     """Settings that cannot make a working Deployment; the message says which and why."""
 
 

@@ -22,6 +22,7 @@ from workbench.deploy.names import image_reference
 from workbench.releases import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
                                     Fact, Stack, stub_python_of)
 from workbench.deploy.facts_vllm import VLLM_STACKS
+from workbench.refusals import WorkbenchError
 from workbench.generate.repository import WriteResult, write_model_dir
 
 __all__ = ["RecipeError", "Recipe", "recipe_for", "host_folder", "write_recipe", "RECIPE_FILES", "IMAGE_NAME"]
@@ -31,7 +32,7 @@ IMAGE_NAME = "workbench/tritonserver-neuron"  # the local name `docker build -t`
 _KEYRING = "/usr/share/keyrings/aws-neuron.gpg"
 
 
-class RecipeError(ValueError):
+class RecipeError(WorkbenchError, ValueError):
     """No recipe fits the request (an unsupported target/framework pair, or an image whose Python
     cannot run the framework); the message says why and what would fit."""
 

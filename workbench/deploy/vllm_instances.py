@@ -27,6 +27,7 @@ from workbench.deploy.docker import CONTAINER_REPOSITORY, DockerRun, docker_run_
 from workbench.releases import Stack
 from workbench.deploy.names import host_mount_problem
 from workbench.deploy.facts_vllm import VLLM_FRAMEWORK, VLLM_STACKS, vllm_stack_of
+from workbench.refusals import WorkbenchError
 from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_settings import VllmSettings
@@ -41,7 +42,7 @@ ONE_INSTANCE_CONFIG = "config-one-instance.pbtxt"  # beside the recipe; mounted 
 PORT_STEP = 10  # instance k publishes http/grpc/metrics on the base ports + k * PORT_STEP
 
 
-class VllmDeployError(ValueError):
+class VllmDeployError(WorkbenchError, ValueError):
     """A vLLM model directory that no Neuron vLLM stack can serve as asked; the message says why,
     in the flags of ``workbench deploy`` / ``workbench generate``."""
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
+from workbench.refusals import WorkbenchError
 from workbench.limits import tensor_name_problem
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype, upstream_item
 from workbench.system import TARGETS
@@ -38,14 +39,15 @@ __all__ = [
     "check_config",
 ]
 
-ModelConfig = model_config_pb2.ModelConfig
+# the generated protobuf class (tritonclient ships no stubs: to mypy an alias of Any)
+ModelConfig: TypeAlias = model_config_pb2.ModelConfig
 
 FRAMEWORKS = ("pytorch", "tensorflow", "transformers_neuronx")
 _BOOL_PARAMETERS = ("BATCH_REQUESTS", "CPU_AFFINITY")
 _KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
 
-class ConfigError(ValueError):
+class ConfigError(WorkbenchError, ValueError):
     """A config.pbtxt that cannot be parsed or would not serve; the message names the bad item."""
 
 # Measured on Triton 2.51 (r24.10): a request answered from the cache leaves the ordered batcher

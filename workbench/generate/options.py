@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from tritonclient.grpc import model_config_pb2
 
+from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec, config_dtype, parse_dtype
 
 __all__ = ["QueuePolicy", "RateLimiterResource", "RateLimiter", "VersionPolicy", "WarmupInput", "Warmup",
@@ -28,7 +29,7 @@ __all__ = ["QueuePolicy", "RateLimiterResource", "RateLimiter", "VersionPolicy",
 KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
 
-class OptionError(ValueError):
+class OptionError(WorkbenchError, ValueError):
     """A command-line or text spelling of an option that does not parse; the message shows the form."""
 
 

@@ -19,10 +19,11 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Mapping, Union
+from typing import Mapping
 
 from google.protobuf import json_format
 
+from workbench.refusals import WorkbenchError
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
 from workbench.limits import LimitError, triton_version
 
@@ -32,10 +33,10 @@ __all__ = ["RepositoryError", "FileSystemRefusal", "WriteResult", "FileContent",
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
-FileContent = Union[bytes, str, Path]
+FileContent = bytes | str | Path
 
 
-class RepositoryError(ValueError):
+class RepositoryError(WorkbenchError, ValueError):
     """A model directory that cannot be written as asked; the message names the path."""
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from workbench.coremap import CoreRange, CoreRangeError
+from workbench.refusals import WorkbenchError
 from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
 from workbench.spec import TensorSpec
 from workbench.system import detect
@@ -25,7 +26,7 @@ TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_B
                   "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
                   "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
 
-class GenerateError(ValueError):
+class GenerateError(WorkbenchError, ValueError):
     """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
 
     def __init__(self, problems: list[str]):

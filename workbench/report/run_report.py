@@ -249,7 +249,8 @@ def _names(a: SavedRun, b: SavedRun) -> tuple[str, str]:
     same (a run measured again keeps its label)."""
     if a.label != b.label:
         return a.label, b.label
-    return tuple(f"{run.label} [{Path(run.path).name if run.path else '?'}]" for run in (a, b))
+    first, second = (f"{run.label} [{Path(run.path).name if run.path else '?'}]" for run in (a, b))
+    return first, second
 
 
 def comparison_report(a: SavedRun | str | Path, b: SavedRun | str | Path,

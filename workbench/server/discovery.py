@@ -21,10 +21,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.refusals import WorkbenchError
+
 __all__ = ["HOW_TO_GET_ONE", "TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
 
 
-class TritonNotFoundError(FileNotFoundError):
+class TritonNotFoundError(WorkbenchError, FileNotFoundError):
     """No usable tritonserver; the message lists every place that was tried."""
 
 
@@ -236,6 +238,14 @@ def _wheel_install(wheel_root: Path) -> TritonInstall:
 
 def _runnable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
+
+
+def named_backend(given: str | os.PathLike[str] | bool | None, env_var: str) -> tuple[str | os.PathLike[str] | None, str]:
+    """The backend folder a caller names and where the name comes from: ``given`` when it is a path,
+    else (None or True: "find one") ``$env_var``'s value, or None where that is unset."""
+    if given is None or given is True or given is False:
+        return os.environ.get(env_var) or None, f"${env_var}"
+    return given, "given"
 
 
 def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> TritonInstall:

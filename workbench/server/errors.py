@@ -6,10 +6,12 @@ reader can share them without importing each other.
 
 from __future__ import annotations
 
+from workbench.refusals import WorkbenchError
+
 __all__ = ["ServerError", "ServerStartError", "PortInUseError", "ModelLoadError", "ModelRefusedError"]
 
 
-class ServerError(RuntimeError):
+class ServerError(WorkbenchError, RuntimeError):
     """Something went wrong with the server process; the message quotes its log."""
 
 

@@ -432,5 +432,5 @@ def _stop_all_at_exit() -> None:
             continue
         try:
             server.stop(timeout=5)
-        except Exception:
+        except Exception:  # noqa: BLE001 - at exit: one server failing to stop must not keep the others running
             pass

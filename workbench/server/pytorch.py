@@ -40,7 +40,7 @@ from workbench.generate.pytorch_backend.real_backend import (locale_fix_hint, mi
                                                              process_settings, stub_locale_is_utf8)
 from workbench.generate.repository import served_config_path
 from workbench.server.control import as_model_config
-from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver
+from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver, named_backend
 from workbench.server.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] |
     A directory that is named but holds no PyTorch backend is an error, not skipped."""
     if given is False:
         return None
-    named, source = (given, "given") if given not in (None, True) else (os.environ.get(ENV_VAR) or None, f"${ENV_VAR}")
+    named, source = named_backend(given, ENV_VAR)
     if named:
         path = Path(named).expanduser()
         root = _backend_root(path)

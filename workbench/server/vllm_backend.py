@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from workbench.server.discovery import TritonInstall, TritonNotFoundError
+from workbench.server.discovery import TritonInstall, TritonNotFoundError, named_backend
 from workbench.server.errors import ModelRefusedError
 from workbench.server.pytorch import PyTorchBackend, Served
 
@@ -117,8 +117,7 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
     directory. A directory that is named but holds no vLLM backend is an error, not skipped."""
     if given is False:
         return None
-    named, source = (given, "given") if given not in (None, True) else (os.environ.get(ENV_BACKEND) or None,
-                                                                         f"${ENV_BACKEND}")
+    named, source = named_backend(given, ENV_BACKEND)
     if named:
         path = Path(named).expanduser()
         root = path.parent if path.name == "vllm" and (path / "model.py").is_file() else path

@@ -108,10 +108,12 @@ def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathL
     with the stub's UTF-8 locale fix (its .pth goes into the vLLM environment only, whose stub
     would otherwise fail to import vLLM). Inside the environment because the script's default
     folder is one per Python version, and once it exists the script returns early, without putting
-    the locale fix into a new environment. RuntimeError with the script's words when it fails."""
+    the locale fix into a new environment. Processes assembling it at once take turns (a lock file
+    beside it). RuntimeError with the script's words when it fails."""
     out = Path(python).parent.parent / BACKEND_FOLDER
-    done = subprocess.run(["bash", str(script), str(python), str(out)], capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"}, check=False)
+    with one_at_a_time(out.with_name(f"{out.name}.lock")):
+        done = subprocess.run(["bash", str(script), str(python), str(out)], capture_output=True, text=True,
+                              timeout=timeout_s, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"}, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return Path(done.stdout.strip().splitlines()[-1])

@@ -13,6 +13,7 @@ from typing import Any
 
 from workbench.server.protocol import Server
 from workbench.coremap import CoreRange
+from workbench.files import one_at_a_time
 from workbench.generate import GenerateSettings, render, write
 
 __all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "where_served"]
@@ -40,13 +41,16 @@ def built_libtorch_backend() -> Path | None:
 
 def build_libtorch_backend(script: str | os.PathLike[str], *, timeout_s: float = 1800) -> Path:
     """The backend directory ``script`` (the shared ``build_libtorch_backend.sh``) builds for this
-    interpreter, or finds in its cache (a rerun takes seconds); RuntimeError with the script's
-    last words when it fails."""
+    interpreter, or finds in its cache (a rerun takes seconds); processes building it at once take
+    turns (a lock file beside the cache), so the second finds it built. RuntimeError with the
+    script's last words when it fails."""
     import subprocess
     import sys
 
-    done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True, timeout=timeout_s,
-                          check=False)
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench"
+    with one_at_a_time(cache / "libtorch-backend.lock"):
+        done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return Path(done.stdout.strip().splitlines()[-1])

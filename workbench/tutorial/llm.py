@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Mapping
 
 import pandas as pd
 
+from workbench.files import one_at_a_time
 from workbench.generate import GenerateSettings
 from workbench.generate.vllm_backend import VllmSettings
 from workbench.generate.vllm_backend.engine_settings import NEURON_KEY_SOURCES, NxdiBuckets, VllmNeuronBuckets

@@ -41,7 +41,8 @@ class AskArea:
         self._ended: str | None = None  # why the last ask ended without an answer (kept: a late piece changes nothing)
         self._asked = 0  # max tokens of the ask in flight or last answered
         self.busy = ""  # why the model takes no prompt now (the server tab is unloading it), or ""
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         style = description_style("100px")
         c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
                                        rows=3, style=style, layout=widgets.Layout(width="640px", max_width="100%"))

@@ -73,7 +73,8 @@ class LlmSweepPanel:
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("150px")
         on_enter = {"style": style, "continuous_update": False}
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         c["max_num_seqs"] = widgets.Text(description="max seqs", tooltip="vLLM's max_num_seqs of each variant",
                                          **on_enter)
         c["tensor_parallel"] = widgets.Text(description="tensor-parallel", tooltip="cores per instance; on the CPU a "

@@ -48,7 +48,8 @@ class ModelPanel:
         default_dir = Path(artifacts_dir) if artifacts_dir is not None else \
             Path(self.state.repository).parent / "compiled"
         style = description_style("120px")
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         c["source"] = widgets.ToggleButtons(options=sources, value="module" if self.state.module is not None else "zoo",
                                             style={"button_width": "auto"})  # each as wide as its label
         c["zoo_model"] = widgets.Dropdown(options=zoo.names(), value="add_sub" if "add_sub" in zoo.names() else None,

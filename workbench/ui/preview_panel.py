@@ -56,7 +56,8 @@ class PreviewPanel:
         self.written = None
         self._generated_text = ""
         self._pending = None  # the Changes the confirm button writes
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         # which config to show: config.pbtxt (editable) or a configs/<name>.pbtxt variant (read-only)
         c["config_choice"] = widgets.Dropdown(options=[("config.pbtxt", "")], value="", description="config")
         c["config_text"] = widgets.Textarea(rows=22, layout=widgets.Layout(width="50%"))

@@ -29,7 +29,8 @@ class ResultsPanel:
         self.comparison = None
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("110px")
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
                                      layout=widgets.Layout(width="560px", max_width="100%"))
         c["scan"] = button("list runs", icon="search")

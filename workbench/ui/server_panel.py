@@ -88,7 +88,8 @@ class ServerPanel:
         self._log_stop: threading.Event | None = None
         self._phase = ""  # the lifecycle step in flight ("starting tritonserver", "stopping", ...)
         self.index: list[dict] = []
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         self.ops = TaskControls("start server", run_tooltip="start tritonserver on this repository",
                                 run_enabled=lambda: not (self.server is not None and self.server.running))
         c["start"], c["cancel"], c["progress"], c["status"] = (self.ops.run_button, self.ops.cancel_button,
@@ -268,7 +269,7 @@ class ServerPanel:
             progress(0, 1, f"connecting to {url}")
             try:
                 version = server.version
-            except Exception as err:
+            except Exception as err:  # noqa: BLE001 - whatever the client raises, the panel says no server answers
                 server.close()
                 raise ServerError(f"no tritonserver answers at {url} over {server.protocol} ({err})") from None
             self._stop_following()

@@ -99,7 +99,8 @@ class SettingsPanel:
         # the user's values a backend switch reset (a field the chosen backend does not read): given back
         # when a backend that reads it is chosen again
         self._set_aside: dict[str, object] = {}
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         wide = widgets.Layout(width="420px")
         style = description_style("170px")
         # Text fields update on Enter/blur (each update validates and renders the model); the core

@@ -70,7 +70,8 @@ class SweepPanel:
         self._last_plot = self._last_view = 0.0
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("150px")
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
         c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
         c["allocations"] = widgets.Text(description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
@@ -261,7 +262,6 @@ class SweepPanel:
         c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
         self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
-        live = lambda _done, _total, message: self._refresh_live(message)
         # the server side of the models measured (a backend comparison: each backend's model in turn)
         measured = [Path(d).name for d in backends.model_dirs(model_dir)] if backends.active else [self.state.name]
         self._watches = dict.fromkeys(measured)
@@ -270,6 +270,10 @@ class SweepPanel:
                 self._watches[name] = ServerWatch(server, name)
             except Exception:  # noqa: BLE001 - no statistics yet (not loaded): watched from its first load
                 continue
+
+        def live(_done: int, _total: int, message: str) -> None:
+            self._refresh_live(message)
+
         if backends.active:
             dirs = backends.model_dirs(model_dir)
             self._live_dirs = list(run_folders(dirs, self._out_dir).values())

@@ -116,7 +116,8 @@ class VllmFields(traitlets.HasTraits):
         text = {"style": style, "continuous_update": False}
         long = {"style": description_style("auto"), "continuous_update": False}  # the bucket fields' long names
         wide = widgets.Layout(width="640px", max_width="100%")
-        c = self.controls = {}
+        self.controls: dict[str, widgets.Widget] = {}
+        c = self.controls
         c["model_choice"] = widgets.Dropdown(options=_MODEL_CHOICES, value=FOLDER, description="model", style=style,
                                              layout=widgets.Layout(width="520px", max_width="100%"))
         c["model"] = widgets.Text(description=_LABELS["model"], placeholder="config.json, weights and tokenizer",

@@ -212,7 +212,7 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - the user's model.py may raise anything on import
         raise PyTorchConfigError(f"{name} model.py fails to import: {type(err).__name__}: {err}") from err
     candidates = [attr for attr in dir(module)
                   if isinstance(getattr(module, attr), type) and issubclass(getattr(module, attr), torch.nn.Module)]

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 if TYPE_CHECKING:
     from workbench.targets import TargetChoice
 
+from workbench.refusals import WorkbenchError
+
 __all__ = ["MeasureError", "MeasureSettings", "ENGINES", "PROTOCOLS"]
 
 ENGINES = ("auto", "workbench", "perf_analyzer")
@@ -26,7 +28,7 @@ _MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "ma
             "min_latencies", "warmup_requests", "seed", "rtol", "atol")
 
 
-class MeasureError(ValueError):
+class MeasureError(WorkbenchError, ValueError):
     """A measurement that cannot start: bad settings or arguments, unreachable server, inputs
     that do not fit the model. Raised before any load is sent; the message names the bad item."""
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from workbench.refusals import WorkbenchError
 from workbench.measure.engine.perf_analyzer_output import parse_csv, parse_passes, request_spans, unstable
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.tasks import Cancelled
@@ -48,11 +49,11 @@ __all__ = [
 _LOAD_LINE = re.compile(r"^(?:Request concurrency|Request Rate): ")
 
 
-class PerfAnalyzerNotFound(FileNotFoundError):
+class PerfAnalyzerNotFound(WorkbenchError, FileNotFoundError):
     """No perf_analyzer: the message says where it was looked for and how to get one."""
 
 
-class PerfAnalyzerError(RuntimeError):
+class PerfAnalyzerError(WorkbenchError, RuntimeError):
     """perf_analyzer ran and failed; the message quotes the end of its output."""
 
     def __init__(self, message: str, output: str, timed_out: bool = False) -> None:

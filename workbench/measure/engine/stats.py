@@ -16,6 +16,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from workbench.refusals import WorkbenchError
+
 __all__ = [
     "STANDARD_PERCENTILES",
     "StatsError",
@@ -39,7 +41,7 @@ _DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "com
               "cache_hit", "cache_miss")
 
 
-class StatsError(ValueError):
+class StatsError(WorkbenchError, ValueError):
     """Statistics that cannot be diffed (wrong model, counters that went backwards)."""
 
 

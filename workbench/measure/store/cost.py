@@ -21,6 +21,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from workbench.refusals import WorkbenchError
 from workbench.measure.store.results import qualifying, usable_points
 from workbench.system import cores_for_instance
 
@@ -39,7 +40,7 @@ _CPU_SECONDARY = ("https://www.factualminds.com/blog/amazon-ec2-on-demand-pricin
 NEURON, CPU = "neuron", "cpu"  # the hardware a price is for, and a run was measured on
 
 
-class CostError(ValueError):
+class CostError(WorkbenchError, ValueError):
     """A price or cost that cannot be worked out; the message names the instance type or column."""
 
 

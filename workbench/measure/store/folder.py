@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from workbench.refusals import WorkbenchError
 from workbench.files import NotRegularFile, atomic_write, open_regular, read_text, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 from workbench.measure.store.run_record import RunRecord
@@ -29,7 +30,7 @@ SCREENING_FILE = "screening.jsonl"
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"
 
-class ResultsError(ValueError):
+class ResultsError(WorkbenchError, ValueError):
     """A run folder or table that cannot be read or compared; the message names the file or column."""
 
 

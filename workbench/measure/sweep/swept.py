@@ -59,7 +59,7 @@ def base_config(server: Server, model: str | Path) -> tuple[str, ModelConfig, Pa
         name = str(model)
         try:
             return name, server.model_config(name, as_proto=True), None
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001 - whatever the client raises, the model is not there to sweep
             raise SweepError(f"model {name!r} is not loaded on the server ({err}); load it or give its directory") from None
     base = read_config(model_dir)
     return base.name or model_dir.name, base, model_dir
