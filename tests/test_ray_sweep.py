@@ -1,0 +1,161 @@
+"""Sweeps on a real Ray cluster (tests/ray_cluster.py: a head and two worker nodes of one CPU and,
+declared by hand, four ``neuron_cores`` each): every variant a Ray task that starts its own
+tritonserver on its node, measures there and returns its rows to the one run folder."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ray_cluster import local_cluster  # noqa: I001 (sets Ray's address rule before ray is imported)
+
+import ray
+
+from workbench.coremap import CoreRange
+from workbench.generate.config import parameters_of, read_config
+from workbench.measure.cluster import run_sweep_on_ray
+from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, place, placed_plan, variant_ask
+from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.grid.plan import Batching, SweepPlan
+from workbench.measure.store.results import POINTS_FILE, load_run, read_points
+from workbench.measure.sweep import run_sweep
+from workbench.server import TritonServer
+
+from test_python_model import write_model
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None,
+                       min_latencies=50)
+NEURON_CORES_PER_NODE = 4
+# three variants: one core, the batcher's queue delay 0, 100 and 200 us
+PLAN = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1],
+                 batching=tuple(Batching(True, (), delay) for delay in (0, 100, 200)))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with local_cluster([{"num_cpus": 1, "resources": {"neuron_cores": NEURON_CORES_PER_NODE}}] * 2) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, generate_cpu_model):
+    return generate_cpu_model(tmp_path_factory.mktemp("ray"))
+
+
+def worker_ids(cluster) -> set[str]:
+    return {node.node_id for node in cluster.cluster.worker_nodes}
+
+
+def task_servers() -> list[psutil.Process]:
+    """tritonservers started by Ray tasks (their repository is a task's node-local temp folder)."""
+    found = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            if proc.info["name"] == "tritonserver" and any("wb-ray-" in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def no_task_server_left(timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while task_servers():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluster, model_dir, tmp_path):
+    result = run_sweep_on_ray(PLAN, model_dir, out_dir=tmp_path / "ray", settings=FAST)
+    assert result.status == "complete", result.record.get("failed_variants")
+    with TritonServer(model_dir.parent) as server:
+        local = run_sweep(PLAN, server, model_dir, out_dir=tmp_path / "local", settings=FAST)
+    keys = ["variant", "batch_size", "concurrency", "allocation", "batching", "core_start", "core_end"]
+    assert sorted(map(tuple, result.frame[keys].values.tolist())) == sorted(map(tuple, local.frame[keys].values.tolist()))
+    assert result.frame["outputs_ok"].all() and not result.frame["error"].notna().any()
+    # every row names a worker node, and both nodes measured
+    assert set(result.frame["node"]) == worker_ids(cluster)
+    assert set(result.record["nodes"]) == worker_ids(cluster)
+    assert sorted(sum((n["variants"] for n in result.record["nodes"].values()), [])) == sorted(
+        result.frame["variant"])
+    # the folder reads back as any run, and no task's server is left
+    again = load_run(tmp_path / "ray")
+    assert again.frame[keys + ["node"]].equals(result.frame[keys + ["node"]])
+    assert "node" in again.table().columns or again.frame["node"].nunique() == 2
+    assert no_task_server_left()
+
+
+def test_a_neuron_task_runs_on_the_cores_ray_assigned_it(cluster, tmp_path):
+    """A Neuron variant asks Ray for its cores; in the task NEURON_RT_VISIBLE_CORES is those cores
+    (set by Ray on a node whose neuron_cores were declared by hand; set by the workbench where Ray
+    set none) and the variant's instance ranges lie inside them."""
+    model = write_model(tmp_path / "repo", "neuron_add", ["INPUT__0,FP32,4"], ["OUTPUT__0,FP32,4"],
+                        max_batch_size=8, WORKBENCH_TARGET="inf2", NEURON_CORE_START_INDEX=0,
+                        NEURON_CORE_END_INDEX=1)
+    plan = SweepPlan(batch_sizes=[1], allocations="2x1,1x2")
+    base = read_config(model)
+    variants = plan.variants(base)
+
+    @ray.remote
+    class Barrier:  # holds every probe until all run at once, so the nodes' cores are all handed out
+        def __init__(self) -> None:
+            self.count = 0
+
+        def arrive(self) -> int:
+            self.count += 1
+            return self.count
+
+        def arrived(self) -> int:
+            return self.count
+
+    barrier = Barrier.options(num_cpus=0).remote()
+    probes = len(variants) * 2  # 4 probes of 2 cores: the two nodes' 8 declared cores
+
+    def probe(variant_label: str, unset_first: bool) -> dict:
+        ray.get(barrier.arrive.remote())
+        while ray.get(barrier.arrived.remote()) < probes:
+            time.sleep(0.1)
+        if unset_first:
+            os.environ.pop(VISIBLE_CORES, None)
+        placement = place(True)
+        node_plan = placed_plan(plan, placement)
+        variant = next(v for v in node_plan.variants(base) if v.label == variant_label)
+        core_map = CoreRange.from_parameters(parameters_of(variant.config)).split(variant.allocation.instances)
+        instances = [core_map.cores(k) for k in range(core_map.instances)]
+        return {"placement": placement, "visible": os.environ[VISIBLE_CORES],
+                "instances": [(r.start, r[-1]) for r in instances]}
+
+    remote = ray.remote(probe)
+    refs = []
+    for i in range(probes):
+        variant = variants[i % len(variants)]
+        ask = variant_ask(variant, True).options()
+        assert ask["resources"] == {"neuron_cores": 2}
+        # num_cpus=0 here only so two probes share a one-CPU node (the sweep's task also asks a CPU)
+        refs.append(remote.options(**{**ask, "num_cpus": 0}).remote(variant.label, unset_first=i == 0))
+    answers = ray.get(refs, timeout=240)
+    held = {}
+    for answer in answers:
+        placement = answer["placement"]
+        cores = placement.neuron_cores
+        assert len(cores) == 2
+        assert answer["visible"] == ",".join(map(str, cores)) or answer["visible"] == f"{cores[0]}-{cores[1]}"
+        for start, end in answer["instances"]:
+            assert cores[0] <= start <= end <= cores[-1]
+        held.setdefault(placement.node, []).append(cores)
+    assert {p["placement"].visible_set_by for p in answers} == {"ray", "workbench"}
+    # each node handed out all its declared cores, none twice
+    assert {node: sorted(c for cores in got for c in cores) for node, got in held.items()} == {
+        node: list(range(NEURON_CORES_PER_NODE)) for node in worker_ids(cluster)}
+    assert any(cores[0] > 0 for got in held.values() for cores in got)  # ranges not only at core 0
