@@ -104,8 +104,8 @@ def test_a_neuron_task_runs_on_the_cores_ray_assigned_it(cluster, tmp_path):
                         max_batch_size=8, WORKBENCH_TARGET="inf2", NEURON_CORE_START_INDEX=0,
                         NEURON_CORE_END_INDEX=1)
     plan = SweepPlan(batch_sizes=[1], allocations="2x1,1x2")
-    base = read_config(model)
-    variants = plan.variants(base)
+    variants = plan.variants(read_config(model))
+    model_path = str(model)  # the task reads the config itself (a protobuf message does not pickle)
 
     @ray.remote
     class Barrier:  # holds every probe until all run at once, so the nodes' cores are all handed out
@@ -130,7 +130,7 @@ def test_a_neuron_task_runs_on_the_cores_ray_assigned_it(cluster, tmp_path):
             os.environ.pop(VISIBLE_CORES, None)
         placement = place(True)
         node_plan = placed_plan(plan, placement)
-        variant = next(v for v in node_plan.variants(base) if v.label == variant_label)
+        variant = next(v for v in node_plan.variants(read_config(model_path)) if v.label == variant_label)
         core_map = CoreRange.from_parameters(parameters_of(variant.config)).split(variant.allocation.instances)
         instances = [core_map.cores(k) for k in range(core_map.instances)]
         return {"placement": placement, "visible": os.environ[VISIBLE_CORES],
