@@ -5,6 +5,7 @@ tritonserver on its node, measures there and returns its rows to the one run fol
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -159,3 +160,90 @@ def test_a_neuron_task_runs_on_the_cores_ray_assigned_it(cluster, tmp_path):
     assert {node: sorted(c for cores in got for c in cores) for node, got in held.items()} == {
         node: list(range(NEURON_CORES_PER_NODE)) for node in worker_ids(cluster)}
     assert any(cores[0] > 0 for got in held.values() for cores in got)  # ranges not only at core 0
+
+
+def _rows(out: Path) -> list[dict]:
+    path = out / POINTS_FILE
+    return read_points(path) if path.exists() else []
+
+
+def test_a_driver_killed_mid_sweep_resumes_with_only_what_is_missing(cluster, model_dir, tmp_path):
+    """`workbench sweep --ray ADDRESS` killed once a variant's rows are in: `--resume` measures only
+    the variants that are not, and no point is in the run twice."""
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1", "--allocations", "1x1",
+            "--queue-delay-us", "0,100,200", "--engine", "workbench", "--window-ms", "200", "--max-windows", "3",
+            "--time-limit-s", "0", "--min-latencies", "50", "--warmup", "5", "--out", str(out), "--no-plots",
+            "--ray", cluster.address]
+    driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not _rows(out) and driver.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert driver.poll() is None, driver.stdout.read().decode()[-2000:]
+        os.killpg(driver.pid, signal.SIGKILL)
+    finally:
+        driver.wait(timeout=30)
+    before = _rows(out)
+    measured_before = {row["variant"] for row in before}
+    assert 1 <= len(measured_before) < 3
+    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    after = _rows(out)
+    assert after[:len(before)] == before  # the rows measured before are kept as they were
+    new = after[len(before):]
+    labels = {v.label for v in PLAN.variants(read_config(model_dir))}
+    assert {row["variant"] for row in new} == labels - measured_before
+    keys = [(r["variant"], r["batch_size"], r["concurrency"]) for r in after]
+    assert len(keys) == len(set(keys)) == 3
+    run = load_run(out)
+    assert run.status == "complete" and run.record["sessions"][-1]["reused_variants"] == len(measured_before)
+    assert no_task_server_left()
+
+
+def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model_dir, tmp_path):
+    """A worker node removed while its task measures a variant (a point already measured there):
+    Ray runs that variant again on the other node, the run has every point once, and the record
+    says what was retried. Last in the module: it takes a node away (and puts one back)."""
+    import threading
+
+    plan = SweepPlan(batch_sizes=[1, 2, 4], allocations="1x1", concurrency=[1],
+                     batching=tuple(Batching(True, (), delay) for delay in (0, 100)))
+    raylets = {node.all_processes["raylet"][0].process.pid: node for node in cluster.cluster.worker_nodes}
+    outcome: dict = {}
+    sweep = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_ray(
+        plan, model_dir, out_dir=tmp_path / "lost", settings=FAST)))
+    sweep.start()
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline and sweep.is_alive():
+        for server in task_servers():
+            try:
+                found = re.search(r"(/[^\s=]*?/wb-ray-[^/\s]+)/", " ".join(server.cmdline()) + "/")
+                parents = server.parents()
+            except psutil.Error:
+                continue
+            task_points = Path(found.group(1)) / "run" / POINTS_FILE
+            if task_points.exists() and task_points.read_text().strip():  # mid-variant: a point measured
+                victim = next((raylets[p.pid] for p in server.parents() if p.pid in raylets), None)
+                break
+        time.sleep(0.2)
+    assert victim is not None, "no task measured a point in time"
+    lost = victim.node_id
+    cluster.cluster.remove_node(victim, allow_graceful=False)
+    sweep.join(timeout=600)
+    assert not sweep.is_alive()
+    result = outcome["result"]
+    assert result.status == "complete", result.record.get("failed_variants")
+    keys = list(zip(result.frame["variant"], result.frame["batch_size"], result.frame["concurrency"]))
+    assert len(keys) == len(set(keys)) == 6
+    raw = read_points(tmp_path / "lost" / POINTS_FILE)
+    assert len(raw) == 6  # nothing from the lost node's half-measured variant was written
+    assert lost not in set(result.frame["node"])
+    retried = result.record["retried"]
+    assert len(retried) == 1
+    (label, entry), = retried.items()
+    assert entry["started_on"][0] == lost and entry["measured_on"] != lost
+    assert set(result.frame[result.frame["variant"] == label]["node"]) == {entry["measured_on"]}
+    assert no_task_server_left()
+    cluster.add_worker(num_cpus=1, resources={"neuron_cores": NEURON_CORES_PER_NODE})
