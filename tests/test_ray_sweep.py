@@ -201,6 +201,35 @@ def test_a_driver_killed_mid_sweep_resumes_with_only_what_is_missing(cluster, mo
     assert no_task_server_left()
 
 
+def test_the_compile_farm_compiles_three_batch_sizes_on_two_nodes_as_here(cluster, tmp_path):
+    """Three batch sizes compiled as Ray tasks: the artifacts land in the driver's folder with their
+    records, compiled on both nodes, the same TorchScript and outputs as compiled here."""
+    import torch
+
+    from workbench import zoo
+    from workbench.compiler import compile_model
+    from workbench.compiler.artifact import load_artifact, read_artifact
+    from workbench.measure.cluster.farm import CompileJob, compile_on_ray
+
+    model = zoo.get("add_sub")
+    jobs = [CompileJob(f"add_sub_b{b}", "cpu", model.example_inputs(b), {"dynamic_batch_size": False})
+            for b in (1, 2, 4)]
+    farmed = compile_on_ray(model.module, jobs, out_dir=tmp_path / "farm")
+    assert {a.extra["compiled_on"]["node"] for a in farmed} == worker_ids(cluster)
+    for job, artifact in zip(jobs, farmed):
+        assert Path(artifact.path).parent == tmp_path / "farm" and Path(artifact.path).is_file()
+        assert read_artifact(artifact.path).path == artifact.path  # the record names the file where it is now
+        here = compile_model(model.module, job.example_inputs, "cpu", out_dir=tmp_path / "here", name=job.name,
+                             dynamic_batch_size=False)
+        assert (artifact.spec, artifact.batch_dim, artifact.dynamic_batch, artifact.max_abs_diff) == (
+            here.spec, here.batch_dim, here.dynamic_batch, here.max_abs_diff)
+        farm_module, here_module = load_artifact(artifact), load_artifact(here)
+        assert farm_module.code == here_module.code
+        for a, b in zip(farm_module(*job.example_inputs), here_module(*job.example_inputs)):
+            assert torch.equal(a, b)
+    assert not list((tmp_path / "farm").glob("*.tmp"))
+
+
 def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model_dir, tmp_path):
     """A worker node removed while its task measures a variant (a point already measured there):
     Ray runs that variant again on the other node, the run has every point once, and the record
