@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ray_cluster import local_cluster  # noqa: I001 (sets Ray's address rule before ray is imported)
+from ray_cluster import local_cluster  # first: it sets Ray's address rule before ray is imported
 
 import ray
 
@@ -88,8 +88,7 @@ def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluste
     # every row names a worker node, and both nodes measured
     assert set(result.frame["node"]) == worker_ids(cluster)
     assert set(result.record["nodes"]) == worker_ids(cluster)
-    assert sorted(sum((n["variants"] for n in result.record["nodes"].values()), [])) == sorted(
-        result.frame["variant"])
+    assert sorted(v for n in result.record["nodes"].values() for v in n["variants"]) == sorted(result.frame["variant"])
     # the folder reads back as any run, and no task's server is left
     again = load_run(tmp_path / "ray")
     assert again.frame[keys + ["node"]].equals(result.frame[keys + ["node"]])
@@ -187,7 +186,7 @@ def test_a_driver_killed_mid_sweep_resumes_with_only_what_is_missing(cluster, mo
     before = _rows(out)
     measured_before = {row["variant"] for row in before}
     assert 1 <= len(measured_before) < 3
-    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     after = _rows(out)
     assert after[:len(before)] == before  # the rows measured before are kept as they were
@@ -254,7 +253,7 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
                 continue
             task_points = Path(found.group(1)) / "run" / POINTS_FILE
             if task_points.exists() and task_points.read_text().strip():  # mid-variant: a point measured
-                victim = next((raylets[p.pid] for p in server.parents() if p.pid in raylets), None)
+                victim = next((raylets[p.pid] for p in parents if p.pid in raylets), None)
                 break
         time.sleep(0.2)
     assert victim is not None, "no task measured a point in time"

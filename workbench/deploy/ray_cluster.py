@@ -16,14 +16,16 @@ Dockerfile plus ``pip install 'triton-neuron-workbench[ray]'``), Ray's version t
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
 from workbench.deploy.devices import cores_per_device_at, instance_cores_at
 from workbench.deploy.kubernetes import CORE_RESOURCE, ManifestError
 from workbench.deploy.names import image_reference
+from workbench.measure.cluster.ray_sweep import NEURON_CORES
 
-__all__ = ["RAY_VERSION", "KUBERAY_VERSION", "SOURCES", "RayClusterSpec", "kuberay_cluster", "cluster_launcher"]
+__all__ = ["KUBERAY_VERSION", "RAY_VERSION", "SOURCES", "RayClusterSpec", "cluster_launcher", "kuberay_cluster"]
 
 RAY_VERSION = "2.60.0"  # pyproject's ray extra
 KUBERAY_VERSION = "v1.7.0"  # the RayCluster CRD (ray.io/v1) these manifests are checked against
@@ -76,6 +78,12 @@ def _group_name(instance_type: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", instance_type.lower()).strip("-")
 
 
+def _quoted_resources(resources: dict[str, int]) -> str:
+    """``rayStartParams.resources`` as KubeRay passes it to ``ray start --resources``: the JSON
+    object inside one more pair of double quotes (its samples: ``'"{\\"Custom1\\": 1}"'``)."""
+    return json.dumps(json.dumps(resources))
+
+
 def _ray_container(name: str, image: str, limits: dict, ports: list[dict] | None = None) -> dict:
     container = {"name": name, "image": image, "resources": {"limits": limits, "requests": dict(limits)},
                  "env": [{"name": "RAY_DEDUP_LOGS", "value": "0"}]}
@@ -106,7 +114,7 @@ def kuberay_cluster(spec: RayClusterSpec) -> dict:
             "groupName": f"neuron-{_group_name(instance)}", "replicas": spec.workers, "minReplicas": 0,
             "maxReplicas": max(spec.workers, 1),
             # Ray's name for the cores the device plugin gives the pod, the same count
-            "rayStartParams": {"resources": '"{\\"neuron_cores\\": %d}"' % cores},
+            "rayStartParams": {"resources": _quoted_resources({NEURON_CORES: cores})},
             "template": _pod(container, {"node.kubernetes.io/instance-type": instance}, neuron=True),
         })
     if spec.compile_workers:
@@ -160,7 +168,7 @@ def cluster_launcher(spec: RayClusterSpec, *, region: str = "us-east-1") -> dict
         "available_node_types": node_types,
         "head_node_type": "head",
         "setup_commands": [f"pip install 'ray=={RAY_VERSION}' 'triton-neuron-workbench[ray]'"],
-        "head_start_ray_commands": ["ray stop", "ray start --head --port=6379 --num-cpus=0 "
-                                                "--autoscaling-config=~/ray_bootstrap_config.yaml"],
+        "head_start_ray_commands": ["ray stop", ("ray start --head --port=6379 --num-cpus=0 "
+                                                 "--autoscaling-config=~/ray_bootstrap_config.yaml")],
         "worker_start_ray_commands": ["ray stop", "ray start --address=$RAY_HEAD_IP:6379"],
     }

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from workbench.compiler.artifact import SIDECAR_SUFFIX, Artifact, ArtifactError, read_artifact
+from workbench.compiler.artifact import (
+    SIDECAR_SUFFIX,
+    Artifact,
+    ArtifactError,
+    read_artifact,
+)
 from workbench.files import atomic_write
 from workbench.measure.cluster.ray_sweep import MAX_RETRIES, import_ray
 

@@ -20,22 +20,40 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import now
 from workbench.measure.store.folder import points_text, read_record
-from workbench.measure.store.results import POINTS_FILE, SweepResult, frame_from_rows, read_points, write_exports, write_record
+from workbench.measure.store.results import (
+    POINTS_FILE,
+    SweepResult,
+    frame_from_rows,
+    read_points,
+    write_exports,
+    write_record,
+)
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import unique_rows
 from workbench.measure.sweep.swept import check_out_dir
 
-__all__ = ["RAY_MISSING", "RUN_KIND", "NODE_COLUMN", "Ask", "Placement", "VariantJob", "variant_ask", "place",
-           "placed_plan", "run_sweep_on_ray"]
+__all__ = [
+    "NODE_COLUMN",
+    "RAY_MISSING",
+    "RUN_KIND",
+    "Ask",
+    "Placement",
+    "VariantJob",
+    "place",
+    "placed_plan",
+    "run_sweep_on_ray",
+    "variant_ask",
+]
 
 RAY_MISSING = "Ray is not installed here: pip install 'triton-neuron-workbench[ray]' (ray==2.60.0)"
 RUN_KIND = "ray"
@@ -170,27 +188,29 @@ class StartTracker:
     that started twice (its node lost, Ray ran it again) is known to the driver."""
 
     def __init__(self) -> None:
-        self.starts: dict[str, list[str]] = {}
+        self.starts: dict[str, list[tuple[str, float]]] = {}
 
-    def started(self, label: str, node: str) -> None:
-        self.starts.setdefault(label, []).append(node)
+    def started(self, label: str, node: str, at: float) -> None:
+        self.starts.setdefault(label, []).append((node, at))
 
-    def all_starts(self) -> dict[str, list[str]]:
+    def all_starts(self) -> dict[str, list[tuple[str, float]]]:
         return self.starts
 
 
 def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
     """Run inside a Ray task: the variant measured on this node's own tritonserver; its rows (each
     naming the node) and what the node saw. No server or folder is left behind."""
-    # run-time: a task imports the server only where it runs
+    ray = import_ray()
+    placement = place(job.neuron)
+    ray.get(tracker.started.remote(job.label, placement.node, time.time()))
+    times: dict[str, float] = {}
+    clock = time.perf_counter()
+    # run-time: the server and the sweep (torch with them) load only where a task runs
     from workbench.measure.sweep import run_sweep
     from workbench.server import TritonServer
 
-    ray = import_ray()
-    placement = place(job.neuron)
-    ray.get(tracker.started.remote(job.label, placement.node))
+    times["import_s"] = time.perf_counter() - clock
     work = Path(tempfile.mkdtemp(prefix="wb-ray-"))
-    times: dict[str, float] = {}
     try:
         clock = time.perf_counter()
         unpack_model(model_bytes, work / "repo")
@@ -345,7 +365,11 @@ class _RaySweep:
             strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 ray.get_runtime_context().get_node_id(), soft=False)  # the tracker lives beside the driver
             tracker = ray.remote(StartTracker).options(num_cpus=0, scheduling_strategy=strategy).remote()
-            model_bytes = ray.put(pack_model(self.model_dir))
+            clock = time.perf_counter()
+            packed = pack_model(self.model_dir)
+            model_bytes = ray.put(packed)
+            self.session["shipped"] = {"bytes": len(packed), "pack_s": round(time.perf_counter() - clock, 4)}
+            submitted = time.time()
             task = ray.remote(measure_variant)
             pending = {}
             for variant in todo:
@@ -356,7 +380,7 @@ class _RaySweep:
                 pending[ref] = variant.label
             self._report(f"{len(pending)} variant(s) sent to Ray")
             cancelled = self._collect(pending, cancel)
-            self._note_retries(ray.get(tracker.all_starts.remote()))
+            self._note_starts(ray.get(tracker.all_starts.remote()), submitted)
             status = "cancelled" if cancelled else "failed" if self.record["failed_variants"] else "complete"
         finally:
             self.record["status"] = self.session["status"] = status
@@ -407,9 +431,13 @@ class _RaySweep:
         write_record(self.out_dir, self.record)
         self._report(f"{placement['node'][:8]}: {label} measured ({len(outcome['rows'])} points)")
 
-    def _note_retries(self, starts: dict[str, list[str]]) -> None:
-        """Variants that started more than once this session: the nodes they started on, in order."""
-        for label, nodes in starts.items():
+    def _note_starts(self, starts: dict[str, list[tuple[str, float]]], submitted: float) -> None:
+        """Each variant's wait from submission to its (first) start, and the variants that started
+        more than once this session: the nodes they started on, in order."""
+        for label, started in starts.items():
+            times = self.record.setdefault("task_times", {}).setdefault(label, {})
+            times["queued_s"] = round(started[0][1] - submitted, 4)
+            nodes = [node for node, _ in started]
             if len(nodes) > 1:
                 measured_on = [n for n, e in self.record["nodes"].items() if label in e["variants"]]
                 self.record["retried"][label] = {"started_on": nodes, "measured_on": measured_on[-1] if measured_on
