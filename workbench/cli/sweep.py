@@ -348,11 +348,24 @@ def run_cli(args: argparse.Namespace) -> int:
     return sweep_exit(result)
 
 
+def _failure_exit(task: Task) -> int | None:
+    """A failed task's exit code, its error said (a bad input in one line); None when it did not fail."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.measure.sweep.preflight import INPUT_ERRORS
+
+    if task.state != "failed":
+        return None
+    if isinstance(task.error, INPUT_ERRORS):
+        print(f"workbench sweep: error: {task.error}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    print(task.error_text, file=sys.stderr)
+    return 1
+
+
 def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     """``--ray``: the plan's variants as Ray tasks (measure/cluster); the same table and exit codes."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.cluster import run_sweep_on_ray
-    from workbench.measure.sweep.preflight import INPUT_ERRORS
 
     refused = [flag for flag, given in (("--url", args.url), ("--search", search is not None),
                                         ("--new-run", args.new_run)) if given]
@@ -368,12 +381,9 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
         run_to_the_end(task, INTERRUPTED)
     finally:
         bar.close()
-    if task.state == "failed":
-        if isinstance(task.error, INPUT_ERRORS):
-            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
-            return _EXIT_BAD_INPUT
-        print(task.error_text, file=sys.stderr)
-        return 1
+    failed = _failure_exit(task)
+    if failed is not None:
+        return failed
     result = task.result
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
@@ -423,7 +433,6 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.sweep.compare_backends import compare_backends
     from workbench.measure.store.plots import plot_run
-    from workbench.measure.sweep.preflight import INPUT_ERRORS
     from workbench.server import TritonServer
 
     dirs = backends.model_dirs(args.model_dir)
@@ -440,12 +449,9 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     finally:
         bar.close()
         server.stop()
-    if task.state == "failed":
-        if isinstance(task.error, INPUT_ERRORS):
-            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
-            return _EXIT_BAD_INPUT
-        print(task.error_text, file=sys.stderr)
-        return 1
+    failed = _failure_exit(task)
+    if failed is not None:
+        return failed
     comparison = task.result
     joined = comparison.result()
     print(comparison.table().to_string(index=False, float_format=lambda v: f"{v:.3f}"))

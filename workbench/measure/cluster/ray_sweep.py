@@ -202,7 +202,8 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
     naming the node) and what the node saw. No server or folder is left behind."""
     ray = import_ray()
     placement = place(job.neuron)
-    ray.get(tracker.started.remote(job.label, placement.node, time.time()))
+    # not waited on here (the tracker's own worker may still be starting); waited on before returning
+    noted = tracker.started.remote(job.label, placement.node, time.time())
     times: dict[str, float] = {}
     clock = time.perf_counter()
     # run-time: the server and the sweep (torch with them) load only where a task runs
@@ -232,6 +233,7 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
         rows = [{**row, NODE_COLUMN: placement.node, NODE_ADDRESS_COLUMN: placement.address}
                 for row in unique_rows(read_points(work / "run" / POINTS_FILE))]
         record = result.record
+        ray.get(noted)
         return {"label": job.label, "rows": rows, "status": result.status, "placement": asdict(placement),
                 "engine": record.get("engine"), "server_version": version,
                 "variant_config": record.get("variants", {}).get(job.label),
