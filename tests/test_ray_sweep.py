@@ -229,6 +229,29 @@ def test_the_compile_farm_compiles_three_batch_sizes_on_two_nodes_as_here(cluste
     assert not list((tmp_path / "farm").glob("*.tmp"))
 
 
+def test_cancel_ends_the_ray_tasks_and_their_servers(cluster, model_dir, tmp_path):
+    import threading
+
+    cancel = threading.Event()
+    messages: list[str] = []
+    outcome: dict = {}
+    sweep = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_ray(
+        PLAN, model_dir, out_dir=tmp_path / "cancelled", settings=FAST, cancel=cancel,
+        progress=lambda done, total, message: messages.append(message))))
+    sweep.start()
+    deadline = time.monotonic() + 300
+    while not task_servers() and time.monotonic() < deadline and sweep.is_alive():
+        time.sleep(0.2)
+    assert task_servers(), "no task started its server in time"
+    cancel.set()
+    sweep.join(timeout=120)
+    assert not sweep.is_alive()
+    result = outcome["result"]
+    assert result.status == "cancelled" and load_run(tmp_path / "cancelled").status == "cancelled"
+    assert no_task_server_left()
+    assert messages and messages[0] == "3 variant(s) sent to Ray"
+
+
 def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model_dir, tmp_path):
     """A worker node removed while its task measures a variant (a point already measured there):
     Ray runs that variant again on the other node, the run has every point once, and the record
