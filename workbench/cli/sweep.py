@@ -255,6 +255,10 @@ def run_cli(args: argparse.Namespace) -> int:
 
     model_dir = Path(args.model_dir)
     if _streams_tokens(model_dir):  # the backend switch: a token-streaming backend is swept in tokens
+        if args.ray is not None:
+            print("workbench sweep: error: --ray measures tensor models; an LLM (vLLM-backend) sweep runs on one "
+                  "server: drop --ray", file=sys.stderr)
+            return _EXIT_BAD_INPUT
         return run_llm_cli(args, args.flag_defaults)
     misplaced = misplaced_flags(args, args.flag_defaults, llm=False)
     if misplaced:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.engine.settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
@@ -293,6 +294,9 @@ def run_sweep_on_ray(
     if not (model_dir / "config.pbtxt").is_file():
         raise SweepError(f"{model_dir} is not a generated model directory (no config.pbtxt)")
     base = read_config(model_dir)
+    if backend_of_config(base).streams_tokens:
+        raise SweepError(f"{model_dir.name} streams tokens (an LLM sweep): run_sweep_on_ray measures tensor models; "
+                         "sweep it on one server with workbench.measure.llm")
     neuron = neuron_target(base)
     variants = plan.variants(base)  # the whole plan checked before anything is shipped
     out_dir = Path(out_dir)
