@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from workbench.coremap import CoreRange
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.engine.settings import MeasureSettings
@@ -151,7 +152,7 @@ def placed_plan(plan: SweepPlan, placement: Placement) -> SweepPlan:
     if cores[-1] - cores[0] + 1 != len(cores):
         raise SweepError(f"Ray gave NeuronCores {list(cores)} on node {placement.node}, not one contiguous range; "
                          "a variant's instances need neighbouring cores")
-    return replace(plan, core_range=f"{cores[0]}:{cores[-1]}")
+    return replace(plan, core_range=CoreRange(cores[0], cores[-1]))
 
 
 # ---- shipping the model folder ------------------------------------------------------------------
@@ -344,12 +345,13 @@ class _RaySweep:
     def open(self, variants: list[Variant], measured_before: int) -> None:
         """The record as this session starts (the earlier one's, when resuming)."""
         record = dict(self.previous)
+        name = self.model_dir.name  # Triton names a model by its folder (a config's name must match it)
         per_variant = len(self.plan.batch_sizes) * len(self.plan.concurrency)
         record.update({
-            "kind": RUN_KIND, "label": self.label, "model": read_config(self.model_dir).name,
+            "kind": RUN_KIND, "label": self.label, "model": name,
             "model_dir": str(self.model_dir.resolve()), "started": record.get("started") or now(), "ended": None,
             "status": "running", "plan": self.plan.to_dict(), "planned_points": per_variant * len(variants),
-            "settings": {"model": read_config(self.model_dir).name, **self.settings.to_dict()},
+            "settings": {"model": name, **self.settings.to_dict()},
             "seed": self.settings.seed, "target": "neuron" if self.neuron else "cpu",
             "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
             "nodes": record.get("nodes", {}), "retried": record.get("retried", {}),
