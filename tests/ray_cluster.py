@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import socket
 import tempfile
 import threading
@@ -77,6 +78,7 @@ class LocalCluster:
             self.cluster.shutdown()
         finally:
             self._stop.set()
+            shutil.rmtree(self.temp_dir, ignore_errors=True)  # the sessions' logs and sockets
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -297,4 +298,8 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
     assert entry["started_on"][0] == lost and entry["measured_on"] != lost
     assert set(result.frame[result.frame["variant"] == label]["node"]) == {entry["measured_on"]}
     assert no_task_server_left()
+    # the lost task's node-local folder is gone too: the retried task removed the folders of dead workers
+    left = [p for p in Path(tempfile.gettempdir()).glob("wb-ray-*-*")
+            if not Path(f"/proc/{p.name.split('-')[2]}").exists()]
+    assert left == []
     cluster.add_worker(num_cpus=1, resources={"neuron_cores": NEURON_CORES_PER_NODE})

@@ -199,6 +199,20 @@ class StartTracker:
         return self.starts
 
 
+WORK_PREFIX = "wb-ray-"
+
+
+def _work_folder() -> Path:
+    """A node-local folder for this task, named by its worker's pid; the folders of workers that
+    are gone (a task cancelled or its worker killed mid-variant) are removed first."""
+    root = Path(tempfile.gettempdir())
+    for stale in root.glob(f"{WORK_PREFIX}*-*"):
+        pid = stale.name[len(WORK_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=root))
+
+
 def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
     """Run inside a Ray task: the variant measured on this node's own tritonserver; its rows (each
     naming the node) and what the node saw. No server or folder is left behind."""
@@ -213,7 +227,7 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
     from workbench.server import TritonServer
 
     times["import_s"] = time.perf_counter() - clock
-    work = Path(tempfile.mkdtemp(prefix="wb-ray-"))
+    work = _work_folder()
     try:
         clock = time.perf_counter()
         unpack_model(model_bytes, work / "repo")
