@@ -24,7 +24,7 @@ from ray_cluster import local_cluster  # noqa: E402 (sets Ray's address rule bef
 from _common import build_mlp, header  # noqa: E402
 
 from workbench.measure.cluster import run_sweep_on_ray  # noqa: E402
-from workbench.measure.engine.settings import MeasureSettings  # noqa: E402
+from workbench.measure.engine.measure_settings import MeasureSettings  # noqa: E402
 from workbench.measure.grid.plan import Batching, SweepPlan  # noqa: E402
 from workbench.measure.sweep import run_sweep  # noqa: E402
 from workbench.server import TritonServer  # noqa: E402

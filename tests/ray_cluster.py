@@ -25,6 +25,7 @@ from typing import Any, Iterator
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray  # noqa: E402
+from ray._common.utils import get_default_ray_temp_dir  # noqa: E402
 from ray._raylet import DASHBOARD_AGENT_LISTEN_PORT_NAME, persist_port  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -40,6 +41,8 @@ class LocalCluster:
 
     def __init__(self) -> None:
         self.temp_dir = tempfile.mkdtemp(prefix="wb-raycluster-", dir="/tmp")
+        # the head also notes its address in Ray's default temp folder, which it does not create
+        os.makedirs(get_default_ray_temp_dir(), exist_ok=True)
         self._announce: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._announcer, daemon=True)

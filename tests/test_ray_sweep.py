@@ -24,7 +24,7 @@ from workbench.coremap import CoreRange
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.cluster import run_sweep_on_ray
 from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, place, placed_plan, variant_ask
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Batching, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, load_run, read_points
 from workbench.measure.sweep import run_sweep

@@ -28,7 +28,7 @@ from typing import Any
 from workbench.coremap import CoreRange
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
-from workbench.measure.engine.settings import MeasureSettings
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import now
 from workbench.measure.store.folder import points_text, read_record
