@@ -17,6 +17,7 @@ from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
+from workbench.files import NotRegularFile, read_regular
 from workbench.limits import tensor_name_problem
 from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype, upstream_item
@@ -168,8 +169,12 @@ def read_config(path: str | Path) -> ModelConfig:
         path = path / "config.pbtxt"
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
+    try:  # a regular file of bounded size, never through a link or from a FIFO or device
+        data = read_regular(path)
+    except NotRegularFile as err:
+        raise ConfigError(str(err)) from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:  # Triton reads protobuf text format, which is UTF-8
         raise ConfigError(
             f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save it as UTF-8"
