@@ -372,9 +372,8 @@ class PreviewPanel:
         self._ask_overwrite(False)
         self.written = result
         backup = f"; the previous directory is now {result.backup}" if result.backup else ""
-        c["status"].value = (
-            f"<div style='color:#1b5e20'>wrote {html.escape(str(result.path))}{html.escape(backup)}</div>"
-        )
+        wrote = html.escape(f"{result.path}{backup}")
+        c["status"].value = f"<div style='color:#1b5e20'>wrote {wrote}</div>"
         self._show_diff()
         self.state.written = result
         return result
