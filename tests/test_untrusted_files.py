@@ -70,3 +70,24 @@ def test_a_push_refuses_a_relative_compiled_model_climbing_out(model_dir, tmp_pa
     with pytest.raises(PushError, match="COMPILED_MODEL ../../elsewhere/model.pt lies outside the model directory"):
         push_repository(source, tmp_path / "dest")
     assert not (tmp_path / "dest").exists()
+
+
+def test_a_config_that_is_a_link_or_a_fifo_is_refused_not_followed(model_dir, tmp_path):
+    """config.pbtxt is read only as a regular file of its own: a symlink (to any file) is not followed
+    and a FIFO does not hang the reader; each is one line naming the file."""
+    import os
+
+    linked = tmp_path / "linked" / "add_sub"
+    shutil.copytree(model_dir, linked)
+    target = tmp_path / "elsewhere.pbtxt"
+    (linked / "config.pbtxt").rename(target)
+    (linked / "config.pbtxt").symlink_to(target)
+    with pytest.raises(ConfigError, match="config.pbtxt: is a symbolic link") as err:
+        read_config(linked)
+    assert len(str(err.value).splitlines()) == 1
+    piped = tmp_path / "piped" / "add_sub"
+    shutil.copytree(model_dir, piped)
+    (piped / "config.pbtxt").unlink()
+    os.mkfifo(piped / "config.pbtxt")
+    with pytest.raises(ConfigError, match="no such config file|is a FIFO"):
+        read_config(piped)

@@ -8,10 +8,9 @@ The names below are the ones a notebook needs; each lives in the module of its c
 
 from __future__ import annotations
 
-from workbench.lazy import lazy_getattr
-
 from workbench.coremap import Allocation, CoreMap, CoreRange, CoreRangeError, split_cores
 from workbench.figures_inline import register as _show_figures_inline
+from workbench.lazy import lazy_getattr
 from workbench.spec import ModelSpec, SpecError, TensorSpec
 
 __version__ = "0.1.0"
@@ -38,8 +37,17 @@ _LAZY = {
     "save_report": ("workbench.report.html", "save_report"),
 }
 
-__all__ = ["ModelSpec", "TensorSpec", "SpecError", "CoreRange", "Allocation", "CoreMap", "CoreRangeError", "split_cores",
-           *_LAZY]
+__all__ = [
+    "ModelSpec",
+    "TensorSpec",
+    "SpecError",
+    "CoreRange",
+    "Allocation",
+    "CoreMap",
+    "CoreRangeError",
+    "split_cores",
+    *_LAZY,
+]
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())

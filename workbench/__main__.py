@@ -1,4 +1,5 @@
 """`python -m workbench`: the same commands as the `workbench` script."""
+
 import sys
 
 from workbench.cli import main

@@ -11,11 +11,12 @@ anything is written. NeuronCores on Neuron targets, CPU cores on the CPU.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Collection, Iterable, Mapping
+from typing import Any
 
-from workbench.refusals import WorkbenchError
 from workbench.limits import is_whole
+from workbench.refusals import WorkbenchError
 
 __all__ = [
     "CoreRangeError",
@@ -73,11 +74,13 @@ class CoreRange:
         if self.end < self.start:
             raise CoreRangeError(f"core range {self.start}:{self.end} is reversed: the end must be >= the start")
         if self.end >= CORE_INDEX_LIMIT:
-            raise CoreRangeError(f"core range {self.start}:{self.end}: core {self.end} exists on no machine "
-                                 f"(Linux numbers at most {CORE_INDEX_LIMIT} CPUs, 0:{CORE_INDEX_LIMIT - 1})")
+            raise CoreRangeError(
+                f"core range {self.start}:{self.end}: core {self.end} exists on no machine "
+                f"(Linux numbers at most {CORE_INDEX_LIMIT} CPUs, 0:{CORE_INDEX_LIMIT - 1})"
+            )
 
     @classmethod
-    def parse(cls, value: "str | CoreRange | tuple[int, int] | list[int]") -> "CoreRange":
+    def parse(cls, value: str | CoreRange | tuple[int, int] | list[int]) -> CoreRange:
         """The one parser: upstream ``"a:b"``, a CoreRange, or a ``(start, end)`` pair."""
         if isinstance(value, CoreRange):
             return value
@@ -92,14 +95,14 @@ class CoreRange:
         return cls(int(match[1]), int(match[2]))
 
     @classmethod
-    def parse_optional(cls, value: "str | CoreRange | None") -> "CoreRange | None":
+    def parse_optional(cls, value: str | CoreRange | None) -> CoreRange | None:
         """`parse`, with a blank value (or None) meaning "none given": the config's own range is used."""
         if value is None or (isinstance(value, str) and not value.strip()):
             return None
         return cls.parse(value)
 
     @classmethod
-    def from_parameters(cls, params: Mapping[str, str]) -> "CoreRange | None":
+    def from_parameters(cls, params: Mapping[str, str]) -> CoreRange | None:
         """The range a config's parameters declare (END defaults to START, as model.py reads it);
         None when neither is there."""
         start, end = params.get(START_PARAMETER), params.get(END_PARAMETER)
@@ -134,7 +137,7 @@ class CoreRange:
     def to_list(self) -> list[int]:
         return [self.start, self.end]
 
-    def missing_from(self, available: Collection[int]) -> tuple["CoreRange", ...]:
+    def missing_from(self, available: Collection[int]) -> tuple[CoreRange, ...]:
         """The runs of cores of this range that are not in ``available`` (the CPUs this process may
         use, the NeuronCores an instance has), found by walking ``available`` only: never the range."""
         gaps, next_core = [], self.start
@@ -146,15 +149,17 @@ class CoreRange:
             gaps.append(CoreRange(next_core, self.end))
         return tuple(gaps)
 
-    def blocks(self, cores_per_instance: int) -> "CoreMap":
+    def blocks(self, cores_per_instance: int) -> CoreMap:
         """As many instances of ``cores_per_instance`` cores each as fit, from the start; leftovers stay
         idle (an LLM's instances: a tensor-parallel group each, 0:9 in blocks of 4 is 0-3 and 4-7)."""
         cores_per_instance = _whole(cores_per_instance, "cores per instance", 1)
         if cores_per_instance > self.size:
-            raise CoreRangeError(f"cannot give an instance {cores_per_instance} cores from {self.size} core(s) in {self}")
+            raise CoreRangeError(
+                f"cannot give an instance {cores_per_instance} cores from {self.size} core(s) in {self}"
+            )
         return CoreMap(self, Allocation(self.size // cores_per_instance, cores_per_instance))
 
-    def split(self, instances: int = 1, threads_per_core: int = 1) -> "CoreMap":
+    def split(self, instances: int = 1, threads_per_core: int = 1) -> CoreMap:
         """Split evenly over ``instances`` (upstream's rule); leftovers stay idle."""
         instances = _whole(instances, "instance count", 1)
         threads_per_core = _whole(threads_per_core, "threads per core", 1)
@@ -162,12 +167,13 @@ class CoreRange:
             raise CoreRangeError(f"cannot give {instances} instances a core each from {self.size} core(s) in {self}")
         return CoreMap(self, Allocation(instances, self.size // instances), threads_per_core)
 
-    def pack(self, allocation: "Allocation", threads_per_core: int = 1) -> "CoreMap":
+    def pack(self, allocation: Allocation, threads_per_core: int = 1) -> CoreMap:
         """``allocation`` placed from the start of this range (a sweep variant): its map covers
         exactly the cores it uses."""
         if allocation.cores > self.size:
-            raise CoreRangeError(f"{allocation.label} needs {allocation.cores} core(s) but core range {self} "
-                                 f"has {self.size}")
+            raise CoreRangeError(
+                f"{allocation.label} needs {allocation.cores} core(s) but core range {self} has {self.size}"
+            )
         used = CoreRange(self.start, self.start + allocation.cores - 1)
         return used.split(allocation.instances, threads_per_core)
 
@@ -186,7 +192,7 @@ class Allocation:
                 raise CoreRangeError(f"allocation {name} must be a whole number >= 1, got {value!r}")
 
     @classmethod
-    def parse(cls, value: "str | Allocation") -> "Allocation":
+    def parse(cls, value: str | Allocation) -> Allocation:
         """``"2x1"``: 2 instances of 1 core each."""
         if isinstance(value, Allocation):
             return value
@@ -210,7 +216,7 @@ class Allocation:
         return self.label
 
 
-def parse_allocations(value: "str | Iterable[str | Allocation]") -> tuple[Allocation, ...]:
+def parse_allocations(value: str | Iterable[str | Allocation]) -> tuple[Allocation, ...]:
     """``"1x1,2x1,1x2"`` or a list of such items; each once, at least one."""
     items = [p for p in value.split(",") if p.strip()] if isinstance(value, str) else list(value)
     allocations = tuple(Allocation.parse(item) for item in items)
@@ -276,14 +282,20 @@ class CoreMap:
     def rows(self) -> list[dict]:
         """One row per instance, for previews and tables."""
         return [
-            {"instance": k, "cores": list(self.cores(k)), "visible_cores": self.visible_cores(k),
-             "threads": self.threads()}
+            {
+                "instance": k,
+                "cores": list(self.cores(k)),
+                "visible_cores": self.visible_cores(k),
+                "threads": self.threads(),
+            }
             for k in range(self.instances)
         ]
 
     def describe(self) -> str:
-        lines = [f"core range {self.core_range} ({self.total} cores), {self.instances} instance(s) "
-                 f"x {self.cores_per_instance} core(s), {self.threads_per_core} thread(s) per core"]
+        lines = [
+            f"core range {self.core_range} ({self.total} cores), {self.instances} instance(s) "
+            f"x {self.cores_per_instance} core(s), {self.threads_per_core} thread(s) per core"
+        ]
         for row in self.rows():
             lines.append(f"  instance {row['instance']}: cores {row['visible_cores']}, {row['threads']} thread(s)")
         if len(self.idle):

@@ -19,12 +19,21 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_write", "one_at_a_time", "strict_json", "NotRegularFile", "open_regular", "read_regular",
-           "read_text", "append_regular", "READ_LIMIT"]
+__all__ = [
+    "atomic_write",
+    "one_at_a_time",
+    "strict_json",
+    "NotRegularFile",
+    "open_regular",
+    "read_regular",
+    "read_text",
+    "append_regular",
+    "READ_LIMIT",
+]
 
 # The largest file the workbench reads whole (records, configs, points): far above any real one,
 # far below what would exhaust the machine.
-READ_LIMIT = 256 * 2 ** 20
+READ_LIMIT = 256 * 2**20
 
 
 class NotRegularFile(OSError):
@@ -48,8 +57,9 @@ def open_regular(path: str | os.PathLike, flags: int = os.O_RDONLY, mode: int = 
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
     except OSError as err:
         if err.errno == errno.ELOOP:
-            raise NotRegularFile(path, "is a symbolic link; the workbench does not follow links here",
-                                 errno.ELOOP) from None
+            raise NotRegularFile(
+                path, "is a symbolic link; the workbench does not follow links here", errno.ELOOP
+            ) from None
         if err.errno == errno.ENXIO:  # a FIFO opened for writing with no reader
             raise NotRegularFile(path, "is a FIFO, not a regular file") from None
         if err.errno == errno.EISDIR:
@@ -85,8 +95,9 @@ def read_text(path: str | os.PathLike, limit: int = READ_LIMIT) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise ValueError(f"{path}: line {line} is not UTF-8 text (byte {err.start}: "
-                         f"{data[err.start:err.start + 1]!r})") from None
+        raise ValueError(
+            f"{path}: line {line} is not UTF-8 text (byte {err.start}: {data[err.start : err.start + 1]!r})"
+        ) from None
 
 
 def append_regular(path: str | os.PathLike, text: str) -> None:
@@ -97,8 +108,14 @@ def append_regular(path: str | os.PathLike, text: str) -> None:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device"),
-                       (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"), (stat.S_ISLNK, "symbolic link")):
+    for test, name in (
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISLNK, "symbolic link"),
+    ):
         if test(mode):
             return name
     return "special file"

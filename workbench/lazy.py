@@ -5,11 +5,13 @@ or one of its submodules for a ``--help``, does not pay for torch or tritonclien
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 
-def lazy_getattr(package: str, names: Mapping[str, str | tuple[str, str]],
-                 namespace: dict[str, Any]) -> Callable[[str], Any]:
+def lazy_getattr(
+    package: str, names: Mapping[str, str | tuple[str, str]], namespace: dict[str, Any]
+) -> Callable[[str], Any]:
     """The ``__getattr__`` for ``package``: imports the module of ``name`` when first asked and
     keeps the value in the package's ``namespace`` (later lookups are plain attribute reads)."""
 

@@ -17,9 +17,10 @@ import numbers
 import os
 import re
 import resource
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from workbench.refusals import WorkbenchError
 
@@ -54,8 +55,8 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 # folders of a model directory Triton never reads as versions (model_lifecycle.cc's skip_dirs)
 TRITON_SKIPPED_FOLDERS = ("warmup", "initial_state", "configs")
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
-INT32_MAX = 2 ** 31 - 1  # C's int: what std::stoi and int-taking C APIs (torch.set_num_threads) hold
+_INT64 = (-(2**63), 2**63 - 1)
+INT32_MAX = 2**31 - 1  # C's int: what std::stoi and int-taking C APIs (torch.set_num_threads) hold
 _C_WHITESPACE = " \t\n\v\f\r"
 
 
@@ -67,8 +68,12 @@ class LimitError(WorkbenchError, ValueError):
 def _ranges() -> dict[int, tuple[int, int]]:
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    return {F.CPPTYPE_INT32: (-(2 ** 31), 2 ** 31 - 1), F.CPPTYPE_INT64: _INT64,
-            F.CPPTYPE_UINT32: (0, 2 ** 32 - 1), F.CPPTYPE_UINT64: (0, 2 ** 64 - 1)}
+    return {
+        F.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
+        F.CPPTYPE_INT64: _INT64,
+        F.CPPTYPE_UINT32: (0, 2**32 - 1),
+        F.CPPTYPE_UINT64: (0, 2**64 - 1),
+    }
 
 
 @functools.cache
@@ -82,8 +87,7 @@ def field_range(message: str, field: str) -> tuple[int, int, str]:
     for part in message.split("."):
         cls = getattr(cls, part)
     descriptor = cls.DESCRIPTOR.fields_by_name[field]
-    names = {F.CPPTYPE_INT32: "int32", F.CPPTYPE_INT64: "int64", F.CPPTYPE_UINT32: "uint32",
-             F.CPPTYPE_UINT64: "uint64"}
+    names = {F.CPPTYPE_INT32: "int32", F.CPPTYPE_INT64: "int64", F.CPPTYPE_UINT32: "uint32", F.CPPTYPE_UINT64: "uint64"}
     if descriptor.cpp_type not in names:
         raise KeyError(f"{message}.{field} is not an integer field")
     low, high = _ranges()[descriptor.cpp_type]
@@ -138,8 +142,10 @@ def triton_version(folder: str) -> int | None:
         return None  # std::invalid_argument: skipped with a warning
     value = int(match[0])
     if not _INT64[0] <= value <= _INT64[1]:
-        raise LimitError(f"version folder {folder!r} is past int64: Triton's std::stoll throws out_of_range "
-                         "and tritonserver aborts, taking every loaded model down")
+        raise LimitError(
+            f"version folder {folder!r} is past int64: Triton's std::stoll throws out_of_range "
+            "and tritonserver aborts, taking every loaded model down"
+        )
     return value
 
 
@@ -159,8 +165,10 @@ def version_folder_problems(folders: Iterable[str], where: str = "") -> list[str
         if version < 0:
             problems.append(f"{where}{folder}/: Triton reads it as version {version}; versions are >= 0")
         elif str(version) != folder:
-            problems.append(f"{where}{folder}/: Triton reads it as version {version} but looks for that "
-                            f"version's files in {version}/, so the load hangs; rename it {version}/")
+            problems.append(
+                f"{where}{folder}/: Triton reads it as version {version} but looks for that "
+                f"version's files in {version}/, so the load hangs; rename it {version}/"
+            )
     return problems
 
 
@@ -223,15 +231,23 @@ def dataclass_problems(obj: Any, flag=lambda name: f"--{name}") -> list[str]:
         if kinds <= {int, type(None)}:
             problem = integer_problem(value, flag(f.name), *setting_range(f.name))
         elif kinds <= {bool, type(None)}:
-            problem = None if isinstance(value, bool) else \
-                f"{flag(f.name)} must be True or False, got {value!r} ({type(value).__name__})"
+            problem = (
+                None
+                if isinstance(value, bool)
+                else f"{flag(f.name)} must be True or False, got {value!r} ({type(value).__name__})"
+            )
         elif kinds <= {str, type(None)}:
-            problem = None if isinstance(value, str) else \
-                f"{flag(f.name)} must be a string, got {value!r} ({type(value).__name__})"
+            problem = (
+                None
+                if isinstance(value, str)
+                else f"{flag(f.name)} must be a string, got {value!r} ({type(value).__name__})"
+            )
         elif f.name in PROTO_FIELDS and kinds <= {list, tuple}:
-            problem = f"{flag(f.name)} must be a list of whole numbers, got {value!r}" \
-                if not isinstance(value, (list, tuple)) else \
-                next(filter(None, (integer_problem(v, flag(f.name), *setting_range(f.name)) for v in value)), None)
+            problem = (
+                f"{flag(f.name)} must be a list of whole numbers, got {value!r}"
+                if not isinstance(value, (list, tuple))
+                else next(filter(None, (integer_problem(v, flag(f.name), *setting_range(f.name)) for v in value)), None)
+            )
         else:
             continue
         if problem:
@@ -248,8 +264,11 @@ def neuron_core_limit(target: str) -> tuple[str, int] | None:
 
     if target not in CORES_PER_DEVICE:
         return None
-    sizes = [(devices * CORES_PER_DEVICE[target] * DEFAULT_LNC.get(target, 1), name)
-             for name, devices in DEVICES_BY_INSTANCE.items() if instance_family(name) == target]
+    sizes = [
+        (devices * CORES_PER_DEVICE[target] * DEFAULT_LNC.get(target, 1), name)
+        for name, devices in DEVICES_BY_INSTANCE.items()
+        if instance_family(name) == target
+    ]
     if not sizes:
         return None
     cores, name = max(sizes)
@@ -292,10 +311,14 @@ def thread_count_limit() -> HostLimit:
     may ask for on this machine: `THREADS_PER_CORE` per core, at least `MIN_THREAD_CAP`, and never
     more than a quarter of `host_task_limit`."""
     cores = os.cpu_count() or 1
-    cap = HostLimit(max(MIN_THREAD_CAP, THREADS_PER_CORE * cores),
-                    f"{THREADS_PER_CORE} per core of this machine's {cores}, at least {MIN_THREAD_CAP}")
+    cap = HostLimit(
+        max(MIN_THREAD_CAP, THREADS_PER_CORE * cores),
+        f"{THREADS_PER_CORE} per core of this machine's {cores}, at least {MIN_THREAD_CAP}",
+    )
     host = host_task_limit()
-    shared = HostLimit(host.value // HOST_SHARE, f"a quarter of the {host.value} threads the host allows ({host.source})")
+    shared = HostLimit(
+        host.value // HOST_SHARE, f"a quarter of the {host.value} threads the host allows ({host.source})"
+    )
     return min((cap, shared), key=lambda limit: limit.value)
 
 

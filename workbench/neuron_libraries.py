@@ -28,11 +28,11 @@ TORCHNEURON_TARGETS = ("trn2", "trn3")
 # transformers-neuronx end of support at 2.26, last 0.13.1315 (MAN 2.26.1 entry).
 OUT_OF_SUPPORT = {
     "inf1": "torch-neuron (Inf1) is out of support; its last working stack is torch-neuron 1.13.1.2.11.13.0 "
-            "with neuron-cc 1.24.0.0 on Python 3.9/3.10 (Neuron 2.32.0 manifest)",
+    "with neuron-cc 1.24.0.0 on Python 3.9/3.10 (Neuron 2.32.0 manifest)",
     "tensorflow": "TensorFlow on Neuron is out of support; its last working stack is Neuron 2.28.1 "
-                  "(tensorflow-neuron 2.10.1.2.12.2.0, tensorflow-neuronx 2.10.1.2.1.0)",
+    "(tensorflow-neuron 2.10.1.2.12.2.0, tensorflow-neuronx 2.10.1.2.1.0)",
     "transformers_neuronx": "transformers-neuronx is out of support (ended with Neuron 2.26); its last working "
-                            "stack is transformers-neuronx 0.13.1315 with transformers 4.48 on Python 3.9-3.11",
+    "stack is transformers-neuronx 0.13.1315 with transformers 4.48 on Python 3.9-3.11",
 }
 
 
@@ -56,9 +56,13 @@ def torch_neuronx_problem(target: str, version: str) -> str | None:
         return None
     line = torch_neuronx_line(version)
     if target in XLA_TARGETS and line == "torchneuron":
-        return (f"torch-neuronx {version} is TorchNeuron, the native PyTorch backend: it runs on Trn2/Trn3 only "
-                f"and has no torch_neuronx.trace or DataParallel, which {target} needs")
+        return (
+            f"torch-neuronx {version} is TorchNeuron, the native PyTorch backend: it runs on Trn2/Trn3 only "
+            f"and has no torch_neuronx.trace or DataParallel, which {target} needs"
+        )
     if target in TORCHNEURON_TARGETS and line == "xla":
-        return (f"torch-neuronx {version} is the PyTorch/XLA library (torch_neuronx.trace), which Neuron no "
-                f"longer supports for inference on Trn2/Trn3 from release 2.34.0; {target} needs TorchNeuron")
+        return (
+            f"torch-neuronx {version} is the PyTorch/XLA library (torch_neuronx.trace), which Neuron no "
+            f"longer supports for inference on Trn2/Trn3 from release 2.34.0; {target} needs TorchNeuron"
+        )
     return None

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from workbench import zoo
-from workbench.served_outputs import CheckResult, check_served
 from workbench.compiler import Artifact, compile_model
 from workbench.coremap import CoreRange
 from workbench.generate import GeneratedModel, GenerateSettings, render, write
 from workbench.generate.repository import RepositoryError, WriteResult
+from workbench.served_outputs import CheckResult, check_served
 from workbench.server import TritonServer
 from workbench.system import usable_cpu_ids
 from workbench.tasks import check_cancel
@@ -58,8 +58,9 @@ class QuickstartResult:
         return "\n".join(lines)
 
 
-def quickstart_settings(artifact: Artifact, repository: Path, name: str, *, max_batch_size: int = 8,
-                        cores: int | None = None) -> GenerateSettings:
+def quickstart_settings(
+    artifact: Artifact, repository: Path, name: str, *, max_batch_size: int = 8, cores: int | None = None
+) -> GenerateSettings:
     """CPU settings for a traced zoo model: dynamic batching on, one instance over this machine's cores."""
     cores = cores or len(usable_cpu_ids())
     return GenerateSettings(
@@ -96,12 +97,22 @@ def quickstart(
     entry = zoo.get(model)
     repository = workdir / "model_repository"
     if (repository / model).exists() and not overwrite:  # refuse before anything is written
-        raise RepositoryError(f"{repository / model} already exists; nothing was written. Pass --force "
-                              "(overwrite=True) to replace it: the old directory is kept as a backup")
+        raise RepositoryError(
+            f"{repository / model} already exists; nothing was written. Pass --force "
+            "(overwrite=True) to replace it: the old directory is kept as a backup"
+        )
 
     report(0, STEPS, f"tracing {model} on the CPU")
-    artifact = compile_model(entry.module, entry.example_inputs(2), "cpu", out_dir=workdir / "artifacts",
-                             name=model, overwrite=True, cancel=cancel, log=log)
+    artifact = compile_model(
+        entry.module,
+        entry.example_inputs(2),
+        "cpu",
+        out_dir=workdir / "artifacts",
+        name=model,
+        overwrite=True,
+        cancel=cancel,
+        log=log,
+    )
     check_cancel(cancel)
 
     report(1, STEPS, "generating the Triton model directory")
@@ -120,8 +131,16 @@ def quickstart(
         sizes = tuple(range(1, max_batch_size + 1))
         result = check_served(server.grpc_url, model, generated.spec, entry.eager, batch_sizes=sizes)
         report(5, STEPS, result.summary())
-        outcome = QuickstartResult(workdir, artifact, generated, written, result, server.version,
-                                   workdir / "tritonserver.log", server if keep_server else None)
+        outcome = QuickstartResult(
+            workdir,
+            artifact,
+            generated,
+            written,
+            result,
+            server.version,
+            workdir / "tritonserver.log",
+            server if keep_server else None,
+        )
     finally:
         if not keep_server:
             server.stop()

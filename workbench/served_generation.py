@@ -21,15 +21,26 @@ import subprocess
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["PROTOCOLS", "Offline", "ServedAnswer", "ask_served", "GenerationRow", "GenerationCheck", "GenerationServer",
-           "engine_args",
-           "offline_greedy", "served_greedy", "check_served_generation"]
+__all__ = [
+    "PROTOCOLS",
+    "Offline",
+    "ServedAnswer",
+    "ask_served",
+    "GenerationRow",
+    "GenerationCheck",
+    "GenerationServer",
+    "engine_args",
+    "offline_greedy",
+    "served_greedy",
+    "check_served_generation",
+]
 
 PROTOCOLS = ("http", "http_stream", "grpc_stream")
 _OFFLINE_SCRIPT = Path(__file__).with_name("vllm_offline.py")
@@ -74,13 +85,17 @@ class GenerationCheck:
         prompts = len({r.prompt for r in self.rows})
         if self.ok:
             tokens = sum(len(r.served) for r in self.rows)
-            return (f"served greedy tokens equal vLLM {self.vllm_version}'s offline generate for {self.model!r}: "
-                    f"{prompts} prompts over {protocols}, {tokens} tokens")
+            return (
+                f"served greedy tokens equal vLLM {self.vllm_version}'s offline generate for {self.model!r}: "
+                f"{prompts} prompts over {protocols}, {tokens} tokens"
+            )
         bad = [r for r in self.rows if not r.ok]
         first = bad[0]
         detail = first.error or f"served {list(first.served)} but offline {list(first.offline)}"
-        return (f"{len(bad)} of {len(self.rows)} generations of {self.model!r} differ from vLLM's offline generate; "
-                f"first: {first.protocol}, prompt {first.prompt!r}: {detail}")
+        return (
+            f"{len(bad)} of {len(self.rows)} generations of {self.model!r} differ from vLLM's offline generate; "
+            f"first: {first.protocol}, prompt {first.prompt!r}: {detail}"
+        )
 
 
 def engine_args(model_dir: str | Path) -> dict:
@@ -91,12 +106,13 @@ def engine_args(model_dir: str | Path) -> dict:
     except (OSError, json.JSONDecodeError) as err:
         raise ValueError(f"cannot read the vLLM engine arguments {path}: {err}") from None
     if not isinstance(args, dict) or "model" not in args:
-        raise ValueError(f"{path} must be a JSON object with a \"model\" key (vLLM's engine arguments)")
+        raise ValueError(f'{path} must be a JSON object with a "model" key (vLLM\'s engine arguments)')
     return args
 
 
-def offline_greedy(python: str | Path, args: dict, prompts: Sequence[str], max_tokens: int, *,
-                   timeout: float = 900.0) -> Offline:
+def offline_greedy(
+    python: str | Path, args: dict, prompts: Sequence[str], max_tokens: int, *, timeout: float = 900.0
+) -> Offline:
     """vLLM's offline greedy generate of ``prompts`` with engine arguments ``args``, run by
     ``python`` (an interpreter whose environment has vLLM). RuntimeError with its output's tail
     when the run fails."""
@@ -104,15 +120,26 @@ def offline_greedy(python: str | Path, args: dict, prompts: Sequence[str], max_t
         request, result = Path(tmp) / "request.json", Path(tmp) / "result.json"
         request.write_text(json.dumps({"engine_args": args, "prompts": list(prompts), "max_tokens": max_tokens}))
         utf8 = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}  # vLLM's import reads UTF-8 templates (torch._inductor)
-        done = subprocess.run([str(python), str(_OFFLINE_SCRIPT), str(request), str(result)], cwd=tmp,
-                              env={**os.environ, **utf8}, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(
+            [str(python), str(_OFFLINE_SCRIPT), str(request), str(result)],
+            cwd=tmp,
+            env={**os.environ, **utf8},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if done.returncode != 0 or not result.is_file():
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-25:])
             raise RuntimeError(f"vLLM's offline generate failed (exit {done.returncode}) in {python}:\n{tail}")
         data = json.loads(result.read_text())
     outputs = data["outputs"]
-    return Offline(tuple(tuple(o["token_ids"]) for o in outputs), tuple(o["text"] for o in outputs),
-                   data["vllm_version"], float(data["load_seconds"]), tuple(data["dropped_args"]))
+    return Offline(
+        tuple(tuple(o["token_ids"]) for o in outputs),
+        tuple(o["text"] for o in outputs),
+        data["vllm_version"],
+        float(data["load_seconds"]),
+        tuple(data["dropped_args"]),
+    )
 
 
 def _sampling(max_tokens: int) -> dict:
@@ -139,15 +166,31 @@ class ServedAnswer:
     token_ids: tuple[int, ...]
 
 
-def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stream: bool, timeout: float,
-                   on_text: Callable[[str], None] | None = None) -> ServedAnswer:
+def _http_generate(
+    http_url: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    stream: bool,
+    timeout: float,
+    on_text: Callable[[str], None] | None = None,
+) -> ServedAnswer:
     """One greedy generation over Triton's generate extension; ``on_text(delta)`` sees each piece of
     a stream as it arrives."""
-    body = {"text_input": prompt, "stream": stream, "exclude_input_in_output": True, "return_logprobs": True,
-            "parameters": _sampling(max_tokens)}
+    body = {
+        "text_input": prompt,
+        "stream": stream,
+        "exclude_input_in_output": True,
+        "return_logprobs": True,
+        "parameters": _sampling(max_tokens),
+    }
     endpoint = "generate_stream" if stream else "generate"
-    request = urllib.request.Request(f"http://{http_url}/v2/models/{model}/{endpoint}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        f"http://{http_url}/v2/models/{model}/{endpoint}",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             if not stream:
@@ -159,7 +202,7 @@ def _http_generate(http_url: str, model: str, prompt: str, max_tokens: int, stre
                 line = raw.decode("utf-8").strip()
                 if not line.startswith("data:"):
                     continue
-                event = json.loads(line[len("data:"):])
+                event = json.loads(line[len("data:") :])
                 if "error" in event:
                     raise RuntimeError(event["error"])
                 if event.get("logprobs") is not None:
@@ -182,8 +225,16 @@ def _error_text(err: urllib.error.HTTPError) -> str:
         return body
 
 
-def ask_served(http_url: str, model: str, prompt: str, max_tokens: int, *, stream: bool = True,
-               on_text: Callable[[str], None] | None = None, timeout: float = 300.0) -> ServedAnswer:
+def ask_served(
+    http_url: str,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    *,
+    stream: bool = True,
+    on_text: Callable[[str], None] | None = None,
+    timeout: float = 300.0,
+) -> ServedAnswer:
     """The served model's greedy answer to ``prompt`` over HTTP ``generate_stream`` (``stream``) or
     ``generate``; ``on_text`` sees a stream's pieces as they arrive. RuntimeError says what the
     server answered; OSError when nothing answers."""
@@ -198,15 +249,20 @@ def _grpc_stream(grpc_url: str, model: str, prompt: str, max_tokens: int, timeou
         t.set_data_from_numpy(np.array([value], dtype=object if dtype == "BYTES" else bool))
         return t
 
-    inputs = [tensor("text_input", prompt.encode(), "BYTES"), tensor("stream", True, "BOOL"),
-              tensor("sampling_parameters", json.dumps(_sampling(max_tokens)).encode(), "BYTES"),
-              tensor("exclude_input_in_output", True, "BOOL"), tensor("return_logprobs", True, "BOOL")]
+    inputs = [
+        tensor("text_input", prompt.encode(), "BYTES"),
+        tensor("stream", True, "BOOL"),
+        tensor("sampling_parameters", json.dumps(_sampling(max_tokens)).encode(), "BYTES"),
+        tensor("exclude_input_in_output", True, "BOOL"),
+        tensor("return_logprobs", True, "BOOL"),
+    ]
     answers: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(grpc_url)
     try:
         client.start_stream(callback=lambda result, error: answers.put((result, error)))
-        client.async_stream_infer(model, inputs, outputs=[grpcclient.InferRequestedOutput("logprobs")],
-                                  enable_empty_final_response=True)
+        client.async_stream_infer(
+            model, inputs, outputs=[grpcclient.InferRequestedOutput("logprobs")], enable_empty_final_response=True
+        )
         ids: list[int] = []
         while True:
             result, error = answers.get(timeout=timeout)
@@ -223,8 +279,9 @@ def _grpc_stream(grpc_url: str, model: str, prompt: str, max_tokens: int, timeou
         client.close()
 
 
-def served_greedy(protocol: str, url: str, model: str, prompt: str, max_tokens: int, *,
-                  timeout: float = 300.0) -> list[int]:
+def served_greedy(
+    protocol: str, url: str, model: str, prompt: str, max_tokens: int, *, timeout: float = 300.0
+) -> list[int]:
     """The served model's greedy token ids for ``prompt`` over ``protocol`` (one of PROTOCOLS;
     ``url`` is the server's HTTP host:port, or gRPC's for ``grpc_stream``)."""
     if protocol == "http":
@@ -247,9 +304,17 @@ class GenerationServer(Protocol):
     def grpc_url(self) -> str: ...
 
 
-def check_served_generation(server: GenerationServer, model: str, model_dir: str | Path, prompts: Sequence[str], *,
-                            max_tokens: int = 16, python: str | Path | None = None,
-                            protocols: Sequence[str] = PROTOCOLS, offline: Offline | None = None) -> GenerationCheck:
+def check_served_generation(
+    server: GenerationServer,
+    model: str,
+    model_dir: str | Path,
+    prompts: Sequence[str],
+    *,
+    max_tokens: int = 16,
+    python: str | Path | None = None,
+    protocols: Sequence[str] = PROTOCOLS,
+    offline: Offline | None = None,
+) -> GenerationCheck:
     """Generate ``prompts`` greedily on the served ``model`` over each of ``protocols`` and compare
     the token ids with vLLM's offline generate: ``offline`` (a run made before), else one run here
     by ``python`` (an interpreter with vLLM, e.g. ``TritonServer.vllm.backend.python``) on

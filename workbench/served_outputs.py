@@ -8,17 +8,17 @@ model directory, as the sweep does for every point it checks.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
 from workbench.compiler.artifact import ArtifactError, load_artifact, read_artifact
-from workbench.refusals import WorkbenchError
 from workbench.generate.backends import backend_of_config
 from workbench.generate.config import parameters_of, read_config
+from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec
 from workbench.system import has_neuron_device
 
@@ -61,16 +61,26 @@ class CheckResult:
     def summary(self) -> str:
         sizes = sorted({r.batch_size for r in self.rows})
         if self.ok:
-            return (f"served outputs match eager outputs for {self.model!r}: "
-                    f"{len({r.request for r in self.rows})} concurrent requests, batch sizes {sizes}, "
-                    f"max abs diff {self.max_abs_diff:.3g}")
+            return (
+                f"served outputs match eager outputs for {self.model!r}: "
+                f"{len({r.request for r in self.rows})} concurrent requests, batch sizes {sizes}, "
+                f"max abs diff {self.max_abs_diff:.3g}"
+            )
         bad = [r for r in self.rows if not r.ok]
         first = bad[0] if bad else None
         if bad and all(r.error.startswith(NO_ANSWER) for r in bad):  # no answer is not a wrong answer
-            return (f"FAILED for {self.model!r}: {len(bad)} of {len(self.rows)} requests got no answer; first: "
-                    f"request {first.request} (batch {first.batch_size}): {first.error}")
-        detail = (f"request {first.request} (batch {first.batch_size}) output {first.output}: "
-                  f"{first.error or f'max abs diff {first.max_abs_diff:.3g}'}") if first else "no outputs"
+            return (
+                f"FAILED for {self.model!r}: {len(bad)} of {len(self.rows)} requests got no answer; first: "
+                f"request {first.request} (batch {first.batch_size}): {first.error}"
+            )
+        detail = (
+            (
+                f"request {first.request} (batch {first.batch_size}) output {first.output}: "
+                f"{first.error or f'max abs diff {first.max_abs_diff:.3g}'}"
+            )
+            if first
+            else "no outputs"
+        )
         return f"MISMATCH for {self.model!r}: {len(bad)} of {len(self.rows)} outputs differ; first: {detail}"
 
     def to_frame(self):
@@ -138,8 +148,9 @@ def connect(url: str, protocol: str = "grpc", options=None, timeout: float | Non
     return module, module.InferenceServerClient(url=url, **kwargs), headers
 
 
-def infer(connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray],
-          timeout: float | None = None) -> list[np.ndarray]:
+def infer(
+    connection, model: str, spec: ModelSpec, arrays: Sequence[np.ndarray], timeout: float | None = None
+) -> list[np.ndarray]:
     """One request: arrays in argument (``__i``) order in, outputs in output-index order out;
     ``timeout`` bounds a gRPC request (an HTTP client carries its own, see `connect`)."""
     module, client, headers = connection
@@ -221,8 +232,9 @@ def check_served(
         expected = eager(arrays)
         for name, got, want in zip(names, outs, expected):
             if got.shape != want.shape:
-                result.rows.append(OutputCheck(i, size, name, float("nan"), False,
-                                               f"shape {got.shape} != eager {want.shape}"))
+                result.rows.append(
+                    OutputCheck(i, size, name, float("nan"), False, f"shape {got.shape} != eager {want.shape}")
+                )
                 continue
             diff = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64)))) if got.size else 0.0
             ok = bool(np.allclose(got, want, rtol=rtol, atol=atol))

@@ -9,13 +9,14 @@ rejects anything else with a message that names the bad item.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from workbench.refusals import WorkbenchError
 from workbench.limits import integer_problem, setting_range, tensor_name_problem
+from workbench.refusals import WorkbenchError
 
 __all__ = [
     "SpecError",
@@ -40,33 +41,74 @@ class SpecError(WorkbenchError, ValueError):
 # Triton's wire names (what tritonclient and the HTTP/gRPC protocol use).
 TRITON_DTYPES = (
     "BOOL",
-    "UINT8", "UINT16", "UINT32", "UINT64",
-    "INT8", "INT16", "INT32", "INT64",
-    "FP16", "FP32", "FP64", "BF16",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BF16",
     "BYTES",
 )
 
 _ALIASES = {
-    "STRING": "BYTES", "STR": "BYTES", "OBJECT": "BYTES", "OBJECT_": "BYTES", "BYTES_": "BYTES",
-    "BOOL_": "BOOL", "BOOLEAN": "BOOL",
-    "FLOAT16": "FP16", "HALF": "FP16", "F16": "FP16",
-    "FLOAT32": "FP32", "FLOAT": "FP32", "F32": "FP32",
-    "FLOAT64": "FP64", "DOUBLE": "FP64", "F64": "FP64",
+    "STRING": "BYTES",
+    "STR": "BYTES",
+    "OBJECT": "BYTES",
+    "OBJECT_": "BYTES",
+    "BYTES_": "BYTES",
+    "BOOL_": "BOOL",
+    "BOOLEAN": "BOOL",
+    "FLOAT16": "FP16",
+    "HALF": "FP16",
+    "F16": "FP16",
+    "FLOAT32": "FP32",
+    "FLOAT": "FP32",
+    "F32": "FP32",
+    "FLOAT64": "FP64",
+    "DOUBLE": "FP64",
+    "F64": "FP64",
     "BFLOAT16": "BF16",
-    "LONG": "INT64", "INT": "INT32", "SHORT": "INT16",
+    "LONG": "INT64",
+    "INT": "INT32",
+    "SHORT": "INT16",
 }
 
 _NUMPY = {
-    "BOOL": np.bool_, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32,
-    "UINT64": np.uint64, "INT8": np.int8, "INT16": np.int16, "INT32": np.int32,
-    "INT64": np.int64, "FP16": np.float16, "FP32": np.float32, "FP64": np.float64,
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
     "BYTES": np.object_,
 }
 
 _TORCH = {
-    "BOOL": "bool", "UINT8": "uint8", "UINT16": "uint16", "UINT32": "uint32", "UINT64": "uint64",
-    "INT8": "int8", "INT16": "int16", "INT32": "int32", "INT64": "int64",
-    "FP16": "float16", "FP32": "float32", "FP64": "float64", "BF16": "bfloat16",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "UINT16": "uint16",
+    "UINT32": "uint32",
+    "UINT64": "uint64",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
+    "BF16": "bfloat16",
 }
 
 
@@ -191,7 +233,7 @@ class TensorSpec:
         object.__setattr__(self, "dims", dims)
 
     @classmethod
-    def parse(cls, item: str) -> "TensorSpec":
+    def parse(cls, item: str) -> TensorSpec:
         """Parse the upstream gen_triton_model.py form ``NAME,DTYPE,SHAPE`` (``INPUT__0,INT64,4x384``)."""
         parts = [p.strip() for p in str(item).split(",")]
         if len(parts) != 3:
@@ -204,7 +246,7 @@ class TensorSpec:
         return cls(name, dtype, _parse_dims(shape, item))
 
     @classmethod
-    def from_row(cls, name: str, dtype: str, dims: str) -> "TensorSpec":
+    def from_row(cls, name: str, dtype: str, dims: str) -> TensorSpec:
         """A row of an editable table: a name, a dtype and the dims as typed (``4x384``)."""
         name = str(name).strip()
         try:
@@ -286,7 +328,7 @@ class ModelSpec:
                 seen[t.name] = kind
 
     @classmethod
-    def parse(cls, inputs: Sequence[Any], outputs: Sequence[Any]) -> "ModelSpec":
+    def parse(cls, inputs: Sequence[Any], outputs: Sequence[Any]) -> ModelSpec:
         """Build from upstream items (``["INPUT__0,INT64,4x384", ...]``), dicts or TensorSpecs."""
         return cls(tuple(inputs), tuple(outputs))
 
@@ -324,17 +366,20 @@ class ModelSpec:
             "triton_output": [t.upstream() for t in self.outputs],
         }
 
-    def without_batch_dim(self) -> "ModelSpec":
+    def without_batch_dim(self) -> ModelSpec:
         """Drop the leading dim of every tensor (for configs with max_batch_size > 0)."""
+
         def strip(t: TensorSpec) -> TensorSpec:
             if len(t.dims) < 2:
                 raise SpecError(f"{t.name}: dims {list(t.dims)} have no batch dim to drop")
             return replace(t, dims=t.dims[1:])
+
         return ModelSpec(tuple(map(strip, self.inputs)), tuple(map(strip, self.outputs)))
 
-    def with_batch_dim(self, size: int = -1) -> "ModelSpec":
+    def with_batch_dim(self, size: int = -1) -> ModelSpec:
         def add(t: TensorSpec) -> TensorSpec:
             return replace(t, dims=(size, *t.dims))
+
         return ModelSpec(tuple(map(add, self.inputs)), tuple(map(add, self.outputs)))
 
     def example_inputs(
@@ -359,8 +404,9 @@ class ModelSpec:
             dtype = "FP32" if t.dtype == "BF16" else t.dtype
             np_type = numpy_dtype(dtype)
             if t.dtype == "BYTES":
-                arr = np.array([str(v).encode() for v in rng.integers(*int_range, size=shape).ravel()],
-                               dtype=object).reshape(shape)
+                arr = np.array(
+                    [str(v).encode() for v in rng.integers(*int_range, size=shape).ravel()], dtype=object
+                ).reshape(shape)
             elif t.dtype == "BOOL":
                 arr = rng.integers(0, 2, size=shape).astype(np.bool_)
             elif np.issubdtype(np_type, np.integer):
@@ -377,5 +423,5 @@ class ModelSpec:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ModelSpec":
+    def from_dict(cls, data: dict) -> ModelSpec:
         return cls(tuple(data["inputs"]), tuple(data["outputs"]))

@@ -15,18 +15,26 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from workbench.refusals import WorkbenchError
 from workbench.neuron_devices import driver_loaded, has_neuron_device, neuron_devices, neuron_ls, neuroncore_ids
-from workbench.neuron_libraries import (OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS, torch_neuronx_line,
-                                        torch_neuronx_problem)
+from workbench.neuron_libraries import (
+    OUT_OF_SUPPORT,
+    TORCHNEURON_TARGETS,
+    XLA_TARGETS,
+    torch_neuronx_line,
+    torch_neuronx_problem,
+)
+from workbench.refusals import WorkbenchError
 
 __all__ = [
     "ENV_PREFIX",
-    "MissingSDKError", "WrongSDKError",
+    "MissingSDKError",
+    "WrongSDKError",
     "SystemInfo",
     "TARGETS",
     "NEURON_TARGETS",
-    "XLA_TARGETS", "TORCHNEURON_TARGETS", "OUT_OF_SUPPORT",
+    "XLA_TARGETS",
+    "TORCHNEURON_TARGETS",
+    "OUT_OF_SUPPORT",
     "FRAMEWORK_TARGETS",
     "DEFAULT_LNC",
     "LNC_VALUES",
@@ -38,10 +46,12 @@ __all__ = [
     "has_neuron_device",
     "neuron_devices",
     "neuron_ls",
-    "neuroncore_ids", "torch_neuronx_line",
+    "neuroncore_ids",
+    "torch_neuronx_line",
     "installed_versions",
     "install_hint",
-    "require_sdk", "check_torch_neuronx_line",
+    "require_sdk",
+    "check_torch_neuronx_line",
     "cores_for_instance",
     "cores_per_device",
     "instance_family",
@@ -91,8 +101,15 @@ CORES_PER_DEVICE = {"inf1": 4, "inf2": 2, "trn1": 2, "trn1n": 2, "trn2": 4, "trn
 # Instance families that are variants of a target family (network or UltraServer variants). The Trn3
 # names are the runtime's and driver's (SDK src/libnrt/include/nrt/nrt.h NRT_INSTANCE_TRN3,
 # NRT_INSTANCE_TRN3PDS98; EKS ultraserver-operator page "Trn3pds").
-_FAMILY_OF = {"trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2", "trn3pds98": "trn3", "trn3pds": "trn3",
-              "trn3p": "trn3", "trn3u": "trn3"}
+_FAMILY_OF = {
+    "trn1n": "trn1",
+    "trn2u": "trn2",
+    "trn2n": "trn2",
+    "trn3pds98": "trn3",
+    "trn3pds": "trn3",
+    "trn3p": "trn3",
+    "trn3u": "trn3",
+}
 
 # Neuron devices per instance type; cores = devices x cores per device of the family.
 # Sources: SDK about-neuron/arch/neuron-hardware/{inf1,inf2,trn1,trn2}-arch.rst; trn2n.48xlarge from
@@ -100,19 +117,40 @@ _FAMILY_OF = {"trn1n": "trn1", "trn2u": "trn2", "trn2n": "trn2", "trn3pds98": "t
 # No Trn3 instance size has a documented chip count in the sources read (trn3-arch.rst names
 # UltraServers of 64 and 144 chips, not instance sizes): on Trn3 the cores come from neuron-ls.
 DEVICES_BY_INSTANCE = {
-    "inf1.xlarge": 1, "inf1.2xlarge": 1, "inf1.6xlarge": 4, "inf1.24xlarge": 16,
-    "inf2.xlarge": 1, "inf2.8xlarge": 1, "inf2.24xlarge": 6, "inf2.48xlarge": 12,
-    "trn1.2xlarge": 1, "trn1.32xlarge": 16, "trn1n.32xlarge": 16,
-    "trn2.48xlarge": 16, "trn2u.48xlarge": 16, "trn2n.48xlarge": 16,
+    "inf1.xlarge": 1,
+    "inf1.2xlarge": 1,
+    "inf1.6xlarge": 4,
+    "inf1.24xlarge": 16,
+    "inf2.xlarge": 1,
+    "inf2.8xlarge": 1,
+    "inf2.24xlarge": 6,
+    "inf2.48xlarge": 12,
+    "trn1.2xlarge": 1,
+    "trn1.32xlarge": 16,
+    "trn1n.32xlarge": 16,
+    "trn2.48xlarge": 16,
+    "trn2u.48xlarge": 16,
+    "trn2n.48xlarge": 16,
     # UNVERIFIED: the SDK names trn2.3xlarge (deploy/files/manifests/daemonset.yaml) but its stored
     # docs give no chip count; one Trainium2 chip is assumed.
     "trn2.3xlarge": 1,
 }
 
 SDK_PACKAGES = (
-    "torch", "torch-neuron", "neuron-cc", "torch-neuronx", "neuronx-cc", "libneuronxla", "torch-xla",
-    "tensorflow", "tensorflow-cpu", "tensorflow-neuron", "tensorflow-neuronx",
-    "transformers", "transformers-neuronx", "neuronx-distributed-inference",
+    "torch",
+    "torch-neuron",
+    "neuron-cc",
+    "torch-neuronx",
+    "neuronx-cc",
+    "libneuronxla",
+    "torch-xla",
+    "tensorflow",
+    "tensorflow-cpu",
+    "tensorflow-neuron",
+    "tensorflow-neuronx",
+    "transformers",
+    "transformers-neuronx",
+    "neuronx-distributed-inference",
 )
 
 # target -> packages a compile for it needs (distribution names, as pip spells them)
@@ -136,8 +174,13 @@ _PUBLIC_EXTRAS = {"tensorflow": "tensorflow", "transformers": "transformers"}
 # the real ones live in the AWS Neuron pip repository. A placeholder imports as an empty module, so
 # it is worth naming.
 _PLACEHOLDER_VERSIONS = {
-    "torch-neuron": "1.0", "torch-neuronx": "1.0", "neuron-cc": "1.0.post1", "neuronx-cc": "1.0.post1",
-    "tensorflow-neuron": "1.0", "tensorflow-neuronx": "1.0", "libneuronxla": "1.0",
+    "torch-neuron": "1.0",
+    "torch-neuronx": "1.0",
+    "neuron-cc": "1.0.post1",
+    "neuronx-cc": "1.0.post1",
+    "tensorflow-neuron": "1.0",
+    "tensorflow-neuronx": "1.0",
+    "libneuronxla": "1.0",
     "transformers-neuronx": "0.1",
 }
 
@@ -182,20 +225,26 @@ def install_hint(target: str) -> str:
     pins = pins_for(target)
     extra = ""
     if target == "inf1":
-        extra = (" in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20); "
-                 + OUT_OF_SUPPORT["inf1"])
+        extra = (
+            " in a Python 3.9/3.10 environment of its own (torch-neuron needs torch 1.13 and protobuf<3.20); "
+            + OUT_OF_SUPPORT["inf1"]
+        )
     elif target == "tensorflow-inf1":
         extra = f" in a Python 3.9/3.10 environment of its own; {OUT_OF_SUPPORT['tensorflow']}"
     elif target.startswith("tensorflow-"):
         extra = f"; {OUT_OF_SUPPORT['tensorflow']}"
     elif target == "transformers_neuronx":
-        extra = (f" (Python 3.9-3.11); {OUT_OF_SUPPORT['transformers_neuronx']}; for LLMs the SDK now documents "
-                 "vLLM Neuron on Trn2/Trn3 and vLLM 0.16 with NxD Inference on Inf2/Trn1")
+        extra = (
+            f" (Python 3.9-3.11); {OUT_OF_SUPPORT['transformers_neuronx']}; for LLMs the SDK now documents "
+            "vLLM Neuron on Trn2/Trn3 and vLLM 0.16 with NxD Inference on Inf2/Trn1"
+        )
     elif target in TORCHNEURON_TARGETS:
         from workbench.releases import PYTORCH_CPU_INDEX
 
-        extra = (f" and PyTorch's CPU index {PYTORCH_CPU_INDEX} (without it pip takes PyPI's CUDA torch) "
-                 "(TorchNeuron: Python 3.12-3.14, Trn2/Trn3 only)")
+        extra = (
+            f" and PyTorch's CPU index {PYTORCH_CPU_INDEX} (without it pip takes PyPI's CUDA torch) "
+            "(TorchNeuron: Python 3.12-3.14, Trn2/Trn3 only)"
+        )
     elif target in XLA_TARGETS:
         extra = " (the PyTorch/XLA line, in maintenance; an unpinned torch-neuronx now installs TorchNeuron)"
     return f"pip install {' '.join(pins)} {_NEURON_REPO_HINT}{extra}"
@@ -224,8 +273,11 @@ def require_sdk(target: str, versions: dict[str, str | None] | None = None) -> N
         raise MissingSDKError(target, missing)
     fake = [p for p in packages if _PLACEHOLDER_VERSIONS.get(p) == versions.get(p)]
     if fake:
-        raise MissingSDKError(target, fake, f"installed {', '.join(f'{p} {versions[p]}' for p in fake)} "
-                                            "is the PyPI placeholder, not the SDK")
+        raise MissingSDKError(
+            target,
+            fake,
+            f"installed {', '.join(f'{p} {versions[p]}' for p in fake)} is the PyPI placeholder, not the SDK",
+        )
     check_torch_neuronx_line(target, versions.get("torch-neuronx"))
 
 
@@ -334,8 +386,10 @@ class SystemInfo:
             cores = "unknown" if self.neuron_cores is None else self.neuron_cores
             lines.append(f"Neuron: {len(self.neuron_devices)} device(s), {cores} NeuronCore(s) ({self.cores_source})")
         else:
-            lines.append("Neuron: no device (compiles for inf2/trn1 use cpu_backend=True; trn2/trn3 compile on first "
-                         "use on the Trn host; artifacts run on a Neuron host)")
+            lines.append(
+                "Neuron: no device (compiles for inf2/trn1 use cpu_backend=True; trn2/trn3 compile on first "
+                "use on the Trn host; artifacts run on a Neuron host)"
+            )
         present = {k: v for k, v in self.packages.items() if v}
         lines.append("packages: " + (", ".join(f"{k} {v}" for k, v in present.items()) or "none"))
         lines.append(f"default target: {self.default_target}")
@@ -382,8 +436,9 @@ def detect(
     packages = installed_versions()
     for name, version in _PLACEHOLDER_VERSIONS.items():
         if packages.get(name) == version:
-            notes.append(f"{name} {version} is the PyPI placeholder, not the SDK; install the real one "
-                         f"{_NEURON_REPO_HINT}")
+            notes.append(
+                f"{name} {version} is the PyPI placeholder, not the SDK; install the real one {_NEURON_REPO_HINT}"
+            )
     return SystemInfo(
         neuron_devices=devices,
         driver_loaded=driver,

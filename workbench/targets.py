@@ -9,9 +9,17 @@ import importlib.util
 from dataclasses import dataclass
 
 from workbench.coremap import CoreRange
-from workbench.system import (NEURON_TARGETS, MissingSDKError, SystemInfo, TARGET_PACKAGES, detect, install_hint,
-                             require_sdk, target_problem, usable_cpu_ids)
-
+from workbench.system import (
+    NEURON_TARGETS,
+    TARGET_PACKAGES,
+    MissingSDKError,
+    SystemInfo,
+    detect,
+    install_hint,
+    require_sdk,
+    target_problem,
+    usable_cpu_ids,
+)
 
 __all__ = ["CPU_TOLERANCES", "NEURON_TOLERANCES", "output_tolerances", "TargetChoice", "choose_target"]
 
@@ -24,8 +32,11 @@ CPU_TOLERANCES = {"rtol": 1e-4, "atol": 1e-5}
 NEURON_TOLERANCES = {"rtol": 1e-2, "atol": 1e-2}
 
 # framework -> (module that must import for any target, the extra that brings it)
-_FRAMEWORK_MODULES = {"pytorch": ("torch", None), "tensorflow": ("tensorflow", "tensorflow"),
-                      "transformers_neuronx": ("transformers", "transformers")}
+_FRAMEWORK_MODULES = {
+    "pytorch": ("torch", None),
+    "tensorflow": ("tensorflow", "tensorflow"),
+    "transformers_neuronx": ("transformers", "transformers"),
+}
 
 
 def output_tolerances(target: str) -> dict[str, float]:
@@ -58,16 +69,22 @@ class TargetChoice:
     def message(self) -> str:
         what = f"{self.framework} for {self.wanted}"
         if not self.framework_ready:
-            return (f"{self.framework_module} is not installed here ({self.hint}): this notebook shows what it would "
-                    f"generate for {self.wanted} (a dry run for another machine) instead of serving a model.")
+            return (
+                f"{self.framework_module} is not installed here ({self.hint}): this notebook shows what it would "
+                f"generate for {self.wanted} (a dry run for another machine) instead of serving a model."
+            )
         if self.on_neuron:
             return f"Neuron SDK and device found: compiling {what} and serving on NeuronCores."
         cpu_numbers = "Every number below is a CPU number, not a Neuron number."
         if self.compile_target != "cpu":
-            return (f"Neuron SDK for {self.wanted} found but no Neuron device: compiling {what} here (the artifact "
-                    f"runs on a Neuron host) and serving its CPU twin on the CPU. {cpu_numbers}")
-        return (f"No Neuron SDK here for {self.wanted} (missing {', '.join(self.missing)}): running the same "
-                f"steps with the CPU target. {cpu_numbers} On a Neuron host: {self.hint}.")
+            return (
+                f"Neuron SDK for {self.wanted} found but no Neuron device: compiling {what} here (the artifact "
+                f"runs on a Neuron host) and serving its CPU twin on the CPU. {cpu_numbers}"
+            )
+        return (
+            f"No Neuron SDK here for {self.wanted} (missing {', '.join(self.missing)}): running the same "
+            f"steps with the CPU target. {cpu_numbers} On a Neuron host: {self.hint}."
+        )
 
     def core_range(self, wanted: CoreRange, instances: int = 1, *, cpus: int | None = None) -> CoreRange:
         """``wanted`` on NeuronCores; on the CPU as many of this machine's cores as the range
@@ -127,10 +144,14 @@ def choose_target(wanted: str, framework: str = "pytorch", *, system: SystemInfo
     sdk = ready and not missing
     hint = install_hint(extra) if not ready and extra else install_hint(key)
     return TargetChoice(
-        wanted=wanted, framework=framework,
+        wanted=wanted,
+        framework=framework,
         compile_target=wanted if sdk else "cpu",
         serve_target=wanted if sdk and system.has_device else "cpu",
-        framework_ready=ready, has_device=system.has_device,
-        missing=missing or (() if ready else TARGET_PACKAGES.get(extra or "", ())), hint=hint,
-        framework_module=module, neuron_cores=system.neuron_cores,
+        framework_ready=ready,
+        has_device=system.has_device,
+        missing=missing or (() if ready else TARGET_PACKAGES.get(extra or "", ())),
+        hint=hint,
+        framework_module=module,
+        neuron_cores=system.neuron_cores,
     )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Cancelled(Exception):
@@ -35,7 +36,7 @@ class Task:
         fn: Callable[..., Any],
         *args: Any,
         on_progress: Callable[[int, int, str], None] | None = None,
-        on_done: Callable[["Task"], None] | None = None,
+        on_done: Callable[[Task], None] | None = None,
         **kwargs: Any,
     ) -> None:
         self.fn, self.args, self.kwargs = fn, args, kwargs
@@ -66,8 +67,10 @@ class Task:
             if self.on_done is not None:
                 self.on_done(self)
 
-    def start(self) -> "Task":
-        self._thread = threading.Thread(target=self._run, name=f"workbench-{getattr(self.fn, '__name__', 'task')}", daemon=True)
+    def start(self) -> Task:
+        self._thread = threading.Thread(
+            target=self._run, name=f"workbench-{getattr(self.fn, '__name__', 'task')}", daemon=True
+        )
         self._thread.start()
         return self
 

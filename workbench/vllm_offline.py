@@ -35,8 +35,12 @@ def generate(engine_args: dict, prompts: list[str], max_tokens: int) -> dict:
     for prompt in prompts:
         completion = llm.generate([prompt], params, use_tqdm=False)[0].outputs[0]
         outputs.append({"token_ids": [int(t) for t in completion.token_ids], "text": completion.text})
-    return {"outputs": outputs, "vllm_version": vllm.__version__, "load_seconds": round(loaded, 2),
-            "dropped_args": sorted(set(engine_args) - accepted)}
+    return {
+        "outputs": outputs,
+        "vllm_version": vllm.__version__,
+        "load_seconds": round(loaded, 2),
+        "dropped_args": sorted(set(engine_args) - accepted),
+    }
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,7 @@ labels ("max windows"); a person there should read those.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 __all__ = ["names_in_labels"]
 

@@ -19,16 +19,17 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from workbench.system import MissingSDKError
 from workbench.spec import ModelSpec
+from workbench.system import MissingSDKError
 
 __all__ = ["ZooModel", "get", "names", "TinyLLM", "tiny_llm"]
 
@@ -80,8 +81,12 @@ class SmallCNN(nn.Module):
     def __init__(self, classes: int = 10) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+            nn.Conv2d(3, 8, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
         )
         self.head = nn.Linear(16, classes)
 
@@ -114,8 +119,9 @@ class TinyBert(nn.Module):
     """BERT-style encoder with a SQuAD head: (input_ids, attention_mask, token_type_ids) ->
     (start_logits, end_logits), like upstream's BERT example but tiny."""
 
-    def __init__(self, vocab: int = 100, seq_len: int = 384, hidden: int = 32, layers: int = 2, heads: int = 2,
-                 ffn: int = 64) -> None:
+    def __init__(
+        self, vocab: int = 100, seq_len: int = 384, hidden: int = 32, layers: int = 2, heads: int = 2, ffn: int = 64
+    ) -> None:
         super().__init__()
         self.words = nn.Embedding(vocab, hidden)
         self.positions = nn.Embedding(seq_len, hidden)
@@ -124,8 +130,9 @@ class TinyBert(nn.Module):
         self.layers = nn.ModuleList(_EncoderLayer(hidden, heads, ffn) for _ in range(layers))
         self.qa = nn.Linear(hidden, 2)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                token_type_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
         x = self.norm(self.words(input_ids) + self.positions(positions) + self.types(token_type_ids))
         bias = (1.0 - attention_mask.to(x.dtype))[:, None, None, :] * -1e4
@@ -159,21 +166,32 @@ def _add_sub(seed: int = 0) -> ZooModel:
 def _mlp(seed: int = 0, features: int = 16, hidden: int = 32, classes: int = 4) -> ZooModel:
     module = _seeded(seed, lambda: nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, classes)))
     spec = ModelSpec.parse([f"INPUT__0,FP32,{features}"], [f"OUTPUT__0,FP32,{classes}"])
-    return ZooModel("mlp", module, spec, f"two-layer perceptron {features}->{hidden}->{classes}",
-                    lambda batch, s: (torch.randn(batch, features, generator=_generator(seed + s)),))
+    return ZooModel(
+        "mlp",
+        module,
+        spec,
+        f"two-layer perceptron {features}->{hidden}->{classes}",
+        lambda batch, s: (torch.randn(batch, features, generator=_generator(seed + s)),),
+    )
 
 
 def _cnn(seed: int = 0, size: int = 32, classes: int = 10) -> ZooModel:
     module = _seeded(seed, lambda: SmallCNN(classes))
     spec = ModelSpec.parse([f"INPUT__0,FP32,3x{size}x{size}"], [f"OUTPUT__0,FP32,{classes}"])
-    return ZooModel("cnn", module, spec, f"two-conv image classifier, 3x{size}x{size} -> {classes} logits",
-                    lambda batch, s: (torch.randn(batch, 3, size, size, generator=_generator(seed + s)),))
+    return ZooModel(
+        "cnn",
+        module,
+        spec,
+        f"two-conv image classifier, 3x{size}x{size} -> {classes} logits",
+        lambda batch, s: (torch.randn(batch, 3, size, size, generator=_generator(seed + s)),),
+    )
 
 
 def _bert(seed: int = 0, seq_len: int = 384, vocab: int = 100) -> ZooModel:
     module = _seeded(seed, lambda: TinyBert(vocab=vocab, seq_len=seq_len))
-    spec = ModelSpec.parse([f"INPUT__{i},INT64,{seq_len}" for i in range(3)],
-                           [f"OUTPUT__{i},FP32,{seq_len}" for i in range(2)])
+    spec = ModelSpec.parse(
+        [f"INPUT__{i},INT64,{seq_len}" for i in range(3)], [f"OUTPUT__{i},FP32,{seq_len}" for i in range(2)]
+    )
 
     def inputs(batch: int, s: int) -> tuple:
         g = _generator(seed + s)
@@ -184,8 +202,9 @@ def _bert(seed: int = 0, seq_len: int = 384, vocab: int = 100) -> ZooModel:
         types = (columns >= lengths // 2).long() * mask
         return ids * mask, mask, types
 
-    return ZooModel("bert", module, spec, f"tiny BERT-style QA encoder: 3 x INT64[{seq_len}] -> start/end logits",
-                    inputs)
+    return ZooModel(
+        "bert", module, spec, f"tiny BERT-style QA encoder: 3 x INT64[{seq_len}] -> start/end logits", inputs
+    )
 
 
 def _causal_lm(seed: int = 0, arch: str = "llama", seq_len: int = 8) -> ZooModel:
@@ -195,14 +214,22 @@ def _causal_lm(seed: int = 0, arch: str = "llama", seq_len: int = 8) -> ZooModel
     model = tiny_causal_lm(arch, seed=seed)
     vocab = model.config.vocab_size
     spec = ModelSpec.parse([f"INPUT__0,INT64,{seq_len}"], [f"OUTPUT__0,FP32,{seq_len}x{vocab}"])
-    return ZooModel("causal_lm", _LogitsOnly(model).eval(), spec,
-                    f"tiny {arch} causal LM (random weights): ids[{seq_len}] -> logits",
-                    lambda batch, s: (torch.randint(2, vocab, (batch, seq_len), generator=_generator(seed + s)),),
-                    hf_model=model)
+    return ZooModel(
+        "causal_lm",
+        _LogitsOnly(model).eval(),
+        spec,
+        f"tiny {arch} causal LM (random weights): ids[{seq_len}] -> logits",
+        lambda batch, s: (torch.randint(2, vocab, (batch, seq_len), generator=_generator(seed + s)),),
+        hf_model=model,
+    )
 
 
 _BUILDERS: dict[str, Callable[..., ZooModel]] = {
-    "add_sub": _add_sub, "mlp": _mlp, "cnn": _cnn, "bert": _bert, "causal_lm": _causal_lm,
+    "add_sub": _add_sub,
+    "mlp": _mlp,
+    "cnn": _cnn,
+    "bert": _bert,
+    "causal_lm": _causal_lm,
 }
 
 
@@ -221,16 +248,20 @@ def get(name: str, **options: Any) -> ZooModel:
     accepted = set(inspect.signature(_BUILDERS[name]).parameters)
     unknown = sorted(set(options) - accepted)
     if unknown:
-        raise TypeError(f"zoo model {name!r} has no option {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}")
+        raise TypeError(
+            f"zoo model {name!r} has no option {', '.join(unknown)}; it takes {', '.join(sorted(accepted))}"
+        )
     return _BUILDERS[name](**options)
 
 
 # ---- a tiny LLM as a Hugging Face folder -------------------------------------------------------
 
 _LLM_RECIPE = "tiny-llama-1"  # bump when anything below changes what is written
-_WORDS = ("the a one every some cat dog bird fish model server core chip token batch request answer "
-          "runs sleeps sings reads sends waits starts stops loads serves checks counts small large fast "
-          "slow red green blue quiet busy and but then so because while on in under over near with").split()
+_WORDS = (
+    "the a one every some cat dog bird fish model server core chip token batch request answer "
+    "runs sleeps sings reads sends waits starts stops loads serves checks counts small large fast "
+    "slow red green blue quiet busy and but then so because while on in under over near with"
+).split()
 
 
 @dataclass(frozen=True)
@@ -268,11 +299,16 @@ def _llm_tokenizer(seed: int, vocab_size: int):
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>", "</s>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<s>", "</s>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator(_llm_corpus(seed), trainer=trainer)
-    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B",
-                                                             special_tokens=[("<s>", 0)])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 0)]
+    )
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="</s>")
 
 
@@ -282,9 +318,19 @@ def _write_tiny_llm(out: Path, seed: int, vocab_size: int, max_positions: int) -
     tokenizer = _llm_tokenizer(seed, vocab_size)
     # hidden 256 / 4 heads / 2 KV heads: head_dim 64, which vLLM's CPU attention takes (16 it refuses)
     config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=64, max_position_embeddings=max_positions,
-        bos_token_id=0, eos_token_id=1, pad_token_id=1, tie_word_embeddings=False)
+        vocab_size=len(tokenizer),
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        max_position_embeddings=max_positions,
+        bos_token_id=0,
+        eos_token_id=1,
+        pad_token_id=1,
+        tie_word_embeddings=False,
+    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = transformers.LlamaForCausalLM(config).eval()
@@ -292,8 +338,9 @@ def _write_tiny_llm(out: Path, seed: int, vocab_size: int, max_positions: int) -
     tokenizer.save_pretrained(out)
 
 
-def tiny_llm(seed: int = 0, *, vocab_size: int = 512, max_positions: int = 512,
-             cache_dir: str | os.PathLike[str] | None = None) -> TinyLLM:
+def tiny_llm(
+    seed: int = 0, *, vocab_size: int = 512, max_positions: int = 512, cache_dir: str | os.PathLike[str] | None = None
+) -> TinyLLM:
     """The seeded tiny LLM's folder, built once (atomically) and reused: the same seed and library
     versions give the same files. Cached under ``cache_dir``, else ``$WORKBENCH_ZOO_CACHE``, else
     ``${XDG_CACHE_HOME:-~/.cache}/workbench/zoo``, so tests and notebooks share one copy."""
@@ -301,8 +348,11 @@ def tiny_llm(seed: int = 0, *, vocab_size: int = 512, max_positions: int = 512,
         raise MissingSDKError("transformers", ["transformers", "tokenizers"])
     versions = "-".join(importlib.metadata.version(p) for p in ("transformers", "tokenizers", "torch"))
     key = hashlib.sha1(f"{_LLM_RECIPE}/{seed}/{vocab_size}/{max_positions}/{versions}".encode()).hexdigest()[:12]
-    root = Path(cache_dir or os.environ.get("WORKBENCH_ZOO_CACHE")
-                or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "zoo")
+    root = Path(
+        cache_dir
+        or os.environ.get("WORKBENCH_ZOO_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench" / "zoo"
+    )
     path = root / f"tiny-llm-s{seed}-{key}"
     if not (path / ".complete").is_file():
         root.mkdir(parents=True, exist_ok=True)

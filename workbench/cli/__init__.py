@@ -50,9 +50,21 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from workbench.server import ServerError, TritonNotFoundError
     from workbench.spec import SpecError
 
-    return (ArtifactError, CompileError, MissingSDKError, CoreRangeError, GenerateError, RepositoryError,
-            ServerError, TritonNotFoundError, SpecError, FileNotFoundError, FileExistsError, RecipeError,
-            ManifestError)
+    return (
+        ArtifactError,
+        CompileError,
+        MissingSDKError,
+        CoreRangeError,
+        GenerateError,
+        RepositoryError,
+        ServerError,
+        TritonNotFoundError,
+        SpecError,
+        FileNotFoundError,
+        FileExistsError,
+        RecipeError,
+        ManifestError,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
@@ -30,41 +31,66 @@ __all__ = ["register", "plan_files", "Planned"]
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "deploy", help="write the Neuron host recipe (Dockerfile, set-up script) and/or Kubernetes manifests",
+        "deploy",
+        help="write the Neuron host recipe (Dockerfile, set-up script) and/or Kubernetes manifests",
         description="For a generated model directory: the Dockerfile and host set-up script that fit its target "
-                    "and framework (every pin with its source), the docker run line, and with --kubernetes a "
-                    "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
-        allow_abbrev=False)
+        "and framework (every pin with its source), the docker run line, and with --kubernetes a "
+        "Deployment + Service for the Neuron device plugin. Nothing is overwritten without --force.",
+        allow_abbrev=False,
+    )
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.cli.generate import _one_line_errors
 
     _one_line_errors(parser)  # a bad --replicas or --lnc is one line, as generate's flags are
-    parser.add_argument("model_dir", type=Path, metavar="MODEL_DIR",
-                        help="a generated model directory (config.pbtxt + 1/model.py, or 1/model.json for "
-                             "the vLLM backend: its target picks vLLM Neuron on trn2/trn3, vLLM 0.16 + NxD "
-                             "Inference on inf2/trn1)")
+    parser.add_argument(
+        "model_dir",
+        type=Path,
+        metavar="MODEL_DIR",
+        help="a generated model directory (config.pbtxt + 1/model.py, or 1/model.json for "
+        "the vLLM backend: its target picks vLLM Neuron on trn2/trn3, vLLM 0.16 + NxD "
+        "Inference on inf2/trn1)",
+    )
     parser.add_argument("--out", type=Path, help="folder for the files (default: neuron-host/ beside the repository)")
     parser.add_argument("--no-recipe", action="store_true", help="write only the manifests")
-    parser.add_argument("--kubernetes", action="store_true",
-                        help="also write Kubernetes manifests (needs --repository)")
-    parser.add_argument("--ray-cluster", action="store_true", dest="ray_cluster",
-                        help="also write a Ray cluster to sweep and compile on (`workbench sweep --ray`): a KubeRay "
-                             "RayCluster for EKS and a Ray cluster-launcher YAML for EC2, in the recipe's image")
-    parser.add_argument("--ray-worker-types", metavar="TYPES",
-                        help="with --ray-cluster: the Neuron instance types to measure on, e.g. inf2.xlarge,trn2.48xlarge "
-                             "(default: --instance-type, else the target's smallest)")
-    parser.add_argument("--repository", help="where the cluster reads the model repository: s3://bucket/path or "
-                                             "pvc:CLAIM[/subpath]")
-    parser.add_argument("--weights", help="vLLM-backend models: the PersistentVolumeClaim holding the model folder "
-                                          "(pvc:CLAIM[/subpath]), mounted where model.json reads it")
+    parser.add_argument(
+        "--kubernetes", action="store_true", help="also write Kubernetes manifests (needs --repository)"
+    )
+    parser.add_argument(
+        "--ray-cluster",
+        action="store_true",
+        dest="ray_cluster",
+        help="also write a Ray cluster to sweep and compile on (`workbench sweep --ray`): a KubeRay "
+        "RayCluster for EKS and a Ray cluster-launcher YAML for EC2, in the recipe's image",
+    )
+    parser.add_argument(
+        "--ray-worker-types",
+        metavar="TYPES",
+        help="with --ray-cluster: the Neuron instance types to measure on, e.g. inf2.xlarge,trn2.48xlarge "
+        "(default: --instance-type, else the target's smallest)",
+    )
+    parser.add_argument(
+        "--repository", help="where the cluster reads the model repository: s3://bucket/path or pvc:CLAIM[/subpath]"
+    )
+    parser.add_argument(
+        "--weights",
+        help="vLLM-backend models: the PersistentVolumeClaim holding the model folder "
+        "(pvc:CLAIM[/subpath]), mounted where model.json reads it",
+    )
     parser.add_argument("--instance-type", help="e.g. inf2.24xlarge (default: the target's family)")
     parser.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2/Trn3 logical NeuronCore config (default 2)")
-    parser.add_argument("--dra", action="store_true",
-                        help="Kubernetes >= 1.34 with the Neuron DRA driver: a ResourceClaimTemplate (LNC per "
-                             "workload) instead of the device plugin (LNC per node)")
+    parser.add_argument(
+        "--dra",
+        action="store_true",
+        help="Kubernetes >= 1.34 with the Neuron DRA driver: a ResourceClaimTemplate (LNC per "
+        "workload) instead of the device plugin (LNC per node)",
+    )
     parser.add_argument("--image", help="image to run (default: the one the recipe builds; push it to your registry)")
-    parser.add_argument("--resource", choices=("neuroncore", "neuron"), default="neuroncore",
-                        help="device plugin resource: cores (default) or whole devices")
+    parser.add_argument(
+        "--resource",
+        choices=("neuroncore", "neuron"),
+        default="neuroncore",
+        help="device plugin resource: cores (default) or whole devices",
+    )
     parser.add_argument("--replicas", type=int, default=1)
     parser.add_argument("--namespace")
     parser.add_argument("--s3-region", help="AWS_DEFAULT_REGION for an s3:// repository")
@@ -102,30 +128,53 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     if backend_named(settings.backend).server_per_instance:
         return _plan_vllm(args, model_dir, settings, root)
     if args.weights:
-        raise ManifestError(f"--weights is for vLLM-backend models; {model_dir.name} is served by the "
-                            f"{settings.backend} backend from its model directory")
+        raise ManifestError(
+            f"--weights is for vLLM-backend models; {model_dir.name} is served by the "
+            f"{settings.backend} backend from its model directory"
+        )
     instance = args.instance_type or settings.target
     cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
-    run = docker_run_command(model_dir.parent, cores, instance_type=instance, lnc=args.lnc,
-                             framework=settings.framework, image=args.image, load_models=[model_dir.name])
+    run = docker_run_command(
+        model_dir.parent,
+        cores,
+        instance_type=instance,
+        lnc=args.lnc,
+        framework=settings.framework,
+        image=args.image,
+        load_models=[model_dir.name],
+    )
     planned: list[Planned] = []
     if not args.no_recipe:
         recipe = recipe_for(settings.target, settings.framework)
         folder = root / recipe.stack.key
-        planned.append(Planned(folder, recipe.files(run.pretty),
-                               lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty,
-                                                                         overwrite=force)))
+        planned.append(
+            Planned(
+                folder,
+                recipe.files(run.pretty),
+                lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty, overwrite=force),
+            )
+        )
     if args.ray_cluster:
         planned.append(_plan_ray_cluster(args, model_dir, settings, root))
     if args.kubernetes:
-        documents = manifests_for_model(model_dir, repository=args.repository, instance_type=args.instance_type,
-                                        lnc=args.lnc, resource=args.resource, image=args.image,
-                                        replicas=args.replicas, namespace=args.namespace, s3_region=args.s3_region,
-                                        service_account=args.service_account, dra=args.dra)
+        documents = manifests_for_model(
+            model_dir,
+            repository=args.repository,
+            instance_type=args.instance_type,
+            lnc=args.lnc,
+            resource=args.resource,
+            image=args.image,
+            replicas=args.replicas,
+            namespace=args.namespace,
+            s3_region=args.s3_region,
+            service_account=args.service_account,
+            dra=args.dra,
+        )
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
-        planned.append(Planned(folder, files,
-                               lambda force, folder=folder: write_model_dir(folder, files, overwrite=force)))
+        planned.append(
+            Planned(folder, files, lambda force, folder=folder: write_model_dir(folder, files, overwrite=force))
+        )
     return planned
 
 
@@ -134,7 +183,7 @@ _SMALLEST = {"inf1": "inf1.xlarge", "inf2": "inf2.xlarge", "trn1": "trn1.2xlarge
              "trn3": "trn3.48xlarge"}
 
 
-def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: "GenerateSettings", root: Path) -> Planned:
+def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: GenerateSettings, root: Path) -> Planned:
     """``--ray-cluster``: the KubeRay RayCluster and the cluster-launcher YAML (`deploy.ray_cluster`)."""
     # start-up: the Ray cluster module loads only when asked for
     from workbench.deploy.ray_cluster import RayClusterSpec, cluster_launcher, kuberay_cluster
@@ -157,12 +206,18 @@ def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: "Gene
     return Planned(folder, files, lambda force: write_model_dir(folder, files, overwrite=force))
 
 
-def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: "GenerateSettings", root: Path) -> list[Planned]:
+def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSettings, root: Path) -> list[Planned]:
     """A vLLM-backend model: the stack its target takes (`facts_vllm`), one docker run per instance
     and the one-instance config they mount (`deploy.vllm`), the manifests (`kubernetes_vllm`)."""
     # start-up: the vLLM deploy modules load only for a vLLM model directory
     from workbench.deploy.kubernetes_vllm import vllm_manifests
-    from workbench.deploy.vllm_instances import ONE_INSTANCE_CONFIG, docker_runs, one_instance_config, runs_text, vllm_deployment
+    from workbench.deploy.vllm_instances import (
+        ONE_INSTANCE_CONFIG,
+        docker_runs,
+        one_instance_config,
+        runs_text,
+        vllm_deployment,
+    )
 
     deployment = vllm_deployment(model_dir, settings, instance_type=args.instance_type, lnc=args.lnc)
     planned: list[Planned] = []
@@ -171,22 +226,37 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: "GenerateSet
         folder = root / recipe.stack.key
         config = one_instance_config(deployment)
         extra = {ONE_INSTANCE_CONFIG: config} if config is not None else {}
-        runs = docker_runs(deployment, config_file=folder / ONE_INSTANCE_CONFIG if config else None,
-                           image=args.image)
+        runs = docker_runs(deployment, config_file=folder / ONE_INSTANCE_CONFIG if config else None, image=args.image)
         text = runs_text(deployment, runs)
-        planned.append(Planned(folder, recipe.files(text, extra),
-                               lambda force, folder=folder: write_recipe(recipe, folder, docker_run=text,
-                                                                         overwrite=force, extra=extra)))
+        planned.append(
+            Planned(
+                folder,
+                recipe.files(text, extra),
+                lambda force, folder=folder: write_recipe(
+                    recipe, folder, docker_run=text, overwrite=force, extra=extra
+                ),
+            )
+        )
     if args.kubernetes:
         default = "triton-" + re.sub(r"[^a-z0-9-]+", "-", model_dir.name.lower()).strip("-")
-        documents = vllm_manifests(deployment, name=default[:63].rstrip("-"), repository=args.repository,
-                                   resource=args.resource, image=args.image, replicas=args.replicas,
-                                   namespace=args.namespace, s3_region=args.s3_region,
-                                   service_account=args.service_account, dra=args.dra, weights=args.weights)
+        documents = vllm_manifests(
+            deployment,
+            name=default[:63].rstrip("-"),
+            repository=args.repository,
+            resource=args.resource,
+            image=args.image,
+            replicas=args.replicas,
+            namespace=args.namespace,
+            s3_region=args.s3_region,
+            service_account=args.service_account,
+            dra=args.dra,
+            weights=args.weights,
+        )
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
-        planned.append(Planned(folder, files,
-                               lambda force, folder=folder: write_model_dir(folder, files, overwrite=force)))
+        planned.append(
+            Planned(folder, files, lambda force, folder=folder: write_model_dir(folder, files, overwrite=force))
+        )
     return planned
 
 
@@ -205,8 +275,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     taken = [str(item.folder) for item in planned if item.folder.exists()]
     if taken and not args.force:
-        raise FileExistsError(f"{', '.join(taken)} already exist(s); nothing was written. Pass --force to replace "
-                              "them (the old folders are kept as timestamped backups)")
+        raise FileExistsError(
+            f"{', '.join(taken)} already exist(s); nothing was written. Pass --force to replace "
+            "them (the old folders are kept as timestamped backups)"
+        )
     for item in planned:
         result = item.write(args.force)
         backup = f" (previous kept as {result.backup})" if result.backup else ""

@@ -24,7 +24,6 @@ WINDOW_FLAGS = ("window_ms", "stable_windows", "max_windows", "time_limit_s")
 INTERRUPTED = "workbench sweep: interrupted; finishing the record (measured points are kept)"
 
 
-
 def sweep_exit(result: Any) -> int:
     """`workbench sweep`'s exit for a finished run, in either mode: 0 complete; 1 failed (the
     server died, every point failed or none was measured: the reason said); 130 cancelled. A
@@ -40,50 +39,94 @@ def sweep_exit(result: Any) -> int:
 
 
 # dest -> flag of the LLM mode's own flags (default None: given or not)
-LLM_FLAGS = {"max_num_seqs": "--max-num-seqs", "tensor_parallel": "--tensor-parallel", "instances": "--instances",
-             "request_rate": "--request-rate", "input_tokens": "--input-tokens", "output_tokens": "--output-tokens",
-             "slo_ttft_ms": "--slo-ttft-ms", "slo_itl_ms": "--slo-itl-ms", "min_goodput": "--min-goodput",
-             "prompts": "--prompts", "metrics_url": "--metrics-url"}
+LLM_FLAGS = {
+    "max_num_seqs": "--max-num-seqs",
+    "tensor_parallel": "--tensor-parallel",
+    "instances": "--instances",
+    "request_rate": "--request-rate",
+    "input_tokens": "--input-tokens",
+    "output_tokens": "--output-tokens",
+    "slo_ttft_ms": "--slo-ttft-ms",
+    "slo_itl_ms": "--slo-itl-ms",
+    "min_goodput": "--min-goodput",
+    "prompts": "--prompts",
+    "metrics_url": "--metrics-url",
+}
 # dest -> flag of the tensor sweep's flags an LLM sweep has no use for
-TENSOR_ONLY = {"batch_sizes": "--batch-sizes", "allocations": "--allocations", "max_batch_size": "--max-batch-size",
-               "queue_delay_us": "--queue-delay-us", "preferred_batch_sizes": "--preferred-batch-sizes",
-               "param": "--param", "compare": "--compare", "backend_param": "--backend-param",
-               "min_gain": "--min-gain", "tries": "--tries", "screen_window_ms": "--screen-window-ms",
-               "within": "--within", "perf_analyzer": "--perf-analyzer", "rtol": "--rtol", "atol": "--atol",
-               "latency_budget_ms": "--latency-budget-ms", "min_throughput": "--min-throughput",
-               "processes": "--processes", "min_latencies": "--min-latencies"}
+TENSOR_ONLY = {
+    "batch_sizes": "--batch-sizes",
+    "allocations": "--allocations",
+    "max_batch_size": "--max-batch-size",
+    "queue_delay_us": "--queue-delay-us",
+    "preferred_batch_sizes": "--preferred-batch-sizes",
+    "param": "--param",
+    "compare": "--compare",
+    "backend_param": "--backend-param",
+    "min_gain": "--min-gain",
+    "tries": "--tries",
+    "screen_window_ms": "--screen-window-ms",
+    "within": "--within",
+    "perf_analyzer": "--perf-analyzer",
+    "rtol": "--rtol",
+    "atol": "--atol",
+    "latency_budget_ms": "--latency-budget-ms",
+    "min_throughput": "--min-throughput",
+    "processes": "--processes",
+    "min_latencies": "--min-latencies",
+}
 
 
 def add_llm_arguments(parser: argparse.ArgumentParser) -> None:
     """The LLM mode's flags (used when MODEL_DIR is served by Triton's vLLM backend)."""
     llm = parser.add_argument_group("LLM (a vLLM-backend model: measured in tokens)")
     llm.add_argument("--max-num-seqs", metavar="N,N", help="vLLM's max_num_seqs of each variant (default: the model's)")
-    llm.add_argument("--tensor-parallel", metavar="N,N",
-                     help="tensor-parallel degrees (default 1); on the CPU a degree above the NUMA nodes is generated, "
-                          "checked and reported as skipped")
-    llm.add_argument("--instances", metavar="N,N", help="model instances of each variant (default 1); on Neuron "
-                     "each holds --tensor-parallel cores of --core-range")
+    llm.add_argument(
+        "--tensor-parallel",
+        metavar="N,N",
+        help="tensor-parallel degrees (default 1); on the CPU a degree above the NUMA nodes is generated, "
+        "checked and reported as skipped",
+    )
+    llm.add_argument(
+        "--instances",
+        metavar="N,N",
+        help="model instances of each variant (default 1); on Neuron "
+        "each holds --tensor-parallel cores of --core-range",
+    )
     llm.add_argument("--request-rate", metavar="R,R", help="requests per second instead of --concurrency levels")
     llm.add_argument("--input-tokens", type=int, metavar="N", help="prompt length in the model's tokens (default 32)")
     llm.add_argument("--output-tokens", type=int, metavar="N", help="output tokens per request (default 32)")
-    llm.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="SLO: time to first token p99 at most MS (default 500)")
-    llm.add_argument("--slo-itl-ms", type=float, metavar="MS", help="SLO: inter-token latency p99 at most MS (default 50)")
-    llm.add_argument("--min-goodput", type=float, metavar="PCT",
-                     help="also require this share of requests meeting the SLO (percent)")
+    llm.add_argument(
+        "--slo-ttft-ms", type=float, metavar="MS", help="SLO: time to first token p99 at most MS (default 500)"
+    )
+    llm.add_argument(
+        "--slo-itl-ms", type=float, metavar="MS", help="SLO: inter-token latency p99 at most MS (default 50)"
+    )
+    llm.add_argument(
+        "--min-goodput", type=float, metavar="PCT", help="also require this share of requests meeting the SLO (percent)"
+    )
     llm.add_argument("--prompts", type=int, metavar="N", help="distinct seeded prompts sent in turn (default 16)")
-    llm.add_argument("--metrics-url", metavar="URL",
-                     help="with --url: the server's Prometheus endpoint (http://HOST:8002/metrics), so its own "
-                          "output-token count is read beside the client's at every point")
+    llm.add_argument(
+        "--metrics-url",
+        metavar="URL",
+        help="with --url: the server's Prometheus endpoint (http://HOST:8002/metrics), so its own "
+        "output-token count is read beside the client's at every point",
+    )
 
 
 def misplaced_flags(args: argparse.Namespace, defaults: dict[str, Any], llm: bool) -> list[str]:
     """The flags given that the chosen mode does not read, one problem each."""
     if llm:
-        return [f"{flag} is for tensor models' sweeps; {args.model_dir} is served by Triton's vLLM backend and is "
-                "swept in tokens (leave it out)" for dest, flag in TENSOR_ONLY.items()
-                if getattr(args, dest, None) != defaults.get(dest)]
-    return [f"{flag} is for vLLM-backend models (an LLM sweep); {args.model_dir} is not one (leave it out)"
-            for dest, flag in LLM_FLAGS.items() if getattr(args, dest, None) is not None]
+        return [
+            f"{flag} is for tensor models' sweeps; {args.model_dir} is served by Triton's vLLM backend and is "
+            "swept in tokens (leave it out)"
+            for dest, flag in TENSOR_ONLY.items()
+            if getattr(args, dest, None) != defaults.get(dest)
+        ]
+    return [
+        f"{flag} is for vLLM-backend models (an LLM sweep); {args.model_dir} is not one (leave it out)"
+        for dest, flag in LLM_FLAGS.items()
+        if getattr(args, dest, None) is not None
+    ]
 
 
 def read_target(model_dir: Path) -> str | None:
@@ -102,8 +145,8 @@ def _bounds(args: argparse.Namespace, values: dict[str, Any], vllm, problems: li
     server starts; ``vllm``: the model's VllmSettings (None where unread)."""
     from workbench.measure.engine.streaming import Lengths
     from workbench.measure.grid.plan import SweepError
-    from workbench.measure.llm.sweep_limits import length_problems, load_problems, model_max_len
     from workbench.measure.llm.plan import parse_rates
+    from workbench.measure.llm.sweep_limits import length_problems, load_problems, model_max_len
 
     rates = None
     if args.request_rate is not None:
@@ -113,9 +156,15 @@ def _bounds(args: argparse.Namespace, values: dict[str, Any], vllm, problems: li
             problems.append(f"--request-rate {err}")
             return
     inputs, outputs = Lengths(args.input_tokens or 32), Lengths(args.output_tokens or 32)
-    problems += load_problems(input_tokens=inputs, output_tokens=outputs, prompts=args.prompts or 16,
-                              instances=values["instances"], concurrency=None if rates else values["concurrency"],
-                              request_rate=rates, what=LLM_FLAGS | {"concurrency": "--concurrency"})
+    problems += load_problems(
+        input_tokens=inputs,
+        output_tokens=outputs,
+        prompts=args.prompts or 16,
+        instances=values["instances"],
+        concurrency=None if rates else values["concurrency"],
+        request_rate=rates,
+        what=LLM_FLAGS | {"concurrency": "--concurrency"},
+    )
     if vllm is not None and not problems:
         problems += length_problems(inputs, outputs, model_max_len(vllm.max_model_len, vllm.model), LLM_FLAGS)
 
@@ -128,14 +177,21 @@ def _plan(args: argparse.Namespace, vllm, problems: list[str]):
     base_seqs = getattr(vllm, "max_num_seqs", None)
 
     values: dict[str, Any] = {}
-    for dest, flag, default in (("max_num_seqs", "--max-num-seqs", base_seqs or 4), ("tensor_parallel",
-                                "--tensor-parallel", 1), ("instances", "--instances", 1),
-                                ("concurrency", "--concurrency", 1)):
+    for dest, flag, default in (
+        ("max_num_seqs", "--max-num-seqs", base_seqs or 4),
+        ("tensor_parallel", "--tensor-parallel", 1),
+        ("instances", "--instances", 1),
+        ("concurrency", "--concurrency", 1),
+    ):
         try:
             values[dest] = parse_counts(getattr(args, dest) or default, flag)
         except SweepError as err:
             problems.append(str(err))
-    for dest, flag in (("input_tokens", "--input-tokens"), ("output_tokens", "--output-tokens"), ("prompts", "--prompts")):
+    for dest, flag in (
+        ("input_tokens", "--input-tokens"),
+        ("output_tokens", "--output-tokens"),
+        ("prompts", "--prompts"),
+    ):
         value = getattr(args, dest)
         if value is not None and value < 1:
             problems.append(f"{flag} {value}: give a whole number >= 1")
@@ -153,13 +209,19 @@ def _plan(args: argparse.Namespace, vllm, problems: list[str]):
     if problems:
         return None
     try:
-        return LlmPlan(max_num_seqs=values["max_num_seqs"], tensor_parallel=values["tensor_parallel"],
-                       instances=values["instances"],
-                       concurrency=values["concurrency"] if args.request_rate is None else None,
-                       request_rate=args.request_rate, input_tokens=args.input_tokens or 32,
-                       output_tokens=args.output_tokens or 32,
-                       slo=Slo(ttft_ms=args.slo_ttft_ms or 500.0, itl_ms=args.slo_itl_ms or 50.0),
-                       core_range=args.core_range, prompts=args.prompts or 16, seed=args.seed)
+        return LlmPlan(
+            max_num_seqs=values["max_num_seqs"],
+            tensor_parallel=values["tensor_parallel"],
+            instances=values["instances"],
+            concurrency=values["concurrency"] if args.request_rate is None else None,
+            request_rate=args.request_rate,
+            input_tokens=args.input_tokens or 32,
+            output_tokens=args.output_tokens or 32,
+            slo=Slo(ttft_ms=args.slo_ttft_ms or 500.0, itl_ms=args.slo_itl_ms or 50.0),
+            core_range=args.core_range,
+            prompts=args.prompts or 16,
+            seed=args.seed,
+        )
     except SweepError as err:
         flag = "--request-rate" if "rate" in str(err) else "--core-range" if "core range" in str(err) else ""
         problems.append(f"{flag} {err}".strip())
@@ -172,9 +234,11 @@ def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: li
     from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmSearch
 
     if args.search not in LLM_SEARCHES:
-        problems.append(f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
-                        "(every point until stable) or adaptive (every point until decided against the best so far "
-                        "and the SLO)")
+        problems.append(
+            f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
+            "(every point until stable) or adaptive (every point until decided against the best so far "
+            "and the SLO)"
+        )
         return None
     if args.search == "grid":
         return None
@@ -197,11 +261,18 @@ def llm_settings(args: argparse.Namespace, defaults: dict[str, Any]):
     given = {dest: getattr(args, dest) for dest in WINDOW_FLAGS if getattr(args, dest) != defaults.get(dest)}
     window_s = given["window_ms"] / 1000.0 if "window_ms" in given else LLM_SETTINGS.window_s
     time_limit_s = (given["time_limit_s"] or None) if "time_limit_s" in given else LLM_SETTINGS.time_limit_s
-    return MeasureSettings(engine="workbench", protocol=args.protocol, window_s=window_s,
-                           stability=args.stability / 100.0,
-                           stable_windows=given.get("stable_windows", LLM_SETTINGS.stable_windows),
-                           max_windows=given.get("max_windows", LLM_SETTINGS.max_windows), time_limit_s=time_limit_s,
-                           min_latencies=0, warmup_requests=args.warmup, seed=args.seed)
+    return MeasureSettings(
+        engine="workbench",
+        protocol=args.protocol,
+        window_s=window_s,
+        stability=args.stability / 100.0,
+        stable_windows=given.get("stable_windows", LLM_SETTINGS.stable_windows),
+        max_windows=given.get("max_windows", LLM_SETTINGS.max_windows),
+        time_limit_s=time_limit_s,
+        min_latencies=0,
+        warmup_requests=args.warmup,
+        seed=args.seed,
+    )
 
 
 def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
@@ -224,16 +295,22 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     model_dir = Path(args.model_dir)
     problems = misplaced_flags(args, defaults, llm=True)
     if args.core_range and read_target(model_dir) == "cpu":
-        problems.append(f"--core-range {args.core_range} places NeuronCores; {model_dir} is for the CPU, where vLLM's "
-                        "CPU engine places its own threads (leave it out)")
+        problems.append(
+            f"--core-range {args.core_range} places NeuronCores; {model_dir} is for the CPU, where vLLM's "
+            "CPU engine places its own threads (leave it out)"
+        )
     if args.engine == "perf_analyzer":
-        problems.append("--engine perf_analyzer: an LLM sweep is measured by the streaming engine (perf_analyzer "
-                        "has no token mode here)")
+        problems.append(
+            "--engine perf_analyzer: an LLM sweep is measured by the streaming engine (perf_analyzer "
+            "has no token mode here)"
+        )
     if args.metrics_url and not args.url:
         problems.append("--metrics-url is for a server given with --url (a server started here is read already)")
     if len(args.url) > 1:
-        problems.append(f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
-                        "sweeps' variants only); give one --url")
+        problems.append(
+            f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
+            "sweeps' variants only); give one --url"
+        )
     try:
         vllm = read_back(model_dir).settings.backend_settings
     except (ConfigError, OSError, ValueError) as err:
@@ -256,30 +333,52 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     prices = {args.instance_type: args.price_per_hour} if args.instance_type and args.price_per_hour else None
     if args.instance_type:
         try:  # priced only as the hardware it will be measured on (a CPU model's tokens: a CPU type)
-            price_for_run(args.instance_type, {"target": read_target(model_dir), "url": args.url[0] if args.url else "",
-                                               "machine": machine()}, prices)
+            price_for_run(
+                args.instance_type,
+                {"target": read_target(model_dir), "url": args.url[0] if args.url else "", "machine": machine()},
+                prices,
+            )
         except CostError as err:
             problems.append(f"--instance-type {err}")
         if args.instance_cores is None and not cores_for_instance(args.instance_type):
-            problems.append(f"--instance-cores: how many cores has {args.instance_type}? (a variant pays for its "
-                            "share of them)")
+            problems.append(
+                f"--instance-cores: how many cores has {args.instance_type}? (a variant pays for its share of them)"
+            )
     if problems:
         print(f"workbench sweep: error: {'; '.join(problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:
-        server = (RunningServer(args.url[0], settings.protocol, metrics_url=args.metrics_url,
-                                timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
-                  if args.url else TritonServer(model_dir.resolve().parent).start())
+        server = (
+            RunningServer(
+                args.url[0],
+                settings.protocol,
+                metrics_url=args.metrics_url,
+                timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT,
+            )
+            if args.url
+            else TritonServer(model_dir.resolve().parent).start()
+        )
     except Exception as err:  # no binary, port clash, bad URL: one line
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     argv = getattr(args, "argv", None)
-    task = Task(run_llm_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                load_timeout_s=args.timeout or LOAD_TIMEOUT_S,  # --timeout bounds loads, as its help says
-                restart_stuck=not args.url,  # its own server: a hung load is ended by a restart, and the sweep goes on
-                new_run=args.new_run, label=args.label, restore=bool(args.url), effort=effort,
-                command=shlex.join(["workbench", *argv]) if argv is not None else None,
-                on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr))
+    task = Task(
+        run_llm_sweep,
+        plan,
+        server,
+        model_dir,
+        out_dir=args.out,
+        settings=settings,
+        resume=args.resume,
+        load_timeout_s=args.timeout or LOAD_TIMEOUT_S,  # --timeout bounds loads, as its help says
+        restart_stuck=not args.url,  # its own server: a hung load is ended by a restart, and the sweep goes on
+        new_run=args.new_run,
+        label=args.label,
+        restore=bool(args.url),
+        effort=effort,
+        command=shlex.join(["workbench", *argv]) if argv is not None else None,
+        on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr),
+    )
     try:
         run_to_the_end(task, INTERRUPTED)
     finally:
@@ -309,21 +408,31 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     for label, why in result.skipped.items():
         print(f"skipped {label}: {why}")
     if len(result.frame) and (result.frame["server_output_tokens"].astype(float) < 0).all():
-        print("the server's own token count was not read (give --metrics-url with --url; the vLLM backend counts "
-              "with REPORT_CUSTOM_METRICS)", file=sys.stderr)
+        print(
+            "the server's own token count was not read (give --metrics-url with --url; the vLLM backend counts "
+            "with REPORT_CUSTOM_METRICS)",
+            file=sys.stderr,
+        )
     print(result.describe_best(min_goodput=min_goodput))
     front = result.pareto()
     if len(front):
-        print("Pareto front (output tokens/s per user / total): " + "; ".join(
-            f"{r['variant']} at {load_text(r.get('concurrency'), r.get('request_rate'))}: "
-            f"{r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
-            for _, r in front.iterrows()))
+        print(
+            "Pareto front (output tokens/s per user / total): "
+            + "; ".join(
+                f"{r['variant']} at {load_text(r.get('concurrency'), r.get('request_rate'))}: "
+                f"{r['tokens_per_user_per_s']:.1f} / {r['output_tokens_per_s']:.1f}"
+                for _, r in front.iterrows()
+            )
+        )
     if args.instance_type:
         from workbench.measure.store.cost import CostError  # with the report, as the result's own
 
         try:
-            print(result.describe_cheapest(args.instance_type, min_goodput=min_goodput, prices=prices,
-                                           instance_cores=args.instance_cores))
+            print(
+                result.describe_cheapest(
+                    args.instance_type, min_goodput=min_goodput, prices=prices, instance_cores=args.instance_cores
+                )
+            )
         except CostError as err:  # the measured run stands; only its price cannot be worked out
             print(f"workbench sweep: no cost per million output tokens: {err}", file=sys.stderr)
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")

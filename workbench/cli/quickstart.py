@@ -14,7 +14,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "quickstart",
         help="trace an example model, generate, serve and check it on the CPU",
         description="Trace a zoo model on the CPU, generate its Triton model directory, start a local "
-                    "tritonserver, check served outputs against eager outputs, and say where everything went.",
+        "tritonserver, check served outputs against eager outputs, and say where everything went.",
         allow_abbrev=False,
     )
     parser.add_argument("--workdir", default="workbench-quickstart", help="where artifacts and the repository go")
@@ -29,7 +29,8 @@ def _run(args: argparse.Namespace) -> int:
     def show(done: int, total: int, message: str) -> None:
         print(f"[{done}/{total}] {message}", flush=True)
 
-    result = quickstart(args.workdir, args.model, max_batch_size=args.max_batch_size,
-                        overwrite=args.force, progress=show)
+    result = quickstart(
+        args.workdir, args.model, max_batch_size=args.max_batch_size, overwrite=args.force, progress=show
+    )
     print(result.summary())
     return 0 if result.check.ok else 1

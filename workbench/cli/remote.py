@@ -22,18 +22,33 @@ _EXIT_BAD_INPUT = 2
 def add_connection_args(parser: argparse.ArgumentParser) -> None:
     """The flags that say how to reach a remote server (shared with ``workbench sweep --url``)."""
     group = parser.add_argument_group("connection (TLS and headers go to tritonclient)")
-    group.add_argument("--protocol", choices=("grpc", "http"),
-                       help="for a bare host:port (default http); a URL scheme (grpcs://, https://) says it itself")
+    group.add_argument(
+        "--protocol",
+        choices=("grpc", "http"),
+        help="for a bare host:port (default http); a URL scheme (grpcs://, https://) says it itself",
+    )
     group.add_argument("--ssl", action="store_true", help="use TLS (implied by grpcs:// and https://)")
     group.add_argument("--root-certificates", metavar="PEM", help="CA certificates to trust (TLS)")
     group.add_argument("--client-key", metavar="PEM", help="client private key (gRPC mutual TLS)")
     group.add_argument("--client-cert", metavar="PEM", help="client certificate chain (gRPC mutual TLS)")
-    group.add_argument("--insecure", action="store_true", help="HTTP over TLS without checking that the certificate names the host")
-    group.add_argument("--header", action="append", default=[], metavar="NAME=VALUE",
-                       help="header sent with every request, e.g. Authorization=Bearer... (repeatable)")
-    group.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                       help="bound in seconds on every call to the server, loads included (default 120; raise it for "
-                            "a model that takes longer to load, e.g. on NeuronCores)")
+    group.add_argument(
+        "--insecure", action="store_true", help="HTTP over TLS without checking that the certificate names the host"
+    )
+    group.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="header sent with every request, e.g. Authorization=Bearer... (repeatable)",
+    )
+    group.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="bound in seconds on every call to the server, loads included (default 120; raise it for "
+        "a model that takes longer to load, e.g. on NeuronCores)",
+    )
 
 
 def server_from_args(url: str, args: argparse.Namespace) -> RunningServer:
@@ -43,18 +58,25 @@ def server_from_args(url: str, args: argparse.Namespace) -> RunningServer:
     from workbench.server.remote import RunningServer, headers_from_items
 
     timeout = DEFAULT_REMOTE_TIMEOUT if args.timeout is None else args.timeout
-    options = ClientOptions(ssl=args.ssl or url.startswith(("grpcs://", "https://")),
-                            root_certificates=args.root_certificates, private_key=args.client_key,
-                            certificate_chain=args.client_cert, insecure=args.insecure,
-                            headers=headers_from_items(args.header))
+    options = ClientOptions(
+        ssl=args.ssl or url.startswith(("grpcs://", "https://")),
+        root_certificates=args.root_certificates,
+        private_key=args.client_key,
+        certificate_chain=args.client_cert,
+        insecure=args.insecure,
+        headers=headers_from_items(args.header),
+    )
     return RunningServer(url, args.protocol, options=options, timeout=timeout)
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "remote", help="list, load, unload, check or push models on a tritonserver someone else runs",
+        "remote",
+        help="list, load, unload, check or push models on a tritonserver someone else runs",
         description="Drive a running tritonserver (explicit model control) by its URL: host:port, "
-                    "http://, https://, grpc:// or grpcs://.", allow_abbrev=False)
+        "http://, https://, grpc:// or grpcs://.",
+        allow_abbrev=False,
+    )
     parser.add_argument("url", help="the server, e.g. grpcs://10.0.0.5:8001 or 10.0.0.5:8000 --protocol http")
     add_connection_args(parser)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -125,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(server: RunningServer, args: argparse.Namespace) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.served_outputs import CheckError, check_served, eager_reference
     from workbench.generate.config import read_config, spec_from_config
+    from workbench.served_outputs import CheckError, check_served, eager_reference
 
     try:
         config = read_config(args.model_dir)
@@ -136,9 +158,17 @@ def _check(server: RunningServer, args: argparse.Namespace) -> int:
         print(f"workbench remote: error: {err}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     name = config.name or args.model_dir.name
-    result = check_served(server.url, name, spec_from_config(config), eager, batch_sizes=sizes,
-                          protocol=server.protocol, batch_dim=config.max_batch_size > 0, options=server.options,
-                          timeout=server.timeout)
+    result = check_served(
+        server.url,
+        name,
+        spec_from_config(config),
+        eager,
+        batch_sizes=sizes,
+        protocol=server.protocol,
+        batch_dim=config.max_batch_size > 0,
+        options=server.options,
+        timeout=server.timeout,
+    )
     print(result.summary())
     return 0 if result.ok else 1
 

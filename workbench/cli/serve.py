@@ -27,24 +27,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "load the named models, print the URLs and each model's state, and serve until Ctrl-C.",
     )
     parser.add_argument("--model-repository", required=True, type=Path, metavar="DIR")
-    parser.add_argument("--load", action="append", default=[], metavar="NAME",
-                        help="model to load at start (repeat for several); a model that fails to load stops the command")
+    parser.add_argument(
+        "--load",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="model to load at start (repeat for several); a model that fails to load stops the command",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--http-port", type=int, help="default: a free port")
     parser.add_argument("--grpc-port", type=int, help="default: a free port")
     parser.add_argument("--metrics-port", type=int, help="default: a free port")
-    parser.add_argument("--tritonserver", metavar="PATH", help="tritonserver binary (default: $TRITONSERVER, PATH, the pytriton wheel)")
+    parser.add_argument(
+        "--tritonserver", metavar="PATH", help="tritonserver binary (default: $TRITONSERVER, PATH, the pytriton wheel)"
+    )
     parser.add_argument("--log-verbose", type=int, default=0)
-    parser.add_argument("--model-config-name", metavar="NAME",
-                        help="serve each model with its configs/NAME.pbtxt (config.pbtxt where it has none)")
+    parser.add_argument(
+        "--model-config-name",
+        metavar="NAME",
+        help="serve each model with its configs/NAME.pbtxt (config.pbtxt where it has none)",
+    )
     parser.add_argument("--show-log", action="store_true", help="echo the server log while serving")
     docker = parser.add_argument_group("docker preview for a Neuron host (prints, runs nothing)")
     docker.add_argument("--docker", metavar="CORES", help="print the docker run for NeuronCores a:b and exit")
     docker.add_argument("--instance-type", help="e.g. inf2.24xlarge (or a family: inf1, inf2, trn1, trn2; cpu)")
     docker.add_argument("--cores-per-device", type=int, help="instead of --instance-type")
     docker.add_argument("--lnc", type=int, choices=LNC_VALUES, help="Trn2 logical NeuronCore config (default 2)")
-    docker.add_argument("--framework", default="pytorch", choices=("pytorch", "tensorflow", "transformers_neuronx"),
-                        help="picks the host recipe's image (default pytorch)")
+    docker.add_argument(
+        "--framework",
+        default="pytorch",
+        choices=("pytorch", "tensorflow", "transformers_neuronx"),
+        help="picks the host recipe's image (default pytorch)",
+    )
     docker.add_argument("--image", help="image to run (default: the one `workbench deploy` writes the recipe for)")
     parser.set_defaults(func=run)
 

@@ -12,9 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from workbench.cli.llm_sweep import (
+    INTERRUPTED,
+    TENSOR_ONLY,
+    WINDOW_FLAGS,
+    add_llm_arguments,
+    misplaced_flags,
+    run_llm_cli,
+    sweep_exit,
+)
 from workbench.refusals import WorkbenchError
-from workbench.cli.llm_sweep import (INTERRUPTED, TENSOR_ONLY, WINDOW_FLAGS, add_llm_arguments, misplaced_flags,
-                                       run_llm_cli, sweep_exit)
 from workbench.tasks import Task, run_to_the_end
 
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
@@ -29,103 +36,215 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "sweep",
         help="measure batch sizes x core allocations x concurrency on one tritonserver (a vLLM-backend "
-             "model: max_num_seqs x tensor-parallel x instances x load, in tokens)",
+        "model: max_num_seqs x tensor-parallel x instances x load, in tokens)",
         description="Load each core allocation of a generated model as a config override on one "
-                    "tritonserver, measure every batch size and concurrency, check outputs against the "
-                    "compiled model run in-process, and save the table, run record and plots.",
+        "tritonserver, measure every batch size and concurrency, check outputs against the "
+        "compiled model run in-process, and save the table, run record and plots.",
         allow_abbrev=False,
     )
     parser.add_argument("model_dir", help="generated model directory (its parent is the model repository)")
     grid = parser.add_argument_group("grid")
     grid.add_argument("--batch-sizes", default="1", metavar="N,N", help="batch size of each request (default 1)")
-    grid.add_argument("--allocations", default="1x1", metavar="IxC,...",
-                      help="instances x cores per instance, e.g. 1x1,2x1,1x2 (default 1x1)")
-    grid.add_argument("--core-range", metavar="A:B",
-                      help="cores the allocations are packed into (default: the model's NEURON_CORE range)")
+    grid.add_argument(
+        "--allocations",
+        default="1x1",
+        metavar="IxC,...",
+        help="instances x cores per instance, e.g. 1x1,2x1,1x2 (default 1x1)",
+    )
+    grid.add_argument(
+        "--core-range",
+        metavar="A:B",
+        help="cores the allocations are packed into (default: the model's NEURON_CORE range)",
+    )
     grid.add_argument("--concurrency", default="1", metavar="N,N", help="requests kept in flight (default 1)")
-    grid.add_argument("--max-batch-size", type=int, metavar="N",
-                      help="max_batch_size of every variant (default: the model's, raised to the largest batch)")
-    grid.add_argument("--queue-delay-us", metavar="US,US",
-                      help="try dynamic batching with each of these queue delays (microseconds)")
-    grid.add_argument("--preferred-batch-sizes", metavar="N,N",
-                      help="preferred batch sizes of the dynamic batching variants")
-    grid.add_argument("--param", action="append", default=[], metavar="KEY=V1,V2",
-                      help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)")
-    grid.add_argument("--compare", action="append", default=[], metavar="MODEL_DIR",
-                      help="also measure this model directory (the same model generated for another backend, e.g. "
-                           "'workbench generate --backend pytorch'; same repository, where a bare name is looked up) "
-                           "with the same grid; the runs go to OUT/<model name> and are joined, grouped by the "
-                           "backend that served them (repeatable)")
-    grid.add_argument("--backend-param", action="append", default=[], metavar="SETTING=V1,V2",
-                      help="sweep a setting of Triton's PyTorch backend on each PyTorch-backend model: threads, "
-                           "interop_threads, inference_mode, optimized_execution (TorchScript), torch_compile "
-                           "(PyTorch 2), e.g. threads=1,2 or torch_compile=on,off (repeatable, or ';' between "
-                           "settings)")
-    grid.add_argument("--search", default="grid", choices=SEARCH_NAMES,
-                      help="measure the whole grid (default) or only the points a search picks "
-                           "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
-                           "leaves out the points a heavier point's throughput rules out and measures each other "
-                           "point until it is decided, with --engine workbench). A vLLM-backend model "
-                           "takes grid or adaptive: adaptive measures each point until decided against the best "
-                           "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
-                           "least, --max-windows at most, default 10), and its rows' stopped column says why")
-    grid.add_argument("--min-gain", type=float, metavar="PCT",
-                      help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)")
-    grid.add_argument("--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)")
-    grid.add_argument("--screen-window-ms", type=float, metavar="MS",
-                      help="halving/hill-climb: the short window every cell is screened with first (default 200)")
-    grid.add_argument("--within", type=float, metavar="PCT",
-                      help="halving/hill-climb: a cell is dropped only when its screen's 95%% interval ends below the best "
-                           "screen's and it is more than this percentage below it (default 30)")
+    grid.add_argument(
+        "--max-batch-size",
+        type=int,
+        metavar="N",
+        help="max_batch_size of every variant (default: the model's, raised to the largest batch)",
+    )
+    grid.add_argument(
+        "--queue-delay-us", metavar="US,US", help="try dynamic batching with each of these queue delays (microseconds)"
+    )
+    grid.add_argument(
+        "--preferred-batch-sizes", metavar="N,N", help="preferred batch sizes of the dynamic batching variants"
+    )
+    grid.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2",
+        help="also sweep a model parameter, e.g. NUM_THREADS_PER_CORE=1,2 (repeatable)",
+    )
+    grid.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="MODEL_DIR",
+        help="also measure this model directory (the same model generated for another backend, e.g. "
+        "'workbench generate --backend pytorch'; same repository, where a bare name is looked up) "
+        "with the same grid; the runs go to OUT/<model name> and are joined, grouped by the "
+        "backend that served them (repeatable)",
+    )
+    grid.add_argument(
+        "--backend-param",
+        action="append",
+        default=[],
+        metavar="SETTING=V1,V2",
+        help="sweep a setting of Triton's PyTorch backend on each PyTorch-backend model: threads, "
+        "interop_threads, inference_mode, optimized_execution (TorchScript), torch_compile "
+        "(PyTorch 2), e.g. threads=1,2 or torch_compile=on,off (repeatable, or ';' between "
+        "settings)",
+    )
+    grid.add_argument(
+        "--search",
+        default="grid",
+        choices=SEARCH_NAMES,
+        help="measure the whole grid (default) or only the points a search picks "
+        "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
+        "leaves out the points a heavier point's throughput rules out and measures each other "
+        "point until it is decided, with --engine workbench). A vLLM-backend model "
+        "takes grid or adaptive: adaptive measures each point until decided against the best "
+        "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
+        "least, --max-windows at most, default 10), and its rows' stopped column says why",
+    )
+    grid.add_argument(
+        "--min-gain",
+        type=float,
+        metavar="PCT",
+        help="early-stop/hill-climb: the throughput gain in percent that keeps a walk going (default 5/0)",
+    )
+    grid.add_argument(
+        "--tries", type=int, metavar="N", help="early-stop: steps without that gain before a walk ends (default 1)"
+    )
+    grid.add_argument(
+        "--screen-window-ms",
+        type=float,
+        metavar="MS",
+        help="halving/hill-climb: the short window every cell is screened with first (default 200)",
+    )
+    grid.add_argument(
+        "--within",
+        type=float,
+        metavar="PCT",
+        help="halving/hill-climb: a cell is dropped only when its screen's 95%% interval ends below the best "
+        "screen's and it is more than this percentage below it (default 30)",
+    )
     run = parser.add_argument_group("measurement")
     run.add_argument("--window-ms", type=float, default=1000.0, help="measurement window (default 1000 ms)")
-    run.add_argument("--max-windows", type=int, default=10,
-                     help="windows of one length before they get longer (default 10)")
-    run.add_argument("--time-limit-s", type=float, default=30.0, metavar="S",
-                     help="seconds a point may measure until stable (default 30; 0 = stop after --max-windows)")
-    run.add_argument("--min-latencies", type=int, default=2000, metavar="N",
-                     help="latencies a point pools at least, so p99 is not a guess (default 2000)")
-    run.add_argument("--processes", type=int, metavar="N",
-                     help="sending processes of the built-in engine (default: as the load and cores need)")
+    run.add_argument(
+        "--max-windows", type=int, default=10, help="windows of one length before they get longer (default 10)"
+    )
+    run.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds a point may measure until stable (default 30; 0 = stop after --max-windows)",
+    )
+    run.add_argument(
+        "--min-latencies",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="latencies a point pools at least, so p99 is not a guess (default 2000)",
+    )
+    run.add_argument(
+        "--processes",
+        type=int,
+        metavar="N",
+        help="sending processes of the built-in engine (default: as the load and cores need)",
+    )
     run.add_argument("--stability", type=float, default=10.0, help="stability limit in percent (default 10)")
-    run.add_argument("--warmup", type=int, metavar="N", help="warm-up requests per point (default max(20, 2xconcurrency))")
+    run.add_argument(
+        "--warmup", type=int, metavar="N", help="warm-up requests per point (default max(20, 2xconcurrency))"
+    )
     run.add_argument("--protocol", choices=("grpc", "http"), default="grpc")
-    run.add_argument("--engine", choices=("auto", "workbench", "perf_analyzer"), default="auto",
-                     help="auto (default): Triton's perf_analyzer where it runs here, else the built-in load "
-                          "generator; or name one")
-    run.add_argument("--perf-analyzer", metavar="CMD",
-                     help="perf_analyzer to run (path or wrapper; default $PERF_ANALYZER, then PATH)")
-    run.add_argument("--stable-windows", type=int, default=3,
-                     help="windows that must agree to call a point stable (default 3)")
+    run.add_argument(
+        "--engine",
+        choices=("auto", "workbench", "perf_analyzer"),
+        default="auto",
+        help="auto (default): Triton's perf_analyzer where it runs here, else the built-in load generator; or name one",
+    )
+    run.add_argument(
+        "--perf-analyzer",
+        metavar="CMD",
+        help="perf_analyzer to run (path or wrapper; default $PERF_ANALYZER, then PATH)",
+    )
+    run.add_argument(
+        "--stable-windows", type=int, default=3, help="windows that must agree to call a point stable (default 3)"
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of the request inputs (default 0)")
-    run.add_argument("--rtol", type=float, help="relative tolerance of the output check (default: the model's target's, "
-                                                "1e-4 on the CPU, 1e-2 on NeuronCores; workbench.targets)")
-    run.add_argument("--atol", type=float, help="absolute tolerance of the output check (default: the model's target's, "
-                                                "1e-5 on the CPU, 1e-2 on NeuronCores)")
-    run.add_argument("--url", metavar="HOST:PORT", action="append", default=[],
-                     help="use this running tritonserver (explicit model control) instead of starting one; "
-                          "repeat to fan the variants out over several servers (one thread each, one merged run)")
-    run.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                     help="measure each variant as a Ray task on a Ray cluster's nodes (its own tritonserver "
-                          "there, the model folder shipped by Ray); ADDRESS: the cluster's (default: RAY_ADDRESS, "
-                          "else a Ray started here). Needs the ray extra")
-    run.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                     help="bound on every model-control call to the server, loads included (default with --url 120; "
-                          "an LLM sweep's variant loads 300)")
+    run.add_argument(
+        "--rtol",
+        type=float,
+        help="relative tolerance of the output check (default: the model's target's, "
+        "1e-4 on the CPU, 1e-2 on NeuronCores; workbench.targets)",
+    )
+    run.add_argument(
+        "--atol",
+        type=float,
+        help="absolute tolerance of the output check (default: the model's target's, "
+        "1e-5 on the CPU, 1e-2 on NeuronCores)",
+    )
+    run.add_argument(
+        "--url",
+        metavar="HOST:PORT",
+        action="append",
+        default=[],
+        help="use this running tritonserver (explicit model control) instead of starting one; "
+        "repeat to fan the variants out over several servers (one thread each, one merged run)",
+    )
+    run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="measure each variant as a Ray task on a Ray cluster's nodes (its own tritonserver "
+        "there, the model folder shipped by Ray); ADDRESS: the cluster's (default: RAY_ADDRESS, "
+        "else a Ray started here). Needs the ray extra",
+    )
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="bound on every model-control call to the server, loads included (default with --url 120; "
+        "an LLM sweep's variant loads 300)",
+    )
     out = parser.add_argument_group("output")
-    out.add_argument("--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)")
+    out.add_argument(
+        "--out", required=True, metavar="DIR", help="run folder (results.csv, results.json, run.json, plots/)"
+    )
     out.add_argument("--resume", action="store_true", help="continue the run in --out: measured points are kept")
-    out.add_argument("--new-run", action="store_true", dest="new_run",
-                     help="start afresh in --out; the run there is moved to OUT.replaced-N beside it")
+    out.add_argument(
+        "--new-run",
+        action="store_true",
+        dest="new_run",
+        help="start afresh in --out; the run there is moved to OUT.replaced-N beside it",
+    )
     out.add_argument("--label", help="name of this run in comparisons (default: the folder name)")
     out.add_argument("--latency-budget-ms", type=float, metavar="MS", help="name the best configuration with p99 <= MS")
     out.add_argument("--min-throughput", type=float, metavar="N", help="name the best configuration with >= N infer/s")
-    out.add_argument("--instance-type", metavar="TYPE",
-                     help="also name the cheapest configuration per million inferences on this instance type")
-    out.add_argument("--price-per-hour", type=float, metavar="USD", help="on-demand price of --instance-type "
-                     "(default: the workbench's price table, workbench.measure.store.cost.PRICES)")
-    out.add_argument("--instance-cores", type=int, metavar="N",
-                     help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)")
+    out.add_argument(
+        "--instance-type",
+        metavar="TYPE",
+        help="also name the cheapest configuration per million inferences on this instance type",
+    )
+    out.add_argument(
+        "--price-per-hour",
+        type=float,
+        metavar="USD",
+        help="on-demand price of --instance-type "
+        "(default: the workbench's price table, workbench.measure.store.cost.PRICES)",
+    )
+    out.add_argument(
+        "--instance-cores",
+        type=int,
+        metavar="N",
+        help="cores of --instance-type a variant's share is counted against (default: its NeuronCores)",
+    )
     out.add_argument("--no-plots", action="store_true", help="do not write plots")
     add_llm_arguments(parser)
     parser.set_defaults(func=run_cli)
@@ -154,9 +273,15 @@ def plan_from_args(args: argparse.Namespace):
         if not sep or not key.strip() or not values.strip():
             raise SweepError(f"--param {item!r}: write KEY=V1,V2")
         parameters[key.strip()] = [v.strip() for v in values.split(",")]
-    return SweepPlan(batch_sizes=args.batch_sizes, allocations=args.allocations, concurrency=args.concurrency,
-                     core_range=args.core_range, batching=batching, parameters=parameters,
-                     max_batch_size=args.max_batch_size)
+    return SweepPlan(
+        batch_sizes=args.batch_sizes,
+        allocations=args.allocations,
+        concurrency=args.concurrency,
+        core_range=args.core_range,
+        batching=batching,
+        parameters=parameters,
+        max_batch_size=args.max_batch_size,
+    )
 
 
 def search_from_args(args: argparse.Namespace):
@@ -165,9 +290,14 @@ def search_from_args(args: argparse.Namespace):
     from workbench.measure.sweep.search.choice import SearchChoice
 
     percent = lambda value: None if value is None else value / 100.0  # noqa: E731
-    choice = SearchChoice(args.search, latency_budget_ms=args.latency_budget_ms if args.search != "grid" else None,
-                          min_gain=percent(args.min_gain), tries=args.tries, within=percent(args.within),
-                          screen_window_s=None if args.screen_window_ms is None else args.screen_window_ms / 1000.0)
+    choice = SearchChoice(
+        args.search,
+        latency_budget_ms=args.latency_budget_ms if args.search != "grid" else None,
+        min_gain=percent(args.min_gain),
+        tries=args.tries,
+        within=percent(args.within),
+        screen_window_s=None if args.screen_window_ms is None else args.screen_window_ms / 1000.0,
+    )
     return choice.strategy(strict=True)
 
 
@@ -176,12 +306,21 @@ def settings_from_args(args: argparse.Namespace):
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.engine.measure_settings import MeasureSettings
 
-    return MeasureSettings(engine=args.engine, perf_analyzer=args.perf_analyzer, protocol=args.protocol,
-                           window_s=args.window_ms / 1000.0, stability=args.stability / 100.0,
-                           stable_windows=args.stable_windows, max_windows=args.max_windows,
-                           time_limit_s=args.time_limit_s or None, min_latencies=args.min_latencies,
-                           processes=args.processes, warmup_requests=args.warmup, seed=args.seed,
-                           **_tolerances(args))
+    return MeasureSettings(
+        engine=args.engine,
+        perf_analyzer=args.perf_analyzer,
+        protocol=args.protocol,
+        window_s=args.window_ms / 1000.0,
+        stability=args.stability / 100.0,
+        stable_windows=args.stable_windows,
+        max_windows=args.max_windows,
+        time_limit_s=args.time_limit_s or None,
+        min_latencies=args.min_latencies,
+        processes=args.processes,
+        warmup_requests=args.warmup,
+        seed=args.seed,
+        **_tolerances(args),
+    )
 
 
 def _tolerances(args: argparse.Namespace) -> dict[str, float]:
@@ -230,26 +369,33 @@ def _cost_line(frame, record, args: argparse.Namespace) -> str:
     prices = {args.instance_type: args.price_per_hour} if args.price_per_hour is not None else None
     try:
         price = price_for_run(args.instance_type, record, prices)
-        best = best_by_cost(frame, args.instance_type, latency_budget_ms=args.latency_budget_ms, prices=prices,
-                            instance_cores=args.instance_cores)
+        best = best_by_cost(
+            frame,
+            args.instance_type,
+            latency_budget_ms=args.latency_budget_ms,
+            prices=prices,
+            instance_cores=args.instance_cores,
+        )
     except CostError as err:
         return f"cost: {err}"
     where = f"{args.instance_type} at {price.describe()}"
     if best is None:
         return f"cost on {where}: no usable point qualifies"
-    return (f"Cheapest on {where}: {best['variant']}, batch {int(best['batch_size'])}, concurrency "
-            f"{int(best['concurrency'])}: ${float(best['cost_per_million_usd']):.4f} per million inferences "
-            f"({float(best['throughput']):.1f} infer/s, p99 {float(best['p99_ms']):.2f} ms, "
-            f"${float(best['usd_per_hour']):.4f}/h for its share of the cores)")
+    return (
+        f"Cheapest on {where}: {best['variant']}, batch {int(best['batch_size'])}, concurrency "
+        f"{int(best['concurrency'])}: ${float(best['cost_per_million_usd']):.4f} per million inferences "
+        f"({float(best['throughput']):.1f} infer/s, p99 {float(best['p99_ms']):.2f} ms, "
+        f"${float(best['usd_per_hour']):.4f}/h for its share of the cores)"
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """0 complete, 1 failed, 2 bad input (nothing measured), 130 interrupted (partial run kept)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.fanout import run_fanout
     from workbench.measure.store.plots import plot_run
-    from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
     from workbench.measure.sweep import run_sweep
+    from workbench.measure.sweep.fanout import run_fanout
+    from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
     from workbench.server import RunningServer, ServerError, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
 
@@ -264,17 +410,26 @@ def run_cli(args: argparse.Namespace) -> int:
     if misplaced:
         print(f"workbench sweep: error: {'; '.join(misplaced)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
-    checked = preflight(model_dir, plan=lambda: plan_from_args(args), settings=lambda: settings_from_args(args),
-                        search=lambda: search_from_args(args), backends=lambda: backend_sweep_from_args(args),
-                        out_dir=Path(args.out), resume=args.resume, new_run=args.new_run, urls=len(args.url))
+    checked = preflight(
+        model_dir,
+        plan=lambda: plan_from_args(args),
+        settings=lambda: settings_from_args(args),
+        search=lambda: search_from_args(args),
+        backends=lambda: backend_sweep_from_args(args),
+        out_dir=Path(args.out),
+        resume=args.resume,
+        new_run=args.new_run,
+        urls=len(args.url),
+    )
     servers = []
     if args.timeout is not None and timeout_problem(args.timeout):
         checked.problems.append(timeout_problem(args.timeout))
     if checked.settings is not None:
         for url in args.url:  # a bad URL, port or scheme: said before anything is asked of it
             try:
-                servers.append(RunningServer(url, checked.settings.protocol,
-                                             timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT))
+                servers.append(
+                    RunningServer(url, checked.settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+                )
             except ValueError as err:
                 checked.problems.append(str(err))
     if not checked.ok:  # everything checked before a server starts
@@ -294,12 +449,34 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     bar = _Bar(plan.size)
     if len(servers) > 1:  # a fan-out resumes per server; a new run there is a new --out folder
-        task = Task(run_fanout, plan, servers, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                    label=args.label, restore=True, on_progress=bar)
+        task = Task(
+            run_fanout,
+            plan,
+            servers,
+            model_dir,
+            out_dir=args.out,
+            settings=settings,
+            resume=args.resume,
+            label=args.label,
+            restore=True,
+            on_progress=bar,
+        )
     else:
-        task = Task(run_sweep, plan, server, model_dir, out_dir=args.out, settings=settings, resume=args.resume,
-                    new_run=args.new_run, label=args.label, restore=bool(args.url), search=search,
-                    command=_command(args), on_progress=bar)
+        task = Task(
+            run_sweep,
+            plan,
+            server,
+            model_dir,
+            out_dir=args.out,
+            settings=settings,
+            resume=args.resume,
+            new_run=args.new_run,
+            label=args.label,
+            restore=bool(args.url),
+            search=search,
+            command=_command(args),
+            on_progress=bar,
+        )
     try:
         run_to_the_end(task, INTERRUPTED)
     finally:
@@ -316,16 +493,21 @@ def run_cli(args: argparse.Namespace) -> int:
             return _EXIT_BAD_INPUT
         if isinstance(err, ServerError):  # the server died under the sweep: say so, no traceback
             reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            print(f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
-                  "(continue with --resume)", file=sys.stderr)
+            print(
+                f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
+                "(continue with --resume)",
+                file=sys.stderr,
+            )
             tail = server.log_tail(15)
             if tail:
                 print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
             return 1
         if isinstance(err, OSError):  # a full disk or a folder taken away: one line, the points kept so far
-            print(f"workbench sweep: error: cannot write the run in {args.out}: {err.strerror or err} "
-                  f"({err.filename or args.out}); the points written before are kept (continue with --resume)",
-                  file=sys.stderr)
+            print(
+                f"workbench sweep: error: cannot write the run in {args.out}: {err.strerror or err} "
+                f"({err.filename or args.out}); the points written before are kept (continue with --resume)",
+                file=sys.stderr,
+            )
             return 1
         print(task.error_text, file=sys.stderr)
         return 1
@@ -340,8 +522,10 @@ def run_cli(args: argparse.Namespace) -> int:
         from workbench.measure.sweep.search import answer
 
         log = result.record.search or {}
-        print(f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
-              f"stopped: {log.get('stopped')}")
+        print(
+            f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
+            f"stopped: {log.get('stopped')}"
+        )
         print(answer(result.frame, search.latency_budget_ms).describe())
     if args.instance_type:
         print(_cost_line(result.frame, result.record, args))
@@ -422,8 +606,8 @@ def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.compare_backends import BackendSweep
     from workbench.measure.grid.plan import SweepError
+    from workbench.measure.sweep.compare_backends import BackendSweep
 
     try:
         return BackendSweep(compare=tuple(args.compare), grid=tuple(args.backend_param))
@@ -435,8 +619,8 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     """``--compare`` / ``--backend-param``: each model directory swept on one local server, joined
     (the values already checked by `preflight`)."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
-    from workbench.measure.sweep.compare_backends import compare_backends
     from workbench.measure.store.plots import plot_run
+    from workbench.measure.sweep.compare_backends import compare_backends
     from workbench.server import TritonServer
 
     dirs = backends.model_dirs(args.model_dir)
@@ -446,8 +630,19 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
         print(f"workbench sweep: error: cannot start tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size * len(dirs))
-    task = Task(compare_backends, plan, server, dirs, args.out, backend_grid=backends.grid, settings=settings,
-                resume=args.resume, label=args.label, command=_command(args), on_progress=bar)
+    task = Task(
+        compare_backends,
+        plan,
+        server,
+        dirs,
+        args.out,
+        backend_grid=backends.grid,
+        settings=settings,
+        resume=args.resume,
+        label=args.label,
+        command=_command(args),
+        on_progress=bar,
+    )
     try:
         run_to_the_end(task, INTERRUPTED)
     finally:
@@ -468,7 +663,9 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
         print(f"plots: {out / 'plots'} ({', '.join(sorted(written))}; PNG and SVG), grouped by backend")
     incomplete = [name for name, run in comparison.runs.items() if not run.complete]
     if incomplete or len(comparison.runs) < len(dirs):
-        print(f"workbench sweep: not complete ({', '.join(incomplete) or 'stopped early'}); continue with --resume",
-              file=sys.stderr)
+        print(
+            f"workbench sweep: not complete ({', '.join(incomplete) or 'stopped early'}); continue with --resume",
+            file=sys.stderr,
+        )
         return _EXIT_CANCELLED
     return 0

@@ -9,10 +9,12 @@ sidecar holding its `Artifact` record. Either every file of a compile is written
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
+from workbench.compiler.analysis import analyze_neuron
 from workbench.compiler.artifact import (
     Artifact,
     ArtifactError,
@@ -30,7 +32,6 @@ from workbench.compiler.cpu import (
     operator_counts,
     trace_cpu,
 )
-from workbench.compiler.analysis import analyze_neuron
 from workbench.compiler.neuron import compile_neuron
 from workbench.system import TARGETS, MissingSDKError, SystemInfo, detect, install_hint
 
@@ -50,7 +51,6 @@ __all__ = [
     "load_artifact",
     "read_artifact",
 ]
-
 
 
 def _default_name(model: Any) -> str:
@@ -106,15 +106,39 @@ def compile_model(
     created = [p for p in paths if not p.exists()]
     try:
         if target == "cpu":
-            artifact = compile_cpu(model, example_inputs, path=cpu_path, name=name, batch_dim=batch_dim,
-                                   dynamic_batch_size=dynamic_batch_size, input_names=input_names,
-                                   output_names=output_names, progress=progress, cancel=cancel, log=log)
+            artifact = compile_cpu(
+                model,
+                example_inputs,
+                path=cpu_path,
+                name=name,
+                batch_dim=batch_dim,
+                dynamic_batch_size=dynamic_batch_size,
+                input_names=input_names,
+                output_names=output_names,
+                progress=progress,
+                cancel=cancel,
+                log=log,
+            )
         else:
-            artifact = compile_neuron(model, example_inputs, target, path=paths[1], cpu_path=cpu_path, name=name,
-                                      compiler_args=compiler_args, compiler_workdir=compiler_workdir,
-                                      dynamic_batch_size=dynamic_batch_size, batch_dim=batch_dim,
-                                      input_names=input_names, output_names=output_names, progress=progress,
-                                      cancel=cancel, log=log, isolate=isolate, lnc=lnc)
+            artifact = compile_neuron(
+                model,
+                example_inputs,
+                target,
+                path=paths[1],
+                cpu_path=cpu_path,
+                name=name,
+                compiler_args=compiler_args,
+                compiler_workdir=compiler_workdir,
+                dynamic_batch_size=dynamic_batch_size,
+                batch_dim=batch_dim,
+                input_names=input_names,
+                output_names=output_names,
+                progress=progress,
+                cancel=cancel,
+                log=log,
+                isolate=isolate,
+                lnc=lnc,
+            )
             artifact.cpu_artifact.write_sidecar()
         artifact.write_sidecar()
     except BaseException:
@@ -145,8 +169,14 @@ class OperatorReport:
         import pandas as pd
 
         unsupported = set(self.unsupported)
-        rows = [{"operator": k, "count": v, "supported": (k not in unsupported) if self.support_percentage is not None
-                 else None} for k, v in self.operator_counts.items()]
+        rows = [
+            {
+                "operator": k,
+                "count": v,
+                "supported": (k not in unsupported) if self.support_percentage is not None else None,
+            }
+            for k, v in self.operator_counts.items()
+        ]
         return pd.DataFrame(rows, columns=["operator", "count", "supported"])
 
 
@@ -169,5 +199,4 @@ def analyze(model: Any, example_inputs: Any, target: str = "cpu") -> OperatorRep
     if target == "cpu":
         return OperatorReport("cpu", counts, log="\n".join(lines))
     found = analyze_neuron(model, inputs, target)
-    return OperatorReport(target, counts, found["support_percentage"], found["unsupported"], found["log"],
-                          found["raw"])
+    return OperatorReport(target, counts, found["support_percentage"], found["unsupported"], found["log"], found["raw"])

@@ -91,10 +91,12 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
     with ``percent_supported`` and ``unsupported_operators`` (names); both are read.
     """
     if target in TORCHNEURON_TARGETS:
-        raise CompileError(f"{target} serves through TorchNeuron, which has no operator analyzer (its API "
-                           "reference lists the supported-operator table only: DOCS torch/reference/api/index.html); "
-                           "analyze for cpu to see the model's operators, or compile: TorchNeuron falls back to the CPU "
-                           "for unsupported operators in eager mode and refuses them under torch.compile(fullgraph=True)")
+        raise CompileError(
+            f"{target} serves through TorchNeuron, which has no operator analyzer (its API "
+            "reference lists the supported-operator table only: DOCS torch/reference/api/index.html); "
+            "analyze for cpu to see the model's operators, or compile: TorchNeuron falls back to the CPU "
+            "for unsupported operators in eager mode and refuses them under torch.compile(fullgraph=True)"
+        )
     inputs = as_tensors(example_inputs)
     sdk = import_sdk(target)
     lines: list[str] = []
@@ -108,8 +110,10 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
     if target != "inf1":
         # torch_neuronx.analyze takes no target and checks each operator with neuronx-cc --target trn1
         # (TNXSRC torch_neuronx/xla_impl/analyze.py check_supported_unsupported), so say whose support it is
-        log = (f"NOTE torch_neuronx.analyze checks operators for trn1 whatever the target ({target}); "
-               "inf2 and trn1 share NeuronCore-v2\n" + log)
+        log = (
+            f"NOTE torch_neuronx.analyze checks operators for trn1 whatever the target ({target}); "
+            "inf2 and trn1 share NeuronCore-v2\n" + log
+        )
     if target == "inf1":
         percentage = _percentage(raw.get("percent_supported"))
         if percentage is None:
@@ -120,7 +124,7 @@ def analyze_neuron(model: Any, example_inputs: Any, target: str) -> dict[str, An
             unsupported = _inf1_unsupported_from_log(messages)
     else:
         percentage = _percentage(raw.get("support_percentage"))
-        unsupported = [entry["kind"] if isinstance(entry, dict) else str(entry)
-                       for entry in raw.get("unsupported_operators") or []]
-    return {"support_percentage": percentage, "unsupported": sorted(set(map(str, unsupported))),
-            "raw": raw, "log": log}
+        unsupported = [
+            entry["kind"] if isinstance(entry, dict) else str(entry) for entry in raw.get("unsupported_operators") or []
+        ]
+    return {"support_percentage": percentage, "unsupported": sorted(set(map(str, unsupported))), "raw": raw, "log": log}

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.refusals import WorkbenchError
 from workbench.files import atomic_write  # re-exported: the compilers write through it
+from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec
 
 __all__ = [
@@ -70,7 +70,7 @@ class Artifact:
     dynamic_batch: bool | None = None
     operator_counts: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-    cpu_artifact: "Artifact | None" = None
+    cpu_artifact: Artifact | None = None
 
     @property
     def runs_on_cpu(self) -> bool:
@@ -88,7 +88,7 @@ class Artifact:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Artifact":
+    def from_dict(cls, data: dict) -> Artifact:
         data = dict(data)
         data.pop("runs_on_cpu", None)
         known = set(cls.__dataclass_fields__)
@@ -107,7 +107,7 @@ class Artifact:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "Artifact":
+    def from_json(cls, text: str) -> Artifact:
         return cls.from_dict(json.loads(text))
 
     def write_sidecar(self) -> Path:
@@ -116,8 +116,10 @@ class Artifact:
         return self.sidecar
 
     def describe(self) -> str:
-        lines = [f"{self.name or Path(self.path).name}: {self.target} {self.framework} artifact at {self.path}",
-                 f"  size {self.size_bytes} bytes, compiled in {self.compile_seconds:.1f} s"]
+        lines = [
+            f"{self.name or Path(self.path).name}: {self.target} {self.framework} artifact at {self.path}",
+            f"  size {self.size_bytes} bytes, compiled in {self.compile_seconds:.1f} s",
+        ]
         if self.compiler_args:
             lines.append(f"  compiler args: {' '.join(self.compiler_args)}")
         for kind, tensors in (("in ", self.spec.inputs), ("out", self.spec.outputs)):
@@ -129,8 +131,10 @@ class Artifact:
         if self.dynamic_batch is not None:
             lines.append(f"  other batch sizes: {'ok' if self.dynamic_batch else 'NOT supported by this trace'}")
         if not self.runs_on_cpu:
-            lines.append("  runs only on a Neuron device"
-                         + (f"; CPU twin: {self.cpu_artifact.path}" if self.cpu_artifact else ""))
+            lines.append(
+                "  runs only on a Neuron device"
+                + (f"; CPU twin: {self.cpu_artifact.path}" if self.cpu_artifact else "")
+            )
         return "\n".join(lines)
 
 

@@ -12,8 +12,9 @@ import re
 import time
 import warnings
 from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from workbench.compiler.artifact import Artifact, ArtifactError, atomic_write
 from workbench.refusals import WorkbenchError
@@ -71,10 +72,13 @@ def check_inputs(example_inputs: Any, *, batch_dim: bool = True, input_names: Se
             if t.dim() < 2:
                 raise SpecError(
                     f"input {name} has shape {list(t.shape)}: with batch_dim=True it needs a batch dim and at "
-                    "least one more (reshape it to [batch, 1], or pass batch_dim=False)")
+                    "least one more (reshape it to [batch, 1], or pass batch_dim=False)"
+                )
             if t.shape[0] != inputs[0].shape[0]:
-                raise SpecError(f"input {name} has batch dim {t.shape[0]} but the first input has "
-                                f"{inputs[0].shape[0]}; with batch_dim=True dim 0 must be the batch for every tensor")
+                raise SpecError(
+                    f"input {name} has batch dim {t.shape[0]} but the first input has "
+                    f"{inputs[0].shape[0]}; with batch_dim=True dim 0 must be the batch for every tensor"
+                )
     return inputs
 
 
@@ -90,8 +94,10 @@ def flatten_outputs(outputs: Any) -> list:
             raise SpecError(f"output {bad[0]} is a {type(outputs[bad[0]]).__name__}; forward() must return tensors")
         return list(outputs)
     if isinstance(outputs, dict):
-        raise SpecError(f"forward() returns a dict (keys {sorted(outputs)}); return a tuple of tensors "
-                        "so each gets an OUTPUT__i position")
+        raise SpecError(
+            f"forward() returns a dict (keys {sorted(outputs)}); return a tuple of tensors "
+            "so each gets an OUTPUT__i position"
+        )
     raise SpecError(f"forward() returns {type(outputs).__name__}; return a tensor or a tuple of tensors")
 
 
@@ -128,12 +134,15 @@ def infer_spec(
                 if len(shape) < 2:
                     raise SpecError(
                         f"{kind} {name} has shape {list(shape)}: with batch_dim=True it needs a batch dim and at "
-                        "least one more (reshape it to [batch, 1], or pass batch_dim=False)")
+                        "least one more (reshape it to [batch, 1], or pass batch_dim=False)"
+                    )
                 if batch is None:
                     batch = shape[0]
                 elif shape[0] != batch:
-                    raise SpecError(f"{kind} {name} has batch dim {shape[0]} but the first input has {batch}; "
-                                    "with batch_dim=True dim 0 must be the batch for every tensor")
+                    raise SpecError(
+                        f"{kind} {name} has batch dim {shape[0]} but the first input has {batch}; "
+                        "with batch_dim=True dim 0 must be the batch for every tensor"
+                    )
                 shape = shape[1:]
             elif not shape:
                 raise SpecError(f"{kind} {name} is a scalar; Triton tensors need at least one dim")
@@ -293,8 +302,10 @@ def compile_cpu(
                 emit(f"cpu: the trace fails at batch {bigger[0].shape[0]}: {type(err).__name__}: {err}")
                 dynamic = False
             if not dynamic:
-                emit(f"cpu: WARNING the trace only works at batch {inputs[0].shape[0]}: the model bakes its batch "
-                     "size in (e.g. view(N, ...)); use reshape(-1, ...) or serve without dynamic batching")
+                emit(
+                    f"cpu: WARNING the trace only works at batch {inputs[0].shape[0]}: the model bakes its batch "
+                    "size in (e.g. view(N, ...)); use reshape(-1, ...) or serve without dynamic batching"
+                )
         counts = operator_counts(traced)
 
     step(3, f"cpu: saving {path}")

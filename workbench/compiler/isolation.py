@@ -18,8 +18,9 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from workbench.compiler.cpu import CompileError
 from workbench.tasks import check_cancel
@@ -47,6 +48,7 @@ def run_isolated(
     with tempfile.TemporaryDirectory(prefix="workbench-compile-") as tmp:
         log_path, error_path = Path(tmp, "log.txt"), Path(tmp, "error.txt")
         log_path.touch()
+
         def child() -> None:  # never returns into the caller's code
             code = 1
             try:
@@ -73,8 +75,16 @@ def run_isolated(
                 os._exit(code)
 
         pid = _fork_from_fresh_thread(child)
-        _supervise(pid, log_path, error_path, log=log, cancel=cancel, on_tick=on_tick, poll_seconds=poll_seconds,
-                   kill_grace_seconds=kill_grace_seconds)
+        _supervise(
+            pid,
+            log_path,
+            error_path,
+            log=log,
+            cancel=cancel,
+            on_tick=on_tick,
+            poll_seconds=poll_seconds,
+            kill_grace_seconds=kill_grace_seconds,
+        )
 
 
 def run_command_isolated(
@@ -94,12 +104,25 @@ def run_command_isolated(
     with tempfile.TemporaryDirectory(prefix="workbench-compile-") as tmp:
         log_path = Path(tmp, "log.txt")
         with open(log_path, "wb") as out:
-            process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True, env=env)
+            process = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=env,
+            )
         code = -1
         try:
-            code = _supervise(process.pid, log_path, error_path, log=log, cancel=cancel, poll_seconds=poll_seconds,
-                              kill_grace_seconds=kill_grace_seconds)
+            code = _supervise(
+                process.pid,
+                log_path,
+                error_path,
+                log=log,
+                cancel=cancel,
+                poll_seconds=poll_seconds,
+                kill_grace_seconds=kill_grace_seconds,
+            )
         finally:
             process.returncode = code  # _supervise reaped it; Popen must not wait for it again
 
@@ -122,7 +145,7 @@ def _supervise(
     status = None
     pending = ""
     started = time.monotonic()
-    with open(log_path, "r", errors="replace") as reader:
+    with open(log_path, errors="replace") as reader:
 
         def drain() -> None:
             nonlocal pending

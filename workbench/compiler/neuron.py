@@ -25,17 +25,28 @@ import logging
 import os
 import shlex
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from workbench.compiler.artifact import Artifact, atomic_write
-from workbench.compiler.isolation import run_isolated
-from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
 from workbench.compiler import torchneuron
+from workbench.compiler.artifact import Artifact, atomic_write
+from workbench.compiler.cpu import CompileError, check_inputs, compile_cpu, script_bytes
+from workbench.compiler.isolation import run_isolated
 from workbench.compiler.torchneuron import LNC_FLAGS
-from workbench.system import (DEFAULT_LNC, LNC_VALUES, NEURON_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS,
-                              MissingSDKError, TARGET_PACKAGES, check_torch_neuronx_line, has_neuron_device,
-                              installed_versions)
+from workbench.system import (
+    DEFAULT_LNC,
+    LNC_VALUES,
+    NEURON_TARGETS,
+    OUT_OF_SUPPORT,
+    TARGET_PACKAGES,
+    TORCHNEURON_TARGETS,
+    XLA_TARGETS,
+    MissingSDKError,
+    check_torch_neuronx_line,
+    has_neuron_device,
+    installed_versions,
+)
 from workbench.tasks import Cancelled, check_cancel
 
 __all__ = [
@@ -76,8 +87,8 @@ def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
     """
     if target == "inf1":
         try:
-            import torch_neuron  # noqa: F401  (registers torch.neuron)
             import torch
+            import torch_neuron  # noqa: F401  (registers torch.neuron)
 
             return torch.neuron
         except _IMPORT_ERRORS as err:
@@ -89,7 +100,9 @@ def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
         try:
             import torch_neuronx
         except _IMPORT_ERRORS as err:
-            raise MissingSDKError(target, list(TARGET_PACKAGES[target]), f"import torch_neuronx failed: {err}") from None
+            raise MissingSDKError(
+                target, list(TARGET_PACKAGES[target]), f"import torch_neuronx failed: {err}"
+            ) from None
         check_torch_neuronx_line(target, getattr(torch_neuronx, "__version__", None))
         return torch_neuronx
     raise ValueError(f"unknown Neuron target {target!r}; use one of {', '.join(NEURON_TARGETS)}")
@@ -136,8 +149,10 @@ def logical_nc_config(target: str, compiler_args: str | Sequence[str] | None, ln
         if lnc is None or (lnc == 1 and target in _LNC_ONE_ONLY):
             return None
         if target in _LNC_ONE_ONLY:
-            raise CompileError(f"lnc={lnc} on {target}: neuronx-cc refuses it (NCC_EARG001: on trn1 only lnc=1 is "
-                               "supported); LNC 2 is a trn2/trn3 setting")
+            raise CompileError(
+                f"lnc={lnc} on {target}: neuronx-cc refuses it (NCC_EARG001: on trn1 only lnc=1 is "
+                "supported); LNC 2 is a trn2/trn3 setting"
+            )
         raise CompileError(f"a logical NeuronCore config (lnc={lnc}) is a trn2/trn3 setting; {target} takes none")
     if lnc is None:
         return DEFAULT_LNC[target]
@@ -162,13 +177,17 @@ def neuronx_trace_arguments(
     """
     args = normalize_compiler_args(compiler_args)
     if target not in XLA_TARGETS:
-        raise CompileError(f"torch_neuronx.trace is the PyTorch/XLA library's call, for {'/'.join(XLA_TARGETS)}; "
-                           f"{target} compiles through TorchNeuron (Neuron no longer supports PyTorch/XLA inference "
-                           "on Trn2/Trn3 from release 2.34.0)")
+        raise CompileError(
+            f"torch_neuronx.trace is the PyTorch/XLA library's call, for {'/'.join(XLA_TARGETS)}; "
+            f"{target} compiles through TorchNeuron (Neuron no longer supports PyTorch/XLA inference "
+            "on Trn2/Trn3 from release 2.34.0)"
+        )
     given = _flag_value(args, ("--target",), "inf2, trn1, trn1n")
     if given is not None and given not in _COMPILER_TARGETS[target]:
-        raise CompileError(f"compiler args say --target {given} but the target is {target}; "
-                           f"drop --target or use {' or '.join(_COMPILER_TARGETS[target])}")
+        raise CompileError(
+            f"compiler args say --target {given} but the target is {target}; "
+            f"drop --target or use {' or '.join(_COMPILER_TARGETS[target])}"
+        )
     logical_nc_config(target, args, lnc)  # refuses what neuronx-cc refuses; inf2/trn1 have no LNC to add
     if given is None:
         args += ["--target", target]
@@ -191,8 +210,10 @@ def trace_inf1(
     """``torch.neuron.trace`` (neuron-cc; compiles on any machine). The example inputs go as a
     tuple, the documented type (SDK torch_neuron.trace: "A tuple of example inputs")."""
     neuron = import_sdk("inf1")
-    kwargs: dict[str, Any] = {"compiler_args": normalize_compiler_args(compiler_args),
-                              "dynamic_batch_size": dynamic_batch_size}
+    kwargs: dict[str, Any] = {
+        "compiler_args": normalize_compiler_args(compiler_args),
+        "dynamic_batch_size": dynamic_batch_size,
+    }
     if compiler_workdir is not None:
         kwargs["compiler_workdir"] = str(compiler_workdir)
     return neuron.trace(model, tuple(inputs), **kwargs)
@@ -259,8 +280,17 @@ def _captured(sink: Log):
         writer.flush()
 
 
-def run_compile(work: Callable[[], None], *, target: str, message: str, isolate: bool, emit: Log,
-                progress: Callable[[int, int, str], None] | None, total: int, cancel: Any) -> float:
+def run_compile(
+    work: Callable[[], None],
+    *,
+    target: str,
+    message: str,
+    isolate: bool,
+    emit: Log,
+    progress: Callable[[int, int, str], None] | None,
+    total: int,
+    cancel: Any,
+) -> float:
     """Run ``work`` (the SDK call that writes the artifact) isolated in a child when ``isolate``, with
     its output streamed to ``emit``, a progress heartbeat and cancel; else in-process with its output
     captured. Returns the seconds it took; SDK failures come back as `CompileError`."""
@@ -331,12 +361,25 @@ def compile_neuron(
         call_args = neuronx_trace_arguments(target, compiler_args, compiler_workdir, has_device, lnc)
         import_sdk(target, has_device=has_device)
     total = 6
-    cpu = compile_cpu(model, example_inputs, path=cpu_path, name=name, batch_dim=batch_dim,
-                      dynamic_batch_size=dynamic_batch_size, input_names=input_names, output_names=output_names,
-                      progress=progress, cancel=cancel, log=log, total_steps=total)
+    cpu = compile_cpu(
+        model,
+        example_inputs,
+        path=cpu_path,
+        name=name,
+        batch_dim=batch_dim,
+        dynamic_batch_size=dynamic_batch_size,
+        input_names=input_names,
+        output_names=output_names,
+        progress=progress,
+        cancel=cancel,
+        log=log,
+        total_steps=total,
+    )
     if dynamic and cpu.dynamic_batch is False and log is not None:
-        log(f"{target}: WARNING the CPU trace shows the model bakes its batch size in; "
-            "the Neuron artifact will not serve other batch sizes correctly either")
+        log(
+            f"{target}: WARNING the CPU trace shows the model bakes its batch size in; "
+            "the Neuron artifact will not serve other batch sizes correctly either"
+        )
 
     lines: list[str] = []
 
@@ -353,8 +396,11 @@ def compile_neuron(
     check_cancel(cancel)
     if target == "inf1":
         emit(f"{target}: NOTE {OUT_OF_SUPPORT['inf1']}")
-    no_device = (f" (no device: it compiles on the first call on the Trn host; {torchneuron.COMPILE_ONLY_UNVERIFIED})"
-                 if native else " (no device: cpu_backend=True)")
+    no_device = (
+        f" (no device: it compiles on the first call on the Trn host; {torchneuron.COMPILE_ONLY_UNVERIFIED})"
+        if native
+        else " (no device: cpu_backend=True)"
+    )
     emit(message + ("" if has_device or target == "inf1" else no_device))
     if progress is not None:
         progress(4, total, message)
@@ -365,12 +411,24 @@ def compile_neuron(
         try:
             with torch.no_grad():
                 if target == "inf1":
-                    traced = trace_inf1(model, inputs, compiler_args=compiler_args,
-                                        compiler_workdir=compiler_workdir, dynamic_batch_size=dynamic)
+                    traced = trace_inf1(
+                        model,
+                        inputs,
+                        compiler_args=compiler_args,
+                        compiler_workdir=compiler_workdir,
+                        dynamic_batch_size=dynamic,
+                    )
                 else:
-                    traced = trace_neuronx(model, inputs, target=target, compiler_args=compiler_args,
-                                           compiler_workdir=compiler_workdir, dynamic_batch_size=dynamic,
-                                           has_device=has_device, lnc=lnc)
+                    traced = trace_neuronx(
+                        model,
+                        inputs,
+                        target=target,
+                        compiler_args=compiler_args,
+                        compiler_workdir=compiler_workdir,
+                        dynamic_batch_size=dynamic,
+                        has_device=has_device,
+                        lnc=lnc,
+                    )
         finally:
             model.train(was_training)
         atomic_write(path, script_bytes(traced))
@@ -382,22 +440,36 @@ def compile_neuron(
     seconds = 0.0
     if has_device or not native:
         try:
-            seconds = run_compile(work, target=target, message=message, isolate=isolate, emit=emit,
-                                  progress=progress, total=total, cancel=cancel)
+            seconds = run_compile(
+                work,
+                target=target,
+                message=message,
+                isolate=isolate,
+                emit=emit,
+                progress=progress,
+                total=total,
+                cancel=cancel,
+            )
         except BaseException:
             if native:
                 path.unlink(missing_ok=True)  # the exported program does not stay behind a failed compile
             raise
     extra: dict[str, Any] = {"cpu_backend": bool(call_args.get("cpu_backend", False)), "has_device": has_device}
     if native:
-        extra = {"format": torchneuron.ARTIFACT_FORMAT, "backend": "neuron", "has_device": has_device,
-                 "compiled_example_shape": has_device}
+        extra = {
+            "format": torchneuron.ARTIFACT_FORMAT,
+            "backend": "neuron",
+            "has_device": has_device,
+            "compiled_example_shape": has_device,
+        }
     if chosen_lnc is not None:
         extra["lnc"] = chosen_lnc
     if target == "inf1" and any(_CPU_FALLBACK in line for line in lines):
         extra["cpu_fallback"] = True  # torch.neuron.trace returned a CPU trace: nothing runs on Neuron
-        emit(f"{target}: WARNING nothing in this model was placed on a NeuronCore; the artifact is a CPU trace "
-             "(torch-neuron places only runs of at least minimum_segment_size=2 supported operators: issue #827)")
+        emit(
+            f"{target}: WARNING nothing in this model was placed on a NeuronCore; the artifact is a CPU trace "
+            "(torch-neuron places only runs of at least minimum_segment_size=2 supported operators: issue #827)"
+        )
     emit(f"{target}: saved {path}")
     if progress is not None:
         progress(5, total, f"{target}: saved {path}")

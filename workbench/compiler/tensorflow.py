@@ -27,8 +27,9 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,8 @@ from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
 from workbench.compiler.cpu import CompileError
 from workbench.compiler.isolation import exit_with_parent, run_command_isolated
 from workbench.compiler.neuron import normalize_compiler_args
-from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, MissingSDKError, TARGET_PACKAGES, installed_versions
 from workbench.spec import ModelSpec, SpecError, TensorSpec, parse_dtype
+from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TARGET_PACKAGES, MissingSDKError, installed_versions
 from workbench.tasks import check_cancel
 
 __all__ = ["TF_TARGETS", "spec_from_saved_model", "compile_saved_model"]
@@ -59,8 +60,8 @@ def _require_tensorflow() -> Any:
 
 
 def _read_saved_model(path: Path) -> Any:
-    from tensorflow.core.protobuf import saved_model_pb2
     from google.protobuf import text_format
+    from tensorflow.core.protobuf import saved_model_pb2
 
     proto = saved_model_pb2.SavedModel()
     if (path / "saved_model.pb").is_file():
@@ -106,8 +107,10 @@ def spec_from_saved_model(
             dims = [d.size if d.size >= 0 else -1 for d in info.tensor_shape.dim]
             if drop_batch_dim:
                 if len(dims) < 2:
-                    raise SpecError(f"{where} has dims {dims}: no batch dim to drop plus one more; "
-                                    "use drop_batch_dim=False (max_batch_size 0)")
+                    raise SpecError(
+                        f"{where} has dims {dims}: no batch dim to drop plus one more; "
+                        "use drop_batch_dim=False (max_batch_size 0)"
+                    )
                 dims = dims[1:]
             elif not dims:
                 raise SpecError(f"{where} is a scalar; Triton tensors need at least one dim")
@@ -167,12 +170,25 @@ def compile_saved_model(
         raise ValueError(f"unknown target {target!r}; use one of {', '.join(TF_TARGETS)}")
     source = Path(saved_model)
     spec = spec_from_saved_model(source, tag_set, signature_def_key, drop_batch_dim=batch_dim)
-    versions = {k: v for k, v in installed_versions(("tensorflow", "tensorflow-cpu", "tensorflow-neuron",
-                                                     "tensorflow-neuronx")).items() if v}
+    versions = {
+        k: v
+        for k, v in installed_versions(
+            ("tensorflow", "tensorflow-cpu", "tensorflow-neuron", "tensorflow-neuronx")
+        ).items()
+        if v
+    }
     extra = {"tag_set": tag_set, "signature_def_key": signature_def_key}
-    cpu = Artifact(path=str(source.resolve()), target="cpu", spec=spec, batch_dim=batch_dim, framework="tensorflow",
-                   name=name or source.name, sdk_versions=versions, extra=dict(extra),
-                   size_bytes=sum(p.stat().st_size for p in source.rglob("*") if p.is_file()))
+    cpu = Artifact(
+        path=str(source.resolve()),
+        target="cpu",
+        spec=spec,
+        batch_dim=batch_dim,
+        framework="tensorflow",
+        name=name or source.name,
+        sdk_versions=versions,
+        extra=dict(extra),
+        size_bytes=sum(p.stat().st_size for p in source.rglob("*") if p.is_file()),
+    )
     if target == "cpu":
         if cpu.sidecar.exists() and not overwrite:
             raise ArtifactError(f"{cpu.sidecar} already exists; pass overwrite=True to replace it")
@@ -189,21 +205,28 @@ def compile_saved_model(
     try:
         importlib.import_module(_SDK_MODULES[target])
     except (ImportError, OSError, RuntimeError) as err:
-        raise MissingSDKError(f"tensorflow-{target}", list(TARGET_PACKAGES[f"tensorflow-{target}"]),
-                              f"import {_SDK_MODULES[target]} failed: {err}") from None
+        raise MissingSDKError(
+            f"tensorflow-{target}",
+            list(TARGET_PACKAGES[f"tensorflow-{target}"]),
+            f"import {_SDK_MODULES[target]} failed: {err}",
+        ) from None
     flags = normalize_compiler_args(compiler_args)
     extract_weights = any(f == _EXTRACT_WEIGHTS_FLAG or f.startswith(_EXTRACT_WEIGHTS_FLAG + "=") for f in flags)
     if batch_dim and not extract_weights and _DYNAMIC_BATCH_FLAG not in flags:
         flags.append(_DYNAMIC_BATCH_FLAG)
     dynamic = _DYNAMIC_BATCH_FLAG in flags
     if dynamic and extract_weights:
-        raise CompileError(f"{_DYNAMIC_BATCH_FLAG} and {_EXTRACT_WEIGHTS_FLAG} do not work together "
-                           "(tensorflow-neuron(x) Special Flags); drop one")
+        raise CompileError(
+            f"{_DYNAMIC_BATCH_FLAG} and {_EXTRACT_WEIGHTS_FLAG} do not work together "
+            "(tensorflow-neuron(x) Special Flags); drop one"
+        )
     if example_inputs is None:
         example_inputs = spec.example_inputs(batch_size if batch_dim else None)
     if len(example_inputs) != len(spec.inputs):
-        raise SpecError(f"{len(example_inputs)} example input(s) for the signature's {len(spec.inputs)} "
-                        f"inputs {[t.name for t in spec.inputs]}")
+        raise SpecError(
+            f"{len(example_inputs)} example input(s) for the signature's {len(spec.inputs)} "
+            f"inputs {[t.name for t in spec.inputs]}"
+        )
     lines: list[str] = []
 
     def emit(line: str) -> None:
@@ -220,16 +243,28 @@ def compile_saved_model(
     made_dir = not Path(out_dir).exists()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    request = {"source": str(source), "tags": sorted({t.strip() for t in tag_set.split(",") if t.strip()}),
-               "signature": signature_def_key, "keys": [t.name for t in spec.inputs], "target": target,
-               "flags": flags, "inputs": str(staging / "inputs.npz"), "dest": str(staging / "model"),
-               "error": str(staging / "error.txt"), "parent": os.getpid()}
+    request = {
+        "source": str(source),
+        "tags": sorted({t.strip() for t in tag_set.split(",") if t.strip()}),
+        "signature": signature_def_key,
+        "keys": [t.name for t in spec.inputs],
+        "target": target,
+        "flags": flags,
+        "inputs": str(staging / "inputs.npz"),
+        "dest": str(staging / "model"),
+        "error": str(staging / "error.txt"),
+        "parent": os.getpid(),
+    }
     np.savez(request["inputs"], *[np.asarray(a) for a in example_inputs])
     start = time.perf_counter()
     try:
         if isolate:
-            run_command_isolated([sys.executable, "-m", "workbench.compiler.tensorflow", json.dumps(request)],
-                                 error_path=Path(request["error"]), log=emit, cancel=cancel)
+            run_command_isolated(
+                [sys.executable, "-m", "workbench.compiler.tensorflow", json.dumps(request)],
+                error_path=Path(request["error"]),
+                log=emit,
+                cancel=cancel,
+            )
         else:
             try:
                 _trace_and_save(request)
@@ -249,13 +284,22 @@ def compile_saved_model(
     emit(f"{target}: saved {dest}")
     if progress is not None:
         progress(2, 2, f"{target}: saved {dest}")
-    artifact = Artifact(path=str(dest), target=target, spec=compiled_spec, batch_dim=batch_dim,
-                        framework="tensorflow", name=name, sdk_versions=versions, compiler_args=flags,
-                        compile_seconds=time.perf_counter() - start,
-                        size_bytes=sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()),
-                        log="\n".join(lines), dynamic_batch=dynamic if batch_dim else None,
-                        extra={**extra, "tag_set": "serve", "signature_def_key": "serving_default"},
-                        cpu_artifact=cpu)
+    artifact = Artifact(
+        path=str(dest),
+        target=target,
+        spec=compiled_spec,
+        batch_dim=batch_dim,
+        framework="tensorflow",
+        name=name,
+        sdk_versions=versions,
+        compiler_args=flags,
+        compile_seconds=time.perf_counter() - start,
+        size_bytes=sum(p.stat().st_size for p in dest.rglob("*") if p.is_file()),
+        log="\n".join(lines),
+        dynamic_batch=dynamic if batch_dim else None,
+        extra={**extra, "tag_set": "serve", "signature_def_key": "serving_default"},
+        cpu_artifact=cpu,
+    )
     artifact.write_sidecar()
     return artifact
 
@@ -268,11 +312,15 @@ def _compiled_spec(path: Path, source: ModelSpec, signature_def_key: str, batch_
         compiled = spec_from_saved_model(path, drop_batch_dim=batch_dim)
     except (SpecError, ArtifactError) as err:
         raise CompileError(f"the compiled SavedModel cannot be described: {err}") from None
-    for kind, ours, theirs in (("inputs", source.inputs, compiled.inputs), ("outputs", source.outputs, compiled.outputs)):
+    for kind, ours, theirs in (
+        ("inputs", source.inputs, compiled.inputs),
+        ("outputs", source.outputs, compiled.outputs),
+    ):
         if [t.name for t in ours] != [t.name for t in theirs] or [t.dtype for t in ours] != [t.dtype for t in theirs]:
             raise CompileError(
                 f"the compiled SavedModel's serving_default {kind} {[t.upstream() for t in theirs]} differ from "
-                f"signature {signature_def_key!r}'s {[t.upstream() for t in ours]}")
+                f"signature {signature_def_key!r}'s {[t.upstream() for t in ours]}"
+            )
     return compiled
 
 
@@ -291,8 +339,10 @@ def _trace_and_save(request: dict) -> None:
         raise CompileError("tensorflow-neuron(x) returned the function uncompiled (no input placeholders)")
     ratio = getattr(compiled, "on_neuron_ratio", None)
     if ratio is not None:
-        print(f"{request['target']}: {float(ratio) * 100:.1f}% of the operators run on Neuron (on_neuron_ratio)",
-              flush=True)
+        print(
+            f"{request['target']}: {float(ratio) * 100:.1f}% of the operators run on Neuron (on_neuron_ratio)",
+            flush=True,
+        )
     compiled.save(request["dest"])
 
 
@@ -318,8 +368,12 @@ def tiny_saved_model(path: str | os.PathLike) -> Path:
     import tensorflow as tf
 
     class AddSub(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="a"),
-                                      tf.TensorSpec([None, 4], tf.float32, name="b")])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, 4], tf.float32, name="a"),
+                tf.TensorSpec([None, 4], tf.float32, name="b"),
+            ]
+        )
         def serve(self, a, b):
             return {"sum": a + b, "diff": a - b}
 

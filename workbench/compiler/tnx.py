@@ -16,17 +16,32 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.compiler.artifact import Artifact, ArtifactError, sidecar_path
-from workbench.system import (FRAMEWORK_TARGETS, OUT_OF_SUPPORT, MissingSDKError, TARGET_PACKAGES, has_neuron_device,
-                              installed_versions)
 from workbench.spec import ModelSpec, TensorSpec
+from workbench.system import (
+    FRAMEWORK_TARGETS,
+    OUT_OF_SUPPORT,
+    TARGET_PACKAGES,
+    MissingSDKError,
+    has_neuron_device,
+    installed_versions,
+)
 from workbench.tasks import check_cancel
 
-__all__ = ["LM_SPEC", "TNX_TARGETS", "SAMPLING_CLASSES", "STOPS_AT_EOS", "NOT_SERIALIZABLE", "tiny_causal_lm",
-           "sampling_options", "package_causal_lm"]
+__all__ = [
+    "LM_SPEC",
+    "TNX_TARGETS",
+    "SAMPLING_CLASSES",
+    "STOPS_AT_EOS",
+    "NOT_SERIALIZABLE",
+    "tiny_causal_lm",
+    "sampling_options",
+    "package_causal_lm",
+]
 
 TNX_TARGETS = FRAMEWORK_TARGETS["transformers_neuronx"]
 # What the sampling model.py takes and gives: prompt ids in, prompt + generated ids out.
@@ -35,9 +50,14 @@ LM_SPEC = ModelSpec((TensorSpec("input_ids", "INT64", (-1,)),), (TensorSpec("out
 # (transformers-neuronx modeling_auto.NEURON_MODEL_FOR_CAUSAL_LM_MAPPING @ 1ade6d74). GPT-2 is
 # GPT2ForSamplingWithContextBroadcasting: the package exports no GPT2ForSampling at top level.
 SAMPLING_CLASSES = {
-    "bloom": "BloomForSampling", "code_llama": "LlamaForSampling",
-    "gpt2": "GPT2ForSamplingWithContextBroadcasting", "gpt_neox": "GPTNeoXForSampling", "gptj": "GPTJForSampling",
-    "llama": "LlamaForSampling", "mistral": "MistralForSampling", "mixtral": "MixtralForSampling",
+    "bloom": "BloomForSampling",
+    "code_llama": "LlamaForSampling",
+    "gpt2": "GPT2ForSamplingWithContextBroadcasting",
+    "gpt_neox": "GPTNeoXForSampling",
+    "gptj": "GPTJForSampling",
+    "llama": "LlamaForSampling",
+    "mistral": "MistralForSampling",
+    "mixtral": "MixtralForSampling",
     "opt": "OPTForSampling",
 }
 # Classes whose sample() is sampling.sample_llama: stops once every row has produced EOS and fills
@@ -56,8 +76,16 @@ def _require_transformers() -> Any:
     return transformers
 
 
-def tiny_causal_lm(arch: str = "llama", *, seed: int = 0, vocab_size: int = 128, hidden_size: int = 32,
-                   layers: int = 2, heads: int = 2, max_positions: int = 64) -> Any:
+def tiny_causal_lm(
+    arch: str = "llama",
+    *,
+    seed: int = 0,
+    vocab_size: int = 128,
+    hidden_size: int = 32,
+    layers: int = 2,
+    heads: int = 2,
+    max_positions: int = 64,
+) -> Any:
     """A few-hundred-KB causal LM with seeded random weights (``llama`` or ``gpt2``), in eval mode."""
     import torch
 
@@ -65,13 +93,25 @@ def tiny_causal_lm(arch: str = "llama", *, seed: int = 0, vocab_size: int = 128,
     special = {"bos_token_id": 0, "eos_token_id": 1, "pad_token_id": 1}
     if arch == "llama":
         config = transformers.LlamaConfig(
-            vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-            num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-            max_position_embeddings=max_positions, **special)
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            intermediate_size=2 * hidden_size,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=heads,
+            max_position_embeddings=max_positions,
+            **special,
+        )
         cls = transformers.LlamaForCausalLM
     elif arch == "gpt2":
-        config = transformers.GPT2Config(vocab_size=vocab_size, n_embd=hidden_size, n_layer=layers, n_head=heads,
-                                         n_positions=max_positions, **special)
+        config = transformers.GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=hidden_size,
+            n_layer=layers,
+            n_head=heads,
+            n_positions=max_positions,
+            **special,
+        )
         cls = transformers.GPT2LMHeadModel
     else:
         raise ValueError(f"unknown tiny LM architecture {arch!r}; use llama or gpt2")
@@ -84,8 +124,7 @@ def sampling_options(model_class: str, batch_size: int, tp_degree: int, n_positi
     ``prompt_batch_size=batch_size``: its default of 1 encodes one prompt and broadcasts its cache to
     every row (``share_caches = prompt_batch_size == batch_size``, transformers-neuronx gpt2/model.py),
     while each row here is a prompt of its own."""
-    options: dict[str, Any] = {"batch_size": batch_size, "tp_degree": tp_degree, "n_positions": n_positions,
-                               "amp": amp}
+    options: dict[str, Any] = {"batch_size": batch_size, "tp_degree": tp_degree, "n_positions": n_positions, "amp": amp}
     if model_class == "GPT2ForSamplingWithContextBroadcasting":
         options["prompt_batch_size"] = batch_size  # model.py passes the same
     return options
@@ -129,10 +168,13 @@ def package_causal_lm(
     model_type = getattr(model.config, "model_type", "")
     model_class = model_class or SAMPLING_CLASSES.get(model_type)
     if model_class is None:
-        raise ValueError(f"no transformers-neuronx sampling class known for model_type {model_type!r}; "
-                         "pass model_class (e.g. LlamaForSampling)")
-    n_positions = int(n_positions or getattr(model.config, "max_position_embeddings", 0)
-                      or getattr(model.config, "n_positions", 2048))
+        raise ValueError(
+            f"no transformers-neuronx sampling class known for model_type {model_type!r}; "
+            "pass model_class (e.g. LlamaForSampling)"
+        )
+    n_positions = int(
+        n_positions or getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 2048)
+    )
     heads = getattr(model.config, "num_attention_heads", None)
     if target != "cpu" and heads and heads % tp_degree:
         raise ValueError(f"tp_degree {tp_degree} must divide the model's {heads} attention heads")
@@ -144,8 +186,11 @@ def package_causal_lm(
         try:
             import transformers_neuronx as neuronx
         except (ImportError, OSError, RuntimeError) as err:
-            raise MissingSDKError("transformers_neuronx", list(TARGET_PACKAGES["transformers_neuronx"]),
-                                  f"import transformers_neuronx failed: {err}") from None
+            raise MissingSDKError(
+                "transformers_neuronx",
+                list(TARGET_PACKAGES["transformers_neuronx"]),
+                f"import transformers_neuronx failed: {err}",
+            ) from None
         if getattr(neuronx, model_class, None) is None:
             raise ValueError(f"transformers_neuronx has no class {model_class!r}")
     out_dir = Path(out_dir)
@@ -177,27 +222,44 @@ def package_causal_lm(
     try:
         step(0, total, f"saving the checkpoint ({model_type}) to {folder}")
         model.save_pretrained(staging / "checkpoint")
-        extra = {"model_class": model_class, "batch_size": int(batch_size), "n_positions": n_positions,
-                 "amp": amp, "model_type": model_type}
+        extra = {
+            "model_class": model_class,
+            "batch_size": int(batch_size),
+            "n_positions": n_positions,
+            "amp": amp,
+            "model_type": model_type,
+        }
         if neuronx is not None:
             extra["tp_degree"] = int(tp_degree)  # a Neuron setting: on the cpu target it would only cap the cores
             serializable = model_class not in NOT_SERIALIZABLE
             if not serializable and not has_device:
-                step(1, total, f"{target}: {model_class} has no cpu_compile or save in transformers-neuronx; "
-                               "packaged uncompiled, model.py compiles it on the Neuron host at load time")
+                step(
+                    1,
+                    total,
+                    f"{target}: {model_class} has no cpu_compile or save in transformers-neuronx; "
+                    "packaged uncompiled, model.py compiles it on the Neuron host at load time",
+                )
             else:
-                step(1, total, f"{target}: {model_class}.from_pretrained + "
-                               f"{'to_neuron' if has_device else 'cpu_compile (no device)'}")
+                step(
+                    1,
+                    total,
+                    f"{target}: {model_class}.from_pretrained + "
+                    f"{'to_neuron' if has_device else 'cpu_compile (no device)'}",
+                )
                 neuron_model = getattr(neuronx, model_class).from_pretrained(
-                    str(staging / "checkpoint"), **sampling_options(model_class, int(batch_size), int(tp_degree),
-                                                                    n_positions, amp))
+                    str(staging / "checkpoint"),
+                    **sampling_options(model_class, int(batch_size), int(tp_degree), n_positions, amp),
+                )
                 if has_device:
                     neuron_model.to_neuron()
                 elif hasattr(neuron_model, "cpu_compile"):
                     neuron_model.cpu_compile()
                 else:
-                    raise MissingSDKError(target, ["transformers-neuronx>=0.13 (Neuron 2.21+)"],
-                                          "this transformers-neuronx has no cpu_compile; compile on a Neuron host")
+                    raise MissingSDKError(
+                        target,
+                        ["transformers-neuronx>=0.13 (Neuron 2.21+)"],
+                        "this transformers-neuronx has no cpu_compile; compile on a Neuron host",
+                    )
                 if serializable:
                     neuron_model.save(str(staging / "neuron"))
                     extra["compiled_dir"] = str(compiled)
@@ -209,18 +271,38 @@ def package_causal_lm(
                 os.replace(src, dst)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    versions = {k: v for k, v in installed_versions(("torch", "transformers", "transformers-neuronx",
-                                                     "neuronx-cc")).items() if v}
+    versions = {
+        k: v
+        for k, v in installed_versions(("torch", "transformers", "transformers-neuronx", "neuronx-cc")).items()
+        if v
+    }
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     seconds = time.perf_counter() - start
     artifact = Artifact(
-        path=str(folder), target=target, spec=LM_SPEC, batch_dim=True, framework="transformers_neuronx",
-        name=name, sdk_versions=versions, compile_seconds=seconds, size_bytes=size, log="\n".join(lines),
-        extra=extra)
+        path=str(folder),
+        target=target,
+        spec=LM_SPEC,
+        batch_dim=True,
+        framework="transformers_neuronx",
+        name=name,
+        sdk_versions=versions,
+        compile_seconds=seconds,
+        size_bytes=size,
+        log="\n".join(lines),
+        extra=extra,
+    )
     if target != "cpu":  # the checkpoint itself is what the CPU model.py serves
         cpu_extra = {k: v for k, v in extra.items() if k not in ("compiled_dir", "tp_degree")}
         artifact.cpu_artifact = Artifact(
-            path=str(folder), target="cpu", spec=LM_SPEC, batch_dim=True, framework="transformers_neuronx",
-            name=name, sdk_versions=versions, size_bytes=size, extra=cpu_extra)
+            path=str(folder),
+            target="cpu",
+            spec=LM_SPEC,
+            batch_dim=True,
+            framework="transformers_neuronx",
+            name=name,
+            sdk_versions=versions,
+            size_bytes=size,
+            extra=cpu_extra,
+        )
     artifact.write_sidecar()
     return artifact

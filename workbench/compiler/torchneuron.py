@@ -34,14 +34,25 @@ offered: `workbench.generate.vllm_backend.cpu_compile`.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from workbench.compiler.artifact import atomic_write
 from workbench.compiler.cpu import CompileError
 
-__all__ = ["ARTIFACT_FORMAT", "COMPILE_ONLY_DOC", "COMPILE_ONLY_UNVERIFIED", "DEVICE", "LNC_FLAGS", "check_compiler_args", "export_program", "save_program",
-           "neuron_compile", "device_compile"]
+__all__ = [
+    "ARTIFACT_FORMAT",
+    "COMPILE_ONLY_DOC",
+    "COMPILE_ONLY_UNVERIFIED",
+    "DEVICE",
+    "LNC_FLAGS",
+    "check_compiler_args",
+    "export_program",
+    "save_program",
+    "neuron_compile",
+    "device_compile",
+]
 
 ARTIFACT_FORMAT = "torch.export"  # Artifact.extra["format"]: model.py and load_artifact read it
 # TorchNeuron's device: "change the device placement from cuda to neuron" (DOCS torch/index.rst)
@@ -51,8 +62,10 @@ DEVICE = "neuron"
 LNC_FLAGS = ("--logical-nc-config", "-lnc", "--lnc")
 # UNVERIFIED: TorchNeuron's compile-only mode (see the module docstring); nothing here sets it.
 COMPILE_ONLY_DOC = "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/compile/about-torch-compile.html"
-COMPILE_ONLY_UNVERIFIED = (f"TorchNeuron's compile-only mode is UNVERIFIED here (its switch is on {COMPILE_ONLY_DOC}, "
-                           "section not read), so no NEFF is made without a device")
+COMPILE_ONLY_UNVERIFIED = (
+    f"TorchNeuron's compile-only mode is UNVERIFIED here (its switch is on {COMPILE_ONLY_DOC}, "
+    "section not read), so no NEFF is made without a device"
+)
 Log = Callable[[str], None]
 
 
@@ -70,9 +83,11 @@ def check_compiler_args(args: Sequence[str]) -> list[str]:
         elif not any(arg.startswith(flag + "=") for flag in LNC_FLAGS):
             other.append(arg)
     if other:
-        raise CompileError(f"compiler args {other}: TorchNeuron compiles through torch.compile(backend=\"neuron\"), "
-                           "which takes no neuronx-cc flags from the workbench (its options dict reads only a few "
-                           "keys: DOCS torch/compile/reference-torch-compile.html); leave them out")
+        raise CompileError(
+            f'compiler args {other}: TorchNeuron compiles through torch.compile(backend="neuron"), '
+            "which takes no neuronx-cc flags from the workbench (its options dict reads only a few "
+            "keys: DOCS torch/compile/reference-torch-compile.html); leave them out"
+        )
     return []
 
 
@@ -88,8 +103,10 @@ def export_program(model: Any, inputs: tuple, dynamic: bool, log: Log) -> tuple[
             shapes = tuple({0: batch} for _ in inputs)
             return torch.export.export(model, inputs, dynamic_shapes=shapes), True
         except Exception as err:  # torch raises several types for a constrained dim
-            log(f"WARNING the batch dim cannot be exported as dynamic ({type(err).__name__}: "
-                f"{str(err).splitlines()[0] if str(err) else ''}); exporting the example's batch size only")
+            log(
+                f"WARNING the batch dim cannot be exported as dynamic ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}); exporting the example's batch size only"
+            )
     return torch.export.export(model, inputs), False
 
 
@@ -104,8 +121,10 @@ def save_program(model: Any, inputs: tuple, dynamic: bool, path: Path, target: s
         with torch.no_grad():
             program, exported_dynamic = export_program(model, inputs, dynamic, log)
     except Exception as err:  # noqa: BLE001 - torch.export may raise anything on a user's model
-        raise CompileError(f"{target}: torch.export cannot capture this model ({type(err).__name__}: {err}); "
-                           "TorchNeuron's torch.compile needs a graph without breaks (fullgraph=True)") from err
+        raise CompileError(
+            f"{target}: torch.export cannot capture this model ({type(err).__name__}: {err}); "
+            "TorchNeuron's torch.compile needs a graph without breaks (fullgraph=True)"
+        ) from err
     finally:
         model.train(was_training)
     buffer = io.BytesIO()

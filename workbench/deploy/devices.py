@@ -13,8 +13,7 @@ from __future__ import annotations
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.system import DEFAULT_LNC, LNC_VALUES, cores_for_instance, cores_per_device, instance_family
 
-__all__ = ["DEFAULT_LNC", "is_cpu", "family_of", "lnc_of", "cores_per_device_at", "instance_cores_at",
-           "neuron_devices"]
+__all__ = ["DEFAULT_LNC", "is_cpu", "family_of", "lnc_of", "cores_per_device_at", "instance_cores_at", "neuron_devices"]
 
 
 def is_cpu(instance_type: str | None) -> bool:

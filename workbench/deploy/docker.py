@@ -15,14 +15,14 @@ from __future__ import annotations
 import os
 import shlex
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
 
 from workbench.coremap import CoreRange
 from workbench.deploy.devices import family_of, is_cpu, lnc_of, neuron_devices
-from workbench.releases import TRITON_IMAGE
 from workbench.deploy.names import host_mount_problem, image_reference
 from workbench.deploy.recipe import Recipe, recipe_for
+from workbench.releases import TRITON_IMAGE
 
 if TYPE_CHECKING:
     from workbench.generate import GeneratedModel
@@ -164,8 +164,10 @@ def docker_run_command(
         argv += ["--env", f"NEURON_LOGICAL_NC_CONFIG={effective_lnc}"]
     argv += [
         f"--shm-size={shm_size}",
-        "--ulimit", "memlock=-1",
-        "--ulimit", "stack=67108864",
+        "--ulimit",
+        "memlock=-1",
+        "--ulimit",
+        "stack=67108864",
     ]
     for container_port in (8000, 8001, 8002):
         host_port = {8000: http_port, 8001: grpc_port, 8002: metrics_port}[container_port]
@@ -184,7 +186,7 @@ def docker_run_command(
 
 
 def docker_run_for_model(
-    generated: "GeneratedModel", *, repository: str | os.PathLike[str] | None = None, **options: Any
+    generated: GeneratedModel, *, repository: str | os.PathLike[str] | None = None, **options: Any
 ) -> DockerRun:
     """The ``docker run`` for a generated model directory: its repository (or ``repository``,
     where it will be on the Neuron host), its core range, target and framework, loading just that
@@ -193,8 +195,10 @@ def docker_run_for_model(
     from workbench.generate.backends import backend_named  # start-up: loaded only when asked
 
     if backend_named(generated.settings.backend).server_per_instance:
-        raise ValueError("a vLLM-backend model runs one container per instance: use workbench.deploy.vllm_instances."
-                         "docker_runs(deployment_for_model(generated)) or `workbench deploy MODEL_DIR`")
+        raise ValueError(
+            "a vLLM-backend model runs one container per instance: use workbench.deploy.vllm_instances."
+            "docker_runs(deployment_for_model(generated)) or `workbench deploy MODEL_DIR`"
+        )
     options.setdefault("load_models", (generated.dest.name,))
     options.setdefault("framework", generated.settings.framework)
     if "cores_per_device" not in options:

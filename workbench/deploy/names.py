@@ -17,13 +17,36 @@ from typing import Any
 
 from workbench.limits import INT32_MAX
 
-__all__ = ["ImageReference", "image_reference", "subpath_problem", "replicas_problem", "kubernetes_literal",
-           "host_mount_problem", "SYSTEM_FOLDERS"]
+__all__ = [
+    "ImageReference",
+    "image_reference",
+    "subpath_problem",
+    "replicas_problem",
+    "kubernetes_literal",
+    "host_mount_problem",
+    "SYSTEM_FOLDERS",
+]
 
 # Host folders a container must not get mounted over its own (the same path inside: vLLM model
 # folders) or that are the host's system itself: '/' and the FHS top-level system folders.
-SYSTEM_FOLDERS = ("/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt", "/proc", "/root",
-                  "/run", "/sbin", "/sys", "/usr", "/var")
+SYSTEM_FOLDERS = (
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var",
+)
 _SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
 
 
@@ -43,17 +66,22 @@ def host_mount_problem(path: str, flag: str) -> str | None:
         return f"{flag} {text}: docker -v cannot mount a path holding ':' or ','; move or link it elsewhere"
     folder = posixpath.normpath(text) if text else text
     if folder in SYSTEM_FOLDERS or any(folder.startswith(tree + "/") for tree in _SYSTEM_TREES):
-        return (f"{flag} {text}: a system folder of the host; mounted into the container it would hide or expose "
-                "the system's own files. Keep the models in a folder of their own")
+        return (
+            f"{flag} {text}: a system folder of the host; mounted into the container it would hide or expose "
+            "the system's own files. Keep the models in a folder of their own"
+        )
     return None
+
 
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN_PART = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-_REFERENCE = re.compile(rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_COMPONENT}(?:/{_COMPONENT})*)"
-                        rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?")
+_REFERENCE = re.compile(
+    rf"(?P<name>(?:(?P<domain>{_DOMAIN})/)?{_COMPONENT}(?:/{_COMPONENT})*)"
+    rf"(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?"
+)
 _NAME_MAX = 255
 
 
@@ -71,9 +99,11 @@ def image_reference(value: Any, flag: str = "--image") -> ImageReference:
     text = value if isinstance(value, str) else None
     match = _REFERENCE.fullmatch(text) if text is not None else None
     if match is None or len(match["name"]) > _NAME_MAX:
-        raise ValueError(f"{flag} {value!r} is not a docker image reference: write [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], "
-                         "NAME in lower-case letters, digits and . _ - separated by '/', e.g. "
-                         "nvcr.io/nvidia/tritonserver:24.10-py3")
+        raise ValueError(
+            f"{flag} {value!r} is not a docker image reference: write [REGISTRY[:PORT]/]NAME[:TAG][@DIGEST], "
+            "NAME in lower-case letters, digits and . _ - separated by '/', e.g. "
+            "nvcr.io/nvidia/tritonserver:24.10-py3"
+        )
     if match["domain"] is None and match["name"] != match["name"].lower():
         raise ValueError(f"{flag} {value!r}: image names are lower-case")
     return ImageReference(match["name"], match["tag"] or "", match["digest"] or "")
@@ -84,8 +114,10 @@ def subpath_problem(subpath: str, flag: str = "--repository") -> str | None:
     ``..`` element), or None."""
     parts = subpath.split("/")
     if subpath.startswith("/") or ".." in parts:
-        return (f"{flag}: sub-path {subpath!r} must stay inside the claim: a relative path without '..' "
-                "(Kubernetes refuses the mount otherwise)")
+        return (
+            f"{flag}: sub-path {subpath!r} must stay inside the claim: a relative path without '..' "
+            "(Kubernetes refuses the mount otherwise)"
+        )
     return None
 
 

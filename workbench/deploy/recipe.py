@@ -18,12 +18,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.deploy.devices import family_of
-from workbench.deploy.names import image_reference
-from workbench.releases import (NEURON_APT_KEY, NEURON_APT_REPO, NEURON_PIP_INDEX, SOURCES, STACKS, TRITON_IMAGE,
-                                    Fact, Stack, stub_python_of)
 from workbench.deploy.facts_vllm import VLLM_STACKS
-from workbench.refusals import WorkbenchError
+from workbench.deploy.names import image_reference
 from workbench.generate.repository import WriteResult, write_model_dir
+from workbench.refusals import WorkbenchError
+from workbench.releases import (
+    NEURON_APT_KEY,
+    NEURON_APT_REPO,
+    NEURON_PIP_INDEX,
+    SOURCES,
+    STACKS,
+    TRITON_IMAGE,
+    Fact,
+    Stack,
+    stub_python_of,
+)
 
 __all__ = ["RecipeError", "Recipe", "recipe_for", "host_folder", "write_recipe", "RECIPE_FILES", "IMAGE_NAME"]
 
@@ -56,11 +65,12 @@ class Recipe:
     def facts(self) -> list[tuple[str, Fact]]:
         """Every (what, fact) the recipe rests on, in reading order."""
         s = self.stack
-        rows = [("Triton container", Fact(self.base_image, s.container.source, s.container.verified,
-                                          s.container.note)),
-                ("python backend stub's Python", s.stub_python),
-                (f"{s.framework} Neuron wheels' Pythons", s.python_range),
-                ("Neuron SDK release", s.release)]
+        rows = [
+            ("Triton container", Fact(self.base_image, s.container.source, s.container.verified, s.container.note)),
+            ("python backend stub's Python", s.stub_python),
+            (f"{s.framework} Neuron wheels' Pythons", s.python_range),
+            ("Neuron SDK release", s.release),
+        ]
         rows += [("pip (Neuron extra index)", f) for f in s.pip]
         rows += [("pip extra index", f) for f in s.extra_indexes]
         rows += [("apt in the image", f) for f in s.container_apt]
@@ -72,15 +82,23 @@ class Recipe:
 
     def table(self) -> list[dict]:
         """Rows for a preview: what, value, source, date, verified, note."""
-        return [{"what": what, "value": f.value, "source": f.source, "date": SOURCES[f.source].date,
-                 "verified": f.verified, "note": f.note} for what, f in self.facts()]
+        return [
+            {
+                "what": what,
+                "value": f.value,
+                "source": f.source,
+                "date": SOURCES[f.source].date,
+                "verified": f.verified,
+                "note": f.note,
+            }
+            for what, f in self.facts()
+        ]
 
     def text(self) -> str:
         """The facts as aligned plain text, UNVERIFIED ones marked."""
         rows = self.facts()
         width = max(len(what) for what, _ in rows)
-        lines = [f"# host recipe: {self.target} / {self.framework} (stack {self.stack.key}); "
-                 f"builds image {self.image}"]
+        lines = [f"# host recipe: {self.target} / {self.framework} (stack {self.stack.key}); builds image {self.image}"]
         for what, fact in rows:
             note = f" -- {fact.note}" if fact.note else ""
             lines.append(f"{what:<{width}}  {fact.value}{note}  [{fact.cite()}]")
@@ -109,7 +127,7 @@ class Recipe:
                 f"RUN apt-get update && apt-get install -y --no-install-recommends {tools} \\",
                 f" && wget -qO - {NEURON_APT_KEY} | gpg --dearmor -o {_KEYRING} \\",
                 " && . /etc/os-release \\",
-                f" && echo \"deb [signed-by={_KEYRING}] {NEURON_APT_REPO} ${{VERSION_CODENAME}} main\" \\",
+                f' && echo "deb [signed-by={_KEYRING}] {NEURON_APT_REPO} ${{VERSION_CODENAME}} main" \\',
                 "    > /etc/apt/sources.list.d/neuron.list \\",
                 f" && apt-get update && apt-get install -y --no-install-recommends {packages} \\",
                 " && rm -rf /var/lib/apt/lists/*",
@@ -139,38 +157,48 @@ class Recipe:
 
     def host_script(self) -> str:
         packages = " ".join(f'"{f.value}"' if "$" in f.value else shlex.quote(f.value) for f in self.stack.host_apt)
-        return "\n".join([
-            "#!/usr/bin/env bash",
-            f"# Neuron host set-up for {self.target} ({self.stack.key}, Neuron {self.stack.release.value}), Ubuntu.",
-            "# Written by `workbench deploy`; every pin and its source: RECIPE.md beside this file.",
-            "set -euo pipefail",
-            "cd \"$(dirname \"$0\")\"",
-            ". /etc/os-release",
-            f"wget -qO - {NEURON_APT_KEY} | sudo gpg --batch --yes --dearmor -o {_KEYRING}",
-            f"echo \"deb [signed-by={_KEYRING}] {NEURON_APT_REPO} ${{VERSION_CODENAME}} main\" \\",
-            "  | sudo tee /etc/apt/sources.list.d/neuron.list >/dev/null",
-            "sudo apt-get update",
-            f"sudo apt-get install -y {packages}",
-            "export PATH=/opt/aws/neuron/bin:$PATH",
-            "neuron-ls  # the devices and cores the driver sees",
-            "if ! command -v docker >/dev/null; then",
-            "  echo 'docker is not installed: see the Neuron guide \"Docker environment setup\"' >&2; exit 1",
-            "fi",
-            f"docker build -t {shlex.quote(self.image)} .",
-            "",
-        ])
+        return "\n".join(
+            [
+                "#!/usr/bin/env bash",
+                f"# Neuron host set-up for {self.target} ({self.stack.key}, Neuron {self.stack.release.value}), Ubuntu.",
+                "# Written by `workbench deploy`; every pin and its source: RECIPE.md beside this file.",
+                "set -euo pipefail",
+                'cd "$(dirname "$0")"',
+                ". /etc/os-release",
+                f"wget -qO - {NEURON_APT_KEY} | sudo gpg --batch --yes --dearmor -o {_KEYRING}",
+                f'echo "deb [signed-by={_KEYRING}] {NEURON_APT_REPO} ${{VERSION_CODENAME}} main" \\',
+                "  | sudo tee /etc/apt/sources.list.d/neuron.list >/dev/null",
+                "sudo apt-get update",
+                f"sudo apt-get install -y {packages}",
+                "export PATH=/opt/aws/neuron/bin:$PATH",
+                "neuron-ls  # the devices and cores the driver sees",
+                "if ! command -v docker >/dev/null; then",
+                "  echo 'docker is not installed: see the Neuron guide \"Docker environment setup\"' >&2; exit 1",
+                "fi",
+                f"docker build -t {shlex.quote(self.image)} .",
+                "",
+            ]
+        )
 
     def markdown(self, docker_run: str | None = None) -> str:
         """RECIPE.md: the facts with sources, how to use the two files, and the docker run line."""
-        lines = [f"# Neuron host recipe: {self.target} / {self.framework}", "",
-                 f"Stack `{self.stack.key}`; the Dockerfile builds `{self.image}` FROM `{self.base_image}`. "
-                 "Nothing here was run on Neuron hardware: these are documented package combinations.", "",
-                 "1. On a fresh Neuron host: `bash setup-host.sh` (driver, tools, then builds the image).",
-                 "2. Serve the model repository with the docker run below (or the Kubernetes manifests).", "",
-                 "| what | value | source | as of | verified | note |", "|---|---|---|---|---|---|"]
+        lines = [
+            f"# Neuron host recipe: {self.target} / {self.framework}",
+            "",
+            f"Stack `{self.stack.key}`; the Dockerfile builds `{self.image}` FROM `{self.base_image}`. "
+            "Nothing here was run on Neuron hardware: these are documented package combinations.",
+            "",
+            "1. On a fresh Neuron host: `bash setup-host.sh` (driver, tools, then builds the image).",
+            "2. Serve the model repository with the docker run below (or the Kubernetes manifests).",
+            "",
+            "| what | value | source | as of | verified | note |",
+            "|---|---|---|---|---|---|",
+        ]
         for row in self.table():
-            lines.append(f"| {row['what']} | `{row['value']}` | {row['source']} | {row['date']} | "
-                         f"{'yes' if row['verified'] else '**no**'} | {row['note']} |")
+            lines.append(
+                f"| {row['what']} | `{row['value']}` | {row['source']} | {row['date']} | "
+                f"{'yes' if row['verified'] else '**no**'} | {row['note']} |"
+            )
         lines += ["", "## Sources", ""]
         for tag in self.cited():
             source = SOURCES[tag]
@@ -182,17 +210,23 @@ class Recipe:
     def files(self, docker_run: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The recipe's files, plus ``extra`` ones the run needs beside them (a vLLM model's
         one-instance config, `workbench.deploy.vllm_instances`)."""
-        return {"Dockerfile": self.dockerfile(), "setup-host.sh": self.host_script(),
-                "RECIPE.md": self.markdown(docker_run), **(extra or {})}
+        return {
+            "Dockerfile": self.dockerfile(),
+            "setup-host.sh": self.host_script(),
+            "RECIPE.md": self.markdown(docker_run),
+            **(extra or {}),
+        }
 
 
 def _execution_env_help(stack: Stack, image: str, python: str) -> str:
-    return (f"{image}'s python backend stub runs Python {python}, but the {stack.framework} Neuron wheels "
-            f"for {stack.targets[0]} are built for Python {stack.python_range.value} [{stack.python_range.source}]. "
-            f"Use the recipe's container ({TRITON_IMAGE.format(tag=stack.container.value)}), or give the model "
-            f"an EXECUTION_ENV_PATH: a conda-pack'ed environment of Python {python} cannot hold these wheels, so "
-            f"it needs an environment of Python {stack.pythons[-1]} AND a triton_python_backend_stub built for "
-            "that Python placed in the model directory beside config.pbtxt [PB]")
+    return (
+        f"{image}'s python backend stub runs Python {python}, but the {stack.framework} Neuron wheels "
+        f"for {stack.targets[0]} are built for Python {stack.python_range.value} [{stack.python_range.source}]. "
+        f"Use the recipe's container ({TRITON_IMAGE.format(tag=stack.container.value)}), or give the model "
+        f"an EXECUTION_ENV_PATH: a conda-pack'ed environment of Python {python} cannot hold these wheels, so "
+        f"it needs an environment of Python {stack.pythons[-1]} AND a triton_python_backend_stub built for "
+        "that Python placed in the model directory beside config.pbtxt [PB]"
+    )
 
 
 def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = None) -> Recipe:
@@ -208,8 +242,10 @@ def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = N
     stack = next((s for s in stacks if s.framework == framework), None)
     if stack is None:
         fits = [s.framework for s in stacks]
-        raise RecipeError(f"{framework} has no Neuron SDK for {target} [SDK-man supported_instances]; "
-                          f"for {target} use {', '.join(fits)}")
+        raise RecipeError(
+            f"{framework} has no Neuron SDK for {target} [SDK-man supported_instances]; "
+            f"for {target} use {', '.join(fits)}"
+        )
     base = TRITON_IMAGE.format(tag=stack.container.value)
     if image is not None and image != base:
         try:
@@ -229,8 +265,14 @@ def host_folder(repository: str | os.PathLike[str]) -> Path:
     return Path(repository).resolve().parent / "neuron-host"
 
 
-def write_recipe(recipe: Recipe, folder: str | os.PathLike[str], *, docker_run: str | None = None,
-                 overwrite: bool = False, extra: dict[str, str] | None = None) -> WriteResult:
+def write_recipe(
+    recipe: Recipe,
+    folder: str | os.PathLike[str],
+    *,
+    docker_run: str | None = None,
+    overwrite: bool = False,
+    extra: dict[str, str] | None = None,
+) -> WriteResult:
     """Write the recipe's files (and ``extra``) as ``folder``, all or nothing; an existing folder is
     refused unless ``overwrite``, and then kept as a timestamped backup (`write_model_dir`)."""
     result = write_model_dir(Path(folder), recipe.files(docker_run, extra), overwrite=overwrite)

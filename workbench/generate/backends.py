@@ -13,21 +13,35 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from workbench.generate.settings_checks import setting_flag
 from workbench.generate.config import ModelConfig, read_config
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.python_backend import PYTHON
 from workbench.generate.pytorch_backend.backend import PYTORCH
 from workbench.generate.repository import Changes, WriteResult, diff_model_dir, write_model_dir
 from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.generate.settings_checks import setting_flag
 from workbench.generate.vllm_backend import VLLM
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Backend", "BACKENDS", "backend_named", "backend_of", "backend_of_config", "unread_fields", "switching_to",
-           "validate", "render", "write",
-           "diff", "changes", "read_back", "load_settings", "model_target"]
+__all__ = [
+    "Backend",
+    "BACKENDS",
+    "backend_named",
+    "backend_of",
+    "backend_of_config",
+    "unread_fields",
+    "switching_to",
+    "validate",
+    "render",
+    "write",
+    "diff",
+    "changes",
+    "read_back",
+    "load_settings",
+    "model_target",
+]
 
 
 class Backend(Protocol):
@@ -58,7 +72,7 @@ class Backend(Protocol):
     def config_problems(self, config: ModelConfig) -> list[str]:
         """What this backend would refuse in a (hand-edited) config, beyond `config.validate_config`."""
 
-    def eager_module(self, model_dir: Path) -> "torch.nn.Module | None":
+    def eager_module(self, model_dir: Path) -> torch.nn.Module | None:
         """The module the directory serves, loaded in this process for comparing outputs (None:
         the compiled model its COMPILED_MODEL names is the reference)."""
 
@@ -86,15 +100,22 @@ def backend_of_config(config: ModelConfig) -> Backend:
 
 def unread_fields(backend: Backend) -> tuple[str, ...]:
     """The GenerateSettings fields ``backend`` does not read: the other backends' own, and its ignored ones."""
-    return tuple(name for other in BACKENDS.values() if other is not backend for name in other.own_fields) \
+    return (
+        tuple(name for other in BACKENDS.values() if other is not backend for name in other.own_fields)
         + backend.ignored_fields
+    )
 
 
 def switching_to(backend: Backend, settings: GenerateSettings) -> dict[str, object]:
     """The fields to change when ``settings`` move to ``backend``: the other backends' own fields
     back to their defaults (so nothing left behind makes the settings invalid), and a target it serves."""
-    changes = {name: _default(name) for other in BACKENDS.values() if other is not backend
-               for name in other.own_fields if str(getattr(settings, name)) != str(_default(name))}
+    changes = {
+        name: _default(name)
+        for other in BACKENDS.values()
+        if other is not backend
+        for name in other.own_fields
+        if str(getattr(settings, name)) != str(_default(name))
+    }
     if settings.target not in backend.targets:
         changes["target"] = backend.targets[0]
     return changes
@@ -112,10 +133,13 @@ def _foreign(chosen: Backend, values: dict[str, object]) -> list[str]:
         for name in owner.own_fields if owner is not chosen else ():
             if name in values and str(values[name]) != str(_default(name)):
                 flag = setting_flag(name)
-                problems.append(f"{flag} is for {owner.reads}; add --backend {owner.name}"
-                                if chosen.name == _default("backend") else  # no backend chosen: choosing is the fix
-                                f"{flag} is for {owner.reads}; {chosen.reads} does not read it (leave it out, or use "
-                                f"--backend {owner.name})")
+                problems.append(
+                    f"{flag} is for {owner.reads}; add --backend {owner.name}"
+                    if chosen.name == _default("backend")
+                    # no backend chosen: choosing is the fix
+                    else f"{flag} is for {owner.reads}; {chosen.reads} does not read it (leave it out, or use "
+                    f"--backend {owner.name})"
+                )
     return problems
 
 
@@ -146,13 +170,15 @@ def render(settings: GenerateSettings) -> GeneratedModel:
     return backend.render(settings)  # checks the rest itself, from the plan it renders
 
 
-def write(generated: GeneratedModel, dest: str | Path | None = None, overwrite: bool = False,
-          confirm: Changes | None = None) -> WriteResult:
+def write(
+    generated: GeneratedModel, dest: str | Path | None = None, overwrite: bool = False, confirm: Changes | None = None
+) -> WriteResult:
     """Write the directory atomically. An existing one is replaced (and backed up) only with
     ``overwrite``, or with ``confirm=generated.changes()`` reviewed while the disk stays as it was;
     an existing directory that would not change is left alone."""
-    return write_model_dir(generated.dest if dest is None else dest, generated.files, overwrite=overwrite,
-                           confirm=confirm)
+    return write_model_dir(
+        generated.dest if dest is None else dest, generated.files, overwrite=overwrite, confirm=confirm
+    )
 
 
 def diff(settings: GenerateSettings) -> str:

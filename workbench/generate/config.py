@@ -9,15 +9,17 @@ failures to generation time and lets a hand-edited config be read back and regen
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Iterable, Mapping, TypeAlias
+from typing import TypeAlias
 
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
-from workbench.refusals import WorkbenchError
+from workbench.files import NotRegularFile, read_regular
 from workbench.limits import tensor_name_problem
+from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec, SpecError, TensorSpec, config_dtype, parse_dtype, upstream_item
 from workbench.system import TARGETS
 
@@ -50,12 +52,14 @@ _KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 class ConfigError(WorkbenchError, ValueError):
     """A config.pbtxt that cannot be parsed or would not serve; the message names the bad item."""
 
+
 # Measured on Triton 2.51 (r24.10): a request answered from the cache leaves the ordered batcher
 # waiting for its slot, so the next request to the model never returns (HTTP timeout; without
 # preserve_ordering, or without the cache, the same requests are answered)
-PRESERVE_ORDERING_WITH_CACHE = ("{ordering} cannot be used with {cache}: on Triton 2.51 the first cache hit stalls "
-                                "every later request to the model (measured); choose one")
-
+PRESERVE_ORDERING_WITH_CACHE = (
+    "{ordering} cannot be used with {cache}: on Triton 2.51 the first cache hit stalls "
+    "every later request to the model (measured); choose one"
+)
 
 
 def build_config(
@@ -108,13 +112,26 @@ def parameter_string(value: object) -> str:
 
 # Top-level fields in reading order (what the model is, its tensors, how it runs); protobuf's own
 # order (by field number) would put `backend` last.
-_TEXT_ORDER = ("name", "platform", "backend", "runtime", "version_policy", "max_batch_size", "input", "output",
-               "instance_group", "dynamic_batching", "sequence_batching", "parameters")
+_TEXT_ORDER = (
+    "name",
+    "platform",
+    "backend",
+    "runtime",
+    "version_policy",
+    "max_batch_size",
+    "input",
+    "output",
+    "instance_group",
+    "dynamic_batching",
+    "sequence_batching",
+    "parameters",
+)
 
 
 def to_text(cfg: ModelConfig) -> str:
     """Readable, stable text: name and backend first, parameters sorted by key, dims as ``[1, 384]``.
     Each top-level field is printed by text_format, so the result parses back to an equal message."""
+
     def rank(item):
         name = item[0].name
         return (_TEXT_ORDER.index(name) if name in _TEXT_ORDER else len(_TEXT_ORDER), item[0].number)
@@ -152,11 +169,16 @@ def read_config(path: str | Path) -> ModelConfig:
         path = path / "config.pbtxt"
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
+    try:  # a regular file of bounded size, never through a link or from a FIFO or device
+        data = read_regular(path)
+    except NotRegularFile as err:
+        raise ConfigError(str(err)) from None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:  # Triton reads protobuf text format, which is UTF-8
-        raise ConfigError(f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); "
-                          "save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {err.object[err.start]:#04x} at offset {err.start}); save it as UTF-8"
+        ) from None
     return from_text(text, source=str(path))
 
 
@@ -196,10 +218,12 @@ def validate_config(cfg: ModelConfig, *, directory_name: str | None = None) -> l
     if not cfg.name:
         problems.append("name is empty; Triton needs the model name (the directory name)")
     elif directory_name is not None and cfg.name != directory_name:
-        problems.append(f"name {cfg.name!r} differs from its directory {directory_name!r}; Triton requires "
-                        "the model name to equal the directory name")
+        problems.append(
+            f"name {cfg.name!r} differs from its directory {directory_name!r}; Triton requires "
+            "the model name to equal the directory name"
+        )
     if not cfg.backend and not cfg.platform:
-        problems.append("neither backend nor platform is set; generated models use backend: \"python\"")
+        problems.append('neither backend nor platform is set; generated models use backend: "python"')
     if cfg.max_batch_size < 0:
         problems.append(f"max_batch_size {cfg.max_batch_size} is negative; use 0 (no batching) or more")
     problems += _tensor_problems(cfg)
@@ -271,22 +295,29 @@ def _scheduling_problems(cfg: ModelConfig) -> list[str]:
         return problems
     batching, levels = cfg.dynamic_batching, cfg.dynamic_batching.priority_levels
     if levels and not 1 <= batching.default_priority_level <= levels:
-        problems.append(f"dynamic_batching default_priority_level {batching.default_priority_level} must be in "
-                        f"1..{levels} (priority_levels)")
+        problems.append(
+            f"dynamic_batching default_priority_level {batching.default_priority_level} must be in "
+            f"1..{levels} (priority_levels)"
+        )
     for level in batching.priority_queue_policy:
         if not 1 <= level <= levels:
-            problems.append(f"dynamic_batching priority_queue_policy level {level} must be in 1..{levels} "
-                            "(priority_levels)")
+            problems.append(
+                f"dynamic_batching priority_queue_policy level {level} must be in 1..{levels} (priority_levels)"
+            )
     if batching.preserve_ordering:
         if levels > 1:
-            problems.append("dynamic_batching preserve_ordering allows one priority level only, not "
-                            f"priority_levels {levels}")
+            problems.append(
+                f"dynamic_batching preserve_ordering allows one priority level only, not priority_levels {levels}"
+            )
         policies = [batching.default_queue_policy, *batching.priority_queue_policy.values()]
         if any(p.timeout_action == p.DELAY and p.default_timeout_microseconds for p in policies):
             problems.append("dynamic_batching preserve_ordering cannot be used with a DELAY queue policy timeout")
         if cfg.response_cache.enable:
-            problems.append(PRESERVE_ORDERING_WITH_CACHE.format(ordering="dynamic_batching preserve_ordering",
-                                                                cache="response_cache"))
+            problems.append(
+                PRESERVE_ORDERING_WITH_CACHE.format(
+                    ordering="dynamic_batching preserve_ordering", cache="response_cache"
+                )
+            )
     return problems
 
 
@@ -345,14 +376,16 @@ def _parameter_problems(cfg: ModelConfig) -> list[str]:
     if "COMPILED_MODEL" in params and not params["COMPILED_MODEL"].strip():
         problems.append("parameter COMPILED_MODEL is empty; give the compiled model's path")
     if "WORKBENCH_TARGET" in params and params["WORKBENCH_TARGET"] not in TARGETS:
-        problems.append(f"parameter WORKBENCH_TARGET = {params['WORKBENCH_TARGET']!r} is not one of {', '.join(TARGETS)}")
+        problems.append(
+            f"parameter WORKBENCH_TARGET = {params['WORKBENCH_TARGET']!r} is not one of {', '.join(TARGETS)}"
+        )
     if "WORKBENCH_FRAMEWORK" in params and params["WORKBENCH_FRAMEWORK"] not in FRAMEWORKS:
         problems.append(
             f"parameter WORKBENCH_FRAMEWORK = {params['WORKBENCH_FRAMEWORK']!r} is not one of {', '.join(FRAMEWORKS)}"
         )
     for key in _BOOL_PARAMETERS:
         if key in params and params[key] not in ("true", "false"):
-            problems.append(f"parameter {key} = {params[key]!r} must be \"true\" or \"false\"")
+            problems.append(f'parameter {key} = {params[key]!r} must be "true" or "false"')
     if has_start and len(cfg.instance_group) > 1:
         problems.append(
             f"{len(cfg.instance_group)} instance_group blocks; model.py splits its core range over exactly one"

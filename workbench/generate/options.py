@@ -11,20 +11,42 @@ The command-line spellings (``parse_*``) are workbench-style, as upstream had no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
 from workbench.refusals import WorkbenchError
 from workbench.spec import ModelSpec, config_dtype, parse_dtype
 
-__all__ = ["QueuePolicy", "RateLimiterResource", "RateLimiter", "VersionPolicy", "WarmupInput", "Warmup",
-           "KINDS", "parse_queue_policy", "parse_priority_queue_policy", "parse_version_policy",
-           "parse_resource", "parse_rate_limiter", "rate_limiter_text", "parse_optional_queue_policy",
-           "queue_policy_text", "parse_priority_queue_policies", "priority_queue_policies_text", "parse_names",
-           "parse_optional_version_policy", "warmup_samples", "warmup_text", "warmup_inputs_from_spec", "apply",
-           "read", "OptionError"]
+__all__ = [
+    "QueuePolicy",
+    "RateLimiterResource",
+    "RateLimiter",
+    "VersionPolicy",
+    "WarmupInput",
+    "Warmup",
+    "KINDS",
+    "parse_queue_policy",
+    "parse_priority_queue_policy",
+    "parse_version_policy",
+    "parse_resource",
+    "parse_rate_limiter",
+    "rate_limiter_text",
+    "parse_optional_queue_policy",
+    "queue_policy_text",
+    "parse_priority_queue_policies",
+    "priority_queue_policies_text",
+    "parse_names",
+    "parse_optional_version_policy",
+    "warmup_samples",
+    "warmup_text",
+    "warmup_inputs_from_spec",
+    "apply",
+    "read",
+    "OptionError",
+]
 
 KINDS = ("KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL")
 
@@ -100,6 +122,7 @@ class Warmup:
 
 
 # --- parsing the command-line spellings ------------------------------------------------------------
+
 
 def _key_values(text: str, form: str) -> dict[str, str]:
     values = {}
@@ -178,6 +201,7 @@ def parse_resource(text: str) -> RateLimiterResource:
 
 # --- the settings panel's text fields: one list per field, blank meaning "not written" ------------
 
+
 def _items(text: str, separator: str) -> list[str]:
     return [part.strip() for part in str(text).split(separator) if part.strip()]
 
@@ -244,6 +268,7 @@ def warmup_text(samples: list[Warmup]) -> tuple[int, str]:
 
 # --- settings <-> ModelConfig ----------------------------------------------------------------------
 
+
 def warmup_inputs_from_spec(spec: ModelSpec, data: str = "zero") -> dict[str, WarmupInput]:
     """One warm-up input per model input: its dtype and config dims, a variable (-1) dim as 1 (Triton
     needs every dim given; the batch dim is not in the dims when max_batch_size > 0)."""
@@ -259,8 +284,12 @@ def _queue_policy(message: Any, policy: QueuePolicy) -> None:
 
 
 def _policy_of(message: Any) -> QueuePolicy:
-    return QueuePolicy(model_config_pb2.ModelQueuePolicy.TimeoutAction.Name(message.timeout_action),
-                       message.default_timeout_microseconds, message.allow_timeout_override, message.max_queue_size)
+    return QueuePolicy(
+        model_config_pb2.ModelQueuePolicy.TimeoutAction.Name(message.timeout_action),
+        message.default_timeout_microseconds,
+        message.allow_timeout_override,
+        message.max_queue_size,
+    )
 
 
 def apply(cfg: model_config_pb2.ModelConfig, settings: Any, spec: ModelSpec) -> None:
@@ -319,8 +348,9 @@ def _warmup_of(message: Any, spec: ModelSpec | None) -> Warmup:
         kind = entry.WhichOneof("input_data_type")
         data = {"zero_data": "zero", "random_data": "random", "input_data_file": "file"}.get(kind or "", "zero")
         dtype = model_config_pb2.DataType.Name(entry.data_type)
-        inputs[name] = WarmupInput(parse_dtype(dtype) if dtype != "TYPE_INVALID" else dtype, tuple(entry.dims), data,
-                                   entry.input_data_file)
+        inputs[name] = WarmupInput(
+            parse_dtype(dtype) if dtype != "TYPE_INVALID" else dtype, tuple(entry.dims), data, entry.input_data_file
+        )
     base = dict(name=message.name, batch_size=message.batch_size, count=message.count)
     for data in ("zero", "random") if spec is not None else ():
         # what `inputs=None` generates: read it back as that, so it follows the spec
@@ -345,15 +375,19 @@ def read(cfg: model_config_pb2.ModelConfig, spec: ModelSpec | None) -> dict[str,
     if group.HasField("rate_limiter"):
         values["rate_limiter"] = RateLimiter(
             tuple(RateLimiterResource(r.name, r.count, getattr(r, "global")) for r in group.rate_limiter.resources),
-            group.rate_limiter.priority)
+            group.rate_limiter.priority,
+        )
     if cfg.HasField("dynamic_batching"):
         batching = cfg.dynamic_batching
         values.update(
-            preserve_ordering=batching.preserve_ordering, priority_levels=batching.priority_levels,
+            preserve_ordering=batching.preserve_ordering,
+            priority_levels=batching.priority_levels,
             default_priority_level=batching.default_priority_level,
             default_queue_policy=_policy_of(batching.default_queue_policy)
-            if batching.HasField("default_queue_policy") else None,
-            priority_queue_policy={level: _policy_of(p) for level, p in sorted(batching.priority_queue_policy.items())})
+            if batching.HasField("default_queue_policy")
+            else None,
+            priority_queue_policy={level: _policy_of(p) for level, p in sorted(batching.priority_queue_policy.items())},
+        )
     choice = cfg.version_policy.WhichOneof("policy_choice") if cfg.HasField("version_policy") else None
     if choice == "latest":
         values["version_policy"] = VersionPolicy("latest", cfg.version_policy.latest.num_versions)

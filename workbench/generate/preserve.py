@@ -21,15 +21,38 @@ from workbench.spec import ModelSpec
 __all__ = ["OWNED_PARAMETERS", "residual_text", "merge", "problems", "unowned_files"]
 
 # parameters the generator writes itself (the rest are the user's, in GenerateSettings.parameters)
-OWNED_PARAMETERS = frozenset({
-    "COMPILED_MODEL", "NEURON_CORE_START_INDEX", "NEURON_CORE_END_INDEX", "NUM_THREADS_PER_CORE",
-    "WORKBENCH_TARGET", "WORKBENCH_FRAMEWORK", "BATCH_REQUESTS", "CPU_AFFINITY", "TF_SIGNATURE_DEF_KEY",
-    "TNX_COMPILED_DIR", *TNX_PARAMETERS.values()})
+OWNED_PARAMETERS = frozenset(
+    {
+        "COMPILED_MODEL",
+        "NEURON_CORE_START_INDEX",
+        "NEURON_CORE_END_INDEX",
+        "NUM_THREADS_PER_CORE",
+        "WORKBENCH_TARGET",
+        "WORKBENCH_FRAMEWORK",
+        "BATCH_REQUESTS",
+        "CPU_AFFINITY",
+        "TF_SIGNATURE_DEF_KEY",
+        "TNX_COMPILED_DIR",
+        *TNX_PARAMETERS.values(),
+    }
+)
 # fields the settings model; everything else in a config is residual
-_OWNED_TOP = ("name", "backend", "max_batch_size", "dynamic_batching", "parameters", "version_policy",
-              "model_warmup", "response_cache", "model_transaction_policy")
-_OWNED_ENTRY = {"input": ("name", "data_type", "dims", "optional"), "output": ("name", "data_type", "dims"),
-                "instance_group": ("name", "kind", "count", "rate_limiter")}
+_OWNED_TOP = (
+    "name",
+    "backend",
+    "max_batch_size",
+    "dynamic_batching",
+    "parameters",
+    "version_policy",
+    "model_warmup",
+    "response_cache",
+    "model_transaction_policy",
+)
+_OWNED_ENTRY = {
+    "input": ("name", "data_type", "dims", "optional"),
+    "output": ("name", "data_type", "dims"),
+    "instance_group": ("name", "kind", "count", "rate_limiter"),
+}
 _SCHEDULERS = ("sequence_batching", "ensemble_scheduling")
 
 
@@ -106,16 +129,18 @@ def _extra_config_problems(settings: Any, spec: ModelSpec | None) -> list[str]:
             if clash:
                 found.append(f"extra_config {kind} {entry.name!r} sets {', '.join(clash)}, which the settings own")
             if names is not None and entry.name not in names:
-                found.append(f"extra_config {kind} {entry.name!r} is not one of the model's {kind}s "
-                             f"({', '.join(sorted(names))})")
+                found.append(
+                    f"extra_config {kind} {entry.name!r} is not one of the model's {kind}s ({', '.join(sorted(names))})"
+                )
     for position, group in enumerate(rest.instance_group):
         clash = [f for f in _set_fields(group) if f in _OWNED_ENTRY["instance_group"]]
         if position == 0 and clash:
             found.append(f"extra_config instance_group sets {', '.join(clash)}, which the settings own")
     schedulers = [name for name in _SCHEDULERS if rest.HasField(name)]
     if schedulers and settings.enable_dynamic_batching:
-        found.append(f"extra_config has {schedulers[0]}, and Triton takes one scheduler: drop it or "
-                     "--enable_dynamic_batching")
+        found.append(
+            f"extra_config has {schedulers[0]}, and Triton takes one scheduler: drop it or --enable_dynamic_batching"
+        )
     if "sequence_batching" in schedulers and settings.response_cache:
         found.append("--response-cache cannot be used with sequence batching (Triton refuses the load)")
     return found
@@ -148,10 +173,12 @@ def problems(settings: Any, spec: ModelSpec | None, generated_files: set[str]) -
     if settings.compiled_model_base not in ("model_dir", "server_cwd"):
         found.append(f"compiled_model_base {settings.compiled_model_base!r} is not model_dir or server_cwd")
     elif settings.compiled_model_base == "server_cwd" and compiled and not Path(compiled).is_absolute():
-        found.append(f"--compiled_model {compiled!r} is relative to tritonserver's working directory (upstream's inf1 "
-                     "model.py opened it as written), but the generated model.py resolves it against the model "
-                     "directory, so regenerating would change what is loaded; give its absolute path (or a path "
-                     "relative to the model directory with compiled_model_base='model_dir')")
+        found.append(
+            f"--compiled_model {compiled!r} is relative to tritonserver's working directory (upstream's inf1 "
+            "model.py opened it as written), but the generated model.py resolves it against the model "
+            "directory, so regenerating would change what is loaded; give its absolute path (or a path "
+            "relative to the model directory with compiled_model_base='model_dir')"
+        )
     return found
 
 

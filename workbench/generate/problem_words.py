@@ -14,18 +14,25 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
-from workbench.generate.settings_checks import setting_flag
 from workbench.generate.settings import GenerateSettings
+from workbench.generate.settings_checks import setting_flag
 
 __all__ = ["FieldProblem", "flag_fields", "in_labels"]
 
 # flags that are not a field's name in either spelling: the CLI flag -> the GenerateSettings field it sets
-_OTHER_FLAGS = {"--model_type": "framework", "--inf2": "target", "--parameter": "parameters",
-                "--rate-limiter-resource": "rate_limiter", "--rate-limiter-priority": "rate_limiter",
-                "--optional-input": "optional_inputs", "--warmup": "model_warmup",
-                "--warmup-batch-size": "model_warmup", "--warmup-data": "model_warmup"}
+_OTHER_FLAGS = {
+    "--model_type": "framework",
+    "--inf2": "target",
+    "--parameter": "parameters",
+    "--rate-limiter-resource": "rate_limiter",
+    "--rate-limiter-priority": "rate_limiter",
+    "--optional-input": "optional_inputs",
+    "--warmup": "model_warmup",
+    "--warmup-batch-size": "model_warmup",
+    "--warmup-data": "model_warmup",
+}
 _FLAG = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 # a configs/<name>.pbtxt variant's problem: about that config, not the form's fields
 _VARIANT_PREFIX = re.compile(r"configs/[^:]*: ")
@@ -66,8 +73,13 @@ def in_labels(problems: Iterable[str], labels: Mapping[str, str]) -> list[FieldP
     found = []
     for problem in problems:
         first, parameter = _FLAG.match(problem), _PARAMETER.match(problem)
-        field = known.get(first.group(0), "") if first and not _VARIANT_PREFIX.match(problem) else \
-            "parameters" if parameter else ""
+        field = (
+            known.get(first.group(0), "")
+            if first and not _VARIANT_PREFIX.match(problem)
+            else "parameters"
+            if parameter
+            else ""
+        )
         about = field if field in labels else ""
         key = parameter.group(1) if parameter and about == "parameters" else ""
         found.append(FieldProblem(about, _FLAG.sub(label_of, problem), key))

@@ -54,8 +54,10 @@ class GeneratedModel:
         """What would be written: the file list, every config, model.py and the per-instance cores."""
         version = self.settings.model_version
         parts = [f"# model directory {self.dest} (nothing written)"]
-        parts += [f"#   {rel}" + (f"  <- copy of {content}" if isinstance(content, Path) else "")
-                  for rel, content in self.files.items()]
+        parts += [
+            f"#   {rel}" + (f"  <- copy of {content}" if isinstance(content, Path) else "")
+            for rel, content in self.files.items()
+        ]
         for name, text in self.config_files().items():
             rel = f"configs/{name}.pbtxt" if name else "config.pbtxt"
             parts += ["", f"# ---- {self.dest / rel}", text.rstrip("\n")]

@@ -36,8 +36,10 @@ def _files(model_dir: Path) -> dict[str, Path]:
     root = model_dir.resolve()
     for path in sorted(model_dir.rglob("*")):
         if path.is_symlink() and not path.resolve().is_relative_to(root):
-            raise PushError(f"{model_dir.name}/{path.relative_to(model_dir)} is a symlink to {path.resolve()}, "
-                            "outside the model directory; nothing was written. Copy the file in instead")
+            raise PushError(
+                f"{model_dir.name}/{path.relative_to(model_dir)} is a symlink to {path.resolve()}, "
+                "outside the model directory; nothing was written. Copy the file in instead"
+            )
     return {str(p.relative_to(model_dir)): p for p in sorted(model_dir.rglob("*")) if p.is_file()}
 
 
@@ -50,8 +52,10 @@ def _check_self_contained(model_dir: Path) -> None:
     # model.py reads a relative path against the model directory, so "../../x" climbs out of it too
     path = Path(compiled) if Path(compiled).is_absolute() else model_dir / compiled
     if compiled and not path.resolve().is_relative_to(model_dir.resolve()):
-        raise PushError(f"{model_dir.name}: COMPILED_MODEL {compiled} lies outside the model directory, so the "
-                        "remote server would not find it; regenerate with the compiled model copied in")
+        raise PushError(
+            f"{model_dir.name}: COMPILED_MODEL {compiled} lies outside the model directory, so the "
+            "remote server would not find it; regenerate with the compiled model copied in"
+        )
 
 
 def push_repository(source: str | Path, dest: str | Path, *, overwrite: bool = False) -> list[WriteResult]:
@@ -71,6 +75,8 @@ def push_repository(source: str | Path, dest: str | Path, *, overwrite: bool = F
         _check_self_contained(model)
         files[model] = _files(model)
         if (dest / model.name).exists() and not overwrite:
-            raise PushError(f"{dest / model.name} already exists; nothing was written. Push with overwrite=True "
-                            "(--force): the old directory is kept as a timestamped backup")
+            raise PushError(
+                f"{dest / model.name} already exists; nothing was written. Push with overwrite=True "
+                "(--force): the old directory is kept as a timestamped backup"
+            )
     return [write_model_dir(dest / model.name, files[model], overwrite=overwrite) for model in models]

@@ -41,14 +41,19 @@ def check_against_record(settings: GenerateSettings, spec: ModelSpec, record: di
     batch_dim = bool(record.get("batch_dim", True))
     mbs = settings.max_batch_size
     if record.get("target") and record["target"] != settings.target:
-        problems.append(f"--compiled_model was compiled for {record['target']} ({where}), but the target is "
-                        f"{settings.target}; use --target {record['target']} or compile for {settings.target}")
+        problems.append(
+            f"--compiled_model was compiled for {record['target']} ({where}), but the target is "
+            f"{settings.target}; use --target {record['target']} or compile for {settings.target}"
+        )
     if record.get("framework") and record["framework"] != settings.framework:
-        problems.append(f"--compiled_model is a {record['framework']} model ({where}), but --model_type is "
-                        f"{settings.framework}")
+        problems.append(
+            f"--compiled_model is a {record['framework']} model ({where}), but --model_type is {settings.framework}"
+        )
     if not batch_dim and mbs > 0:
-        problems.append(f"--max_batch_size {mbs}: the compiled model has no batch dim ({where}); "
-                        "Triton cannot batch it, use --max_batch_size 0")
+        problems.append(
+            f"--max_batch_size {mbs}: the compiled model has no batch dim ({where}); "
+            "Triton cannot batch it, use --max_batch_size 0"
+        )
     for kind, given, known in (("input", spec.inputs, compiled.inputs), ("output", spec.outputs, compiled.outputs)):
         by_name = {t.name: t for t in known}
         for tensor in given:
@@ -58,23 +63,31 @@ def check_against_record(settings: GenerateSettings, spec: ModelSpec, record: di
                 problems.append(f"{kind} {tensor.name!r} is not one of the compiled model's {kind}s ({names}; {where})")
                 continue
             if model_tensor.dtype != tensor.dtype:
-                problems.append(f"{kind} {tensor.name!r}: dtype {tensor.dtype}, but the compiled model's is "
-                                f"{model_tensor.dtype} ({where})")
+                problems.append(
+                    f"{kind} {tensor.name!r}: dtype {tensor.dtype}, but the compiled model's is "
+                    f"{model_tensor.dtype} ({where})"
+                )
             expected = model_tensor.dims if (mbs > 0 or not batch_dim) else (-1, *model_tensor.dims)
             if _dims_match(tensor.dims, expected):
                 continue
             if settings.framework == "transformers_neuronx" and _dims_match(tensor.dims, model_tensor.dims):
                 continue  # its model.py also takes one unbatched prompt
             if mbs > 0 and _dims_match(tensor.dims[1:], model_tensor.dims):
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} include a batch dim, but with "
-                                f"max_batch_size {mbs} Triton adds it; use {list(model_tensor.dims)}")
+                problems.append(
+                    f"{kind} {tensor.name!r}: dims {list(tensor.dims)} include a batch dim, but with "
+                    f"max_batch_size {mbs} Triton adds it; use {list(model_tensor.dims)}"
+                )
             elif mbs == 0 and batch_dim and _dims_match(tensor.dims, model_tensor.dims):
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} lack the batch dim the compiled "
-                                f"model takes; with max_batch_size 0 use {[-1, *model_tensor.dims]}")
+                problems.append(
+                    f"{kind} {tensor.name!r}: dims {list(tensor.dims)} lack the batch dim the compiled "
+                    f"model takes; with max_batch_size 0 use {[-1, *model_tensor.dims]}"
+                )
             else:
                 shown = ("[batch] + " if batch_dim else "") + str(list(model_tensor.dims))
-                problems.append(f"{kind} {tensor.name!r}: dims {list(tensor.dims)} disagree with the compiled "
-                                f"model's {shown} ({where})")
+                problems.append(
+                    f"{kind} {tensor.name!r}: dims {list(tensor.dims)} disagree with the compiled "
+                    f"model's {shown} ({where})"
+                )
         missing = [name for name in by_name if name not in {t.name for t in given}]
         if missing:
             problems.append(f"the compiled model also takes {kind}(s) {', '.join(missing)} ({where})")

@@ -17,19 +17,30 @@ import re
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Mapping
 
 from google.protobuf import json_format
 
-from workbench.refusals import WorkbenchError
 from workbench.generate.config import ConfigError, ModelConfig, from_text, read_config
 from workbench.limits import LimitError, triton_version
+from workbench.refusals import WorkbenchError
 
-__all__ = ["RepositoryError", "FileSystemRefusal", "WriteResult", "FileContent", "Changes", "write_model_dir",
-           "diff_model_dir", "compare_model_dir", "read_model_dir", "version_folders", "response_cache_models",
-           "files_under"]
+__all__ = [
+    "RepositoryError",
+    "FileSystemRefusal",
+    "WriteResult",
+    "FileContent",
+    "Changes",
+    "write_model_dir",
+    "diff_model_dir",
+    "compare_model_dir",
+    "read_model_dir",
+    "version_folders",
+    "response_cache_models",
+    "files_under",
+]
 
 # bytes and str are written as given (str as UTF-8); a Path is copied (a file, or a directory such as
 # a TensorFlow SavedModel), so large compiled models never have to be held in memory.
@@ -82,10 +93,14 @@ class Changes:
         return "\n".join(lines)
 
     def headline(self) -> str:
-        parts = [f"{len(items)} file(s) {verb}" for verb, items in
-                 (("removed", self.removed), ("changed", self.modified), ("added", self.added)) if items]
-        dropped = dict.fromkeys(re.split(r"[.\[]", c.split(" ", 2)[1])[0]
-                                for c in self.config_changes if c.startswith("drops "))
+        parts = [
+            f"{len(items)} file(s) {verb}"
+            for verb, items in (("removed", self.removed), ("changed", self.modified), ("added", self.added))
+            if items
+        ]
+        dropped = dict.fromkeys(
+            re.split(r"[.\[]", c.split(" ", 2)[1])[0] for c in self.config_changes if c.startswith("drops ")
+        )
         if dropped:
             parts.append("drops config fields in " + ", ".join(dropped))
         return "; ".join(parts)
@@ -165,13 +180,17 @@ def _remove_empty(made: list[Path]) -> None:
 
 def _refusal(dest: Path, err: OSError) -> str:
     where = f" ({err.filename})" if err.filename else ""
-    hint = {errno.EXDEV: "; the backup folder is on another device: move the repository, or write elsewhere",
-            errno.EROFS: "; the file system is read-only", errno.ENOTDIR: "; a part of the path is a file"}
-    return (f"cannot write {dest}: {err.strerror or err}{where}{hint.get(err.errno, '')}; nothing was written")
+    hint = {
+        errno.EXDEV: "; the backup folder is on another device: move the repository, or write elsewhere",
+        errno.EROFS: "; the file system is read-only",
+        errno.ENOTDIR: "; a part of the path is a file",
+    }
+    return f"cannot write {dest}: {err.strerror or err}{where}{hint.get(err.errno, '')}; nothing was written"
 
 
-def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False,
-                    confirm: Changes | None = None) -> WriteResult:
+def write_model_dir(
+    dest: str | Path, files: Mapping[str, FileContent], *, overwrite: bool = False, confirm: Changes | None = None
+) -> WriteResult:
     """Write ``files`` (relative path -> content) as the directory ``dest``, all or nothing.
 
     An existing ``dest`` holding exactly these files is left alone (``unchanged``). One that would
@@ -188,13 +207,17 @@ def write_model_dir(dest: str | Path, files: Mapping[str, FileContent], *, overw
         raise FileSystemRefusal(f"{dest} exists and is not a directory; nothing was written")
     held = _held_models(dest)
     if held:  # never replaced whole, --force or not: its other models would go with it
-        raise RepositoryError(f"{dest} is a model repository (it holds {', '.join(held)}), not a model directory; "
-                              "nothing was written. Write the model into it as DIR/NAME (--name NAME)")
+        raise RepositoryError(
+            f"{dest} is a model repository (it holds {', '.join(held)}), not a model directory; "
+            "nothing was written. Write the model into it as DIR/NAME (--name NAME)"
+        )
     if dest.exists() and (confirm is not None or not overwrite):
         changes = compare_model_dir(dest, files)
         if confirm is not None and confirm.fingerprint != changes.fingerprint:
-            raise RepositoryError(f"{dest} or the files to write changed since those changes were reviewed; nothing "
-                                  "was written. Review the changes again and confirm those")
+            raise RepositoryError(
+                f"{dest} or the files to write changed since those changes were reviewed; nothing "
+                "was written. Review the changes again and confirm those"
+            )
         if changes.empty:
             return WriteResult(dest, None, unchanged=True)
         if confirm is None:
@@ -361,8 +384,16 @@ def compare_model_dir(dest: str | Path, files: Mapping[str, FileContent]) -> Cha
         if before is not None and after is not None and (rel == "config.pbtxt" or rel.startswith("configs/")):
             config_changes += _config_changes(rel, before, after)
         chunks.append(_unified(rel, before, after))
-    return Changes(dest, dest.is_dir(), tuple(added), tuple(removed), tuple(modified), tuple(config_changes),
-                   "".join(chunks), digest.hexdigest())
+    return Changes(
+        dest,
+        dest.is_dir(),
+        tuple(added),
+        tuple(removed),
+        tuple(modified),
+        tuple(config_changes),
+        "".join(chunks),
+        digest.hexdigest(),
+    )
 
 
 def read_model_dir(path: str | Path) -> tuple[ModelConfig, dict[str, Path]]:

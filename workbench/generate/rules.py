@@ -44,11 +44,17 @@ def _policy_problems(label: str, policy: QueuePolicy) -> list[str]:
 
 def _batcher_problems(settings: Any) -> list[str]:
     """model_config_utils.cc ValidateModelConfig, the dynamic_batching part."""
-    tuned = [flag for flag, on in (("--preserve-ordering", settings.preserve_ordering),
-                                   ("--priority-levels", settings.priority_levels),
-                                   ("--default-priority-level", settings.default_priority_level),
-                                   ("--default-queue-policy", settings.default_queue_policy is not None),
-                                   ("--priority-queue-policy", settings.priority_queue_policy)) if on]
+    tuned = [
+        flag
+        for flag, on in (
+            ("--preserve-ordering", settings.preserve_ordering),
+            ("--priority-levels", settings.priority_levels),
+            ("--default-priority-level", settings.default_priority_level),
+            ("--default-queue-policy", settings.default_queue_policy is not None),
+            ("--priority-queue-policy", settings.priority_queue_policy),
+        )
+        if on
+    ]
     if not settings.enable_dynamic_batching:
         return [f"{' and '.join(tuned)} configure the dynamic batcher: add --enable_dynamic_batching"] if tuned else []
     problems = []
@@ -56,29 +62,38 @@ def _batcher_problems(settings: Any) -> list[str]:
     if levels < 0:
         problems.append(f"--priority-levels {levels} is negative")
     if levels > 0 and not 1 <= settings.default_priority_level <= levels:
-        problems.append(f"--default-priority-level {settings.default_priority_level} must be in 1..{levels} with "
-                        f"--priority-levels {levels} (Triton refuses the load otherwise; 1 is the highest priority)")
+        problems.append(
+            f"--default-priority-level {settings.default_priority_level} must be in 1..{levels} with "
+            f"--priority-levels {levels} (Triton refuses the load otherwise; 1 is the highest priority)"
+        )
     if levels == 0 and settings.default_priority_level:
         problems.append(f"--default-priority-level {settings.default_priority_level} needs --priority-levels")
     for level in settings.priority_queue_policy:
         if not isinstance(level, int) or isinstance(level, bool):
             problems.append(f"--priority-queue-policy level {level!r} must be a whole number")
         elif not 1 <= level <= levels:
-            problems.append(f"--priority-queue-policy level {level} must be in 1..{levels} (the --priority-levels)"
-                            if levels else f"--priority-queue-policy level {level} needs --priority-levels")
+            problems.append(
+                f"--priority-queue-policy level {level} must be in 1..{levels} (the --priority-levels)"
+                if levels
+                else f"--priority-queue-policy level {level} needs --priority-levels"
+            )
     policies = {"--default-queue-policy": settings.default_queue_policy} if settings.default_queue_policy else {}
     policies.update({f"--priority-queue-policy {level}": p for level, p in settings.priority_queue_policy.items()})
     for label, policy in policies.items():
         problems += _policy_problems(label, policy)
     if settings.preserve_ordering:
         if levels > 1:
-            problems.append(f"--preserve-ordering allows one priority level only, not --priority-levels {levels} "
-                            "(Triton: \"Only one priority level is allowed when 'preserve_ordering' is true\")")
+            problems.append(
+                f"--preserve-ordering allows one priority level only, not --priority-levels {levels} "
+                "(Triton: \"Only one priority level is allowed when 'preserve_ordering' is true\")"
+            )
         for label, policy in policies.items():
             if policy.timeout_action == "DELAY" and policy.default_timeout_microseconds:
                 problems.append(f"{label}: timeout_action DELAY with a timeout cannot be used with --preserve-ordering")
         if settings.response_cache:
-            problems.append(PRESERVE_ORDERING_WITH_CACHE.format(ordering="--preserve-ordering", cache="--response-cache"))
+            problems.append(
+                PRESERVE_ORDERING_WITH_CACHE.format(ordering="--preserve-ordering", cache="--response-cache")
+            )
     return problems
 
 
@@ -94,8 +109,14 @@ def _warmup_problems(settings: Any, spec: ModelSpec, files: set[str]) -> list[st
         elif warmup.name in seen:
             problems.append(f"{label}: duplicate name")
         seen.add(warmup.name)
-        out_of_range = [p for p in (field_problem(getattr(warmup, name), f"{label}: {name}", "ModelWarmup", name)
-                                    for name in ("batch_size", "count")) if p]
+        out_of_range = [
+            p
+            for p in (
+                field_problem(getattr(warmup, name), f"{label}: {name}", "ModelWarmup", name)
+                for name in ("batch_size", "count")
+            )
+            if p
+        ]
         problems += out_of_range
         if out_of_range:
             continue
@@ -104,12 +125,15 @@ def _warmup_problems(settings: Any, spec: ModelSpec, files: set[str]) -> list[st
         if warmup.count < 0:
             problems.append(f"{label}: count {warmup.count} is negative")
         if WARMUP_COUNT_LIMIT < warmup.count:
-            problems.append(f"{label}: count {warmup.count} is past {WARMUP_COUNT_LIMIT}: Triton runs it on every "
-                            "instance before the model is READY and the load blocks meanwhile")
+            problems.append(
+                f"{label}: count {warmup.count} is past {WARMUP_COUNT_LIMIT}: Triton runs it on every "
+                "instance before the model is READY and the load blocks meanwhile"
+            )
         mbs = settings.max_batch_size
         if isinstance(mbs, int) and 0 < mbs < warmup.batch_size:
-            problems.append(f"{label}: batch_size {warmup.batch_size} is past --max_batch_size {mbs} (Triton "
-                            "refuses the load)")
+            problems.append(
+                f"{label}: batch_size {warmup.batch_size} is past --max_batch_size {mbs} (Triton refuses the load)"
+            )
         if warmup.inputs is None:
             if warmup.data not in ("zero", "random"):
                 problems.append(f"{label}: data {warmup.data!r} must be zero or random")
@@ -134,12 +158,16 @@ def _warmup_problems(settings: Any, spec: ModelSpec, files: set[str]) -> list[st
             if any(d < 1 for d in dims):
                 problems.append(f"{where}: dims {dims} must all be given (no -1): Triton builds the sample from them")
             elif len(dims) != len(tensor.dims) or any(c != -1 and c != d for c, d in zip(tensor.dims, dims)):
-                problems.append(f"{where}: dims {dims} do not fit the input's {list(tensor.dims)} (the load would fail)")
+                problems.append(
+                    f"{where}: dims {dims} do not fit the input's {list(tensor.dims)} (the load would fail)"
+                )
             if item.data not in WARMUP_DATA:
                 problems.append(f"{where}: data {item.data!r} is not one of {', '.join(WARMUP_DATA)}")
             elif item.data == "file" and f"warmup/{item.input_data_file}" not in files:
-                problems.append(f"{where}: warmup/{item.input_data_file} is not in the model directory "
-                                "(Triton reads warm-up files from <model>/warmup/)")
+                problems.append(
+                    f"{where}: warmup/{item.input_data_file} is not in the model directory "
+                    "(Triton reads warm-up files from <model>/warmup/)"
+                )
     return problems
 
 
@@ -160,16 +188,26 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
             if resource.count < 0:
                 found.append(f"rate limiter resource {resource.name!r} count {resource.count} is negative")
             else:
-                found += filter(None, [field_problem(resource.count, f"--rate-limiter-resource {resource.name} count",
-                                                     "ModelRateLimiter.Resource", "count")])
+                found += filter(
+                    None,
+                    [
+                        field_problem(
+                            resource.count,
+                            f"--rate-limiter-resource {resource.name} count",
+                            "ModelRateLimiter.Resource",
+                            "count",
+                        )
+                    ],
+                )
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             found.append(f"rate limiter resource(s) {', '.join(duplicates)} given twice")
         if limiter.priority < 0:
             found.append(f"--rate-limiter-priority {limiter.priority} is negative")
         else:
-            found += filter(None, [field_problem(limiter.priority, "--rate-limiter-priority", "ModelRateLimiter",
-                                                 "priority")])
+            found += filter(
+                None, [field_problem(limiter.priority, "--rate-limiter-priority", "ModelRateLimiter", "priority")]
+            )
     if spec is not None:
         inputs = [t.name for t in spec.inputs]
         unknown = [n for n in settings.optional_inputs if n not in inputs]
@@ -179,8 +217,10 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
             found.append("every input is optional: a request with no inputs at all would reach the model")
         found += _warmup_problems(settings, spec, files)
     if settings.decoupled and settings.model_py is None:
-        found.append("--decoupled: the generated model.py answers from execute(); a decoupled model needs a model.py "
-                     "that sends its responses through response senders")
+        found.append(
+            "--decoupled: the generated model.py answers from execute(); a decoupled model needs a model.py "
+            "that sends its responses through response senders"
+        )
     if settings.decoupled and settings.response_cache:
         found.append("--response-cache cannot be used with a decoupled model (Triton refuses the load)")
     policy = settings.version_policy
@@ -194,25 +234,33 @@ def problems(settings: Any, spec: ModelSpec | None, files: set[str]) -> list[str
             if not policy.versions or any(v < 1 for v in policy.versions):
                 found.append(f"--version-policy {policy}: versions start at 1")
             elif settings.model_version not in policy.versions:
-                found.append(f"--version-policy {policy} does not serve --model_version {settings.model_version}, "
-                             "the version written")
+                found.append(
+                    f"--version-policy {policy} does not serve --model_version {settings.model_version}, "
+                    "the version written"
+                )
             missing = sorted(v for v in policy.versions if v >= 1 and v not in versions)
             if missing and settings.model_version in policy.versions:
-                found.append(f"--version-policy {policy}: no version folder {', '.join(map(str, missing))} in the "
-                             "model directory")
+                found.append(
+                    f"--version-policy {policy}: no version folder {', '.join(map(str, missing))} in the "
+                    "model directory"
+                )
     return found
 
 
 def warnings(settings: Any) -> list[str]:
     found = []
     if settings.rate_limiter is not None:
-        found.append("the rate limiter applies only when tritonserver runs with --rate-limit=execution_count "
-                     "(TritonServer(extra_args=['--rate-limit=execution_count']))")
+        found.append(
+            "the rate limiter applies only when tritonserver runs with --rate-limit=execution_count "
+            "(TritonServer(extra_args=['--rate-limit=execution_count']))"
+        )
     where = str(Path(str(settings.triton_model_dir)).expanduser().absolute())
     if not where.isascii():
         # seen on tritonserver 2.51: the stub's embedded Python fails with UnicodeEncodeError ('ascii'
         # codec) on such a path, whatever the server's LC_ALL/PYTHONUTF8
-        found.append(f"{where} is not an ASCII path: Triton's Python backend (model.py, the PyTorch 2 runtime, "
-                     "the LibTorch twin) fails to load a model from it (UnicodeEncodeError in the backend stub); "
-                     "serve it from an ASCII path")
+        found.append(
+            f"{where} is not an ASCII path: Triton's Python backend (model.py, the PyTorch 2 runtime, "
+            "the LibTorch twin) fails to load a model from it (UnicodeEncodeError in the backend stub); "
+            "serve it from an ASCII path"
+        )
     return found

@@ -6,25 +6,42 @@ and `load_settings` to the checks and the renderer; `GenerateError` carries ever
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from workbench.coremap import CoreRange, CoreRangeError
-from workbench.refusals import WorkbenchError
 from workbench.generate.options import QueuePolicy, RateLimiter, VersionPolicy, Warmup
+from workbench.refusals import WorkbenchError
 from workbench.spec import TensorSpec
 from workbench.system import detect
 
-__all__ = ["GenerateError", "GenerateSettings", "default_target", "TNX_AMPS", "TNX_PARAMETERS",
-           "whole_numbers", "optional_whole", "optional_number", "optional_text", "at_least"]
+__all__ = [
+    "GenerateError",
+    "GenerateSettings",
+    "default_target",
+    "TNX_AMPS",
+    "TNX_PARAMETERS",
+    "whole_numbers",
+    "optional_whole",
+    "optional_number",
+    "optional_text",
+    "at_least",
+]
 
 TNX_AMPS = ("f32", "f16", "bf16")
 # GenerateSettings field -> model.py parameter; the compile step records the same keys (without
 # the tnx_ prefix) in its sidecar's "extra"
-TNX_PARAMETERS = {"tnx_model_class": "TNX_MODEL_CLASS", "tnx_batch_size": "TNX_BATCH_SIZE",
-                  "tnx_tp_degree": "TNX_TP_DEGREE", "tnx_n_positions": "TNX_N_POSITIONS", "tnx_amp": "TNX_AMP",
-                  "tnx_unroll": "TNX_UNROLL", "tnx_sequence_length": "TNX_SEQUENCE_LENGTH"}
+TNX_PARAMETERS = {
+    "tnx_model_class": "TNX_MODEL_CLASS",
+    "tnx_batch_size": "TNX_BATCH_SIZE",
+    "tnx_tp_degree": "TNX_TP_DEGREE",
+    "tnx_n_positions": "TNX_N_POSITIONS",
+    "tnx_amp": "TNX_AMP",
+    "tnx_unroll": "TNX_UNROLL",
+    "tnx_sequence_length": "TNX_SEQUENCE_LENGTH",
+}
+
 
 class GenerateError(WorkbenchError, ValueError):
     """Settings that cannot produce a servable model; ``problems`` holds one message per bad item."""
@@ -167,9 +184,9 @@ class GenerateSettings:
         return self.name or Path(self.triton_model_dir).name
 
 
-
 # Text as a form or a notebook gives it -> field values (the settings panel's fields; the CLI gets
 # them typed from argparse). ValueError says what is wrong; the caller names the field.
+
 
 def whole_numbers(text: str) -> list[int]:
     """``"4,8"`` (or ``"4 8"``) -> ``[4, 8]``; blank -> ``[]`` (preferred batch sizes)."""
@@ -213,8 +230,10 @@ def at_least(low: int, hint: str = "") -> Callable[[int], int]:
     """A form's whole number checked against its lowest value: below it is an error saying so
     (``hint`` added: what the lowest values mean), never clamped -- a max batch size of -4 clamped to 0
     would silently turn batching off."""
+
     def checked(value: int) -> int:
         if value < low:
             raise ValueError(f"{value} is less than {low}" + (f"; {hint}" if hint else ""))
         return value
+
     return checked

@@ -23,8 +23,15 @@ from workbench.limits import dataclass_problems, model_name_problem, neuron_core
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import MissingSDKError, cpu_cores, target_problem, usable_cpu_ids
 
-__all__ = ["Plan", "make_plan", "FIXED_IN_VARIANTS", "variant_name_problem", "tensor_items",
-           "plan_batching", "setting_flag"]
+__all__ = [
+    "Plan",
+    "make_plan",
+    "FIXED_IN_VARIANTS",
+    "variant_name_problem",
+    "tensor_items",
+    "plan_batching",
+    "setting_flag",
+]
 
 # model.py refuses these data types (it has no wire conversion for them)
 _UNSERVED_DTYPES = ("BYTES", "BF16")
@@ -43,7 +50,7 @@ class Plan:
     carried: dict[str, Path] = field(default_factory=dict)  # files copied into the new directory
     record: dict | None = None  # the compile step's sidecar for the compiled model
     tnx: dict[str, object] = field(default_factory=dict)  # TNX_* parameters to write
-    variants: dict[str, tuple[GenerateSettings, "Plan"]] = field(default_factory=dict)  # configs/<name>.pbtxt
+    variants: dict[str, tuple[GenerateSettings, Plan]] = field(default_factory=dict)  # configs/<name>.pbtxt
 
 
 def tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
@@ -60,19 +67,24 @@ def _spec_from_saved_model(settings: GenerateSettings, path: Path) -> ModelSpec:
     try:
         from workbench.compiler.tensorflow import spec_from_saved_model  # tensorflow: only for a SavedModel
     except ImportError as err:
-        raise GenerateError([
-            f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
-            "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
-        ]) from None
+        raise GenerateError(
+            [
+                f"cannot read the inputs and outputs of {path} ({err}); pass --triton_input and --triton_output, "
+                "or install the tensorflow extra (pip install 'workbench[tensorflow]')"
+            ]
+        ) from None
 
     try:
-        return spec_from_saved_model(str(path), settings.tag_set, settings.signature_def_key,
-                                     drop_batch_dim=settings.max_batch_size > 0)
+        return spec_from_saved_model(
+            str(path), settings.tag_set, settings.signature_def_key, drop_batch_dim=settings.max_batch_size > 0
+        )
     except (ImportError, MissingSDKError) as err:
-        raise GenerateError([
-            f"TensorFlow is needed to read the inputs and outputs of {path} ({err}); pass --triton_input and "
-            "--triton_output, or install the tensorflow extra (pip install 'workbench[tensorflow]')"
-        ]) from None
+        raise GenerateError(
+            [
+                f"TensorFlow is needed to read the inputs and outputs of {path} ({err}); pass --triton_input and "
+                "--triton_output, or install the tensorflow extra (pip install 'workbench[tensorflow]')"
+            ]
+        ) from None
     except (SpecError, ValueError, OSError) as err:
         raise GenerateError([f"--compiled_model {path}: {err}"]) from None
 
@@ -98,10 +110,14 @@ def _place(flag: str, value: str, settings: GenerateSettings, plan: Plan) -> tup
     if not settings.for_other_machine:
         hint = ""
         if not path.is_absolute() and path.exists():
-            hint = (f"; {value} exists relative to the current directory, but model.py resolves relative "
-                    "paths against the model directory: give an absolute path or use --copy-compiled-model")
-        plan.problems.append(f"{flag} {value} not found (looked at {resolved}){hint}; "
-                             "use --for-other-machine if it only exists on the serving host")
+            hint = (
+                f"; {value} exists relative to the current directory, but model.py resolves relative "
+                "paths against the model directory: give an absolute path or use --copy-compiled-model"
+            )
+        plan.problems.append(
+            f"{flag} {value} not found (looked at {resolved}){hint}; "
+            "use --for-other-machine if it only exists on the serving host"
+        )
     return value, None
 
 
@@ -145,8 +161,9 @@ def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
             plan.spec = spec_from_record(settings, record)
         elif settings.framework == "tensorflow":
             if plan.compiled_source is None:
-                plan.problems.append("--triton_input/--triton_output are needed: the SavedModel is not on this "
-                                     "machine to read them from")
+                plan.problems.append(
+                    "--triton_input/--triton_output are needed: the SavedModel is not on this machine to read them from"
+                )
                 return
             try:
                 plan.spec = _spec_from_saved_model(settings, plan.compiled_source)
@@ -156,15 +173,18 @@ def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
         elif settings.framework == "transformers_neuronx":
             plan.spec = ModelSpec.parse(["input_ids,INT64,-1"], ["output_ids,INT64,-1"])
         else:
-            plan.problems.append("--triton_input and --triton_output are required for PyTorch models "
-                                 "(TorchScript keeps no names, dtypes or shapes), e.g. --triton_input INPUT__0,INT64,4x384")
+            plan.problems.append(
+                "--triton_input and --triton_output are required for PyTorch models "
+                "(TorchScript keeps no names, dtypes or shapes), e.g. --triton_input INPUT__0,INT64,4x384"
+            )
             return
         record = None  # the spec came from it (or from the model): nothing to compare
     elif not inputs or not outputs:
         missing = "--triton_output" if inputs else "--triton_input"
-        plan.problems.append(f"{missing} is missing: give both --triton_input and --triton_output"
-                             + (", or neither to read them from the SavedModel" if settings.framework == "tensorflow"
-                                else ""))
+        plan.problems.append(
+            f"{missing} is missing: give both --triton_input and --triton_output"
+            + (", or neither to read them from the SavedModel" if settings.framework == "tensorflow" else "")
+        )
         return
     else:
         try:
@@ -181,13 +201,17 @@ def _plan_spec(settings: GenerateSettings, plan: Plan) -> None:
     if settings.framework == "transformers_neuronx":
         names = [t.name for t in spec.inputs]
         if "input_ids" not in names or set(names) - {"input_ids", "sequence_length"} or len(spec.outputs) != 1:
-            plan.problems.append(f"transformers_neuronx models take input_ids (and optionally sequence_length) and "
-                                 f"return one output; got inputs {names} and {len(spec.outputs)} output(s)")
+            plan.problems.append(
+                f"transformers_neuronx models take input_ids (and optionally sequence_length) and "
+                f"return one output; got inputs {names} and {len(spec.outputs)} output(s)"
+            )
     for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
         for t in tensors:
             if t.dtype in _UNSERVED_DTYPES:
-                plan.problems.append(f"{kind} {t.name!r}: {t.dtype} tensors are not supported by the generated "
-                                     "model.py; use a numeric type")
+                plan.problems.append(
+                    f"{kind} {t.name!r}: {t.dtype} tensors are not supported by the generated "
+                    "model.py; use a numeric type"
+                )
     if record is not None:
         plan.problems += check_against_record(settings, spec, record, where)
 
@@ -202,20 +226,30 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
         return
     limit = neuron_core_limit(settings.target)
     if limit is not None and core_range.end >= limit[1]:
-        plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no {settings.target} "
-                             f"instance; the largest, {limit[0]}, has {limit[1]} NeuronCores (0:{limit[1] - 1})")
+        plan.problems.append(
+            f"--neuron_core_range {core_range}: core {core_range.end} exists on no {settings.target} "
+            f"instance; the largest, {limit[0]}, has {limit[1]} NeuronCores (0:{limit[1] - 1})"
+        )
         return
     cpus = cpu_cores() if settings.target == "cpu" and not settings.for_other_machine else None
     if cpus is not None and core_range.end >= cpus:  # a 100-core map of cores that are not there
-        plan.problems.append(f"--neuron_core_range {core_range}: core {core_range.end} exists on no CPU of this "
-                             f"machine; it has {cpus} CPU cores (0:{cpus - 1})")
+        plan.problems.append(
+            f"--neuron_core_range {core_range}: core {core_range.end} exists on no CPU of this "
+            f"machine; it has {cpus} CPU cores (0:{cpus - 1})"
+        )
         return
     try:
-        plan.core_map = core_range.split(settings.triton_model_instance_count,
-                                         1 if settings.threads_per_core is None else settings.threads_per_core)
+        plan.core_map = core_range.split(
+            settings.triton_model_instance_count, 1 if settings.threads_per_core is None else settings.threads_per_core
+        )
     except CoreRangeError as err:
-        flag = ("--threads_per_core" if "threads per core" in str(err) else
-                "--triton_model_instance_count" if "instance" in str(err) else "--neuron_core_range")
+        flag = (
+            "--threads_per_core"
+            if "threads per core" in str(err)
+            else "--triton_model_instance_count"
+            if "instance" in str(err)
+            else "--neuron_core_range"
+        )
         plan.problems.append(f"{flag}: {err}")
         return
     idle = plan.core_map.idle
@@ -228,9 +262,11 @@ def _plan_cores(settings: GenerateSettings, plan: Plan) -> None:
         usable = usable_cpu_ids()
         missing = core_range.missing_from(usable)
         if missing:
-            plan.warnings.append(f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
-                                 "process cannot use "
-                                 f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else ""))
+            plan.warnings.append(
+                f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
+                "process cannot use "
+                f"(usable: {sorted(usable)})" + ("; CPU affinity will fail" if settings.cpu_affinity else "")
+            )
 
 
 def plan_batching(settings: GenerateSettings, plan: Plan) -> None:
@@ -242,8 +278,14 @@ def plan_batching(settings: GenerateSettings, plan: Plan) -> None:
     if delay is not None and delay < 0:
         plan.problems.append(f"--max_queue_delay_microseconds {delay} is negative")
     if not settings.enable_dynamic_batching:
-        ignored = [flag for flag, value in (("--preferred_batch_size", sizes),
-                                            ("--max_queue_delay_microseconds", delay is not None)) if value]
+        ignored = [
+            flag
+            for flag, value in (
+                ("--preferred_batch_size", sizes),
+                ("--max_queue_delay_microseconds", delay is not None),
+            )
+            if value
+        ]
         if ignored:
             plan.warnings.append(f"{' and '.join(ignored)} ignored without --enable_dynamic_batching (as upstream)")
         return
@@ -255,8 +297,10 @@ def plan_batching(settings: GenerateSettings, plan: Plan) -> None:
         elif size > mbs:
             plan.problems.append(f"--preferred_batch_size {size} is larger than --max_batch_size {mbs}")
     if mbs == 0:
-        plan.warnings.append("--enable_dynamic_batching with --max_batch_size 0: Triton still runs each "
-                             "request alone; set --max_batch_size > 0 to batch requests")
+        plan.warnings.append(
+            "--enable_dynamic_batching with --max_batch_size 0: Triton still runs each "
+            "request alone; set --max_batch_size > 0 to batch requests"
+        )
 
 
 # what saved Neuron graphs were compiled with: loading them with other values fails
@@ -272,8 +316,12 @@ def setting_flag(field_name: str) -> str:
     """The CLI flag of a GenerateSettings field: upstream's spelling, ours with dashes."""
     if field_name == "framework":
         return "--model_type"
-    if field_name.startswith("tnx_") or field_name in ("copy_compiled_model", "for_other_machine", "cpu_affinity",
-                                                       "state_dict"):
+    if field_name.startswith("tnx_") or field_name in (
+        "copy_compiled_model",
+        "for_other_machine",
+        "cpu_affinity",
+        "state_dict",
+    ):
         return _flag(field_name)
     return "--" + field_name
 
@@ -288,18 +336,27 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
     values: dict[str, object] = {}
     for name in TNX_PARAMETERS:
         given, known = getattr(settings, name), recorded.get(name.removeprefix("tnx_"))
-        if given is not None and known is not None and given != known and recorded_graphs and \
-                settings.tnx_compiled_dir is None and name in _TNX_GRAPH_FIELDS:
-            plan.problems.append(f"{_flag(name)} {given} differs from the {known} its saved Neuron graphs were "
-                                 f"compiled with ({recorded_graphs}); recompile, or leave {_flag(name)} out")
+        if (
+            given is not None
+            and known is not None
+            and given != known
+            and recorded_graphs
+            and settings.tnx_compiled_dir is None
+            and name in _TNX_GRAPH_FIELDS
+        ):
+            plan.problems.append(
+                f"{_flag(name)} {given} differs from the {known} its saved Neuron graphs were "
+                f"compiled with ({recorded_graphs}); recompile, or leave {_flag(name)} out"
+            )
         values[name] = given if given is not None else known
     for name in ("tnx_batch_size", "tnx_tp_degree", "tnx_n_positions", "tnx_sequence_length", "tnx_unroll"):
         if values[name] is not None and int(values[name]) < 1:
             plan.problems.append(f"{_flag(name)} {values[name]} must be at least 1")
     positions = values["tnx_n_positions"] or _TNX_DEFAULT_N_POSITIONS
     if values["tnx_sequence_length"] is not None and values["tnx_sequence_length"] > positions:
-        plan.problems.append(f"--tnx-sequence-length {values['tnx_sequence_length']} exceeds --tnx-n-positions "
-                             f"{positions}")
+        plan.problems.append(
+            f"--tnx-sequence-length {values['tnx_sequence_length']} exceeds --tnx-n-positions {positions}"
+        )
     if values["tnx_amp"] is not None and values["tnx_amp"] not in TNX_AMPS:
         plan.problems.append(f"--tnx-amp {values['tnx_amp']!r} is not one of {', '.join(TNX_AMPS)}")
     if values["tnx_model_class"] is not None and not str(values["tnx_model_class"]).strip():
@@ -314,12 +371,17 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
         # the compile saves its graphs beside the checkpoint: keep them beside it here too
         source = plan.compiled_source.parent / Path(recorded_graphs).name
         if source.exists():
-            value = str(source) if settings.copy_compiled_model else \
-                (Path(plan.compiled_ref).parent / source.name).as_posix()
+            value = (
+                str(source)
+                if settings.copy_compiled_model
+                else (Path(plan.compiled_ref).parent / source.name).as_posix()
+            )
             plan.tnx["TNX_COMPILED_DIR"], _ = _place("--tnx-compiled-dir", value, settings, plan)
         else:
-            plan.warnings.append(f"the saved Neuron graphs {source} recorded by the compile are missing; "
-                                 "model.py will compile the model at load time")
+            plan.warnings.append(
+                f"the saved Neuron graphs {source} recorded by the compile are missing; "
+                "model.py will compile the model at load time"
+            )
 
 
 # what a configs/<name>.pbtxt variant may change: everything but where and what the directory is
@@ -334,8 +396,12 @@ def variant_name_problem(name: object) -> str:
 
 
 def _written(settings: GenerateSettings, plan: Plan) -> set[str]:
-    return {"config.pbtxt", f"{settings.model_version}/model.py", *plan.carried,
-            *(f"configs/{name}.pbtxt" for name in settings.variants)}
+    return {
+        "config.pbtxt",
+        f"{settings.model_version}/model.py",
+        *plan.carried,
+        *(f"configs/{name}.pbtxt" for name in settings.variants),
+    }
 
 
 def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
@@ -348,8 +414,10 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
             continue
         wrong = sorted(set(overrides) - allowed)
         if wrong:
-            plan.problems.append(f"{label}: {', '.join(wrong)} cannot differ between configs of one model directory "
-                                 f"(a variant may set {', '.join(sorted(allowed))})")
+            plan.problems.append(
+                f"{label}: {', '.join(wrong)} cannot differ between configs of one model directory "
+                f"(a variant may set {', '.join(sorted(allowed))})"
+            )
             continue
         variant = replace(settings, variants={}, **overrides)
         sub = make_plan(variant)
@@ -357,8 +425,10 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
         plan.warnings += [f"{label}: {warning}" for warning in sub.warnings]
         for rel, source in sub.carried.items():
             if rel in plan.carried and Path(plan.carried[rel]).resolve() != Path(source).resolve():
-                plan.problems.append(f"{label}: {rel} would be both {plan.carried[rel]} and {source}; give the "
-                                     "compiled models different file names")
+                plan.problems.append(
+                    f"{label}: {rel} would be both {plan.carried[rel]} and {source}; give the "
+                    "compiled models different file names"
+                )
             plan.carried.setdefault(rel, source)
         plan.variants[name] = (variant, sub)
 
@@ -368,8 +438,10 @@ def _plan_kept(settings: GenerateSettings, plan: Plan) -> None:
     plan.problems += preserve.problems(settings, plan.spec, written)
     plan.problems += rules.problems(settings, plan.spec, written | set(settings.extra_files))
     if settings.instance_group_kind == "KIND_GPU":
-        plan.problems.append("--instance-group-kind KIND_GPU: the generated model.py runs on the CPU or NeuronCores, "
-                             "never a GPU; use KIND_MODEL (upstream's) or KIND_CPU")
+        plan.problems.append(
+            "--instance-group-kind KIND_GPU: the generated model.py runs on the CPU or NeuronCores, "
+            "never a GPU; use KIND_MODEL (upstream's) or KIND_CPU"
+        )
     plan.warnings += rules.warnings(settings)
 
 

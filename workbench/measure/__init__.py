@@ -22,8 +22,14 @@ register_kind("backends", "workbench.measure.sweep.compare_backends")
 
 from workbench.measure.engine.loadgen import LoadResult, WindowResult, measure  # noqa: E402
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings  # noqa: E402
-from workbench.measure.engine.stats import (ServerStats, StatsError, is_stable, percentile,  # noqa: E402
-                                             server_breakdown, summarize_latencies)
+from workbench.measure.engine.stats import (  # noqa: E402
+    ServerStats,
+    StatsError,
+    is_stable,
+    percentile,
+    server_breakdown,
+    summarize_latencies,
+)
 
 __all__ = [
     "MeasureSettings",

@@ -10,10 +10,10 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from workbench.files import atomic_write
 from workbench import __version__
-from workbench.report.run_report import Report
+from workbench.files import atomic_write
 from workbench.measure.store.table import SCROLL_CLASS, table_html
+from workbench.report.run_report import Report
 
 __all__ = ["report_html", "write_report", "save_report"]
 
@@ -38,34 +38,50 @@ def _facts_html(report: Report) -> str:
     blocks = []
     for facts in report.facts:
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts.lines)
-        blocks.append(f"<div><h3 style='font-size:14px;margin:8px 0 4px 0'>{html.escape(facts.title)}</h3>"
-                      f"<table>{rows}</table></div>")
+        blocks.append(
+            f"<div><h3 style='font-size:14px;margin:8px 0 4px 0'>{html.escape(facts.title)}</h3>"
+            f"<table>{rows}</table></div>"
+        )
     return f"<div class='facts'>{''.join(blocks)}</div>"
 
 
 def _reproduce_html(report: Report) -> str:
     if not report.reproduce:
         return "<p>The run record holds no model directory or plan to measure it again from.</p>"
-    parts = [f"<h3 style='font-size:14px;margin:8px 0 4px 0'>{html.escape(kind)}</h3>"
-             f"<pre class='reproduce' data-kind='{html.escape(kind, quote=True)}'>{html.escape(text)}</pre>"
-             for kind, text in report.reproduce]
+    parts = [
+        f"<h3 style='font-size:14px;margin:8px 0 4px 0'>{html.escape(kind)}</h3>"
+        f"<pre class='reproduce' data-kind='{html.escape(kind, quote=True)}'>{html.escape(text)}</pre>"
+        for kind, text in report.reproduce
+    ]
     return "".join(parts) + f"<p class='note'>{html.escape(report.reproduce_note)}</p>"
 
 
 def report_html(report: Report) -> str:
     """The whole report as one HTML document."""
     best = "".join(f"<p>{html.escape(line)}</p>" for line in report.best.splitlines())
-    plots = "".join(f"<figure class='plot'><figcaption>{html.escape(p.title)}</figcaption>{p.svg}</figure>"
-                    for p in report.plots)
-    tables = "".join(f"<h3 style='font-size:14px;margin:12px 0 4px 0'>{html.escape(title)}</h3>"
-                     + table_html(table, scroll_class=SCROLL_CLASS) for title, table in report.tables)
-    unstable = ("<p>Every point's windows agreed (stable).</p>" if not report.unstable else
-                "<p class='note'>Their last windows did not agree within the stability limit; the numbers are over "
-                "every measured window, read them with their spread. What the server's statistics show:</p><ul>"
-                + "".join(f"<li>{html.escape(line)}</li>" for line in report.unstable) + "</ul>")
-    differences = ("" if not report.differences else
-                   "<section id='differences'><h2>How the runs differ</h2><ul>"
-                   + "".join(f"<li>{html.escape(line)}</li>" for line in report.differences) + "</ul></section>")
+    plots = "".join(
+        f"<figure class='plot'><figcaption>{html.escape(p.title)}</figcaption>{p.svg}</figure>" for p in report.plots
+    )
+    tables = "".join(
+        f"<h3 style='font-size:14px;margin:12px 0 4px 0'>{html.escape(title)}</h3>"
+        + table_html(table, scroll_class=SCROLL_CLASS)
+        for title, table in report.tables
+    )
+    unstable = (
+        "<p>Every point's windows agreed (stable).</p>"
+        if not report.unstable
+        else "<p class='note'>Their last windows did not agree within the stability limit; the numbers are over "
+        "every measured window, read them with their spread. What the server's statistics show:</p><ul>"
+        + "".join(f"<li>{html.escape(line)}</li>" for line in report.unstable)
+        + "</ul>"
+    )
+    differences = (
+        ""
+        if not report.differences
+        else "<section id='differences'><h2>How the runs differ</h2><ul>"
+        + "".join(f"<li>{html.escape(line)}</li>" for line in report.differences)
+        + "</ul></section>"
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{html.escape(report.title)}</title><style>{_CSS}</style></head>
@@ -99,8 +115,8 @@ def save_report(run, other=None, path: str | Path | None = None, latency_budget_
     when given (B against A), as one HTML file; default ``<folder>/report.html`` (B's folder for a
     comparison: ``report-vs-<A>.html``). Returns its path."""
     # start-up: a report's computation (pandas, matplotlib) loads when one is written
-    from workbench.report.run_report import comparison_report, load_any, run_report
     from workbench.measure.store.results import SavedRun
+    from workbench.report.run_report import comparison_report, load_any, run_report
 
     run = run if isinstance(run, SavedRun) else load_any(run)
     if other is None:

@@ -9,19 +9,28 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import matplotlib
 
 from workbench.measure.store import plots
 from workbench.measure.store.notes import point_notes
-from workbench.measure.store.results import (Comparison, ResultsError, SavedRun, SweepResult, compare_runs, load_run,
-                                             load_saved)
-from workbench.measure.sweep.reproduce import AGAIN_NOTE, reproduce_lines
+from workbench.measure.store.results import (
+    Comparison,
+    ResultsError,
+    RunRecord,
+    SavedRun,
+    SweepResult,
+    compare_runs,
+    load_run,
+    load_saved,
+)
 from workbench.measure.store.table import Table, readable_table
+from workbench.measure.sweep.reproduce import AGAIN_NOTE, reproduce_lines
 
 __all__ = ["Facts", "Plot", "Report", "run_report", "comparison_report", "load_any", "figure_svg"]
 
@@ -54,7 +63,7 @@ class Report:
     tables: tuple[tuple[str, Table], ...]
     unstable: tuple[str, ...]
     differences: tuple[str, ...] = ()
-    generated: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    generated: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
 
 def figure_svg(figure: matplotlib.figure.Figure) -> str:
@@ -63,7 +72,7 @@ def figure_svg(figure: matplotlib.figure.Figure) -> str:
     with matplotlib.rc_context({"svg.hashsalt": "workbench", "svg.fonttype": "none"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     text = buffer.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def load_any(path: str | Path) -> SavedRun:
@@ -85,7 +94,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _sub_records(run: SweepResult) -> list[dict]:
+def _sub_records(run: SweepResult) -> list[RunRecord]:
     """A backend comparison's sub-runs' records (each model's own run.json), else [the run's]."""
     runs = run.record.get("runs") or {}
     records = []
@@ -108,31 +117,63 @@ def _facts(run: SweepResult) -> tuple[Facts, ...]:
     engine = first.get("engine") or {}
     plan = first.get("plan") or {}
     config = first.get("base_config") or {}
-    measured = [("label", run.label), ("status", run.status if run.record.get("status") else first.get("status", "")),
-                ("started", _text(first.get("started"))), ("ended", _text(first.get("ended")))]
-    models = [(f"model {r.get('model')}", f"{r.get('model_dir')} (backend {(r.get('base_config') or {}).get('backend', '?')}"
-               f", served by {_text(sorted(set((r.get('served_by') or {}).values())) or None)})") for r in records]
-    grid = [("batch sizes", _text(plan.get("batch_sizes"))), ("allocations", _text(plan.get("allocations"))),
-            ("concurrency", _text(plan.get("concurrency"))), ("core range", _text(plan.get("core_range"))),
-            ("backend parameters", _text(plan.get("parameters") or None)),
-            ("points", f"{len(run.frame)} measured of {sum(r.get('planned_points') or 0 for r in records)} planned"),
-            ("max batch size", _text(config.get("max_batch_size") or config.get("maxBatchSize")))]
-    how = [("engine", f"{engine.get('engine', 'not recorded')}: {engine.get('reason', '')}".rstrip(": ")),
-           ("protocol", _text(settings.get("protocol"))),
-           ("windows", _said("{} s each, stable when the last {} agree within {}, at most {} windows before they "
-                             "lengthen", settings.get("window_s"), settings.get("stable_windows"),
-                             _pct(settings.get("stability")), settings.get("max_windows"))
-            + ("" if "time_limit_s" not in settings else
-               ", no time limit" if settings["time_limit_s"] is None else f", time limit {settings['time_limit_s']} s")),
-           ("latencies per point", _said("at least {}", settings.get("min_latencies"))),
-           ("warm-up requests", _text(settings.get("warmup_requests"))), ("input seed", _text(settings.get("seed"))),
-           ("output check", _said("rtol {}, atol {}", settings.get("rtol"), settings.get("atol"))),
-           ("server", _said("Triton {} at {}", first.get("server_version"), first.get("url")))]
+    measured = [
+        ("label", run.label),
+        ("status", run.status if run.record.get("status") else first.get("status", "")),
+        ("started", _text(first.get("started"))),
+        ("ended", _text(first.get("ended"))),
+    ]
+    models = [
+        (
+            f"model {r.get('model')}",
+            f"{r.get('model_dir')} (backend {(r.get('base_config') or {}).get('backend', '?')}"
+            f", served by {_text(sorted(set((r.get('served_by') or {}).values())) or None)})",
+        )
+        for r in records
+    ]
+    grid = [
+        ("batch sizes", _text(plan.get("batch_sizes"))),
+        ("allocations", _text(plan.get("allocations"))),
+        ("concurrency", _text(plan.get("concurrency"))),
+        ("core range", _text(plan.get("core_range"))),
+        ("backend parameters", _text(plan.get("parameters") or None)),
+        ("points", f"{len(run.frame)} measured of {sum(r.get('planned_points') or 0 for r in records)} planned"),
+        ("max batch size", _text(config.get("max_batch_size") or config.get("maxBatchSize"))),
+    ]
+    how = [
+        ("engine", f"{engine.get('engine', 'not recorded')}: {engine.get('reason', '')}".rstrip(": ")),
+        ("protocol", _text(settings.get("protocol"))),
+        (
+            "windows",
+            _said(
+                "{} s each, stable when the last {} agree within {}, at most {} windows before they lengthen",
+                settings.get("window_s"),
+                settings.get("stable_windows"),
+                _pct(settings.get("stability")),
+                settings.get("max_windows"),
+            )
+            + (
+                ""
+                if "time_limit_s" not in settings
+                else ", no time limit"
+                if settings["time_limit_s"] is None
+                else f", time limit {settings['time_limit_s']} s"
+            ),
+        ),
+        ("latencies per point", _said("at least {}", settings.get("min_latencies"))),
+        ("warm-up requests", _text(settings.get("warmup_requests"))),
+        ("input seed", _text(settings.get("seed"))),
+        ("output check", _said("rtol {}, atol {}", settings.get("rtol"), settings.get("atol"))),
+        ("server", _said("Triton {} at {}", first.get("server_version"), first.get("url"))),
+    ]
     machine = [(k.replace("_", " "), _text(v)) for k, v in (first.get("machine") or {}).items()]
     versions = [(k, _text(v)) for k, v in (first.get("packages") or {}).items()]
-    return (Facts("What was measured", tuple(measured + models + grid)), Facts("How", tuple(how)),
-            Facts("Machine", tuple(machine) or (("machine", "not recorded"),)),
-            Facts("Versions", tuple(versions) or (("packages", "not recorded"),)))
+    return (
+        Facts("What was measured", tuple(measured + models + grid)),
+        Facts("How", tuple(how)),
+        Facts("Machine", tuple(machine) or (("machine", "not recorded"),)),
+        Facts("Versions", tuple(versions) or (("packages", "not recorded"),)),
+    )
 
 
 def _said(template: str, *values: Any) -> str:
@@ -155,8 +196,10 @@ def _unstable(run: SweepResult) -> tuple[str, ...]:
         return ()
     notes = point_notes(frame)
     flags = frame["stable"].map(lambda v: str(v).strip().lower() in ("false", "0"))
-    return tuple(f"{row['variant']}, batch {int(row['batch_size'])}, concurrency {int(row['concurrency'])}: {notes[i]}"
-                 for i, row in frame[flags].iterrows())
+    return tuple(
+        f"{row['variant']}, batch {int(row['batch_size'])}, concurrency {int(row['concurrency'])}: {notes[i]}"
+        for i, row in frame[flags].iterrows()
+    )
 
 
 def _best(run: SweepResult, budget_ms: float | None) -> str:
@@ -166,8 +209,11 @@ def _best(run: SweepResult, budget_ms: float | None) -> str:
 
 def _plots(run: SweepResult) -> list[Plot]:
     drawers: list[tuple[str, Callable]] = [
-        ("Throughput against p99 latency", plots.throughput_vs_latency), ("Latency against batch size", plots.latency_vs_batch),
-        ("Server-side time per request", plots.server_breakdown), ("Throughput by batch size and allocation", plots.throughput_heatmap)]
+        ("Throughput against p99 latency", plots.throughput_vs_latency),
+        ("Latency against batch size", plots.latency_vs_batch),
+        ("Server-side time per request", plots.server_breakdown),
+        ("Throughput by batch size and allocation", plots.throughput_heatmap),
+    ]
     return [Plot(title, figure_svg(draw(run))) for title, draw in drawers]
 
 
@@ -205,16 +251,25 @@ def _kind_comparison_report(a: SavedRun, b: SavedRun) -> Report:
         title=f"Comparison: {name_b} against {name_a}",
         subtitle=summary[-1] if summary else f"{len(comparison.table)} common point(s); ratios are B/A",
         best=f"A: {a.describe_best()}\nB: {b.describe_best()}",
-        reproduce=tuple((f"{kind} ({tag})", text) for tag, name in (("A", name_a), ("B", name_b))
-                        for kind, text in sections[name].again),
+        reproduce=tuple(
+            (f"{kind} ({tag})", text)
+            for tag, name in (("A", name_a), ("B", name_b))
+            for kind, text in sections[name].again
+        ),
         reproduce_note=AGAIN_NOTE,
         facts=_kind_facts(a, f" (A: {name_a})")[:2] + _kind_facts(b, f" (B: {name_b})"),
-        plots=tuple(Plot(f"{title} ({name})", figure_svg(figure)) for name in (name_a, name_b)
-                    for title, figure in sections[name].figures),
-        tables=(("Common points, B/A", readable_table(comparison.table)), (f"A: {name_a}", readable_table(a.table())),
-                (f"B: {name_b}", readable_table(b.table()))),
-        unstable=tuple(f"A: {line}" for line in sections[name_a].unstable) + tuple(
-            f"B: {line}" for line in sections[name_b].unstable),
+        plots=tuple(
+            Plot(f"{title} ({name})", figure_svg(figure))
+            for name in (name_a, name_b)
+            for title, figure in sections[name].figures
+        ),
+        tables=(
+            ("Common points, B/A", readable_table(comparison.table)),
+            (f"A: {name_a}", readable_table(a.table())),
+            (f"B: {name_b}", readable_table(b.table())),
+        ),
+        unstable=tuple(f"A: {line}" for line in sections[name_a].unstable)
+        + tuple(f"B: {line}" for line in sections[name_b].unstable),
         differences=tuple(comparison.differences()) + tuple(summary),
     )
 
@@ -228,7 +283,8 @@ def run_report(run: SavedRun | str | Path, latency_budget_ms: float | None = Non
     backends = run.record.get("runs")
     kind = "backend comparison" if backends else "sweep"
     subtitle = f"{kind} {run.label!r}, {run.status}, {len(run.frame)} point(s)" + (
-        f"; p99 budget {budget:g} ms" if budget is not None else "; no latency budget (the highest throughput)")
+        f"; p99 budget {budget:g} ms" if budget is not None else "; no latency budget (the highest throughput)"
+    )
     note = run.engine_note
     table = readable_table(run.table())
     return Report(
@@ -253,8 +309,9 @@ def _names(a: SavedRun, b: SavedRun) -> tuple[str, str]:
     return first, second
 
 
-def comparison_report(a: SavedRun | str | Path, b: SavedRun | str | Path,
-                      latency_budget_ms: float | None = None) -> Report:
+def comparison_report(
+    a: SavedRun | str | Path, b: SavedRun | str | Path, latency_budget_ms: float | None = None
+) -> Report:
     """Run B against run A in one report: how they differ, B/A ratios, each run's best, facts and plots."""
     a = a if isinstance(a, SavedRun) else load_any(a)
     b = b if isinstance(b, SavedRun) else load_any(b)
@@ -264,23 +321,29 @@ def comparison_report(a: SavedRun | str | Path, b: SavedRun | str | Path,
     budget = _budget(a, latency_budget_ms)
     name_a, name_b = _names(a, b)
     facts = tuple(Facts(f"{facts.title} (A: {name_a})", facts.lines) for facts in _facts(a)[:2]) + tuple(
-        Facts(f"{facts.title} (B: {name_b})", facts.lines) for facts in _facts(b))
+        Facts(f"{facts.title} (B: {name_b})", facts.lines) for facts in _facts(b)
+    )
     plots_ = [Plot(f"{name_b} against {name_a}", figure_svg(plots.comparison_plot(comparison)))]
-    plots_ += [Plot(f"Throughput against p99 latency ({name})", figure_svg(plots.throughput_vs_latency(run)))
-               for run, name in ((a, name_a), (b, name_b))]
+    plots_ += [
+        Plot(f"Throughput against p99 latency ({name})", figure_svg(plots.throughput_vs_latency(run)))
+        for run, name in ((a, name_a), (b, name_b))
+    ]
     return Report(
         title=f"Comparison: {name_b} against {name_a}",
-        subtitle=comparison.summary().splitlines()[-1] if comparison.table.empty else
-        f"{len(comparison.table)} common point(s); ratios are B/A",
+        subtitle=comparison.summary().splitlines()[-1]
+        if comparison.table.empty
+        else f"{len(comparison.table)} common point(s); ratios are B/A",
         best=f"A: {_best(a, budget)}\nB: {_best(b, budget)}",
-        reproduce=tuple((f"{kind} (A)", text) for kind, text in reproduce_lines(a.record, a.path)) + tuple(
-            (f"{kind} (B)", text) for kind, text in reproduce_lines(b.record, b.path)),
+        reproduce=tuple((f"{kind} (A)", text) for kind, text in reproduce_lines(a.record, a.path))
+        + tuple((f"{kind} (B)", text) for kind, text in reproduce_lines(b.record, b.path)),
         reproduce_note=AGAIN_NOTE,
         facts=facts,
         plots=tuple(plots_),
-        tables=(("Common points, B/A", readable_table(comparison.table)), (f"A: {name_a}", readable_table(a.table())),
-                (f"B: {name_b}", readable_table(b.table()))),
+        tables=(
+            ("Common points, B/A", readable_table(comparison.table)),
+            (f"A: {name_a}", readable_table(a.table())),
+            (f"B: {name_b}", readable_table(b.table())),
+        ),
         unstable=tuple(f"A: {line}" for line in _unstable(a)) + tuple(f"B: {line}" for line in _unstable(b)),
         differences=tuple(comparison.differences()) + tuple(comparison.summary().splitlines()),
     )
-

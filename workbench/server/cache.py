@@ -9,16 +9,21 @@ when the server starts.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["RESPONSE_CACHE_BYTES", "cache_args"]
 
 RESPONSE_CACHE_BYTES = 64 * 1024 * 1024
 
 
-def cache_args(repository: Path, config_name: str | None, wanted: bool | None, cache_dir: Path | None,
-               extra_args: Iterable[str] = ()) -> list[str]:
+def cache_args(
+    repository: Path,
+    config_name: str | None,
+    wanted: bool | None,
+    cache_dir: Path | None,
+    extra_args: Iterable[str] = (),
+) -> list[str]:
     """The flags for a local response cache: when ``wanted``, or (``wanted`` None) when a model's
     config -- ``configs/<config_name>.pbtxt`` where it has one -- asks for it; flags already in
     ``extra_args`` are left to them."""

@@ -16,9 +16,10 @@ import threading
 import time
 import urllib.request
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from google.protobuf import json_format
 from tritonclient.utils import InferenceServerException
@@ -29,8 +30,17 @@ from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerErr
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
 
-__all__ = ["ModelControl", "ClientOptions", "LocalProcess", "as_model_config", "config_to_json", "PROTOCOLS",
-           "TIMEOUT_FLAG", "DEFAULT_REMOTE_TIMEOUT", "timeout_problem"]
+__all__ = [
+    "ModelControl",
+    "ClientOptions",
+    "LocalProcess",
+    "as_model_config",
+    "config_to_json",
+    "PROTOCOLS",
+    "TIMEOUT_FLAG",
+    "DEFAULT_REMOTE_TIMEOUT",
+    "timeout_problem",
+]
 
 # How a remote server's calls are bounded: one timeout per call, the user's (``--timeout``, or
 # ``timeout=`` in the API), named in every message it cuts short.
@@ -45,10 +55,15 @@ def timeout_problem(value: Any) -> str | None:
     at most a day (gRPC deadlines and socket timeouts overflow far past that)."""
     import math
 
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 < value <= 86400:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or not 0 < value <= 86400
+    ):
         return f"{TIMEOUT_FLAG} must be a number of seconds > 0 and at most 86400, got {value!r}"
     return None
+
 
 PROTOCOLS = ("grpc", "http")
 _BUSY_STATES = ("READY", "UNLOADING", "LOADING")
@@ -82,7 +97,7 @@ class ClientOptions:
         if not self.ssl and (self.root_certificates or self.private_key or self.certificate_chain or self.insecure):
             raise ValueError("certificates and insecure apply to TLS only: set ssl=True (or use https:// / grpcs://)")
 
-    def with_ssl(self) -> "ClientOptions":
+    def with_ssl(self) -> ClientOptions:
         return replace(self, ssl=True)
 
     def client_kwargs(self, protocol: str) -> dict[str, Any]:
@@ -92,8 +107,12 @@ class ClientOptions:
         if protocol == "grpc":
             if self.insecure:
                 raise ValueError("gRPC has no insecure mode: give root_certificates for a self-signed server")
-            return {"ssl": True, "root_certificates": self.root_certificates,  # tritonclient reads the files
-                    "private_key": self.private_key, "certificate_chain": self.certificate_chain}
+            return {
+                "ssl": True,
+                "root_certificates": self.root_certificates,  # tritonclient reads the files
+                "private_key": self.private_key,
+                "certificate_chain": self.certificate_chain,
+            }
         if self.private_key or self.certificate_chain:
             raise ValueError("client certificates are supported over gRPC only (tritonclient's HTTP client has none)")
         options = {"ca_certs": self.root_certificates} if self.root_certificates else {}
@@ -146,7 +165,7 @@ def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict
     """``{"1/model.py": bytes | path}`` -> ``{"file:1/model.py": bytes}`` (tritonclient base64s it)."""
     out: dict[str, bytes] = {}
     for key, value in files.items():
-        rel = key[len("file:"):] if key.startswith("file:") else key
+        rel = key[len("file:") :] if key.startswith("file:") else key
         if not rel or rel.startswith("/") or ".." in Path(rel).parts:
             raise ValueError(f"file key {key!r} must be a relative path inside the model directory, e.g. '1/model.py'")
         if isinstance(value, bytes):
@@ -168,9 +187,16 @@ class ModelControl:
     server process, when this process started it (held weakly, so a dropped server still goes).
     """
 
-    def __init__(self, url: str, protocol: str = "http", *, metrics_url: str | None = None,
-                 process: LocalProcess | None = None, options: ClientOptions | None = None,
-                 timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        protocol: str = "http",
+        *,
+        metrics_url: str | None = None,
+        process: LocalProcess | None = None,
+        options: ClientOptions | None = None,
+        timeout: float | None = None,
+    ) -> None:
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be grpc or http, got {protocol!r}")
         if timeout is not None and timeout_problem(timeout):
@@ -198,9 +224,12 @@ class ModelControl:
             return grpcclient.InferenceServerClient(self.url, **self.options.client_kwargs("grpc"))
         import tritonclient.http as httpclient
 
-        return httpclient.InferenceServerClient(self.url, connection_timeout=connection_timeout,
-                                                network_timeout=network_timeout,
-                                                **self.options.client_kwargs("http"))
+        return httpclient.InferenceServerClient(
+            self.url,
+            connection_timeout=connection_timeout,
+            network_timeout=network_timeout,
+            **self.options.client_kwargs("http"),
+        )
 
     def _client(self) -> Any:
         """One tritonclient client per thread: the HTTP one is gevent-based and must stay on the
@@ -260,10 +289,16 @@ class ModelControl:
             raise
         except Exception as err:  # socket and gevent timeouts, refused connections, garbled replies
             detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            timed_out = isinstance(err, TimeoutError) or "timeout" in type(err).__name__.lower() \
-                or "timed out" in detail
-            text = f"no answer{bound}" if timed_out else f"cannot reach the server ({detail})" \
-                if isinstance(err, ConnectionError) else f"no usable answer ({detail})"
+            timed_out = (
+                isinstance(err, TimeoutError) or "timeout" in type(err).__name__.lower() or "timed out" in detail
+            )
+            text = (
+                f"no answer{bound}"
+                if timed_out
+                else f"cannot reach the server ({detail})"
+                if isinstance(err, ConnectionError)
+                else f"no usable answer ({detail})"
+            )
             raise ServerError(f"{where}: {text} to {what}") from None
 
     # ---- calls -----------------------------------------------------------------------------
@@ -299,7 +334,9 @@ class ModelControl:
         load_files = None
         if files:
             if config_json is None:
-                raise ValueError("files need a config: Triton loads an override directory only together with its config")
+                raise ValueError(
+                    "files need a config: Triton loads an override directory only together with its config"
+                )
             load_files = _files_for_load(files)
         self._refuse_what_would_break(name, load_files)
         self._check()
@@ -307,8 +344,9 @@ class ModelControl:
         try:
             if self.protocol == "grpc":
                 with self._answer(f"the load of {name!r}", timeout):
-                    self._client().load_model(name, config=config_json, files=load_files, client_timeout=timeout,
-                                              **self._headers)
+                    self._client().load_model(
+                        name, config=config_json, files=load_files, client_timeout=timeout, **self._headers
+                    )
             else:
                 # Its own client: the shared ones time out sooner than a Neuron model load takes.
                 client = self._new_client(network_timeout=timeout)
@@ -333,7 +371,7 @@ class ModelControl:
         or hang its load (`workbench.limits.version_folder_problems`): the override's files, else
         the directory in a local server's repository."""
         if load_files is not None:
-            folders = {key[len("file:"):].split("/")[0] for key in load_files if "/" in key}
+            folders = {key[len("file:") :].split("/")[0] for key in load_files if "/" in key}
             problems = version_folder_problems(folders, f"{name}/")
         elif self._process is not None:
             problems = model_dir_problems(Path(self._process.model_repository) / name)
@@ -395,8 +433,9 @@ class ModelControl:
         """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""
         self._check()
         with self._answer("the repository index request"):
-            return _index_rows(self._client().get_model_repository_index(**self._json, **self._bounded(),
-                                                                         **self._headers))
+            return _index_rows(
+                self._client().get_model_repository_index(**self._json, **self._bounded(), **self._headers)
+            )
 
     def is_model_ready(self, name: str) -> bool:
         self._check()
@@ -443,6 +482,11 @@ def _index_rows(rows: Any) -> list[dict[str, str]]:
     if isinstance(rows, Mapping):  # gRPC wraps the list
         rows = rows.get("models", [])
     return [
-        {"name": r.get("name", ""), "version": r.get("version", ""), "state": r.get("state", ""), "reason": r.get("reason", "")}
+        {
+            "name": r.get("name", ""),
+            "version": r.get("version", ""),
+            "state": r.get("state", ""),
+            "reason": r.get("reason", ""),
+        }
         for r in rows
     ]

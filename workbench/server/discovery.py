@@ -240,7 +240,9 @@ def _runnable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
-def named_backend(given: str | os.PathLike[str] | bool | None, env_var: str) -> tuple[str | os.PathLike[str] | None, str]:
+def named_backend(
+    given: str | os.PathLike[str] | bool | None, env_var: str
+) -> tuple[str | os.PathLike[str] | None, str]:
     """The backend folder a caller names and where the name comes from: ``given`` when it is a path,
     else (None or True: "find one") ``$env_var``'s value, or None where that is unset."""
     if given is None or given is True or given is False:
@@ -275,6 +277,4 @@ def find_tritonserver(explicit: str | os.PathLike[str] | None = None) -> TritonI
     if wheel is not None:
         return _wheel_install(wheel)
     tried.append("the nvidia-pytriton wheel (pytriton/tritonserver/bin/tritonserver: not installed)")
-    raise TritonNotFoundError(
-        "no tritonserver found. Tried: " + "; ".join(tried) + ". " + HOW_TO_GET_ONE
-    )
+    raise TritonNotFoundError("no tritonserver found. Tried: " + "; ".join(tried) + ". " + HOW_TO_GET_ONE)

@@ -43,5 +43,6 @@ class ModelRefusedError(ModelLoadError):
 
     def __init__(self, model: str, problems: list[str]) -> None:
         self.problems = list(problems)
-        super().__init__(model, "not sent to Triton: it would abort the server or hang the load",
-                         "; ".join(self.problems), [])
+        super().__init__(
+            model, "not sent to Triton: it would abort the server or hang the load", "; ".join(self.problems), []
+        )

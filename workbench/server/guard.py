@@ -51,7 +51,7 @@ def group_stats(pgid: int) -> dict[int, list[str]]:
             text = stat.read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()
+        fields = text[text.rindex(")") + 2 :].split()
         if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
             members[int(stat.parent.name)] = fields
     return members
@@ -150,7 +150,7 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 
 
-def end_process_group(process: "subprocess.Popen[bytes]", timeout: float) -> None:
+def end_process_group(process: subprocess.Popen[bytes], timeout: float) -> None:
     """Stop a server started as a process-group leader: SIGTERM, ``timeout`` seconds to exit, then
     SIGKILL to the whole group (it outlives its leader while any stub lives, so its id stays ours to
     kill) until no member is left."""
@@ -174,7 +174,7 @@ def end_process_group(process: "subprocess.Popen[bytes]", timeout: float) -> Non
         time.sleep(0.05)
 
 
-def _reap(process: "subprocess.Popen[bytes]", seconds: float) -> None:
+def _reap(process: subprocess.Popen[bytes], seconds: float) -> None:
     """Wait (at most ``seconds``) for a killed ``process`` to be reaped. A KeyboardInterrupt that
     landed inside an earlier ``Popen.poll()`` can leave Popen's wait lock held, so that
     ``process.wait()`` would block for ever: past the bounded wait, reap it with waitpid directly."""
@@ -195,7 +195,7 @@ def _reap(process: "subprocess.Popen[bytes]", seconds: float) -> None:
         time.sleep(0.05)
 
 
-def release_guard(guard: "subprocess.Popen[bytes]") -> None:
+def release_guard(guard: subprocess.Popen[bytes]) -> None:
     """Tell the guard process the server was stopped on purpose, and wait for it to leave."""
     try:
         if guard.stdin is not None:

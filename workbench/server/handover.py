@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from workbench.server.control import ModelControl
 from workbench.server.errors import ServerError
@@ -16,6 +17,7 @@ __all__ = ["HandedOver"]
 
 def _handed_to_control(name: str) -> Callable[..., Any]:
     """A method of TritonServer that is ``ModelControl``'s method ``name`` on its ``control``."""
+
     @functools.wraps(getattr(ModelControl, name))
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
         return getattr(self.control, name)(*args, **kwargs)
@@ -35,8 +37,9 @@ class HandedOver:
             raise ServerError("the server has not been started")
         return self._control
 
-    def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
-             timeout: float = 3600.0) -> None:
+    def load(
+        self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *, timeout: float = 3600.0
+    ) -> None:
         """`ModelControl.load`, with PyTorch-backend models served by the real backend or their twin
         (`pytorch.PyTorchServing`; ``served_by`` says which) and vLLM models checked first
         (`vllm.VllmServing`)."""
@@ -75,8 +78,9 @@ class HandedOver:
         """The last ``n`` lines of the server's output (kept after ``stop``)."""
         return self.log.tail(n)
 
-    def follow_log(self, *, from_start: bool = False, stop: threading.Event | None = None,
-                   poll_interval: float = 0.2) -> Iterator[str]:
+    def follow_log(
+        self, *, from_start: bool = False, stop: threading.Event | None = None, poll_interval: float = 0.2
+    ) -> Iterator[str]:
         """Log lines as the server writes them, until ``stop`` is set or the server has stopped
         and the log is drained (see `ServerLog.follow`)."""
         return self.log.follow(self._alive, from_start=from_start, stop=stop, poll_interval=poll_interval)
@@ -87,4 +91,3 @@ class HandedOver:
 
     def _alive(self) -> bool:
         return self.running or self._restarting
-

@@ -10,8 +10,9 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO
 
 from workbench.server.errors import ServerError
 
@@ -21,8 +22,10 @@ _KEEP_LOG_LINES = 2000
 _ERROR_LINE = re.compile(r"^E\d{4} ")  # Triton's glog-style prefix: severity, month, day
 # What a GPU-enabled tritonserver build (the wheel's, the container's) prints at start on a host
 # without an NVIDIA driver: it probes CUDA, NVML and DCGM, finds none, and serves on the CPU.
-_GPU_PROBES = re.compile(r"CUDA driver version is insufficient|CUDA memory pool disabled|"
-                         r"CudaDriverHelper has not been initialized|Failed to initialize NVML|DCGM unable to start")
+_GPU_PROBES = re.compile(
+    r"CUDA driver version is insufficient|CUDA memory pool disabled|"
+    r"CudaDriverHelper has not been initialized|Failed to initialize NVML|DCGM unable to start"
+)
 
 
 def gpu_probe_note(line: str) -> str | None:
@@ -80,7 +83,11 @@ class ServerLog:
             log.seek(offset)
             lines = log.read().decode(errors="replace").splitlines()
         # Triton's log prefix is the severity letter; keep errors, warnings and lines about the model.
-        keep = [line for line in lines if line[:1] in ("E", "W") or name in line or "Traceback" in line or line.startswith(" ")]
+        keep = [
+            line
+            for line in lines
+            if line[:1] in ("E", "W") or name in line or "Traceback" in line or line.startswith(" ")
+        ]
         return keep[-limit:]
 
     def failure_report(self, tail: int = 20) -> str:
@@ -134,8 +141,9 @@ class ServerLog:
         return stop
 
 
-def _follow(log: BinaryIO, alive: Callable[[], bool], stop: threading.Event | None,
-            poll_interval: float) -> Iterator[str]:
+def _follow(
+    log: BinaryIO, alive: Callable[[], bool], stop: threading.Event | None, poll_interval: float
+) -> Iterator[str]:
     with log:
         partial = b""
         while stop is None or not stop.is_set():

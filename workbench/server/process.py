@@ -32,17 +32,18 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
 from workbench.server.cache import cache_args
 from workbench.server.control import ClientOptions, ModelControl
-from workbench.server.handover import HandedOver
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
+from workbench.server.handover import HandedOver
 from workbench.server.log import ServerLog
 from workbench.server.ports import check_port_free, hostport, is_listening, pick_ports, requested_ports
 from workbench.server.pytorch import PyTorchServing, find_pytorch_backend
@@ -55,14 +56,20 @@ Progress = Callable[[int, int, str], None]
 
 # Flags the server object owns: letting extra_args set them would break ports, cleanup or control.
 _OWNED_FLAGS = (
-    "--model-repository", "--model-store", "--model-control-mode",
-    "--http-port", "--grpc-port", "--metrics-port",
-    "--http-address", "--grpc-address", "--metrics-address",
+    "--model-repository",
+    "--model-store",
+    "--model-control-mode",
+    "--http-port",
+    "--grpc-port",
+    "--metrics-port",
+    "--http-address",
+    "--grpc-address",
+    "--metrics-address",
 )
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
 _EXIT_TIMEOUT_SECS = 3
 _counter = itertools.count()
-_running: "weakref.WeakSet[TritonServer]" = weakref.WeakSet()
+_running: weakref.WeakSet[TritonServer] = weakref.WeakSet()
 
 
 class TritonServer(HandedOver):
@@ -93,7 +100,8 @@ class TritonServer(HandedOver):
         model_config_name: str | None = None,
         response_cache: bool | None = None,
         pytorch_backend: str | os.PathLike[str] | bool | None = None,
-        vllm_backend: str | os.PathLike[str] | bool | None = None, vllm_python: str | os.PathLike[str] | None = None,
+        vllm_backend: str | os.PathLike[str] | bool | None = None,
+        vllm_python: str | os.PathLike[str] | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -217,12 +225,13 @@ class TritonServer(HandedOver):
         return args + self._cache_args() + list(self.extra_args)
 
     def _cache_args(self) -> list[str]:
-        return cache_args(self.model_repository, self.model_config_name, self.response_cache,
-                          self.install.cache_dir, self.extra_args)
+        return cache_args(
+            self.model_repository, self.model_config_name, self.response_cache, self.install.cache_dir, self.extra_args
+        )
 
     # ---- lifecycle -------------------------------------------------------------------------
 
-    def __enter__(self) -> "TritonServer":
+    def __enter__(self) -> TritonServer:
         if not self.running:
             self.start()
         return self
@@ -236,7 +245,7 @@ class TritonServer(HandedOver):
         *,
         progress: Progress | None = None,
         cancel: threading.Event | None = None,
-    ) -> "TritonServer":
+    ) -> TritonServer:
         """Start the server and wait until it is ready. Free ports are picked for any port not
         given; if another process grabs one in between, it retries with new ones."""
         with self._lock:
@@ -290,7 +299,14 @@ class TritonServer(HandedOver):
             )
         with open(self.run_dir / "guard.log", "ab") as guard_log:  # type: ignore[operator]
             self._guard = subprocess.Popen(
-                [sys.executable, "-I", guard_module.__file__, str(self._process.pid), str(os.getpid()), self.shm_prefix],
+                [
+                    sys.executable,
+                    "-I",
+                    guard_module.__file__,
+                    str(self._process.pid),
+                    str(os.getpid()),
+                    self.shm_prefix,
+                ],
                 stdin=subprocess.PIPE,
                 stdout=guard_log,
                 stderr=subprocess.STDOUT,
@@ -323,7 +339,9 @@ class TritonServer(HandedOver):
                     raise Cancelled("server start cancelled")
                 if self._process is None or self._process.poll() is not None:
                     code = None if self._process is None else self._process.returncode
-                    raise ServerStartError(f"tritonserver exited with code {code} before becoming ready.\n" + self.log.failure_report())
+                    raise ServerStartError(
+                        f"tritonserver exited with code {code} before becoming ready.\n" + self.log.failure_report()
+                    )
                 try:
                     # Triton opens the metrics port last; a ready server whose metrics() fails would surprise.
                     if probe.is_server_ready() and self._metrics_listening():
@@ -331,7 +349,9 @@ class TritonServer(HandedOver):
                 except Exception:  # refused / reset / timed out while the server is still coming up
                     pass
                 if time.monotonic() > deadline:
-                    raise ServerStartError(f"tritonserver not ready after {timeout:.0f}s.\n" + self.log.failure_report())
+                    raise ServerStartError(
+                        f"tritonserver not ready after {timeout:.0f}s.\n" + self.log.failure_report()
+                    )
                 if progress is not None:
                     progress(0, 1, f"waiting for tritonserver ({time.monotonic() - started:.0f}s)")
                 time.sleep(0.1)

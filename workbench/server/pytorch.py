@@ -26,18 +26,31 @@ import os
 import shutil
 import sys
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from workbench.generate.config import ConfigError, ModelConfig, parameters_of, read_config, to_json
 from workbench.generate.product import GeneratedModel
-from workbench.generate.pytorch_backend import (SERVED_AS_LIBTORCH, SERVED_AS_PYTHON, ServingPreview,
-                                                check_pytorch_config, layout_of, libtorch_layouts, preview_serving,
-                                                twin_of)
+from workbench.generate.pytorch_backend import (
+    SERVED_AS_LIBTORCH,
+    SERVED_AS_PYTHON,
+    ServingPreview,
+    check_pytorch_config,
+    layout_of,
+    libtorch_layouts,
+    preview_serving,
+    twin_of,
+)
 from workbench.generate.pytorch_backend.backend import PYTORCH
-from workbench.generate.pytorch_backend.real_backend import (locale_fix_hint, misserved, needs_inductor,
-                                                             process_settings, stub_locale_is_utf8)
+from workbench.generate.pytorch_backend.real_backend import (
+    locale_fix_hint,
+    misserved,
+    needs_inductor,
+    process_settings,
+    stub_locale_is_utf8,
+)
 from workbench.generate.repository import served_config_path
 from workbench.server.control import as_model_config
 from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver, named_backend
@@ -86,16 +99,20 @@ def _check_pairs_with(install: TritonInstall, root: Path, where: str) -> None:
         raise TritonNotFoundError(
             f"{where} has no python/ backend with a stub (libtriton_python.so, triton_python_backend_stub); the "
             "server needs it for Python-backend models: use a directory that has both, such as the one "
-            "build_libtorch_backend.sh prints")
+            "build_libtorch_backend.sh prints"
+        )
     library = root / "pytorch" / "libtriton_pytorch.so"
     names = [p.name.encode() for p in wheel_libs[0].glob("libtritonserver-*.so")]
     if library.is_file() and names and not any(name in library.read_bytes() for name in names):
         raise TritonNotFoundError(
             f"{library} is not linked against this wheel's {names[0].decode()} (it belongs to another Triton "
-            "installation, e.g. a container); build one for this server with build_libtorch_backend.sh")
+            "installation, e.g. a container); build one for this server with build_libtorch_backend.sh"
+        )
 
 
-def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] | bool | None = None) -> PyTorchBackend | None:
+def find_pytorch_backend(
+    install: TritonInstall, given: str | os.PathLike[str] | bool | None = None
+) -> PyTorchBackend | None:
     """The PyTorch backend a server of ``install`` should use: ``given`` (a directory; False: none,
     always the twin), else ``$WORKBENCH_LIBTORCH_BACKEND``, else the server's own backend directory.
     A directory that is named but holds no PyTorch backend is an error, not skipped."""
@@ -109,16 +126,20 @@ def find_pytorch_backend(install: TritonInstall, given: str | os.PathLike[str] |
         if not layouts:
             raise TritonNotFoundError(
                 f"{path} ({source}) holds no PyTorch backend: expected pytorch/libtriton_pytorch.so (TorchScript) "
-                "or pytorch/model.py beside python/libtriton_python.so (PyTorch 2)")
+                "or pytorch/model.py beside python/libtriton_python.so (PyTorch 2)"
+            )
         _check_pairs_with(install, root, f"{path} ({source})")
         return PyTorchBackend(root.resolve(), layouts, source)
     if install.backend_dir is not None and libtorch_layouts(install.backend_dir):
-        return PyTorchBackend(install.backend_dir, libtorch_layouts(install.backend_dir), "the server's backend directory")
+        return PyTorchBackend(
+            install.backend_dir, libtorch_layouts(install.backend_dir), "the server's backend directory"
+        )
     return None
 
 
-def serving_preview(generated: GeneratedModel, *,
-                    pytorch_backend: str | os.PathLike[str] | bool | None = None) -> ServingPreview | None:
+def serving_preview(
+    generated: GeneratedModel, *, pytorch_backend: str | os.PathLike[str] | bool | None = None
+) -> ServingPreview | None:
     """How a local tritonserver would serve a generated PyTorch-backend model: the real backend the
     finder above turns up (``pytorch_backend``, ``$WORKBENCH_LIBTORCH_BACKEND``, the server's own
     backends), else the Python-backend twin, with the notes; None for a model of another backend."""
@@ -169,7 +190,7 @@ class PyTorchServing:
     twin), keeps the process-wide settings the r24.10 backend applies right, and remembers which
     backend served each model (``served_by``)."""
 
-    def __init__(self, server: "TritonServer", backend: PyTorchBackend | None) -> None:
+    def __init__(self, server: TritonServer, backend: PyTorchBackend | None) -> None:
         self.server = server
         self.backend = backend
         given = server.extra_env.get("OMP_NUM_THREADS")
@@ -214,8 +235,11 @@ class PyTorchServing:
     def stub_python(self) -> str:
         """The interpreter whose site-packages the backend stubs of this server import from."""
         env = self.server.install.env()
-        return shutil.which("python", path=env.get("PATH")) or shutil.which("python3", path=env.get("PATH")) \
+        return (
+            shutil.which("python", path=env.get("PATH"))
+            or shutil.which("python3", path=env.get("PATH"))
             or sys.executable
+        )
 
     # ---- loads -------------------------------------------------------------------------------
 
@@ -237,8 +261,9 @@ class PyTorchServing:
         served = self._served.get(name)
         return served.backend if served is not None else PYTHON_BACKEND
 
-    def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
-             timeout: float = 3600.0) -> None:
+    def load(
+        self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *, timeout: float = 3600.0
+    ) -> None:
         """Load ``name`` (see `ModelControl.load`); a PyTorch-backend config is served by the real
         backend or its twin, after the checks that keep the server alive and its answers right."""
         cfg = self._config_of(name, config)
@@ -270,8 +295,11 @@ class PyTorchServing:
 
     def _load_twin(self, name: str, cfg, files, timeout: float) -> None:
         if files:
-            self._refuse(name, "override files for a PyTorch-backend model need the real backend; this server "
-                               "serves it through the Python-backend twin, which builds its own files")
+            self._refuse(
+                name,
+                "override files for a PyTorch-backend model need the real backend; this server "
+                "serves it through the Python-backend twin, which builds its own files",
+            )
         twin = twin_of(self.server.model_repository / name, config=cfg)  # the config this server serves
         self.server.control.load(name, config=twin.config, files=twin.files, timeout=timeout)
         self._served[name] = Served(name, SERVED_AS_PYTHON, layout_of(cfg), "", twin.notes)
@@ -280,9 +308,11 @@ class PyTorchServing:
         for problem in misserved(cfg):
             self._refuse(name, problem)
         if needs_inductor(cfg) and not stub_locale_is_utf8(self.stub_python()):
-            self._refuse(name, "torch.compile with inductor: the PyTorch 2 runtime would fail to import it in the "
-                               "backend stub, whose Python starts with the C locale (UnicodeDecodeError); "
-                               + locale_fix_hint())
+            self._refuse(
+                name,
+                "torch.compile with inductor: the PyTorch 2 runtime would fail to import it in the "
+                "backend stub, whose Python starts with the C locale (UnicodeDecodeError); " + locale_fix_hint(),
+            )
         wanted = process_settings(cfg)
         unchanged = self._loaded_json.get(name) == to_json(cfg) and self._ready(name)
         if not unchanged:  # Triton ignores a load of the same config: nothing is parsed again
@@ -305,25 +335,34 @@ class PyTorchServing:
         process = self._process or _Process(None)
         reasons = []
         if wanted.omp_threads is not None and wanted.omp_threads != process.omp_threads:
-            reasons.append(f"INTRA_OP_THREAD_COUNT={wanted.omp_threads} needs OMP_NUM_THREADS={wanted.omp_threads} "
-                           f"in the server's environment (it has {process.omp_threads or 'none: all cores'}); r24.10 "
-                           "sets the count on the load thread only")
+            reasons.append(
+                f"INTRA_OP_THREAD_COUNT={wanted.omp_threads} needs OMP_NUM_THREADS={wanted.omp_threads} "
+                f"in the server's environment (it has {process.omp_threads or 'none: all cores'}); r24.10 "
+                "sets the count on the load thread only"
+            )
         if wanted.interop_threads is not None and process.interop_set:
-            reasons.append("INTER_OP_THREAD_COUNT can be set once per server process; a second time aborts tritonserver "
-                           "(r24.10)")
+            reasons.append(
+                "INTER_OP_THREAD_COUNT can be set once per server process; a second time aborts tritonserver (r24.10)"
+            )
         stuck = {key: value for key, value in process.jit.items() if value != wanted.jit_flags.get(key, value)}
         if wanted.jit and stuck:
-            reasons.append(f"this process still has {', '.join(f'{k}={str(v).lower()}' for k, v in stuck.items())} "
-                           "from an earlier model (r24.10 never resets the JIT switches)")
+            reasons.append(
+                f"this process still has {', '.join(f'{k}={str(v).lower()}' for k, v in stuck.items())} "
+                "from an earlier model (r24.10 never resets the JIT switches)"
+            )
         if not reasons:
             return
         if self._omp_given and wanted.omp_threads is not None and wanted.omp_threads != process.omp_threads:
             self._refuse(name, reasons[0] + "; OMP_NUM_THREADS was given to this server, so it is not changed")
-        others = sorted({row["name"] for row in self.server.control.index()
-                         if row["state"] == "READY" and row["name"] != name})
+        others = sorted(
+            {row["name"] for row in self.server.control.index() if row["state"] == "READY" and row["name"] != name}
+        )
         if others:
-            self._refuse(name, "; ".join(reasons) + f". Restarting the server would unload {', '.join(others)}: "
-                               "unload them first, or serve this model on another server")
+            self._refuse(
+                name,
+                "; ".join(reasons) + f". Restarting the server would unload {', '.join(others)}: "
+                "unload them first, or serve this model on another server",
+            )
         if wanted.omp_threads is not None:
             self._next_omp = wanted.omp_threads
         self.server.log.note(f"workbench: restarting tritonserver for {name!r}: " + "; ".join(reasons))

@@ -9,11 +9,12 @@ tritonclient as its clients take them (`ClientOptions`); the headers ride on eve
 from __future__ import annotations
 
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
-from workbench.server.errors import ServerError
 from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, PROTOCOLS, ClientOptions, ModelControl
+from workbench.server.errors import ServerError
 
 __all__ = ["RunningServer", "ClientOptions", "parse_server_url", "endpoint_addresses"]
 
@@ -79,9 +80,16 @@ class RunningServer(ModelControl):
     pid = None  # not a process of ours
     model_repository = None  # its folder is on its own machine
 
-    def __init__(self, url: str, protocol: str | None = None, *, options: ClientOptions | None = None,
-                 metrics_url: str | None = None, name: str | None = None,
-                 timeout: float = DEFAULT_REMOTE_TIMEOUT) -> None:
+    def __init__(
+        self,
+        url: str,
+        protocol: str | None = None,
+        *,
+        options: ClientOptions | None = None,
+        metrics_url: str | None = None,
+        name: str | None = None,
+        timeout: float = DEFAULT_REMOTE_TIMEOUT,
+    ) -> None:
         parsed = parse_server_url(url, protocol)
         options = options or ClientOptions()
         if parsed.ssl and not options.ssl:
@@ -96,8 +104,9 @@ class RunningServer(ModelControl):
         super().load(name, config=config, files=files, timeout=timeout)
         # the index, not is_model_ready: tritonclient's HTTP readiness reads the status line only
         if not any(row["name"] == name and row["state"] == "READY" for row in self.index()):
-            raise ServerError(f"{self.protocol}://{self.url} answered the load of {name!r} but does not report "
-                              "it ready")
+            raise ServerError(
+                f"{self.protocol}://{self.url} answered the load of {name!r} but does not report it ready"
+            )
 
     @property
     def version(self) -> str:
@@ -117,8 +126,9 @@ class RunningServer(ModelControl):
 
     def _endpoint(self, protocol: str) -> str:
         if protocol != self.protocol:
-            raise ValueError(f"the server at {self.url} was given as {self.protocol}; "
-                             f"measure with protocol={self.protocol!r}")
+            raise ValueError(
+                f"the server at {self.url} was given as {self.protocol}; measure with protocol={self.protocol!r}"
+            )
         return self.url
 
     def log_tail(self, n: int = 50) -> list[str]:
@@ -139,8 +149,15 @@ class RunningServer(ModelControl):
     def describe(self) -> dict[str, Any]:
         """What a run record says about this server: name, URL, protocol, version, TLS and the
         names (never the values) of the headers sent."""
-        return {"name": self.name, "url": self.url, "protocol": self.protocol, "version": self.version,
-                "remote": True, "ssl": self.options.ssl, "headers": sorted(self.options.headers)}
+        return {
+            "name": self.name,
+            "url": self.url,
+            "protocol": self.protocol,
+            "version": self.version,
+            "remote": True,
+            "ssl": self.options.ssl,
+            "headers": sorted(self.options.headers),
+        }
 
     def __repr__(self) -> str:
         return f"RunningServer({self.url!r}, {self.protocol!r})"

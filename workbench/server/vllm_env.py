@@ -21,14 +21,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from workbench.files import one_at_a_time
 from workbench.server.errors import ServerError
 from workbench.server.vllm_backend import ENV_BACKEND, ENV_PYTHON, OWN_BACKEND
 
 if TYPE_CHECKING:
     from workbench.server.process import TritonServer
 
-__all__ = ["BACKEND_FOLDER", "CHECKOUT", "SHARED_ENV", "VLLM_VENV", "VllmHere", "assemble_vllm_backend",
-           "server_for_vllm", "shared_folder", "vllm_here", "vllm_python_path"]
+__all__ = [
+    "BACKEND_FOLDER",
+    "CHECKOUT",
+    "SHARED_ENV",
+    "VLLM_VENV",
+    "VllmHere",
+    "assemble_vllm_backend",
+    "server_for_vllm",
+    "shared_folder",
+    "vllm_here",
+    "vllm_python_path",
+]
 
 CHECKOUT = Path(__file__).resolve().parents[2]  # the clone: scripts/, .venv-vllm/
 VLLM_VENV = CHECKOUT / ".venv-vllm"  # scripts/vllm_env.sh's default
@@ -89,20 +100,31 @@ def _setting_up() -> bool:
 def _missing_environment(python: Path) -> str | None:
     """Why ``python`` is not a vLLM environment to serve from (None: it is)."""
     if os.environ.get(ENV_PYTHON):
-        return None if python.is_file() else (f"the vLLM environment ${ENV_PYTHON} names, {python}, does not exist "
-                                                    "(`bash scripts/vllm_env.sh` sets one up)")
+        return (
+            None
+            if python.is_file()
+            else (
+                f"the vLLM environment ${ENV_PYTHON} names, {python}, does not exist "
+                "(`bash scripts/vllm_env.sh` sets one up)"
+            )
+        )
     if python.is_file() and (VLLM_VENV / SETUP_STAMP).is_file():
         return None
     if _setting_up():
-        return (f"the vLLM environment is being set up ({VLLM_VENV.name}/, about 2 minutes the first time; "
-                f"progress in {SETUP_LOG}): try again when it is ready")
+        return (
+            f"the vLLM environment is being set up ({VLLM_VENV.name}/, about 2 minutes the first time; "
+            f"progress in {SETUP_LOG}): try again when it is ready"
+        )
     last = f"; the last attempt's log: {SETUP_LOG}" if SETUP_LOG.is_file() else ""
-    return (f"the vLLM environment is not set up ({VLLM_VENV} is absent or incomplete): `bash dev.sh lab` sets it "
-            f"up in the background on its next start (or run `bash scripts/vllm_env.sh`){last}")
+    return (
+        f"the vLLM environment is not set up ({VLLM_VENV} is absent or incomplete): `bash dev.sh lab` sets it "
+        f"up in the background on its next start (or run `bash scripts/vllm_env.sh`){last}"
+    )
 
 
-def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathLike[str], *,
-                          timeout_s: float = 300) -> Path:
+def assemble_vllm_backend(
+    script: str | os.PathLike[str], python: str | os.PathLike[str], *, timeout_s: float = 300
+) -> Path:
     """The backend directory ``script`` (the shared ``vllm_backend_here.sh``) assembles for
     ``python`` inside its environment (``<venv>/triton-vllm-backend``; a rerun returns at once),
     with the stub's UTF-8 locale fix (its .pth goes into the vLLM environment only, whose stub
@@ -112,8 +134,14 @@ def assemble_vllm_backend(script: str | os.PathLike[str], python: str | os.PathL
     beside it). RuntimeError with the script's words when it fails."""
     out = Path(python).parent.parent / BACKEND_FOLDER
     with one_at_a_time(out.with_name(f"{out.name}.lock")):
-        done = subprocess.run(["bash", str(script), str(python), str(out)], capture_output=True, text=True,
-                              timeout=timeout_s, env={**os.environ, "WB_STUB_LOCALE_FIX": "1"}, check=False)
+        done = subprocess.run(
+            ["bash", str(script), str(python), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env={**os.environ, "WB_STUB_LOCALE_FIX": "1"},
+            check=False,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
@@ -133,9 +161,13 @@ def vllm_here(shared: str | os.PathLike[str] | None = None, *, assemble: bool = 
         return VllmHere(python, Path(named).expanduser())
     script = Path(shared or shared_folder()) / VLLM_SCRIPT
     if not script.is_file():
-        return VllmHere(python, None, f"Triton's vLLM backend cannot be put together here: {script} is absent (the "
-                                      f"project's shared folder: put it beside the checkout as ../shared or set "
-                                      f"${SHARED_ENV}; or run Triton's vLLM container)")
+        return VllmHere(
+            python,
+            None,
+            f"Triton's vLLM backend cannot be put together here: {script} is absent (the "
+            f"project's shared folder: put it beside the checkout as ../shared or set "
+            f"${SHARED_ENV}; or run Triton's vLLM container)",
+        )
     built = python.parent.parent / BACKEND_FOLDER
     if (built / ".complete").is_file() or not assemble:
         return VllmHere(python, built)
@@ -153,8 +185,9 @@ def server_for_vllm(repository: str | os.PathLike[str], **options) -> TritonServ
 
     here = vllm_here()
     if here.ready:
-        return TritonServer(repository, pytorch_backend=False, vllm_backend=here.backend_dir, vllm_python=here.python,
-                            **options)
+        return TritonServer(
+            repository, pytorch_backend=False, vllm_backend=here.backend_dir, vllm_python=here.python, **options
+        )
     server = TritonServer(repository, pytorch_backend=False, **options)
     if server.vllm.backend is None or server.vllm.backend.source != OWN_BACKEND:
         raise ServerError(here.reason)

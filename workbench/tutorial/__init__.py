@@ -18,10 +18,25 @@ measuring are the wings' own calls; this package gathers them under the names th
 from __future__ import annotations
 
 from workbench.targets import TargetChoice, choose_target
-from workbench.tutorial.examples import (allocations, for_neuron_host, greedy_generate, progress_bar,
-                                         saved_model_reference, tiny_saved_model)
-from workbench.tutorial.workspace import (RUNS_ENV, Workspace, comparable_pair, describe_run, make_example_runs,
-                                          runs_root, runs_table, saved_runs, workspace)
+from workbench.tutorial.examples import (
+    allocations,
+    for_neuron_host,
+    greedy_generate,
+    progress_bar,
+    saved_model_reference,
+    tiny_saved_model,
+)
+from workbench.tutorial.workspace import (
+    RUNS_ENV,
+    Workspace,
+    comparable_pair,
+    describe_run,
+    make_example_runs,
+    runs_root,
+    runs_table,
+    saved_runs,
+    workspace,
+)
 
 __all__ = [
     "RUNS_ENV",

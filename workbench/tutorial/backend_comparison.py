@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from workbench.server.protocol import Server
 from workbench.coremap import CoreRange
 from workbench.files import one_at_a_time
 from workbench.generate import GenerateSettings, render, write
+from workbench.server.protocol import Server
 
 __all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "where_served"]
 
@@ -34,8 +34,11 @@ def built_libtorch_backend() -> Path | None:
     if os.environ.get(ENV_VAR):
         return Path(os.environ[ENV_VAR])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / _BUILD_CACHE
-    built = [d for d in cache.glob(f"*-torch-{torch.__version__}-*")
-             if (d / "pytorch" / "libtriton_pytorch.so").is_file() and (d / ".complete").is_file()]
+    built = [
+        d
+        for d in cache.glob(f"*-torch-{torch.__version__}-*")
+        if (d / "pytorch" / "libtriton_pytorch.so").is_file() and (d / ".complete").is_file()
+    ]
     return max(built, key=lambda d: d.stat().st_mtime) if built else None
 
 
@@ -49,25 +52,35 @@ def build_libtorch_backend(script: str | os.PathLike[str], *, timeout_s: float =
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "workbench"
     with one_at_a_time(cache / "libtorch-backend.lock"):
-        done = subprocess.run(["bash", str(script), sys.executable], capture_output=True, text=True,
-                              timeout=timeout_s, check=False)
+        done = subprocess.run(
+            ["bash", str(script), sys.executable], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
     if done.returncode != 0:
         raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
 
 
-def generate_both(artifact: Any, repository: str | Path, name: str, *, max_batch_size: int = 8,
-                  threads: int = 1) -> tuple[Path, Path]:
+def generate_both(
+    artifact: Any, repository: str | Path, name: str, *, max_batch_size: int = 8, threads: int = 1
+) -> tuple[Path, Path]:
     """Write ``<name>_python`` (model.py running the TorchScript archive on ``threads`` CPU
     threads) and ``<name>_pytorch`` (the same archive as model.pt for LibTorch, with
     INTRA_OP_THREAD_COUNT = ``threads``) into ``repository``; returns both directories."""
     repository = Path(repository)
     common = dict(compiled_model=str(artifact.path), target="cpu", max_batch_size=max_batch_size)
-    python = GenerateSettings(triton_model_dir=str(repository / f"{name}_python"), copy_compiled_model=True,
-                              neuron_core_range=CoreRange(0, threads - 1), **common)
-    pytorch = GenerateSettings(triton_model_dir=str(repository / f"{name}_pytorch"), backend="pytorch",
-                               instance_group_kind="KIND_CPU", parameters={"INTRA_OP_THREAD_COUNT": threads},
-                               **common)
+    python = GenerateSettings(
+        triton_model_dir=str(repository / f"{name}_python"),
+        copy_compiled_model=True,
+        neuron_core_range=CoreRange(0, threads - 1),
+        **common,
+    )
+    pytorch = GenerateSettings(
+        triton_model_dir=str(repository / f"{name}_pytorch"),
+        backend="pytorch",
+        instance_group_kind="KIND_CPU",
+        parameters={"INTRA_OP_THREAD_COUNT": threads},
+        **common,
+    )
     for settings in (python, pytorch):
         write(render(settings), overwrite=True)
     return python.model_dir, pytorch.model_dir

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -18,20 +19,37 @@ from workbench.coremap import Allocation, CoreRange
 from workbench.generate import GenerateSettings
 from workbench.targets import TargetChoice
 
-__all__ = ["for_neuron_host", "progress_bar", "allocations", "tiny_saved_model", "saved_model_reference",
-           "greedy_generate"]
+__all__ = [
+    "for_neuron_host",
+    "progress_bar",
+    "allocations",
+    "tiny_saved_model",
+    "saved_model_reference",
+    "greedy_generate",
+]
 
 
-def for_neuron_host(settings: GenerateSettings, choice: TargetChoice, artifact: Any, *, core_range: CoreRange,
-                    repository: str | os.PathLike) -> GenerateSettings:
+def for_neuron_host(
+    settings: GenerateSettings,
+    choice: TargetChoice,
+    artifact: Any,
+    *,
+    core_range: CoreRange,
+    repository: str | os.PathLike,
+) -> GenerateSettings:
     """``settings`` (what is served here) retargeted to ``choice.wanted`` on NeuronCores ``core_range``,
     written under ``repository``. The Neuron artifact is copied in when it was compiled here; otherwise
     the model refers to the file the Neuron compile will produce (``--for-other-machine``), with its
     tensors spelled out because there is no file here to read them from."""
     target = choice.wanted
     name = Path(settings.triton_model_dir).name if not settings.name else settings.name
-    common = dict(triton_model_dir=str(Path(repository) / name), name=None, target=target,
-                  neuron_core_range=core_range, cpu_affinity=False)
+    common = dict(
+        triton_model_dir=str(Path(repository) / name),
+        name=None,
+        target=target,
+        neuron_core_range=core_range,
+        cpu_affinity=False,
+    )
     if artifact.target == target:
         return dataclasses.replace(settings, compiled_model=str(artifact.path), copy_compiled_model=True, **common)
     if settings.framework == "tensorflow":
@@ -40,10 +58,14 @@ def for_neuron_host(settings: GenerateSettings, choice: TargetChoice, artifact: 
         compiled = Path(artifact.path).name
     else:
         compiled = f"{artifact.name}.{target}.pt"
-    tensors = {} if settings.triton_input or settings.framework == "transformers_neuronx" else dict(
-        triton_input=list(artifact.spec.inputs), triton_output=list(artifact.spec.outputs))
-    return dataclasses.replace(settings, compiled_model=compiled, copy_compiled_model=False, for_other_machine=True,
-                               **tensors, **common)
+    tensors = (
+        {}
+        if settings.triton_input or settings.framework == "transformers_neuronx"
+        else dict(triton_input=list(artifact.spec.inputs), triton_output=list(artifact.spec.outputs))
+    )
+    return dataclasses.replace(
+        settings, compiled_model=compiled, copy_compiled_model=False, for_other_machine=True, **tensors, **common
+    )
 
 
 @contextmanager
@@ -69,8 +91,9 @@ def allocations(cores: int) -> tuple[Allocation, ...]:
     for a sweep over core allocations."""
     if cores < 1:
         raise ValueError(f"cores must be at least 1, got {cores}")
-    return tuple(Allocation(n, c) for c in range(1, cores + 1) for n in range(1, cores // c + 1)
-                 if cores % (n * c) == 0)
+    return tuple(
+        Allocation(n, c) for c in range(1, cores + 1) for n in range(1, cores // c + 1) if cores % (n * c) == 0
+    )
 
 
 def greedy_generate(model: Any, prompt_ids: np.ndarray, length: int) -> np.ndarray:
@@ -80,6 +103,12 @@ def greedy_generate(model: Any, prompt_ids: np.ndarray, length: int) -> np.ndarr
 
     ids = torch.from_numpy(np.asarray(prompt_ids, dtype=np.int64))
     with torch.inference_mode():
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length, min_length=length,
-                             do_sample=False, pad_token_id=model.config.pad_token_id)
+        out = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_length=length,
+            min_length=length,
+            do_sample=False,
+            pad_token_id=model.config.pad_token_id,
+        )
     return out.numpy()

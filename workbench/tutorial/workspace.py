@@ -12,22 +12,33 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
 from workbench.coremap import CoreRange
 from workbench.generate import GenerateSettings
-from workbench.measure.store.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
 from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.store.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
 
-__all__ = ["RUNS_ENV", "Workspace", "runs_root", "workspace", "saved_runs", "runs_table", "comparable_pair",
-           "describe_run", "make_example_runs"]
+__all__ = [
+    "RUNS_ENV",
+    "Workspace",
+    "runs_root",
+    "workspace",
+    "saved_runs",
+    "runs_table",
+    "comparable_pair",
+    "describe_run",
+    "make_example_runs",
+]
 
 RUNS_ENV = "WORKBENCH_RUNS_DIR"  # where tutorial runs go instead of ./runs (e.g. a shared results folder)
+
+
 def runs_root() -> Path:
     """``$WORKBENCH_RUNS_DIR`` when set, else ``runs/`` in the current directory (the notebook's)."""
     return Path(os.environ.get(RUNS_ENV) or "runs")
@@ -68,7 +79,7 @@ def workspace(notebook: str, *, root: str | os.PathLike | None = None, now: date
     base = Path(root) if root is not None else runs_root()
     if base.exists() and not base.is_dir():
         raise NotADirectoryError(f"runs folder {base} is a file; set {RUNS_ENV} to a folder")
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d-%H%M%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     parent = base / notebook
     parent.mkdir(parents=True, exist_ok=True)
     for attempt in range(1, 1000):
@@ -132,23 +143,30 @@ def describe_run(run: SweepResult) -> str:
     outputs_ok = bool(len(measured)) and bool(measured["outputs_ok"].map(lambda v: str(v).lower() == "true").all())
     failures = int(measured["failures"].fillna(0).astype(int).sum()) if len(measured) else 0
     variants = ", ".join(dict.fromkeys(frame["variant"].astype(str))) if len(frame) else "none"
-    return (f"sweep {run.status}: {len(measured)} of {planned} point(s) measured over variants {variants}; "
-            f"served outputs {'match' if outputs_ok else 'DO NOT match'} the reference at every point; "
-            f"{failures} failed request(s), {errors} point error(s)")
+    return (
+        f"sweep {run.status}: {len(measured)} of {planned} point(s) measured over variants {variants}; "
+        f"served outputs {'match' if outputs_ok else 'DO NOT match'} the reference at every point; "
+        f"{failures} failed request(s), {errors} point error(s)"
+    )
 
 
 def runs_table(root: str | os.PathLike | None = None) -> pd.DataFrame:
     """One row per saved sweep under ``root`` (see `saved_runs`), newest first."""
     frames = [list_runs(folder) for folder in sorted({p.parent for p in saved_runs(root)})]
     if not frames:
-        return pd.DataFrame(columns=["path", "label", "model", "status", "points", "planned", "started", "ended",
-                                     "best_throughput"])
+        return pd.DataFrame(
+            columns=["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
+        )
     return pd.concat(frames, ignore_index=True).sort_values("started", ascending=False, ignore_index=True)
 
 
-def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = None,
-                      progress: Callable[[int, int, str], None] | None = None,
-                      cancel: threading.Event | None = None) -> tuple[SweepResult, SweepResult]:
+def make_example_runs(
+    space: Workspace,
+    *,
+    settings: MeasureSettings | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[SweepResult, SweepResult]:
     """Two small sweeps to compare when none are saved: the zoo's mlp on one server, the same grid
     (1 instance, batch 1 and 4, concurrency 4) with the dynamic batcher off, then on, both measured
     as ``settings`` say (default: half-second windows, at most 4)."""
@@ -161,21 +179,46 @@ def make_example_runs(space: Workspace, *, settings: MeasureSettings | None = No
     from workbench.server import TritonServer
 
     model = zoo.get("mlp")
-    artifact = compile_model(model.module, model.example_inputs(2), "cpu", out_dir=space.artifacts, name="mlp",
-                             cancel=cancel)
+    artifact = compile_model(
+        model.module, model.example_inputs(2), "cpu", out_dir=space.artifacts, name="mlp", cancel=cancel
+    )
     variants = {"mlp_batching_off": False, "mlp_batching_on": True}
     for name, batching in variants.items():
-        write(render(GenerateSettings(
-            triton_model_dir=str(space.repository / name), compiled_model=str(artifact.path),
-            copy_compiled_model=True, target="cpu", neuron_core_range=CoreRange(0, 0), max_batch_size=8,
-            enable_dynamic_batching=batching, max_queue_delay_microseconds=500 if batching else None)))
+        write(
+            render(
+                GenerateSettings(
+                    triton_model_dir=str(space.repository / name),
+                    compiled_model=str(artifact.path),
+                    copy_compiled_model=True,
+                    target="cpu",
+                    neuron_core_range=CoreRange(0, 0),
+                    max_batch_size=8,
+                    enable_dynamic_batching=batching,
+                    max_queue_delay_microseconds=500 if batching else None,
+                )
+            )
+        )
     plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(4,))
-    settings = MeasureSettings(window_s=0.5, max_windows=4, time_limit_s=3, min_latencies=500) if settings is None else settings
+    settings = (
+        MeasureSettings(window_s=0.5, max_windows=4, time_limit_s=3, min_latencies=500)
+        if settings is None
+        else settings
+    )
     runs = []
     with TritonServer(space.repository) as server:
         for name in variants:
             server.load(name)
-            runs.append(run_sweep(plan, server, space.repository / name, out_dir=space.sweep_dir(name), label=name,
-                                  settings=settings, progress=progress, cancel=cancel))
+            runs.append(
+                run_sweep(
+                    plan,
+                    server,
+                    space.repository / name,
+                    out_dir=space.sweep_dir(name),
+                    label=name,
+                    settings=settings,
+                    progress=progress,
+                    cancel=cancel,
+                )
+            )
             server.unload(name)
     return runs[0], runs[1]

@@ -14,5 +14,13 @@ from workbench.ui.settings_panel import SettingsPanel
 from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.sweep_panel import SweepPanel
 
-__all__ = ["Workbench", "WorkbenchState", "ModelPanel", "SettingsPanel", "PreviewPanel", "ServerPanel",
-           "SweepPanel", "ResultsPanel"]
+__all__ = [
+    "Workbench",
+    "WorkbenchState",
+    "ModelPanel",
+    "SettingsPanel",
+    "PreviewPanel",
+    "ServerPanel",
+    "SweepPanel",
+    "ResultsPanel",
+]

@@ -25,8 +25,9 @@ class Workbench:
     ``nn.Module`` in the model tab; ``panels`` maps step names to panels (each has ``controls``).
     """
 
-    def __init__(self, repository: str | Path | None = None, *, module: Any = None, example_inputs: Any = None,
-                 system=None) -> None:
+    def __init__(
+        self, repository: str | Path | None = None, *, module: Any = None, example_inputs: Any = None, system=None
+    ) -> None:
         self.state = WorkbenchState(repository if repository is not None else "model_repository")
         self.panels = {
             "model": ModelPanel(self.state, module=module, example_inputs=example_inputs, system=system),
@@ -44,11 +45,14 @@ class Workbench:
         for index, name in enumerate(tabs):
             self.tabs.set_title(index, name)
         self.state.observe(lambda _change: self._show_sweep(), names="settings")
-        self.widget = widgets.VBox([
-            widgets.HTML(f"<b>Triton + Neuron workbench</b> — repository "
-                         f"<code>{self.state.repository.resolve()}</code>"),
-            self.tabs,
-        ])
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML(
+                    f"<b>Triton + Neuron workbench</b> — repository <code>{self.state.repository.resolve()}</code>"
+                ),
+                self.tabs,
+            ]
+        )
 
     def _show_sweep(self) -> None:
         """The sweep for the backend of the settings (kept while the settings are invalid)."""

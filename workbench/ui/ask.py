@@ -21,8 +21,8 @@ from workbench.server.errors import ServerError
 from workbench.tasks import check_cancel
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, heading, row
-from workbench.ui.widget_values import error_list
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import error_list
 
 __all__ = ["AskArea"]
 
@@ -44,10 +44,21 @@ class AskArea:
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
         style = description_style("100px")
-        c["prompt"] = widgets.Textarea(description="prompt", placeholder="what the model should continue",
-                                       rows=3, style=style, layout=widgets.Layout(width="640px", max_width="100%"))
-        c["max_tokens"] = widgets.BoundedIntText(value=16, min=1, max=MAX_TOKENS_LIMIT, description="max tokens",
-                                                 style=style, layout=widgets.Layout(width="220px"))
+        c["prompt"] = widgets.Textarea(
+            description="prompt",
+            placeholder="what the model should continue",
+            rows=3,
+            style=style,
+            layout=widgets.Layout(width="640px", max_width="100%"),
+        )
+        c["max_tokens"] = widgets.BoundedIntText(
+            value=16,
+            min=1,
+            max=MAX_TOKENS_LIMIT,
+            description="max tokens",
+            style=style,
+            layout=widgets.Layout(width="220px"),
+        )
         self.ops = TaskControls("Send", run_tooltip="send the prompt to the loaded model (greedy, streamed)")
         c["send"], c["cancel"], c["status"] = self.ops.run_button, self.ops.cancel_button, self.ops.status
         c["answer"] = widgets.HTML()
@@ -56,8 +67,15 @@ class AskArea:
         c["send"].on_click(lambda _b: self.send())
         # a new server (a restart, another connection): what the last one said no longer holds
         self.state.observe(lambda _change: self._forget_failure(), names="server")
-        self.widget = widgets.VBox([heading("Ask the model (generative models: Triton's vLLM backend)"),
-                                    c["prompt"], row(c["max_tokens"], self.ops.widget), c["error"], c["answer"]])
+        self.widget = widgets.VBox(
+            [
+                heading("Ask the model (generative models: Triton's vLLM backend)"),
+                c["prompt"],
+                row(c["max_tokens"], self.ops.widget),
+                c["error"],
+                c["answer"],
+            ]
+        )
 
     def problems(self) -> list[str]:
         """Why a prompt cannot be sent now, in this area's words (empty: it can)."""
@@ -102,6 +120,7 @@ class AskArea:
 
         def work(*, progress, cancel):
             progress(0, 1, f"asking {model}")
+
             def arrived(piece: str) -> None:
                 check_cancel(cancel)  # Cancel ends the stream at its next piece
                 self._arrived(model, piece)
@@ -113,8 +132,10 @@ class AskArea:
             except OSError as err:
                 raise RuntimeError(f"no server answers at {url}: {getattr(err, 'reason', err)}") from None
             except (ValueError, KeyError) as err:
-                raise RuntimeError(f"{model} answered something that is not a generate response ({err}): is it a "
-                                   "generative model (Triton's vLLM backend)?") from None
+                raise RuntimeError(
+                    f"{model} answered something that is not a generate response ({err}): is it a "
+                    "generative model (Triton's vLLM backend)?"
+                ) from None
             progress(1, 1, f"{len(answer.token_ids)} tokens")
             return answer
 
@@ -148,8 +169,10 @@ class AskArea:
         streams = bool((config.get("model_transaction_policy") or {}).get("decoupled"))
         if "text_input" in inputs and "text_output" in outputs and streams:
             return []
-        return [f"{model} is not a streaming LLM (it takes {', '.join(map(str, inputs)) or 'no inputs'}): the ask area "
-                "sends prompts to models that stream text_output for a text_input, such as Triton's vLLM backend's"]
+        return [
+            f"{model} is not a streaming LLM (it takes {', '.join(map(str, inputs)) or 'no inputs'}): the ask area "
+            "sends prompts to models that stream text_output for a text_input, such as Triton's vLLM backend's"
+        ]
 
     def _forget_failure(self) -> None:
         """A new server: an error or a failed ask's note about the last one is cleared (an answer stays)."""
@@ -193,8 +216,10 @@ class AskArea:
         if final and self.answer is not None:
             text = self.answer.text
             ids = ", ".join(map(str, self.answer.token_ids))
-            note = (f"{model}: {len(self.answer.token_ids)} tokens (greedy)"
-                    f"{self._cap_note(self._asked, len(self.answer.token_ids))}: {ids}")
+            note = (
+                f"{model}: {len(self.answer.token_ids)} tokens (greedy)"
+                f"{self._cap_note(self._asked, len(self.answer.token_ids))}: {ids}"
+            )
         elif ended is not None:
             note = f"{model}: {ended}"
         else:
@@ -202,5 +227,10 @@ class AskArea:
         empty = "(no text)" if ended is not None else "(no text yet)"
         body = html.escape(text) if text else f"<i style='color:#777'>{empty}</i>"
         self.controls["answer"].value = (
-            f"<div class='workbench-answer-note' style='color:#555;font-size:12px'>{html.escape(note)}</div>"
-            f"<pre class='workbench-answer-text' style='white-space:pre-wrap;margin:0'>{body}</pre>") if note else ""
+            (
+                f"<div class='workbench-answer-note' style='color:#555;font-size:12px'>{html.escape(note)}</div>"
+                f"<pre class='workbench-answer-text' style='white-space:pre-wrap;margin:0'>{body}</pre>"
+            )
+            if note
+            else ""
+        )

@@ -9,13 +9,13 @@ from __future__ import annotations
 import html
 import threading
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets as widgets
 
 from workbench.tasks import Task
 from workbench.ui.layout import SCROLL_CLASS, button, row
-
 
 # Textarea has no font setting in ipywidgets 8: a class plus one CSS rule makes configs monospace.
 MONOSPACE_CLASS = "workbench-mono"
@@ -32,8 +32,14 @@ class LogView:
     itself to the end as lines arrive (a column-reverse flex box). ``append`` is thread-safe;
     ``note(line)`` may say why a line is harmless (it is shown dimmed with the reason)."""
 
-    def __init__(self, *, max_lines: int = 400, height: str = "240px", placeholder: str = "",
-                 note: Callable[[str], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_lines: int = 400,
+        height: str = "240px",
+        placeholder: str = "",
+        note: Callable[[str], str | None] | None = None,
+    ) -> None:
         self._lines: deque[str] = deque(maxlen=max_lines)
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
@@ -68,10 +74,12 @@ class LogView:
             body = "\n".join(self._line_html(line) for line in lines)
         # The <pre> must not shrink nor scroll itself: JupyterLab's CSS gives a rendered <pre> overflow:auto, which
         # lets a flex item shrink to the box and scroll its own top (the oldest lines) into view.
-        self.view.value = (f"<div class='{SCROLL_CLASS} workbench-log-box' style='display:flex;"
-                           f"flex-direction:column-reverse;max-height:{self._height};overflow:auto;"
-                           f"border:1px solid #ccc;padding:2px 4px'><pre style='margin:0;font-size:12px;"
-                           f"line-height:1.35;flex:none;overflow:visible;max-height:none'>{body}</pre></div>")
+        self.view.value = (
+            f"<div class='{SCROLL_CLASS} workbench-log-box' style='display:flex;"
+            f"flex-direction:column-reverse;max-height:{self._height};overflow:auto;"
+            f"border:1px solid #ccc;padding:2px 4px'><pre style='margin:0;font-size:12px;"
+            f"line-height:1.35;flex:none;overflow:visible;max-height:none'>{body}</pre></div>"
+        )
 
     def _line_html(self, line: str) -> str:
         note = self._note(line) if self._note is not None else None
@@ -94,8 +102,7 @@ class TaskControls:
     "start server" while the server runs). ``on_done(task)`` runs in the worker.
     """
 
-    def __init__(self, run_label: str, *, run_tooltip: str = "",
-                 run_enabled: Callable[[], bool] | None = None) -> None:
+    def __init__(self, run_label: str, *, run_tooltip: str = "", run_enabled: Callable[[], bool] | None = None) -> None:
         self._run_enabled = run_enabled
         self.run_button = button(run_label, button_style="primary", tooltip=run_tooltip)
         self.cancel_button = button("Cancel", icon="stop", disabled=True)
@@ -113,8 +120,14 @@ class TaskControls:
         """True from ``start`` until the outcome is shown."""
         return self._active
 
-    def start(self, fn: Callable[..., Any], *args: Any, on_done: Callable[[Task], None] | None = None,
-              on_progress: Callable[[int, int, str], None] | None = None, **kwargs: Any) -> Task:
+    def start(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        on_done: Callable[[Task], None] | None = None,
+        on_progress: Callable[[int, int, str], None] | None = None,
+        **kwargs: Any,
+    ) -> Task:
         """Run ``fn`` in a worker; ``on_progress`` is called (in the worker) after the bar moves."""
         if self.running:
             raise RuntimeError("already running; cancel it or wait for it to finish")

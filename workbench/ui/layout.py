@@ -14,7 +14,18 @@ import ipywidgets as widgets
 
 from workbench.measure.store.table import SCROLL_CLASS  # views meant to scroll: one class for the app and the report
 
-__all__ = ["SCROLL_CLASS", "row", "button", "description_style", "heading", "scroll_box", "hidden", "shown", "plot_image", "table_view"]
+__all__ = [
+    "SCROLL_CLASS",
+    "row",
+    "button",
+    "description_style",
+    "heading",
+    "scroll_box",
+    "hidden",
+    "shown",
+    "plot_image",
+    "table_view",
+]
 
 # no width: a column stretches its rows, and a 100% width plus the widgets' margins overflows by 4 px
 _ROW = dict(flex_flow="row wrap", align_items="center", grid_gap="4px 12px")

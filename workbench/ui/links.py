@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import ipywidgets as widgets
 from ipywidgets.widgets.widget_description import DescriptionWidget
@@ -29,8 +30,15 @@ from workbench.ui.layout import row
 from workbench.ui.widget_values import field_problem_html
 from workbench.wording import names_in_labels
 
-__all__ = ["Linked", "WidgetGroup", "FIELD_PROBLEM_CLASS", "field_problem_view", "show_field_problems",
-           "comma_joined", "blank_if_none"]
+__all__ = [
+    "Linked",
+    "WidgetGroup",
+    "FIELD_PROBLEM_CLASS",
+    "field_problem_view",
+    "show_field_problems",
+    "comma_joined",
+    "blank_if_none",
+]
 
 T = TypeVar("T")
 _PARSE_ERRORS = (ValueError, TypeError)  # what the logic parsers raise for bad text (SpecError, SweepError...)
@@ -117,8 +125,13 @@ class Linked(Generic[T]):
     ``on_change(names)`` runs once after each change with the names of the fields that changed.
     """
 
-    def __init__(self, value: T, *, derive: Callable[[dict], dict] | None = None,
-                 on_change: Callable[[set[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        value: T,
+        *,
+        derive: Callable[[dict], dict] | None = None,
+        on_change: Callable[[set[str]], None] | None = None,
+    ) -> None:
         self._value = value
         self._fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
         self._links: dict[str, _Link] = {}
@@ -152,8 +165,15 @@ class Linked(Generic[T]):
         """Field name -> the label of its control, for every linked field that has one."""
         return {name: link.label for name, link in self._links.items() if link.label}
 
-    def link(self, name: str, widget: Any, *, parse: Callable[[Any], Any] | None = None,
-             show: Callable[[Any], Any] | None = None, label: str = "") -> Any:
+    def link(
+        self,
+        name: str,
+        widget: Any,
+        *,
+        parse: Callable[[Any], Any] | None = None,
+        show: Callable[[Any], Any] | None = None,
+        label: str = "",
+    ) -> Any:
         """Link ``widget.value`` to the field ``name``: the widget shows the field now, and each
         edit is parsed into it. ``label`` (default: the widget's description, what a person reads
         beside it) prefixes the parse error ("instances: -3 is less than 1 ...")."""
@@ -195,8 +215,11 @@ class Linked(Generic[T]):
 
     def update(self, **fields: Any) -> None:
         """Logic -> widgets: set fields (already values, nothing to parse) and show them."""
-        changed = {name for name, value in fields.items() if name in self._fields
-                   and (self._fields[name] != value or name in self._field_problems)}
+        changed = {
+            name
+            for name, value in fields.items()
+            if name in self._fields and (self._fields[name] != value or name in self._field_problems)
+        }
         unknown = set(fields) - set(self._fields)
         if unknown:
             raise KeyError(f"{type(self._value).__name__} has no field(s) {sorted(unknown)}")
@@ -230,8 +253,9 @@ class Linked(Generic[T]):
             parsed = link.parse(shown)
         except _PARSE_ERRORS as err:
             said = str(err)  # a parser told what it reads ("batch sizes: ...") already names it
-            self._field_problems[name] = f"{link.label}: {said}" if link.label and not said.startswith(link.label) \
-                else said
+            self._field_problems[name] = (
+                f"{link.label}: {said}" if link.label and not said.startswith(link.label) else said
+            )
             self._checked.pop(name, None)  # said about the text before this edit
             self._notify({name})
             return

@@ -25,10 +25,10 @@ import ipywidgets as widgets
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
-from workbench.measure.llm.slo_effort import LlmSearch
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
 from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep
+from workbench.measure.llm.slo_effort import LlmSearch
 from workbench.measure.store.cost import CPU, NEURON, measured_on, priced_types
 from workbench.measure.store.results import ResultsError
 from workbench.measure.sweep.search.effort import EffortRule
@@ -36,8 +36,8 @@ from workbench.measure.sweep.swept import check_out_dir
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, WidgetGroup, comma_joined
-from workbench.ui.widget_values import error_list, frame_html, show_figure
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import error_list, frame_html, show_figure
 
 __all__ = ["LlmSweepPanel", "PRICED"]
 
@@ -75,35 +75,50 @@ class LlmSweepPanel:
         on_enter = {"style": style, "continuous_update": False}
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
-        c["max_num_seqs"] = widgets.Text(description="max seqs", tooltip="vLLM's max_num_seqs of each variant",
-                                         **on_enter)
-        c["tensor_parallel"] = widgets.Text(description="tensor-parallel", tooltip="cores per instance; on the CPU a "
-                                            "degree above the NUMA nodes is generated, checked and skipped", **on_enter)
+        c["max_num_seqs"] = widgets.Text(
+            description="max seqs", tooltip="vLLM's max_num_seqs of each variant", **on_enter
+        )
+        c["tensor_parallel"] = widgets.Text(
+            description="tensor-parallel",
+            tooltip="cores per instance; on the CPU a degree above the NUMA nodes is generated, checked and skipped",
+            **on_enter,
+        )
         c["instances"] = widgets.Text(description="instances", **on_enter)
         c["concurrency"] = widgets.Text(description="concurrency", tooltip="requests in flight", **on_enter)
-        c["input_tokens"] = widgets.IntText(description="input tokens", tooltip="prompt length in the model's tokens",
-                                            style=style)
-        c["output_tokens"] = widgets.IntText(description="output tokens", tooltip="tokens per answer (end of "
-                                             "sequence ignored)", style=style)
-        c["slo_ttft_ms"] = widgets.FloatText(description="SLO TTFT p99 (ms)", style=style,
-                                             tooltip="time to first token; 0: no limit")
-        c["slo_itl_ms"] = widgets.FloatText(description="SLO ITL p99 (ms)", style=style,
-                                            tooltip="inter-token latency; 0: no limit")
-        self.plan_link: Linked[LlmPlan] = Linked(LlmPlan(max_num_seqs=(1, 4), concurrency=(1, 4), input_tokens=16,
-                                                         output_tokens=16))
-        for name, what in (("max_num_seqs", "max seqs"), ("tensor_parallel", "tensor-parallel"),
-                           ("instances", "instances"), ("concurrency", "concurrency")):
+        c["input_tokens"] = widgets.IntText(
+            description="input tokens", tooltip="prompt length in the model's tokens", style=style
+        )
+        c["output_tokens"] = widgets.IntText(
+            description="output tokens", tooltip="tokens per answer (end of sequence ignored)", style=style
+        )
+        c["slo_ttft_ms"] = widgets.FloatText(
+            description="SLO TTFT p99 (ms)", style=style, tooltip="time to first token; 0: no limit"
+        )
+        c["slo_itl_ms"] = widgets.FloatText(
+            description="SLO ITL p99 (ms)", style=style, tooltip="inter-token latency; 0: no limit"
+        )
+        self.plan_link: Linked[LlmPlan] = Linked(
+            LlmPlan(max_num_seqs=(1, 4), concurrency=(1, 4), input_tokens=16, output_tokens=16)
+        )
+        for name, what in (
+            ("max_num_seqs", "max seqs"),
+            ("tensor_parallel", "tensor-parallel"),
+            ("instances", "instances"),
+            ("concurrency", "concurrency"),
+        ):
             self.plan_link.link(name, c[name], parse=partial(parse_counts, what=what), show=comma_joined)
         self.plan_link.link("input_tokens", c["input_tokens"], show=lambda lengths: lengths.mean)
         self.plan_link.link("output_tokens", c["output_tokens"], show=lambda lengths: lengths.mean)
-        self.plan_link.link("slo", WidgetGroup(c["slo_ttft_ms"], c["slo_itl_ms"]), parse=_slo_parsed,
-                            show=_slo_shown, label="SLO")
+        self.plan_link.link(
+            "slo", WidgetGroup(c["slo_ttft_ms"], c["slo_itl_ms"]), parse=_slo_parsed, show=_slo_shown, label="SLO"
+        )
         self.plan_link.on_change = lambda _changed: self._inputs_changed()
         # how long each point is measured: windows of streamed requests until two agree (LLM_SETTINGS' defaults)
         c["window_s"] = widgets.FloatText(description="window (s)", style=style)
         c["max_windows"] = widgets.IntText(description="max windows", style=style)
-        c["time_limit_s"] = widgets.FloatText(description="time limit (s)", style=style,
-                                              tooltip="seconds a point may keep measuring until it is stable")
+        c["time_limit_s"] = widgets.FloatText(
+            description="time limit (s)", style=style, tooltip="seconds a point may keep measuring until it is stable"
+        )
         self.measure_link: Linked[MeasureSettings] = Linked(LLM_SETTINGS)
         for name in ("window_s", "max_windows"):
             self.measure_link.link(name, c[name])
@@ -111,33 +126,59 @@ class LlmSweepPanel:
         self.measure_link.on_change = lambda _changed: self._inputs_changed()
         # how long each point is measured, as one LlmSearch: until stable (the windows above) or until
         # decided by the effort rule between its own min and max windows (shown only when chosen)
-        c["search"] = widgets.Dropdown(options=STRATEGIES, description="strategy", style=style,
-                                       tooltip="grid: every point measured until stable; adaptive: every point "
-                                       "measured until decided against the best point so far and the SLO")
-        c["min_windows"] = widgets.IntText(description="min windows", style=style,
-                                           tooltip="adaptive: no verdict before this many windows (2 at least: "
-                                           "an interval needs two)")
-        c["effort_max_windows"] = widgets.IntText(description="max windows", style=style,
-                                                  tooltip="adaptive: a point still undecided after this many "
-                                                  "windows stops (cap reached); the time limit still holds")
+        c["search"] = widgets.Dropdown(
+            options=STRATEGIES,
+            description="strategy",
+            style=style,
+            tooltip="grid: every point measured until stable; adaptive: every point "
+            "measured until decided against the best point so far and the SLO",
+        )
+        c["min_windows"] = widgets.IntText(
+            description="min windows",
+            style=style,
+            tooltip="adaptive: no verdict before this many windows (2 at least: an interval needs two)",
+        )
+        c["effort_max_windows"] = widgets.IntText(
+            description="max windows",
+            style=style,
+            tooltip="adaptive: a point still undecided after this many "
+            "windows stops (cap reached); the time limit still holds",
+        )
         self.search_link: Linked[LlmSearch] = Linked(LlmSearch())
         self.search_link.link("name", c["search"])
         self.search_link.link("min_windows", c["min_windows"])
         self.search_link.link("max_windows", c["effort_max_windows"])
         self.search_link.on_change = lambda _changed: self._inputs_changed()
-        c["price_as"] = widgets.Dropdown(options=PRICED, value=PRICED[0], description="price as", style=style,
-                                         tooltip="the instance whose on-demand price the cost per million output "
-                                         "tokens is worked out at (the share of its cores a configuration holds); "
-                                         "only instances of the hardware the run was measured on")
-        c["price_usd"] = widgets.FloatText(value=0.0, description="your price ($/h)", style=style,
-                                           tooltip="your on-demand price per hour for that instance; 0: the "
-                                           "workbench's price list (its date and source are shown)")
-        c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px", max_width="100%"))
+        c["price_as"] = widgets.Dropdown(
+            options=PRICED,
+            value=PRICED[0],
+            description="price as",
+            style=style,
+            tooltip="the instance whose on-demand price the cost per million output "
+            "tokens is worked out at (the share of its cores a configuration holds); "
+            "only instances of the hardware the run was measured on",
+        )
+        c["price_usd"] = widgets.FloatText(
+            value=0.0,
+            description="your price ($/h)",
+            style=style,
+            tooltip="your on-demand price per hour for that instance; 0: the "
+            "workbench's price list (its date and source are shown)",
+        )
+        c["runs_dir"] = widgets.Text(
+            value=str(default_runs),
+            description="runs folder",
+            style=style,
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-llm-time", style=style)
         self.run = TaskControls("run LLM sweep", run_tooltip="measure every point in tokens on the running server")
-        c["run"], c["cancel"], c["progress"], c["status"] = (self.run.run_button, self.run.cancel_button,
-                                                             self.run.progress, self.run.status)
+        c["run"], c["cancel"], c["progress"], c["status"] = (
+            self.run.run_button,
+            self.run.cancel_button,
+            self.run.progress,
+            self.run.status,
+        )
         c["grid_size"] = widgets.HTML()
         c["error"] = widgets.HTML()
         c["best"] = widgets.HTML()
@@ -152,18 +193,27 @@ class LlmSweepPanel:
         # the boxes (control + problem view) shown or hidden with the strategy
         self._rule_fields = [self.search_link.field(name) for name in ("min_windows", "max_windows")]
         self._grid_cap = self.measure_link.field("max_windows")
-        self.widget = widgets.VBox([
-            widgets.HTML("<b>LLM sweep</b>: this model is served by Triton's vLLM backend, so it is measured in "
-                         "tokens (time to first token, inter-token latency, output tokens/s, goodput under the SLO)."),
-            row(f("max_num_seqs"), f("tensor_parallel"), f("instances"), f("concurrency")),
-            row(f("input_tokens"), f("output_tokens")),
-            f("slo"),
-            row(self.search_link.field("name"), *self._rule_fields),
-            row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
-            row(c["price_as"], c["price_usd"]),
-            row(c["runs_dir"], c["label"]),
-            c["grid_size"], self.run.widget, c["error"], c["best"], c["table"], c["plots"],
-        ])
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML(
+                    "<b>LLM sweep</b>: this model is served by Triton's vLLM backend, so it is measured in "
+                    "tokens (time to first token, inter-token latency, output tokens/s, goodput under the SLO)."
+                ),
+                row(f("max_num_seqs"), f("tensor_parallel"), f("instances"), f("concurrency")),
+                row(f("input_tokens"), f("output_tokens")),
+                f("slo"),
+                row(self.search_link.field("name"), *self._rule_fields),
+                row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
+                row(c["price_as"], c["price_usd"]),
+                row(c["runs_dir"], c["label"]),
+                c["grid_size"],
+                self.run.widget,
+                c["error"],
+                c["best"],
+                c["table"],
+                c["plots"],
+            ]
+        )
         self._inputs_changed()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -194,10 +244,16 @@ class LlmSweepPanel:
             shown(box, adaptive)
         shown(self._grid_cap, not adaptive or self.measure_link.problem_view("max_windows").layout.display != "none")
         problems = self.plan_link.problems + self.measure_link.problems + self.search_link.problems
-        how = (f", each measured until decided ({search.min_windows} to {search.max_windows} windows)"
-               if adaptive and not self.search_link.problems else "")
-        c["grid_size"].value = (f"<i>{len(problems)} problem(s) shown in red beside their fields above</i>"
-                                if problems else f"<i>{self.plan_link.value.size} point(s){how}</i>")
+        how = (
+            f", each measured until decided ({search.min_windows} to {search.max_windows} windows)"
+            if adaptive and not self.search_link.problems
+            else ""
+        )
+        c["grid_size"].value = (
+            f"<i>{len(problems)} problem(s) shown in red beside their fields above</i>"
+            if problems
+            else f"<i>{self.plan_link.value.size} point(s){how}</i>"
+        )
 
     # --- running ---------------------------------------------------------------------------------
 
@@ -226,10 +282,18 @@ class LlmSweepPanel:
         for image in c["plots"].children:
             image.value = b""
         hidden(c["plots"])
-        return self.run.start(run_llm_sweep, self.plan_link.value, server, model_dir, out_dir=self._out_dir,
-                              settings=self.measure_link.value, label=label, effort=self.effort(),
-                              on_done=self._finished,
-                              on_progress=lambda _done, _total, _message: self._refresh_live())
+        return self.run.start(
+            run_llm_sweep,
+            self.plan_link.value,
+            server,
+            model_dir,
+            out_dir=self._out_dir,
+            settings=self.measure_link.value,
+            label=label,
+            effort=self.effort(),
+            on_done=self._finished,
+            on_progress=lambda _done, _total, _message: self._refresh_live(),
+        )
 
     def _saved(self) -> LlmSweepResult | None:
         try:
@@ -274,10 +338,13 @@ class LlmSweepPanel:
         if tuple(c["price_as"].options) != matching:
             c["price_as"].options = matching  # another hardware's types are never offered for this run
         instance, own = c["price_as"].value, c["price_usd"].value
-        lines = [self.result.describe_best(),
-                 self.result.describe_cheapest(instance, prices={instance: own} if own else None)]
-        c["best"].value = "".join(f"<div style='font-weight:bold'>{html.escape(line)}</div>"
-                                 for line in lines) + _verdicts_html(self.result)
+        lines = [
+            self.result.describe_best(),
+            self.result.describe_cheapest(instance, prices={instance: own} if own else None),
+        ]
+        c["best"].value = "".join(
+            f"<div style='font-weight:bold'>{html.escape(line)}</div>" for line in lines
+        ) + _verdicts_html(self.result)
 
 
 def _verdicts_html(result: LlmSweepResult) -> str:

@@ -18,8 +18,8 @@ from workbench.generate.settings import at_least
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
 from workbench.ui.links import field_problem_view, show_field_problems
-from workbench.ui.widget_values import error_list, preformatted
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import error_list, preformatted
 
 _SOURCES = {"zoo": "example zoo", "module": "my nn.Module", "file": "a file (.pt / SavedModel)"}
 
@@ -36,40 +36,65 @@ class ModelPanel:
     """The model step. ``module``/``example_inputs`` offer a model built in Python; the compiled
     `Artifact` goes to ``state.artifact`` (a file picked by path to ``state.model_file``)."""
 
-    def __init__(self, state: WorkbenchState | None = None, *, module: Any = None, example_inputs: Any = None,
-                 artifacts_dir: str | Path | None = None, system=None) -> None:
+    def __init__(
+        self,
+        state: WorkbenchState | None = None,
+        *,
+        module: Any = None,
+        example_inputs: Any = None,
+        artifacts_dir: str | Path | None = None,
+        system=None,
+    ) -> None:
         self.state = state if state is not None else WorkbenchState()
         if module is not None:
             self.state.module = module
         self.example_inputs = example_inputs
         self.system = system if system is not None else detect()
-        sources = {label: key for key, label in _SOURCES.items()
-                   if key != "module" or self.state.module is not None}
-        default_dir = Path(artifacts_dir) if artifacts_dir is not None else \
-            Path(self.state.repository).parent / "compiled"
+        sources = {label: key for key, label in _SOURCES.items() if key != "module" or self.state.module is not None}
+        default_dir = (
+            Path(artifacts_dir) if artifacts_dir is not None else Path(self.state.repository).parent / "compiled"
+        )
         style = description_style("120px")
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
-        c["source"] = widgets.ToggleButtons(options=sources, value="module" if self.state.module is not None else "zoo",
-                                            style={"button_width": "auto"})  # each as wide as its label
-        c["zoo_model"] = widgets.Dropdown(options=zoo.names(), value="add_sub" if "add_sub" in zoo.names() else None,
-                                          description="zoo model", style=style)
+        c["source"] = widgets.ToggleButtons(
+            options=sources, value="module" if self.state.module is not None else "zoo", style={"button_width": "auto"}
+        )  # each as wide as its label
+        c["zoo_model"] = widgets.Dropdown(
+            options=zoo.names(),
+            value="add_sub" if "add_sub" in zoo.names() else None,
+            description="zoo model",
+            style=style,
+        )
         c["zoo_description"] = widgets.HTML()
-        c["file_path"] = widgets.Text(description="model file", placeholder="/path/model.pt or SavedModel folder",
-                                      style=style, layout=widgets.Layout(width="560px", max_width="100%"))
+        c["file_path"] = widgets.Text(
+            description="model file",
+            placeholder="/path/model.pt or SavedModel folder",
+            style=style,
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
         c["use_file"] = button("use this file", icon="folder-open")
         c["name"] = widgets.Text(value=self.state.name, description="name", style=style)
-        c["target"] = widgets.Dropdown(options={_target_label(t, self.system): t for t in TARGETS},
-                                       value=self.system.default_target, description="target", style=style,
-                                       layout=widgets.Layout(width="460px", max_width="100%"))
+        c["target"] = widgets.Dropdown(
+            options={_target_label(t, self.system): t for t in TARGETS},
+            value=self.system.default_target,
+            description="target",
+            style=style,
+            layout=widgets.Layout(width="460px", max_width="100%"),
+        )
         # a plain number field: 0 is an error beside it, never clamped to 1 without a word
         c["example_batch"] = widgets.IntText(value=1, description="example batch", style=style)
         c["example_batch_problem"] = field_problem_view()
         c["example_batch"].observe(lambda _change: self._check_example_batch(), names="value")
-        c["artifacts_dir"] = widgets.Text(value=str(default_dir), description="compile into", style=style,
-                                          layout=widgets.Layout(width="560px", max_width="100%"))
-        c["overwrite"] = widgets.Checkbox(value=False, description="replace an earlier compile of this name",
-                                          indent=False)
+        c["artifacts_dir"] = widgets.Text(
+            value=str(default_dir),
+            description="compile into",
+            style=style,
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
+        c["overwrite"] = widgets.Checkbox(
+            value=False, description="replace an earlier compile of this name", indent=False
+        )
         c["system"] = widgets.HTML(preformatted(self.system.describe()))
         self.compile = TaskControls("compile", run_tooltip="trace/compile in the background")
         c["compile"], c["cancel"] = self.compile.run_button, self.compile.cancel_button
@@ -77,9 +102,12 @@ class ModelPanel:
         self.log = LogView(height="220px", placeholder="compile log: it appears here as the compiler writes it")
         c["log"] = self.log.widget
         c["result"] = widgets.HTML()
-        c["use_cpu_twin"] = button("serve the CPU twin here", icon="exchange",
-                                           layout=widgets.Layout(display="none"),
-                                           tooltip="the Neuron artifact runs only on a Neuron host")
+        c["use_cpu_twin"] = button(
+            "serve the CPU twin here",
+            icon="exchange",
+            layout=widgets.Layout(display="none"),
+            tooltip="the Neuron artifact runs only on a Neuron host",
+        )
         c["compile"].on_click(lambda _b: self.start_compile())
         c["use_file"].on_click(lambda _b: self.use_file())
         c["use_cpu_twin"].on_click(lambda _b: self._use_cpu_twin())
@@ -88,17 +116,26 @@ class ModelPanel:
         self._zoo_box = widgets.VBox([c["zoo_model"], c["zoo_description"]])
         self._module_box = widgets.HTML()
         self._file_box = row(c["file_path"], c["use_file"])
-        self._compile_box = widgets.VBox([
-            row(c["name"], c["target"], widgets.VBox([c["example_batch"], c["example_batch_problem"]])),
-            row(c["artifacts_dir"], c["overwrite"]),
-            self.compile.widget, c["log"],
-        ])
+        self._compile_box = widgets.VBox(
+            [
+                row(c["name"], c["target"], widgets.VBox([c["example_batch"], c["example_batch_problem"]])),
+                row(c["artifacts_dir"], c["overwrite"]),
+                self.compile.widget,
+                c["log"],
+            ]
+        )
         self._source_box = widgets.VBox()
-        self.widget = widgets.VBox([
-            widgets.HTML("<b>This machine</b>"), c["system"],
-            widgets.HTML("<b>Model</b>"), c["source"], self._source_box,
-            c["result"], c["use_cpu_twin"],
-        ])
+        self.widget = widgets.VBox(
+            [
+                widgets.HTML("<b>This machine</b>"),
+                c["system"],
+                widgets.HTML("<b>Model</b>"),
+                c["source"],
+                self._source_box,
+                c["result"],
+                c["use_cpu_twin"],
+            ]
+        )
         self._zoo_changed()
         self._show_source()
 
@@ -111,8 +148,11 @@ class ModelPanel:
             self._source_box.children = [self._file_box]
             return
         if source == "module":
-            missing = "" if self.example_inputs is not None else \
-                "\nno example_inputs given: pass ModelPanel(..., example_inputs=...)"
+            missing = (
+                ""
+                if self.example_inputs is not None
+                else "\nno example_inputs given: pass ModelPanel(..., example_inputs=...)"
+            )
             self._module_box.value = preformatted(f"your module: {type(self.state.module).__name__}{missing}")
             self._source_box.children = [self._module_box, self._compile_box]
         else:
@@ -163,8 +203,14 @@ class ModelPanel:
             return None
         self.log.clear()
         return self.compile.start(
-            compile_model, module, inputs, c["target"].value, out_dir=c["artifacts_dir"].value.strip(), name=name,
-            overwrite=c["overwrite"].value, log=self.log.append,
+            compile_model,
+            module,
+            inputs,
+            c["target"].value,
+            out_dir=c["artifacts_dir"].value.strip(),
+            name=name,
+            overwrite=c["overwrite"].value,
+            log=self.log.append,
             on_done=lambda task: self._compiled(task, module, name),
         )
 
@@ -214,6 +260,7 @@ class ModelPanel:
         self.state.framework = "tensorflow" if path.is_dir() else "pytorch"
         self.state.model_file = str(path.resolve())
         kind = "SavedModel folder" if path.is_dir() else "TorchScript file"
-        c["result"].value = preformatted(f"{kind} {path.resolve()} (no compile record): fill in its inputs and "
-                                         "outputs in the settings" + (" or leave them empty to read the signature"
-                                                                      if path.is_dir() else ""))
+        c["result"].value = preformatted(
+            f"{kind} {path.resolve()} (no compile record): fill in its inputs and "
+            "outputs in the settings" + (" or leave them empty to read the signature" if path.is_dir() else "")
+        )

@@ -10,13 +10,13 @@ view directly under it, where `show_problems` puts what the checks found about i
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import ipywidgets as widgets
 import traitlets
 
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, parameter_table
-from workbench.ui.layout import heading, description_style
+from workbench.ui.layout import description_style, heading
 from workbench.ui.links import field_problem_view, show_field_problems
 
 __all__ = ["PyTorchParameters"]
@@ -41,26 +41,46 @@ class PyTorchParameters(traitlets.HasTraits):
             for key, parameter in parameter_table(layout).items():
                 tip = f"{parameter.meaning} (default {parameter.default})"
                 if parameter.kind == "bool":
-                    control = widgets.Dropdown(options=_BOOL_CHOICES, description=key, style=style,
-                                               tooltip=tip, layout=widgets.Layout(width="380px"))
+                    control = widgets.Dropdown(
+                        options=_BOOL_CHOICES,
+                        description=key,
+                        style=style,
+                        tooltip=tip,
+                        layout=widgets.Layout(width="380px"),
+                    )
                 else:
-                    control = widgets.Text(description=key, placeholder=parameter.default, tooltip=tip,
-                                           continuous_update=False, style=style,
-                                           layout=widgets.Layout(width="640px" if parameter.kind == "json"
-                                                                 else "380px", max_width="100%"))
+                    control = widgets.Text(
+                        description=key,
+                        placeholder=parameter.default,
+                        tooltip=tip,
+                        continuous_update=False,
+                        style=style,
+                        layout=widgets.Layout(width="640px" if parameter.kind == "json" else "380px", max_width="100%"),
+                    )
                 control.observe(lambda _change: self._edited(), names="value")
                 controls[key] = control
             self.fields[layout] = controls
             views = {key: self.problem_views.setdefault(key, field_problem_view()) for key in controls}
-            boxes[layout] = widgets.VBox([widgets.VBox([control, views[key]], layout=widgets.Layout(width="auto"))
-                                          for key, control in controls.items()])
+            boxes[layout] = widgets.VBox(
+                [
+                    widgets.VBox([control, views[key]], layout=widgets.Layout(width="auto"))
+                    for key, control in controls.items()
+                ]
+            )
         self._boxes = boxes
         self._quiet = False
         # the keys as config.pbtxt spells them (UPPER_SNAKE, Triton's PyTorch backend's), their meaning in each
         # field's tooltip; the vLLM fields carry vLLM's own engine-argument names (snake_case) under their heading
-        self.widget = widgets.VBox([heading("PyTorch backend parameters (config.pbtxt keys, as Triton's PyTorch "
-                                            "backend spells them; hover a field for its meaning)"),
-                                    boxes[TORCHSCRIPT], boxes[PYTORCH2]])
+        self.widget = widgets.VBox(
+            [
+                heading(
+                    "PyTorch backend parameters (config.pbtxt keys, as Triton's PyTorch "
+                    "backend spells them; hover a field for its meaning)"
+                ),
+                boxes[TORCHSCRIPT],
+                boxes[PYTORCH2],
+            ]
+        )
         self._show_layout()
 
     def show_problems(self, problems: Mapping[str, Sequence[str]]) -> None:

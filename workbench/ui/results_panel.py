@@ -12,12 +12,12 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from workbench.measure.store import plots
 from workbench.measure.llm.result import LlmComparison, LlmSweepResult, load_llm_run
+from workbench.measure.store import plots
 from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run, record_kind
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
-from workbench.ui.widget_values import best_html, error_list, frame_html, preformatted, show_figure, table_html
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import best_html, error_list, frame_html, preformatted, show_figure, table_html
 
 
 class ResultsPanel:
@@ -31,11 +31,17 @@ class ResultsPanel:
         style = description_style("110px")
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
-        c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px", max_width="100%"))
+        c["runs_dir"] = widgets.Text(
+            value=str(default_runs),
+            description="runs folder",
+            style=style,
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
         c["scan"] = button("list runs", icon="search")
         c["runs"] = table_view()
-        c["run"] = widgets.Dropdown(options=[], description="run", style=style, layout=widgets.Layout(width="560px", max_width="100%"))
+        c["run"] = widgets.Dropdown(
+            options=[], description="run", style=style, layout=widgets.Layout(width="560px", max_width="100%")
+        )
         c["open"] = button("open", icon="folder-open")
         c["report"] = button("write report", icon="file-text", tooltip="one HTML file of this run that opens offline")
         c["report_path"] = widgets.HTML()
@@ -44,13 +50,16 @@ class ResultsPanel:
         c["table"] = table_view()
         c["plot"] = plot_image()
         c["heatmap"] = plot_image()
-        c["run_a"] = widgets.Dropdown(options=[], description="A (before)", style=style,
-                                      layout=widgets.Layout(width="560px", max_width="100%"))
-        c["run_b"] = widgets.Dropdown(options=[], description="B (after)", style=style,
-                                      layout=widgets.Layout(width="560px", max_width="100%"))
+        c["run_a"] = widgets.Dropdown(
+            options=[], description="A (before)", style=style, layout=widgets.Layout(width="560px", max_width="100%")
+        )
+        c["run_b"] = widgets.Dropdown(
+            options=[], description="B (after)", style=style, layout=widgets.Layout(width="560px", max_width="100%")
+        )
         c["compare"] = button("compare B to A", icon="balance-scale")
-        c["compare_report"] = button("write comparison report", icon="file-text",
-                                     tooltip="one HTML file of B against A that opens offline")
+        c["compare_report"] = button(
+            "write comparison report", icon="file-text", tooltip="one HTML file of B against A that opens offline"
+        )
         c["summary"] = widgets.HTML()
         c["comparison_table"] = table_view()
         c["comparison_plot"] = plot_image()
@@ -65,15 +74,28 @@ class ResultsPanel:
             c[key].observe(lambda _change: setattr(c["error"], "value", ""), names="value")
         c["run"].observe(lambda change: change["new"] and self.open(change["new"]), names="value")
         self.state.observe(lambda _change: self.scan(), names="sweep")
-        self.widget = widgets.VBox([
-            row(c["runs_dir"], c["scan"]), c["runs"], c["error"],
-            widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
-            row(c["run"], c["open"], c["report"]), c["report_path"], c["budget_ms"], c["best"], c["table"], c["plot"],
-            c["heatmap"],
-            widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
-            c["run_a"], c["run_b"], row(c["compare"], c["compare_report"]), c["summary"], c["comparison_table"],
-            c["comparison_plot"],
-        ])
+        self.widget = widgets.VBox(
+            [
+                row(c["runs_dir"], c["scan"]),
+                c["runs"],
+                c["error"],
+                widgets.HTML("<h4 style='margin:4px 0'>One run</h4>"),
+                row(c["run"], c["open"], c["report"]),
+                c["report_path"],
+                c["budget_ms"],
+                c["best"],
+                c["table"],
+                c["plot"],
+                c["heatmap"],
+                widgets.HTML("<h4 style='margin:4px 0'>Compare two runs</h4>"),
+                c["run_a"],
+                c["run_b"],
+                row(c["compare"], c["compare_report"]),
+                c["summary"],
+                c["comparison_table"],
+                c["comparison_plot"],
+            ]
+        )
 
     def _repr_mimebundle_(self, **kwargs):
         return self.widget._repr_mimebundle_(**kwargs)
@@ -95,8 +117,11 @@ class ResultsPanel:
         options = {f"{row.label} ({row.status}, {row.points} points)": row.path for row in frame.itertuples()}
         paths = list(options.values())
         picks = {key: c[key].value for key in ("run", "run_a", "run_b")}
-        defaults = {"run": paths[0] if paths else None,  # newest first
-                    "run_a": paths[1] if len(paths) >= 2 else None, "run_b": paths[0] if len(paths) >= 2 else None}
+        defaults = {
+            "run": paths[0] if paths else None,  # newest first
+            "run_a": paths[1] if len(paths) >= 2 else None,
+            "run_b": paths[0] if len(paths) >= 2 else None,
+        }
         for key in ("run", "run_a", "run_b"):
             c[key].options = options  # this clears the pick: keep the user's while it is still listed
             c[key].value = picks[key] if picks[key] in paths else defaults[key]
@@ -183,12 +208,20 @@ class ResultsPanel:
                 c["error"].value = error_list(["open a run first, then write its report"])
                 return None
             runs = (self.run, None)
-        llm = [run for run in runs if isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm")]
+        llm = [
+            run
+            for run in runs
+            if isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm")
+        ]
         if llm:
             folder = Path(llm[0].path if isinstance(llm[0], LlmSweepResult) else llm[0])
             held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()) if folder.is_dir() else []
-            c["error"].value = error_list([f"a report of an LLM sweep is not written yet: its folder {folder} holds "
-                                           f"{', '.join(held) or 'nothing'}; this tab shows its table and plots"])
+            c["error"].value = error_list(
+                [
+                    f"a report of an LLM sweep is not written yet: its folder {folder} holds "
+                    f"{', '.join(held) or 'nothing'}; this tab shows its table and plots"
+                ]
+            )
             return None
         try:
             path = save_report(*runs, latency_budget_ms=self._budget())

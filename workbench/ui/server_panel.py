@@ -16,20 +16,20 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
+from workbench.generate.backends import backend_of_config
+from workbench.generate.config import ConfigError, read_config
+from workbench.generate.vllm_backend import VLLM
 from workbench.server import RunningServer, ServerError, TritonServer
 from workbench.server.control import PROTOCOLS
 from workbench.server.log import gpu_probe_note
 from workbench.server.pytorch import ENV_VAR, PyTorchBackend
 from workbench.server.vllm_env import server_for_vllm
 from workbench.tutorial.backend_comparison import built_libtorch_backend
-from workbench.generate.backends import backend_of_config
-from workbench.generate.config import ConfigError, read_config
-from workbench.generate.vllm_backend import VLLM
 from workbench.ui.ask import AskArea
 from workbench.ui.background import LogView, TaskControls
 from workbench.ui.layout import button, description_style, row
-from workbench.ui.widget_values import error_list
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import error_list
 
 _STATE_COLOURS = {"READY": "#1b5e20", "UNAVAILABLE": "#b00020", "LOADING": "#a05a00", "UNLOADING": "#a05a00"}
 
@@ -45,12 +45,16 @@ def models_table_html(rows: list[dict]) -> str:
         state = row_.get("state", "")
         colour = _STATE_COLOURS.get(state, "#555")
         by = f"<td>{html.escape(row_.get('served_by', ''))}</td>" if served else ""
-        body.append(f"<tr><td>{html.escape(row_.get('name', ''))}</td><td>{html.escape(row_.get('version', ''))}</td>"
-                    f"<td style='color:{colour};font-weight:bold'>{html.escape(state or 'not loaded')}</td>"
-                    f"<td style='white-space:normal'>{html.escape(row_.get('reason', ''))}</td>{by}</tr>")
+        body.append(
+            f"<tr><td>{html.escape(row_.get('name', ''))}</td><td>{html.escape(row_.get('version', ''))}</td>"
+            f"<td style='color:{colour};font-weight:bold'>{html.escape(state or 'not loaded')}</td>"
+            f"<td style='white-space:normal'>{html.escape(row_.get('reason', ''))}</td>{by}</tr>"
+        )
     head = "<th style='text-align:left'>served by</th>" if served else ""
-    return ("<table><tr><th style='text-align:left'>model</th><th>version</th><th>state</th>"
-            f"<th style='text-align:left'>reason</th>{head}</tr>{''.join(body)}</table>")
+    return (
+        "<table><tr><th style='text-align:left'>model</th><th>version</th><th>state</th>"
+        f"<th style='text-align:left'>reason</th>{head}</tr>{''.join(body)}</table>"
+    )
 
 
 MODEL_STEPS = ("loading ", "unloading ", "reloading ")  # phases about a model, not the server
@@ -71,12 +75,16 @@ def server_html(server, phase: str) -> str:
     except Exception:  # metadata not reachable yet; what runs where is what matters
         version = "?"
     if isinstance(server, RunningServer):
-        return (f"<b style='color:#1b5e20'>connected</b> to Triton {html.escape(str(version))} at "
-                f"{server.protocol}://{html.escape(server.url)}; started by someone else, so it is never "
-                "stopped here and its log is not shown")
+        return (
+            f"<b style='color:#1b5e20'>connected</b> to Triton {html.escape(str(version))} at "
+            f"{server.protocol}://{html.escape(server.url)}; started by someone else, so it is never "
+            "stopped here and its log is not shown"
+        )
     ports = ", ".join(f"{k} {v}" for k, v in server.ports.items())
-    return (f"<b style='color:#1b5e20'>running</b> pid {server.pid}, Triton {html.escape(str(version))}; {ports}; "
-            f"repository {html.escape(str(server.model_repository))}")
+    return (
+        f"<b style='color:#1b5e20'>running</b> pid {server.pid}, Triton {html.escape(str(version))}; {ports}; "
+        f"repository {html.escape(str(server.model_repository))}"
+    )
 
 
 class ServerPanel:
@@ -90,33 +98,51 @@ class ServerPanel:
         self.index: list[dict] = []
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
-        self.ops = TaskControls("start server", run_tooltip="start tritonserver on this repository",
-                                run_enabled=lambda: not (self.server is not None and self.server.running))
-        c["start"], c["cancel"], c["progress"], c["status"] = (self.ops.run_button, self.ops.cancel_button,
-                                                               self.ops.progress, self.ops.status)
+        self.ops = TaskControls(
+            "start server",
+            run_tooltip="start tritonserver on this repository",
+            run_enabled=lambda: not (self.server is not None and self.server.running),
+        )
+        c["start"], c["cancel"], c["progress"], c["status"] = (
+            self.ops.run_button,
+            self.ops.cancel_button,
+            self.ops.progress,
+            self.ops.status,
+        )
         c["stop"] = button("stop server", icon="power-off", disabled=True)
-        c["load_on_start"] = widgets.Checkbox(value=True, description="load the current model on start", indent=False,
-                                              layout=widgets.Layout(width="auto"))
-        c["connect_url"] = widgets.Text(description="or connect to", style=description_style("100px"),
-                                        placeholder="host:port of a running tritonserver",
-                                        layout=widgets.Layout(width="380px"))
+        c["load_on_start"] = widgets.Checkbox(
+            value=True, description="load the current model on start", indent=False, layout=widgets.Layout(width="auto")
+        )
+        c["connect_url"] = widgets.Text(
+            description="or connect to",
+            style=description_style("100px"),
+            placeholder="host:port of a running tritonserver",
+            layout=widgets.Layout(width="380px"),
+        )
         c["connect_protocol"] = widgets.Dropdown(options=PROTOCOLS, value="http", layout=widgets.Layout(width="90px"))
-        c["connect"] = button("connect", icon="plug",
-                              tooltip="use a tritonserver started elsewhere with --model-control-mode=explicit")
+        c["connect"] = button(
+            "connect", icon="plug", tooltip="use a tritonserver started elsewhere with --model-control-mode=explicit"
+        )
         c["server_info"] = widgets.HTML("<i>not running</i>")
-        c["model"] = widgets.Combobox(value=self.state.name, placeholder="model name", description="model",
-                                      ensure_option=False)
+        c["model"] = widgets.Combobox(
+            value=self.state.name, placeholder="model name", description="model", ensure_option=False
+        )
         c["load"] = button("load", icon="upload", disabled=True)
         c["unload"] = button("unload", icon="eject", disabled=True)
-        c["reload"] = button("reload", icon="refresh", disabled=True,
-                             tooltip="load again from disk (after writing a new version of the directory)")
+        c["reload"] = button(
+            "reload",
+            icon="refresh",
+            disabled=True,
+            tooltip="load again from disk (after writing a new version of the directory)",
+        )
         c["refresh"] = button("refresh", icon="sync", disabled=True)
         c["models"] = widgets.HTML()
         c["notice"] = widgets.HTML()
         c["pytorch"] = widgets.HTML()  # who serves PyTorch-backend models on this server, and why
         c["error"] = widgets.HTML()
-        self.log = LogView(height="320px", placeholder="server log: it appears here as tritonserver writes it",
-                           note=gpu_probe_note)
+        self.log = LogView(
+            height="320px", placeholder="server log: it appears here as tritonserver writes it", note=gpu_probe_note
+        )
         c["log"] = self.log.widget
         self.ops.on_idle = self._show
         self.ask = AskArea(self.state)  # prompt -> the loaded generative model's answer
@@ -131,12 +157,22 @@ class ServerPanel:
         # a server started in code (app.state.server = TritonServer(...).start()) is shown too
         self.state.observe(lambda _change: self._show(), names="server")
         self.state.observe(self._rewritten, names="written")
-        self.widget = widgets.VBox([
-            row(self.ops.widget, c["stop"]), c["load_on_start"],
-            row(c["connect_url"], c["connect_protocol"], c["connect"]), c["server_info"],
-            row(c["model"], c["load"], c["unload"], c["reload"], c["refresh"]),
-            c["models"], c["pytorch"], c["notice"], c["error"], self.ask.widget, c["log"],
-        ], layout=widgets.Layout(width="100%"))
+        self.widget = widgets.VBox(
+            [
+                row(self.ops.widget, c["stop"]),
+                c["load_on_start"],
+                row(c["connect_url"], c["connect_protocol"], c["connect"]),
+                c["server_info"],
+                row(c["model"], c["load"], c["unload"], c["reload"], c["refresh"]),
+                c["models"],
+                c["pytorch"],
+                c["notice"],
+                c["error"],
+                self.ask.widget,
+                c["log"],
+            ],
+            layout=widgets.Layout(width="100%"),
+        )
         self._show()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -165,8 +201,10 @@ class ServerPanel:
         loaded = any(row_["name"] == name and row_["state"] == "READY" for row_ in self.index)
         if loaded and self.server is not None and self.server.running:
             self.controls["model"].value = name
-            self.controls["notice"].value = (f"<div style='color:#a05a00'>{html.escape(name)} was rewritten on disk; "
-                                             "the server still serves the old version until you click reload</div>")
+            self.controls["notice"].value = (
+                f"<div style='color:#a05a00'>{html.escape(name)} was rewritten on disk; "
+                "the server still serves the old version until you click reload</div>"
+            )
 
     def _run(self, label: str, fn, phase: str = "") -> None:
         """Run ``fn(progress, cancel)`` as the panel's one background operation."""
@@ -210,14 +248,16 @@ class ServerPanel:
         # notebook 08 made (cached), else the twin
         serves_vllm = model_backend(self.state) == VLLM.name
         try:
-            server = (server_for_vllm(repository) if serves_vllm else
-                      TritonServer(repository, pytorch_backend=built_libtorch_backend(), vllm_backend=False))
+            server = (
+                server_for_vllm(repository)
+                if serves_vllm
+                else TritonServer(repository, pytorch_backend=built_libtorch_backend(), vllm_backend=False)
+            )
         except (ServerError, OSError, ValueError) as err:
             what = f" for the vLLM model {self.state.name}" if serves_vllm else ""
             self.controls["error"].value = error_list([f"cannot start a server{what}: {err}"])
             return
-        self.controls["pytorch"].value = (vllm_notice(server) if serves_vllm else
-                                          pytorch_notice(server.pytorch.backend))
+        self.controls["pytorch"].value = vllm_notice(server) if serves_vllm else pytorch_notice(server.pytorch.backend)
         self._stop_following()
         self.log.clear()
         self.state.server = server
@@ -238,7 +278,9 @@ class ServerPanel:
                     server.load(name)
                 except (ServerError, OSError, ValueError) as err:  # the server started; only the model failed
                     self._phase = ""
-                    self.controls["error"].value = error_list([f"tritonserver is running; loading {name} failed: {err}"])
+                    self.controls["error"].value = error_list(
+                        [f"tritonserver is running; loading {name} failed: {err}"]
+                    )
                     progress(1, 1, f"server running; {name} not loaded (why: below)")
                     return
                 progress(1, 1, f"{name} loaded")
@@ -312,8 +354,9 @@ class ServerPanel:
 
         doing = f"{op}ing"  # loading, unloading, reloading
         # while it runs the model's row says so, and the ask area sends nothing to it
-        self.index = [dict(row_, state=f"{doing.upper()}...") if row_.get("name") == name else row_
-                      for row_ in self.index]
+        self.index = [
+            dict(row_, state=f"{doing.upper()}...") if row_.get("name") == name else row_ for row_ in self.index
+        ]
         self.controls["models"].value = models_table_html(self.index)
         self.ask.busy = f"{name} is {doing}: wait until the server tab says it is done"
         step = f"{doing} {name}"
@@ -360,10 +403,14 @@ def pytorch_notice(backend: PyTorchBackend | None) -> str:
     """One line on who serves a PyTorch-backend model on the server the panel started, and why (the
     app and notebook 08 serve it alike: the real backend where a build is found, else the twin)."""
     if backend is not None:
-        return f"<i>PyTorch-backend models: Triton's real PyTorch backend at {html.escape(str(backend.backend_dir))}</i>"
-    return ("<i>PyTorch-backend models: served by the workbench's Python-backend twin, because this machine has no "
-            "build of Triton's PyTorch (LibTorch) backend: notebook 08 builds one once (about 2 min, then cached, "
-            f"and this tab uses it after a restart), or set ${ENV_VAR} to one</i>")
+        return (
+            f"<i>PyTorch-backend models: Triton's real PyTorch backend at {html.escape(str(backend.backend_dir))}</i>"
+        )
+    return (
+        "<i>PyTorch-backend models: served by the workbench's Python-backend twin, because this machine has no "
+        "build of Triton's PyTorch (LibTorch) backend: notebook 08 builds one once (about 2 min, then cached, "
+        f"and this tab uses it after a restart), or set ${ENV_VAR} to one</i>"
+    )
 
 
 def model_backend(state: WorkbenchState) -> str:

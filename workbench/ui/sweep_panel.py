@@ -20,11 +20,12 @@ import ipywidgets as widgets
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
-from workbench.measure.store import plots
-from workbench.measure.sweep.compare_backends import BackendComparison, BackendSweep, compare_backends, run_folders
-from workbench.measure.watch.live import ServerView, ServerWatch
-from workbench.measure.store.results import ResultsError, SweepResult, load_run
+from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts
+from workbench.measure.store import plots
+from workbench.measure.store.results import ResultsError, SweepResult, load_run
+from workbench.measure.sweep import run_sweep
+from workbench.measure.sweep.compare_backends import BackendComparison, BackendSweep, compare_backends, run_folders
 from workbench.measure.sweep.preflight import preflight
 from workbench.measure.sweep.search.choice import (
     SearchChoice,
@@ -34,18 +35,21 @@ from workbench.measure.sweep.search.choice import (
     parse_percent,
     search_names,
 )
-from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
-from workbench.measure.sweep import run_sweep
+from workbench.measure.watch.live import ServerView, ServerWatch
 from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
-from workbench.ui.widget_values import best_html, error_list, preformatted, server_view_html, show_figure, table_html
 from workbench.ui.shared_state import WorkbenchState
+from workbench.ui.widget_values import best_html, error_list, preformatted, server_view_html, show_figure, table_html
 
 # Tab titles short enough for a tab (a longer one was cut to "throughput vs latenc")
-PLOTS = {"latency": plots.latency_vs_batch, "throughput": plots.throughput_vs_latency,
-         "server time": plots.server_breakdown, "heat map": plots.throughput_heatmap}
+PLOTS = {
+    "latency": plots.latency_vs_batch,
+    "throughput": plots.throughput_vs_latency,
+    "server time": plots.server_breakdown,
+    "heat map": plots.throughput_heatmap,
+}
 
 
 def _percent_text(fraction: float | None) -> str:
@@ -74,86 +78,140 @@ class SweepPanel:
         c = self.controls
         on_enter = {"style": style, "continuous_update": False}  # validated on Enter/blur, not per keystroke
         c["batch_sizes"] = widgets.Text(description="batch sizes", **on_enter)
-        c["allocations"] = widgets.Text(description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1",
-                                        **on_enter)
+        c["allocations"] = widgets.Text(
+            description="allocations", placeholder="INSTANCESxCORES, e.g. 1x1,2x1", **on_enter
+        )
         c["concurrency"] = widgets.Text(description="concurrency", **on_enter)
         c["core_range"] = widgets.Text(description="core range a:b", placeholder="from the config", **on_enter)
         # plain number fields: a value out of range is an error beside the field (MeasureSettings' own
         # check), never clamped into range without a word
-        c["window_s"] = widgets.FloatText(step=0.1, description="window (s)", style=style,
-                                          tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)")
+        c["window_s"] = widgets.FloatText(
+            step=0.1,
+            description="window (s)",
+            style=style,
+            tooltip="one measurement window in seconds (the CLI's --window-ms / 1000)",
+        )
         c["max_windows"] = widgets.IntText(description="max windows", style=style)
         c["stable_windows"] = widgets.IntText(description="stable windows", style=style)
-        c["time_limit_s"] = widgets.FloatText(step=5, description="time limit (s)", style=style,
-                                              tooltip="seconds a point may keep measuring until it is stable "
-                                              "(0: stop after max windows)")
+        c["time_limit_s"] = widgets.FloatText(
+            step=5,
+            description="time limit (s)",
+            style=style,
+            tooltip="seconds a point may keep measuring until it is stable (0: stop after max windows)",
+        )
         c["protocol"] = widgets.Dropdown(options=PROTOCOLS, description="protocol", style=style)
-        c["engine"] = widgets.Dropdown(options=ENGINES, description="measured by", style=style,
-                                       tooltip="auto: perf_analyzer where it runs here, else the built-in load generator")
-        c["perf_analyzer"] = widgets.Text(description="perf_analyzer", style=style,
-                                          placeholder="path or wrapper (default $PERF_ANALYZER, PATH)",
-                                          layout=widgets.Layout(width="560px", max_width="100%"))
+        c["engine"] = widgets.Dropdown(
+            options=ENGINES,
+            description="measured by",
+            style=style,
+            tooltip="auto: perf_analyzer where it runs here, else the built-in load generator",
+        )
+        c["perf_analyzer"] = widgets.Text(
+            description="perf_analyzer",
+            style=style,
+            placeholder="path or wrapper (default $PERF_ANALYZER, PATH)",
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
         # the grid and how each point is measured: one logic value each, every control linked to a field
-        self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1",
-                                                             concurrency=(1, 2)))
-        self.plan_link.link("batch_sizes", c["batch_sizes"], parse=partial(parse_counts, what="batch sizes"),
-                            show=comma_joined)
+        self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(1, 2)))
+        self.plan_link.link(
+            "batch_sizes", c["batch_sizes"], parse=partial(parse_counts, what="batch sizes"), show=comma_joined
+        )
         self.plan_link.link("allocations", c["allocations"], parse=parse_allocations, show=comma_joined)
-        self.plan_link.link("concurrency", c["concurrency"], parse=partial(parse_counts, what="concurrency"),
-                            show=comma_joined)
+        self.plan_link.link(
+            "concurrency", c["concurrency"], parse=partial(parse_counts, what="concurrency"), show=comma_joined
+        )
         self.plan_link.link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none)
-        self.measure_link: Linked[MeasureSettings] = Linked(MeasureSettings(window_s=0.5, stable_windows=3,
-                                                                            max_windows=10))
+        self.measure_link: Linked[MeasureSettings] = Linked(
+            MeasureSettings(window_s=0.5, stable_windows=3, max_windows=10)
+        )
         for key in ("engine", "protocol", "window_s", "stable_windows", "max_windows"):
             self.measure_link.link(key, c[key])
         self.measure_link.link("perf_analyzer", c["perf_analyzer"], show=blank_if_none)
         self.measure_link.link("time_limit_s", c["time_limit_s"], parse=lambda s: s or None, show=lambda s: s or 0)
         # backends: the PyTorch backend's settings swept, other models of the repository compared (one BackendSweep)
-        c["backend_grid"] = widgets.Text(description="backend settings",
-                                         placeholder="e.g. threads=1,2; inference_mode=on,off",
-                                         tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
-                                         "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
-                                         layout=widgets.Layout(width="520px", max_width="100%"), **on_enter)
-        c["compare"] = widgets.TagsInput(allowed_tags=[], allow_duplicates=False, placeholder="model name",
-                                         tooltip="other models of this repository measured with the same grid "
-                                         "(the same model generated for another backend)")
+        c["backend_grid"] = widgets.Text(
+            description="backend settings",
+            placeholder="e.g. threads=1,2; inference_mode=on,off",
+            tooltip="PyTorch-backend settings to sweep: threads, interop_threads, "
+            "inference_mode, optimized_execution (TorchScript), torch_compile (PyTorch 2)",
+            layout=widgets.Layout(width="520px", max_width="100%"),
+            **on_enter,
+        )
+        c["compare"] = widgets.TagsInput(
+            allowed_tags=[],
+            allow_duplicates=False,
+            placeholder="model name",
+            tooltip="other models of this repository measured with the same grid "
+            "(the same model generated for another backend)",
+        )
         c["compare_label"] = widgets.Label("compare with")
         self.backend_link: Linked[BackendSweep] = Linked(BackendSweep())
-        self.backend_link.link("grid", c["backend_grid"], parse=parse_backend_grid, show=backend_grid_text,
-                               label="backend settings")
+        self.backend_link.link(
+            "grid", c["backend_grid"], parse=parse_backend_grid, show=backend_grid_text, label="backend settings"
+        )
         self.backend_link.link("compare", c["compare"], parse=tuple, show=list, label="compare with")
         self.backend_link.on_change = lambda _changed: self._show_grid_size()
-        c["runs_dir"] = widgets.Text(value=str(default_runs), description="runs folder", style=style,
-                                     layout=widgets.Layout(width="560px", max_width="100%"))
+        c["runs_dir"] = widgets.Text(
+            value=str(default_runs),
+            description="runs folder",
+            style=style,
+            layout=widgets.Layout(width="560px", max_width="100%"),
+        )
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-time", style=style)
-        c["budget_ms"] = widgets.FloatText(value=0.0, description="p99 budget (ms)", style=style,
-                                           tooltip="0 = no budget: the highest throughput wins")
+        c["budget_ms"] = widgets.FloatText(
+            value=0.0, description="p99 budget (ms)", style=style, tooltip="0 = no budget: the highest throughput wins"
+        )
         # the strategy: one SearchChoice (what `workbench sweep --search` builds), its fields linked
-        c["search"] = widgets.Dropdown(options=search_names(), description="strategy", style=style,
-                                       tooltip="grid: every point; bisection, hill-climb, halving and adaptive need a p99 "
-                                               "budget")
-        c["min_gain"] = widgets.Text(description="min gain (%)", placeholder="default", style=style,
-                                     tooltip="early-stop / hill-climb: the gain that keeps a walk going")
-        c["tries"] = widgets.Text(description="tries", placeholder="default 1", style=style,
-                                  tooltip="early-stop: steps without that gain before a walk ends")
-        c["screen_window_ms"] = widgets.Text(description="screen window (ms)", placeholder="default 200", style=style,
-                                             tooltip="halving / hill-climb: the short window every cell is screened with first")
-        c["within"] = widgets.Text(description="within (%)", placeholder="default 30", style=style,
-                                   tooltip="halving / hill-climb: cells screened this close to the best screen are measured in full")
+        c["search"] = widgets.Dropdown(
+            options=search_names(),
+            description="strategy",
+            style=style,
+            tooltip="grid: every point; bisection, hill-climb, halving and adaptive need a p99 budget",
+        )
+        c["min_gain"] = widgets.Text(
+            description="min gain (%)",
+            placeholder="default",
+            style=style,
+            tooltip="early-stop / hill-climb: the gain that keeps a walk going",
+        )
+        c["tries"] = widgets.Text(
+            description="tries",
+            placeholder="default 1",
+            style=style,
+            tooltip="early-stop: steps without that gain before a walk ends",
+        )
+        c["screen_window_ms"] = widgets.Text(
+            description="screen window (ms)",
+            placeholder="default 200",
+            style=style,
+            tooltip="halving / hill-climb: the short window every cell is screened with first",
+        )
+        c["within"] = widgets.Text(
+            description="within (%)",
+            placeholder="default 30",
+            style=style,
+            tooltip="halving / hill-climb: cells screened this close to the best screen are measured in full",
+        )
         self.search_link: Linked[SearchChoice] = Linked(SearchChoice())
         self.search_link.link("name", c["search"])
         self.search_link.link("latency_budget_ms", c["budget_ms"], parse=parse_budget_ms, show=lambda v: v or 0.0)
         self.search_link.link("min_gain", c["min_gain"], parse=parse_percent, show=_percent_text, label="min gain")
         self.search_link.link("tries", c["tries"], parse=parse_optional_count, show=blank_if_none, label="tries")
-        self.search_link.link("screen_window_s", c["screen_window_ms"], parse=parse_optional_ms, show=_ms_text,
-                              label="screen window")
+        self.search_link.link(
+            "screen_window_s", c["screen_window_ms"], parse=parse_optional_ms, show=_ms_text, label="screen window"
+        )
         self.search_link.link("within", c["within"], parse=parse_percent, show=_percent_text, label="within")
         c["search_problems"] = widgets.HTML()
         self.search_link.on_change = lambda _changed: self._show_search()
         c["grid_size"] = widgets.HTML()
         self.run = TaskControls("run sweep", run_tooltip="measure every point of the grid on the running server")
-        c["run"], c["cancel"], c["progress"], c["status"] = (self.run.run_button, self.run.cancel_button,
-                                                             self.run.progress, self.run.status)
+        c["run"], c["cancel"], c["progress"], c["status"] = (
+            self.run.run_button,
+            self.run.cancel_button,
+            self.run.progress,
+            self.run.status,
+        )
         c["error"] = widgets.HTML()
         c["server_view"] = widgets.HTML()
         c["table"] = table_view()
@@ -161,8 +219,12 @@ class SweepPanel:
         c["plots"] = hidden(widgets.Tab(children=[plot_image() for _ in PLOTS]))  # shown with the first result
         for index, title in enumerate(PLOTS):
             c["plots"].set_title(index, title)
-        c["export"] = button("export plots", icon="download", disabled=True,
-                                     tooltip="write PNG and SVG of every plot into the run folder")
+        c["export"] = button(
+            "export plots",
+            icon="download",
+            disabled=True,
+            tooltip="write PNG and SVG of every plot into the run folder",
+        )
         c["exported"] = widgets.HTML()
         c["run"].on_click(lambda _b: self.start())
         c["export"].on_click(lambda _b: self.export())
@@ -171,20 +233,32 @@ class SweepPanel:
                 control.observe(lambda _change: self._inputs_changed(), names="value")
         self.plan_link.on_change = lambda _changed: self._show_grid_size()
         # each linked control with its problem view directly under it (`Linked.field`)
-        plan, measure, search, backend = (self.plan_link.field, self.measure_link.field, self.search_link.field,
-                                          self.backend_link.field)
-        self.widget = widgets.VBox([
-            row(plan("batch_sizes"), plan("allocations"), plan("concurrency")),
-            row(plan("core_range"), measure("protocol"), search("latency_budget_ms")),
-            row(search("name"), search("min_gain"), search("tries"), search("screen_window_s"), search("within")),
-            c["search_problems"],
-            row(measure("window_s"), measure("stable_windows"), measure("max_windows"), measure("time_limit_s")),
-            row(measure("engine"), measure("perf_analyzer")),
-            row(backend("grid"), c["compare_label"], backend("compare")),
-            row(c["runs_dir"], c["label"]),
-            c["grid_size"], self.run.widget, c["server_view"], c["error"], c["best"], c["table"], c["plots"],
-            row(c["export"], c["exported"]),
-        ])
+        plan, measure, search, backend = (
+            self.plan_link.field,
+            self.measure_link.field,
+            self.search_link.field,
+            self.backend_link.field,
+        )
+        self.widget = widgets.VBox(
+            [
+                row(plan("batch_sizes"), plan("allocations"), plan("concurrency")),
+                row(plan("core_range"), measure("protocol"), search("latency_budget_ms")),
+                row(search("name"), search("min_gain"), search("tries"), search("screen_window_s"), search("within")),
+                c["search_problems"],
+                row(measure("window_s"), measure("stable_windows"), measure("max_windows"), measure("time_limit_s")),
+                row(measure("engine"), measure("perf_analyzer")),
+                row(backend("grid"), c["compare_label"], backend("compare")),
+                row(c["runs_dir"], c["label"]),
+                c["grid_size"],
+                self.run.widget,
+                c["server_view"],
+                c["error"],
+                c["best"],
+                c["table"],
+                c["plots"],
+                row(c["export"], c["exported"]),
+            ]
+        )
         self._show_grid_size()
 
     def _repr_mimebundle_(self, **kwargs):
@@ -224,9 +298,11 @@ class SweepPanel:
             size += f" x {backends.grid_points} backend variant(s) on a PyTorch-backend model"
         if backends.compare:
             size += f", for each of {1 + len(backends.compare)} models"
-        self.controls["grid_size"].value = error_list(self.plan_link.unplaced_problems
-                                                      + self.backend_link.unplaced_problems) if problems \
+        self.controls["grid_size"].value = (
+            error_list(self.plan_link.unplaced_problems + self.backend_link.unplaced_problems)
+            if problems
             else f"<i>{size}</i>"
+        )
 
     def search(self) -> SearchChoice:
         """The strategy the controls describe (``search_link.value``); SweepError names every bad value."""
@@ -248,9 +324,14 @@ class SweepPanel:
         c = self.controls
         c["error"].value = c["exported"].value = ""
         server, model_dir = self.state.server, self.state.model_dir
-        checked = preflight(model_dir, plan=self.plan, settings=lambda: self._settings_for(model_dir),
-                            search=lambda: self.search().strategy(), backends=self.backends)
-        problems = ([] if server is not None and server.running else ["start the server first (server panel)"])
+        checked = preflight(
+            model_dir,
+            plan=self.plan,
+            settings=lambda: self._settings_for(model_dir),
+            search=lambda: self.search().strategy(),
+            backends=self.backends,
+        )
+        problems = [] if server is not None and server.running else ["start the server first (server panel)"]
         problems += checked.problems
         if problems:
             c["error"].value = error_list(problems)
@@ -277,12 +358,30 @@ class SweepPanel:
         if backends.active:
             dirs = backends.model_dirs(model_dir)
             self._live_dirs = list(run_folders(dirs, self._out_dir).values())
-            return self.run.start(compare_backends, plan, server, dirs, self._out_dir, backend_grid=backends.grid,
-                                  settings=settings, label=label, on_done=self._finished, on_progress=live)
+            return self.run.start(
+                compare_backends,
+                plan,
+                server,
+                dirs,
+                self._out_dir,
+                backend_grid=backends.grid,
+                settings=settings,
+                label=label,
+                on_done=self._finished,
+                on_progress=live,
+            )
         self._live_dirs = [self._out_dir]
         return self.run.start(
-            run_sweep, plan, server, model_dir, out_dir=self._out_dir, label=label, settings=settings, search=search,
-            on_done=self._finished, on_progress=live,
+            run_sweep,
+            plan,
+            server,
+            model_dir,
+            out_dir=self._out_dir,
+            label=label,
+            settings=settings,
+            search=search,
+            on_done=self._finished,
+            on_progress=live,
         )
 
     def _refresh_server(self, message: str) -> None:

@@ -14,15 +14,24 @@ from workbench.ui.layout import button
 
 
 class TensorRow:
-    def __init__(self, table: "TensorTable", name: str, dtype: str, dims: str) -> None:
-        self.name = widgets.Text(value=name, continuous_update=False, placeholder="INPUT__0",
-                                 layout=widgets.Layout(width="180px"))
-        self.dtype = widgets.Dropdown(options=TRITON_DTYPES, value=dtype if dtype in TRITON_DTYPES else "FP32",
-                                      layout=widgets.Layout(width="100px"))
-        self.dims = widgets.Text(value=dims, continuous_update=False, placeholder="4x384 (-1 = variable)",
-                                 layout=widgets.Layout(width="180px"))
-        self.remove_button = widgets.Button(icon="trash", tooltip="remove this row",
-                                            layout=widgets.Layout(width="40px"))
+    def __init__(self, table: TensorTable, name: str, dtype: str, dims: str) -> None:
+        self.name = widgets.Text(
+            value=name, continuous_update=False, placeholder="INPUT__0", layout=widgets.Layout(width="180px")
+        )
+        self.dtype = widgets.Dropdown(
+            options=TRITON_DTYPES,
+            value=dtype if dtype in TRITON_DTYPES else "FP32",
+            layout=widgets.Layout(width="100px"),
+        )
+        self.dims = widgets.Text(
+            value=dims,
+            continuous_update=False,
+            placeholder="4x384 (-1 = variable)",
+            layout=widgets.Layout(width="180px"),
+        )
+        self.remove_button = widgets.Button(
+            icon="trash", tooltip="remove this row", layout=widgets.Layout(width="40px")
+        )
         self.remove_button.on_click(lambda _b: table.remove(self))
         for control in (self.name, self.dtype, self.dims):
             control.observe(lambda _change: table.changed(), names="value")

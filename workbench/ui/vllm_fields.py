@@ -17,20 +17,26 @@ from __future__ import annotations
 
 import dataclasses
 import html
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import ipywidgets as widgets
 import traitlets
 
 from workbench.coremap import CoreRange
-from workbench.generate.settings import (GenerateSettings, optional_number, optional_text, optional_whole,
-                                         whole_numbers)
+from workbench.generate.settings import GenerateSettings, optional_number, optional_text, optional_whole, whole_numbers
 from workbench.generate.vllm_backend import VLLM, VllmSettings
 from workbench.generate.vllm_backend.engine_checks import FLAGS
-from workbench.generate.vllm_backend.engine_settings import (DTYPES, NXDI_NEURON_CONFIG_DOC, NXDI_TARGETS, NXDI_VLLM_DOC,
-                                                      VLLM_NEURON_CONFIG_DOC, VLLM_NEURON_TARGETS, NxdiBuckets,
-                                                      VllmNeuronBuckets)
+from workbench.generate.vllm_backend.engine_settings import (
+    DTYPES,
+    NXDI_NEURON_CONFIG_DOC,
+    NXDI_TARGETS,
+    NXDI_VLLM_DOC,
+    VLLM_NEURON_CONFIG_DOC,
+    VLLM_NEURON_TARGETS,
+    NxdiBuckets,
+    VllmNeuronBuckets,
+)
 from workbench.ui.layout import description_style, heading, row
 from workbench.ui.links import Linked, WidgetGroup, blank_if_none, comma_joined
 from workbench.ui.widget_values import error_list
@@ -70,23 +76,41 @@ def _buckets(text: str) -> tuple[int, ...]:
 
 
 # VllmSettings field -> its label (vLLM's engine-argument name where it has one): the words of this screen
-_LABELS = {"model": "model folder", "tokenizer": "tokenizer", "dtype": "dtype", "max_model_len": "max_model_len",
-           "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
-           "tensor_parallel_size": "tensor_parallel_size", "block_size": "block_size",
-           "enforce_eager": "enforce_eager", "kv_cache_memory_bytes": "KV cache bytes",
-           "gpu_memory_utilization": "KV cache share", "core_range": "NeuronCore range", "lnc": "LNC",
-           "vllm_neuron": "vLLM Neuron buckets", "nxdi": "NxDI buckets"}
+_LABELS = {
+    "model": "model folder",
+    "tokenizer": "tokenizer",
+    "dtype": "dtype",
+    "max_model_len": "max_model_len",
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "block_size": "block_size",
+    "enforce_eager": "enforce_eager",
+    "kv_cache_memory_bytes": "KV cache bytes",
+    "gpu_memory_utilization": "KV cache share",
+    "core_range": "NeuronCore range",
+    "lnc": "LNC",
+    "vllm_neuron": "vLLM Neuron buckets",
+    "nxdi": "NxDI buckets",
+}
 # flags of the checks' messages -> the field they are about (the buckets' flags name their group)
-_FIELD_OF_FLAG = {**{flag: name for name, flag in FLAGS.items() if name in _LABELS},
-                  FLAGS["num_batched_tokens_buckets"]: "vllm_neuron", FLAGS["num_seqs_buckets"]: "vllm_neuron",
-                  FLAGS["enable_bucketing"]: "nxdi", FLAGS["context_encoding_buckets"]: "nxdi",
-                  FLAGS["token_generation_buckets"]: "nxdi"}
+_FIELD_OF_FLAG = {
+    **{flag: name for name, flag in FLAGS.items() if name in _LABELS},
+    FLAGS["num_batched_tokens_buckets"]: "vllm_neuron",
+    FLAGS["num_seqs_buckets"]: "vllm_neuron",
+    FLAGS["enable_bucketing"]: "nxdi",
+    FLAGS["context_encoding_buckets"]: "nxdi",
+    FLAGS["token_generation_buckets"]: "nxdi",
+}
 # a flag's words on this screen (each bucket flag by its own field's label)
-_WORDS_OF_FLAG = {**{flag: _LABELS[name] for flag, name in _FIELD_OF_FLAG.items()},
-                  FLAGS["num_batched_tokens_buckets"]: "num_batched_tokens_buckets",
-                  FLAGS["num_seqs_buckets"]: "num_seqs_buckets", FLAGS["enable_bucketing"]: "enable_bucketing",
-                  FLAGS["context_encoding_buckets"]: "context_encoding_buckets",
-                  FLAGS["token_generation_buckets"]: "token_generation_buckets"}
+_WORDS_OF_FLAG = {
+    **{flag: _LABELS[name] for flag, name in _FIELD_OF_FLAG.items()},
+    FLAGS["num_batched_tokens_buckets"]: "num_batched_tokens_buckets",
+    FLAGS["num_seqs_buckets"]: "num_seqs_buckets",
+    FLAGS["enable_bucketing"]: "enable_bucketing",
+    FLAGS["context_encoding_buckets"]: "context_encoding_buckets",
+    FLAGS["token_generation_buckets"]: "token_generation_buckets",
+}
 
 
 def in_app_words(problem: str) -> str:
@@ -118,33 +142,51 @@ class VllmFields(traitlets.HasTraits):
         wide = widgets.Layout(width="640px", max_width="100%")
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
-        c["model_choice"] = widgets.Dropdown(options=_MODEL_CHOICES, value=FOLDER, description="model", style=style,
-                                             layout=widgets.Layout(width="520px", max_width="100%"))
-        c["model"] = widgets.Text(description=_LABELS["model"], placeholder="config.json, weights and tokenizer",
-                                  layout=wide, **text)
+        c["model_choice"] = widgets.Dropdown(
+            options=_MODEL_CHOICES,
+            value=FOLDER,
+            description="model",
+            style=style,
+            layout=widgets.Layout(width="520px", max_width="100%"),
+        )
+        c["model"] = widgets.Text(
+            description=_LABELS["model"], placeholder="config.json, weights and tokenizer", layout=wide, **text
+        )
         c["tokenizer"] = widgets.Text(description="tokenizer", placeholder="the model folder's", layout=wide, **text)
         c["dtype"] = widgets.Dropdown(options=DTYPES, description="dtype", style=style)
-        for name, hint in (("max_model_len", "the model's positions"), ("max_num_seqs", "vLLM default"),
-                           ("max_num_batched_tokens", "vLLM default"), ("block_size", "vLLM default"),
-                           ("kv_cache_memory_bytes", "e.g. 67108864"), ("gpu_memory_utilization", "e.g. 0.5"),
-                           ("core_range", "first tensor_parallel_size cores")):
+        for name, hint in (
+            ("max_model_len", "the model's positions"),
+            ("max_num_seqs", "vLLM default"),
+            ("max_num_batched_tokens", "vLLM default"),
+            ("block_size", "vLLM default"),
+            ("kv_cache_memory_bytes", "e.g. 67108864"),
+            ("gpu_memory_utilization", "e.g. 0.5"),
+            ("core_range", "first tensor_parallel_size cores"),
+        ):
             # wide enough for the label and the whole hint ("the model's po" was cut, issue 43)
-            c[name] = widgets.Text(description=_LABELS[name], placeholder=hint, layout=widgets.Layout(width="400px"),
-                                   **text)
-        c["tensor_parallel_size"] = widgets.Text(description=_LABELS["tensor_parallel_size"],
-                                                 layout=widgets.Layout(width="400px"), **text)
-        c["enforce_eager"] = widgets.Checkbox(description="enforce_eager (no graph capture)", indent=False,
-                                              layout=widgets.Layout(width="auto"))
+            c[name] = widgets.Text(
+                description=_LABELS[name], placeholder=hint, layout=widgets.Layout(width="400px"), **text
+            )
+        c["tensor_parallel_size"] = widgets.Text(
+            description=_LABELS["tensor_parallel_size"], layout=widgets.Layout(width="400px"), **text
+        )
+        c["enforce_eager"] = widgets.Checkbox(
+            description="enforce_eager (no graph capture)", indent=False, layout=widgets.Layout(width="auto")
+        )
         c["lnc"] = widgets.Dropdown(options=_LNC, description="LNC", style=style)
-        c["num_batched_tokens_buckets"] = widgets.Text(description="num_batched_tokens_buckets",
-                                                       placeholder="e.g. 128,512", **long)
+        c["num_batched_tokens_buckets"] = widgets.Text(
+            description="num_batched_tokens_buckets", placeholder="e.g. 128,512", **long
+        )
         c["num_seqs_buckets"] = widgets.Text(description="num_seqs_buckets", placeholder="e.g. 1,4", **long)
-        c["enable_bucketing"] = widgets.Dropdown(options=_BUCKETING, description="enable_bucketing",
-                                                 style=long["style"])
-        c["context_encoding_buckets"] = widgets.Text(description="context_encoding_buckets",
-                                                     placeholder="e.g. 128,256", **long)
-        c["token_generation_buckets"] = widgets.Text(description="token_generation_buckets",
-                                                     placeholder="e.g. 128,256", **long)
+        c["enable_bucketing"] = widgets.Dropdown(
+            options=_BUCKETING, description="enable_bucketing", style=long["style"]
+        )
+        c["context_encoding_buckets"] = widgets.Text(
+            description="context_encoding_buckets", placeholder="e.g. 128,256", **long
+        )
+        c["token_generation_buckets"] = widgets.Text(
+            description="token_generation_buckets", placeholder="e.g. 128,256", **long
+        )
         self.errors = {name: widgets.HTML() for name in _LABELS}  # beside each field: its problem
         self._checked: list[tuple[str, str]] = []  # the checks' last problems: (field, in this screen's words)
         self._warned: list[tuple[str, str]] = []  # the render's warnings about a field: (field, in these words)
@@ -160,23 +202,47 @@ class VllmFields(traitlets.HasTraits):
         link("dtype", c["dtype"])
         for name in ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "kv_cache_memory_bytes"):
             link(name, c[name], parse=optional_whole, show=blank_if_none, label=_LABELS[name])
-        link("tensor_parallel_size", c["tensor_parallel_size"], parse=_whole, show=str,
-             label=_LABELS["tensor_parallel_size"])
+        link(
+            "tensor_parallel_size",
+            c["tensor_parallel_size"],
+            parse=_whole,
+            show=str,
+            label=_LABELS["tensor_parallel_size"],
+        )
         link("enforce_eager", c["enforce_eager"])
-        link("gpu_memory_utilization", c["gpu_memory_utilization"], parse=optional_number, show=blank_if_none,
-             label=_LABELS["gpu_memory_utilization"])
-        link("core_range", c["core_range"], parse=CoreRange.parse_optional, show=blank_if_none,
-             label=_LABELS["core_range"])
+        link(
+            "gpu_memory_utilization",
+            c["gpu_memory_utilization"],
+            parse=optional_number,
+            show=blank_if_none,
+            label=_LABELS["gpu_memory_utilization"],
+        )
+        link(
+            "core_range",
+            c["core_range"],
+            parse=CoreRange.parse_optional,
+            show=blank_if_none,
+            label=_LABELS["core_range"],
+        )
         link("lnc", c["lnc"])
-        link("vllm_neuron", WidgetGroup(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]),
-             parse=lambda shown: VllmNeuronBuckets(*map(_buckets, shown)),
-             show=lambda b: (comma_joined(b.num_batched_tokens_buckets), comma_joined(b.num_seqs_buckets)),
-             label=_LABELS["vllm_neuron"])
-        link("nxdi", WidgetGroup(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
-             parse=lambda shown: NxdiBuckets(shown[0], *map(_buckets, shown[1:])),
-             show=lambda b: (b.enable_bucketing, comma_joined(b.context_encoding_buckets),
-                             comma_joined(b.token_generation_buckets)),
-             label=_LABELS["nxdi"])
+        link(
+            "vllm_neuron",
+            WidgetGroup(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]),
+            parse=lambda shown: VllmNeuronBuckets(*map(_buckets, shown)),
+            show=lambda b: (comma_joined(b.num_batched_tokens_buckets), comma_joined(b.num_seqs_buckets)),
+            label=_LABELS["vllm_neuron"],
+        )
+        link(
+            "nxdi",
+            WidgetGroup(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
+            parse=lambda shown: NxdiBuckets(shown[0], *map(_buckets, shown[1:])),
+            show=lambda b: (
+                b.enable_bucketing,
+                comma_joined(b.context_encoding_buckets),
+                comma_joined(b.token_generation_buckets),
+            ),
+            label=_LABELS["nxdi"],
+        )
         self.link.on_change = lambda _names: self._publish()
         c["model_choice"].observe(self._model_chosen, names="value")
         c["model"].observe(self._model_edited, names="value")
@@ -185,23 +251,36 @@ class VllmFields(traitlets.HasTraits):
             return widgets.VBox([c[name], self.errors[name]])
 
         self.neuron_box = widgets.VBox([row(field("core_range"), field("lnc"))])
-        self.vllm_neuron_box = widgets.VBox([
-            heading("vLLM Neuron (Trn2/Trn3): additional_config.neuron_config"),
-            _source(("vLLM Neuron configuration reference", VLLM_NEURON_CONFIG_DOC)),
-            row(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]), self.errors["vllm_neuron"]])
-        self.nxdi_box = widgets.VBox([
-            heading("NxD Inference plugin (Inf2/Trn1): additional_config.override_neuron_config"),
-            _source(("NxDI vLLM user guide", NXDI_VLLM_DOC), ("NxDI NeuronConfig API", NXDI_NEURON_CONFIG_DOC)),
-            row(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
-            self.errors["nxdi"]])
-        self.widget = widgets.VBox([
-            heading("vLLM engine arguments (1/model.json keys, as vLLM spells them)"),
-            c["model_choice"], field("model"), field("tokenizer"),
-            row(field("dtype"), field("tensor_parallel_size"), field("enforce_eager")),
-            row(field("max_model_len"), field("max_num_seqs"), field("max_num_batched_tokens")),
-            row(field("block_size"), field("kv_cache_memory_bytes"), field("gpu_memory_utilization")),
-            self.neuron_box, self.vllm_neuron_box, self.nxdi_box,
-        ])
+        self.vllm_neuron_box = widgets.VBox(
+            [
+                heading("vLLM Neuron (Trn2/Trn3): additional_config.neuron_config"),
+                _source(("vLLM Neuron configuration reference", VLLM_NEURON_CONFIG_DOC)),
+                row(c["num_batched_tokens_buckets"], c["num_seqs_buckets"]),
+                self.errors["vllm_neuron"],
+            ]
+        )
+        self.nxdi_box = widgets.VBox(
+            [
+                heading("NxD Inference plugin (Inf2/Trn1): additional_config.override_neuron_config"),
+                _source(("NxDI vLLM user guide", NXDI_VLLM_DOC), ("NxDI NeuronConfig API", NXDI_NEURON_CONFIG_DOC)),
+                row(c["enable_bucketing"], c["context_encoding_buckets"], c["token_generation_buckets"]),
+                self.errors["nxdi"],
+            ]
+        )
+        self.widget = widgets.VBox(
+            [
+                heading("vLLM engine arguments (1/model.json keys, as vLLM spells them)"),
+                c["model_choice"],
+                field("model"),
+                field("tokenizer"),
+                row(field("dtype"), field("tensor_parallel_size"), field("enforce_eager")),
+                row(field("max_model_len"), field("max_num_seqs"), field("max_num_batched_tokens")),
+                row(field("block_size"), field("kv_cache_memory_bytes"), field("gpu_memory_utilization")),
+                self.neuron_box,
+                self.vllm_neuron_box,
+                self.nxdi_box,
+            ]
+        )
         self._show_target()
 
     @traitlets.default("value")
@@ -241,10 +320,12 @@ class VllmFields(traitlets.HasTraits):
         (their values are kept aside); away from vLLM: no backend settings, and what was kept back."""
         if settings.backend == VLLM.name:
             defaults = GenerateSettings(target=settings.target)
-            self._kept = {name: getattr(settings, name) for name in VLLM.ignored_fields
-                          if str(getattr(settings, name)) != str(getattr(defaults, name))}
-            return {**{name: getattr(defaults, name) for name in self._kept},
-                    "backend_settings": self.value.settings}
+            self._kept = {
+                name: getattr(settings, name)
+                for name in VLLM.ignored_fields
+                if str(getattr(settings, name)) != str(getattr(defaults, name))
+            }
+            return {**{name: getattr(defaults, name) for name in self._kept}, "backend_settings": self.value.settings}
         restored, self._kept = self._kept, {}
         return {**restored, "backend_settings": None} if settings.backend_settings is not None or restored else {}
 
@@ -298,8 +379,11 @@ class VllmFields(traitlets.HasTraits):
             parse = self.link.problem(name)
             checked = [words for field, words in self._checked if field == name]
             failed = [self._build_failed] if name == "model" and self._build_failed else []
-            warned = "".join(f"<div style='color:#a05a00'>warning: {html.escape(words)}</div>"
-                             for field, words in self._warned if field == name)
+            warned = "".join(
+                f"<div style='color:#a05a00'>warning: {html.escape(words)}</div>"
+                for field, words in self._warned
+                if field == name
+            )
             view.value = error_list(([parse] if parse else []) + checked + failed) + warned
 
     def _model_edited(self, _change) -> None:
@@ -333,4 +417,3 @@ class VllmFields(traitlets.HasTraits):
         self._publish()
         self.chosen_name = ""  # a second choice of the same model names it again
         self.chosen_name = Path(chosen.triton_model_dir).name
-

@@ -82,8 +82,10 @@ def core_map_html(cmap: CoreMap) -> str:
         else:
             colour, label = "#ffffff", "idle"
         border = "2px dashed #b00020" if core not in owner else "1px solid #555"
-        cells.append(f"<div title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
-                     f"min-width:2.5em;text-align:center;font-size:11px'>{core}<br>{label}</div>")
+        cells.append(
+            f"<div title='core {core}' style='background:{colour};border:{border};padding:2px 6px;"
+            f"min-width:2.5em;text-align:center;font-size:11px'>{core}<br>{label}</div>"
+        )
     # cells wrap onto more rows: a 100-core range made one row that scrolled the whole panel sideways
     cells_html = f"<div class='workbench-core-map' style='display:flex;flex-wrap:wrap;gap:2px'>{''.join(cells)}</div>"
     return cells_html + preformatted(cmap.describe())
@@ -117,10 +119,14 @@ def server_view_html(view, label: str = "") -> str:
     if not view.requests:
         return head + f"<i>no request of {html.escape(view.model)} finished in these {view.interval_s:.1f} s</i>"
     share = view.queue_share or 0.0
-    bar = (f"<span style='display:inline-block;width:200px;height:10px;vertical-align:middle;border:1px solid #555;"
-           f"background:linear-gradient(90deg,#e8a33d {share:.0%},#3d7de8 {share:.0%})'></span>")
+    bar = (
+        f"<span style='display:inline-block;width:200px;height:10px;vertical-align:middle;border:1px solid #555;"
+        f"background:linear-gradient(90deg,#e8a33d {share:.0%},#3d7de8 {share:.0%})'></span>"
+    )
     pending = "n/a (no metrics)" if view.pending is None else f"{view.pending:g}"
     batch = "n/a" if view.avg_batch is None else f"{view.avg_batch:.2f}"
-    return (head + f"queue {view.queue_ms:.2f} ms {bar} compute {view.compute_ms:.2f} ms per request; "
-            f"pending requests {pending}; executed batch size {batch} "
-            f"({view.requests} requests in {view.executions} executions)")
+    return (
+        head + f"queue {view.queue_ms:.2f} ms {bar} compute {view.compute_ms:.2f} ms per request; "
+        f"pending requests {pending}; executed batch size {batch} "
+        f"({view.requests} requests in {view.executions} executions)"
+    )

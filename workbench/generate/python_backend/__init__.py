@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.generate.settings_checks import make_plan
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.python_backend import readback
 from workbench.generate.python_backend.render import model_py_text, render
 from workbench.generate.settings import GenerateSettings
+from workbench.generate.settings_checks import make_plan
 from workbench.system import TARGETS
 
 __all__ = ["PythonBackend", "PYTHON", "model_py_text"]
@@ -33,10 +33,24 @@ class PythonBackend:
     reads = "the Python backend's model.py"
     # read by model.py only (a hand-written model.py, compiled-model placement, cores, transformers-neuronx);
     # ``copy_compiled_model`` is moot elsewhere: the PyTorch backend always copies the model file
-    own_fields = ("neuron_core_range", "threads_per_core", "disable_batch_requests_to_neuron", "cpu_affinity",
-                  "for_other_machine", "model_py", "compiled_model_base", "tnx_model_class", "tnx_batch_size",
-                  "tnx_tp_degree", "tnx_n_positions", "tnx_amp", "tnx_unroll", "tnx_sequence_length",
-                  "tnx_compiled_dir", "decoupled")
+    own_fields = (
+        "neuron_core_range",
+        "threads_per_core",
+        "disable_batch_requests_to_neuron",
+        "cpu_affinity",
+        "for_other_machine",
+        "model_py",
+        "compiled_model_base",
+        "tnx_model_class",
+        "tnx_batch_size",
+        "tnx_tp_degree",
+        "tnx_n_positions",
+        "tnx_amp",
+        "tnx_unroll",
+        "tnx_sequence_length",
+        "tnx_compiled_dir",
+        "decoupled",
+    )
     ignored_fields = ()
 
     def validate(self, settings: GenerateSettings) -> list[str]:

@@ -17,13 +17,19 @@ from pathlib import Path
 
 from workbench.coremap import END_PARAMETER, START_PARAMETER, CoreRange, CoreRangeError
 from workbench.generate import options, preserve
-from workbench.generate.settings_checks import FIXED_IN_VARIANTS, make_plan
-from workbench.generate.config import (ConfigError, ModelConfig, config_item, parameters_of, read_config,
-                                      spec_from_config)
+from workbench.generate.config import (
+    ConfigError,
+    ModelConfig,
+    config_item,
+    parameters_of,
+    read_config,
+    spec_from_config,
+)
 from workbench.generate.product import ReadBack
 from workbench.generate.python_backend.upstream import UpstreamModelPy, is_workbench_model_py, recognise
 from workbench.generate.repository import version_folders
 from workbench.generate.settings import GenerateSettings, default_target
+from workbench.generate.settings_checks import FIXED_IN_VARIANTS, make_plan
 from workbench.spec import tensor_index
 
 __all__ = ["read_back"]
@@ -33,17 +39,20 @@ def read_back(model_dir: Path, config: ModelConfig) -> ReadBack:
     """Read ``model_dir`` (ours, upstream's or hand-written; ``config``: its config.pbtxt, already
     read) into settings that regenerate it."""
     versions = [int(p.name) for p in version_folders(model_dir) if int(p.name) > 0]
-    version = next((v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()),
-                   versions[-1] if versions else 1)
+    version = next(
+        (v for v in reversed(versions) if (model_dir / str(v) / "model.py").is_file()), versions[-1] if versions else 1
+    )
     notes: list[str] = []
     model_py = model_dir / str(version) / "model.py"
     text = model_py.read_text(errors="replace") if model_py.is_file() else None
     upstream = recognise(text) if text is not None else None
     kept_model_py = None
     if upstream is not None:
-        notes.append(f"{version}/model.py is upstream's {upstream.framework} {upstream.target} variant"
-                     + ("" if upstream.batch_requests else " with --disable_batch_requests_to_neuron")
-                     + "; regenerating replaces it with the workbench's model.py, same behaviour")
+        notes.append(
+            f"{version}/model.py is upstream's {upstream.framework} {upstream.target} variant"
+            + ("" if upstream.batch_requests else " with --disable_batch_requests_to_neuron")
+            + "; regenerating replaces it with the workbench's model.py, same behaviour"
+        )
     elif text is not None and not is_workbench_model_py(text):
         kept_model_py = str(model_py.resolve())
         notes.append(f"{version}/model.py is neither the workbench's nor one of upstream's: kept as written")
@@ -52,15 +61,23 @@ def read_back(model_dir: Path, config: ModelConfig) -> ReadBack:
     variants = {}
     for path in sorted((model_dir / "configs").glob("*.pbtxt")) if (model_dir / "configs").is_dir() else []:
         variant = _from_config(model_dir, read_config(path), version, upstream, [], hint)
-        variants[path.stem] = {f.name: getattr(variant, f.name) for f in fields(GenerateSettings)
-                               if f.name not in FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)}
+        variants[path.stem] = {
+            f.name: getattr(variant, f.name)
+            for f in fields(GenerateSettings)
+            if f.name not in FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)
+        }
     settings = replace(base, model_py=kept_model_py, variants=variants)
-    owned = {"config.pbtxt", f"{version}/model.py", *(f"configs/{name}.pbtxt" for name in variants),
-             *make_plan(settings).carried}
+    owned = {
+        "config.pbtxt",
+        f"{version}/model.py",
+        *(f"configs/{name}.pbtxt" for name in variants),
+        *make_plan(settings).carried,
+    }
     settings.extra_files = preserve.unowned_files(model_dir, owned)
     if settings.extra_files:
-        notes.append(f"kept {len(settings.extra_files)} file(s) the generator does not write: "
-                     + ", ".join(settings.extra_files))
+        notes.append(
+            f"kept {len(settings.extra_files)} file(s) the generator does not write: " + ", ".join(settings.extra_files)
+        )
     return ReadBack(settings, notes)
 
 
@@ -75,8 +92,14 @@ def _target_hint(text: str) -> str | None:
     return None
 
 
-def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: UpstreamModelPy | None,
-                 notes: list[str], hint: str | None = None) -> GenerateSettings:
+def _from_config(
+    model_dir: Path,
+    config: ModelConfig,
+    version: int,
+    upstream: UpstreamModelPy | None,
+    notes: list[str],
+    hint: str | None = None,
+) -> GenerateSettings:
     """The settings one config (config.pbtxt or a configs/ variant) describes."""
     params = parameters_of(config)
     ours = "WORKBENCH_TARGET" in params
@@ -98,15 +121,21 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         if (Path.cwd() / compiled).exists():  # taken as this process's when the file is there
             compiled = str(Path.cwd() / compiled)
             compiled_path = Path(compiled)
-            notes.append(f"COMPILED_MODEL {params['COMPILED_MODEL']!r} is relative to tritonserver's working directory "
-                         f"(upstream inf1): read as {compiled}, where it is")
+            notes.append(
+                f"COMPILED_MODEL {params['COMPILED_MODEL']!r} is relative to tritonserver's working directory "
+                f"(upstream inf1): read as {compiled}, where it is"
+            )
         else:
             base = "server_cwd"
-            notes.append(f"COMPILED_MODEL {compiled!r} is relative to tritonserver's working directory (upstream "
-                         "inf1), and not in this one: regenerating needs its absolute path")
+            notes.append(
+                f"COMPILED_MODEL {compiled!r} is relative to tritonserver's working directory (upstream "
+                "inf1), and not in this one: regenerating needs its absolute path"
+            )
     if framework == "tensorflow" and any(":" in t.name for t in config.input):
-        notes.append("tensor names like 'x:0' are graph tensor names (upstream's SavedModel reading); the generated "
-                     "model.py feeds the signature by its keys")
+        notes.append(
+            "tensor names like 'x:0' are graph tensor names (upstream's SavedModel reading); the generated "
+            "model.py feeds the signature by its keys"
+        )
     batch_requests = params.get("BATCH_REQUESTS", "")
     disable_batching = batch_requests == "false" if batch_requests else bool(upstream and not upstream.batch_requests)
     group = config.instance_group[0] if len(config.instance_group) else None
@@ -135,7 +164,8 @@ def _from_config(model_dir: Path, config: ModelConfig, version: int, upstream: U
         neuron_core_range=core_range,
         triton_model_instance_count=(group.count or 1) if group is not None else 1,
         # upstream writes "1" whether asked or not: read as not given (the SDK's workers)
-        threads_per_core=None if not ours and params.get("NUM_THREADS_PER_CORE", "").strip() == "1"
+        threads_per_core=None
+        if not ours and params.get("NUM_THREADS_PER_CORE", "").strip() == "1"
         else integer("NUM_THREADS_PER_CORE"),
         model_version=version,
         max_batch_size=config.max_batch_size,

@@ -12,11 +12,11 @@ import importlib.resources
 from pathlib import Path
 
 from workbench.generate import options, preserve
-from workbench.generate.settings_checks import Plan, make_plan
 from workbench.generate.config import ModelConfig, build_config, validate_config
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.repository import FileContent
 from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.generate.settings_checks import Plan, make_plan
 
 __all__ = ["model_py_text", "render"]
 
@@ -41,7 +41,9 @@ def _parameters(settings: GenerateSettings, plan: Plan) -> dict[str, object]:
 
 def model_py_text() -> str:
     """The one model.py (workbench/generate/templates/python_model.py), copied verbatim into every model."""
-    return (importlib.resources.files("workbench.generate") / "templates" / "python_model.py").read_text(encoding="utf-8")
+    return (importlib.resources.files("workbench.generate") / "templates" / "python_model.py").read_text(
+        encoding="utf-8"
+    )
 
 
 def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
@@ -72,16 +74,25 @@ def render(settings: GenerateSettings) -> GeneratedModel:
     config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     model_py_source = Path(settings.model_py) if settings.model_py is not None else None
     model_py = model_py_source.read_text(encoding="utf-8", errors="replace") if model_py_source else model_py_text()
-    files: dict[str, FileContent] = {"config.pbtxt": config_text,
-                                     f"{settings.model_version}/model.py": model_py_source or model_py}
+    files: dict[str, FileContent] = {
+        "config.pbtxt": config_text,
+        f"{settings.model_version}/model.py": model_py_source or model_py,
+    }
     variants = {name: _config(variant, sub) for name, (variant, sub) in plan.variants.items()}
-    files.update({f"configs/{name}.pbtxt": kept_text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
-                  for name, cfg in variants.items()})
+    files.update(
+        {
+            f"configs/{name}.pbtxt": kept_text(cfg, settings.model_dir / "configs" / f"{name}.pbtxt")
+            for name, cfg in variants.items()
+        }
+    )
     files.update(plan.carried)
     files.update({rel: Path(source) for rel, source in settings.extra_files.items()})
     warnings = list(plan.warnings)
     if settings.model_py is not None:
-        warnings.append(f"{settings.model_version}/model.py is kept as written ({settings.model_py}), not generated: "
-                        "it may not read the generated parameters")
-    return GeneratedModel(settings, settings.model_dir, plan.spec, config, config_text, model_py, plan.core_map,
-                          files, warnings, variants)
+        warnings.append(
+            f"{settings.model_version}/model.py is kept as written ({settings.model_py}), not generated: "
+            "it may not read the generated parameters"
+        )
+    return GeneratedModel(
+        settings, settings.model_dir, plan.spec, config, config_text, model_py, plan.core_map, files, warnings, variants
+    )

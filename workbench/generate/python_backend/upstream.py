@@ -20,28 +20,46 @@ __all__ = ["UpstreamModelPy", "recognise", "is_workbench_model_py", "UPSTREAM_DE
 UPSTREAM_DEFAULT_TARGET = "inf1"
 
 _FRAMEWORK = {
-    "pytorch": ("import torch", "def _validate_and_get_index(self, name):",
-                'os.environ["NEURON_RT_VISIBLE_CORES"] = cores_range', "self.model_neuron.num_workers = num_threads"),
-    "tensorflow": ("import tensorflow as tf", "from concurrent import futures",
-                   "def _one_thread(self, pred, model_feed_dict):",
-                   'os.environ["NEURON_RT_NUM_CORES"] = str(cores_per_instance)'),
+    "pytorch": (
+        "import torch",
+        "def _validate_and_get_index(self, name):",
+        'os.environ["NEURON_RT_VISIBLE_CORES"] = cores_range',
+        "self.model_neuron.num_workers = num_threads",
+    ),
+    "tensorflow": (
+        "import tensorflow as tf",
+        "from concurrent import futures",
+        "def _one_thread(self, pred, model_feed_dict):",
+        'os.environ["NEURON_RT_NUM_CORES"] = str(cores_per_instance)',
+    ),
 }
 _INF2_JOIN = "compiled_model = os.path.join(args['model_repository'], compiled_model)"
 _TARGET = {
     ("pytorch", "inf2"): (_INF2_JOIN, "import torch_neuronx", "self.model_neuron = torch.jit.load(compiled_model)"),
-    ("pytorch", "inf1"): ("import torch.neuron", "self.model_neuron = torch.neuron.DataParallel(",
-                          "torch.jit.load(compiled_model), device_ids=consumed_cores_list)"),
+    ("pytorch", "inf1"): (
+        "import torch.neuron",
+        "self.model_neuron = torch.neuron.DataParallel(",
+        "torch.jit.load(compiled_model), device_ids=consumed_cores_list)",
+    ),
     ("tensorflow", "inf2"): (_INF2_JOIN, "tf.keras.models.load_model(compiled_model)"),
     ("tensorflow", "inf1"): ("tf.contrib.predictor.from_saved_model(compiled_model)",),
 }
 _BATCHING = {
     # (framework, batch requests) -> lines of that execute()
     ("pytorch", False): ("for request in requests:", "results = self.model_neuron(*inputs)"),
-    ("pytorch", True): ("num_requests = len(requests)", "request_batch_sizes = []", "for j in range(1, num_requests):",
-                        "batched_results = self.model_neuron(*inputs)"),
+    ("pytorch", True): (
+        "num_requests = len(requests)",
+        "request_batch_sizes = []",
+        "for j in range(1, num_requests):",
+        "batched_results = self.model_neuron(*inputs)",
+    ),
     ("tensorflow", False): ("for request in requests:",),
-    ("tensorflow", True): ("num_requests = len(requests)", "request_batch_sizes = []",
-                           "for j in range(1, num_requests):", "chuncky_tensors = []"),
+    ("tensorflow", True): (
+        "num_requests = len(requests)",
+        "request_batch_sizes = []",
+        "for j in range(1, num_requests):",
+        "chuncky_tensors = []",
+    ),
 }
 
 

@@ -8,8 +8,8 @@ from typing import Any
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.pytorch_backend.configs import pytorch_problems
-from workbench.generate.pytorch_backend.layout_files import eager_module
 from workbench.generate.pytorch_backend.generate import pytorch_settings_problems, render_pytorch
+from workbench.generate.pytorch_backend.layout_files import eager_module
 from workbench.generate.pytorch_backend.readback import is_pytorch_config, read_back_pytorch
 from workbench.generate.settings import GenerateSettings
 

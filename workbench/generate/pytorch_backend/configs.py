@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.generate.config import ConfigError, ModelConfig, build_config, parameters_of, spec_from_config, validate_config
+from workbench.generate.config import (
+    ConfigError,
+    ModelConfig,
+    build_config,
+    parameters_of,
+    spec_from_config,
+    validate_config,
+)
 from workbench.generate.pytorch_backend.layouts import (
     PYTORCH2,
     TORCHSCRIPT,
@@ -45,7 +53,8 @@ def build_pytorch_config(
             f"instance kind {instance_kind!r} is not one the PyTorch backend supports: {', '.join(INSTANCE_KINDS)}"
         )
     cfg = build_config(
-        name, spec,
+        name,
+        spec,
         max_batch_size=max_batch_size,
         dynamic_batching=dynamic_batching,
         preferred_batch_sizes=preferred_batch_sizes,
@@ -88,11 +97,11 @@ def pytorch_problems(cfg: ModelConfig) -> list[str]:
     """What the PyTorch backend (or its Python runtime) would refuse or silently misread."""
     problems: list[str] = []
     if cfg.backend != "pytorch" and cfg.platform != "pytorch_libtorch":
-        problems.append(f"backend is {cfg.backend or cfg.platform!r}; the PyTorch backend needs backend: \"pytorch\"")
+        problems.append(f'backend is {cfg.backend or cfg.platform!r}; the PyTorch backend needs backend: "pytorch"')
     if cfg.runtime not in ("", "model.py"):
         problems.append(
             f"runtime {cfg.runtime!r} is not supported: leave it empty (TorchScript on LibTorch) "
-            "or use \"model.py\" (PyTorch 2)"
+            'or use "model.py" (PyTorch 2)'
         )
     layout = layout_of(cfg)
     problems += _instance_problems(cfg)
@@ -110,7 +119,9 @@ def _instance_problems(cfg: ModelConfig) -> list[str]:
         # KIND_AUTO is protobuf's default when a hand-written config leaves `kind` out; Triton
         # resolves it to KIND_GPU or KIND_CPU, so it is accepted on read.
         if kind not in INSTANCE_KINDS + ("KIND_AUTO",):
-            problems.append(f"{label}: kind {kind} is not supported by the PyTorch backend ({', '.join(INSTANCE_KINDS)})")
+            problems.append(
+                f"{label}: kind {kind} is not supported by the PyTorch backend ({', '.join(INSTANCE_KINDS)})"
+            )
         if kind == "KIND_CPU" and len(group.gpus):
             problems.append(f"{label}: KIND_CPU cannot list gpus {list(group.gpus)}; use KIND_GPU or drop gpus")
     return problems
@@ -129,8 +140,10 @@ def _tensor_problems(cfg: ModelConfig, layout: str) -> list[str]:
         for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
             indices = [t.index for t in tensors]
             if None not in indices and sorted(indices) != list(range(len(indices))):
-                problems.append(f"{kind} indices {sorted(indices)} of the NAME__i names must cover "
-                                f"0..{len(indices) - 1} exactly: the index is the position in forward()")
+                problems.append(
+                    f"{kind} indices {sorted(indices)} of the NAME__i names must cover "
+                    f"0..{len(indices) - 1} exactly: the index is the position in forward()"
+                )
     for kind, entries in (("input", cfg.input), ("output", cfg.output)):
         for entry in entries:
             if entry.data_type != model_config_pb2.TYPE_STRING:
@@ -144,8 +157,11 @@ def _tensor_problems(cfg: ModelConfig, layout: str) -> list[str]:
             shape = list(entry.reshape.shape) if entry.HasField("reshape") else list(entry.dims)
             full = ([-1] if cfg.max_batch_size > 0 else []) + shape
             if len(full) != 1:
-                hint = ("dims: [1] with reshape: { shape: [] }" if cfg.max_batch_size > 0
-                        else "a single dim such as dims: [-1]")
+                hint = (
+                    "dims: [1] with reshape: { shape: [] }"
+                    if cfg.max_batch_size > 0
+                    else "a single dim such as dims: [-1]"
+                )
                 problems.append(
                     f"{kind} {entry.name!r}: TYPE_STRING tensors must be 1-D for the PyTorch backend "
                     f"(strings travel as a List[str]); this one is {len(full)}-D {full}; use {hint}"

@@ -15,15 +15,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from workbench.generate import options, preserve, rules
-from workbench.generate.settings_checks import (FIXED_IN_VARIANTS, Plan, plan_batching, setting_flag, tensor_items,
-                                       variant_name_problem)
 from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
-from workbench.generate.record import read_sidecar, spec_from_record
 from workbench.generate.pytorch_backend.configs import build_pytorch_config, check_pytorch_config
 from workbench.generate.pytorch_backend.layout_files import is_torchscript_archive, pytorch2_files, torchscript_files
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, PyTorchConfigError, parameter_problems
+from workbench.generate.record import read_sidecar, spec_from_record
 from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.generate.settings_checks import (
+    FIXED_IN_VARIANTS,
+    Plan,
+    plan_batching,
+    setting_flag,
+    tensor_items,
+    variant_name_problem,
+)
 from workbench.limits import dataclass_problems, model_name_problem
 from workbench.spec import ModelSpec, SpecError
 
@@ -51,14 +57,18 @@ def _spec(settings: GenerateSettings, source: Path | None, plan: Plan) -> None:
         archive = layout_of_settings(settings) == TORCHSCRIPT or (source is not None and source.suffix != ".py")
         record = read_sidecar(source, plan.problems) if archive else None  # a module's source has no sidecar
         if record is None:
-            plan.problems.append("--triton_input and --triton_output are required (a TorchScript archive keeps no "
-                                 "names, dtypes or shapes unless the compile step recorded them beside it)")
+            plan.problems.append(
+                "--triton_input and --triton_output are required (a TorchScript archive keeps no "
+                "names, dtypes or shapes unless the compile step recorded them beside it)"
+            )
             return
         plan.spec = spec_from_record(settings, record)
         return
     if not inputs or not outputs:
-        plan.problems.append(f"{'--triton_output' if inputs else '--triton_input'} is missing: give both "
-                             "--triton_input and --triton_output")
+        plan.problems.append(
+            f"{'--triton_output' if inputs else '--triton_input'} is missing: give both "
+            "--triton_input and --triton_output"
+        )
         return
     try:
         plan.spec = ModelSpec(tuple(inputs), tuple(outputs))
@@ -75,17 +85,24 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     if plan.problems:
         return plan
     if settings.framework != "pytorch":
-        plan.problems.append(f"--model_type {settings.framework}: Triton's PyTorch backend serves PyTorch models "
-                             "only; use --backend python")
+        plan.problems.append(
+            f"--model_type {settings.framework}: Triton's PyTorch backend serves PyTorch models "
+            "only; use --backend python"
+        )
     if settings.target != "cpu":
-        plan.problems.append(f"--target {settings.target}: Triton's PyTorch backend runs on the CPU (or a GPU); "
-                             "Neuron models are served by the Python backend (--backend python)")
+        plan.problems.append(
+            f"--target {settings.target}: Triton's PyTorch backend runs on the CPU (or a GPU); "
+            "Neuron models are served by the Python backend (--backend python)"
+        )
     if settings.runtime not in RUNTIMES:
-        plan.problems.append(f"--runtime {settings.runtime!r} is not supported: leave it out (TorchScript on "
-                             "LibTorch) or use --runtime model.py (PyTorch 2)")
+        plan.problems.append(
+            f"--runtime {settings.runtime!r} is not supported: leave it out (TorchScript on "
+            "LibTorch) or use --runtime model.py (PyTorch 2)"
+        )
     if settings.state_dict and layout_of_settings(settings) != PYTORCH2:
-        plan.problems.append("--state-dict is for the PyTorch 2 layout (--runtime model.py); a TorchScript "
-                             "archive carries its weights")
+        plan.problems.append(
+            "--state-dict is for the PyTorch 2 layout (--runtime model.py); a TorchScript archive carries its weights"
+        )
     if not isinstance(settings.parameters, dict):
         plan.problems.append(f"--parameter: expected KEY=VALUE pairs, got {settings.parameters!r}")
     elif settings.runtime in RUNTIMES:
@@ -100,26 +117,35 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
     plan_batching(settings, plan)
     compiled = str(settings.compiled_model).strip()
     source = Path(compiled).expanduser() if compiled else None
-    wanted = "a TorchScript archive (model.pt)" if layout_of_settings(settings) == TORCHSCRIPT else \
-        "the module's source (a .py file defining one torch.nn.Module class) or a TorchScript archive"
+    wanted = (
+        "a TorchScript archive (model.pt)"
+        if layout_of_settings(settings) == TORCHSCRIPT
+        else "the module's source (a .py file defining one torch.nn.Module class) or a TorchScript archive"
+    )
     if source is None:
         plan.problems.append(f"--compiled_model is required: {wanted}")
     elif not source.is_file():
-        plan.problems.append(f"--compiled_model {compiled} is not a file; it must be {wanted} (it is copied into "
-                             "the version folder)")
+        plan.problems.append(
+            f"--compiled_model {compiled} is not a file; it must be {wanted} (it is copied into the version folder)"
+        )
         source = None
     elif layout_of_settings(settings) == PYTORCH2 and source.suffix != ".py":
         if not is_torchscript_archive(source):
-            plan.problems.append(f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}, "
-                                 "and this is neither")
+            plan.problems.append(
+                f"--compiled_model {compiled}: the PyTorch 2 layout (--runtime model.py) takes {wanted}, "
+                "and this is neither"
+            )
             source = None
         elif settings.state_dict:
-            plan.problems.append(f"--state-dict: --compiled_model {compiled} is a TorchScript archive, which carries "
-                                 "its weights")
+            plan.problems.append(
+                f"--state-dict: --compiled_model {compiled} is a TorchScript archive, which carries its weights"
+            )
         else:  # src/model.py: no model.py in the version folder -> torch.jit.load(model.pt), not compiled
-            plan.warnings.append(f"--compiled_model {compiled} is a TorchScript archive: the PyTorch 2 runtime loads it "
-                                 "with torch.jit.load and runs it as it is (torch.compile applies only to its batch "
-                                 "gather/scatter); the TorchScript layout (no --runtime) serves it on LibTorch itself")
+            plan.warnings.append(
+                f"--compiled_model {compiled} is a TorchScript archive: the PyTorch 2 runtime loads it "
+                "with torch.jit.load and runs it as it is (torch.compile applies only to its batch "
+                "gather/scatter); the TorchScript layout (no --runtime) serves it on LibTorch itself"
+            )
     if settings.state_dict and not Path(settings.state_dict).expanduser().is_file():
         plan.problems.append(f"--state-dict {settings.state_dict} is not a file")
     _spec(settings, source, plan)
@@ -152,8 +178,10 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
             continue
         wrong = sorted(set(overrides) & fixed)
         if wrong:
-            plan.problems.append(f"{label}: {', '.join(setting_flag(w) for w in wrong)} cannot differ between the "
-                                 "configs of one PyTorch-backend directory (they share its model files)")
+            plan.problems.append(
+                f"{label}: {', '.join(setting_flag(w) for w in wrong)} cannot differ between the "
+                "configs of one PyTorch-backend directory (they share its model files)"
+            )
             continue
         try:
             variant = replace(settings, variants={}, **overrides)
@@ -169,7 +197,9 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
 def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     """The checked ModelConfig of ``settings`` (config.pbtxt or a variant)."""
     cfg = build_pytorch_config(
-        settings.model_name, plan.spec, layout=layout_of_settings(settings),
+        settings.model_name,
+        plan.spec,
+        layout=layout_of_settings(settings),
         max_batch_size=settings.max_batch_size,
         dynamic_batching=settings.enable_dynamic_batching,
         preferred_batch_sizes=settings.preferred_batch_size,
@@ -181,9 +211,11 @@ def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     options.apply(cfg, settings, plan.spec)
     preserve.merge(cfg, settings.extra_config)
     if cfg.default_model_filename and layout_of_settings(settings) == PYTORCH2:
-        raise PyTorchConfigError(f"default_model_filename {cfg.default_model_filename!r}: the workbench writes the "
-                                 "PyTorch 2 module as <version>/model.py (its weights as model.pt); drop the field "
-                                 "from the config (the runtime then loads those)")
+        raise PyTorchConfigError(
+            f"default_model_filename {cfg.default_model_filename!r}: the workbench writes the "
+            "PyTorch 2 module as <version>/model.py (its weights as model.pt); drop the field "
+            "from the config (the runtime then loads those)"
+        )
     return check_pytorch_config(cfg)
 
 
@@ -208,17 +240,28 @@ def render_pytorch(settings: GenerateSettings) -> GeneratedModel:
             files = torchscript_files(cfg, plan.compiled_source, version=version)
             model_py = ""
         else:
-            files = pytorch2_files(cfg, plan.compiled_source, version=version,
-                                   state_dict=Path(settings.state_dict).expanduser() if settings.state_dict else None)
+            files = pytorch2_files(
+                cfg,
+                plan.compiled_source,
+                version=version,
+                state_dict=Path(settings.state_dict).expanduser() if settings.state_dict else None,
+            )
             model_py = files.get(f"{version}/model.py", "")
     except (PyTorchConfigError, FileNotFoundError) as err:
         raise GenerateError([str(err)]) from None
     except UnicodeDecodeError as err:
-        raise GenerateError([f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]) from None
+        raise GenerateError(
+            [f"--compiled_model {plan.compiled_source} is not UTF-8 Python source ({err.reason})"]
+        ) from None
     config_text = kept_text(cfg, settings.model_dir / "config.pbtxt")
     files["config.pbtxt"] = config_text
-    files.update({f"configs/{name}.pbtxt": kept_text(variant, settings.model_dir / "configs" / f"{name}.pbtxt")
-                  for name, variant in variants.items()})
+    files.update(
+        {
+            f"configs/{name}.pbtxt": kept_text(variant, settings.model_dir / "configs" / f"{name}.pbtxt")
+            for name, variant in variants.items()
+        }
+    )
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
-    return GeneratedModel(settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files,
-                          list(plan.warnings), variants)
+    return GeneratedModel(
+        settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files, list(plan.warnings), variants
+    )

@@ -10,8 +10,9 @@ import io
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.generate.config import ModelConfig, read_config, to_text
 from workbench.generate.pytorch_backend.configs import check_pytorch_config
@@ -53,7 +54,7 @@ def torchscript_files(cfg: ModelConfig, model: Any, *, version: int = 1) -> dict
     nn.Module or a state-dict file is refused (LibTorch could not load it)."""
     check_pytorch_config(cfg)
     if layout_of(cfg) != TORCHSCRIPT:
-        raise PyTorchConfigError("this config has runtime: \"model.py\" (PyTorch 2); use pytorch2_files")
+        raise PyTorchConfigError('this config has runtime: "model.py" (PyTorch 2); use pytorch2_files')
     filename = cfg.default_model_filename or "model.pt"
     if isinstance(model, (str, Path)):
         source = Path(model)
@@ -93,16 +94,20 @@ def _check_forward_signature(cfg: ModelConfig, model: Any) -> None:
     if all(name in names for name in inputs):
         missing = [name for name in required if name not in inputs]
         if missing:
-            raise PyTorchConfigError(f"forward({', '.join(names)}) needs argument(s) {missing} that the config "
-                                     "does not declare as inputs")
+            raise PyTorchConfigError(
+                f"forward({', '.join(names)}) needs argument(s) {missing} that the config does not declare as inputs"
+            )
     elif not len(required) <= len(inputs) <= len(names):
-        raise PyTorchConfigError(f"forward({', '.join(names)}) takes {len(required)}"
-                                 + (f" to {len(names)}" if len(names) != len(required) else "")
-                                 + f" tensor(s) but the config declares {len(inputs)} input(s): {', '.join(inputs)}")
+        raise PyTorchConfigError(
+            f"forward({', '.join(names)}) takes {len(required)}"
+            + (f" to {len(names)}" if len(names) != len(required) else "")
+            + f" tensor(s) but the config declares {len(inputs)} input(s): {', '.join(inputs)}"
+        )
 
 
-def write_torchscript_model(repository: str | Path, cfg: ModelConfig, model: Any, *,
-                            version: int = 1, overwrite: bool = False) -> WriteResult:
+def write_torchscript_model(
+    repository: str | Path, cfg: ModelConfig, model: Any, *, version: int = 1, overwrite: bool = False
+) -> WriteResult:
     """Write ``<repository>/<name>`` for LibTorch (see ``torchscript_files``), all or nothing; an
     existing directory is replaced only with ``overwrite=True`` and kept as a backup
     (``result.backup``, inside the repository: move it before a server loads the whole repository)."""
@@ -112,8 +117,9 @@ def write_torchscript_model(repository: str | Path, cfg: ModelConfig, model: Any
 
 def _module_source(module_source: str | Path) -> tuple[str, str]:
     """(source text, where it came from) for a path or literal source."""
-    if isinstance(module_source, Path) or (isinstance(module_source, str) and "\n" not in module_source
-                                           and module_source.endswith(".py")):
+    if isinstance(module_source, Path) or (
+        isinstance(module_source, str) and "\n" not in module_source and module_source.endswith(".py")
+    ):
         path = Path(module_source)
         if not path.is_file():
             raise FileNotFoundError(f"model source {path} does not exist")
@@ -129,7 +135,9 @@ def _state_dict_bytes(state_dict: Any) -> bytes | Path:
         if not path.is_file():
             raise FileNotFoundError(f"state dict file {path} does not exist")
         if is_torchscript_archive(path):
-            raise PyTorchConfigError(f"{path} is a TorchScript archive, not a state dict (torch.save(model.state_dict()))")
+            raise PyTorchConfigError(
+                f"{path} is a TorchScript archive, not a state dict (torch.save(model.state_dict()))"
+            )
         return path
     if isinstance(state_dict, torch.nn.Module):
         state_dict = state_dict.state_dict()
@@ -140,8 +148,9 @@ def _state_dict_bytes(state_dict: Any) -> bytes | Path:
     return buffer.getvalue()
 
 
-def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: Any = None,
-                   version: int = 1) -> dict[str, FileContent]:
+def pytorch2_files(
+    cfg: ModelConfig, module_source: str | Path, *, state_dict: Any = None, version: int = 1
+) -> dict[str, FileContent]:
     """The files of a PyTorch 2 model directory: ``config.pbtxt``, ``<version>/model.py`` (the
     module class: a path or source text) and, when given, ``<version>/model.pt`` (its state dict:
     a module, a mapping or a torch.save file).
@@ -153,11 +162,12 @@ def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: A
     torch.jit.load and runs it uncompiled (src/model.py ``_get_model_path``, r24.10)."""
     check_pytorch_config(cfg)
     if layout_of(cfg) != PYTORCH2:
-        raise PyTorchConfigError("this config has no runtime: \"model.py\"; use torchscript_files for TorchScript")
+        raise PyTorchConfigError('this config has no runtime: "model.py"; use torchscript_files for TorchScript')
     if isinstance(module_source, Path) and is_torchscript_archive(module_source):
         if state_dict is not None:
-            raise PyTorchConfigError(f"{module_source} is a TorchScript archive, which carries its weights: "
-                                     "give no state dict with it")
+            raise PyTorchConfigError(
+                f"{module_source} is a TorchScript archive, which carries its weights: give no state dict with it"
+            )
         return {"config.pbtxt": to_text(cfg), f"{int(version)}/model.pt": module_source}
     source, origin = _module_source(module_source)
     files: dict[str, FileContent] = {"config.pbtxt": to_text(cfg), f"{int(version)}/model.py": source}
@@ -174,8 +184,15 @@ def pytorch2_files(cfg: ModelConfig, module_source: str | Path, *, state_dict: A
     return files
 
 
-def write_pytorch2_model(repository: str | Path, cfg: ModelConfig, module_source: str | Path, *,
-                         state_dict: Any = None, version: int = 1, overwrite: bool = False) -> WriteResult:
+def write_pytorch2_model(
+    repository: str | Path,
+    cfg: ModelConfig,
+    module_source: str | Path,
+    *,
+    state_dict: Any = None,
+    version: int = 1,
+    overwrite: bool = False,
+) -> WriteResult:
     """Write ``<repository>/<name>`` in the PyTorch 2 layout (see ``pytorch2_files``), all or
     nothing; an existing directory is replaced only with ``overwrite=True`` and kept as a backup
     (``result.backup``, inside the repository: move it before a server loads the whole repository)."""
@@ -214,8 +231,11 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module
         spec.loader.exec_module(module)
     except Exception as err:  # noqa: BLE001 - the user's model.py may raise anything on import
         raise PyTorchConfigError(f"{name} model.py fails to import: {type(err).__name__}: {err}") from err
-    candidates = [attr for attr in dir(module)
-                  if isinstance(getattr(module, attr), type) and issubclass(getattr(module, attr), torch.nn.Module)]
+    candidates = [
+        attr
+        for attr in dir(module)
+        if isinstance(getattr(module, attr), type) and issubclass(getattr(module, attr), torch.nn.Module)
+    ]
     if not candidates:
         raise PyTorchConfigError(f"{name} model.py defines no torch.nn.Module subclass")
     picked = candidates[0]
@@ -236,8 +256,10 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module
         try:
             state = torch.load(weights, map_location="cpu")
         except Exception as err:  # a pickled module, not tensors: the runtime's torch.load refuses it too
-            raise PyTorchConfigError(f"{name} model.pt is not a state dict torch.load can read: "
-                                     f"{type(err).__name__}: {str(err).splitlines()[0]}") from None
+            raise PyTorchConfigError(
+                f"{name} model.pt is not a state dict torch.load can read: "
+                f"{type(err).__name__}: {str(err).splitlines()[0]}"
+            ) from None
         if not isinstance(state, Mapping):
             raise PyTorchConfigError(f"{name} model.pt holds a {type(state).__name__}, not a state dict")
         try:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.generate.config import ConfigError, ModelConfig
 from workbench.limits import INT32_MAX, thread_count_limit
@@ -59,12 +60,20 @@ def _params(*items: Parameter) -> dict[str, Parameter]:
 
 
 TORCHSCRIPT_PARAMETERS = _params(
-    Parameter("DISABLE_OPTIMIZED_EXECUTION", "bool", "false",
-              "skip TorchScript's graph optimisations (long first-call warm-up; sometimes slower)"),
+    Parameter(
+        "DISABLE_OPTIMIZED_EXECUTION",
+        "bool",
+        "false",
+        "skip TorchScript's graph optimisations (long first-call warm-up; sometimes slower)",
+    ),
     Parameter("INFERENCE_MODE", "bool", "true", "run under torch.inference_mode (no autograd bookkeeping)"),
     Parameter("DISABLE_CUDNN", "bool", "false", "turn cuDNN off (GPU only)"),
-    Parameter("ENABLE_WEIGHT_SHARING", "bool", "false",
-              "instances on the same device share one copy of the weights (not for stateful models)"),
+    Parameter(
+        "ENABLE_WEIGHT_SHARING",
+        "bool",
+        "false",
+        "instances on the same device share one copy of the weights (not for stateful models)",
+    ),
     Parameter("ENABLE_CACHE_CLEANING", "bool", "false", "empty the CUDA cache after every execution (GPU only)"),
     Parameter("INTER_OP_THREAD_COUNT", "count", "all cores", "inter-op thread pool size (process-wide)"),
     Parameter("INTRA_OP_THREAD_COUNT", "count", "all cores", "intra-op threads (process-wide)"),
@@ -78,8 +87,9 @@ TORCHSCRIPT_PARAMETERS = _params(
 PYTORCH2_PARAMETERS = _params(
     Parameter("NUM_THREADS", "count", "1", "torch.set_num_threads: intra-op threads on the CPU"),
     Parameter("NUM_INTEROP_THREADS", "count", "1", "torch.set_num_interop_threads: inter-op threads on the CPU"),
-    Parameter("TORCH_COMPILE_OPTIONAL_PARAMETERS", "json", "{}",
-              "keyword arguments for torch.compile, as a JSON object"),
+    Parameter(
+        "TORCH_COMPILE_OPTIONAL_PARAMETERS", "json", "{}", "keyword arguments for torch.compile, as a JSON object"
+    ),
     # The PyTorch 2 runtime runs inside the Python backend, which reads this one key itself.
     Parameter("EXECUTION_ENV_PATH", "path", "", "conda-pack'ed Python environment for the Python backend"),
 )
@@ -122,15 +132,20 @@ def parameter_problems(key: str, value: str, layout: str) -> list[str]:
     if key not in table:
         other = TORCHSCRIPT_PARAMETERS if layout == PYTORCH2 else PYTORCH2_PARAMETERS
         if key in other:
-            where = "the PyTorch 2 layout (runtime: \"model.py\")" if layout == TORCHSCRIPT else "the TorchScript layout"
-            return [f"parameter {key} belongs to {where}; this config uses the {layout} layout, "
-                    f"which reads: {', '.join(table)}"]
-        return [f"parameter {key} is not read by the PyTorch backend ({layout} layout); "
-                f"known keys: {', '.join(table)}"]
+            where = 'the PyTorch 2 layout (runtime: "model.py")' if layout == TORCHSCRIPT else "the TorchScript layout"
+            return [
+                f"parameter {key} belongs to {where}; this config uses the {layout} layout, "
+                f"which reads: {', '.join(table)}"
+            ]
+        return [f"parameter {key} is not read by the PyTorch backend ({layout} layout); known keys: {', '.join(table)}"]
     spec = table[key]
     if spec.kind == "bool" and value.lower() not in TRUE_SPELLINGS + FALSE_SPELLINGS:
-        spaces = " (without spaces: Triton refuses them)" if value.strip().lower() in TRUE_SPELLINGS + FALSE_SPELLINGS else ""
-        return [f"parameter {key} = {value!r} is not a boolean; use \"true\" or \"false\"{spaces}"]
+        spaces = (
+            " (without spaces: Triton refuses them)"
+            if value.strip().lower() in TRUE_SPELLINGS + FALSE_SPELLINGS
+            else ""
+        )
+        return [f'parameter {key} = {value!r} is not a boolean; use "true" or "false"{spaces}']
     if spec.kind == "count":
         if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", value):
             return [f"parameter {key} = {value!r} is not an integer thread count"]
@@ -138,17 +153,23 @@ def parameter_problems(key: str, value: str, layout: str) -> list[str]:
         if number > INT32_MAX:
             # the LibTorch backend reads counts with std::stoi: past int32 it throws out_of_range
             # while loading and tritonserver aborts, taking every loaded model with it
-            return [f"parameter {key} = {number} is too large: at most {INT32_MAX} (the backend reads it "
-                    "with std::stoi, an int32)"]
+            return [
+                f"parameter {key} = {number} is too large: at most {INT32_MAX} (the backend reads it "
+                "with std::stoi, an int32)"
+            ]
         cap = thread_count_limit()
         if number > cap.value:
             # a thread count the host cannot create: the backend's pool fails with EAGAIN while
             # loading and tritonserver aborts (seen: 100000 with 32768 allowed, issue 47)
-            return [f"parameter {key} = {number} is more threads than this machine can run: at most "
-                    f"{cap.value} ({cap.source})"]
+            return [
+                f"parameter {key} = {number} is more threads than this machine can run: at most "
+                f"{cap.value} ({cap.source})"
+            ]
         if number < 1:
-            return [f"parameter {key} = {number} must be at least 1 thread"
-                    + (" (the backend silently ignores 0 and negative counts)" if layout == TORCHSCRIPT else "")]
+            return [
+                f"parameter {key} = {number} must be at least 1 thread"
+                + (" (the backend silently ignores 0 and negative counts)" if layout == TORCHSCRIPT else "")
+            ]
     if spec.kind == "json":
         try:
             parse_torch_compile_parameters(value)
@@ -171,7 +192,7 @@ def parse_torch_compile_parameters(text: str | Mapping[str, Any]) -> dict[str, A
                 f"parameter {key} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}): {text!r}"
             ) from None
     if not isinstance(params, dict):
-        raise PyTorchConfigError(f"parameter {key} must be a JSON object such as {{\"disable\": true}}, got {text!r}")
+        raise PyTorchConfigError(f'parameter {key} must be a JSON object such as {{"disable": true}}, got {text!r}')
     for name, value in params.items():
         if name not in TORCH_COMPILE_KEYS:
             raise PyTorchConfigError(
@@ -179,11 +200,14 @@ def parse_torch_compile_parameters(text: str | Mapping[str, Any]) -> dict[str, A
             )
         allowed = TORCH_COMPILE_KEYS[name]
         if not any(value is None if t is None else isinstance(value, t) for t in allowed):
-            wanted = " or ".join("null" if t is None else {bool: "true/false", str: "a string", dict: "an object"}[t]
-                                 for t in allowed)
+            wanted = " or ".join(
+                "null" if t is None else {bool: "true/false", str: "a string", dict: "an object"}[t] for t in allowed
+            )
             raise PyTorchConfigError(f"parameter {key}: {name!r} must be {wanted}, got {json.dumps(value)}")
     if "backend" in params and not params["backend"].strip():
-        raise PyTorchConfigError(f"parameter {key}: 'backend' is empty; name a torch.compile backend such as \"inductor\"")
+        raise PyTorchConfigError(
+            f"parameter {key}: 'backend' is empty; name a torch.compile backend such as \"inductor\""
+        )
     if "mode" in params and params["mode"] not in TORCH_COMPILE_MODES:
         raise PyTorchConfigError(
             f"parameter {key}: mode {params['mode']!r} is not one of {', '.join(TORCH_COMPILE_MODES)}"

@@ -17,14 +17,20 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from workbench.generate import options, preserve
-from workbench.generate.settings_checks import FIXED_IN_VARIANTS
-from workbench.generate.config import (ConfigError, ModelConfig, config_item, parameters_of, read_config,
-                                      spec_from_config)
+from workbench.generate.config import (
+    ConfigError,
+    ModelConfig,
+    config_item,
+    parameters_of,
+    read_config,
+    spec_from_config,
+)
 from workbench.generate.product import ReadBack
 from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT
 from workbench.generate.pytorch_backend.serving import pytorch2_module_file
 from workbench.generate.repository import version_folders
 from workbench.generate.settings import GenerateSettings
+from workbench.generate.settings_checks import FIXED_IN_VARIANTS
 
 __all__ = ["is_pytorch_config", "read_back_pytorch", "model_files"]
 
@@ -69,8 +75,10 @@ def _settings(model_dir: Path, config: ModelConfig, version: int) -> tuple[Gener
     if "state_dict" in files and (model_dir / files["state_dict"]).is_file():
         state_dict = str(model_dir / files["state_dict"])
     if _RUNTIMES.get(config.runtime) == PYTORCH2 and not files["model"].endswith(".py"):
-        notes.append(f"runtime \"model.py\" with {files['model']} and no module source: the PyTorch 2 runtime loads "
-                     "it as a TorchScript archive (torch.jit.load)")
+        notes.append(
+            f'runtime "model.py" with {files["model"]} and no module source: the PyTorch 2 runtime loads '
+            "it as a TorchScript archive (torch.jit.load)"
+        )
     try:
         spec = spec_from_config(config)
     except ConfigError:
@@ -79,8 +87,7 @@ def _settings(model_dir: Path, config: ModelConfig, version: int) -> tuple[Gener
     rest.CopyFrom(config)
     rest.ClearField("runtime")  # a setting of its own
     if rest.platform == "pytorch_libtorch" and not rest.backend:
-        notes.append("platform: \"pytorch_libtorch\" (the older spelling) is kept; the generator adds "
-                     "backend: \"pytorch\"")
+        notes.append('platform: "pytorch_libtorch" (the older spelling) is kept; the generator adds backend: "pytorch"')
     group = config.instance_group[0] if len(config.instance_group) else None
     batching = config.dynamic_batching if config.HasField("dynamic_batching") else None
     settings = GenerateSettings(
@@ -116,8 +123,11 @@ def read_back_pytorch(model_dir: str | Path, config: ModelConfig | None = None) 
     configs = model_dir / "configs"
     for path in sorted(configs.glob("*.pbtxt")) if configs.is_dir() else []:
         variant, _ = _settings(model_dir, read_config(path), version)
-        variants[path.stem] = {f.name: getattr(variant, f.name) for f in fields(GenerateSettings)
-                               if f.name not in FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)}
+        variants[path.stem] = {
+            f.name: getattr(variant, f.name)
+            for f in fields(GenerateSettings)
+            if f.name not in FIXED_IN_VARIANTS and getattr(variant, f.name) != getattr(base, f.name)
+        }
     settings = replace(base, variants=variants)
     owned = {"config.pbtxt", *(f"configs/{name}.pbtxt" for name in variants)}
     for cfg in [config, *(read_config(configs / f"{name}.pbtxt") for name in variants)]:
@@ -125,6 +135,7 @@ def read_back_pytorch(model_dir: str | Path, config: ModelConfig | None = None) 
     owned |= {str(Path(p).relative_to(model_dir)) for p in (settings.compiled_model, settings.state_dict) if p}
     settings.extra_files = preserve.unowned_files(model_dir, owned)
     if settings.extra_files:
-        notes.append(f"kept {len(settings.extra_files)} file(s) the generator does not write: "
-                     + ", ".join(settings.extra_files))
+        notes.append(
+            f"kept {len(settings.extra_files)} file(s) the generator does not write: " + ", ".join(settings.extra_files)
+        )
     return ReadBack(settings, notes)

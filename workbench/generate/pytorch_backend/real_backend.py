@@ -85,7 +85,8 @@ def misserved(cfg: ModelConfig) -> list[str]:
         problems.append(
             f"TYPE_STRING output(s) {', '.join(strings)} with dynamic batching: Triton's PyTorch backend (r24.10) "
             "answers every request of a gathered batch with the first request's strings; turn dynamic batching "
-            "off for this model (each request is then executed alone)")
+            "off for this model (each request is then executed alone)"
+        )
     return problems
 
 
@@ -100,8 +101,10 @@ def needs_inductor(cfg: ModelConfig) -> bool:
 
 
 # The stub's start, emulated: the C locale, then site-packages and its .pth files.
-_LOCALE_PROBE = ("import locale; locale.setlocale(locale.LC_CTYPE, 'C'); import site; site.main(); "
-                 "print(locale.getpreferredencoding(False))")
+_LOCALE_PROBE = (
+    "import locale; locale.setlocale(locale.LC_CTYPE, 'C'); import site; site.main(); "
+    "print(locale.getpreferredencoding(False))"
+)
 
 
 @functools.lru_cache(maxsize=8)
@@ -111,8 +114,9 @@ def stub_locale_is_utf8(python: str | None = None) -> bool:
     it. The stub itself cannot be run on its own, so its start is emulated: ``python -S``, the C
     locale, then ``site.main()`` processes the .pth files."""
     try:
-        done = subprocess.run([python or sys.executable, "-S", "-c", _LOCALE_PROBE], capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [python or sys.executable, "-S", "-c", _LOCALE_PROBE], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return done.stdout.strip().lower().replace("-", "") == "utf8"
@@ -120,9 +124,11 @@ def stub_locale_is_utf8(python: str | None = None) -> bool:
 
 def locale_fix_hint() -> str:
     """The fix for the stub's locale, for messages (never applied silently: it changes the venv)."""
-    return (f"add a .pth file to {sysconfig.get_paths()['purelib']} that sets a UTF-8 LC_CTYPE at start-up "
-            "(build_libtorch_backend.sh writes _stub_locale.pth with WB_STUB_LOCALE_FIX=1), or use another "
-            "torch.compile backend (\"eager\", \"aot_eager\") or {\"disable\": true}")
+    return (
+        f"add a .pth file to {sysconfig.get_paths()['purelib']} that sets a UTF-8 LC_CTYPE at start-up "
+        "(build_libtorch_backend.sh writes _stub_locale.pth with WB_STUB_LOCALE_FIX=1), or use another "
+        'torch.compile backend ("eager", "aot_eager") or {"disable": true}'
+    )
 
 
 def real_backend_notes(cfg: ModelConfig, *, locale_utf8: bool | None = None) -> list[str]:
@@ -132,31 +138,43 @@ def real_backend_notes(cfg: ModelConfig, *, locale_utf8: bool | None = None) -> 
     params = parameters_of(cfg)
     if layout_of(cfg) == TORCHSCRIPT:
         if "INTRA_OP_THREAD_COUNT" in params:
-            notes.append(f"INTRA_OP_THREAD_COUNT={params['INTRA_OP_THREAD_COUNT']}: r24.10 applies it on the load "
-                         "thread only; the launcher runs the server with OMP_NUM_THREADS set to it (one value per "
-                         "server: a model asking for another count restarts the server, or is refused while other "
-                         "models are loaded)")
+            notes.append(
+                f"INTRA_OP_THREAD_COUNT={params['INTRA_OP_THREAD_COUNT']}: r24.10 applies it on the load "
+                "thread only; the launcher runs the server with OMP_NUM_THREADS set to it (one value per "
+                "server: a model asking for another count restarts the server, or is refused while other "
+                "models are loaded)"
+            )
         else:
             notes.append("no INTRA_OP_THREAD_COUNT: inference uses the server's OMP_NUM_THREADS (all cores when unset)")
         if "INTER_OP_THREAD_COUNT" in params:
-            notes.append("INTER_OP_THREAD_COUNT is set once per server process: a second model with it, or a changed "
-                         "reload, would abort tritonserver on r24.10, so the launcher restarts the server for it "
-                         "(or refuses while other models are loaded)")
+            notes.append(
+                "INTER_OP_THREAD_COUNT is set once per server process: a second model with it, or a changed "
+                "reload, would abort tritonserver on r24.10, so the launcher restarts the server for it "
+                "(or refuses while other models are loaded)"
+            )
         present = [key for key in JIT_KEYS if key in params]
         if present:
-            notes.append(f"{', '.join(present)} stay set for the whole server after this model loads (r24.10 never "
-                         "resets them); the launcher restarts the server when a later model needs other values")
-        if cfg.instance_group and any(g.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU for g in cfg.instance_group):
+            notes.append(
+                f"{', '.join(present)} stay set for the whole server after this model loads (r24.10 never "
+                "resets them); the launcher restarts the server when a later model needs other values"
+            )
+        if cfg.instance_group and any(
+            g.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU for g in cfg.instance_group
+        ):
             notes.append("KIND_GPU: Triton refuses it on a machine without a GPU")
     notes += misserved(cfg)
     if needs_inductor(cfg):
         if locale_utf8 is None:
             locale_utf8 = stub_locale_is_utf8()
         if locale_utf8:
-            notes.append("torch.compile with inductor: the backend stub gets a UTF-8 locale here (a .pth sets it), "
-                         "so inductor can load")
+            notes.append(
+                "torch.compile with inductor: the backend stub gets a UTF-8 locale here (a .pth sets it), "
+                "so inductor can load"
+            )
         else:
-            notes.append("torch.compile with inductor, but the backend stub's Python starts with the C locale here "
-                         "and inductor fails to import (UnicodeDecodeError at load); the launcher refuses it: "
-                         + locale_fix_hint())
+            notes.append(
+                "torch.compile with inductor, but the backend stub's Python starts with the C locale here "
+                "and inductor fails to import (UnicodeDecodeError at load); the launcher refuses it: "
+                + locale_fix_hint()
+            )
     return notes

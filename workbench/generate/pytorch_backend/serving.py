@@ -23,8 +23,14 @@ from tritonclient.grpc import model_config_pb2
 
 from workbench.generate.config import ModelConfig, parameters_of, read_config, to_text
 from workbench.generate.pytorch_backend.configs import check_pytorch_config
-from workbench.generate.pytorch_backend.layouts import PYTORCH2, TORCHSCRIPT, TRUE_SPELLINGS, PyTorchConfigError, layout_of
-from workbench.generate.pytorch_backend.real_backend import JIT_KEYS, misserved, real_backend_notes, needs_inductor
+from workbench.generate.pytorch_backend.layouts import (
+    PYTORCH2,
+    TORCHSCRIPT,
+    TRUE_SPELLINGS,
+    PyTorchConfigError,
+    layout_of,
+)
+from workbench.generate.pytorch_backend.real_backend import JIT_KEYS, misserved, needs_inductor, real_backend_notes
 from workbench.generate.repository import FileContent, version_folders, write_model_dir
 
 __all__ = [
@@ -85,8 +91,9 @@ def _state_dict_name(module_file: str) -> str:
     return module_file.rsplit(".", 1)[0] + ".pt"
 
 
-def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None,
-                     module_file: str | None = None) -> tuple[ModelConfig, list[str]]:
+def emulation_config(
+    cfg: ModelConfig, *, gpu_available: bool | None = None, module_file: str | None = None
+) -> tuple[ModelConfig, list[str]]:
     """The twin's config for the Python backend, and notes on what differs from LibTorch.
 
     Tensors, batching, instance groups and parameters are kept (a KIND_GPU group on a machine
@@ -120,27 +127,40 @@ def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None,
     notes = [f"served by the Python backend running templates/pytorch_runtime.py ({layout} layout)"]
     bf16 = [entry.name for entry in list(cfg.input) + list(cfg.output) if entry.data_type == model_config_pb2.TYPE_BF16]
     if bf16:
-        notes.append(f"TYPE_BF16 tensors ({', '.join(bf16)}) are not emulated: the twin refuses to load; "
-                     "serve this model on the real PyTorch backend")
+        notes.append(
+            f"TYPE_BF16 tensors ({', '.join(bf16)}) are not emulated: the twin refuses to load; "
+            "serve this model on the real PyTorch backend"
+        )
     for group in twin.instance_group:
         if group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU and not gpu_available:
-            notes.append("KIND_GPU instance group: no GPU on this machine, so Triton refuses to load it (the real "
-                         "backend's server does the same); use KIND_CPU to serve it here")
+            notes.append(
+                "KIND_GPU instance group: no GPU on this machine, so Triton refuses to load it (the real "
+                "backend's server does the same); use KIND_CPU to serve it here"
+            )
         if group.kind == model_config_pb2.ModelInstanceGroup.KIND_AUTO:
-            group.kind = (model_config_pb2.ModelInstanceGroup.KIND_GPU if gpu_available
-                          else model_config_pb2.ModelInstanceGroup.KIND_CPU)
+            group.kind = (
+                model_config_pb2.ModelInstanceGroup.KIND_GPU
+                if gpu_available
+                else model_config_pb2.ModelInstanceGroup.KIND_CPU
+            )
     params = parameters_of(cfg)
     if layout == TORCHSCRIPT:
         if "INTRA_OP_THREAD_COUNT" in params:
-            notes.append("INTRA_OP_THREAD_COUNT: the twin sets torch's threads in each instance's own process; "
-                         "r24.10's LibTorch runs inference with the server's OMP_NUM_THREADS instead, which the "
-                         "launcher sets from this count when it serves the real backend")
+            notes.append(
+                "INTRA_OP_THREAD_COUNT: the twin sets torch's threads in each instance's own process; "
+                "r24.10's LibTorch runs inference with the server's OMP_NUM_THREADS instead, which the "
+                "launcher sets from this count when it serves the real backend"
+            )
         if "INTER_OP_THREAD_COUNT" in params:
-            notes.append("INTER_OP_THREAD_COUNT: each twin instance sets it in its own process; r24.10's LibTorch "
-                         "can set it once per server and aborts on a second model or changed reload with it")
+            notes.append(
+                "INTER_OP_THREAD_COUNT: each twin instance sets it in its own process; r24.10's LibTorch "
+                "can set it once per server and aborts on a second model or changed reload with it"
+            )
         if any(key in params for key in JIT_KEYS):
-            notes.append("the JIT switches apply to each twin instance process; LibTorch sets them for the whole "
-                         "server and never resets them")
+            notes.append(
+                "the JIT switches apply to each twin instance process; LibTorch sets them for the whole "
+                "server and never resets them"
+            )
         if params.get("ENABLE_WEIGHT_SHARING", "false").lower() in TRUE_SPELLINGS:
             notes.append("ENABLE_WEIGHT_SHARING is not emulated: each instance process loads its own weights")
         for key in ("DISABLE_CUDNN", "ENABLE_CACHE_CLEANING"):
@@ -148,8 +168,10 @@ def emulation_config(cfg: ModelConfig, *, gpu_available: bool | None = None,
                 notes.append(f"{key} has no effect without a GPU")
     notes += [f"the real backend would misserve this: {problem}" for problem in misserved(cfg)]
     if needs_inductor(cfg):
-        notes.append("torch.compile with inductor: the twin gives its stub a UTF-8 locale itself; the real r24.10 "
-                     "runtime needs a .pth for that and fails to load without one")
+        notes.append(
+            "torch.compile with inductor: the twin gives its stub a UTF-8 locale itself; the real r24.10 "
+            "runtime needs a .pth for that and fails to load without one"
+        )
     return twin, notes
 
 
@@ -163,8 +185,7 @@ class Twin:
     notes: tuple[str, ...]
 
 
-def twin_of(model_dir: str | Path, *, config: ModelConfig | None = None,
-            gpu_available: bool | None = None) -> Twin:
+def twin_of(model_dir: str | Path, *, config: ModelConfig | None = None, gpu_available: bool | None = None) -> Twin:
     """The twin of ``model_dir`` (its config, or ``config`` in its place: a sweep variant), in
     memory: the runtime as every version's model.py, the user's files beside it."""
     model_dir = Path(model_dir)
@@ -196,8 +217,9 @@ def twin_of(model_dir: str | Path, *, config: ModelConfig | None = None,
     return Twin(twin_cfg, files, tuple(notes))
 
 
-def write_emulation_twin(model_dir: str | Path, twin_repository: str | Path,
-                         *, gpu_available: bool | None = None) -> tuple[Path, list[str]]:
+def write_emulation_twin(
+    model_dir: str | Path, twin_repository: str | Path, *, gpu_available: bool | None = None
+) -> tuple[Path, list[str]]:
     """Generate the Python-backend twin of a PyTorch-backend model directory in ``twin_repository``
     (replacing an earlier twin of it); return the twin's directory and the notes."""
     model_dir = Path(model_dir)
@@ -228,13 +250,21 @@ class ServingPreview:
         lines += [f"note: {note}" for note in self.notes]
         lines += ["", "config.pbtxt (written for the PyTorch backend):", self.config_text.rstrip()]
         if self.served_config_text != self.config_text:
-            lines += ["", "config.pbtxt of the Python-backend twin (what this server loads):",
-                      self.served_config_text.rstrip()]
+            lines += [
+                "",
+                "config.pbtxt of the Python-backend twin (what this server loads):",
+                self.served_config_text.rstrip(),
+            ]
         return "\n".join(lines)
 
 
-def preview_serving(cfg: ModelConfig, *, backend_dir: str | Path | None = None,
-                    gpu_available: bool | None = None, locale_utf8: bool | None = None) -> ServingPreview:
+def preview_serving(
+    cfg: ModelConfig,
+    *,
+    backend_dir: str | Path | None = None,
+    gpu_available: bool | None = None,
+    locale_utf8: bool | None = None,
+) -> ServingPreview:
     """Say how ``cfg`` would be served by a tritonserver with ``backend_dir`` (None: the wheel's
     server, which has no PyTorch backend), without writing anything: on the real backend, what it
     does process-wide and what it would refuse or misserve; on the twin, what differs.
@@ -244,23 +274,29 @@ def preview_serving(cfg: ModelConfig, *, backend_dir: str | Path | None = None,
     text = to_text(cfg)
     if layout in libtorch_layouts(backend_dir):
         notes = [f"backend directory {backend_dir}"] + real_backend_notes(cfg, locale_utf8=locale_utf8)
-        return ServingPreview(cfg.name, layout, SERVED_AS_LIBTORCH, text, text,
-                              tuple(notes + [load_time_note(layout, real=True)]))
+        return ServingPreview(
+            cfg.name, layout, SERVED_AS_LIBTORCH, text, text, tuple(notes + [load_time_note(layout, real=True)])
+        )
     twin, notes = emulation_config(cfg, gpu_available=gpu_available)
-    return ServingPreview(cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin),
-                          tuple(notes + [load_time_note(layout, real=False)]))
+    return ServingPreview(
+        cfg.name, layout, SERVED_AS_PYTHON, text, to_text(twin), tuple(notes + [load_time_note(layout, real=False)])
+    )
 
 
 def load_time_note(layout: str, *, real: bool) -> str:
     """What a load costs through this backend (a sweep reloads the model for every variant); the
     figures are in the README, measured by benchmarks/pytorch_load_times.py."""
     if real and layout == TORCHSCRIPT:
-        return ("load time: LibTorch loads the archive inside the server (no Python process), so a reload took well "
-                "under a second here; a sweep reloads every variant (README, benchmarks/pytorch_load_times.py)")
+        return (
+            "load time: LibTorch loads the archive inside the server (no Python process), so a reload took well "
+            "under a second here; a sweep reloads every variant (README, benchmarks/pytorch_load_times.py)"
+        )
     where = "the PyTorch 2 runtime runs" if real else "the twin runs"
-    return (f"load time: {where} in a Python backend stub per instance that imports torch, so every load and reload "
-            "took seconds here, far longer than a LibTorch reload; a sweep reloads every variant "
-            "(README, benchmarks/pytorch_load_times.py)")
+    return (
+        f"load time: {where} in a Python backend stub per instance that imports torch, so every load and reload "
+        "took seconds here, far longer than a LibTorch reload; a sweep reloads every variant "
+        "(README, benchmarks/pytorch_load_times.py)"
+    )
 
 
 @dataclass(frozen=True)
@@ -275,9 +311,11 @@ class ServingPlan:
     notes: tuple[str, ...] = field(default=())
 
     def describe(self) -> str:
-        lines = [f"{self.model_name}: {self.layout} layout, served as: {self.served_as}",
-                 f"  model repository: {self.repository}",
-                 f"  from: {self.source}"]
+        lines = [
+            f"{self.model_name}: {self.layout} layout, served as: {self.served_as}",
+            f"  model repository: {self.repository}",
+            f"  from: {self.source}",
+        ]
         lines += [f"  note: {note}" for note in self.notes]
         return "\n".join(lines)
 
@@ -300,8 +338,10 @@ def plan_serving(
     model_dir = Path(model_dir)
     cfg = check_pytorch_config(read_config(model_dir))
     if cfg.name != model_dir.name:
-        raise PyTorchConfigError(f"{model_dir}: config name {cfg.name!r} differs from the directory name; "
-                                 "Triton names a model after its directory")
+        raise PyTorchConfigError(
+            f"{model_dir}: config name {cfg.name!r} differs from the directory name; "
+            "Triton names a model after its directory"
+        )
     preview = preview_serving(cfg, backend_dir=backend_dir, gpu_available=gpu_available)
     if preview.served_as == SERVED_AS_LIBTORCH:
         return ServingPlan(cfg.name, preview.layout, SERVED_AS_LIBTORCH, model_dir.parent, model_dir)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from workbench.generate.config import ModelConfig, parameter_string, parameters_of
 from workbench.generate.pytorch_backend.configs import check_pytorch_config
@@ -16,8 +17,15 @@ from workbench.generate.pytorch_backend.layouts import (
     parse_torch_compile_parameters,
 )
 
-__all__ = ["SWEEP_SETTINGS", "sweep_variant", "sweep_grid", "variant_label", "parse_sweep_setting",
-           "parse_backend_grid", "backend_grid_text"]
+__all__ = [
+    "SWEEP_SETTINGS",
+    "sweep_variant",
+    "sweep_grid",
+    "variant_label",
+    "parse_sweep_setting",
+    "parse_backend_grid",
+    "backend_grid_text",
+]
 
 
 # Friendly sweep settings -> parameter key per layout (None: that layout has no such switch).
@@ -58,8 +66,7 @@ def sweep_variant(base: ModelConfig, settings: Mapping[str, Any], *, name: str |
             if setting == "optimized_execution":
                 value = not value
             if setting == "torch_compile" and not isinstance(value, Mapping):
-                current = parse_torch_compile_parameters(
-                    parameters_of(variant).get(key, "{}"))
+                current = parse_torch_compile_parameters(parameters_of(variant).get(key, "{}"))
                 value = {**current, "disable": not bool(value)}
         elif setting not in parameter_table(layout):
             raise PyTorchConfigError(
@@ -80,7 +87,9 @@ def sweep_grid(base: ModelConfig, grid: Mapping[str, Iterable[Any]]) -> dict[str
     out: dict[str, tuple[str, ...]] = {}
     for setting, values in grid.items():
         if setting == "instance_count":
-            raise PyTorchConfigError("sweep instance counts with the sweep's allocations (e.g. 1x1, 2x1), not a parameter")
+            raise PyTorchConfigError(
+                "sweep instance counts with the sweep's allocations (e.g. 1x1, 2x1), not a parameter"
+            )
         key = SWEEP_SETTINGS[setting][layout] if setting in SWEEP_SETTINGS else setting
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             values = [values]
@@ -90,12 +99,14 @@ def sweep_grid(base: ModelConfig, grid: Mapping[str, Iterable[Any]]) -> dict[str
 
 def variant_label(settings: Mapping[str, Any]) -> str:
     """Short, stable label for a sweep point (``threads=2,torch_compile=off``)."""
+
     def show(value: Any) -> str:
         if isinstance(value, bool):
             return "on" if value else "off"
         if isinstance(value, Mapping):
             return json.dumps(value, sort_keys=True, separators=(",", ":"))
         return str(value)
+
     return ",".join(f"{k}={show(v)}" for k, v in sorted(settings.items()))
 
 
@@ -149,6 +160,8 @@ def parse_backend_grid(settings: str | Iterable[str]) -> dict[str, tuple[Any, ..
 
 def backend_grid_text(grid: Mapping[str, Iterable[Any]]) -> str:
     """A backend grid as `parse_backend_grid` reads it back (``threads=1,2; torch_compile=on,off``)."""
+
     def show(value: Any) -> str:
         return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
     return "; ".join(f"{setting}={','.join(show(v) for v in values)}" for setting, values in grid.items())

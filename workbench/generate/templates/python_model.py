@@ -57,8 +57,8 @@ Parameters (config.pbtxt ``parameters``, all strings):
 import gc
 import importlib
 import importlib.metadata
-import json
 import importlib.util
+import json
 import os
 import re
 import threading
@@ -82,12 +82,22 @@ FRAMEWORK_TARGETS = {
 }
 # Unset or empty TNX_TP_DEGREE: the instance's cores; TNX_UNROLL: transformers-neuronx's default;
 # TNX_SEQUENCE_LENGTH: TNX_N_POSITIONS; TNX_MODEL_CLASS: SAMPLING_CLASSES[model_type].
-TNX_DEFAULTS = {"TNX_MODEL_CLASS": "LlamaForSampling", "TNX_BATCH_SIZE": "1", "TNX_N_POSITIONS": "2048", "TNX_AMP": "f32"}
+TNX_DEFAULTS = {
+    "TNX_MODEL_CLASS": "LlamaForSampling",
+    "TNX_BATCH_SIZE": "1",
+    "TNX_N_POSITIONS": "2048",
+    "TNX_AMP": "f32",
+}
 TNX_AMPS = ("f32", "f16", "bf16")
 SAMPLING_CLASSES = {
-    "bloom": "BloomForSampling", "code_llama": "LlamaForSampling",
-    "gpt2": "GPT2ForSamplingWithContextBroadcasting", "gpt_neox": "GPTNeoXForSampling", "gptj": "GPTJForSampling",
-    "llama": "LlamaForSampling", "mistral": "MistralForSampling", "mixtral": "MixtralForSampling",
+    "bloom": "BloomForSampling",
+    "code_llama": "LlamaForSampling",
+    "gpt2": "GPT2ForSamplingWithContextBroadcasting",
+    "gpt_neox": "GPTNeoXForSampling",
+    "gptj": "GPTJForSampling",
+    "llama": "LlamaForSampling",
+    "mistral": "MistralForSampling",
+    "mixtral": "MixtralForSampling",
     "opt": "OPTForSampling",
 }
 STOPS_AT_EOS = ("LlamaForSampling", "MistralForSampling", "MixtralForSampling")
@@ -99,6 +109,7 @@ class SettingsError(ValueError):
 
 
 # --- core split: must equal workbench/coremap.py split_cores (a test checks many ranges) ----------
+
 
 def split_cores(start, end, instances=1, threads_per_core=1):
     """Split cores start..end (inclusive) over ``instances``: returns (cores per instance, threads per
@@ -129,6 +140,7 @@ def visible_cores(cores):
 
 
 # --- settings ---------------------------------------------------------------------------------------
+
 
 def _flag(params, key, default):
     """Upstream-style values: empty or absent means the default."""
@@ -177,12 +189,14 @@ def check_torch_neuronx(target, version):
         raise SettingsError(
             f"target {target}: the installed torch-neuronx {version} is TorchNeuron, the native PyTorch backend for "
             f"Trn2/Trn3 only, which has no torch_neuronx.trace or DataParallel; {target} needs the PyTorch/XLA "
-            "library: pip install torch-neuronx==2.9.0.2.15.32035 (Neuron pip repository)")
+            "library: pip install torch-neuronx==2.9.0.2.15.32035 (Neuron pip repository)"
+        )
     if target in TORCHNEURON_TARGETS and not is_torchneuron(version):
         raise SettingsError(
             f"target {target}: the installed torch-neuronx {version} is the PyTorch/XLA library, which Neuron no longer "
             f"supports for inference on Trn2/Trn3 from 2.34.0; install TorchNeuron: pip install "
-            "torch-neuronx==2.14.3.1 (Neuron pip repository)")
+            "torch-neuronx==2.14.3.1 (Neuron pip repository)"
+        )
 
 
 def _infer_target(framework):
@@ -274,7 +288,8 @@ def read_settings(model_config, model_dir, instance_name):
             f"target {target} serves through TorchNeuron, which has no DataParallel (its API reference lists the "
             f"operator table and the torch.compile backend only), so an instance uses one NeuronCore; the range "
             f"{start}:{end} over {count} instance(s) gives each {cores_per_instance}: set the instance count to "
-            f"{end - start + 1}")
+            f"{end - start + 1}"
+        )
     settings = {
         "path": path,
         "compiled_model": compiled,
@@ -294,11 +309,15 @@ def read_settings(model_config, model_dir, instance_name):
         settings["tnx"] = tnx = _tnx_settings(params, cores_per_instance, target, path)
         if tnx["compiled_dir"] is not None:
             if tnx["model_class"] in NOT_SERIALIZABLE:
-                raise SettingsError(f"TNX_COMPILED_DIR is set, but {tnx['model_class']} cannot load saved graphs "
-                                    "(transformers-neuronx has no save/load for it); leave TNX_COMPILED_DIR out")
+                raise SettingsError(
+                    f"TNX_COMPILED_DIR is set, but {tnx['model_class']} cannot load saved graphs "
+                    "(transformers-neuronx has no save/load for it); leave TNX_COMPILED_DIR out"
+                )
             tnx["compiled_dir"] = os.path.normpath(os.path.join(model_dir, tnx["compiled_dir"]))
             if not os.path.isdir(tnx["compiled_dir"]):
-                raise SettingsError(f"TNX_COMPILED_DIR {params['TNX_COMPILED_DIR']!r} is not a folder ({tnx['compiled_dir']})")
+                raise SettingsError(
+                    f"TNX_COMPILED_DIR {params['TNX_COMPILED_DIR']!r} is not a folder ({tnx['compiled_dir']})"
+                )
     return settings
 
 
@@ -347,6 +366,7 @@ def _tnx_settings(params, cores_per_instance, target, path):
 
 # --- request reading: the same code in templates/pytorch_runtime.py (tests/test_request_handling.py
 # holds the two copies equal, and tensor_index to workbench/spec.py's rule) --------------------------
+
 
 class RequestError(ValueError):
     """One request that cannot be served; only that request's response carries the error."""
@@ -403,6 +423,7 @@ def error_response(message):
 
 # --- tensor layout ----------------------------------------------------------------------------------
 
+
 def _by_index(entries, kind):
     """PyTorch passes tensors by position: the ``__i`` suffix, not the config order, is the position."""
     indices = [tensor_index(entry["name"]) for entry in entries]
@@ -413,9 +434,7 @@ def _by_index(entries, kind):
                 f"(e.g. {kind.upper()}__0) so the index gives the argument position"
             )
     if sorted(indices) != list(range(len(indices))):
-        raise SettingsError(
-            f"{kind} indices {sorted(indices)} must cover 0..{len(indices) - 1} with no gap or repeat"
-        )
+        raise SettingsError(f"{kind} indices {sorted(indices)} must cover 0..{len(indices) - 1} with no gap or repeat")
     return [entry for _, entry in sorted(zip(indices, entries), key=lambda pair: pair[0])]
 
 
@@ -431,7 +450,9 @@ class Layout:
             inputs, outputs = _by_index(inputs, "input"), _by_index(outputs, "output")
         for entry in inputs + outputs:
             if entry["data_type"] in ("TYPE_STRING", "TYPE_BF16"):
-                raise SettingsError(f"{entry['name']!r}: {entry['data_type']} tensors are not supported by this model.py")
+                raise SettingsError(
+                    f"{entry['name']!r}: {entry['data_type']} tensors are not supported by this model.py"
+                )
         self.max_batch_size = int(model_config.get("max_batch_size", 0))
         self.inputs = [tensor_entry(entry, self.max_batch_size) for entry in inputs]
         self.outputs = [tensor_entry(entry, self.max_batch_size) for entry in outputs]
@@ -468,6 +489,7 @@ def _log(message, warning=False):
 
 # --- loader seam: each returns run(list of arrays in model order) -> list of arrays in output order ---
 
+
 def _pin_neuron_cores(settings):
     """The runtime claims every core unless told otherwise; it reads this once, when it starts."""
     os.environ["NEURON_RT_VISIBLE_CORES"] = visible_cores(settings["cores"])
@@ -486,8 +508,11 @@ def _pin_cpu_cores(settings):
     wanted = [core for core in settings["cores"] if core in allowed]
     skipped = [core for core in settings["cores"] if core not in allowed]
     if skipped:
-        _log(f"workbench instance {settings['instance']}: CPU core(s) {skipped} are not available to this "
-             f"process (allowed: {sorted(allowed)}); not pinning them", warning=True)
+        _log(
+            f"workbench instance {settings['instance']}: CPU core(s) {skipped} are not available to this "
+            f"process (allowed: {sorted(allowed)}); not pinning them",
+            warning=True,
+        )
     if not wanted:
         return None
     os.sched_setaffinity(0, wanted)
@@ -517,6 +542,7 @@ def _torch_runner(module, torch, device=None):
             result = module(*tensors)
         results = list(result) if isinstance(result, (tuple, list)) else [result]
         return [r.detach().cpu().numpy() if hasattr(r, "detach") else np.asarray(r) for r in results]
+
     return run
 
 
@@ -549,7 +575,8 @@ def _data_parallel(data_parallel, module, settings, layout):
             raise SettingsError(
                 f"the model has no batch dim (max_batch_size 0 and dims not [-1, ...]), and DataParallel would "
                 f"split its dim 0 over the instance's {cores} cores; give each instance one core (instance count "
-                f"= the cores of the range)")
+                f"= the cores of the range)"
+            )
         return module
     model = data_parallel(module, device_ids=list(range(cores)))
     if settings["num_workers"] is not None:
@@ -560,10 +587,12 @@ def _data_parallel(data_parallel, module, settings, layout):
 def load_pytorch_inf1(settings, layout):
     _pin_neuron_cores(settings)
     import torch
+
     importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
 
-    return _torch_runner(_data_parallel(torch.neuron.DataParallel, torch.jit.load(settings["path"]), settings, layout),
-                         torch)
+    return _torch_runner(
+        _data_parallel(torch.neuron.DataParallel, torch.jit.load(settings["path"]), settings, layout), torch
+    )
 
 
 def load_pytorch_neuronx(settings, layout):
@@ -573,8 +602,9 @@ def load_pytorch_neuronx(settings, layout):
     import torch
     import torch_neuronx
 
-    return _torch_runner(_data_parallel(torch_neuronx.DataParallel, torch.jit.load(settings["path"]), settings,
-                                        layout), torch)
+    return _torch_runner(
+        _data_parallel(torch_neuronx.DataParallel, torch.jit.load(settings["path"]), settings, layout), torch
+    )
 
 
 def load_pytorch_torchneuron(settings, layout):
@@ -604,7 +634,9 @@ def load_pytorch_torchneuron(settings, layout):
 def _tf_signature(loaded, settings, layout):
     key = settings["signature"]
     if key not in loaded.signatures:
-        raise SettingsError(f"SavedModel {settings['path']} has no signature {key!r} (has: {sorted(loaded.signatures)})")
+        raise SettingsError(
+            f"SavedModel {settings['path']} has no signature {key!r} (has: {sorted(loaded.signatures)})"
+        )
     signature = loaded.signatures[key]
     takes = set(signature.structured_input_signature[1])
     gives = set(signature.structured_outputs)
@@ -657,9 +689,12 @@ def load_tensorflow(settings, layout):
             return call(signatures[0], arrays)
         bounds = [len(piece) for piece in np.array_split(np.arange(rows), min(workers, rows))]  # none empty
         edges = np.cumsum([0] + bounds)
-        futures = [pool.submit(call, signatures[k % copies],
-                               [None if a is None else a[edges[k]:edges[k + 1]] for a in arrays])
-                   for k in range(len(bounds))]
+        futures = [
+            pool.submit(
+                call, signatures[k % copies], [None if a is None else a[edges[k] : edges[k + 1]] for a in arrays]
+            )
+            for k in range(len(bounds))
+        ]
         pieces = [future.result() for future in futures]
         return [np.concatenate([piece[i] for piece in pieces], axis=0) for i in range(len(outputs))]
 
@@ -706,8 +741,16 @@ def load_transformers_neuronx(settings, layout):
             # for the whole length, which is what min_length = max_length does
             options = {} if tnx["stops_at_eos"] else {"min_length": length}
             with torch.inference_mode():
-                return model.generate(ids, attention_mask=torch.ones_like(ids), max_length=length, do_sample=False,
-                                      pad_token_id=pad, eos_token_id=eos or None, **options)
+                return model.generate(
+                    ids,
+                    attention_mask=torch.ones_like(ids),
+                    max_length=length,
+                    do_sample=False,
+                    pad_token_id=pad,
+                    eos_token_id=eos or None,
+                    **options,
+                )
+
         chunk = None
     else:
         _pin_neuron_cores(settings)
@@ -716,7 +759,9 @@ def load_transformers_neuronx(settings, layout):
 
         cls = getattr(transformers_neuronx, tnx["model_class"], None)
         if cls is None:
-            raise SettingsError(f"parameter TNX_MODEL_CLASS = {tnx['model_class']!r} is not a transformers_neuronx class")
+            raise SettingsError(
+                f"parameter TNX_MODEL_CLASS = {tnx['model_class']!r} is not a transformers_neuronx class"
+            )
         options = {key: tnx[key] for key in ("batch_size", "tp_degree", "n_positions", "amp")}
         if tnx["model_class"] == "GPT2ForSamplingWithContextBroadcasting":
             options["prompt_batch_size"] = tnx["batch_size"]  # one prompt per row, not one broadcast to all
@@ -730,6 +775,7 @@ def load_transformers_neuronx(settings, layout):
         def generate(ids, length):
             with torch.inference_mode():
                 return model.sample(ids, sequence_length=length, top_k=1)
+
         chunk = tnx["batch_size"]  # the compiled batch: pad the last chunk up to it
 
     def run(arrays):
@@ -744,7 +790,7 @@ def load_transformers_neuronx(settings, layout):
         step = chunk or ids.shape[0]
         pieces = []
         for first in range(0, ids.shape[0], step):
-            part = ids[first:first + step]
+            part = ids[first : first + step]
             rows = part.shape[0]
             if rows < step:
                 part = torch.cat([part, part[-1:].expand(step - rows, -1)])
@@ -785,6 +831,7 @@ LOADERS = {
 
 # --- Triton entry points --------------------------------------------------------------------------
 
+
 class TritonPythonModel:
     def initialize(self, args):
         model_config = json.loads(args["model_config"])
@@ -805,10 +852,15 @@ class TritonPythonModel:
                 f"cannot import ({err}); install it there, or set WORKBENCH_TARGET to match this machine"
             ) from None
         s = self.settings
-        where = "NEURON_RT_VISIBLE_CORES=" + visible_cores(s["cores"]) if s["target"] in NEURON_TARGETS else (
-            f"cpu affinity {affinity}" if affinity else "cpu affinity off")
-        _log(f"workbench instance {s['instance']}/{s['count']}: target {s['target']} framework {s['framework']} "
-             f"cores {visible_cores(s['cores'])} threads {s['threads']} {where} model {s['path']}")
+        where = (
+            "NEURON_RT_VISIBLE_CORES=" + visible_cores(s["cores"])
+            if s["target"] in NEURON_TARGETS
+            else (f"cpu affinity {affinity}" if affinity else "cpu affinity off")
+        )
+        _log(
+            f"workbench instance {s['instance']}/{s['count']}: target {s['target']} framework {s['framework']} "
+            f"cores {visible_cores(s['cores'])} threads {s['threads']} {where} model {s['path']}"
+        )
 
     def execute(self, requests):
         if self._affinity:
@@ -834,8 +886,10 @@ class TritonPythonModel:
                         responses[position] = self.layout.response(outputs)
                     continue
                 except Exception as err:  # one bad request must not fail the others: retry one by one
-                    _log(f"batched forward of {len(members)} requests failed ({err}); serving them one by one",
-                         warning=True)
+                    _log(
+                        f"batched forward of {len(members)} requests failed ({err}); serving them one by one",
+                        warning=True,
+                    )
             for position, arrays in members:
                 try:
                     responses[position] = self.layout.response(self.run(arrays))
@@ -846,10 +900,7 @@ class TritonPythonModel:
     def _forward_batched(self, members):
         """One forward for all members, concatenated on dim 0 and split back by each one's rows."""
         rows = [next(a.shape[0] for a in arrays if a is not None) for arrays in members]
-        joined = [
-            None if column[0] is None else np.concatenate(column, axis=0)
-            for column in zip(*members)
-        ]
+        joined = [None if column[0] is None else np.concatenate(column, axis=0) for column in zip(*members)]
         results = self.run(joined)
         total = sum(rows)
         for spec, result in zip(self.layout.outputs, results):

@@ -97,9 +97,18 @@ def _positions(names, arguments=None):
 
 
 # torch dtype -> Triton's name for it (TRITONSERVER_DataTypeString), for LibTorch's dtype check.
-_TRITON_TYPES = {torch.bool: "BOOL", torch.uint8: "UINT8", torch.int8: "INT8", torch.int16: "INT16",
-                 torch.int32: "INT32", torch.int64: "INT64", torch.float16: "FP16", torch.float32: "FP32",
-                 torch.float64: "FP64", torch.bfloat16: "BF16"}
+_TRITON_TYPES = {
+    torch.bool: "BOOL",
+    torch.uint8: "UINT8",
+    torch.int8: "INT8",
+    torch.int16: "INT16",
+    torch.int32: "INT32",
+    torch.int64: "INT64",
+    torch.float16: "FP16",
+    torch.float32: "FP32",
+    torch.float64: "FP64",
+    torch.bfloat16: "BF16",
+}
 
 
 class OutputError(Exception):
@@ -107,8 +116,13 @@ class OutputError(Exception):
 
 
 def _list_type(values):
-    return "str" if all(isinstance(v, str) for v in values) else \
-        "Tensor" if all(isinstance(v, torch.Tensor) for v in values) else type(values[0]).__name__
+    return (
+        "str"
+        if all(isinstance(v, str) for v in values)
+        else "Tensor"
+        if all(isinstance(v, torch.Tensor) for v in values)
+        else type(values[0]).__name__
+    )
 
 
 def _libtorch_results(results):
@@ -117,8 +131,9 @@ def _libtorch_results(results):
     if isinstance(results, tuple):
         for index, value in enumerate(results):
             if isinstance(value, list) and value and _list_type(value) != "str":
-                raise ValueError(f"output at index {index} must be of type Tensor or List[str], "
-                                 f"received List[{_list_type(value)}]")
+                raise ValueError(
+                    f"output at index {index} must be of type Tensor or List[str], received List[{_list_type(value)}]"
+                )
         return list(results)
     if isinstance(results, torch.Tensor):
         return [results]
@@ -126,8 +141,10 @@ def _libtorch_results(results):
         if results and _list_type(results) != "str":
             raise ValueError(f"output must be of type Tensor or List[str], received List[{_list_type(results)}]")
         return [results]
-    raise ValueError("output must be of type Tensor, List[str] or Tuple containing one of these two types. "
-                     "It should not be a List / Dictionary of Tensors or a Scalar")
+    raise ValueError(
+        "output must be of type Tensor, List[str] or Tuple containing one of these two types. "
+        "It should not be a List / Dictionary of Tensors or a Scalar"
+    )
 
 
 def _pick_module_class(module):
@@ -140,6 +157,7 @@ def _pick_module_class(module):
 
 # --- request reading: the same code in templates/python_model.py (tests/test_request_handling.py
 # holds the two copies equal, and tensor_index to workbench/spec.py's rule) --------------------------
+
 
 class RequestError(ValueError):
     """One request that cannot be served; only that request's response carries the error."""
@@ -207,7 +225,8 @@ class TritonPythonModel:
             if entry["data_type"] == "TYPE_BF16":
                 raise pb_utils.TritonModelException(
                     f"{entry['name']!r}: TYPE_BF16 tensors are not emulated (numpy, which carries the tensors "
-                    "here, has no bfloat16); serve this model on the real PyTorch backend")
+                    "here, has no bfloat16); serve this model on the real PyTorch backend"
+                )
         self.inputs = [tensor_entry(t, max_batch_size) for t in config["input"]]
         self.outputs = [tensor_entry(t, max_batch_size) for t in config["output"]]
         self.output_types = [t["data_type"].removeprefix("TYPE_") for t in config["output"]]
@@ -233,9 +252,11 @@ class TritonPythonModel:
         self.optimized = not _flag(params, "DISABLE_OPTIMIZED_EXECUTION", False)
         settings = {"inference_mode": self.inference_mode, "optimized_execution": self.optimized}
         # Process-wide JIT switches, as LibTorch sets them; absent keys keep torch's defaults.
-        for key, setter in (("ENABLE_JIT_EXECUTOR", torch._C._jit_set_profiling_executor),
-                            ("ENABLE_JIT_PROFILING", torch._C._jit_set_profiling_mode),
-                            ("ENABLE_TENSOR_FUSER", torch._C._jit_set_texpr_fuser_enabled)):
+        for key, setter in (
+            ("ENABLE_JIT_EXECUTOR", torch._C._jit_set_profiling_executor),
+            ("ENABLE_JIT_PROFILING", torch._C._jit_set_profiling_mode),
+            ("ENABLE_TENSOR_FUSER", torch._C._jit_set_texpr_fuser_enabled),
+        ):
             if key in params:
                 setter(_flag(params, key, True))
                 settings[key.lower().removeprefix("enable_")] = _flag(params, key, True)
@@ -285,8 +306,11 @@ class TritonPythonModel:
                 pb_utils.Logger.log_info(f"Model parameter file not found for '{model_name}'")  # upstream's words
             raw.to(self.device).eval()
         self.model = torch.compile(raw, **compile_params)
-        return {"torch_compile": json.dumps(compile_params, sort_keys=True).replace(" ", ""),
-                "module_class": type(raw).__name__, "inference_mode": True}
+        return {
+            "torch_compile": json.dumps(compile_params, sort_keys=True).replace(" ", ""),
+            "module_class": type(raw).__name__,
+            "inference_mode": True,
+        }
 
     def _pytorch2_device(self, kind, model):
         """The runtime's device rule: the instance's, or for KIND_MODEL the first parameter's."""
@@ -326,8 +350,9 @@ class TritonPythonModel:
                 raise OutputError(f"output '{spec['name']}' is a scalar which is not supported.")
             got = _TRITON_TYPES.get(value.dtype, str(value.dtype).removeprefix("torch.").upper())
             if got != want:
-                raise OutputError(f"configuration expects datatype TYPE_{want} for output '{spec['name']}', "
-                                  f"model provides TYPE_{got}")
+                raise OutputError(
+                    f"configuration expects datatype TYPE_{want} for output '{spec['name']}', model provides TYPE_{got}"
+                )
 
     def _output(self, spec, value):
         if spec["dtype"] == np.object_:
@@ -347,7 +372,9 @@ class TritonPythonModel:
             except RequestError as err:
                 responses[position] = error_response(str(err))
                 continue
-            members.append((position, [self._torch_input(spec, array) for spec, array in zip(self.call_inputs, arrays)]))
+            members.append(
+                (position, [self._torch_input(spec, array) for spec, array in zip(self.call_inputs, arrays)])
+            )
         try:
             strings = any(spec["dtype"] == np.object_ for spec in self.call_inputs)
             if self.batching and len(members) > 1 and not strings:
@@ -362,7 +389,8 @@ class TritonPythonModel:
                     self._check_outputs(outputs)
             for (position, _), outputs in zip(members, results):
                 responses[position] = pb_utils.InferenceResponse(
-                    output_tensors=[self._output(spec, value) for spec, value in zip(self.outputs, outputs)])
+                    output_tensors=[self._output(spec, value) for spec, value in zip(self.outputs, outputs)]
+                )
         except OutputError as err:  # LibTorch's ReadOutputTensors answers every response with its words
             for position, _ in members:
                 responses[position] = error_response(str(err))

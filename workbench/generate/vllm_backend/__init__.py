@@ -15,25 +15,43 @@ from pathlib import Path
 
 from tritonclient.grpc import model_config_pb2
 
-from workbench.generate.settings_checks import setting_flag
 from workbench.generate.config import ModelConfig
 from workbench.generate.product import GeneratedModel, ReadBack
 from workbench.generate.settings import GenerateError, GenerateSettings
+from workbench.generate.settings_checks import setting_flag
 from workbench.generate.vllm_backend.engine_checks import plan
+from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
 from workbench.generate.vllm_backend.readback import read_back_vllm
 from workbench.generate.vllm_backend.render import render
-from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings
 from workbench.system import TARGETS
 
 __all__ = ["VllmBackend", "VLLM", "VllmSettings", "VLLM_TARGETS"]
 
 VLLM_TARGETS = tuple(t for t in ("cpu", *NXDI_TARGETS, *VLLM_NEURON_TARGETS) if t in TARGETS)
 # GenerateSettings fields Triton's vLLM backend has no use for: set away from their default, refused
-_UNREAD = ("compiled_model", "triton_input", "triton_output", "triton_model_instance_count", "max_batch_size",
-           "enable_dynamic_batching", "preferred_batch_size", "max_queue_delay_microseconds", "copy_compiled_model",
-           "model_warmup", "optional_inputs", "extra_config", "extra_files", "variants", "runtime", "state_dict",
-           # its cores are VllmSettings.core_range; no model.py reads the threads or the batching switch
-           "neuron_core_range", "threads_per_core", "cpu_affinity", "disable_batch_requests_to_neuron")
+_UNREAD = (
+    "compiled_model",
+    "triton_input",
+    "triton_output",
+    "triton_model_instance_count",
+    "max_batch_size",
+    "enable_dynamic_batching",
+    "preferred_batch_size",
+    "max_queue_delay_microseconds",
+    "copy_compiled_model",
+    "model_warmup",
+    "optional_inputs",
+    "extra_config",
+    "extra_files",
+    "variants",
+    "runtime",
+    "state_dict",
+    # its cores are VllmSettings.core_range; no model.py reads the threads or the batching switch
+    "neuron_core_range",
+    "threads_per_core",
+    "cpu_affinity",
+    "disable_batch_requests_to_neuron",
+)
 
 
 def _default(name: str) -> object:
@@ -61,10 +79,14 @@ class VllmBackend:
         """The GenerateSettings this backend cannot take: another target, fields it does not read."""
         problems = []
         if settings.target not in self.targets:
-            problems.append(f"--target {settings.target}: {self.reads} serves {', '.join(self.targets)} "
-                            "(Inf1 has no vLLM)")
-        return problems + [f"{setting_flag(name)} is not read by {self.reads} (leave it out)" for name in _UNREAD
-                           if str(getattr(settings, name)) != str(_default(name))]
+            problems.append(
+                f"--target {settings.target}: {self.reads} serves {', '.join(self.targets)} (Inf1 has no vLLM)"
+            )
+        return problems + [
+            f"{setting_flag(name)} is not read by {self.reads} (leave it out)"
+            for name in _UNREAD
+            if str(getattr(settings, name)) != str(_default(name))
+        ]
 
     def render(self, settings: GenerateSettings) -> GeneratedModel:
         checked = plan(settings)
@@ -88,8 +110,11 @@ class VllmBackend:
         if config.HasField("model_transaction_policy") and not config.model_transaction_policy.decoupled:
             problems.append(f"{self.reads} needs the decoupled transaction policy")
         kind = model_config_pb2.ModelInstanceGroup
-        problems += [f"instance_group kind {kind.Kind.Name(g.kind)}: {self.reads} places the model itself; use "
-                     "KIND_MODEL" for g in config.instance_group if g.kind not in (kind.KIND_MODEL, kind.KIND_AUTO)]
+        problems += [
+            f"instance_group kind {kind.Kind.Name(g.kind)}: {self.reads} places the model itself; use KIND_MODEL"
+            for g in config.instance_group
+            if g.kind not in (kind.KIND_MODEL, kind.KIND_AUTO)
+        ]
         return problems
 
     def eager_module(self, model_dir: Path) -> None:

@@ -118,9 +118,14 @@ def _target_of(model_dir: Path) -> str:
     return params.get(TARGET_PARAMETER, "cpu")
 
 
-def cpu_compile_plan(model_dir: str | os.PathLike, *, remote_cache: str | None = None,
-                     cache_root: str | None = None, python: str = "python3",
-                     environ: Mapping[str, str] | None = None) -> CpuCompilePlan:
+def cpu_compile_plan(
+    model_dir: str | os.PathLike,
+    *,
+    remote_cache: str | None = None,
+    cache_root: str | None = None,
+    python: str = "python3",
+    environ: Mapping[str, str] | None = None,
+) -> CpuCompilePlan:
     """Check a generated vLLM-backend directory and say how to make its NEFFs without a device.
 
     Refused, each as its source says: a target other than trn2/trn3 (vLLM Neuron's; Inf2/Trn1 serve
@@ -134,37 +139,56 @@ def cpu_compile_plan(model_dir: str | os.PathLike, *, remote_cache: str | None =
         raise CpuCompileError(f"{model_dir}: no such model directory")
     target = _target_of(model_dir)
     if target not in VLLM_NEURON_TARGETS:
-        raise CpuCompileError(f"{model_dir} is generated for {target}; vLLM Neuron's CPU compilation makes NEFFs for "
-                              f"{'/'.join(VLLM_NEURON_TARGETS)} only ({CPU_COMPILE_DOC})")
+        raise CpuCompileError(
+            f"{model_dir} is generated for {target}; vLLM Neuron's CPU compilation makes NEFFs for "
+            f"{'/'.join(VLLM_NEURON_TARGETS)} only ({CPU_COMPILE_DOC})"
+        )
     if environ.get(CPU_MODE, "0") not in ("", "0"):
-        raise CpuCompileError(f"{CPU_MODE} is set: {CPU_COMPILE} and {CPU_MODE} cannot be enabled together "
-                              f"(CPU mode runs inference on the CPU, CPU compilation only compiles; {CPU_COMPILE_DOC})")
+        raise CpuCompileError(
+            f"{CPU_MODE} is set: {CPU_COMPILE} and {CPU_MODE} cannot be enabled together "
+            f"(CPU mode runs inference on the CPU, CPU compilation only compiles; {CPU_COMPILE_DOC})"
+        )
     override = OVERRIDE_VALUES[target]
     given = environ.get(TARGET_OVERRIDE)
     if given and given != override:
-        raise CpuCompileError(f"{TARGET_OVERRIDE}={given} is set but {model_dir.name} is for {target}: unset it or "
-                              f"set it to {override} (the NEFFs are compiled for the override's chip)")
+        raise CpuCompileError(
+            f"{TARGET_OVERRIDE}={given} is set but {model_dir.name} is for {target}: unset it or "
+            f"set it to {override} (the NEFFs are compiled for the override's chip)"
+        )
     try:
         path = engine_args_file(model_dir)
         args = strict_json(read_text(path, limit=MODEL_JSON_LIMIT))
     except (ConfigError, OSError, ValueError) as err:
         raise CpuCompileError(f"{model_dir}: the engine arguments cannot be read: {err}") from None
     if not isinstance(args, dict) or not args.get("model"):
-        raise CpuCompileError(f"{path}: needs a JSON object with the model folder under \"model\"")
+        raise CpuCompileError(f'{path}: needs a JSON object with the model folder under "model"')
     if args.get("speculative_config"):
-        raise CpuCompileError(f"{path}: speculative_config is set; speculative decoding is not supported in "
-                              f"vLLM Neuron's CPU compile mode ({CPU_COMPILE_DOC}, Limitations)")
+        raise CpuCompileError(
+            f"{path}: speculative_config is set; speculative decoding is not supported in "
+            f"vLLM Neuron's CPU compile mode ({CPU_COMPILE_DOC}, Limitations)"
+        )
     env = {CPU_COMPILE: "1", TARGET_OVERRIDE: override}
     if cache_root:
         env[CACHE_ROOT] = os.path.abspath(cache_root)
     if remote_cache:
         env[REMOTE_CACHE] = os.path.abspath(remote_cache)
     root = env.get(CACHE_ROOT) or environ.get(CACHE_ROOT) or os.path.expanduser("~/.cache/vllm")
-    notes = ((f"vLLM Neuron CPU compilation of {model_dir} for {target} ({CPU_COMPILE_DOC}); no inference runs "
-              "in this mode"),
-             (f"NEFFs go to {root}/neuron/compile_cache/<hash>/ ({CACHE_DOC}); copy them to the Trn host's cache, "
-              "or share the remote cache"))
-    return CpuCompilePlan(model_dir=model_dir, target=target, environment=env,
-                          command=(python, *SERVER, *engine_cli_args(args)),
-                          cache_dir=os.path.join(root, "neuron", "compile_cache"),
-                          remote_cache=env.get(REMOTE_CACHE), notes=notes)
+    notes = (
+        (
+            f"vLLM Neuron CPU compilation of {model_dir} for {target} ({CPU_COMPILE_DOC}); no inference runs "
+            "in this mode"
+        ),
+        (
+            f"NEFFs go to {root}/neuron/compile_cache/<hash>/ ({CACHE_DOC}); copy them to the Trn host's cache, "
+            "or share the remote cache"
+        ),
+    )
+    return CpuCompilePlan(
+        model_dir=model_dir,
+        target=target,
+        environment=env,
+        command=(python, *SERVER, *engine_cli_args(args)),
+        cache_dir=os.path.join(root, "neuron", "compile_cache"),
+        remote_cache=env.get(REMOTE_CACHE),
+        notes=notes,
+    )

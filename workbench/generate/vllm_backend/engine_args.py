@@ -18,19 +18,33 @@ from typing import Any
 from workbench.files import strict_json
 from workbench.limits import INT32_MAX, is_whole
 
-__all__ = ["MAX_ARG_CHARS", "MAX_MEMORY_BYTES", "MAX_SEED", "engine_arg_kinds", "engine_arg_problems",
-           "parse_engine_arg_items", "MAPPING_ARGS"]
+__all__ = [
+    "MAX_ARG_CHARS",
+    "MAX_MEMORY_BYTES",
+    "MAX_SEED",
+    "engine_arg_kinds",
+    "engine_arg_problems",
+    "parse_engine_arg_items",
+    "MAPPING_ARGS",
+]
 
 MAX_ARG_CHARS = 65536  # one --engine-arg value: far beyond any real one (a JSON config of a few KiB)
 # Bytes of memory an engine argument may size (the KV cache, ...): the largest EC2 instance's
 # memory (u7in-32tb: 32 TiB); 2^63-1 passed the int64 check and only failed inside the engine.
-MAX_MEMORY_BYTES = 32 * 2 ** 40
-MAX_SEED = 2 ** 32 - 1  # vLLM seeds numpy with it, which takes 0..2^32-1
+MAX_MEMORY_BYTES = 32 * 2**40
+MAX_SEED = 2**32 - 1  # vLLM seeds numpy with it, which takes 0..2^32-1
 # Arguments whose value is a mapping one level down too (the Neuron plugins read these keys).
 MAPPING_ARGS = {"additional_config": ("neuron_config", "override_neuron_config")}
 _JSON_KIND = {bool: "bool", int: "int", float: "number", str: "str", list: "list", dict: "object", type(None): "null"}
-_KIND_WORDS = {"bool": "true or false", "int": "a whole number", "number": "a number", "str": "a string",
-               "list": "a JSON list", "object": "a JSON object", "null": "null"}
+_KIND_WORDS = {
+    "bool": "true or false",
+    "int": "a whole number",
+    "number": "a number",
+    "str": "a string",
+    "list": "a JSON list",
+    "object": "a JSON object",
+    "null": "null",
+}
 
 
 @functools.cache

@@ -20,8 +20,19 @@ from dataclasses import dataclass, field
 
 from workbench.coremap import CoreRange, CoreRangeError
 
-__all__ = ["absolute_folder", "VllmSettings", "VllmNeuronBuckets", "NxdiBuckets", "VLLM_NEURON_TARGETS", "NXDI_TARGETS",
-           "VLLM_NEURON_CONFIG_DOC", "NXDI_VLLM_DOC", "NXDI_NEURON_CONFIG_DOC", "NEURON_KEY_SOURCES", "DTYPES"]
+__all__ = [
+    "absolute_folder",
+    "VllmSettings",
+    "VllmNeuronBuckets",
+    "NxdiBuckets",
+    "VLLM_NEURON_TARGETS",
+    "NXDI_TARGETS",
+    "VLLM_NEURON_CONFIG_DOC",
+    "NXDI_VLLM_DOC",
+    "NXDI_NEURON_CONFIG_DOC",
+    "NEURON_KEY_SOURCES",
+    "DTYPES",
+]
 
 # vLLM Neuron serves Trn2/Trn3 only; Inf2/Trn1 keep the legacy vLLM 0.16 + NxDI plugin
 # (SDK 2.34 libraries/vllm-neuron/neuron-inference-overview: "For Inf2 and Trn1 ... use Option 1").
@@ -29,12 +40,18 @@ VLLM_NEURON_TARGETS = ("trn2", "trn3")
 NXDI_TARGETS = ("inf2", "trn1")
 
 # Sources of every Neuron-only key written into model.json (one place; tests check against it).
-VLLM_NEURON_CONFIG_DOC = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/"
-                          "reference-configuration.html")  # "Compilation options" table; additional-config.html
-NXDI_VLLM_DOC = ("https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/libraries/nxd-inference/"
-                 "developer_guides/vllm-user-guide-v1.html")  # override_neuron_config via additional_config
-NXDI_NEURON_CONFIG_DOC = ("https://awsdocs-neuron.readthedocs-hosted.com/en/latest/libraries/nxd-inference/"
-                          "api-guides/api-guide.html")  # NeuronConfig: bucketing attributes
+VLLM_NEURON_CONFIG_DOC = (
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/vllm-neuron/docs/guides/"
+    "reference-configuration.html"
+)  # "Compilation options" table; additional-config.html
+NXDI_VLLM_DOC = (
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.29.1/libraries/nxd-inference/"
+    "developer_guides/vllm-user-guide-v1.html"
+)  # override_neuron_config via additional_config
+NXDI_NEURON_CONFIG_DOC = (
+    "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/libraries/nxd-inference/"
+    "api-guides/api-guide.html"
+)  # NeuronConfig: bucketing attributes
 NEURON_KEY_SOURCES = {
     ("neuron_config", "num_batched_tokens_buckets"): VLLM_NEURON_CONFIG_DOC,
     ("neuron_config", "num_seqs_buckets"): VLLM_NEURON_CONFIG_DOC,
@@ -42,6 +59,7 @@ NEURON_KEY_SOURCES = {
     ("override_neuron_config", "context_encoding_buckets"): NXDI_NEURON_CONFIG_DOC,
     ("override_neuron_config", "token_generation_buckets"): NXDI_NEURON_CONFIG_DOC,
 }
+
 
 def absolute_folder(path: str | None) -> str | None:
     """A local folder as an absolute path (model.json is read by a server started anywhere; vLLM

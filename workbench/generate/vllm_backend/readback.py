@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from workbench.files import read_text, strict_json
 from workbench.coremap import CoreRange, CoreRangeError
+from workbench.files import read_text, strict_json
 from workbench.generate.config import ConfigError, ModelConfig, parameters_of
 from workbench.generate.product import ReadBack
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_args import MAPPING_ARGS
-from workbench.generate.vllm_backend.render import _ENGINE_FIELDS, LNC_PARAMETER, TARGET_PARAMETER
 from workbench.generate.vllm_backend.engine_settings import NxdiBuckets, VllmNeuronBuckets, VllmSettings
+from workbench.generate.vllm_backend.render import _ENGINE_FIELDS, LNC_PARAMETER, TARGET_PARAMETER
 
 __all__ = ["read_back_vllm", "engine_args_file"]
 
-MODEL_JSON_LIMIT = 2 ** 20  # engine arguments are KiBs; a /dev/zero link is not read whole
+MODEL_JSON_LIMIT = 2**20  # engine arguments are KiBs; a /dev/zero link is not read whole
 
 
 def engine_args_file(model_dir: Path) -> Path:
@@ -38,8 +38,9 @@ def _split_additional(args: dict) -> tuple[VllmNeuronBuckets, NxdiBuckets]:
         return VllmNeuronBuckets(), NxdiBuckets()
     for space in MAPPING_ARGS["additional_config"]:  # a namespace that is not one would be lost
         if space in additional and not isinstance(additional[space], dict):
-            raise ConfigError(f"additional_config.{space} must be a JSON object, got "
-                              f"{type(additional[space]).__name__}")
+            raise ConfigError(
+                f"additional_config.{space} must be a JSON object, got {type(additional[space]).__name__}"
+            )
     neuron = additional.get("neuron_config", {})
     override = additional.get("override_neuron_config", {})
     vn_keys, nx_keys = set(vars(VllmNeuronBuckets())), set(vars(NxdiBuckets()))
@@ -60,23 +61,35 @@ def _split_additional(args: dict) -> tuple[VllmNeuronBuckets, NxdiBuckets]:
 
 
 # config.pbtxt fields the generator writes (inputs/outputs: the backend's auto-complete adds them)
-_WRITTEN = {"name", "backend", "max_batch_size", "instance_group", "model_transaction_policy", "parameters",
-            "input", "output"}
+_WRITTEN = {
+    "name",
+    "backend",
+    "max_batch_size",
+    "instance_group",
+    "model_transaction_policy",
+    "parameters",
+    "input",
+    "output",
+}
 
 
 def _not_carried(config: ModelConfig, vllm: VllmSettings, target: str) -> list[str]:
     """One note per config field regenerating would not write (a hand edit), so nothing goes unsaid."""
-    notes = [f"config field {f.name} is not written by the vLLM generator: regenerating drops it"
-             for f, _ in config.ListFields() if f.name not in _WRITTEN]
+    notes = [
+        f"config field {f.name} is not written by the vLLM generator: regenerating drops it"
+        for f, _ in config.ListFields()
+        if f.name not in _WRITTEN
+    ]
     tp = vllm.tensor_parallel_size if isinstance(vllm.tensor_parallel_size, int) and vllm.tensor_parallel_size else 1
     size = vllm.core_range.size if isinstance(vllm.core_range, CoreRange) else tp
     count = sum(group.count for group in config.instance_group) or 1
     expected = 1 if target == "cpu" else max(size // tp, 1)
     if count != expected:
-        notes.append(f"{count} instance(s) in instance_group; regenerating writes {expected} (the core range "
-                     f"split into instances of {tp} core(s))")
+        notes.append(
+            f"{count} instance(s) in instance_group; regenerating writes {expected} (the core range "
+            f"split into instances of {tp} core(s))"
+        )
     return notes
-
 
 
 def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
@@ -107,12 +120,25 @@ def read_back_vllm(model_dir: Path, config: ModelConfig) -> ReadBack:
         params.pop(key)
     lnc = params.pop(LNC_PARAMETER, None)
     fields = {name: args.pop(name) for name in _ENGINE_FIELDS if name in args}
-    vllm = VllmSettings(model=str(args.pop("model", "")), **fields, core_range=core_range,
-                        lnc=None if lnc is None else int(lnc), vllm_neuron=neuron, nxdi=nxdi, extra_engine_args=args)
+    vllm = VllmSettings(
+        model=str(args.pop("model", "")),
+        **fields,
+        core_range=core_range,
+        lnc=None if lnc is None else int(lnc),
+        vllm_neuron=neuron,
+        nxdi=nxdi,
+        extra_engine_args=args,
+    )
     if core_range is not None and core_range == CoreRange(0, vllm.tensor_parallel_size - 1):
         vllm.core_range = None  # the default range: regenerating writes the same parameters
     notes += _not_carried(config, vllm, target)
     version = int(path.parent.name)
-    settings = GenerateSettings(triton_model_dir=str(model_dir), backend="vllm", target=target, model_version=version,
-                                parameters=params, backend_settings=vllm)
+    settings = GenerateSettings(
+        triton_model_dir=str(model_dir),
+        backend="vllm",
+        target=target,
+        model_version=version,
+        parameters=params,
+        backend_settings=vllm,
+    )
     return ReadBack(settings, notes)

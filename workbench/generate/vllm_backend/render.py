@@ -16,21 +16,43 @@ from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_checks import VllmPlan
-from workbench.generate.vllm_backend.engine_settings import NXDI_TARGETS, VLLM_NEURON_TARGETS, VllmSettings, absolute_folder
+from workbench.generate.vllm_backend.engine_settings import (
+    NXDI_TARGETS,
+    VLLM_NEURON_TARGETS,
+    VllmSettings,
+    absolute_folder,
+)
 from workbench.spec import ModelSpec, TensorSpec
 from workbench.system import DEFAULT_LNC
 
-__all__ = ["model_json", "model_json_text", "vllm_config", "render", "instance_environment", "TARGET_PARAMETER",
-           "LNC_PARAMETER", "SPEC"]
+__all__ = [
+    "model_json",
+    "model_json_text",
+    "vllm_config",
+    "render",
+    "instance_environment",
+    "TARGET_PARAMETER",
+    "LNC_PARAMETER",
+    "SPEC",
+]
 
 TARGET_PARAMETER = "WORKBENCH_TARGET"
 LNC_PARAMETER = "NEURON_LOGICAL_NC_CONFIG"  # the runtime's own variable name (SDK logical-neuroncore-config)
 # what the backend's auto-complete declares first (src/model.py _auto_complete_inputs_and_outputs)
 SPEC = ModelSpec((TensorSpec("text_input", "BYTES", (1,)),), (TensorSpec("text_output", "BYTES", (-1,)),))
 # VllmSettings fields written under their own name when set (None / False left out: vLLM's default)
-_ENGINE_FIELDS = ("tokenizer", "dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                  "tensor_parallel_size", "block_size", "enforce_eager", "kv_cache_memory_bytes",
-                  "gpu_memory_utilization")
+_ENGINE_FIELDS = (
+    "tokenizer",
+    "dtype",
+    "max_model_len",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "tensor_parallel_size",
+    "block_size",
+    "enforce_eager",
+    "kv_cache_memory_bytes",
+    "gpu_memory_utilization",
+)
 
 
 def model_json(settings: GenerateSettings) -> dict:
@@ -48,8 +70,9 @@ def model_json(settings: GenerateSettings) -> dict:
         if neuron:
             additional["neuron_config"] = neuron
     if settings.target in NXDI_TARGETS:
-        override = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(vllm.nxdi).items()
-                    if v is not None and v != ()}
+        override = {
+            k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(vllm.nxdi).items() if v is not None and v != ()
+        }
         if override:
             additional["override_neuron_config"] = override
     extra = dict(vllm.extra_engine_args)
@@ -89,9 +112,19 @@ def render(settings: GenerateSettings, checked: VllmPlan) -> GeneratedModel:
     config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     engine_args = f"{settings.model_version}/model.json"
     files = {"config.pbtxt": config_text, engine_args: model_json_text(model_json(settings))}
-    return GeneratedModel(settings, settings.model_dir, SPEC, config, config_text, "", checked.core_map, files,
-                          list(checked.warnings), shown=(engine_args,),
-                          core_notes=instance_environment(settings, checked))
+    return GeneratedModel(
+        settings,
+        settings.model_dir,
+        SPEC,
+        config,
+        config_text,
+        "",
+        checked.core_map,
+        files,
+        list(checked.warnings),
+        shown=(engine_args,),
+        core_notes=instance_environment(settings, checked),
+    )
 
 
 def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[str, ...]:
@@ -101,11 +134,17 @@ def instance_environment(settings: GenerateSettings, plan: VllmPlan) -> tuple[st
         return ()
     vllm = settings.backend_settings
     lnc = (vllm.lnc if isinstance(vllm, VllmSettings) else None) or DEFAULT_LNC.get(settings.target, 1)
-    lines = tuple(f"  instance {k}: NEURON_RT_VISIBLE_CORES={plan.core_map.visible_cores(k)}"
-                  + (f" {LNC_PARAMETER}={lnc}" if settings.target in DEFAULT_LNC else "")
-                  + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
-                  for k in range(plan.core_map.instances))
+    lines = tuple(
+        f"  instance {k}: NEURON_RT_VISIBLE_CORES={plan.core_map.visible_cores(k)}"
+        + (f" {LNC_PARAMETER}={lnc}" if settings.target in DEFAULT_LNC else "")
+        + f" (tensor_parallel_size {plan.core_map.cores_per_instance})"
+        for k in range(plan.core_map.instances)
+    )
     if settings.target in VLLM_NEURON_TARGETS:  # vLLM Neuron's CPU compilation (cpu_compile.CPU_COMPILE_DOC)
-        lines += ((f"  NEFFs without a device: workbench cpu-compile {settings.model_dir} prints the "
-                   "CPU-compile environment and command"),)
+        lines += (
+            (
+                f"  NEFFs without a device: workbench cpu-compile {settings.model_dir} prints the "
+                "CPU-compile environment and command"
+            ),
+        )
     return lines

@@ -13,8 +13,8 @@ import platform
 import subprocess
 from dataclasses import asdict, dataclass, replace
 
-from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
 from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound, find_perf_analyzer
 
 __all__ = ["EngineChoice", "choose_engine", "resolved", "PERF_ANALYZER_GLIBC"]
 
@@ -53,27 +53,38 @@ def choose_engine(settings: MeasureSettings) -> EngineChoice:
     if settings.engine == "workbench":
         return EngineChoice("workbench", None, "the built-in load generator, as asked")
     if settings.engine == "perf_analyzer":
-        return EngineChoice("perf_analyzer", tuple(find_perf_analyzer(settings.perf_analyzer)), "perf_analyzer, as asked")
+        return EngineChoice(
+            "perf_analyzer", tuple(find_perf_analyzer(settings.perf_analyzer)), "perf_analyzer, as asked"
+        )
     fallback = "measured by the built-in load generator instead"
     try:
         command = find_perf_analyzer(settings.perf_analyzer)
     except PerfAnalyzerNotFound as err:
         return EngineChoice("workbench", None, f"no perf_analyzer here ({err}); {fallback}")
     try:
-        done = subprocess.run(command + ["--version"], capture_output=True, text=True, timeout=_VERSION_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            command + ["--version"],
+            capture_output=True,
+            text=True,
+            timeout=_VERSION_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
         answer = (done.stdout + done.stderr).strip()
         works = done.returncode == 0 and "perf analyzer" in answer.lower()
     except (OSError, subprocess.TimeoutExpired) as err:
         answer, works = f"{type(err).__name__}: {err}", False
     where = " ".join(command)
     if works:
-        return EngineChoice("perf_analyzer", tuple(command), f"perf_analyzer answers --version at {where} "
-                                                             f"({answer.splitlines()[0]})")
+        return EngineChoice(
+            "perf_analyzer", tuple(command), f"perf_analyzer answers --version at {where} ({answer.splitlines()[0]})"
+        )
     glibc = _glibc()
-    why = (f"; this machine has glibc {glibc[0]}.{glibc[1]} and perf_analyzer's wheel needs "
-           f"{PERF_ANALYZER_GLIBC[0]}.{PERF_ANALYZER_GLIBC[1]} (Triton's SDK container has one that runs)"
-           if glibc is not None and glibc < PERF_ANALYZER_GLIBC else "")
+    why = (
+        f"; this machine has glibc {glibc[0]}.{glibc[1]} and perf_analyzer's wheel needs "
+        f"{PERF_ANALYZER_GLIBC[0]}.{PERF_ANALYZER_GLIBC[1]} (Triton's SDK container has one that runs)"
+        if glibc is not None and glibc < PERF_ANALYZER_GLIBC
+        else ""
+    )
     last = answer.splitlines()[-1] if answer else "no output"
     return EngineChoice("workbench", None, f"perf_analyzer at {where} does not run ({last}){why}; {fallback}")
 
@@ -82,4 +93,3 @@ def resolved(settings: MeasureSettings, choice: EngineChoice) -> MeasureSettings
     """``settings`` with the chosen engine (and its command) in place of ``auto``."""
     command = choice.command if choice.command else settings.perf_analyzer
     return replace(settings, engine=choice.engine, perf_analyzer=command)
-

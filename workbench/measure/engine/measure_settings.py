@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from workbench.targets import TargetChoice
@@ -24,8 +25,20 @@ ENGINES = ("auto", "workbench", "perf_analyzer")
 PROTOCOLS = ("grpc", "http")
 # What a number means depends on these: a resumed run must use the same ones. (The perf_analyzer
 # command may differ: another path to the same tool measures the same way.)
-_MEANING = ("engine", "protocol", "window_s", "stability", "stable_windows", "max_windows", "time_limit_s",
-            "min_latencies", "warmup_requests", "seed", "rtol", "atol")
+_MEANING = (
+    "engine",
+    "protocol",
+    "window_s",
+    "stability",
+    "stable_windows",
+    "max_windows",
+    "time_limit_s",
+    "min_latencies",
+    "warmup_requests",
+    "seed",
+    "rtol",
+    "atol",
+)
 
 
 class MeasureError(WorkbenchError, ValueError):
@@ -79,7 +92,7 @@ class MeasureSettings:
     atol: float = 1e-5
 
     @classmethod
-    def for_target(cls, choice: "TargetChoice", **settings: Any) -> "MeasureSettings":
+    def for_target(cls, choice: TargetChoice, **settings: Any) -> MeasureSettings:
         """Settings for a sweep where ``choice`` serves: its output tolerances, then ``settings``."""
         return cls(**{**choice.tolerances, **settings})
 
@@ -104,8 +117,10 @@ class MeasureSettings:
         if not _whole(self.stable_windows) or self.stable_windows < 1:
             problems.append(f"stable_windows must be a whole number >= 1, got {self.stable_windows!r}")
         elif not _whole(self.max_windows) or self.max_windows < self.stable_windows:
-            problems.append(f"max_windows must be a whole number >= stable_windows ({self.stable_windows}), "
-                            f"got {self.max_windows!r}")
+            problems.append(
+                f"max_windows must be a whole number >= stable_windows ({self.stable_windows}), "
+                f"got {self.max_windows!r}"
+            )
         if self.time_limit_s is not None and (not _number(self.time_limit_s) or not self.time_limit_s > 0):
             problems.append(f"time_limit_s must be a positive number of seconds or None, got {self.time_limit_s!r}")
         if not _whole(self.min_latencies) or self.min_latencies < 0:
@@ -142,12 +157,13 @@ class MeasureSettings:
         """Plain JSON values, for a run record."""
         data = asdict(self)
         command = data["perf_analyzer"]
-        data["perf_analyzer"] = list(command) if isinstance(command, tuple) else (
-            None if command is None else os.fspath(command))
+        data["perf_analyzer"] = (
+            list(command) if isinstance(command, tuple) else (None if command is None else os.fspath(command))
+        )
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MeasureSettings":
+    def from_dict(cls, data: Mapping[str, Any]) -> MeasureSettings:
         """The settings a record holds; keys that are not settings (a record's ``model``) are
         left out, missing ones take their defaults."""
         names = {f.name for f in fields(cls)}
@@ -157,5 +173,8 @@ class MeasureSettings:
         """``"window_s 0.2 -> 0.5"`` for every setting that changes what a number means and
         differs from ``recorded`` (a run record's settings; keys it lacks are not compared)."""
         mine = self.to_dict()
-        return [f"{key} {recorded[key]!r} -> {mine[key]!r}" for key in _MEANING
-                if key in recorded and recorded[key] != mine[key]]
+        return [
+            f"{key} {recorded[key]!r} -> {mine[key]!r}"
+            for key in _MEANING
+            if key in recorded and recorded[key] != mine[key]
+        ]

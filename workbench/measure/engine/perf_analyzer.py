@@ -23,14 +23,15 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from workbench.refusals import WorkbenchError
-from workbench.measure.engine.perf_analyzer_output import parse_csv, parse_passes, request_spans, unstable
 from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.engine.perf_analyzer_output import parse_csv, parse_passes, request_spans, unstable
+from workbench.refusals import WorkbenchError
 from workbench.tasks import Cancelled
 
 __all__ = [
@@ -122,11 +123,25 @@ def perf_analyzer_args(
         raise ValueError("give concurrency or request_rate, not both")
     if percentile is not None and float(percentile) != int(percentile):
         raise ValueError(f"perf_analyzer takes whole percentiles, got {percentile}")
-    args = ["-m", model, "-u", url, "-i", settings.protocol, "-b", str(int(batch_size)),
-            "--measurement-interval", str(interval_ms or max(1, round(settings.window_s * 1000))),
-            "--stability-percentage", f"{settings.stability * 100:g}",
-            "--max-trials", str(settings.max_windows),
-            "-f", os.fspath(csv_path), "--verbose-csv"]
+    args = [
+        "-m",
+        model,
+        "-u",
+        url,
+        "-i",
+        settings.protocol,
+        "-b",
+        str(int(batch_size)),
+        "--measurement-interval",
+        str(interval_ms or max(1, round(settings.window_s * 1000))),
+        "--stability-percentage",
+        f"{settings.stability * 100:g}",
+        "--max-trials",
+        str(settings.max_windows),
+        "-f",
+        os.fspath(csv_path),
+        "--verbose-csv",
+    ]
     if model_version:
         args += ["-x", str(model_version)]
     if settings.warmup_requests:
@@ -134,8 +149,7 @@ def perf_analyzer_args(
     if percentile is not None:
         args += [f"--percentile={int(percentile)}"]
     if request_rate is not None:
-        args += ["--request-rate-range", _range(request_rate, "request_rate"),
-                 "--request-distribution", distribution]
+        args += ["--request-rate-range", _range(request_rate, "request_rate"), "--request-distribution", distribution]
     else:
         args += ["--concurrency-range", _range(1 if concurrency is None else concurrency, "concurrency")]
     if input_data is not None:
@@ -212,12 +226,15 @@ def run_perf_analyzer(
         csv_path = Path(scratch) / "results.csv"
         input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
 
-        def attempt(number: int, budget_s: float | None = None, **extra: Any) -> tuple[list[dict[str, Any]] | None, str]:
+        def attempt(
+            number: int, budget_s: float | None = None, **extra: Any
+        ) -> tuple[list[dict[str, Any]] | None, str]:
             nonlocal failure
             csv_path.unlink(missing_ok=True)
             args = perf_analyzer_args(url, model, settings, csv_path=csv_path, input_data=input_data, **load, **extra)
-            budget = budget_s or (timeout_s if deadline is None else
-                                  max(5.0, min(timeout_s, deadline - time.monotonic() + 5.0)))
+            budget = budget_s or (
+                timeout_s if deadline is None else max(5.0, min(timeout_s, deadline - time.monotonic() + 5.0))
+            )
             try:
                 output = _run(argv + args + ["-v"], budget, total, progress, cancel)
             except PerfAnalyzerError as err:
@@ -227,7 +244,9 @@ def run_perf_analyzer(
                 raise
             if not csv_path.exists():
                 raise PerfAnalyzerError(f"perf_analyzer wrote no CSV; its output ends:\n{_tail(output)}", output)
-            rows = parse_csv(csv_path, model=model, protocol=settings.protocol, batch_size=int(load.get("batch_size", 1)))
+            rows = parse_csv(
+                csv_path, model=model, protocol=settings.protocol, batch_size=int(load.get("batch_size", 1))
+            )
             return _with_passes(rows, output, number, extra.get("interval_ms", interval_ms)), output
 
         best, output, failure = None, "", None
@@ -244,12 +263,26 @@ def run_perf_analyzer(
                 longer = interval_ms + WINDOW_STEP_MS
             if deadline is None or not _time_for(deadline, longer):
                 break
-            _say(progress, total, f"perf_analyzer run {number} {'was short of latencies' if rows else 'did not stabilise'}"
-                                  f"; again with {longer} ms windows")
+            _say(
+                progress,
+                total,
+                f"perf_analyzer run {number} {'was short of latencies' if rows else 'did not stabilise'}"
+                f"; again with {longer} ms windows",
+            )
             interval_ms = longer
         if best is not None:
-            return _done(progress, total, [dict(r, warnings=r["warnings"] + [f"p99 from {r['requests']} latencies, fewer than the "
-                                                      f"{settings.min_latencies} asked for"]) for r in best])
+            return _done(
+                progress,
+                total,
+                [
+                    dict(
+                        r,
+                        warnings=r["warnings"]
+                        + [f"p99 from {r['requests']} latencies, fewer than the {settings.min_latencies} asked for"],
+                    )
+                    for r in best
+                ],
+            )
         # nothing stable in time: one window of a fixed request count, so the point is kept
         rate = _rate(output, int(load.get("batch_size", 1)))
         count = max(50, min(settings.min_latencies, int(rate * max(2.0, 2 * settings.window_s)))) if rate else 200
@@ -257,27 +290,55 @@ def run_perf_analyzer(
         # its own budget, past the time limit: the point is kept only if this run may finish
         expected_s = total * count / rate if rate else 60.0
         export = Path(scratch) / "requests.json"
-        rows, _ = attempt(number + 1, budget_s=min(timeout_s, 30.0 + 5 * expected_s), request_count=count,
-                          extra_args=["--profile-export-file", str(export)])
+        rows, _ = attempt(
+            number + 1,
+            budget_s=min(timeout_s, 30.0 + 5 * expected_s),
+            request_count=count,
+            extra_args=["--profile-export-file", str(export)],
+        )
         if rows is None:
-            raise PerfAnalyzerError(f"{failure} (after {number} run(s) with longer windows and one without a "
-                                    "stability check)", output)
+            raise PerfAnalyzerError(
+                f"{failure} (after {number} run(s) with longer windows and one without a stability check)", output
+            )
         spans = request_spans(export) if export.exists() and len(rows) == 1 else []
-        return _done(progress, total, [dict(_over_its_span(r, spans, int(load.get("batch_size", 1))), stable=False,
-                                            warnings=r["warnings"] + [
-            f"perf_analyzer could not stabilise in {number} run(s) (last window {interval_ms} ms); these numbers are "
-            f"one window of {count} requests without a stability check"]) for r in rows])
+        return _done(
+            progress,
+            total,
+            [
+                dict(
+                    _over_its_span(r, spans, int(load.get("batch_size", 1))),
+                    stable=False,
+                    warnings=r["warnings"]
+                    + [
+                        f"perf_analyzer could not stabilise in {number} run(s) (last window {interval_ms} ms); these numbers are "
+                        f"one window of {count} requests without a stability check"
+                    ],
+                )
+                for r in rows
+            ],
+        )
 
 
 def _over_its_span(row: dict[str, Any], spans: list[tuple[int, float]], batch_size: int) -> dict[str, Any]:
     """A --request-count row (one load level: perf_analyzer takes no more with it) with its
     throughput over its requests' own span (``request_spans``); perf_analyzer's own figure kept."""
     if len(spans) != 1 or spans[0][0] == 0 or spans[0][1] <= 0:
-        return dict(row, warnings=row["warnings"] + ["perf_analyzer's throughput in --request-count mode is the count over "
-                                                     "the whole seconds it waited: it may read low"])
+        return dict(
+            row,
+            warnings=row["warnings"]
+            + [
+                "perf_analyzer's throughput in --request-count mode is the count over "
+                "the whole seconds it waited: it may read low"
+            ],
+        )
     requests, span_s = spans[0]
-    return dict(row, throughput=requests * batch_size / span_s, pa_throughput=row["throughput"], requests=requests,
-                span_s=span_s)
+    return dict(
+        row,
+        throughput=requests * batch_size / span_s,
+        pa_throughput=row["throughput"],
+        requests=requests,
+        span_s=span_s,
+    )
 
 
 def _with_passes(rows: list[dict[str, Any]], output: str, attempts: int, interval_ms: int) -> list[dict[str, Any]]:
@@ -288,8 +349,17 @@ def _with_passes(rows: list[dict[str, Any]], output: str, attempts: int, interva
         level = row["concurrency"] if row["concurrency"] is not None else row["request_rate"]
         seen = passes.get(float(level), {}) if level is not None else {}
         windows = seen.get("passes", [])
-        out.append(dict(row, stable=True, windows=windows, requests=seen.get("requests", 0), attempts=attempts,
-                        window_s=interval_ms / 1000.0, warnings=[]))
+        out.append(
+            dict(
+                row,
+                stable=True,
+                windows=windows,
+                requests=seen.get("requests", 0),
+                attempts=attempts,
+                window_s=interval_ms / 1000.0,
+                warnings=[],
+            )
+        )
     return out
 
 
@@ -305,7 +375,9 @@ def _time_for(deadline: float | None, interval_ms: int) -> bool:
     return deadline is None or deadline - time.monotonic() > 3 * 1.2 * interval_ms / 1000.0 + 1.0
 
 
-def _done(progress: Callable[[int, int, str], None] | None, total: int, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _done(
+    progress: Callable[[int, int, str], None] | None, total: int, rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The rows, once progress says every level is done (a failed retry may have spoken last)."""
     if progress is not None:
         progress(total, total, "perf_analyzer done")
@@ -321,8 +393,9 @@ def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str
     """Run to completion, reporting each load level as perf_analyzer starts it; stop on cancel
     or timeout (the child only: it is ours, found by its pid)."""
     lines: list[str] = []
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL
+    )
 
     def read() -> None:
         assert process.stdout is not None
@@ -340,8 +413,9 @@ def _run(argv: list[str], timeout_s: float, total: int, progress, cancel) -> str
             if cancel is not None and cancel.is_set():
                 raise Cancelled("perf_analyzer cancelled")
             if time.monotonic() > deadline:
-                raise PerfAnalyzerError(f"perf_analyzer took longer than {timeout_s:g} s; stopped it",
-                                        "".join(lines), timed_out=True)
+                raise PerfAnalyzerError(
+                    f"perf_analyzer took longer than {timeout_s:g} s; stopped it", "".join(lines), timed_out=True
+                )
             time.sleep(0.1)
     finally:
         if process.poll() is None:

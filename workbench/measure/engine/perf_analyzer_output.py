@@ -36,8 +36,14 @@ _COLUMNS = {
 }
 _PERCENTILE_COLUMN = re.compile(r"^p(\d+(?:\.\d+)?) latency$")
 
-def parse_csv(source: str | os.PathLike[str], *, model: str | None = None, protocol: str | None = None,
-              batch_size: int | None = None) -> list[dict[str, Any]]:
+
+def parse_csv(
+    source: str | os.PathLike[str],
+    *,
+    model: str | None = None,
+    protocol: str | None = None,
+    batch_size: int | None = None,
+) -> list[dict[str, Any]]:
     """Rows from perf_analyzer's ``-f`` CSV (a path or the text), in load order (perf_analyzer
     sorts by throughput). All times in microseconds, throughput in inferences/s; keys as in
     ``LoadResult.to_row``; columns this module does not know keep a snake_case name."""
@@ -47,8 +53,14 @@ def parse_csv(source: str | os.PathLike[str], *, model: str | None = None, proto
         raise ValueError("not a perf_analyzer CSV: the header has neither Concurrency nor Request Rate")
     rows = []
     for raw in reader:
-        row: dict[str, Any] = {"source": "perf_analyzer", "model": model, "protocol": protocol,
-                               "batch_size": batch_size, "concurrency": None, "request_rate": None}
+        row: dict[str, Any] = {
+            "source": "perf_analyzer",
+            "model": model,
+            "protocol": protocol,
+            "batch_size": batch_size,
+            "concurrency": None,
+            "request_rate": None,
+        }
         for column, value in raw.items():
             if column is None or value in (None, ""):
                 continue

@@ -11,8 +11,9 @@ diffed between snapshots, overhead floored at zero).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,7 @@ STANDARD_PERCENTILES = (50, 90, 95, 99)
 # Float noise must not turn an exact 110/100 into "unstable".
 _RATIO_SLACK = 1e-9
 
-_DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
-              "cache_hit", "cache_miss")
+_DURATIONS = ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output", "cache_hit", "cache_miss")
 
 
 class StatsError(WorkbenchError, ValueError):
@@ -59,8 +59,7 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
 def summarize_latencies(latencies: Iterable[float], extra_percentile: float | None = None) -> dict[str, float]:
     """Mean, standard deviation and p50/p90/p95/p99 (plus ``extra_percentile``) of raw latencies,
     in the latencies' own unit. Keys: ``count, avg, std, p50, p90, p95, p99[, pP]``."""
-    values = np.sort(np.asarray(list(latencies) if not isinstance(latencies, np.ndarray) else latencies,
-                                dtype=float))
+    values = np.sort(np.asarray(list(latencies) if not isinstance(latencies, np.ndarray) else latencies, dtype=float))
     out: dict[str, float] = {"count": int(values.size)}
     out["avg"] = float(values.mean()) if values.size else math.nan
     out["std"] = float(values.std()) if values.size else math.nan
@@ -77,8 +76,9 @@ def percentile_key(p: float) -> str:
     return f"p{p:g}"
 
 
-def is_stable(throughputs: Sequence[float], latencies: Sequence[float], *,
-              stability: float = 0.10, windows: int = 3) -> bool:
+def is_stable(
+    throughputs: Sequence[float], latencies: Sequence[float], *, stability: float = 0.10, windows: int = 3
+) -> bool:
     """perf_analyzer's rule: the last ``windows`` windows agree within ``stability`` (max/min <=
     1 + stability) on throughput AND on the stabilizing latency, and none has zero throughput."""
     if windows < 1:
@@ -114,13 +114,22 @@ class Spread:
     resamples: int = 0
 
     @classmethod
-    def unknown(cls, percentile: float = 99.0, confidence: float = 0.95) -> "Spread":
+    def unknown(cls, percentile: float = 99.0, confidence: float = 0.95) -> Spread:
         return cls(math.nan, math.nan, math.nan, math.nan, percentile, confidence)
 
 
-def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float] | None, *, span_s: float,
-                     batch_size: int = 1, percentile: float = 99.0, blocks: int = 20, resamples: int = 1000,
-                     confidence: float = 0.95, seed: int = 0) -> Spread:
+def bootstrap_spread(
+    completed_s: Sequence[float],
+    latencies: Sequence[float] | None,
+    *,
+    span_s: float,
+    batch_size: int = 1,
+    percentile: float = 99.0,
+    blocks: int = 20,
+    resamples: int = 1000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> Spread:
     """How far throughput and the ``percentile`` latency could move on another run like this one.
 
     ``completed_s[i]`` is when request ``i`` completed, in seconds from the start of a span of
@@ -162,8 +171,16 @@ def bootstrap_spread(completed_s: Sequence[float], latencies: Sequence[float] | 
     finite = tail[np.isfinite(tail)]
     low_t, high_t = np.percentile(throughput, [cut, 100 - cut])
     low_l, high_l = np.percentile(finite, [cut, 100 - cut]) if finite.size else (math.nan, math.nan)
-    return Spread(float(low_t), float(high_t), float(low_l), float(high_l), float(percentile), float(confidence),
-                  blocks, resamples)
+    return Spread(
+        float(low_t),
+        float(high_t),
+        float(low_l),
+        float(high_l),
+        float(percentile),
+        float(confidence),
+        blocks,
+        resamples,
+    )
 
 
 def percentile_of_sorted(sorted_values: np.ndarray, p: float) -> float:
@@ -191,8 +208,11 @@ def model_counters(snapshot: Mapping, model: str, version: str | None = None) ->
     ``snapshot`` is what ``get_inference_statistics`` returns as JSON (gRPC or HTTP spelling).
     Several versions of the model are summed unless ``version`` picks one.
     """
-    entries = [e for e in snapshot.get("model_stats", [])
-               if e.get("name") == model and (version in (None, "") or str(e.get("version")) == str(version))]
+    entries = [
+        e
+        for e in snapshot.get("model_stats", [])
+        if e.get("name") == model and (version in (None, "") or str(e.get("version")) == str(version))
+    ]
     if not entries:
         have = sorted({f"{e.get('name')}:{e.get('version')}" for e in snapshot.get("model_stats", [])})
         wanted = model if version in (None, "") else f"{model} version {version}"

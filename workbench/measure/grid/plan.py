@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from typing import Any
 
 from workbench.coremap import Allocation, CoreRange, CoreRangeError, describe_ranges, parse_allocations
 from workbench.generate.backends import backend_of_config
@@ -20,8 +21,7 @@ from workbench.generate.config import ModelConfig, check_config, parameters_of, 
 from workbench.measure.engine.measure_settings import MeasureError
 from workbench.system import usable_cpu_ids
 
-__all__ = ["SweepError", "Batching", "Variant", "Point", "SweepPlan", "variant_config", "plan_variants",
-           "parse_counts"]
+__all__ = ["SweepError", "Batching", "Variant", "Point", "SweepPlan", "variant_config", "plan_variants", "parse_counts"]
 
 # Parameters the sweep itself sets for every variant; a free-form grid may not fight over them.
 _VARIANT_PARAMETER = "WORKBENCH_SWEEP_VARIANT"
@@ -100,11 +100,14 @@ class Batching:
             cfg.dynamic_batching.max_queue_delay_microseconds = int(self.max_queue_delay_us)
 
     def to_dict(self) -> dict:
-        return {"enabled": self.enabled, "preferred_batch_sizes": list(self.preferred_batch_sizes),
-                "max_queue_delay_us": self.max_queue_delay_us}
+        return {
+            "enabled": self.enabled,
+            "preferred_batch_sizes": list(self.preferred_batch_sizes),
+            "max_queue_delay_us": self.max_queue_delay_us,
+        }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "Batching":
+    def from_dict(cls, data: Mapping) -> Batching:
         return cls(bool(data["enabled"]), tuple(data.get("preferred_batch_sizes", ())), data.get("max_queue_delay_us"))
 
 
@@ -120,8 +123,10 @@ def variant_config(
     """The base config with this allocation's instance count and core range end, and optionally
     another dynamic-batching block, max_batch_size and model parameters. Checked like any config."""
     if len(base.instance_group) > 1:
-        raise SweepError(f"model {base.name!r} has {len(base.instance_group)} instance groups; "
-                         "the sweep sets the count of a single group")
+        raise SweepError(
+            f"model {base.name!r} has {len(base.instance_group)} instance groups; "
+            "the sweep sets the count of a single group"
+        )
     cfg = ModelConfig()
     cfg.CopyFrom(base)
     group = cfg.instance_group[0] if cfg.instance_group else cfg.instance_group.add(kind="KIND_MODEL")
@@ -268,8 +273,10 @@ class SweepPlan:
             # a backend that pins no cores (Triton's PyTorch backend): allocations count instances on this machine's CPUs
             return CoreRange(0, max(len(usable_cpu_ids()), 1) - 1)
         if core_range is None:
-            raise SweepError(f"model {base.name!r} has no NEURON_CORE_START_INDEX/END_INDEX parameters; "
-                             "give the sweep a core range such as 0:1")
+            raise SweepError(
+                f"model {base.name!r} has no NEURON_CORE_START_INDEX/END_INDEX parameters; "
+                "give the sweep a core range such as 0:1"
+            )
         return core_range
 
     def variants(self, base: ModelConfig, *, available_cores: Collection[int] | None = None) -> list[Variant]:
@@ -281,21 +288,28 @@ class SweepPlan:
         start = core_range.start
         problems = [
             f"{a.label} needs {a.cores} core(s) but core range {core_range} has {core_range.size}"
-            for a in self.allocations if a.cores > core_range.size
+            for a in self.allocations
+            if a.cores > core_range.size
         ]
         missing = core_range.missing_from(available_cores) if available_cores is not None else ()
         if missing:
-            problems.append(f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
-                            "machine does not let "
-                            f"the server use (usable: {sorted(available_cores)})")
+            problems.append(
+                f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
+                "machine does not let "
+                f"the server use (usable: {sorted(available_cores)})"
+            )
         if base.max_batch_size == 0:
             # Its dims already include the batch dim: Triton would add a second one.
             unbatched = f"model {base.name!r} has max_batch_size 0 (its dims include the batch dim)"
             if self.max_batch_size is not None:
-                problems.append(f"{unbatched}: max_batch_size {self.max_batch_size} cannot be set by the sweep; "
-                                "regenerate the model with max_batch_size > 0")
+                problems.append(
+                    f"{unbatched}: max_batch_size {self.max_batch_size} cannot be set by the sweep; "
+                    "regenerate the model with max_batch_size > 0"
+                )
             if max(self.batch_sizes) > 1:
-                problems.append(f"{unbatched}, so batch sizes {list(self.batch_sizes)} cannot be sent; use batch size 1")
+                problems.append(
+                    f"{unbatched}, so batch sizes {list(self.batch_sizes)} cannot be sent; use batch size 1"
+                )
             for batching in self.batching:
                 if batching is not None and batching.enabled:
                     problems.append(f"{batching.label}: dynamic batching needs max_batch_size > 0; {unbatched}")
@@ -310,8 +324,9 @@ class SweepPlan:
             self.allocations, self.batching, itertools.product(*self.parameters.values())
         ):
             params = tuple(zip(keys, values))
-            cfg = variant_config(base, allocation, start, batching=batching, parameters=dict(params),
-                                 max_batch_size=max_batch)
+            cfg = variant_config(
+                base, allocation, start, batching=batching, parameters=dict(params), max_batch_size=max_batch
+            )
             variant = Variant(allocation, start, batching, params, cfg)
             # A change of instance count alone is applied by Triton in place, and the Python backend
             # then hands the new instances the OLD config (stale count and core range). A parameter
@@ -336,7 +351,7 @@ class SweepPlan:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> "SweepPlan":
+    def from_dict(cls, data: Mapping) -> SweepPlan:
         return cls(
             batch_sizes=tuple(data["batch_sizes"]),
             allocations=tuple(data["allocations"]),

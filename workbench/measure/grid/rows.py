@@ -12,9 +12,10 @@ per second; a number not measured is NaN, a flag not known None.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen.load_results import LoadResult
@@ -27,7 +28,7 @@ NAN = math.nan
 
 def now() -> str:
     """The time a row or a run record is stamped with: UTC, to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _nothing_succeeded(sent: Any, failed: Any, errors: Mapping[str, int]) -> str:
@@ -94,7 +95,7 @@ class PointRow:
     config_digest: str | None = None  # (a resume refuses rows of another model or config)
 
     @classmethod
-    def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> "PointRow":
+    def measured(cls, point: Point, result: LoadResult, max_abs_diff: float) -> PointRow:
         """The row of a point the built-in load generator measured; a point where no request
         succeeded is a failed point (resume measures it again), whatever else was counted."""
         if result.succeeded == 0 or not result.throughput > 0:
@@ -102,20 +103,33 @@ class PointRow:
         server, latency, spread = result.server, result.latency, result.spread
         breakdown = {}
         if server is not None:
-            breakdown = dict(queue_ms=_ms(server.queue_us), compute_input_ms=_ms(server.compute_input_us),
-                             compute_infer_ms=_ms(server.compute_infer_us),
-                             compute_output_ms=_ms(server.compute_output_us), overhead_ms=_ms(server.overhead_us),
-                             avg_batch=server.avg_batch)
+            breakdown = dict(
+                queue_ms=_ms(server.queue_us),
+                compute_input_ms=_ms(server.compute_input_us),
+                compute_infer_ms=_ms(server.compute_infer_us),
+                compute_output_ms=_ms(server.compute_output_us),
+                overhead_ms=_ms(server.overhead_us),
+                avg_batch=server.avg_batch,
+            )
         return cls(
             **point.columns(),
             throughput=result.throughput,
-            p50_ms=_ms(latency["p50"]), p90_ms=_ms(latency["p90"]), p95_ms=_ms(latency["p95"]),
-            p99_ms=_ms(latency["p99"]), mean_ms=_ms(latency["avg"]),
-            throughput_low=spread.throughput_low, throughput_high=spread.throughput_high,
-            p99_low_ms=_ms(spread.latency_low), p99_high_ms=_ms(spread.latency_high),
-            stable=bool(result.stable), windows=len(result.windows), requests=result.requests,
-            failures=result.failed, window_s=result.windows[-1].duration_s if result.windows else NAN,
-            send_delay_us=result.send_delay_us, client_cpu_us=result.client_cpu_us,
+            p50_ms=_ms(latency["p50"]),
+            p90_ms=_ms(latency["p90"]),
+            p95_ms=_ms(latency["p95"]),
+            p99_ms=_ms(latency["p99"]),
+            mean_ms=_ms(latency["avg"]),
+            throughput_low=spread.throughput_low,
+            throughput_high=spread.throughput_high,
+            p99_low_ms=_ms(spread.latency_low),
+            p99_high_ms=_ms(spread.latency_high),
+            stable=bool(result.stable),
+            windows=len(result.windows),
+            requests=result.requests,
+            failures=result.failed,
+            window_s=result.windows[-1].duration_s if result.windows else NAN,
+            send_delay_us=result.send_delay_us,
+            client_cpu_us=result.client_cpu_us,
             outputs_ok=result.checked > 0 and result.check_failures == 0,
             max_abs_diff=max_abs_diff,
             **breakdown,
@@ -126,8 +140,9 @@ class PointRow:
         )
 
     @classmethod
-    def from_perf_analyzer(cls, point: Point, row: Mapping[str, Any], outputs_ok: bool,
-                           max_abs_diff: float) -> "PointRow":
+    def from_perf_analyzer(
+        cls, point: Point, row: Mapping[str, Any], outputs_ok: bool, max_abs_diff: float
+    ) -> PointRow:
         """The row of a point perf_analyzer measured (``row``: one of ``perf_analyzer.parse_csv``'s
         or ``run_perf_analyzer``'s, in microseconds); its outputs were checked with one request
         before it ran. perf_analyzer gives no raw latencies: the throughput spread is the range of
@@ -140,22 +155,31 @@ class PointRow:
         return cls(
             **point.columns(),
             throughput=row["throughput"],
-            p50_ms=_ms(us("p50_us")), p90_ms=_ms(us("p90_us")), p95_ms=_ms(us("p95_us")),
-            p99_ms=_ms(us("p99_us")), mean_ms=_ms(us("latency_avg_us")),
-            throughput_low=min(pooled) if pooled else NAN, throughput_high=max(pooled) if pooled else NAN,
+            p50_ms=_ms(us("p50_us")),
+            p90_ms=_ms(us("p90_us")),
+            p95_ms=_ms(us("p95_us")),
+            p99_ms=_ms(us("p99_us")),
+            mean_ms=_ms(us("latency_avg_us")),
+            throughput_low=min(pooled) if pooled else NAN,
+            throughput_high=max(pooled) if pooled else NAN,
             stable=bool(row.get("stable", True)),  # run_perf_analyzer marks a point it could not stabilise
-            windows=len(row["windows"]) if "windows" in row else NAN, requests=row.get("requests", NAN),
-            failures=0, window_s=row.get("window_s", NAN),
+            windows=len(row["windows"]) if "windows" in row else NAN,
+            requests=row.get("requests", NAN),
+            failures=0,
+            window_s=row.get("window_s", NAN),
             outputs_ok=outputs_ok,
             max_abs_diff=max_abs_diff,
-            queue_ms=_ms(us("server_queue_us")), compute_input_ms=_ms(us("server_compute_input_us")),
+            queue_ms=_ms(us("server_queue_us")),
+            compute_input_ms=_ms(us("server_compute_input_us")),
             compute_infer_ms=_ms(us("server_compute_infer_us")),
             compute_output_ms=_ms(us("server_compute_output_us")),
-            engine="perf_analyzer", measured_at=now(), warnings=" | ".join(notes),
+            engine="perf_analyzer",
+            measured_at=now(),
+            warnings=" | ".join(notes),
         )
 
     @classmethod
-    def failed(cls, point: Point, error: str) -> "PointRow":
+    def failed(cls, point: Point, error: str) -> PointRow:
         """The row of a point that could not be measured, saying why."""
         return cls(**point.columns(), error=error, measured_at=now())
 
@@ -172,7 +196,7 @@ class PointRow:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "PointRow":
+    def from_dict(cls, data: Mapping[str, Any]) -> PointRow:
         """A row as ``to_dict`` wrote it and JSON read it back (null numbers are NaN again).
         Columns this type does not know are left out."""
         values = {}
@@ -221,5 +245,9 @@ def usable(point: PointRow | Mapping[str, Any]) -> bool:
     if error is not None and not (isinstance(error, float) and math.isnan(error)) and str(error).strip():
         return False
     failures = _number(values.get("failures"))
-    return (not math.isnan(_number(values.get("throughput"))) and not math.isnan(_number(values.get("p99_ms")))
-            and (math.isnan(failures) or failures == 0) and flag(values.get("outputs_ok")) is True)
+    return (
+        not math.isnan(_number(values.get("throughput")))
+        and not math.isnan(_number(values.get("p99_ms")))
+        and (math.isnan(failures) or failures == 0)
+        and flag(values.get("outputs_ok")) is True
+    )

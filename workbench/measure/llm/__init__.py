@@ -22,11 +22,18 @@ sweep panel reach it through the backend switch: a model whose backend streams t
 from workbench.lazy import lazy_getattr
 
 # loaded on first use: `workbench sweep` registers the LLM flags (llm/cli.py) without pandas
-_NAMES = {"LlmPlan": "workbench.measure.llm.plan", "LlmPoint": "workbench.measure.llm.plan",
-          "LlmVariant": "workbench.measure.llm.plan", "LlmRow": "workbench.measure.llm.rows",
-          "LLM_COLUMNS": "workbench.measure.llm.rows", "LlmSweepResult": "workbench.measure.llm.result",
-          "LlmComparison": "workbench.measure.llm.result", "compare_llm_runs": "workbench.measure.llm.result",
-          "load_llm_run": "workbench.measure.llm.result", "run_llm_sweep": "workbench.measure.llm.run",
-          "LLM_SETTINGS": "workbench.measure.llm.run"}
+_NAMES = {
+    "LlmPlan": "workbench.measure.llm.plan",
+    "LlmPoint": "workbench.measure.llm.plan",
+    "LlmVariant": "workbench.measure.llm.plan",
+    "LlmRow": "workbench.measure.llm.rows",
+    "LLM_COLUMNS": "workbench.measure.llm.rows",
+    "LlmSweepResult": "workbench.measure.llm.result",
+    "LlmComparison": "workbench.measure.llm.result",
+    "compare_llm_runs": "workbench.measure.llm.result",
+    "load_llm_run": "workbench.measure.llm.result",
+    "run_llm_sweep": "workbench.measure.llm.run",
+    "LLM_SETTINGS": "workbench.measure.llm.run",
+}
 __all__ = list(_NAMES)
 __getattr__ = lazy_getattr(__name__, _NAMES, globals())

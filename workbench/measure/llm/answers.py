@@ -8,19 +8,30 @@ for instances x tensor-parallel cores of the instance's cores).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import pandas as pd
 
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm.rows import usable_llm
-from workbench.system import cores_for_instance
-from workbench.measure.store.cost import with_cost
 from workbench.measure.store.confidence import Confidence, confidence, number
+from workbench.measure.store.cost import with_cost
+from workbench.system import cores_for_instance
 
-__all__ = ["usable_rows", "meeting", "pareto_front", "best_under", "with_token_cost", "cheapest_under",
-           "point_text", "slo_text", "load_text", "LlmAnswer", "answer_under"]
+__all__ = [
+    "usable_rows",
+    "meeting",
+    "pareto_front",
+    "best_under",
+    "with_token_cost",
+    "cheapest_under",
+    "point_text",
+    "slo_text",
+    "load_text",
+    "LlmAnswer",
+    "answer_under",
+]
 
 
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -51,8 +62,9 @@ def pareto_front(frame: pd.DataFrame) -> pd.DataFrame:
     total = usable["output_tokens_per_s"].astype(float).to_numpy()
     keep = []
     for i in range(len(usable)):
-        dominated = ((per_user >= per_user[i]) & (total >= total[i]) &
-                     ((per_user > per_user[i]) | (total > total[i]))).any()
+        dominated = (
+            (per_user >= per_user[i]) & (total >= total[i]) & ((per_user > per_user[i]) | (total > total[i]))
+        ).any()
         keep.append(not dominated and not math.isnan(per_user[i]))
     return usable[keep].sort_values("output_tokens_per_s", kind="stable")
 
@@ -63,7 +75,9 @@ def best_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float |
     candidates = meeting(frame, slo, min_goodput)
     if candidates.empty:
         return None
-    return candidates.sort_values(["output_tokens_per_s", "ttft_p99_ms"], ascending=[False, True], kind="stable").iloc[0]
+    return candidates.sort_values(["output_tokens_per_s", "ttft_p99_ms"], ascending=[False, True], kind="stable").iloc[
+        0
+    ]
 
 
 @dataclass(frozen=True)
@@ -85,10 +99,15 @@ class LlmAnswer:
             if row is None:
                 return None
             low, high = (number(row, f"output_tokens_per_s_{end}") for end in ("low", "high"))
-            return {"variant": row["variant"], "load": load_text(row.get("concurrency"), row.get("request_rate")),
-                    "output_tokens_per_s": float(row["output_tokens_per_s"]),
-                    "output_tokens_per_s_interval": None if math.isnan(low) or math.isnan(high) else [low, high],
-                    "ttft_p99_ms": float(row["ttft_p99_ms"]), "itl_p99_ms": float(row["itl_p99_ms"])}
+            return {
+                "variant": row["variant"],
+                "load": load_text(row.get("concurrency"), row.get("request_rate")),
+                "output_tokens_per_s": float(row["output_tokens_per_s"]),
+                "output_tokens_per_s_interval": None if math.isnan(low) or math.isnan(high) else [low, high],
+                "ttft_p99_ms": float(row["ttft_p99_ms"]),
+                "itl_p99_ms": float(row["itl_p99_ms"]),
+            }
+
         return {"best": brief(self.best), "runner_up": brief(self.runner_up), "confidence": self.confidence.to_dict()}
 
 
@@ -101,34 +120,55 @@ def answer_under(frame: pd.DataFrame, slo: Slo | None = None, min_goodput: float
     return LlmAnswer(best, best_under(other, slo, min_goodput) if len(other) else None)
 
 
-def with_token_cost(frame: pd.DataFrame, instance_type: str, *, prices: Mapping[str, float] | None = None,
-                    instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
+def with_token_cost(
+    frame: pd.DataFrame,
+    instance_type: str,
+    *,
+    prices: Mapping[str, float] | None = None,
+    instance_cores: int | None = None,
+    whole_instance: bool = False,
+) -> pd.DataFrame:
     """``frame`` with ``usd_per_hour`` (the variant's share of the instance) and
     ``usd_per_million_output_tokens``: the share's price over an hour of its output tokens. A
     variant holding more cores than the instance has is not priced (NaN): it cannot run there."""
     cores = instance_cores if instance_cores is not None else cores_for_instance(instance_type)
     used = frame["instances"].astype(float) * frame["cores_per_instance"].astype(float)
     fits = frame if whole_instance or not cores else frame[used <= cores]
-    costed = with_cost(fits.assign(throughput=fits["output_tokens_per_s"]), instance_type, prices=prices,
-                       instance_cores=instance_cores, whole_instance=whole_instance)
+    costed = with_cost(
+        fits.assign(throughput=fits["output_tokens_per_s"]),
+        instance_type,
+        prices=prices,
+        instance_cores=instance_cores,
+        whole_instance=whole_instance,
+    )
     priced = costed[["usd_per_hour", "cost_per_million_usd"]].rename(
-        columns={"cost_per_million_usd": "usd_per_million_output_tokens"})
+        columns={"cost_per_million_usd": "usd_per_million_output_tokens"}
+    )
     return frame.join(priced)
 
 
-def cheapest_under(frame: pd.DataFrame, instance_type: str, slo: Slo | None = None, *,
-                   min_goodput: float | None = None, prices: Mapping[str, float] | None = None,
-                   instance_cores: int | None = None, whole_instance: bool = False) -> pd.Series | None:
+def cheapest_under(
+    frame: pd.DataFrame,
+    instance_type: str,
+    slo: Slo | None = None,
+    *,
+    min_goodput: float | None = None,
+    prices: Mapping[str, float] | None = None,
+    instance_cores: int | None = None,
+    whole_instance: bool = False,
+) -> pd.Series | None:
     """The point meeting ``slo`` with the lowest cost per million output tokens (ties: more
     tokens/s); None when none meets it."""
-    costed = with_token_cost(frame, instance_type, prices=prices, instance_cores=instance_cores,
-                             whole_instance=whole_instance)
+    costed = with_token_cost(
+        frame, instance_type, prices=prices, instance_cores=instance_cores, whole_instance=whole_instance
+    )
     candidates = meeting(costed, slo, min_goodput)
     candidates = candidates[candidates["usd_per_million_output_tokens"].notna()]  # priced: fits the instance
     if candidates.empty:
         return None
-    return candidates.sort_values(["usd_per_million_output_tokens", "output_tokens_per_s"], ascending=[True, False],
-                                  kind="stable").iloc[0]
+    return candidates.sort_values(
+        ["usd_per_million_output_tokens", "output_tokens_per_s"], ascending=[True, False], kind="stable"
+    ).iloc[0]
 
 
 def slo_text(slo: Slo | None, min_goodput: float | None = None) -> str:
@@ -152,7 +192,9 @@ def load_text(concurrency: object, request_rate: object) -> str:
 def point_text(point: pd.Series) -> str:
     """The configuration and its figures in words."""
     load = load_text(point.get("concurrency"), point.get("request_rate"))
-    return (f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
-            f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
-            f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, over all its requests TTFT p99 "
-            f"{float(point['ttft_p99_ms']):.1f} ms, ITL p99 {float(point['itl_p99_ms']):.2f} ms")
+    return (
+        f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
+        f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
+        f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, over all its requests TTFT p99 "
+        f"{float(point['ttft_p99_ms']):.1f} ms, ITL p99 {float(point['itl_p99_ms']):.2f} ms"
+    )

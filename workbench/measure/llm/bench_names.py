@@ -22,18 +22,27 @@ __all__ = ["BENCH_NAMES", "with_bench_names", "goodput_slo"]
 
 # vLLM bench serve's name -> the LLM row's column
 BENCH_NAMES = {
-    "median_ttft_ms": "ttft_p50_ms", "p90_ttft_ms": "ttft_p90_ms", "p99_ttft_ms": "ttft_p99_ms",
-    "median_tpot_ms": "itl_p50_ms", "p90_tpot_ms": "itl_p90_ms", "p99_tpot_ms": "itl_p99_ms",
-    "median_e2el_ms": "e2e_p50_ms", "p99_e2el_ms": "e2e_p99_ms",
-    "request_throughput": "requests_per_s", "output_throughput": "output_tokens_per_s",
+    "median_ttft_ms": "ttft_p50_ms",
+    "p90_ttft_ms": "ttft_p90_ms",
+    "p99_ttft_ms": "ttft_p99_ms",
+    "median_tpot_ms": "itl_p50_ms",
+    "p90_tpot_ms": "itl_p90_ms",
+    "p99_tpot_ms": "itl_p99_ms",
+    "median_e2el_ms": "e2e_p50_ms",
+    "p99_e2el_ms": "e2e_p99_ms",
+    "request_throughput": "requests_per_s",
+    "output_throughput": "output_tokens_per_s",
     "request_goodput": "goodput_per_s",
 }
 
 
 def goodput_slo(ttft_ms: float | None, itl_ms: float | None) -> str:
     """The SLO in vLLM's ``--goodput`` words (``ttft:500 tpot:50``); "" without one."""
-    parts = [f"{name}:{value:g}" for name, value in (("ttft", ttft_ms), ("tpot", itl_ms))
-             if value is not None and math.isfinite(value)]
+    parts = [
+        f"{name}:{value:g}"
+        for name, value in (("ttft", ttft_ms), ("tpot", itl_ms))
+        if value is not None and math.isfinite(value)
+    ]
     return " ".join(parts)
 
 

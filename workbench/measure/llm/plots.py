@@ -45,22 +45,48 @@ def pareto_plot(frame: pd.DataFrame, title: str = "") -> Figure:
     colors = _colors(usable["variant"])
     load, _ = _load_axis(usable)
     for variant, group in usable.groupby("variant", sort=False):
-        ax.scatter(group["output_tokens_per_s"].astype(float), group["tokens_per_user_per_s"].astype(float),
-                   color=colors[variant], label=_wrap(str(variant)), zorder=3)
+        ax.scatter(
+            group["output_tokens_per_s"].astype(float),
+            group["tokens_per_user_per_s"].astype(float),
+            color=colors[variant],
+            label=_wrap(str(variant)),
+            zorder=3,
+        )
         for _, point in group.iterrows():
             mark = f"c={point[load]:g}" if load == "concurrency" else f"{point[load]:g}/s"
-            ax.annotate(mark, (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
-                        textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+            ax.annotate(
+                mark,
+                (float(point["output_tokens_per_s"]), float(point["tokens_per_user_per_s"])),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize="x-small",
+            )
     refused = refused_rows(frame)  # figures read but refused: shown as such, never on the front
     if len(refused):
-        ax.scatter(refused["output_tokens_per_s"].astype(float), refused["tokens_per_user_per_s"].astype(float),
-                   marker="x", color="#888888", label=f"{NOT_MEASURED}\n(its reason: the table)", zorder=3)
+        ax.scatter(
+            refused["output_tokens_per_s"].astype(float),
+            refused["tokens_per_user_per_s"].astype(float),
+            marker="x",
+            color="#888888",
+            label=f"{NOT_MEASURED}\n(its reason: the table)",
+            zorder=3,
+        )
     front = pareto_front(usable)
-    ax.plot(front["output_tokens_per_s"].astype(float), front["tokens_per_user_per_s"].astype(float), color="black",
-            linestyle="--", linewidth=1.2, label="Pareto front", zorder=2)
+    ax.plot(
+        front["output_tokens_per_s"].astype(float),
+        front["tokens_per_user_per_s"].astype(float),
+        color="black",
+        linestyle="--",
+        linewidth=1.2,
+        label="Pareto front",
+        zorder=2,
+    )
     ax.set_xlabel("total output tokens/s (all users)")
-    ax.set_ylabel("output tokens/s per user\n(total / concurrency)" if load == "concurrency"
-                  else "output tokens/s per user\n(a request's pace)")
+    ax.set_ylabel(
+        "output tokens/s per user\n(total / concurrency)"
+        if load == "concurrency"
+        else "output tokens/s per user\n(a request's pace)"
+    )
     ax.set_title(literal(title) if title else "Pareto front")
     ax.grid(True, alpha=0.3)
     ax.legend(title="variant", fontsize="small", **_OUTSIDE)
@@ -86,8 +112,7 @@ def latency_vs_concurrency(frame: pd.DataFrame, title: str = "") -> Figure:
             for pct, style in (("p50", "-"), ("p99", "--")):
                 y = group[f"{metric}_{pct}_ms"].astype(float)
                 values += list(y)
-                ax.plot(x, y, linestyle=style, marker="o", color=colors[variant],
-                        label=_wrap(f"{variant} {pct}"))
+                ax.plot(x, y, linestyle=style, marker="o", color=colors[variant], label=_wrap(f"{variant} {pct}"))
         _latency_axis(ax, values)
         ax.set_xticks(sorted(usable[load].astype(float).unique()))  # the loads measured, not 1.5, 2.5
         ax.set_xlabel(load_title)

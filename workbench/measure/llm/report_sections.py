@@ -5,7 +5,8 @@ latency against load), the points that did not settle, and how to measure it aga
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from workbench.measure.llm.answers import load_text
 from workbench.measure.store.results import ReportSections
@@ -38,49 +39,76 @@ def llm_call(run: LlmSweepResult) -> str:
     record = run.record
     folder = str(run.path) if run.path is not None else (record.label or "run")
     settings = {k: v for k, v in (record.settings or {}).items()}
-    return "\n".join([
-        "import workbench",
-        "from workbench.measure.llm import LlmPlan, run_llm_sweep",
-        "from workbench.measure import MeasureSettings",
-        f"plan = LlmPlan.from_dict({json.dumps(record.plan or {}, sort_keys=True)})",
-        f"settings = MeasureSettings.from_dict({json.dumps(settings, sort_keys=True)})",
-        "server = ...  # a running TritonServer whose repository holds the model",
-        f"result = run_llm_sweep(plan, server, {record.model_dir!r}, out_dir={folder!r}, settings=settings, "
-        "resume=True)",
-    ])
+    return "\n".join(
+        [
+            "import workbench",
+            "from workbench.measure.llm import LlmPlan, run_llm_sweep",
+            "from workbench.measure import MeasureSettings",
+            f"plan = LlmPlan.from_dict({json.dumps(record.plan or {}, sort_keys=True)})",
+            f"settings = MeasureSettings.from_dict({json.dumps(settings, sort_keys=True)})",
+            "server = ...  # a running TritonServer whose repository holds the model",
+            f"result = run_llm_sweep(plan, server, {record.model_dir!r}, out_dir={folder!r}, settings=settings, "
+            "resume=True)",
+        ]
+    )
 
 
 def llm_report_sections(run: LlmSweepResult) -> ReportSections:
     record, plan = run.record, run.record.plan or {}
     settings = record.settings or {}
-    measured = [("label", run.label), ("status", run.status), ("started", _text(record.started)),
-                ("ended", _text(record.ended)), (f"model {record.model}", f"{record.model_dir} (vLLM backend, target "
-                                                                       f"{_text(record.target)})"),
-                ("max_num_seqs", _text(plan.get("max_num_seqs"))),
-                ("tensor-parallel", _text(plan.get("tensor_parallel"))), ("instances", _text(plan.get("instances"))),
-                ("load", f"concurrency {_text(plan.get('concurrency'))}" if plan.get("concurrency")
-                 else f"request rate {_text(plan.get('request_rate'))} req/s"),
-                ("points", f"{len(run.frame)} measured of {_text(record.planned_points)} planned")]
+    measured = [
+        ("label", run.label),
+        ("status", run.status),
+        ("started", _text(record.started)),
+        ("ended", _text(record.ended)),
+        (f"model {record.model}", f"{record.model_dir} (vLLM backend, target {_text(record.target)})"),
+        ("max_num_seqs", _text(plan.get("max_num_seqs"))),
+        ("tensor-parallel", _text(plan.get("tensor_parallel"))),
+        ("instances", _text(plan.get("instances"))),
+        (
+            "load",
+            f"concurrency {_text(plan.get('concurrency'))}"
+            if plan.get("concurrency")
+            else f"request rate {_text(plan.get('request_rate'))} req/s",
+        ),
+        ("points", f"{len(run.frame)} measured of {_text(record.planned_points)} planned"),
+    ]
     measured += [(f"skipped {label}", why) for label, why in run.skipped.items()]
-    how = [("engine", _text(record.engine)), ("prompt length", _lengths(record.input_tokens)),
-           ("output length", _lengths(record.output_tokens)), ("prompts", _text(record.prompts)),
-           ("SLO", _text(record.slo)), ("protocol", _text(settings.get("protocol"))),
-           ("windows", f"{_text(settings.get('window_s'))} s each, {_text(settings.get('stable_windows'))} agreeing, "
-                       f"at most {_text(settings.get('max_windows'))}, time limit {_text(settings.get('time_limit_s'))} s"),
-           ("effort", _text(record.effort) if record.effort else "every point until stable (no effort rule)"),
-           ("server", f"Triton {_text(record.server_version)} at {_text(record.url)}")]
+    how = [
+        ("engine", _text(record.engine)),
+        ("prompt length", _lengths(record.input_tokens)),
+        ("output length", _lengths(record.output_tokens)),
+        ("prompts", _text(record.prompts)),
+        ("SLO", _text(record.slo)),
+        ("protocol", _text(settings.get("protocol"))),
+        (
+            "windows",
+            f"{_text(settings.get('window_s'))} s each, {_text(settings.get('stable_windows'))} agreeing, "
+            f"at most {_text(settings.get('max_windows'))}, time limit {_text(settings.get('time_limit_s'))} s",
+        ),
+        ("effort", _text(record.effort) if record.effort else "every point until stable (no effort rule)"),
+        ("server", f"Triton {_text(record.server_version)} at {_text(record.url)}"),
+    ]
     machine = [(k.replace("_", " "), _text(v)) for k, v in (record.machine or {}).items()]
     versions = [(k, _text(v)) for k, v in (record.packages or {}).items()]
-    facts = [("What was measured", measured), ("How", how),
-             ("Machine", machine or [("machine", "not recorded")]),
-             ("Versions", versions or [("packages", "not recorded")])]
+    facts = [
+        ("What was measured", measured),
+        ("How", how),
+        ("Machine", machine or [("machine", "not recorded")]),
+        ("Versions", versions or [("packages", "not recorded")]),
+    ]
     figures: list[tuple[str, Any]] = []
     if run.usable().shape[0]:
-        figures = [("Output tokens/s per user against total (Pareto front)", run.plot_pareto()),
-                   ("TTFT and ITL against load", run.plot_latency())]
+        figures = [
+            ("Output tokens/s per user against total (Pareto front)", run.plot_pareto()),
+            ("TTFT and ITL against load", run.plot_latency()),
+        ]
     frame = run.frame
-    unstable = [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: its windows did "
-                "not agree (measure it longer to confirm)"
-                for _, row in frame.iterrows() if "stable" in frame.columns and row.get("stable") is False]
+    unstable = [
+        f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: its windows did "
+        "not agree (measure it longer to confirm)"
+        for _, row in frame.iterrows()
+        if "stable" in frame.columns and row.get("stable") is False
+    ]
     again = ([("command", record.command)] if record.command else []) + [("python", llm_call(run))]
     return ReportSections(facts=facts, figures=figures, unstable=unstable, again=again)

@@ -5,27 +5,49 @@ back from its folder; two runs compared only where they measured the same thing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Iterable, Mapping
+from typing import ClassVar
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from workbench.measure.engine.streaming import Slo
-from workbench.measure.llm.answers import (LlmAnswer, answer_under, best_under, cheapest_under, load_text, meeting,
-                                           pareto_front, point_text, slo_text, usable_rows, with_token_cost)
+from workbench.measure.llm.answers import (
+    LlmAnswer,
+    answer_under,
+    best_under,
+    cheapest_under,
+    load_text,
+    meeting,
+    pareto_front,
+    point_text,
+    slo_text,
+    usable_rows,
+    with_token_cost,
+)
 from workbench.measure.llm.rows import LLM_COLUMNS, LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.cost import CostError, price_for_run
-from workbench.measure.store.folder import (POINTS_FILE, ResultsError, RunRecord, frame_from_rows, read_points,
-                                            read_record)
+from workbench.measure.store.folder import (
+    POINTS_FILE,
+    ResultsError,
+    RunRecord,
+    frame_from_rows,
+    read_points,
+    read_record,
+)
 from workbench.measure.store.results import ReadableFrame, ReportSections, SavedRun
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
 # What two LLM runs must share for their figures to compare: the work asked and how it was measured.
-MEANING_KEYS = {"input_tokens": "prompt lengths", "output_tokens": "output lengths", "engine": "engine",
-                "settings": "measurement settings"}
+MEANING_KEYS = {
+    "input_tokens": "prompt lengths",
+    "output_tokens": "output lengths",
+    "engine": "engine",
+    "settings": "measurement settings",
+}
 
 
 def llm_frame(rows: Iterable[dict]) -> pd.DataFrame:
@@ -72,26 +94,50 @@ class LlmSweepResult(SavedRun):
     def answer(self, slo: Slo | None = None, min_goodput: float | None = None) -> LlmAnswer:
         return answer_under(self.frame, self.slo if slo is None else slo, min_goodput)
 
-    def costed(self, instance_type: str, *, prices: Mapping[str, float] | None = None,
-               instance_cores: int | None = None, whole_instance: bool = False) -> pd.DataFrame:
+    def costed(
+        self,
+        instance_type: str,
+        *,
+        prices: Mapping[str, float] | None = None,
+        instance_cores: int | None = None,
+        whole_instance: bool = False,
+    ) -> pd.DataFrame:
         price_for_run(instance_type, self.record, prices)  # only as the hardware it was measured on
-        return with_token_cost(self.frame, instance_type, prices=prices, instance_cores=instance_cores,
-                               whole_instance=whole_instance)
+        return with_token_cost(
+            self.frame, instance_type, prices=prices, instance_cores=instance_cores, whole_instance=whole_instance
+        )
 
-    def cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
-                 prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
-                 whole_instance: bool = False) -> pd.Series | None:
+    def cheapest(
+        self,
+        instance_type: str,
+        slo: Slo | None = None,
+        *,
+        min_goodput: float | None = None,
+        prices: Mapping[str, float] | None = None,
+        instance_cores: int | None = None,
+        whole_instance: bool = False,
+    ) -> pd.Series | None:
         price_for_run(instance_type, self.record, prices)  # only as the hardware it was measured on
-        return cheapest_under(self.frame, instance_type, self.slo if slo is None else slo, min_goodput=min_goodput,
-                              prices=prices, instance_cores=instance_cores, whole_instance=whole_instance)
+        return cheapest_under(
+            self.frame,
+            instance_type,
+            self.slo if slo is None else slo,
+            min_goodput=min_goodput,
+            prices=prices,
+            instance_cores=instance_cores,
+            whole_instance=whole_instance,
+        )
 
     def verdicts(self) -> list[str]:
         """An effort-mode run's verdicts, one sentence per point: "<variant> at <load>: <why its
         windows ended>" (the table's ``stopped`` column, too long for a column); [] for a grid run."""
         if not self.record.effort:
             return []
-        return [f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
-                for _, row in self.frame.iterrows() if isinstance(row.get("stopped"), str) and row["stopped"]]
+        return [
+            f"{row['variant']} at {load_text(row.get('concurrency'), row.get('request_rate'))}: {row['stopped']}"
+            for _, row in self.frame.iterrows()
+            if isinstance(row.get("stopped"), str) and row["stopped"]
+        ]
 
     def describe_best(self, slo: Slo | None = None, min_goodput: float | None = None) -> str:
         slo = self.slo if slo is None else slo
@@ -100,36 +146,57 @@ class LlmSweepResult(SavedRun):
         best, runner_up = found.best, found.runner_up
         where = slo_text(slo, min_goodput)
         if best is None:
-            return (f"No configuration meets {where} across {len(usable)} usable point(s) of {len(self.frame)}."
-                    + self._skipped_note())
+            return (
+                f"No configuration meets {where} across {len(usable)} usable point(s) of {len(self.frame)}."
+                + self._skipped_note()
+            )
         count = len(self.meeting(slo, min_goodput))
-        second = (f" Runner-up: {runner_up['variant']} ({point_text(runner_up)})." if runner_up is not None
-                  else " No other variant meets it.")
-        return (f"Best (highest output tokens/s with {where}, {count} of {len(usable)} usable point(s) qualify): "
-                f"{best['variant']} ({point_text(best)}).{second} Confidence: {found.confidence.statement}."
-                + self._skipped_note())
+        second = (
+            f" Runner-up: {runner_up['variant']} ({point_text(runner_up)})."
+            if runner_up is not None
+            else " No other variant meets it."
+        )
+        return (
+            f"Best (highest output tokens/s with {where}, {count} of {len(usable)} usable point(s) qualify): "
+            f"{best['variant']} ({point_text(best)}).{second} Confidence: {found.confidence.statement}."
+            + self._skipped_note()
+        )
 
-    def describe_cheapest(self, instance_type: str, slo: Slo | None = None, *, min_goodput: float | None = None,
-                          prices: Mapping[str, float] | None = None, instance_cores: int | None = None,
-                          whole_instance: bool = False) -> str:
+    def describe_cheapest(
+        self,
+        instance_type: str,
+        slo: Slo | None = None,
+        *,
+        min_goodput: float | None = None,
+        prices: Mapping[str, float] | None = None,
+        instance_cores: int | None = None,
+        whole_instance: bool = False,
+    ) -> str:
         slo = self.slo if slo is None else slo
         try:
             price = price_for_run(instance_type, self.record, prices)
         except CostError as err:
             return f"Cost: {err}."
-        best = self.cheapest(instance_type, slo, min_goodput=min_goodput, prices=prices,
-                             instance_cores=instance_cores, whole_instance=whole_instance)
+        best = self.cheapest(
+            instance_type,
+            slo,
+            min_goodput=min_goodput,
+            prices=prices,
+            instance_cores=instance_cores,
+            whole_instance=whole_instance,
+        )
         on = f"{instance_type} at {price.describe()}"
         if best is None:
             return f"Cheapest on {on}: no configuration meets {slo_text(slo, min_goodput)}."
-        return (f"Cheapest per million output tokens on {on} with {slo_text(slo, min_goodput)}: {best['variant']} "
-                f"({point_text(best)}): ${float(best['usd_per_million_output_tokens']):.4f} per million output "
-                f"tokens, ${float(best['usd_per_hour']):.4f}/h for its share of the cores.")
+        return (
+            f"Cheapest per million output tokens on {on} with {slo_text(slo, min_goodput)}: {best['variant']} "
+            f"({point_text(best)}): ${float(best['usd_per_million_output_tokens']):.4f} per million output "
+            f"tokens, ${float(best['usd_per_hour']):.4f}/h for its share of the cores."
+        )
 
     def _skipped_note(self) -> str:
         skipped = self.skipped
-        return (f" Not measured: {'; '.join(f'{label} ({why})' for label, why in skipped.items())}."
-                if skipped else "")
+        return f" Not measured: {'; '.join(f'{label} ({why})' for label, why in skipped.items())}." if skipped else ""
 
     def plot_pareto(self) -> Figure:
         from workbench.measure.llm.plots import pareto_plot  # matplotlib's figures: only when drawn
@@ -148,8 +215,10 @@ class LlmSweepResult(SavedRun):
         if out_dir is None and self.path is None:
             raise ResultsError("this result has no folder: give out_dir")
         out = Path(out_dir) if out_dir is not None else self.path / "plots"
-        return {name: save_figure(fig, out / name) for name, fig in
-                (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))}
+        return {
+            name: save_figure(fig, out / name)
+            for name, fig in (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))
+        }
 
     def compare(self, other: LlmSweepResult) -> LlmComparison:
         return compare_llm_runs(self, other)
@@ -162,11 +231,27 @@ class LlmSweepResult(SavedRun):
     def table(self) -> pd.DataFrame:
         """The columns people read first; a notebook shows them as the app does (titles with units,
         rounded numbers: `workbench.measure.store.table`)."""
-        columns = ["variant", "concurrency", "request_rate", "output_tokens_per_s", "output_tokens_per_s_low",
-                   "output_tokens_per_s_high", "tokens_per_user_per_s",
-                   "requests_per_s", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "goodput",
-                   "client_cpu_us_per_token", "client_output_tokens", "server_output_tokens", "stable", "stopped",
-                   "error"]
+        columns = [
+            "variant",
+            "concurrency",
+            "request_rate",
+            "output_tokens_per_s",
+            "output_tokens_per_s_low",
+            "output_tokens_per_s_high",
+            "tokens_per_user_per_s",
+            "requests_per_s",
+            "ttft_p50_ms",
+            "ttft_p99_ms",
+            "itl_p50_ms",
+            "itl_p99_ms",
+            "goodput",
+            "client_cpu_us_per_token",
+            "client_output_tokens",
+            "server_output_tokens",
+            "stable",
+            "stopped",
+            "error",
+        ]
         table = self.frame[columns]
         shown = [c for c in columns if c not in ("request_rate", "concurrency", "error") or table[c].notna().any()]
         return ReadableFrame(table[shown])
@@ -208,8 +293,13 @@ class LlmComparison:
         if self.table.empty:
             return "\n".join(lines + [f"{self.b.label!r} and {self.a.label!r} share no points."])
         ratio = self.table["output_tokens_per_s_ratio"].astype(float)
-        return "\n".join(lines + [f"{self.b.label!r} vs {self.a.label!r}: {len(self.table)} common point(s); "
-                                  f"output tokens/s x{ratio.median():.2f} median"])
+        return "\n".join(
+            lines
+            + [
+                f"{self.b.label!r} vs {self.a.label!r}: {len(self.table)} common point(s); "
+                f"output tokens/s x{ratio.median():.2f} median"
+            ]
+        )
 
 
 def _run(run: LlmSweepResult | str | Path) -> LlmSweepResult:
@@ -221,11 +311,15 @@ def compare_llm_runs(a: LlmSweepResult | str | Path, b: LlmSweepResult | str | P
     differs) when their prompt lengths, output lengths, engine or measurement settings differ: the
     same variant then measured other work. Different SLOs are named, and goodput left out."""
     a, b = _run(a), _run(b)
-    different = [f"{what} {getattr(a.record, key)!r} -> {getattr(b.record, key)!r}"
-                 for key, what in MEANING_KEYS.items() if getattr(a.record, key) != getattr(b.record, key)]
+    different = [
+        f"{what} {getattr(a.record, key)!r} -> {getattr(b.record, key)!r}"
+        for key, what in MEANING_KEYS.items()
+        if getattr(a.record, key) != getattr(b.record, key)
+    ]
     if different:
-        raise ResultsError(f"cannot compare {a.label!r} with {b.label!r}: measured with different "
-                           f"{'; '.join(different)}")
+        raise ResultsError(
+            f"cannot compare {a.label!r} with {b.label!r}: measured with different {'; '.join(different)}"
+        )
     notes = []
     metrics = ["output_tokens_per_s", "tokens_per_user_per_s", "ttft_p99_ms", "itl_p99_ms"]
     if a.record.slo != b.record.slo:

@@ -29,8 +29,9 @@ requests per second. ``server_output_tokens`` is the server's own count over the
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from workbench.measure.grid.rows import now
 
@@ -38,16 +39,27 @@ if TYPE_CHECKING:
     from workbench.measure.engine.streaming.stream_results import StreamResult
     from workbench.measure.llm.plan import LlmPoint
 
-__all__ = ["LlmRow", "LLM_COLUMNS", "LLM_KEY_COLUMNS", "LLM_INT_COLUMNS", "usable_llm", "NOT_MEASURED", "TOTAL_MEANING",
-           "PER_USER_MEANING", "per_user_rate"]
+__all__ = [
+    "LlmRow",
+    "LLM_COLUMNS",
+    "LLM_KEY_COLUMNS",
+    "LLM_INT_COLUMNS",
+    "usable_llm",
+    "NOT_MEASURED",
+    "TOTAL_MEANING",
+    "PER_USER_MEANING",
+    "per_user_rate",
+]
 
 NAN = math.nan
 # The error of a row whose figures the streaming engine read but refused (`StreamResult.unusable`).
 NOT_MEASURED = "not a measured point"
 # the definitions shown beside the two rates (table tooltips, the Pareto plot, the notebook)
 TOTAL_MEANING = "every output token received, per second of the measured windows"
-PER_USER_MEANING = ("one user's share of the output tokens/s: the total / the concurrency (a request rate: "
-                    "the output tokens received over the median end-to-end time)")
+PER_USER_MEANING = (
+    "one user's share of the output tokens/s: the total / the concurrency (a request rate: "
+    "the output tokens received over the median end-to-end time)"
+)
 
 
 def per_user_rate(total_tokens_per_s: float, concurrency: int | None, request_pace: float) -> float:
@@ -108,7 +120,7 @@ class LlmRow:
     config_digest: str | None = None
 
     @classmethod
-    def measured(cls, point: "LlmPoint", result: "StreamResult", slo_name: str) -> "LlmRow":
+    def measured(cls, point: LlmPoint, result: StreamResult, slo_name: str) -> LlmRow:
         """The row of a point ``measure_stream`` measured; no request succeeded: a failed row."""
         if result.requests == 0 or not result.output_tokens_per_s > 0:
             return cls.failed(point, "no request succeeded: " + ("; ".join(result.warnings) or "no tokens came back"))
@@ -116,28 +128,44 @@ class LlmRow:
         server = result.server
         return cls(
             **point.columns(),
-            output_tokens_per_s=result.output_tokens_per_s, output_tokens_per_s_low=result.output_tokens_per_s_low,
-            output_tokens_per_s_high=result.output_tokens_per_s_high, requests_per_s=result.requests_per_s,
-            tokens_per_user_per_s=per_user_rate(result.output_tokens_per_s, point.concurrency,
-                                                result.tokens_per_user_per_s),  # from the tokens received
-            ttft_p50_ms=result.ttft_ms["p50"], ttft_p90_ms=result.ttft_ms["p90"], ttft_p99_ms=result.ttft_ms["p99"],
-            itl_p50_ms=itl50, itl_p90_ms=result.itl_ms["p90"], itl_p99_ms=result.itl_ms["p99"],
-            e2e_p50_ms=result.e2e_ms["p50"], e2e_p99_ms=result.e2e_ms["p99"],
-            goodput=result.goodput.get(slo_name, NAN), goodput_per_s=result.goodput_per_s.get(slo_name, NAN),
-            client_cpu_us_per_token=result.client_cpu_us_per_token, tokens_per_response=result.tokens_per_response,
+            output_tokens_per_s=result.output_tokens_per_s,
+            output_tokens_per_s_low=result.output_tokens_per_s_low,
+            output_tokens_per_s_high=result.output_tokens_per_s_high,
+            requests_per_s=result.requests_per_s,
+            tokens_per_user_per_s=per_user_rate(
+                result.output_tokens_per_s, point.concurrency, result.tokens_per_user_per_s
+            ),  # from the tokens received
+            ttft_p50_ms=result.ttft_ms["p50"],
+            ttft_p90_ms=result.ttft_ms["p90"],
+            ttft_p99_ms=result.ttft_ms["p99"],
+            itl_p50_ms=itl50,
+            itl_p90_ms=result.itl_ms["p90"],
+            itl_p99_ms=result.itl_ms["p99"],
+            e2e_p50_ms=result.e2e_ms["p50"],
+            e2e_p99_ms=result.e2e_ms["p99"],
+            goodput=result.goodput.get(slo_name, NAN),
+            goodput_per_s=result.goodput_per_s.get(slo_name, NAN),
+            client_cpu_us_per_token=result.client_cpu_us_per_token,
+            tokens_per_response=result.tokens_per_response,
             client_output_tokens=result.client_total_tokens,
             # the token counter's count only: a response count is not a token count (several tokens per response)
-            server_output_tokens=(server.output_tokens if server.from_token_counter else -1) if server is not None
+            server_output_tokens=(server.output_tokens if server.from_token_counter else -1)
+            if server is not None
             else NAN,
             server_requests=server.requests if server is not None else NAN,
-            requests=result.requests, failures=result.failures, windows=result.windows, stable=bool(result.stable),
+            requests=result.requests,
+            failures=result.failures,
+            windows=result.windows,
+            stable=bool(result.stable),
             stopped=result.stopped,
-            engine="workbench-stream", warnings=" | ".join(result.warnings), measured_at=now(),
+            engine="workbench-stream",
+            warnings=" | ".join(result.warnings),
+            measured_at=now(),
             error=f"{NOT_MEASURED}: {result.unusable}" if result.unusable else None,  # figures kept, refused
         )
 
     @classmethod
-    def failed(cls, point: "LlmPoint", error: str) -> "LlmRow":
+    def failed(cls, point: LlmPoint, error: str) -> LlmRow:
         return cls(**point.columns(), error=error, measured_at=now())
 
     @property
@@ -147,14 +175,16 @@ class LlmRow:
     def summary(self) -> str:
         if self.error:
             return self.error
-        return (f"{self.output_tokens_per_s:.1f} output tok/s, {self.tokens_per_user_per_s:.1f} tok/s per user, "
-                f"TTFT p99 {self.ttft_p99_ms:.1f} ms, ITL p99 {self.itl_p99_ms:.2f} ms")
+        return (
+            f"{self.output_tokens_per_s:.1f} output tok/s, {self.tokens_per_user_per_s:.1f} tok/s per user, "
+            f"TTFT p99 {self.ttft_p99_ms:.1f} ms, ITL p99 {self.itl_p99_ms:.2f} ms"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "LlmRow":
+    def from_dict(cls, data: Mapping[str, Any]) -> LlmRow:
         values = {}
         for f in fields(cls):
             if f.name in data:
@@ -165,8 +195,14 @@ class LlmRow:
 
 LLM_COLUMNS = tuple(f.name for f in fields(LlmRow))
 LLM_KEY_COLUMNS = ("variant", "concurrency", "request_rate")
-LLM_INT_COLUMNS = ("max_num_seqs", "tensor_parallel", "instances", "cores_per_instance", "input_tokens",
-                   "output_tokens")
+LLM_INT_COLUMNS = (
+    "max_num_seqs",
+    "tensor_parallel",
+    "instances",
+    "cores_per_instance",
+    "input_tokens",
+    "output_tokens",
+)
 _NUMBER_COLUMNS = frozenset(f.name for f in fields(LlmRow) if isinstance(f.default, float) and math.isnan(f.default))
 
 
@@ -183,8 +219,13 @@ def usable_llm(values: Mapping[str, Any]) -> bool:
     error = values.get("error")
     if error is not None and not (isinstance(error, float) and math.isnan(error)) and str(error).strip():
         return False
-    failures, server, client = (_number(values.get(k)) for k in ("failures", "server_output_tokens",
-                                                                 "client_output_tokens"))
+    failures, server, client = (
+        _number(values.get(k)) for k in ("failures", "server_output_tokens", "client_output_tokens")
+    )
     counted = math.isnan(server) or server < 0 or server == client
-    return (_number(values.get("output_tokens_per_s")) > 0 and not math.isnan(_number(values.get("ttft_p99_ms")))
-            and (math.isnan(failures) or failures == 0) and counted)
+    return (
+        _number(values.get("output_tokens_per_s")) > 0
+        and not math.isnan(_number(values.get("ttft_p99_ms")))
+        and (math.isnan(failures) or failures == 0)
+        and counted
+    )

@@ -11,9 +11,9 @@ one whose model files, server or workbench version changed.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -21,20 +21,31 @@ from workbench import __version__
 from workbench.generate.backends import backend_of_config, read_back
 from workbench.generate.config import read_config, to_json
 from workbench.measure.engine.measure_settings import MeasureSettings
-from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Tokenizer, build_prompts, measure_stream
+from workbench.measure.engine.streaming import (
+    VLLM_TOKEN_METRIC,
+    ModelTokenizer,
+    Tokenizer,
+    build_prompts,
+    measure_stream,
+)
 from workbench.measure.grid.plan import SweepError
-from workbench.measure.llm.slo_effort import LlmEffort
+from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
-from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
-from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.llm.slo_effort import LlmEffort
 from workbench.measure.store.run_record import RunRecord
+from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
 from workbench.measure.sweep.search.effort import EffortRule
-from workbench.measure.sweep.resume import fingerprint, resumed_rows
-from workbench.measure.sweep.swept import (check_in_repository, check_out_dir, check_reachable_by_engine,
-                                           config_digest, server_url)
+from workbench.measure.sweep.swept import (
+    check_in_repository,
+    check_out_dir,
+    check_reachable_by_engine,
+    config_digest,
+    server_url,
+)
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.watch.variant_times import load_variant
 from workbench.server.protocol import Server
@@ -46,21 +57,34 @@ __all__ = ["run_llm_sweep", "LLM_SETTINGS", "ENGINE", "COUNT_OUTPUT"]
 ENGINE = "workbench-stream"  # the streaming engine (engine/streaming), named in rows and the record
 COUNT_OUTPUT = "num_output_tokens"  # the vLLM backend's per-response token count
 # A streamed point's defaults: windows of 2 s, two agreeing, 20 s at most (a request takes seconds)
-LLM_SETTINGS = MeasureSettings(engine="workbench", window_s=2.0, stable_windows=2, max_windows=6, time_limit_s=20.0,
-                               min_latencies=0)
+LLM_SETTINGS = MeasureSettings(
+    engine="workbench", window_s=2.0, stable_windows=2, max_windows=6, time_limit_s=20.0, min_latencies=0
+)
 _PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "tritonclient", "transformers", "nvidia-pytriton")
 # A vLLM variant that is not ready in a few minutes will not be (its engine hung, or waits on
 # what it cannot get); the user sets another with --timeout / load_timeout_s.
 LOAD_TIMEOUT_S = 300.0
 
 
-def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_dir: str | Path,
-                  settings: MeasureSettings | None = None, tokenizer: Tokenizer | None = None,
-                  resume: bool = False, new_run: bool = False, label: str | None = None, restore: bool = True,
-                  load_timeout_s: float = LOAD_TIMEOUT_S, restart_stuck: bool = False,
-                  progress: Callable[[int, int, str], None] | None = None,
-                  cancel: threading.Event | None = None, command: str | None = None,
-                  effort: EffortRule | None = None) -> LlmSweepResult:
+def run_llm_sweep(
+    plan: LlmPlan,
+    server: Server,
+    model_dir: str | Path,
+    *,
+    out_dir: str | Path,
+    settings: MeasureSettings | None = None,
+    tokenizer: Tokenizer | None = None,
+    resume: bool = False,
+    new_run: bool = False,
+    label: str | None = None,
+    restore: bool = True,
+    load_timeout_s: float = LOAD_TIMEOUT_S,
+    restart_stuck: bool = False,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    command: str | None = None,
+    effort: EffortRule | None = None,
+) -> LlmSweepResult:
     """Measure every point of ``plan`` (an `LlmPlan`: max_num_seqs x tensor-parallel degree x
     instances x concurrency or request rate) of the vLLM-backend model directory ``model_dir`` on
     ``server`` (a running `TritonServer` / `RunningServer` whose repository holds it), in tokens.
@@ -103,8 +127,10 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
     if isinstance(server, (list, tuple, dict)):
-        raise SweepError("an LLM sweep runs on one server: fan-out (sweep/fanout.py) deals the variants of tensor "
-                         "sweeps only; give one server")
+        raise SweepError(
+            "an LLM sweep runs on one server: fan-out (sweep/fanout.py) deals the variants of tensor "
+            "sweeps only; give one server"
+        )
     if effort is not None and not isinstance(effort, EffortRule):
         raise SweepError(f"effort must be an EffortRule or None, got {type(effort).__name__}")
     if settings.engine == "perf_analyzer":
@@ -112,11 +138,21 @@ def run_llm_sweep(plan: LlmPlan, server: Server, model_dir: str | Path, *, out_d
     out_dir = Path(out_dir)
     check_out_dir(out_dir, resume or new_run)
     RunFolderLock.check_free(out_dir)  # a sweep writing it, or a lock that is a link: said before anything
-    sweep = LlmSweep(plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel,
-                     effort)
+    sweep = LlmSweep(
+        plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel, effort
+    )
     sweep.restart_stuck = bool(restart_stuck)
-    return run_sweep_kind(sweep, out_dir, resume=resume, new_run=new_run, label=label, command=command,
-                          restore=restore, progress=progress, cancel=cancel)  # type: ignore[return-value]
+    return run_sweep_kind(
+        sweep,
+        out_dir,
+        resume=resume,
+        new_run=new_run,
+        label=label,
+        command=command,
+        restore=restore,
+        progress=progress,
+        cancel=cancel,
+    )  # type: ignore[return-value]
 
 
 class LlmSweep:
@@ -127,10 +163,19 @@ class LlmSweep:
     kind = "llm"
     packages = _PACKAGES
 
-    def __init__(self, plan: LlmPlan, server: Server, model_dir: Path, out_dir: Path, settings: MeasureSettings,
-                 tokenizer: Tokenizer | None, load_timeout_s: float,
-                 progress: Callable[[int, int, str], None] | None, cancel: threading.Event | None,
-                 effort: EffortRule | None = None) -> None:
+    def __init__(
+        self,
+        plan: LlmPlan,
+        server: Server,
+        model_dir: Path,
+        out_dir: Path,
+        settings: MeasureSettings,
+        tokenizer: Tokenizer | None,
+        load_timeout_s: float,
+        progress: Callable[[int, int, str], None] | None,
+        cancel: threading.Event | None,
+        effort: EffortRule | None = None,
+    ) -> None:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
@@ -139,8 +184,10 @@ class LlmSweep:
             raise SweepError(f"{model_dir} is not a model directory (no config.pbtxt)")
         self.base_config = read_config(model_dir)
         if not backend_of_config(self.base_config).streams_tokens:
-            raise SweepError(f"{model_dir} is not served by Triton's vLLM backend: an LLM sweep varies vLLM's engine "
-                             "arguments (run_sweep measures tensor models)")
+            raise SweepError(
+                f"{model_dir} is not served by Triton's vLLM backend: an LLM sweep varies vLLM's engine "
+                "arguments (run_sweep measures tensor models)"
+            )
         self.name = self.base_config.name or model_dir.name
         check_in_repository(server, self.name, model_dir)
         self.base = read_back(model_dir).settings
@@ -162,8 +209,9 @@ class LlmSweep:
     # ---- the kind's part of the run (the runner, `runner.SweepRunner`, owns the rest) ------------
 
     def fingerprint(self) -> dict:
-        return fingerprint(self.model_dir, to_json(self.base_config), server_version=self.server.version,
-                           package_version=__version__)
+        return fingerprint(
+            self.model_dir, to_json(self.base_config), server_version=self.server.version, package_version=__version__
+        )
 
     def planned_points(self) -> int:
         return sum(len(self.plan.points(v)) for v in self.variants if not v.skipped)
@@ -171,19 +219,38 @@ class LlmSweep:
     def meaning(self) -> dict:
         """What a resume or a comparison must find the same: lengths, SLO, engine and its settings."""
         plan = self.plan.to_dict()
-        return {"input_tokens": plan["input_tokens"], "output_tokens": plan["output_tokens"], "slo": plan["slo"],
-                "engine": ENGINE, "settings": self.settings.to_dict(), "prompts": self.plan.prompts,
-                "seed": self.plan.seed, "effort": None if self.effort is None else
-                {"min_windows": self.effort.rule.min_windows, "max_windows": self.effort.rule.max_windows}}
+        return {
+            "input_tokens": plan["input_tokens"],
+            "output_tokens": plan["output_tokens"],
+            "slo": plan["slo"],
+            "engine": ENGINE,
+            "settings": self.settings.to_dict(),
+            "prompts": self.plan.prompts,
+            "seed": self.plan.seed,
+            "effort": None
+            if self.effort is None
+            else {"min_windows": self.effort.rule.min_windows, "max_windows": self.effort.rule.max_windows},
+        }
 
     def resume(self, previous: RunRecord, measured: dict) -> int:
         """The earlier rows, refused when they measured something else: by the check both sweeps
         share (`resume.resumed_rows`), this sweep's settings in its own words (the plan's lengths,
         SLO and prompts, the engine and its settings)."""
-        different = [f"{key} {getattr(previous, key)!r} -> {value!r}" for key, value in self.meaning().items()
-                     if getattr(previous, key) != value]
-        for data in resumed_rows(self.out_dir, previous, model=self.name, different=different, measured=measured,
-                                 digests=self.digests, key_columns=LLM_KEY_COLUMNS, int_columns=LLM_INT_COLUMNS):
+        different = [
+            f"{key} {getattr(previous, key)!r} -> {value!r}"
+            for key, value in self.meaning().items()
+            if getattr(previous, key) != value
+        ]
+        for data in resumed_rows(
+            self.out_dir,
+            previous,
+            model=self.name,
+            different=different,
+            measured=measured,
+            digests=self.digests,
+            key_columns=LLM_KEY_COLUMNS,
+            int_columns=LLM_INT_COLUMNS,
+        ):
             row = LlmRow.from_dict(data)
             self.rows[row.key] = row
             if self.effort is not None:
@@ -192,10 +259,15 @@ class LlmSweep:
 
     def record_fields(self, record: RunRecord, command: str | None) -> dict:
         """The meaning (`meaning`), the plan, the variants and those skipped, the target."""
-        return {**self.meaning(), "model_dir": str(self.model_dir.resolve()), "plan": self.plan.to_dict(),
-                "variants": {**(record.variants or {}), **{v.label: v.to_dict() for v in self.variants}},
-                "skipped": {v.label: v.skipped for v in self.variants if v.skipped}, "target": self.base.target,
-                "command": command or record.command}
+        return {
+            **self.meaning(),
+            "model_dir": str(self.model_dir.resolve()),
+            "plan": self.plan.to_dict(),
+            "variants": {**(record.variants or {}), **{v.label: v.to_dict() for v in self.variants}},
+            "skipped": {v.label: v.skipped for v in self.variants if v.skipped},
+            "target": self.base.target,
+            "command": command or record.command,
+        }
 
     def result(self, run: SweepRunner) -> LlmSweepResult:
         return LlmSweepResult(llm_frame(r.to_dict() for r in self.rows.values()), run.record, self.out_dir)
@@ -236,15 +308,26 @@ class LlmSweep:
         else:
             use = CpuUse(self.cpus).start() if self.cpus else None
             until = self.effort.until() if self.effort is not None else None
-            result = measure_stream(self.url, self.name, self.prompts, self.settings,
-                                    concurrency=point.concurrency, request_rate=point.request_rate,
-                                    slos=(self.plan.slo,), counts_from=self.server, token_metric=VLLM_TOKEN_METRIC,
-                                    count_output=COUNT_OUTPUT, cancel=self.cancel,
-                                    progress=lambda d, n, message: self._report(f"{point.label}: {message}"),
-                                    until=until)
-            row = replace(LlmRow.measured(point, result, self.plan.slo_name),
-                          served_by=self.server.served_by(self.name),
-                          cpu_busy=format_busy(use.stop()) if use is not None else None)
+            result = measure_stream(
+                self.url,
+                self.name,
+                self.prompts,
+                self.settings,
+                concurrency=point.concurrency,
+                request_rate=point.request_rate,
+                slos=(self.plan.slo,),
+                counts_from=self.server,
+                token_metric=VLLM_TOKEN_METRIC,
+                count_output=COUNT_OUTPUT,
+                cancel=self.cancel,
+                progress=lambda d, n, message: self._report(f"{point.label}: {message}"),
+                until=until,
+            )
+            row = replace(
+                LlmRow.measured(point, result, self.plan.slo_name),
+                served_by=self.server.served_by(self.name),
+                cpu_busy=format_busy(use.stop()) if use is not None else None,
+            )
             if self.effort is not None:
                 self.effort.measured(row, until)
         row = replace(row, **stamp)
@@ -264,8 +347,9 @@ class LlmSweep:
         self.loaded = variant.label
         files = {path: text.encode() for path, text in variant.files.items()}
         restart = getattr(self.server, "restart", None) if self.restart_stuck else None
-        times, self.load_error, self.stuck = load_variant(self.server, self.name, variant, self.load_timeout_s,
-                                                          self.stuck, files=files, recover=restart)
+        times, self.load_error, self.stuck = load_variant(
+            self.server, self.name, variant, self.load_timeout_s, self.stuck, files=files, recover=restart
+        )
         if self.load_error is None:
             self.any_loaded = True
         self.run.record.variant_times = {**(self.run.record.variant_times or {}), variant.label: times}

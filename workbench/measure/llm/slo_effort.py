@@ -11,8 +11,8 @@ which no request completed has no latency (NaN): the rule leaves it out.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -23,8 +23,7 @@ from workbench.measure.llm.answers import load_text
 from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
-__all__ = ["TTFT_P99", "ITL_P99", "LLM_SEARCHES", "LlmSearch", "slo_limits", "stream_summaries", "meets",
-           "LlmEffort"]
+__all__ = ["TTFT_P99", "ITL_P99", "LLM_SEARCHES", "LlmSearch", "slo_limits", "stream_summaries", "meets", "LlmEffort"]
 
 TTFT_P99 = "TTFT p99"
 ITL_P99 = "ITL p99"
@@ -73,16 +72,21 @@ def stream_summaries(windows: Sequence[StreamWindow]) -> list[WindowSummary]:
     out = []
     for w in windows:
         ok = [r for r in w.done if r.ok and r.token_ns]
-        latencies = {TTFT_P99: _p99([r.ttft_ms for r in ok]),
-                     ITL_P99: _p99([r.itl_ms for r in ok if r.output_tokens > 1])}
+        latencies = {
+            TTFT_P99: _p99([r.ttft_ms for r in ok]),
+            ITL_P99: _p99([r.itl_ms for r in ok if r.output_tokens > 1]),
+        }
         out.append(WindowSummary(w.output_tokens_per_s, latencies, len(w.done), w.duration_s))
     return out
 
 
 def meets(row: LlmRow, slo: Slo) -> bool:
     """Whether a measured row meets the SLO on its p99s (``answers.meeting``'s rule for one row)."""
-    return (usable_llm(row.to_dict()) and (slo.ttft_ms is None or row.ttft_p99_ms <= slo.ttft_ms)
-            and (slo.itl_ms is None or row.itl_p99_ms <= slo.itl_ms))
+    return (
+        usable_llm(row.to_dict())
+        and (slo.ttft_ms is None or row.ttft_p99_ms <= slo.ttft_ms)
+        and (slo.itl_ms is None or row.itl_p99_ms <= slo.itl_ms)
+    )
 
 
 class LlmEffort:
@@ -109,5 +113,6 @@ class LlmEffort:
         if until is not None and len(until.seen) >= 2:
             self.incumbent = Incumbent.from_windows(label, until.seen)
         else:
-            self.incumbent = Incumbent(label, row.output_tokens_per_s, row.output_tokens_per_s_low,
-                                       row.output_tokens_per_s_high)
+            self.incumbent = Incumbent(
+                label, row.output_tokens_per_s, row.output_tokens_per_s_low, row.output_tokens_per_s_high
+            )

@@ -55,13 +55,18 @@ class Confidence:
     more_seconds: float | None = None
 
     def to_dict(self) -> dict:
-        return {"separable": self.separable, "statement": self.statement,
-                "overlap": None if self.overlap is None else round(self.overlap, 3), "more_windows": self.more_windows,
-                "more_seconds": None if self.more_seconds is None else round(self.more_seconds, 1)}
+        return {
+            "separable": self.separable,
+            "statement": self.statement,
+            "overlap": None if self.overlap is None else round(self.overlap, 3),
+            "more_windows": self.more_windows,
+            "more_seconds": None if self.more_seconds is None else round(self.more_seconds, 1),
+        }
 
 
-def confidence(best: pd.Series | None, runner_up: pd.Series | None, *, column: str = "throughput",
-               what: str = "throughput") -> Confidence:
+def confidence(
+    best: pd.Series | None, runner_up: pd.Series | None, *, column: str = "throughput", what: str = "throughput"
+) -> Confidence:
     """How sure ``best`` is ahead of ``runner_up``: rows with ``column`` and its 95% interval
     ``<column>_low/high`` (a tensor row's ``throughput``; an LLM row's ``output_tokens_per_s``),
     named ``what`` in the statement.
@@ -80,18 +85,30 @@ def confidence(best: pd.Series | None, runner_up: pd.Series | None, *, column: s
         return Confidence(None, f"not known: {article} {what} interval is missing (measured without one)")
     best_text, other_text = f"[{a_low:.1f}, {a_high:.1f}]", f"[{b_low:.1f}, {b_high:.1f}]"
     if a_low > b_high:
-        return Confidence(True, f"separable: best's {what} interval {best_text} lies above the runner-up's "
-                                f"{other_text} (in this run: a machine can drift more than that between runs)", 0.0)
+        return Confidence(
+            True,
+            f"separable: best's {what} interval {best_text} lies above the runner-up's "
+            f"{other_text} (in this run: a machine can drift more than that between runs)",
+            0.0,
+        )
     overlap = min(a_high, b_high) - max(a_low, b_low)
     gap = number(best, column) - number(runner_up, column)
     if not gap > 0:
-        return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap and "
-                                 f"the {what} figures are equal; no number of windows separates them: accept either",
-                          overlap)
-    factor = ((a_high - a_low) / 2 + (b_high - b_low) / 2) ** 2 / gap ** 2
+        return Confidence(
+            False,
+            f"not separable on this machine: intervals {best_text} and {other_text} overlap and "
+            f"the {what} figures are equal; no number of windows separates them: accept either",
+            overlap,
+        )
+    factor = ((a_high - a_low) / 2 + (b_high - b_low) / 2) ** 2 / gap**2
     more = max(math.ceil(max(_windows(best, column), _windows(runner_up, column)) * (factor - 1)), 1)
     seconds = max(_measured_s(best, column), _measured_s(runner_up, column)) * (factor - 1)
     how_long = f"{more} more windows" if math.isnan(seconds) else f"{max(seconds, 0.1):.1f} s more measuring"
-    return Confidence(False, f"not separable on this machine: intervals {best_text} and {other_text} overlap; about "
-                             f"{how_long} each would be needed to separate them, or accept either", overlap, more,
-                      None if math.isnan(seconds) else seconds)
+    return Confidence(
+        False,
+        f"not separable on this machine: intervals {best_text} and {other_text} overlap; about "
+        f"{how_long} each would be needed to separate them, or accept either",
+        overlap,
+        more,
+        None if math.isnan(seconds) else seconds,
+    )

@@ -10,18 +10,34 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
-from workbench.refusals import WorkbenchError
 from workbench.files import NotRegularFile, atomic_write, open_regular, read_text, strict_json
 from workbench.measure.grid.rows import COLUMNS, INT_COLUMNS, KEY_COLUMNS
 from workbench.measure.store.run_record import RunRecord
+from workbench.refusals import WorkbenchError
 
-__all__ = ["POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE", "ResultsError", "RunRecord", "read_record", "run_file_text",
-           "frame_from_rows", "read_points", "append_point", "points_text", "write_exports", "write_record"]
+__all__ = [
+    "POINTS_FILE",
+    "RECORD_FILE",
+    "SCREENING_FILE",
+    "CSV_FILE",
+    "JSON_FILE",
+    "ResultsError",
+    "RunRecord",
+    "read_record",
+    "run_file_text",
+    "frame_from_rows",
+    "read_points",
+    "append_point",
+    "points_text",
+    "write_exports",
+    "write_record",
+]
 
 POINTS_FILE = "points.jsonl"
 RECORD_FILE = "run.json"
@@ -30,12 +46,14 @@ SCREENING_FILE = "screening.jsonl"
 CSV_FILE = "results.csv"
 JSON_FILE = "results.json"
 
+
 class ResultsError(WorkbenchError, ValueError):
     """A run folder or table that cannot be read or compared; the message names the file or column."""
 
 
-def frame_from_rows(rows: Iterable[dict], columns: Sequence[str] = COLUMNS,
-                    int_columns: Sequence[str] = INT_COLUMNS) -> pd.DataFrame:
+def frame_from_rows(
+    rows: Iterable[dict], columns: Sequence[str] = COLUMNS, int_columns: Sequence[str] = INT_COLUMNS
+) -> pd.DataFrame:
     """The results table in its documented column order (extra columns kept at the end);
     ``columns``/``int_columns``: another row type's (an LLM sweep's ``LlmRow``)."""
     frame = pd.DataFrame(list(rows))
@@ -72,7 +90,6 @@ def _strict(value: Any) -> Any:
     return value
 
 
-
 def run_file_text(path: Path) -> str:
     """A run file's text, read only when it is a regular file (`workbench.files.read_text`: no
     symlink followed, no FIFO, no device) of bounded size; ResultsError names the file and, for
@@ -97,14 +114,16 @@ def _point_row(path: Path, number: int, row: dict, int_columns: Sequence[str]) -
         try:
             whole = int(str(value).strip())
         except ValueError:
-            raise ResultsError(f"{path} line {number}: {column} {value!r} is not a whole number; fix or remove "
-                               "the line") from None
+            raise ResultsError(
+                f"{path} line {number}: {column} {value!r} is not a whole number; fix or remove the line"
+            ) from None
         row[column] = whole
     return row
 
 
-def read_points(path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS,
-                int_columns: Sequence[str] = INT_COLUMNS) -> list[dict]:
+def read_points(
+    path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS, int_columns: Sequence[str] = INT_COLUMNS
+) -> list[dict]:
     """Rows of a points.jsonl file. A torn last line (a crash while appending) is dropped; a bad
     line anywhere else is an error naming the line. ``key_columns``/``int_columns``: another row
     type's (an LLM sweep's)."""
@@ -125,8 +144,7 @@ def read_points(path: str | Path, key_columns: Sequence[str] = KEY_COLUMNS,
             raise ResultsError(f"{path} line {number} is not a JSON row{why}; fix or remove it") from None
         missing = [c for c in key_columns if c not in row] if isinstance(row, dict) else list(key_columns)
         if missing:
-            raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); "
-                               "fix or remove it")
+            raise ResultsError(f"{path} line {number} is not a point row (no {', '.join(missing)}); fix or remove it")
         rows.append(_point_row(path, number, row, int_columns))
     return rows
 
@@ -159,10 +177,13 @@ def read_record(path: str | Path) -> RunRecord:
     try:
         record = strict_json(text)
     except json.JSONDecodeError as err:
-        raise ResultsError(f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or "
-                           "start a new run (--new-run)") from None
+        raise ResultsError(
+            f"{record_path} line {err.lineno} is not valid JSON ({err.msg}); fix it or start a new run (--new-run)"
+        ) from None
     except (ValueError, RecursionError) as err:  # NaN, a repeated key, nested too deep
-        raise ResultsError(f"{record_path} is not a run record ({err}); fix it or start a new run (--new-run)") from None
+        raise ResultsError(
+            f"{record_path} is not a run record ({err}); fix it or start a new run (--new-run)"
+        ) from None
     if not isinstance(record, dict):
         raise ResultsError(f"{record_path} line 1 is not a run record (a JSON object)")
     try:
@@ -174,12 +195,17 @@ def read_record(path: str | Path) -> RunRecord:
 def write_record(out_dir: str | Path, record: RunRecord | Mapping[str, Any]) -> Path:
     """Write the run record (`RunRecord.to_dict`; a mapping is read as one first) atomically."""
     path = Path(out_dir) / RECORD_FILE
-    atomic_write(path, json.dumps(_strict(RunRecord.from_dict(record).to_dict()), indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
+    atomic_write(
+        path,
+        json.dumps(
+            _strict(RunRecord.from_dict(record).to_dict()), indent=2, sort_keys=True, default=str, allow_nan=False
+        )
+        + "\n",
+    )
     return path
 
 
-def write_exports(out_dir: str | Path, frame: pd.DataFrame,
-                  record: RunRecord | Mapping[str, Any]) -> tuple[Path, Path]:
+def write_exports(out_dir: str | Path, frame: pd.DataFrame, record: RunRecord | Mapping[str, Any]) -> tuple[Path, Path]:
     """results.csv (the table) and results.json (record + rows, readable on its own)."""
     out_dir = Path(out_dir)
     csv_path, json_path = out_dir / CSV_FILE, out_dir / JSON_FILE

@@ -25,8 +25,11 @@ def _num(row: pd.Series, column: str) -> float:
 
 
 def _compute(row: pd.Series) -> float:
-    return sum(v for v in (_num(row, c) for c in ("compute_input_ms", "compute_infer_ms", "compute_output_ms"))
-               if not math.isnan(v))
+    return sum(
+        v
+        for v in (_num(row, c) for c in ("compute_input_ms", "compute_infer_ms", "compute_output_ms"))
+        if not math.isnan(v)
+    )
 
 
 def _unstable_note(row: pd.Series) -> str:
@@ -48,10 +51,12 @@ def _unstable_note(row: pd.Series) -> str:
 
 
 def _falling_note(row: pd.Series, first: pd.Series) -> str:
-    return (f"p50 below batch {first['batch_size']:.0f}'s ({_num(first, 'p50_ms'):.2f} ms): compute "
-            f"{_compute(row):.2f} vs {_compute(first):.2f} ms, queue {_num(row, 'queue_ms'):.2f} vs "
-            f"{_num(first, 'queue_ms'):.2f} ms, executed batch {_num(row, 'avg_batch'):.1f} vs "
-            f"{_num(first, 'avg_batch'):.1f}")
+    return (
+        f"p50 below batch {first['batch_size']:.0f}'s ({_num(first, 'p50_ms'):.2f} ms): compute "
+        f"{_compute(row):.2f} vs {_compute(first):.2f} ms, queue {_num(row, 'queue_ms'):.2f} vs "
+        f"{_num(first, 'queue_ms'):.2f} ms, executed batch {_num(row, 'avg_batch'):.1f} vs "
+        f"{_num(first, 'avg_batch'):.1f}"
+    )
 
 
 def point_notes(frame: pd.DataFrame) -> pd.Series:
@@ -61,7 +66,7 @@ def point_notes(frame: pd.DataFrame) -> pd.Series:
         return notes
     group = [c for c in _GROUP if c in frame.columns]
     measured = frame[frame["p50_ms"].notna()]
-    for _, rows in (measured.groupby(group, sort=False, dropna=False) if group else [(None, measured)]):
+    for _, rows in measured.groupby(group, sort=False, dropna=False) if group else [(None, measured)]:
         rows = rows.sort_values("batch_size")
         first = rows.iloc[0]
         for index, row in rows.iloc[1:].iterrows():

@@ -53,12 +53,18 @@ def text_overlaps(figure: Figure) -> list[str]:
                 continue
             low, high = sorted(axis.get_view_interval())
             span = (high - low) * 1e-9
-            drawn = [t.label1 for t in axis.get_major_ticks() + axis.get_minor_ticks()
-                     if low - span <= t.get_loc() <= high + span and t.label1.get_visible() and t.label1.get_text()]
+            drawn = [
+                t.label1
+                for t in axis.get_major_ticks() + axis.get_minor_ticks()
+                if low - span <= t.get_loc() <= high + span and t.label1.get_visible() and t.label1.get_text()
+            ]
             ticks = [(t, _box(t, renderer)) for t in drawn]  # the labels of ticks inside the view: the drawn ones
             ticks = [(t, b) for t, b in ticks if b is not None]
-            problems += [f"{name} tick labels {_name(a)} and {_name(b)} overlap" for (a, ba), (b, bb)
-                         in combinations(ticks, 2) if _overlap(ba, bb)]
+            problems += [
+                f"{name} tick labels {_name(a)} and {_name(b)} overlap"
+                for (a, ba), (b, bb) in combinations(ticks, 2)
+                if _overlap(ba, bb)
+            ]
             labels += [(f"{name} tick label {_name(t)}", b) for t, b in ticks]
             box = _box(axis.label, renderer)
             if box is not None:
@@ -84,6 +90,10 @@ def text_overlaps(figure: Figure) -> list[str]:
             if _overlap(box, ax.get_window_extent(renderer)) and legend.axes is not ax and legend not in figure.legends:
                 problems.append("the legend lies over another plot's area")
     edge = figure.bbox  # a text past the figure's edge is cut off where the figure is shown
-    problems += [f"the {name} runs past the figure's edge" for name, box in labels if "tick label" not in name
-                 and (box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1)]
+    problems += [
+        f"the {name} runs past the figure's edge"
+        for name, box in labels
+        if "tick label" not in name
+        and (box.x0 < edge.x0 - 1 or box.x1 > edge.x1 + 1 or box.y0 < edge.y0 - 1 or box.y1 > edge.y1 + 1)
+    ]
     return problems

@@ -10,8 +10,8 @@ same file (diff-able in git).
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import matplotlib
 import matplotlib.lines
@@ -33,8 +33,13 @@ __all__ = [
     "plot_run",
 ]
 
-_BREAKDOWN = (("queue_ms", "queue"), ("compute_input_ms", "compute input"), ("compute_infer_ms", "compute infer"),
-              ("compute_output_ms", "compute output"), ("overhead_ms", "overhead"))
+_BREAKDOWN = (
+    ("queue_ms", "queue"),
+    ("compute_input_ms", "compute input"),
+    ("compute_infer_ms", "compute infer"),
+    ("compute_output_ms", "compute output"),
+    ("overhead_ms", "overhead"),
+)
 _LINESTYLES = ("-", "--", ":", "-.")
 
 
@@ -126,17 +131,29 @@ def _mark_unstable(ax, frame: pd.DataFrame, x: str, y: str, colors: dict) -> boo
     """Unstable points drawn hollow over their line; True when there were any."""
     unstable = frame[_unstable(frame)]
     for _, row in unstable.iterrows():
-        ax.plot([float(row[x])], [float(row[y])], marker="o", markersize=9, linestyle="none",
-                markerfacecolor="white", markeredgecolor=colors[row["variant"]], markeredgewidth=1.5, zorder=3,
-                label="_unstable")
+        ax.plot(
+            [float(row[x])],
+            [float(row[y])],
+            marker="o",
+            markersize=9,
+            linestyle="none",
+            markerfacecolor="white",
+            markeredgecolor=colors[row["variant"]],
+            markeredgewidth=1.5,
+            zorder=3,
+            label="_unstable",
+        )
     return not unstable.empty
 
 
 def _legend(ax, title: str, unstable: bool) -> None:
     handles, labels = ax.get_legend_handles_labels()
     if unstable:
-        handles.append(matplotlib.lines.Line2D([], [], marker="o", linestyle="none", markerfacecolor="white",
-                                               markeredgecolor="black"))
+        handles.append(
+            matplotlib.lines.Line2D(
+                [], [], marker="o", linestyle="none", markerfacecolor="white", markeredgecolor="black"
+            )
+        )
         labels.append("unstable point (see table)")
     ax.legend(handles, [_wrap(label) for label in labels], title=title, fontsize="small", **_OUTSIDE)
 
@@ -168,15 +185,25 @@ def _spread(group: pd.DataFrame, value: str, low: str, high: str) -> np.ndarray 
     return np.clip(np.nan_to_num(np.vstack([below, above])), 0.0, None)
 
 
-def _error_bars(ax, group: pd.DataFrame, x: str, y: str, color, xspread: tuple[str, str] | None,
-                yspread: tuple[str, str] | None) -> None:
+def _error_bars(
+    ax, group: pd.DataFrame, x: str, y: str, color, xspread: tuple[str, str] | None, yspread: tuple[str, str] | None
+) -> None:
     """The spread of each point (a 95% interval) as error bars, over the line already drawn."""
     xerr = _spread(group, x, *xspread) if xspread else None
     yerr = _spread(group, y, *yspread) if yspread else None
     if xerr is None and yerr is None:
         return
-    ax.errorbar(group[x].astype(float), group[y].astype(float), xerr=xerr, yerr=yerr, fmt="none", ecolor=color,
-                elinewidth=1, capsize=3, alpha=0.7)
+    ax.errorbar(
+        group[x].astype(float),
+        group[y].astype(float),
+        xerr=xerr,
+        yerr=yerr,
+        fmt="none",
+        ecolor=color,
+        elinewidth=1,
+        capsize=3,
+        alpha=0.7,
+    )
 
 
 def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
@@ -193,8 +220,14 @@ def latency_vs_batch(data: SweepResult | pd.DataFrame) -> Figure:
         for (variant, concurrency), group in frame.groupby(["variant", "concurrency"], sort=False):
             group = group.sort_values("batch_size")
             label = variant if len(levels) == 1 else f"{variant}, concurrency {concurrency}"
-            ax.plot(group["batch_size"], group[metric].astype(float), marker="o", color=colors[variant],
-                    linestyle=_LINESTYLES[levels.index(concurrency) % len(_LINESTYLES)], label=label)
+            ax.plot(
+                group["batch_size"],
+                group[metric].astype(float),
+                marker="o",
+                color=colors[variant],
+                linestyle=_LINESTYLES[levels.index(concurrency) % len(_LINESTYLES)],
+                label=label,
+            )
             if metric == "p99_ms":
                 _error_bars(ax, group, "batch_size", metric, colors[variant], None, ("p99_low_ms", "p99_high_ms"))
         unstable = _mark_unstable(ax, frame, "batch_size", metric, colors)
@@ -229,15 +262,36 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
         variant = key[0]
         group = group.sort_values(["concurrency", "batch_size"])
         label = f"{variant}, batch {key[1]}" if by_concurrency else variant
-        style = _LINESTYLES[sorted(frame["batch_size"].unique()).index(key[1]) % len(_LINESTYLES)] if by_concurrency else "-"
-        ax.plot(group["p99_ms"].astype(float), group["throughput"].astype(float), marker="o",
-                color=colors[variant], linestyle=style, label=label)
-        _error_bars(ax, group, "p99_ms", "throughput", colors[variant], ("p99_low_ms", "p99_high_ms"),
-                    ("throughput_low", "throughput_high"))
+        style = (
+            _LINESTYLES[sorted(frame["batch_size"].unique()).index(key[1]) % len(_LINESTYLES)]
+            if by_concurrency
+            else "-"
+        )
+        ax.plot(
+            group["p99_ms"].astype(float),
+            group["throughput"].astype(float),
+            marker="o",
+            color=colors[variant],
+            linestyle=style,
+            label=label,
+        )
+        _error_bars(
+            ax,
+            group,
+            "p99_ms",
+            "throughput",
+            colors[variant],
+            ("p99_low_ms", "p99_high_ms"),
+            ("throughput_low", "throughput_high"),
+        )
         for _, row in group.iterrows():
-            ax.annotate(f"c{int(row['concurrency'])}" if by_concurrency else f"b{int(row['batch_size'])}",
-                        (float(row["p99_ms"]), float(row["throughput"])),
-                        textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+            ax.annotate(
+                f"c{int(row['concurrency'])}" if by_concurrency else f"b{int(row['batch_size'])}",
+                (float(row["p99_ms"]), float(row["throughput"])),
+                textcoords="offset points",
+                xytext=(4, 4),
+                fontsize="x-small",
+            )
     unstable = _mark_unstable(ax, frame, "p99_ms", "throughput", colors)
     _latency_axis(ax, frame["p99_ms"].astype(float), axis="x")
     ax.set_xlabel("p99 latency (ms)")
@@ -249,7 +303,10 @@ def throughput_vs_latency(data: SweepResult | pd.DataFrame) -> Figure:
 
 
 def _point_labels(frame: pd.DataFrame) -> list[str]:
-    return [f"{_wrap(v, 32)}\nb{int(b)} c{int(c)}" for v, b, c in zip(frame["variant"], frame["batch_size"], frame["concurrency"])]
+    return [
+        f"{_wrap(v, 32)}\nb{int(b)} c{int(c)}"
+        for v, b, c in zip(frame["variant"], frame["batch_size"], frame["concurrency"])
+    ]
 
 
 def _label_points(ax, x, labels: list[str], fontsize: str = "small") -> None:
@@ -257,8 +314,15 @@ def _label_points(ax, x, labels: list[str], fontsize: str = "small") -> None:
     box still reaches its neighbour's)."""
     widest = max((len(line) for label in labels for line in label.split("\n")), default=0)
     turned = widest > 9
-    ax.set_xticks(x, labels, fontsize=fontsize, rotation=90 if turned else 0, ha="right" if turned else "center",
-                  va="center" if turned else "top", rotation_mode="anchor")
+    ax.set_xticks(
+        x,
+        labels,
+        fontsize=fontsize,
+        rotation=90 if turned else 0,
+        ha="right" if turned else "center",
+        va="center" if turned else "top",
+        rotation_mode="anchor",
+    )
 
 
 def server_breakdown(data: SweepResult | pd.DataFrame) -> Figure:
@@ -295,8 +359,9 @@ def throughput_heatmap(data: SweepResult | pd.DataFrame) -> Figure:
     """Throughput by batch size (columns) and allocation (rows); with several concurrency levels
     each cell shows the best of them."""
     frame = _frame(data)
-    fig = Figure(figsize=(7, 1.2 + 0.6 * max(1, frame["variant"].nunique() if not frame.empty else 1)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(7, 1.2 + 0.6 * max(1, frame["variant"].nunique() if not frame.empty else 1)), layout="constrained"
+    )
     ax = fig.subplots()
     if frame.empty:
         return _empty(fig, ax)
@@ -311,8 +376,15 @@ def throughput_heatmap(data: SweepResult | pd.DataFrame) -> Figure:
     middle = np.nanmean(finite) if np.isfinite(finite).any() else 0.0
     for (i, j), value in np.ndenumerate(finite):
         if np.isfinite(value):
-            ax.text(j, i, f"{value:.0f}", ha="center", va="center", fontsize="small",
-                    color="white" if value < middle else "black")
+            ax.text(
+                j,
+                i,
+                f"{value:.0f}",
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="white" if value < middle else "black",
+            )
     fig.colorbar(image, ax=ax, label="throughput (infer/s)")
     best_of = " (best over concurrency)" if frame["concurrency"].nunique() > 1 else ""
     fig.suptitle(_title(data, f"throughput{best_of}"))  # above the colour bar too, whose top tick it met
@@ -338,8 +410,9 @@ def comparison_plot(comparison: Comparison) -> Figure:
     if np.isfinite(tops).any():
         axes[0].set_ylim(0, float(np.nanmax(tops)) * 1.12)  # the ratio labels above the tallest bars stay inside
     for i, (ratio, top) in enumerate(zip(table["throughput_ratio"].astype(float), tops)):
-        axes[0].annotate(f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points",
-                         ha="center", fontsize="medium")
+        axes[0].annotate(
+            f"x{ratio:.2f}", (i, top), xytext=(0, 2), textcoords="offset points", ha="center", fontsize="medium"
+        )
     _latency_axis(axes[1], pd.concat([table["p99_ms_a"], table["p99_ms_b"]]).astype(float))
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].legend(handles, [_wrap(label) for label in labels], fontsize="medium", **_OUTSIDE)

@@ -11,23 +11,58 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
-from workbench.measure.store.folder import (CSV_FILE, JSON_FILE, POINTS_FILE, RECORD_FILE, SCREENING_FILE,
-                                            ResultsError, RunRecord, append_point, frame_from_rows, read_points,
-                                            read_record, run_file_text, write_exports, write_record)
 from workbench.files import strict_json
+from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.grid.rows import COLUMNS, KEY_COLUMNS, flag, usable
 from workbench.measure.store.confidence import confidence
+from workbench.measure.store.folder import (
+    CSV_FILE,
+    JSON_FILE,
+    POINTS_FILE,
+    RECORD_FILE,
+    SCREENING_FILE,
+    ResultsError,
+    RunRecord,
+    append_point,
+    frame_from_rows,
+    read_points,
+    read_record,
+    run_file_text,
+    write_exports,
+    write_record,
+)
 from workbench.measure.store.kinds import run_kind
 from workbench.measure.store.notes import point_notes
-from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = [
-    "POINTS_FILE", "RECORD_FILE", "SCREENING_FILE", "CSV_FILE", "JSON_FILE",
-    "KEY_COLUMNS", "COLUMNS",
-    "ResultsError", "RunRecord", "SavedRun", "ReportSections", "SweepResult", "Comparison",
-    "frame_from_rows", "read_points", "append_point", "write_exports", "write_record",
-    "load_run", "load_saved", "list_runs", "best_point", "runner_up_of", "describe_best", "compare_runs", "backend_variant",
+    "POINTS_FILE",
+    "RECORD_FILE",
+    "SCREENING_FILE",
+    "CSV_FILE",
+    "JSON_FILE",
+    "KEY_COLUMNS",
+    "COLUMNS",
+    "ResultsError",
+    "RunRecord",
+    "SavedRun",
+    "ReportSections",
+    "SweepResult",
+    "Comparison",
+    "frame_from_rows",
+    "read_points",
+    "append_point",
+    "write_exports",
+    "write_record",
+    "load_run",
+    "load_saved",
+    "list_runs",
+    "best_point",
+    "runner_up_of",
+    "describe_best",
+    "compare_runs",
+    "backend_variant",
 ]
+
 
 class ReadableFrame(pd.DataFrame):
     """A results table that a notebook shows as people read it (`workbench.measure.store.table`: short titles
@@ -74,6 +109,14 @@ class SavedRun:
     def __post_init__(self) -> None:
         if not isinstance(self.record, RunRecord):  # a mapping as read from a file or written by hand
             self.record = RunRecord.from_dict(self.record)
+
+    def describe_best(self) -> str:
+        """The best configuration in one sentence with its confidence, as each kind judges it."""
+        raise NotImplementedError(f"runs of {self.what} name no best configuration")
+
+    def table(self) -> pd.DataFrame:
+        """The columns people read first, one row per point (each kind chooses them)."""
+        return self.frame
 
     @property
     def status(self) -> str:
@@ -132,12 +175,46 @@ class SweepResult(SavedRun):
     def table(self) -> pd.DataFrame:
         """The columns people read first, one row per point: the numbers with their spread, whether
         they are stable, and what the load generator itself cost."""
-        columns = ["allocation", "batching", "parameters", "batch_size", "concurrency", "throughput",
-                   "throughput_low", "throughput_high", "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable",
-                   "requests", "send_delay_us", "client_cpu_us", "outputs_ok", "failures", "avg_batch", "engine", "error"]
-        always = {"allocation", "batch_size", "concurrency", "throughput", "throughput_low", "throughput_high",
-                  "p50_ms", "p99_ms", "p99_low_ms", "p99_high_ms", "stable", "requests", "send_delay_us",
-                  "client_cpu_us", "outputs_ok"}
+        columns = [
+            "allocation",
+            "batching",
+            "parameters",
+            "batch_size",
+            "concurrency",
+            "throughput",
+            "throughput_low",
+            "throughput_high",
+            "p50_ms",
+            "p99_ms",
+            "p99_low_ms",
+            "p99_high_ms",
+            "stable",
+            "requests",
+            "send_delay_us",
+            "client_cpu_us",
+            "outputs_ok",
+            "failures",
+            "avg_batch",
+            "engine",
+            "error",
+        ]
+        always = {
+            "allocation",
+            "batch_size",
+            "concurrency",
+            "throughput",
+            "throughput_low",
+            "throughput_high",
+            "p50_ms",
+            "p99_ms",
+            "p99_low_ms",
+            "p99_high_ms",
+            "stable",
+            "requests",
+            "send_delay_us",
+            "client_cpu_us",
+            "outputs_ok",
+        }
         columns = ["served_by"] + columns  # shown when the backends differ (a backend comparison)
         if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
             columns = ["server"] + columns
@@ -215,17 +292,19 @@ def list_runs(folder: str | Path) -> pd.DataFrame:
         if not (candidate / RECORD_FILE).is_file():
             continue
         run = load_saved(candidate)
-        rows.append({
-            "path": str(candidate),
-            "label": run.label,
-            "model": run.record.model or "",
-            "status": run.status,
-            "points": len(run.frame),
-            "planned": run.record.planned_points,
-            "started": run.record.started or "",
-            "ended": run.record.ended or "",
-            "best_throughput": run.best_throughput(),  # NaN for a kind not counted in inferences
-        })
+        rows.append(
+            {
+                "path": str(candidate),
+                "label": run.label,
+                "model": run.record.model or "",
+                "status": run.status,
+                "points": len(run.frame),
+                "planned": run.record.planned_points,
+                "started": run.record.started or "",
+                "ended": run.record.ended or "",
+                "best_throughput": run.best_throughput(),  # NaN for a kind not counted in inferences
+            }
+        )
     columns = ["path", "label", "model", "status", "points", "planned", "started", "ended", "best_throughput"]
     return pd.DataFrame(rows, columns=columns).sort_values("started", ascending=False, ignore_index=True)
 
@@ -235,8 +314,7 @@ def usable_points(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[[usable(point) for point in frame.to_dict("records")]] if len(frame) else frame
 
 
-def qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
-                min_throughput: float | None) -> pd.DataFrame:
+def qualifying(usable: pd.DataFrame, latency_budget_ms: float | None, min_throughput: float | None) -> pd.DataFrame:
     out = usable
     if latency_budget_ms is not None:
         out = out[out["p99_ms"].astype(float) <= float(latency_budget_ms)]
@@ -245,8 +323,9 @@ def qualifying(usable: pd.DataFrame, latency_budget_ms: float | None,
     return out
 
 
-def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
-               min_throughput: float | None = None) -> pd.Series | None:
+def best_point(
+    frame: pd.DataFrame, *, latency_budget_ms: float | None = None, min_throughput: float | None = None
+) -> pd.Series | None:
     """The best usable point: the highest throughput with p99 within ``latency_budget_ms``; with only
     a throughput floor, the lowest p99 reaching it; with both, the highest throughput meeting both.
     None when no usable point qualifies. Points with failures or wrong outputs never qualify."""
@@ -263,8 +342,13 @@ def best_point(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
     return order.iloc[0]
 
 
-def runner_up_of(frame: pd.DataFrame, best: pd.Series | None, *, latency_budget_ms: float | None = None,
-                 min_throughput: float | None = None) -> pd.Series | None:
+def runner_up_of(
+    frame: pd.DataFrame,
+    best: pd.Series | None,
+    *,
+    latency_budget_ms: float | None = None,
+    min_throughput: float | None = None,
+) -> pd.Series | None:
     """The best point of another configuration than ``best``'s (another variant or batch size:
     another concurrency of the same configuration is only a load level); None without one."""
     if best is None:
@@ -275,19 +359,25 @@ def runner_up_of(frame: pd.DataFrame, best: pd.Series | None, *, latency_budget_
 
 def _point_text(point: pd.Series, backends: bool = False) -> str:
     """The point in words; ``backends``: the run compares backends, so say which served it."""
-    extra = "".join(f", {point[c]}" for c in ("batching", "parameters")
-                    if isinstance(point.get(c), str) and point[c] and point[c] != "as configured")
+    extra = "".join(
+        f", {point[c]}"
+        for c in ("batching", "parameters")
+        if isinstance(point.get(c), str) and point[c] and point[c] != "as configured"
+    )
     served = f"served by {point['served_by']}: " if isinstance(point.get("served_by"), str) and backends else ""
-    text = (f"{served}{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
-            f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
-            f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms")
+    text = (
+        f"{served}{point['allocation']} ({int(point['instances'])} instance(s) x {int(point['cores_per_instance'])} core(s)"
+        f"{extra}), batch {int(point['batch_size'])}, concurrency {int(point['concurrency'])}: "
+        f"{float(point['throughput']):.1f} infer/s, p50 {float(point['p50_ms']):.2f} ms, p99 {float(point['p99_ms']):.2f} ms"
+    )
     if flag(point.get("stable")) is False:
         text += " (measurement did not stabilise; re-run with a longer window to confirm)"
     return text
 
 
-def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None,
-                  min_throughput: float | None = None) -> str:
+def describe_best(
+    frame: pd.DataFrame, *, latency_budget_ms: float | None = None, min_throughput: float | None = None
+) -> str:
     """One sentence naming the best configuration and the constraint it meets (or why none does)."""
     usable = usable_points(frame)
     constraint = []
@@ -306,16 +396,18 @@ def describe_best(frame: pd.DataFrame, *, latency_budget_ms: float | None = None
             return f"No configuration can be named: none of {len(frame)} point(s) is usable{note}."
         fastest = usable.sort_values("p99_ms").iloc[0]
         strongest = usable.sort_values("throughput", ascending=False).iloc[0]
-        return (f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
-                f"Lowest p99: {_point_text(fastest, backends)}. Highest throughput: {_point_text(strongest, backends)}.")
+        return (
+            f"No configuration meets {' and '.join(constraint)} across {len(usable)} usable point(s){note}. "
+            f"Lowest p99: {_point_text(fastest, backends)}. Highest throughput: {_point_text(strongest, backends)}."
+        )
     count = len(qualifying(usable, latency_budget_ms, min_throughput))
-    text = f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): {_point_text(best, backends)}{note}."
+    text = (
+        f"Best ({goal}{where}, {count} of {len(usable)} usable point(s) qualify): {_point_text(best, backends)}{note}."
+    )
     if goal == "highest throughput":  # how sure the order is, against the best of another configuration
         runner_up = runner_up_of(frame, best, latency_budget_ms=latency_budget_ms, min_throughput=min_throughput)
         text += f" Confidence: {confidence(best, runner_up).statement}."
     return text
-
-
 
 
 def backend_variant(served_by: object, variant: str, model: str) -> str:
@@ -356,32 +448,47 @@ class Comparison:
         a, b = self.a.record, self.b.record
         out = []
         sa, sb = a.settings or {}, b.settings or {}
-        changed = [f"{key} {sa.get(key)!r} -> {sb.get(key)!r}" for key in sorted(set(sa) | set(sb))
-                   if key != "model" and sa.get(key) != sb.get(key)]
+        changed = [
+            f"{key} {sa.get(key)!r} -> {sb.get(key)!r}"
+            for key in sorted(set(sa) | set(sb))
+            if key != "model" and sa.get(key) != sb.get(key)
+        ]
         if changed:
             out.append("measured differently: " + "; ".join(changed))
-        ea, eb = ((run.engine if isinstance(run.engine, dict) else {}).get("engine") or "not recorded"
-                  for run in (a, b))
+        ea, eb = (
+            (run.engine if isinstance(run.engine, dict) else {}).get("engine") or "not recorded" for run in (a, b)
+        )
         if ea != eb:
-            out.append(f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
-                       "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
-                       "same server; the figures are in benchmarks/README)")
+            out.append(
+                f"measured by another engine: {ea} -> {eb} (at low latency the clients' own costs differ: "
+                "the built-in one, the cheaper client, can read more throughput than perf_analyzer from the "
+                "same server; the figures are in benchmarks/README)"
+            )
         if len(self.only_a) or len(self.only_b):
-            out.append(f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
-                       f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)")
+            out.append(
+                f"different points: {len(self.table)} in common, {len(self.only_a)} only in "
+                f"{self.a.label!r}, {len(self.only_b)} only in {self.b.label!r} (ratios cover the common ones)"
+            )
         ba, bb = _served_by(self.a), _served_by(self.b)
         if ba != bb:
-            out.append(f"served by another backend: {', '.join(ba) or 'not recorded'} -> "
-                       f"{', '.join(bb) or 'not recorded'} (a backend difference, not a measurement one)")
+            out.append(
+                f"served by another backend: {', '.join(ba) or 'not recorded'} -> "
+                f"{', '.join(bb) or 'not recorded'} (a backend difference, not a measurement one)"
+            )
         if a.server_version != b.server_version:
             out.append(f"Triton {a.server_version} -> {b.server_version}")
         ma, mb = a.machine or {}, b.machine or {}
-        machine = [f"{key} {ma.get(key)!r} -> {mb.get(key)!r}" for key in sorted(set(ma) | set(mb))
-                   if ma.get(key) != mb.get(key)]
+        machine = [
+            f"{key} {ma.get(key)!r} -> {mb.get(key)!r}"
+            for key in sorted(set(ma) | set(mb))
+            if ma.get(key) != mb.get(key)
+        ]
         if machine:
             out.append("another machine: " + "; ".join(machine))
         pa, pb = a.packages or {}, b.packages or {}
-        packages = [f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)]
+        packages = [
+            f"{key} {pa.get(key)} -> {pb.get(key)}" for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)
+        ]
         if packages:
             out.append("other packages: " + "; ".join(packages))
         return out
@@ -389,11 +496,19 @@ class Comparison:
     def summary(self) -> str:
         a, b = self.a.label, self.b.label
         differ = self.differences()
-        head = (["How the runs differ:"] + [f"  - {line}" for line in differ] if differ
-                else ["Both runs were measured alike (settings, engine, points, backend, server, machine, packages)."])
+        head = (
+            ["How the runs differ:"] + [f"  - {line}" for line in differ]
+            if differ
+            else ["Both runs were measured alike (settings, engine, points, backend, server, machine, packages)."]
+        )
         if self.table.empty:
-            return "\n".join(head + [f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
-                                      f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."])
+            return "\n".join(
+                head
+                + [
+                    f"{b!r} and {a!r} share no points (keys {', '.join(KEY_COLUMNS)}); "
+                    f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}."
+                ]
+            )
         thr = self.table["throughput_ratio"].astype(float)
         p99 = self.table["p99_ratio"].astype(float)
         lines = head + [
@@ -408,7 +523,9 @@ class Comparison:
             lines.append(f"{len(self.only_a)} point(s) only in {a!r}, {len(self.only_b)} only in {b!r}.")
         bad = self.table[~(self.table["outputs_ok_a"].map(_true) & self.table["outputs_ok_b"].map(_true))]
         if len(bad):
-            lines.append(f"{len(bad)} common point(s) had output mismatches in one run; their ratios are not comparable.")
+            lines.append(
+                f"{len(bad)} common point(s) had output mismatches in one run; their ratios are not comparable."
+            )
         return "\n".join(lines)
 
 
@@ -425,8 +542,7 @@ def compare_runs(a: SavedRun | str | Path, b: SavedRun | str | Path) -> Any:
     a = a if isinstance(a, SavedRun) else load_saved(a)
     b = b if isinstance(b, SavedRun) else load_saved(b)
     if a.what != b.what:
-        raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is {a.what}, "
-                           f"the other {b.what}")
+        raise ResultsError(f"cannot compare {names[0]} with {names[1]}: one is {a.what}, the other {b.what}")
     return a.compare(b)
 
 
@@ -442,7 +558,9 @@ def _compare_tensor(a: SweepResult, b: SweepResult) -> Comparison:
     right = b.frame[keys + metrics]
     table = left.merge(right, on=keys, how="inner", suffixes=("_a", "_b"))
     for metric in ("throughput", "p50_ms", "p99_ms"):
-        table[f"{metric.removesuffix('_ms')}_ratio"] = table[f"{metric}_b"].astype(float) / table[f"{metric}_a"].astype(float)
+        table[f"{metric.removesuffix('_ms')}_ratio"] = table[f"{metric}_b"].astype(float) / table[f"{metric}_a"].astype(
+            float
+        )
     only_a = a.frame.merge(b.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
     only_b = b.frame.merge(a.frame[keys], on=keys, how="left", indicator=True).query("_merge == 'left_only'")
     return Comparison(a, b, table.reset_index(drop=True), only_a.drop(columns="_merge"), only_b.drop(columns="_merge"))

@@ -27,8 +27,19 @@ TENSOR_KIND = "tensor"  # the kind of a record that names none (written before k
 Session = dict[str, Any]  # one session: started, ended, status, measured, reused (+ loads, restored)
 
 # Written even when unset (null): every run's own facts. Other fields are written once set.
-_ALWAYS = ("version", "kind", "label", "model", "model_dir", "started", "ended", "status", "plan",
-           "planned_points", "sessions")
+_ALWAYS = (
+    "version",
+    "kind",
+    "label",
+    "model",
+    "model_dir",
+    "started",
+    "ended",
+    "status",
+    "plan",
+    "planned_points",
+    "sessions",
+)
 
 
 @dataclass(eq=True)

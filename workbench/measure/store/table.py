@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 
@@ -27,12 +28,14 @@ TABLE_CLASS = "workbench-table"
 # report; the browser tests allow their scrollbars and no other.
 SCROLL_CLASS = "workbench-scroll"
 # Cells never wrap: long text is cut with an ellipsis and kept whole in the tooltip (title).
-TABLE_CSS = (f".{TABLE_CLASS}{{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}}"
-             f".{TABLE_CLASS} th,.{TABLE_CLASS} td{{padding:2px 8px;white-space:nowrap;border-bottom:1px solid #ddd}}"
-             f".{TABLE_CLASS} th{{text-align:left;font-weight:600;border-bottom:1px solid #888}}"
-             f".{TABLE_CLASS} td.num{{text-align:right}}"
-             f".{TABLE_CLASS} td.text{{max-width:18em;overflow:hidden;text-overflow:ellipsis}}"
-             f".{TABLE_CLASS} td.text[title]{{cursor:help;text-decoration:underline dotted #999}}")
+TABLE_CSS = (
+    f".{TABLE_CLASS}{{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}}"
+    f".{TABLE_CLASS} th,.{TABLE_CLASS} td{{padding:2px 8px;white-space:nowrap;border-bottom:1px solid #ddd}}"
+    f".{TABLE_CLASS} th{{text-align:left;font-weight:600;border-bottom:1px solid #888}}"
+    f".{TABLE_CLASS} td.num{{text-align:right}}"
+    f".{TABLE_CLASS} td.text{{max-width:18em;overflow:hidden;text-overflow:ellipsis}}"
+    f".{TABLE_CLASS} td.text[title]{{cursor:help;text-decoration:underline dotted #999}}"
+)
 
 
 @dataclass(frozen=True)
@@ -177,9 +180,11 @@ _KNOWN: dict[str, tuple[str, str, Callable[[Any], str] | None, str]] = {
     "usd_per_million_output_tokens": ("cost", "$/M tok", significant, "price per million output tokens"),
 }
 # Spread columns shown as one "low-high" range beside their number.
-_RANGES = {"throughput_low": ("throughput_high", "95% range", "infer/s"),
-           "p99_low_ms": ("p99_high_ms", "p99 95% range", "ms"),
-           "output_tokens_per_s_low": ("output_tokens_per_s_high", "95% range", "tok/s")}
+_RANGES = {
+    "throughput_low": ("throughput_high", "95% range", "infer/s"),
+    "p99_low_ms": ("p99_high_ms", "p99 95% range", "ms"),
+    "output_tokens_per_s_low": ("output_tokens_per_s_high", "95% range", "tok/s"),
+}
 _HIDDEN = {high for high, _, _ in _RANGES.values()}
 _TEXT_LIMIT = 28  # characters a text cell shows before it is cut (the rest is the tooltip)
 
@@ -229,8 +234,11 @@ def readable_table(frame: pd.DataFrame) -> Table:
             high, title, unit = _RANGES[name]
             columns.append(Column(title, unit, "a 95% interval over the pooled windows"))
             source.append(name)
-            makers.append(lambda row, low=name, high=high: Cell(
-                "" if _missing(row[low]) else f"{significant(row[low])}–{significant(row[high])}", number=True))
+            makers.append(
+                lambda row, low=name, high=high: Cell(
+                    "" if _missing(row[low]) else f"{significant(row[low])}–{significant(row[high])}", number=True
+                )
+            )
             continue
         title, unit, formatter, meaning = _describe(str(name))
         columns.append(Column(title, unit, meaning or str(name)))
@@ -245,8 +253,9 @@ def table_html(table: Table | pd.DataFrame, *, scroll_class: str = "") -> str:
     that scrolls sideways by itself when the table is wider than its place."""
     if isinstance(table, pd.DataFrame):
         table = readable_table(table)
-    head = "".join(f"<th title='{html.escape(c.meaning, quote=True)}'>{html.escape(c.heading)}</th>"
-                   for c in table.columns)
+    head = "".join(
+        f"<th title='{html.escape(c.meaning, quote=True)}'>{html.escape(c.heading)}</th>" for c in table.columns
+    )
     body = []
     for row in table.rows:
         cells = []
@@ -256,5 +265,7 @@ def table_html(table: Table | pd.DataFrame, *, scroll_class: str = "") -> str:
             cells.append(f"<td class='{kind}'{tip}>{html.escape(cell.text)}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
     classes = " ".join(c for c in (scroll_class, "workbench-table-box") if c)
-    return (f"<div class='{classes}' style='overflow-x:auto;max-width:100%'><style>{TABLE_CSS}</style>"
-            f"<table class='{TABLE_CLASS}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return (
+        f"<div class='{classes}' style='overflow-x:auto;max-width:100%'><style>{TABLE_CSS}</style>"
+        f"<table class='{TABLE_CLASS}'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+    )

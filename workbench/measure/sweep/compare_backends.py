@@ -14,19 +14,29 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from workbench.generate.config import ConfigError, read_config
 from workbench.generate.pytorch_backend.backend import PYTORCH
-from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
-from workbench.measure.store.results import (JSON_FILE, ReadableFrame, RunRecord, SweepResult, backend_variant,
-                                             frame_from_rows, load_run, write_exports, write_record)
-from workbench.measure.sweep.reproduce import backends_call
 from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
+from workbench.measure.store.results import (
+    JSON_FILE,
+    ReadableFrame,
+    RunRecord,
+    SweepResult,
+    backend_variant,
+    frame_from_rows,
+    load_run,
+    write_exports,
+    write_record,
+)
+from workbench.measure.sweep.reproduce import backends_call
 from workbench.server.protocol import Server
 
 __all__ = ["BackendSweep", "BackendComparison", "compare_backends", "backend_plan", "backend_plans", "run_folders"]
@@ -50,8 +60,9 @@ def backend_plan(plan: SweepPlan, model_dir: str | Path, backend_grid: Mapping[s
     return dataclasses.replace(plan, parameters={**dict(plan.parameters), **grid})
 
 
-def backend_plans(plan: SweepPlan, model_dirs: Sequence[str | Path],
-                  backend_grid: Mapping[str, Iterable[Any]] | None = None) -> list[SweepPlan]:
+def backend_plans(
+    plan: SweepPlan, model_dirs: Sequence[str | Path], backend_grid: Mapping[str, Iterable[Any]] | None = None
+) -> list[SweepPlan]:
     """Each directory's plan (`backend_plan`), every variant built against its config, so that a
     bad directory, a repeated model name, a grid a layout has no setting for, or a grid with no
     PyTorch-backend model to apply to is refused (SweepError naming it) before anything runs."""
@@ -60,8 +71,10 @@ def backend_plans(plan: SweepPlan, model_dirs: Sequence[str | Path],
         raise SweepError("give at least one model directory to measure")
     repositories = {d.resolve().parent for d in dirs}
     if len(repositories) > 1:
-        raise SweepError(f"the model directories are in different repositories ({sorted(map(str, repositories))}); "
-                         "generate them side by side so one server loads them all")
+        raise SweepError(
+            f"the model directories are in different repositories ({sorted(map(str, repositories))}); "
+            "generate them side by side so one server loads them all"
+        )
     configs = []
     for d in dirs:
         if not (d / "config.pbtxt").is_file():
@@ -74,9 +87,11 @@ def backend_plans(plan: SweepPlan, model_dirs: Sequence[str | Path],
     if len(set(names)) != len(names):
         raise SweepError(f"model names {names} repeat; each backend's model needs its own name")
     if backend_grid and not any(PYTORCH.recognises(cfg) for cfg in configs):
-        raise SweepError(f"the backend settings ({', '.join(backend_grid)}) are for Triton's PyTorch backend, and "
-                         f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} for the Python backend: "
-                         "compare with a model generated with --backend pytorch")
+        raise SweepError(
+            f"the backend settings ({', '.join(backend_grid)}) are for Triton's PyTorch backend, and "
+            f"{', '.join(names)} {'is' if len(names) == 1 else 'are'} for the Python backend: "
+            "compare with a model generated with --backend pytorch"
+        )
     plans = [backend_plan(plan, d, backend_grid) for d in dirs]
     for model_plan, cfg, d in zip(plans, configs, dirs):
         try:
@@ -163,13 +178,22 @@ class BackendComparison:
         """The joined table as one SweepResult, for the plots and `SweepResult.table`; its record is
         the comparison's own run.json when it was written (`compare_backends`)."""
         record = dict(self.record) if self.record else comparison_record(self.runs, self.frame)
-        return BackendsResult(self.frame, record, self.path)
+        return BackendsResult(self.frame, RunRecord.from_dict(record), self.path)
 
     def table(self) -> pd.DataFrame:
         """Per backend variant and point: throughput, p50, p99 and the server's breakdown (ms)."""
         usable = self.frame[self.frame["error"].isna()]
-        columns = ["served_by", "variant", "batch_size", "concurrency", "throughput", "p50_ms", "p99_ms", *_BREAKDOWN,
-                   "outputs_ok"]
+        columns = [
+            "served_by",
+            "variant",
+            "batch_size",
+            "concurrency",
+            "throughput",
+            "p50_ms",
+            "p99_ms",
+            *_BREAKDOWN,
+            "outputs_ok",
+        ]
         return ReadableFrame(usable[columns].reset_index(drop=True))
 
     def summary(self) -> str:
@@ -177,8 +201,11 @@ class BackendComparison:
         table = self.table()
         if table.empty:
             return "no measured points"
-        best = (table.sort_values("throughput", ascending=False)
-                .groupby(["served_by", "batch_size", "concurrency"], sort=False).head(1))
+        best = (
+            table.sort_values("throughput", ascending=False)
+            .groupby(["served_by", "batch_size", "concurrency"], sort=False)
+            .head(1)
+        )
         backends = self.backends
         base = backends[0]
         lines = []
@@ -187,15 +214,18 @@ class BackendComparison:
             if base not in rows:
                 continue
             ref = rows[base]
-            lines.append(f"batch {batch}, concurrency {concurrency}: {base} [{ref['variant']}] "
-                         f"{ref['throughput']:.1f} infer/s, p50 {ref['p50_ms']:.3f} ms"
-                         + _breakdown_text(ref))
+            lines.append(
+                f"batch {batch}, concurrency {concurrency}: {base} [{ref['variant']}] "
+                f"{ref['throughput']:.1f} infer/s, p50 {ref['p50_ms']:.3f} ms" + _breakdown_text(ref)
+            )
             for backend in backends[1:]:
                 if backend in rows:
                     row = rows[backend]
-                    lines.append(f"  {backend} [{row['variant']}]: {row['throughput']:.1f} infer/s "
-                                 f"(x{row['throughput'] / ref['throughput']:.2f}), p50 {row['p50_ms']:.3f} ms "
-                                 f"(x{row['p50_ms'] / ref['p50_ms']:.2f})" + _breakdown_text(row))
+                    lines.append(
+                        f"  {backend} [{row['variant']}]: {row['throughput']:.1f} infer/s "
+                        f"(x{row['throughput'] / ref['throughput']:.2f}), p50 {row['p50_ms']:.3f} ms "
+                        f"(x{row['p50_ms'] / ref['p50_ms']:.2f})" + _breakdown_text(row)
+                    )
         return "\n".join(lines)
 
 
@@ -220,8 +250,9 @@ class _BackendsKind:
 KIND = _BackendsKind()
 
 
-def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, label: str | None = None,
-                      **extra: Any) -> dict[str, Any]:
+def comparison_record(
+    runs: Mapping[str, SweepResult], frame: pd.DataFrame, label: str | None = None, **extra: Any
+) -> dict[str, Any]:
     """The run record of a backend comparison (its own run.json, so saved-run lists show it): the
     sub-runs' folders (absolute: a report opened elsewhere finds them) and labels, each model's
     directory and the backend that served each variant, what was measured and where (server,
@@ -231,7 +262,9 @@ def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, labe
     first = records[0] if records else {}
     backends = list(dict.fromkeys(frame["served_by"].dropna())) if "served_by" in frame.columns else []
     statuses = [r.get("status") for r in records]
-    status = next((s for s in ("failed", "cancelled", "running") if s in statuses), "complete" if records else "unknown")
+    status = next(
+        (s for s in ("failed", "cancelled", "running") if s in statuses), "complete" if records else "unknown"
+    )
     return {
         "kind": "backends",
         "label": label or "backends: " + " vs ".join(backends),
@@ -239,8 +272,11 @@ def comparison_record(runs: Mapping[str, SweepResult], frame: pd.DataFrame, labe
         "runs": {name: str(Path(run.path).resolve()) for name, run in runs.items() if run.path is not None},
         "model_dirs": {name: r.get("model_dir") for name, r in zip(runs, records)},
         "backends": backends,
-        "served_by": ({variant: by for variant, by in zip(frame["variant"], frame["served_by"]) if isinstance(by, str)}
-                      if "served_by" in frame.columns else {}),
+        "served_by": (
+            {variant: by for variant, by in zip(frame["variant"], frame["served_by"]) if isinstance(by, str)}
+            if "served_by" in frame.columns
+            else {}
+        ),
         "run_labels": {name: run.label for name, run in runs.items()},
         "status": status,
         "started": min((r.get("started") or "" for r in records), default="") or None,
@@ -290,28 +326,49 @@ def compare_backends(
     plans = backend_plans(plan, dirs, backend_grid)  # every grid checked before anything runs
     folders = run_folders(dirs, out_dir)
     names = list(folders)
-    reproduce = {"python": backends_call(plan.to_dict(), dirs, out_dir, backend_grid,
-                                         (settings or MeasureSettings()).to_dict())}
+    reproduce = {
+        "python": backends_call(plan.to_dict(), dirs, out_dir, backend_grid, (settings or MeasureSettings()).to_dict())
+    }
     if sweep_options.get("command"):
         reproduce["command"] = sweep_options["command"]
     runs: dict[str, SweepResult] = {}
     for name, model_dir, model_plan in zip(names, dirs, plans):
-        report = None if progress is None else (lambda done, total, message, n=name: progress(done, total, f"{n}: {message}"))
-        runs[name] = run_sweep(model_plan, server, model_dir, out_dir=folders[name], settings=settings,
-                               progress=report, cancel=cancel, resume=resume,
-                               label=f"{label}: {name}" if label else name, **sweep_options)
+        report = (
+            None
+            if progress is None
+            else (lambda done, total, message, n=name: progress(done, total, f"{n}: {message}"))
+        )
+        runs[name] = run_sweep(
+            model_plan,
+            server,
+            model_dir,
+            out_dir=folders[name],
+            settings=settings,
+            progress=report,
+            cancel=cancel,
+            resume=resume,
+            label=f"{label}: {name}" if label else name,
+            **sweep_options,
+        )
         if runs[name].status == "cancelled":
             break
     frames = []
     for name, run in runs.items():
         frame = run.frame.copy()
         frame["model"] = name
-        frame["variant"] = [backend_variant(by, variant, name) for by, variant in zip(frame["served_by"], frame["variant"])]
+        frame["variant"] = [
+            backend_variant(by, variant, name) for by, variant in zip(frame["served_by"], frame["variant"])
+        ]
         frames.append(frame)
     frame = frame_from_rows(pd.concat(frames, ignore_index=True).to_dict("records"))
-    record = comparison_record(runs, frame, label, plan=plan.to_dict(),
-                               backend_grid={k: list(v) for k, v in (backend_grid or {}).items()},
-                               reproduce=reproduce)
+    record = comparison_record(
+        runs,
+        frame,
+        label,
+        plan=plan.to_dict(),
+        backend_grid={k: list(v) for k, v in (backend_grid or {}).items()},
+        reproduce=reproduce,
+    )
     comparison = BackendComparison(runs, frame, Path(out_dir), record)
     write_record(out_dir, record)  # the comparison is a saved run of its own (listed, opened, reported)
     write_exports(out_dir, frame, record)

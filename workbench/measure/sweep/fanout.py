@@ -13,21 +13,29 @@ from __future__ import annotations
 import re
 import threading
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any
 
-from workbench.served_outputs import Eager, InputMaker
-from workbench.measure.engine.engines import EngineChoice, choose_engine
-from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
 from workbench.files import atomic_write
+from workbench.measure.engine.engines import EngineChoice, choose_engine
+from workbench.measure.engine.measure_settings import MeasureSettings
+from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
+from workbench.measure.grid.rows import now
 from workbench.measure.store.folder import points_text
 from workbench.measure.store.results import (
-    POINTS_FILE, RECORD_FILE, SweepResult, frame_from_rows, load_run, write_exports, write_record,
+    POINTS_FILE,
+    RECORD_FILE,
+    RunRecord,
+    SweepResult,
+    frame_from_rows,
+    load_run,
+    write_exports,
+    write_record,
 )
-from workbench.measure.grid.rows import now
-from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.swept import base_config, check_out_dir, reference_for
+from workbench.served_outputs import Eager, InputMaker
 from workbench.server.protocol import Server
 from workbench.server.remote import endpoint_addresses
 
@@ -70,8 +78,10 @@ def _refuse_one_server_twice(named: Mapping[str, Server]) -> None:
     for name, server in named.items():
         for address in _addresses(server):
             if address in seen and seen[address] != name:
-                raise SweepError(f"servers {seen[address]!r} and {name!r} are the same server "
-                                 f"({address[0]} port {address[1]}); give each server once")
+                raise SweepError(
+                    f"servers {seen[address]!r} and {name!r} are the same server "
+                    f"({address[0]} port {address[1]}); give each server once"
+                )
             seen[address] = name
 
 
@@ -131,9 +141,11 @@ def run_fanout(
         shares = {name: list(entry["variants"]) for name, entry in previous.get("servers", {}).items()}
         unknown = sorted(set(named) - set(shares))
         if unknown or sorted(sum(shares.values(), [])) != sorted(labels):
-            raise SweepError(f"cannot resume the fan-out in {out_dir}: it dealt {len(labels)} variant(s) to "
-                             f"{sorted(shares)}; resume with the same plan and (some of) those servers"
-                             + (f", not {unknown}" if unknown else ""))
+            raise SweepError(
+                f"cannot resume the fan-out in {out_dir}: it dealt {len(labels)} variant(s) to "
+                f"{sorted(shares)}; resume with the same plan and (some of) those servers"
+                + (f", not {unknown}" if unknown else "")
+            )
     else:
         shares = deal_variants(labels, list(named))
     folders = {name: _folder(name) for name in shares}
@@ -152,28 +164,53 @@ def run_fanout(
                 done[name] = count
                 if progress is not None:
                     progress(sum(done.values()), total, f"{name}: {message}")
+
         return share_progress
 
     def measure_share(name: str) -> None:
         share_dir = out_dir / SERVERS_FOLDER / folders[name]
         try:
-            result = run_sweep(plan, named[name], model, out_dir=share_dir, settings=settings, reference=reference,
-                               inputs=inputs, resume=resume and (share_dir / RECORD_FILE).exists(),
-                               label=f"{label or out_dir.name} on {name}", restore=restore,
-                               progress=report(name), cancel=cancel, variants=shares[name], engine=choice)
+            result = run_sweep(
+                plan,
+                named[name],
+                model,
+                out_dir=share_dir,
+                settings=settings,
+                reference=reference,
+                inputs=inputs,
+                resume=resume and (share_dir / RECORD_FILE).exists(),
+                label=f"{label or out_dir.name} on {name}",
+                restore=restore,
+                progress=report(name),
+                cancel=cancel,
+                variants=shares[name],
+                engine=choice,
+            )
             outcomes[name] = {"status": result.status}
         except Exception as err:  # one server failing does not stop the others
-            outcomes[name] = {"status": "failed", "error": f"{type(err).__name__}: {err}",
-                              "traceback": traceback.format_exc(limit=5)}
+            outcomes[name] = {
+                "status": "failed",
+                "error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc(limit=5),
+            }
 
     started = now()
     if not previous:  # the deal goes on disk first: a crash mid-way resumes with the same shares
-        previous = {"kind": "fanout", "label": label or out_dir.name, "started": started, "status": "running",
-                    "plan": plan.to_dict(), "planned_points": total,
-                    "servers": {n: {"variants": v, "folder": f"{SERVERS_FOLDER}/{folders[n]}"} for n, v in shares.items()}}
+        previous = {
+            "kind": "fanout",
+            "label": label or out_dir.name,
+            "started": started,
+            "status": "running",
+            "plan": plan.to_dict(),
+            "planned_points": total,
+            "servers": {n: {"variants": v, "folder": f"{SERVERS_FOLDER}/{folders[n]}"} for n, v in shares.items()},
+        }
         write_record(out_dir, previous)
-    threads = [threading.Thread(target=measure_share, args=(name,), name=f"fanout-{name}", daemon=True)
-               for name in named if shares[name]]
+    threads = [
+        threading.Thread(target=measure_share, args=(name,), name=f"fanout-{name}", daemon=True)
+        for name in named
+        if shares[name]
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -181,12 +218,24 @@ def run_fanout(
     return _merge(out_dir, plan, shares, folders, outcomes, previous, label, started, total, choice)
 
 
-def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders: dict[str, str],
-           outcomes: dict[str, dict], previous: dict, label: str | None,
-           started: str, total: int, choice: EngineChoice) -> SweepResult:
+def _merge(
+    out_dir: Path,
+    plan: SweepPlan,
+    shares: dict[str, list[str]],
+    folders: dict[str, str],
+    outcomes: dict[str, dict],
+    previous: Mapping[str, Any],
+    label: str | None,
+    started: str,
+    total: int,
+    choice: EngineChoice,
+) -> SweepResult:
     """One run from the shares: every row with its server, the record naming each server's share."""
-    runs = {name: load_run(out_dir / SERVERS_FOLDER / folders[name]) for name in shares
-            if (out_dir / SERVERS_FOLDER / folders[name] / RECORD_FILE).exists()}
+    runs = {
+        name: load_run(out_dir / SERVERS_FOLDER / folders[name])
+        for name in shares
+        if (out_dir / SERVERS_FOLDER / folders[name] / RECORD_FILE).exists()
+    }
     rows: list[dict] = []
     servers: dict[str, dict] = {}
     for name, variants in shares.items():
@@ -194,10 +243,11 @@ def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders
         entry.update({"variants": variants, "folder": f"{SERVERS_FOLDER}/{folders[name]}"})
         if name in runs:
             share = runs[name]
-            rows += [{**row, "server": name} for row in share.frame.astype(object).where(share.frame.notna(), None)
-                     .to_dict("records")]
-            entry.update({"server": share.record.server, "status": share.status,
-                          "sessions": share.record.sessions})
+            rows += [
+                {**row, "server": name}
+                for row in share.frame.astype(object).where(share.frame.notna(), None).to_dict("records")
+            ]
+            entry.update({"server": share.record.server, "status": share.status, "sessions": share.record.sessions})
         elif not variants:
             entry["status"] = "complete"
         entry.pop("error", None)
@@ -205,27 +255,31 @@ def _merge(out_dir: Path, plan: SweepPlan, shares: dict[str, list[str]], folders
         entry.update(outcomes.get(name, {}))
         servers[name] = entry
     statuses = {entry.get("status") for entry in servers.values()}
-    status = ("complete" if statuses <= {"complete"} else "failed" if "failed" in statuses
-              else "cancelled")
+    status = "complete" if statuses <= {"complete"} else "failed" if "failed" in statuses else "cancelled"
     first_share = next(iter(runs.values())).record if runs else {}
-    record = {key: first_share[key] for key in ("model", "model_dir", "settings", "seed", "base_config", "machine",
-                                                 "packages") if key in first_share}
-    record.update({
-        "kind": "fanout",
-        "engine": choice.to_dict(),
-        "label": label or previous.get("label") or out_dir.name,
-        "started": previous.get("started") or started,
-        "ended": now(),
-        "status": status,
-        "plan": plan.to_dict(),
-        "planned_points": total,
-        "servers": servers,
-        "variants": {k: v for run in runs.values() for k, v in (run.record.variants or {}).items()},
-        "sessions": previous.get("sessions", []) + [{"started": started, "ended": now(), "status": status,
-                                                      "servers": sorted(outcomes)}],
-    })
+    record = {
+        key: first_share[key]
+        for key in ("model", "model_dir", "settings", "seed", "base_config", "machine", "packages")
+        if key in first_share
+    }
+    record.update(
+        {
+            "kind": "fanout",
+            "engine": choice.to_dict(),
+            "label": label or previous.get("label") or out_dir.name,
+            "started": previous.get("started") or started,
+            "ended": now(),
+            "status": status,
+            "plan": plan.to_dict(),
+            "planned_points": total,
+            "servers": servers,
+            "variants": {k: v for run in runs.values() for k, v in (run.record.variants or {}).items()},
+            "sessions": previous.get("sessions", [])
+            + [{"started": started, "ended": now(), "status": status, "servers": sorted(outcomes)}],
+        }
+    )
     _write_points(out_dir, rows)
     write_record(out_dir, record)
     frame = frame_from_rows(rows)
     write_exports(out_dir, frame, record)
-    return SweepResult(frame, record, out_dir)
+    return SweepResult(frame, RunRecord.from_dict(record), out_dir)

@@ -53,7 +53,7 @@ class RunFolderLock:
         finally:
             os.close(fd)
 
-    def __enter__(self) -> "RunFolderLock":
+    def __enter__(self) -> RunFolderLock:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
@@ -72,8 +72,9 @@ class RunFolderLock:
         self._fd = fd
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         if self._fd is not None:
             self.path.unlink(missing_ok=True)  # the folder keeps only the run (a new run may have moved it)
             os.close(self._fd)  # closing releases the lock

@@ -10,19 +10,19 @@ files it is given, so one checked request goes first.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 import numpy as np
 from tritonclient.utils import InferenceServerException
 
-from workbench.served_outputs import Eager, InputMaker, connect, infer
 from workbench.measure.engine.engines import choose_engine, resolved
 from workbench.measure.engine.loadgen import Until, measure
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerError, run_perf_analyzer
 from workbench.measure.grid.plan import Point
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
+from workbench.served_outputs import Eager, InputMaker, connect, infer
 from workbench.spec import ModelSpec
 
 __all__ = ["Target", "OutputCheck", "measure_point"]
@@ -83,8 +83,15 @@ class OutputCheck:
         return ok
 
 
-def measure_point(target: Target, point: Point, settings: MeasureSettings, *, progress: Progress | None = None,
-                  cancel: threading.Event | None = None, until: Until | None = None) -> PointRow:
+def measure_point(
+    target: Target,
+    point: Point,
+    settings: MeasureSettings,
+    *,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+    until: Until | None = None,
+) -> PointRow:
     """The point's row: measured, or failed with the reason (a refused measurement is a row,
     not an exception, so the sweep goes on). ``Cancelled`` passes through. ``until``: a rule that
     ends the windows instead of the stability rule (the built-in engine only; a search's effort rule)."""
@@ -97,16 +104,32 @@ def measure_point(target: Target, point: Point, settings: MeasureSettings, *, pr
     if settings.engine == "perf_analyzer":
         return _by_perf_analyzer(target, point, settings, inputs, checker, progress, cancel)
     try:
-        result = measure(target.url, target.model, inputs, settings, batch_size=point.batch_size,
-                         concurrency=point.concurrency, check=checker, progress=progress, cancel=cancel,
-                         until=until)
+        result = measure(
+            target.url,
+            target.model,
+            inputs,
+            settings,
+            batch_size=point.batch_size,
+            concurrency=point.concurrency,
+            check=checker,
+            progress=progress,
+            cancel=cancel,
+            until=until,
+        )
     except MeasureError as err:
         return PointRow.failed(point, f"measure failed: {err}")
     return PointRow.measured(point, result, checker.max_abs_diff)
 
 
-def _by_perf_analyzer(target: Target, point: Point, settings: MeasureSettings, inputs: dict[str, np.ndarray],
-                      checker: OutputCheck, progress: Progress | None, cancel: threading.Event | None) -> PointRow:
+def _by_perf_analyzer(
+    target: Target,
+    point: Point,
+    settings: MeasureSettings,
+    inputs: dict[str, np.ndarray],
+    checker: OutputCheck,
+    progress: Progress | None,
+    cancel: threading.Event | None,
+) -> PointRow:
     """One checked request, then perf_analyzer's run with the same values."""
     try:
         connection = connect(target.url, settings.protocol)
@@ -116,8 +139,16 @@ def _by_perf_analyzer(target: Target, point: Point, settings: MeasureSettings, i
             connection[1].close()
         outputs_ok = checker(dict(zip([t.name for t in target.spec.by_index("output")], served)))
         samples = {k: (v[0] if target.batched else v) for k, v in inputs.items()}  # perf_analyzer batches samples
-        (row,) = run_perf_analyzer(target.url, target.model, settings, inputs=samples, batch_size=point.batch_size,
-                                   concurrency=point.concurrency, progress=progress, cancel=cancel)
+        (row,) = run_perf_analyzer(
+            target.url,
+            target.model,
+            settings,
+            inputs=samples,
+            batch_size=point.batch_size,
+            concurrency=point.concurrency,
+            progress=progress,
+            cancel=cancel,
+        )
     except (PerfAnalyzerError, InferenceServerException) as err:
         return PointRow.failed(point, f"perf_analyzer failed: {err}")
     return PointRow.from_perf_analyzer(point, row, outputs_ok, checker.max_abs_diff)

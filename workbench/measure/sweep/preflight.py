@@ -8,26 +8,34 @@ the words of a problem are the screen's own; every problem is collected, none hi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from workbench.coremap import CoreRangeError
 from workbench.generate.config import ConfigError, read_config
-from workbench.measure.sweep.compare_backends import BackendSweep
-from workbench.measure.sweep.lock import RunFolderLock
+from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.perf_analyzer import PerfAnalyzerNotFound
 from workbench.measure.grid.plan import SweepError, SweepPlan, plan_variants
 from workbench.measure.store.results import ResultsError, load_run
+from workbench.measure.sweep.compare_backends import BackendSweep
+from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.search import SearchStrategy
-from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.sweep.swept import check_out_dir
 
 __all__ = ["INPUT_ERRORS", "Preflight", "preflight"]
 
 # What bad input raises anywhere on the way to a sweep: shown as a sentence, never a traceback.
-INPUT_ERRORS: tuple[type[Exception], ...] = (SweepError, ResultsError, ConfigError, CoreRangeError, MeasureError,
-                                             PerfAnalyzerNotFound, ValueError)
+INPUT_ERRORS: tuple[type[Exception], ...] = (
+    SweepError,
+    ResultsError,
+    ConfigError,
+    CoreRangeError,
+    MeasureError,
+    PerfAnalyzerNotFound,
+    ValueError,
+)
 
 T = TypeVar("T")
 
@@ -54,17 +62,27 @@ class Preflight:
             return None
 
 
-def preflight(model_dir: Path, *, plan: Callable[[], SweepPlan], settings: Callable[[], MeasureSettings],
-              search: Callable[[], SearchStrategy | None], backends: Callable[[], BackendSweep],
-              out_dir: Path | None = None, resume: bool = False, new_run: bool = False,
-              urls: int = 0) -> Preflight:
+def preflight(
+    model_dir: Path,
+    *,
+    plan: Callable[[], SweepPlan],
+    settings: Callable[[], MeasureSettings],
+    search: Callable[[], SearchStrategy | None],
+    backends: Callable[[], BackendSweep],
+    out_dir: Path | None = None,
+    resume: bool = False,
+    new_run: bool = False,
+    urls: int = 0,
+) -> Preflight:
     """Check a sweep of ``model_dir`` before anything starts. ``urls``: how many running servers it is
     given by URL (none: one started here; more than one: a fan-out); ``out_dir`` None when the
     folder is chosen later."""
     checked = Preflight()
     has_config = (model_dir / "config.pbtxt").is_file()
     if not has_config:
-        checked.problems.append(f"{model_dir} is not a model directory (no config.pbtxt): write the model directory first")
+        checked.problems.append(
+            f"{model_dir} is not a model directory (no config.pbtxt): write the model directory first"
+        )
     checked.settings = checked._made(settings)
     if checked.settings is not None:
         checked._made(checked.settings.engine_command)  # perf_analyzer asked for and absent
@@ -86,16 +104,20 @@ def _check_combinations(checked: Preflight, urls: int, new_run: bool) -> None:
     """What the values allow together."""
     comparing = checked.backends is not None and checked.backends.active
     if comparing and checked.search is not None:
-        checked.problems.append("comparing backends or sweeping backend settings measures the whole grid "
-                                f"(strategy grid, not {checked.search.name})")
+        checked.problems.append(
+            "comparing backends or sweeping backend settings measures the whole grid "
+            f"(strategy grid, not {checked.search.name})"
+        )
     if comparing and urls > 0:
-        checked.problems.append("comparing backends or sweeping backend settings measures on a server started "
-                                "here (no --url)")
+        checked.problems.append(
+            "comparing backends or sweeping backend settings measures on a server started here (no --url)"
+        )
     if new_run and urls > 1:
         checked.problems.append("--new-run replaces one server's run; for a fan-out use a new --out folder")
     if checked.search is not None and urls > 1:
-        checked.problems.append(f"--search {checked.search.name} walks one server's measurements; "
-                                "a fan-out measures the grid")
+        checked.problems.append(
+            f"--search {checked.search.name} walks one server's measurements; a fan-out measures the grid"
+        )
 
 
 def _check_run_folder(out_dir: Path, resume: bool, new_run: bool) -> None:

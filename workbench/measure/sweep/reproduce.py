@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import pprint
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 __all__ = ["sweep_call", "backends_call", "reproduce_lines"]
 
-AGAIN_NOTE = ("Measuring again into the same folder needs new_run=True (--new-run): the old run is kept beside it "
-              "as <folder>.replaced-N; or give another out_dir (--out).")
+AGAIN_NOTE = (
+    "Measuring again into the same folder needs new_run=True (--new-run): the old run is kept beside it "
+    "as <folder>.replaced-N; or give another out_dir (--out)."
+)
 
 
 def _literal(value: Any) -> str:
@@ -36,34 +39,43 @@ def sweep_call(record: Mapping[str, Any], out_dir: str | Path) -> str:
         return ""
     repository = str(Path(model_dir).parent)
     label = f", label={record['label']!r}" if record.get("label") else ""
-    return "\n".join([
-        "import workbench",
-        "",
-        f"plan = workbench.SweepPlan.from_dict({_literal(record['plan'])})",
-        f"settings = workbench.MeasureSettings.from_dict({_literal(_settings(record.get('settings') or {}))})",
-        f"with workbench.TritonServer({repository!r}) as server:",
-        f"    run = workbench.run_sweep(plan, server, {str(model_dir)!r}, out_dir={str(out_dir)!r},",
-        f"                              settings=settings{label})",
-        "print(run.describe_best())",
-    ])
+    return "\n".join(
+        [
+            "import workbench",
+            "",
+            f"plan = workbench.SweepPlan.from_dict({_literal(record['plan'])})",
+            f"settings = workbench.MeasureSettings.from_dict({_literal(_settings(record.get('settings') or {}))})",
+            f"with workbench.TritonServer({repository!r}) as server:",
+            f"    run = workbench.run_sweep(plan, server, {str(model_dir)!r}, out_dir={str(out_dir)!r},",
+            f"                              settings=settings{label})",
+            "print(run.describe_best())",
+        ]
+    )
 
 
-def backends_call(plan: Mapping[str, Any], model_dirs: Sequence[str | Path], out_dir: str | Path,
-                  backend_grid: Mapping[str, Sequence[Any]] | None, settings: Mapping[str, Any]) -> str:
+def backends_call(
+    plan: Mapping[str, Any],
+    model_dirs: Sequence[str | Path],
+    out_dir: str | Path,
+    backend_grid: Mapping[str, Sequence[Any]] | None,
+    settings: Mapping[str, Any],
+) -> str:
     """The `compare_backends` call of a backend comparison, as a script like `sweep_call`'s."""
     dirs = [str(Path(d).resolve()) for d in model_dirs]
     grid = {k: list(v) for k, v in (backend_grid or {}).items()}
-    return "\n".join([
-        "import workbench",
-        "from workbench.measure.sweep.compare_backends import compare_backends",
-        "",
-        f"plan = workbench.SweepPlan.from_dict({_literal(dict(plan))})",
-        f"settings = workbench.MeasureSettings.from_dict({_literal(_settings(settings))})",
-        f"with workbench.TritonServer({str(Path(dirs[0]).parent)!r}) as server:",
-        f"    comparison = compare_backends(plan, server, {dirs!r}, {str(out_dir)!r},",
-        f"                                  backend_grid={grid!r}, settings=settings)",
-        "print(comparison.summary())",
-    ])
+    return "\n".join(
+        [
+            "import workbench",
+            "from workbench.measure.sweep.compare_backends import compare_backends",
+            "",
+            f"plan = workbench.SweepPlan.from_dict({_literal(dict(plan))})",
+            f"settings = workbench.MeasureSettings.from_dict({_literal(_settings(settings))})",
+            f"with workbench.TritonServer({str(Path(dirs[0]).parent)!r}) as server:",
+            f"    comparison = compare_backends(plan, server, {dirs!r}, {str(out_dir)!r},",
+            f"                                  backend_grid={grid!r}, settings=settings)",
+            "print(comparison.summary())",
+        ]
+    )
 
 
 def reproduce_lines(record: Mapping[str, Any], folder: str | Path | None) -> list[tuple[str, str]]:

@@ -13,16 +13,24 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from workbench.files import atomic_write, open_regular
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS
 from workbench.measure.store.folder import POINTS_FILE, read_points, run_file_text
 
-__all__ = ["fingerprint", "fingerprint_changes", "unique_rows", "compact_points", "set_aside", "resumed_rows",
-           "stamped"]
+__all__ = [
+    "fingerprint",
+    "fingerprint_changes",
+    "unique_rows",
+    "compact_points",
+    "set_aside",
+    "resumed_rows",
+    "stamped",
+]
 
 _CHUNK = 1 << 20
 
@@ -41,12 +49,21 @@ def _files(root: Path) -> dict[str, str]:
     it appears when Triton imports model.py)."""
     if root.is_file():
         return {root.name: _sha256(root)}
-    return {p.relative_to(root).as_posix(): _sha256(p) for p in sorted(root.rglob("*"))
-            if p.is_file() and "__pycache__" not in p.relative_to(root).parts}
+    return {
+        p.relative_to(root).as_posix(): _sha256(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.relative_to(root).parts
+    }
 
 
-def fingerprint(model_dir: Path | None, config_json: str, *, server_version: str, package_version: str,
-                compiled_model: str | None = None) -> dict[str, Any]:
+def fingerprint(
+    model_dir: Path | None,
+    config_json: str,
+    *,
+    server_version: str,
+    package_version: str,
+    compiled_model: str | None = None,
+) -> dict[str, Any]:
     """What a run measured: the model's files, its config, the workbench and the server."""
     files: dict[str, str] = {}
     if model_dir is not None:
@@ -55,10 +72,18 @@ def fingerprint(model_dir: Path | None, config_json: str, *, server_version: str
             compiled = Path(compiled_model)
             compiled = compiled if compiled.is_absolute() else model_dir / compiled
             if compiled.exists() and model_dir.resolve() not in compiled.resolve().parents:
-                files.update({f"{compiled_model}:{rel}" if compiled.is_dir() else compiled_model: digest
-                              for rel, digest in _files(compiled).items()})
-    return {"model_files": files, "config": hashlib.sha256(config_json.encode()).hexdigest(),
-            "server_version": str(server_version), "package_version": str(package_version)}
+                files.update(
+                    {
+                        f"{compiled_model}:{rel}" if compiled.is_dir() else compiled_model: digest
+                        for rel, digest in _files(compiled).items()
+                    }
+                )
+    return {
+        "model_files": files,
+        "config": hashlib.sha256(config_json.encode()).hexdigest(),
+        "server_version": str(server_version),
+        "package_version": str(package_version),
+    }
 
 
 def fingerprint_changes(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
@@ -133,9 +158,17 @@ def set_aside(out_dir: Path, keep: Iterable[str] = ()) -> Path:
     return target
 
 
-def resumed_rows(out_dir: Path, record: Mapping[str, Any], *, model: str, different: Sequence[str],
-                 measured: Mapping[str, Any], digests: Mapping[str, str],
-                 key_columns: Sequence[str] = KEY_COLUMNS, int_columns: Sequence[str] = INT_COLUMNS) -> list[dict]:
+def resumed_rows(
+    out_dir: Path,
+    record: Mapping[str, Any],
+    *,
+    model: str,
+    different: Sequence[str],
+    measured: Mapping[str, Any],
+    digests: Mapping[str, str],
+    key_columns: Sequence[str] = KEY_COLUMNS,
+    int_columns: Sequence[str] = INT_COLUMNS,
+) -> list[dict]:
     """The rows a resume keeps of the run in ``out_dir`` (its record ``record``): one per point,
     failed points left out (they are measured again), once the run is known to have measured what
     this session measures. Refused (SweepError, naming what differs) when:
@@ -151,20 +184,28 @@ def resumed_rows(out_dir: Path, record: Mapping[str, Any], *, model: str, differ
     file is compacted first (`compact_points`), so it holds one error-free row per point.
     """
     recorded = record.get("model")
-    different = ([f"model {recorded!r} -> {model!r}"] if recorded is not None and recorded != model else []) \
-        + list(different)
+    different = ([f"model {recorded!r} -> {model!r}"] if recorded is not None and recorded != model else []) + list(
+        different
+    )
     if different:
-        raise SweepError(f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
-                         "use the same settings or another folder")
+        raise SweepError(
+            f"cannot resume the run in {out_dir} with other settings ({'; '.join(different)}); "
+            "use the same settings or another folder"
+        )
     changed = fingerprint_changes(record.get("fingerprint"), dict(measured))
     if changed:
-        raise SweepError(f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
-                         "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
-                         "one is kept beside it) or use another folder")
+        raise SweepError(
+            f"cannot resume the run in {out_dir}: what it measured has changed ({'; '.join(changed)}); "
+            "its points would not be comparable. Start a new run (new_run=True, --new-run: the old "
+            "one is kept beside it) or use another folder"
+        )
     points = out_dir / POINTS_FILE
     compact_points(points, key_columns)
-    rows = [row for row in unique_rows(read_points(points, key_columns, int_columns), key_columns)
-            if not row.get("error") and stamped(row)]  # an unstamped row is measured again, never reused
+    rows = [
+        row
+        for row in unique_rows(read_points(points, key_columns, int_columns), key_columns)
+        if not row.get("error") and stamped(row)
+    ]  # an unstamped row is measured again, never reused
     _refuse_foreign_rows(out_dir, rows, model, digests)
     return rows
 
@@ -180,10 +221,21 @@ def _refuse_foreign_rows(out_dir: Path, rows: list[dict], model: str, digests: M
     run's points (a points file copied from another run): refused, naming the difference."""
     others = sorted({str(r["model"]) for r in rows if r.get("model") is not None and r["model"] != model})
     if others:
-        raise SweepError(f"cannot resume the run in {out_dir}: its {POINTS_FILE} holds points of model "
-                         f"{', '.join(map(repr, others))}, not {model!r}; use another folder")
-    changed = sorted({str(r["variant"]) for r in rows if r.get("config_digest") is not None
-                      and r.get("variant") in digests and r["config_digest"] != digests[r["variant"]]})
+        raise SweepError(
+            f"cannot resume the run in {out_dir}: its {POINTS_FILE} holds points of model "
+            f"{', '.join(map(repr, others))}, not {model!r}; use another folder"
+        )
+    changed = sorted(
+        {
+            str(r["variant"])
+            for r in rows
+            if r.get("config_digest") is not None
+            and r.get("variant") in digests
+            and r["config_digest"] != digests[r["variant"]]
+        }
+    )
     if changed:
-        raise SweepError(f"cannot resume the run in {out_dir}: the config of variant(s) {', '.join(changed)} "
-                         "differs from the one their saved points measured; use another folder")
+        raise SweepError(
+            f"cannot resume the run in {out_dir}: the config of variant(s) {', '.join(changed)} "
+            "differs from the one their saved points measured; use another folder"
+        )

@@ -12,36 +12,45 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Collection
 
 import pandas as pd
 
 from workbench import __version__
-from workbench.served_outputs import Eager, InputMaker
 from workbench.generate.config import parameters_of, spec_from_config, to_json
-from workbench.measure.watch.free_cores import check_server_cores
-from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.engine.engines import EngineChoice, choose_engine, resolved
-from workbench.measure.watch.neuron_use import NeuronUse
-from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
-from workbench.measure.sweep.point import Target, measure_point
-from workbench.measure.store.run_record import TENSOR_KIND
-from workbench.measure.store.results import SCREENING_FILE, RunRecord, SweepResult, frame_from_rows
-from workbench.measure.sweep.resume import fingerprint, resumed_rows
-from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
-from workbench.measure.grid.rows import PointRow
-from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
-from workbench.measure.sweep.search.confirm import confirm_answer
 from workbench.measure.engine.loadgen import Until
 from workbench.measure.engine.measure_settings import MeasureSettings
-from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
-from workbench.measure.sweep.swept import (base_config, check_in_repository, check_out_dir, check_reachable_by_engine,
-                                     chosen_variants, config_digest, range_cpus, reference_for,
-                                     screened_rows, server_url)
-from workbench.measure.watch.variant_times import first_and_warmup_noted, load_variant
+from workbench.measure.grid.plan import Batching, Point, SweepError, SweepPlan, Variant, plan_variants, variant_config
+from workbench.measure.grid.rows import PointRow
+from workbench.measure.store.results import SCREENING_FILE, RunRecord, SweepResult, frame_from_rows
+from workbench.measure.store.run_record import TENSOR_KIND
+from workbench.measure.sweep.point import Target, measure_point
 from workbench.measure.sweep.reproduce import sweep_call
+from workbench.measure.sweep.resume import fingerprint, resumed_rows
+from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
+from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
+from workbench.measure.sweep.search.confirm import confirm_answer
+from workbench.measure.sweep.swept import (
+    base_config,
+    check_in_repository,
+    check_out_dir,
+    check_reachable_by_engine,
+    chosen_variants,
+    config_digest,
+    range_cpus,
+    reference_for,
+    screened_rows,
+    server_url,
+)
+from workbench.measure.watch.cpu_use import CpuUse, format_busy
+from workbench.measure.watch.free_cores import check_server_cores
+from workbench.measure.watch.neuron_use import NeuronUse
+from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
+from workbench.measure.watch.variant_times import first_and_warmup_noted, load_variant
+from workbench.served_outputs import Eager, InputMaker
 from workbench.server.protocol import Server
 from workbench.tasks import check_cancel
 
@@ -57,8 +66,16 @@ __all__ = [
     "SweepRun",
 ]
 
-_RECORD_PACKAGES = ("triton-neuron-workbench", "numpy", "pandas", "torch", "tritonclient", "protobuf",
-                    "matplotlib", "nvidia-pytriton")
+_RECORD_PACKAGES = (
+    "triton-neuron-workbench",
+    "numpy",
+    "pandas",
+    "torch",
+    "tritonclient",
+    "protobuf",
+    "matplotlib",
+    "nvidia-pytriton",
+)
 
 
 # A variant load that takes longer than this is taken as hung (generous: a large model on
@@ -120,11 +137,32 @@ def run_sweep(
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
     check_out_dir(out_dir, resume or new_run)
-    sweep = SweepRun(plan, server, model, Path(out_dir), settings, reference=reference, inputs=inputs,
-                     variants=variants, search=search, engine=engine, load_timeout_s=load_timeout_s,
-                     progress=progress, cancel=cancel)
-    return run_sweep_kind(sweep, Path(out_dir), resume=resume, new_run=new_run, label=label, command=command,
-                          restore=restore, progress=progress, cancel=cancel)  # type: ignore[return-value]
+    sweep = SweepRun(
+        plan,
+        server,
+        model,
+        Path(out_dir),
+        settings,
+        reference=reference,
+        inputs=inputs,
+        variants=variants,
+        search=search,
+        engine=engine,
+        load_timeout_s=load_timeout_s,
+        progress=progress,
+        cancel=cancel,
+    )
+    return run_sweep_kind(
+        sweep,
+        Path(out_dir),
+        resume=resume,
+        new_run=new_run,
+        label=label,
+        command=command,
+        restore=restore,
+        progress=progress,
+        cancel=cancel,
+    )  # type: ignore[return-value]
 
 
 @dataclass
@@ -152,11 +190,23 @@ class SweepRun:
     kind = TENSOR_KIND
     packages = _RECORD_PACKAGES
 
-    def __init__(self, plan: SweepPlan, server: Server, model: str | Path, out_dir: Path,
-                 settings: MeasureSettings, *, reference: Eager | None, inputs: InputMaker | None,
-                 variants: Collection[str] | None, search: SearchStrategy | None, engine: EngineChoice | None,
-                 load_timeout_s: float, progress: Callable[[int, int, str], None] | None,
-                 cancel: threading.Event | None) -> None:
+    def __init__(
+        self,
+        plan: SweepPlan,
+        server: Server,
+        model: str | Path,
+        out_dir: Path,
+        settings: MeasureSettings,
+        *,
+        reference: Eager | None,
+        inputs: InputMaker | None,
+        variants: Collection[str] | None,
+        search: SearchStrategy | None,
+        engine: EngineChoice | None,
+        load_timeout_s: float,
+        progress: Callable[[int, int, str], None] | None,
+        cancel: threading.Event | None,
+    ) -> None:
         self.plan, self.server, self.out_dir, self.settings = plan, server, out_dir, settings
         self.search, self.load_timeout_s, self.progress, self.cancel = search, load_timeout_s, progress, cancel
         self.name, self.base, self.model_dir = base_config(server, model)
@@ -169,17 +219,28 @@ class SweepRun:
         check_reachable_by_engine(server)
         # perf_analyzer asked for and absent: said before anything is loaded
         self.choice = choose_engine(settings) if engine is None else engine
-        if search is not None and search.measures_by_window and settings.engine == "auto" \
-                and self.choice.engine != "workbench":
-            self.choice = EngineChoice("workbench", None, f"the built-in load generator: the {search.name} search "
-                                                          "stops each point between windows, which perf_analyzer cannot")
+        if (
+            search is not None
+            and search.measures_by_window
+            and settings.engine == "auto"
+            and self.choice.engine != "workbench"
+        ):
+            self.choice = EngineChoice(
+                "workbench",
+                None,
+                f"the built-in load generator: the {search.name} search "
+                "stops each point between windows, which perf_analyzer cannot",
+            )
         self.measuring = resolved(settings, self.choice)
         if search is not None and search.measures_by_window and self.measuring.engine != "workbench":
-            raise SweepError(f"the {search.name} search measures each point window by window with the built-in "
-                             f"load generator; {self.measuring.engine} cannot be stopped between windows "
-                             "(engine=\"workbench\", --engine workbench)")
-        self.target = Target(self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0,
-                             reference, inputs)
+            raise SweepError(
+                f"the {search.name} search measures each point window by window with the built-in "
+                f"load generator; {self.measuring.engine} cannot be stopped between windows "
+                '(engine="workbench", --engine workbench)'
+            )
+        self.target = Target(
+            self.url, self.name, spec_from_config(self.base), self.base.max_batch_size > 0, reference, inputs
+        )
         self.screening = search.screening(self.measuring) if search is not None else None
         self.judging = search.judging(self.measuring) if search is not None else self.measuring
         self.cpus = range_cpus(self.core_range, self.base)
@@ -195,9 +256,13 @@ class SweepRun:
     # ---- the kind's part of the run (the runner, `runner.SweepRunner`, owns the rest) ------------
 
     def fingerprint(self) -> dict:
-        return fingerprint(self.model_dir, to_json(self.base), server_version=self.server.version,
-                           package_version=__version__,
-                           compiled_model=parameters_of(self.base).get("COMPILED_MODEL"))
+        return fingerprint(
+            self.model_dir,
+            to_json(self.base),
+            server_version=self.server.version,
+            package_version=__version__,
+            compiled_model=parameters_of(self.base).get("COMPILED_MODEL"),
+        )
 
     def planned_points(self) -> int:
         return sum(len(self.plan.points(v)) for v in self.variants)
@@ -210,8 +275,9 @@ class SweepRun:
         old_engine = previous.engine.get("engine") if isinstance(previous.engine, dict) else None
         if old_engine is not None and old_engine != self.choice.engine:
             different.append(f"measured by {old_engine} -> {self.choice.engine} ({self.choice.reason})")
-        rows = resumed_rows(self.out_dir, previous, model=self.name, different=different, measured=measured,
-                            digests=self.config_digests)
+        rows = resumed_rows(
+            self.out_dir, previous, model=self.name, different=different, measured=measured, digests=self.config_digests
+        )
         check_resume(self.search, previous)
         self.rows = [PointRow.from_dict(row) for row in rows]
         self.by_key = {r.key: r for r in self.rows}
@@ -271,8 +337,15 @@ class SweepRun:
         points = {p.key: p for v in self.variants for p in self.plan.points(v)}
         done_before = ((self.previous.search if self.previous is not None else None) or {}).get("confirmed", [])
         loaded = None if self.search.reloads_to_confirm else (self.loaded.variant or "")
-        confirmed = confirm_answer(self.rows, points, lambda p: self.measure(p, again=True), self.log,
-                                   self.search.latency_budget_ms, done=done_before, only_variant=loaded)
+        confirmed = confirm_answer(
+            self.rows,
+            points,
+            lambda p: self.measure(p, again=True),
+            self.log,
+            self.search.latency_budget_ms,
+            done=done_before,
+            only_variant=loaded,
+        )
         self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
 
     # ---- one point ------------------------------------------------------------------------------
@@ -315,12 +388,18 @@ class SweepRun:
             return replace(PointRow.failed(point, self.loaded.error), **stamp)
         cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
         use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
-        row = measure_point(self.target, point, how, cancel=self.cancel, until=until,
-                            progress=lambda d, n, message: self._report(f"{point.label}: {message}",
-                                                                        d / n if n else 0.0))
+        row = measure_point(
+            self.target,
+            point,
+            how,
+            cancel=self.cancel,
+            until=until,
+            progress=lambda d, n, message: self._report(f"{point.label}: {message}", d / n if n else 0.0),
+        )
         busy = format_busy(use.stop())
-        return replace(row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy},
-                       **stamp)
+        return replace(
+            row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy}, **stamp
+        )
 
     def _prepare_cases(self, prepared: dict) -> None:
         """Make each batch size's request and reference outputs (``Target.case``, cached: the first
@@ -343,8 +422,7 @@ class SweepRun:
         loaded.variant = variant.label
         self.run.session.setdefault("loads", []).append(variant.label)  # every load, in order (a reload shows twice)
         leaving = model_processes(server.pid, self.name)  # the model's stubs before this load
-        times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s,
-                                                         loaded.stuck)
+        times, loaded.error, loaded.stuck = load_variant(server, self.name, variant, self.load_timeout_s, loaded.stuck)
         if loaded.error is None:
             loaded.any_loaded = True
             served_by = server.served_by(self.name)  # which backend served it (PyTorch backend or its twin)

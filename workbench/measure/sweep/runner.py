@@ -10,21 +10,30 @@ says what a point is and how one is measured; `run_sweep_kind` drives it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import now
-from workbench.measure.store.folder import (POINTS_FILE, ResultsError, RunRecord, append_point, read_record,
-                                            write_exports, write_record)
+from workbench.measure.store.folder import (
+    POINTS_FILE,
+    ResultsError,
+    RunRecord,
+    append_point,
+    read_record,
+    write_exports,
+    write_record,
+)
 from workbench.measure.store.results import SavedRun
 from workbench.measure.sweep.lock import LOCK_FILE, RunFolderLock
 from workbench.measure.sweep.resume import set_aside
 from workbench.measure.sweep.swept import check_out_dir, machine
 from workbench.server.protocol import Server
-from workbench.server.snapshot import ModelState, describe_server, restore as restore_state, snapshot
+from workbench.server.snapshot import ModelState, describe_server, snapshot
+from workbench.server.snapshot import restore as restore_state
 from workbench.system import installed_versions
 from workbench.tasks import Cancelled
 
@@ -59,8 +68,7 @@ class SweepKind(Protocol):
         """This kind's fields of the record (``record``: the common ones, label included)."""
         ...
 
-    def planned_points(self) -> int:
-        ...
+    def planned_points(self) -> int: ...
 
     def measure_all(self, run: SweepRunner) -> None:
         """Measure the grid or the points its search picks, each row through `SweepRunner.add`."""
@@ -88,8 +96,9 @@ class SweepKind(Protocol):
 class SweepRunner:
     """One sweep run of ``kind`` in ``out_dir``: it owns the folder, the record and the session."""
 
-    def __init__(self, kind: SweepKind, out_dir: Path, *, progress: Progress | None,
-                 cancel: threading.Event | None) -> None:
+    def __init__(
+        self, kind: SweepKind, out_dir: Path, *, progress: Progress | None, cancel: threading.Event | None
+    ) -> None:
         self.kind, self.out_dir, self.progress, self.cancel = kind, out_dir, progress, cancel
         self.record = RunRecord(kind=kind.kind)
         self.previous: RunRecord | None = None
@@ -114,15 +123,27 @@ class SweepRunner:
             except ResultsError as err:  # cut, not an object, not UTF-8, a FIFO: named, one line
                 raise SweepError(f"cannot resume the run in {self.out_dir}: {err}") from None
             if self.previous.kind != kind.kind:
-                raise SweepError(f"cannot resume the run in {self.out_dir}: it is a {self.previous.kind} sweep, "
-                                 f"not a{'n' if kind.kind[:1] in 'aeiou' else ''} {kind.kind} one; use another folder")
+                raise SweepError(
+                    f"cannot resume the run in {self.out_dir}: it is a {self.previous.kind} sweep, "
+                    f"not a{'n' if kind.kind[:1] in 'aeiou' else ''} {kind.kind} one; use another folder"
+                )
             reused = kind.resume(self.previous, measured)
         previous = self.previous or RunRecord(kind=kind.kind)
         common = RunRecord.from_dict(previous).with_changes(
-            kind=kind.kind, label=label or previous.label or self.out_dir.name, model=kind.name,
-            started=previous.started or now(), ended=None, status="running", server_version=kind.server.version,
-            fingerprint=measured, url=kind.url, server=describe_server(kind.server, kind.url), machine=machine(),
-            packages=installed_versions(kind.packages), planned_points=kind.planned_points())
+            kind=kind.kind,
+            label=label or previous.label or self.out_dir.name,
+            model=kind.name,
+            started=previous.started or now(),
+            ended=None,
+            status="running",
+            server_version=kind.server.version,
+            fingerprint=measured,
+            url=kind.url,
+            server=describe_server(kind.server, kind.url),
+            machine=machine(),
+            packages=installed_versions(kind.packages),
+            planned_points=kind.planned_points(),
+        )
         self.record = common.with_changes(**kind.record_fields(common, command))
         self.session = {"started": now(), "ended": None, "status": "running", "measured": 0, "reused": reused}
         self.record.sessions = list(self.record.sessions) + [self.session]
@@ -143,7 +164,8 @@ class SweepRunner:
         """Progress in points; ``within``: how far into the point in progress it is (0-1)."""
         if self.progress is not None:
             done = self.count + min(max(within, 0.0), 0.99) if within else self.count
-            self.progress(done, self.record.planned_points or 0, message)
+            # a fraction of a point shows the one in progress moving (the bars take a float)
+            self.progress(done, self.record.planned_points or 0, message)  # type: ignore[arg-type]
 
     def save(self) -> SavedRun:
         """The result so far, its record and exports written."""
@@ -157,7 +179,8 @@ class SweepRunner:
     def run(self, *, restore: bool) -> SavedRun:
         """Measure, then leave the model as it was; the outcome by `outcome`."""
         kind = self.kind
-        status, why = "failed", "stopped by an error"
+        status: str = "failed"
+        why: str | None = "stopped by an error"
         before = snapshot(kind.server, [kind.name]) if restore else None
         try:
             kind.measure_all(self)
@@ -206,9 +229,18 @@ def outcome(result: SavedRun, server: Server, screened: int = 0) -> tuple[str, s
     return "complete", None
 
 
-def run_sweep_kind(kind: SweepKind, out_dir: Path, *, resume: bool, new_run: bool, label: str | None,
-                   command: str | None, restore: bool, progress: Progress | None,
-                   cancel: threading.Event | None) -> SavedRun:
+def run_sweep_kind(
+    kind: SweepKind,
+    out_dir: Path,
+    *,
+    resume: bool,
+    new_run: bool,
+    label: str | None,
+    command: str | None,
+    restore: bool,
+    progress: Progress | None,
+    cancel: threading.Event | None,
+) -> SavedRun:
     """Run ``kind`` in ``out_dir``: one writer per run folder, the lock taken before anything is loaded."""
     check_out_dir(out_dir, resume or new_run)
     runner = SweepRunner(kind, out_dir, progress=progress, cancel=cancel)

@@ -9,16 +9,17 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any
 
-from workbench.served_outputs import CheckError, Eager, eager_reference
 from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config
 from workbench.measure.grid.plan import SweepError, Variant
+from workbench.measure.grid.rows import PointRow
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, RunRecord, read_points
 from workbench.measure.sweep.resume import unique_rows
-from workbench.measure.grid.rows import PointRow
+from workbench.served_outputs import CheckError, Eager, eager_reference
 from workbench.server.protocol import Server
 from workbench.system import detect
 
@@ -31,8 +32,9 @@ def check_out_dir(out_dir: str | Path, resume: bool) -> bool:
         raise SweepError(f"{out_dir} is a file, not a folder for the run")
     has_run = (out_dir / RECORD_FILE).exists() or (out_dir / POINTS_FILE).exists()
     if has_run and not resume:
-        raise SweepError(f"{out_dir} already holds a sweep run; resume it (resume=True, --resume) "
-                         "or choose another folder")
+        raise SweepError(
+            f"{out_dir} already holds a sweep run; resume it (resume=True, --resume) or choose another folder"
+        )
     return has_run
 
 
@@ -46,9 +48,15 @@ def config_digest(config: dict, files: Mapping[str, str] | None = None) -> str:
 
 def machine() -> dict:
     info = detect()
-    return {"cpu_model": info.cpu_model, "cpu_count": info.cpu_count, "usable_cpus": info.usable_cpus,
-            "neuron_devices": info.neuron_devices, "neuron_cores": info.neuron_cores,
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "cpu_model": info.cpu_model,
+        "cpu_count": info.cpu_count,
+        "usable_cpus": info.usable_cpus,
+        "neuron_devices": info.neuron_devices,
+        "neuron_cores": info.neuron_cores,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def base_config(server: Server, model: str | Path) -> tuple[str, ModelConfig, Path | None]:
@@ -60,7 +68,9 @@ def base_config(server: Server, model: str | Path) -> tuple[str, ModelConfig, Pa
         try:
             return name, server.model_config(name, as_proto=True), None
         except Exception as err:  # noqa: BLE001 - whatever the client raises, the model is not there to sweep
-            raise SweepError(f"model {name!r} is not loaded on the server ({err}); load it or give its directory") from None
+            raise SweepError(
+                f"model {name!r} is not loaded on the server ({err}); load it or give its directory"
+            ) from None
     base = read_config(model_dir)
     return base.name or model_dir.name, base, model_dir
 
@@ -70,15 +80,18 @@ def check_in_repository(server: Server, name: str, model_dir: Path | None) -> No
     server would load its own copy of the model, not the one given."""
     repository = server.model_repository
     if model_dir is not None and repository is not None and model_dir.resolve().parent != Path(repository).resolve():
-        raise SweepError(f"{model_dir} is not in the server's model repository {repository}; the server "
-                         f"would load its own {name!r}. Start the server on {model_dir.resolve().parent}")
+        raise SweepError(
+            f"{model_dir} is not in the server's model repository {repository}; the server "
+            f"would load its own {name!r}. Start the server on {model_dir.resolve().parent}"
+        )
 
 
 def reference_for(model_dir: Path | None) -> Eager:
     """The in-process reference every point's outputs are checked against: the directory's model."""
     if model_dir is None:
-        raise SweepError("outputs are checked at every point: pass reference= (inputs -> outputs) "
-                         "or give the model directory")
+        raise SweepError(
+            "outputs are checked at every point: pass reference= (inputs -> outputs) or give the model directory"
+        )
     try:
         return eager_reference(model_dir)
     except CheckError as err:
@@ -96,8 +109,10 @@ def check_reachable_by_engine(server: Server) -> None:
     """The load generators reach a server in the clear and without headers: say so before anything loads."""
     options = server.options
     if options.ssl or options.headers:
-        raise SweepError(f"the server at {server.name} needs TLS or headers, which the sweep's load generators "
-                         "do not send yet; measure it through a plain endpoint (e.g. from inside its network)")
+        raise SweepError(
+            f"the server at {server.name} needs TLS or headers, which the sweep's load generators "
+            "do not send yet; measure it through a plain endpoint (e.g. from inside its network)"
+        )
 
 
 def range_cpus(core_range: CoreRange, base: ModelConfig) -> tuple[int, ...]:

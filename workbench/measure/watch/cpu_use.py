@@ -9,8 +9,8 @@ the model's cores shows it. On a Neuron target the range names NeuronCores, not 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["cpu_times", "CpuUse", "format_busy"]
 
@@ -43,7 +43,7 @@ class CpuUse:
         self.cpus = tuple(cpus)
         self._before: dict[int, tuple[int, int]] = {}
 
-    def start(self) -> "CpuUse":
+    def start(self) -> CpuUse:
         self._before = cpu_times()
         return self
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from workbench.coremap import CoreRange
 from workbench.measure.grid.plan import SweepError
@@ -44,8 +44,11 @@ def neuron_holders(core_range: CoreRange, records: Sequence[Mapping], own_pid: i
     for index, (record, ids) in enumerate(zip(records, neuroncore_ids(list(records)))):
         if not wanted.intersection(ids):
             continue
-        others = [p for p in record.get("neuron_processes") or []
-                  if own_pid is None or own_pid not in _ancestors(int(p.get("pid", 0)))]
+        others = [
+            p
+            for p in record.get("neuron_processes") or []
+            if own_pid is None or own_pid not in _ancestors(int(p.get("pid", 0)))
+        ]
         if others:
             held = ", ".join(f"pid {p.get('pid')} ({p.get('command', '?')})" for p in others)
             out.append(f"device {record.get('neuron_device', index)} (cores {ids}): {held}")
@@ -77,8 +80,14 @@ def cpu_busy(cpus: Iterable[int], seconds: float = 0.5, stat: Path = Path("/proc
     return out
 
 
-def check_core_ownership(core_range: CoreRange, *, own_pid: int | None = None, neuron: bool | None = None,
-                         records: Sequence[Mapping] | None = None, seconds: float = 0.5) -> list[str]:
+def check_core_ownership(
+    core_range: CoreRange,
+    *,
+    own_pid: int | None = None,
+    neuron: bool | None = None,
+    records: Sequence[Mapping] | None = None,
+    seconds: float = 0.5,
+) -> list[str]:
     """Warnings for the sweep's record; SweepError when a NeuronCore of the range is held by
     another process. ``neuron`` None: a Neuron host is one where neuron-ls answers."""
     if records is None and neuron is not False:
@@ -86,16 +95,23 @@ def check_core_ownership(core_range: CoreRange, *, own_pid: int | None = None, n
     if records is not None:
         held = neuron_holders(core_range, records, own_pid)
         if held:
-            raise SweepError(f"NeuronCores {core_range} are held by another process: {'; '.join(held)}. "
-                             "Stop it or sweep another core range")
+            raise SweepError(
+                f"NeuronCores {core_range} are held by another process: {'; '.join(held)}. "
+                "Stop it or sweep another core range"
+            )
         return []
-    busy = {c: share for c, share in cpu_busy(range(core_range.start, core_range.end + 1), seconds).items()
-            if share > BUSY_SHARE}
+    busy = {
+        c: share
+        for c, share in cpu_busy(range(core_range.start, core_range.end + 1), seconds).items()
+        if share > BUSY_SHARE
+    }
     if not busy:
         return []
     shares = ", ".join(f"CPU {c} {share:.0%}" for c, share in sorted(busy.items()))
-    return [f"CPUs of the range are busy with other work before the sweep ({shares}; load average "
-            f"{os.getloadavg()[0]:.1f}): its numbers will be noisy"]
+    return [
+        f"CPUs of the range are busy with other work before the sweep ({shares}; load average "
+        f"{os.getloadavg()[0]:.1f}): its numbers will be noisy"
+    ]
 
 
 def check_server_cores(core_range: CoreRange, server: Server) -> list[str]:

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 
 from workbench.measure.engine.stats import StatsError, model_counters
-from workbench.server.protocol import Server
 from workbench.server.metrics import metric_value
+from workbench.server.protocol import Server
 
 __all__ = ["ServerView", "ServerWatch", "PENDING_METRIC"]
 
@@ -53,8 +53,12 @@ def _counters(stats: dict, model: str) -> dict[str, int]:
         counts = model_counters(stats, model)
     except StatsError:
         return dict.fromkeys(("success", "executions", "inferences", *_DURATIONS), 0)
-    return {"success": counts["success"][0], "executions": counts["execution_count"],
-            "inferences": counts["inference_count"], **{key: counts[key][1] for key in _DURATIONS}}
+    return {
+        "success": counts["success"][0],
+        "executions": counts["execution_count"],
+        "inferences": counts["inference_count"],
+        **{key: counts[key][1] for key in _DURATIONS},
+    }
 
 
 class ServerWatch:
@@ -81,6 +85,12 @@ class ServerWatch:
         per_request = (lambda ns: ns / requests / 1e6) if requests else (lambda ns: None)
         compute = sum(delta[key] for key in _DURATIONS[1:])
         return ServerView(
-            model=self.model, interval_s=interval, requests=requests, executions=delta["executions"],
-            queue_ms=per_request(delta["queue"]), compute_ms=per_request(compute), pending=self._pending(),
-            avg_batch=delta["inferences"] / delta["executions"] if delta["executions"] else None)
+            model=self.model,
+            interval_s=interval,
+            requests=requests,
+            executions=delta["executions"],
+            queue_ms=per_request(delta["queue"]),
+            compute_ms=per_request(compute),
+            pending=self._pending(),
+            avg_batch=delta["inferences"] / delta["executions"] if delta["executions"] else None,
+        )

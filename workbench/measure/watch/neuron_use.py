@@ -18,13 +18,16 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 __all__ = ["MONITOR_CONFIG", "NeuronUse", "core_utilization"]
 
 # The config the SDK guide documents: a period, and per runtime (tag_filter ".*": every one) its metric groups.
-MONITOR_CONFIG = {"period": "1s", "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": "neuroncore_counters"}]}]}
+MONITOR_CONFIG = {
+    "period": "1s",
+    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": "neuroncore_counters"}]}],
+}
 
 
 def core_utilization(report: dict) -> dict[int, float]:
@@ -51,14 +54,19 @@ class NeuronUse:
         self._reader: threading.Thread | None = None
         self._folder: tempfile.TemporaryDirectory | None = None
 
-    def start(self) -> "NeuronUse":
+    def start(self) -> NeuronUse:
         if self.executable is None:
             return self
         self._folder = tempfile.TemporaryDirectory(prefix="workbench-neuron-monitor-")
         config = Path(self._folder.name) / "monitor.json"
         config.write_text(json.dumps(MONITOR_CONFIG))
-        self._process = subprocess.Popen([self.executable, "-c", str(config)], stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+        self._process = subprocess.Popen(
+            [self.executable, "-c", str(config)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+        )
         self._reader = threading.Thread(target=self._read, args=(self._process.stdout,), daemon=True)
         self._reader.start()
         return self

@@ -24,11 +24,20 @@ from pathlib import Path
 
 from workbench.server.guard import group_stats
 
-__all__ = ["IDLE_SHARE", "QUIET_S", "SETTLE_TIMEOUT_S", "Quiet", "group_cpu", "busy_share", "model_processes",
-           "replaced", "wait_quiet"]
+__all__ = [
+    "IDLE_SHARE",
+    "QUIET_S",
+    "SETTLE_TIMEOUT_S",
+    "Quiet",
+    "group_cpu",
+    "busy_share",
+    "model_processes",
+    "replaced",
+    "wait_quiet",
+]
 
-IDLE_SHARE = 0.05       # of one CPU, the whole group together: an idle tritonserver with stubs uses ~0
-QUIET_S = 0.5           # that long in a row
+IDLE_SHARE = 0.05  # of one CPU, the whole group together: an idle tritonserver with stubs uses ~0
+QUIET_S = 0.5  # that long in a row
 SETTLE_TIMEOUT_S = 30.0  # then measure anyway, and say so
 SAMPLE_S = 0.1
 _PROC = Path("/proc")
@@ -90,9 +99,16 @@ class Quiet:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
-def wait_quiet(pgid: int | None, *, leaving: frozenset[int] = frozenset(), idle_share: float = IDLE_SHARE,
-               quiet_s: float = QUIET_S, timeout_s: float = SETTLE_TIMEOUT_S, sample_s: float = SAMPLE_S,
-               cancel: threading.Event | None = None) -> Quiet | None:
+def wait_quiet(
+    pgid: int | None,
+    *,
+    leaving: frozenset[int] = frozenset(),
+    idle_share: float = IDLE_SHARE,
+    quiet_s: float = QUIET_S,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+    sample_s: float = SAMPLE_S,
+    cancel: threading.Event | None = None,
+) -> Quiet | None:
     """Wait until the processes ``leaving`` (e.g. the previous variant's stubs) have exited and
     group ``pgid`` used less than ``idle_share`` of a CPU, with no process starting or exiting,
     for ``quiet_s`` in a row (at most ``timeout_s``); None when ``pgid`` is None or the group is

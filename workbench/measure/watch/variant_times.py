@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -18,11 +19,18 @@ from workbench.measure.store.run_record import RunRecord
 from workbench.served_outputs import connect, infer
 from workbench.server.protocol import Server
 
-__all__ = ["SETTLED_RUN", "SETTLED_RATIO", "MAX_WARMUP_REQUESTS", "timed_load", "load_variant", "first_and_warmup",
-           "times_frame"]
+__all__ = [
+    "SETTLED_RUN",
+    "SETTLED_RATIO",
+    "MAX_WARMUP_REQUESTS",
+    "timed_load",
+    "load_variant",
+    "first_and_warmup",
+    "times_frame",
+]
 
-SETTLED_RUN = 5          # consecutive requests that must agree for the model to count as warm
-SETTLED_RATIO = 1.5      # each within this factor of their median
+SETTLED_RUN = 5  # consecutive requests that must agree for the model to count as warm
+SETTLED_RATIO = 1.5  # each within this factor of their median
 MAX_WARMUP_REQUESTS = 100
 
 
@@ -44,9 +52,15 @@ class LoadedVariant(Protocol):
     def config(self) -> Any: ...
 
 
-def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: float,
-                 stuck: str | None, files: Mapping[str, bytes] | None = None,
-                 recover: Callable[[], None] | None = None) -> tuple[dict, str | None, str | None]:
+def load_variant(
+    server: Server,
+    name: str,
+    variant: LoadedVariant,
+    timeout_s: float,
+    stuck: str | None,
+    files: Mapping[str, bytes] | None = None,
+    recover: Callable[[], None] | None = None,
+) -> tuple[dict, str | None, str | None]:
     """Load ``variant`` of model ``name`` as a config override (with ``files``, e.g. an LLM
     variant's ``1/model.json``): ``(times, error, stuck)``.
 
@@ -62,8 +76,11 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
         return {"error": f"not loaded: {stuck}"}, f"not loaded: {stuck}", stuck
     started = time.perf_counter()
     try:
-        return {"load_s": timed_load(lambda: server.load(name, config=variant.config, files=files,
-                                                         timeout=timeout_s))}, None, None
+        return (
+            {"load_s": timed_load(lambda: server.load(name, config=variant.config, files=files, timeout=timeout_s))},
+            None,
+            None,
+        )
     except Exception as err:  # Triton refused this variant: record it and go on with the rest
         if not server.running:
             raise
@@ -78,7 +95,9 @@ def load_variant(server: Server, name: str, variant: LoadedVariant, timeout_s: f
                     stuck, then = None, "the server was restarted and the sweep went on"
                 except Exception as again:  # the loads stop as without it, saying why
                     then += f" (restarting the server failed: {again})"
-            error = f"load failed: the load of {variant.label} got no answer within {timeout_s:g} s; {then} ({err}){log}"
+            error = (
+                f"load failed: the load of {variant.label} got no answer within {timeout_s:g} s; {then} ({err}){log}"
+            )
         return {"error": error}, error, stuck
 
 
@@ -117,8 +136,13 @@ def first_and_warmup(target: Any, batch_size: int, protocol: str, seed: int) -> 
         warm = took[:-SETTLED_RUN] if settled else took
     finally:
         connection[1].close()
-    return {"batch_size": batch_size, "first_response_s": first, "warmup_s": first + sum(warm),
-            "warmup_requests": 1 + len(warm), "settled": settled}
+    return {
+        "batch_size": batch_size,
+        "first_response_s": first,
+        "warmup_s": first + sum(warm),
+        "warmup_requests": 1 + len(warm),
+        "settled": settled,
+    }
 
 
 def times_frame(record: RunRecord) -> pd.DataFrame:

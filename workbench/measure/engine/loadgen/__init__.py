@@ -22,7 +22,8 @@ The seams: ``plan`` (the load level, checked), ``wire`` (request bytes, response
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,13 +31,29 @@ from workbench.measure.engine.loadgen.engine import BUSY_WARNING, LATE_AFTER_S, 
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan, input_arrays
 from workbench.measure.engine.loadgen.load_results import LoadResult, WindowResult
 from workbench.measure.engine.loadgen.senders import Admin
-from workbench.measure.engine.loadgen.slots import THREAD_SLOTS_MAX, GroupSpec, RateGroup, Recorder, local_group, split_slots
-from workbench.measure.engine.loadgen.workers import ProcessGroup
+from workbench.measure.engine.loadgen.slots import (
+    THREAD_SLOTS_MAX,
+    GroupSpec,
+    RateGroup,
+    Recorder,
+    local_group,
+    split_slots,
+)
 from workbench.measure.engine.loadgen.wire import decode, grpc_request, http_request
+from workbench.measure.engine.loadgen.workers import ProcessGroup
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 
-__all__ = ["MeasureError", "WindowResult", "LoadResult", "measure", "Until", "LATE_AFTER_S", "BUSY_WARNING",
-           "MAX_OUTSTANDING", "BLOCKING_MAX_CONCURRENCY"]
+__all__ = [
+    "MeasureError",
+    "WindowResult",
+    "LoadResult",
+    "measure",
+    "Until",
+    "LATE_AFTER_S",
+    "BUSY_WARNING",
+    "MAX_OUTSTANDING",
+    "BLOCKING_MAX_CONCURRENCY",
+]
 
 # Slots per process up to which each slot is a thread with a blocking sender; above, one event loop.
 BLOCKING_MAX_CONCURRENCY = THREAD_SLOTS_MAX
@@ -48,14 +65,18 @@ def _groups(plan: LoadPlan, request: Any) -> list[Any]:
         return [RateGroup(spec, Recorder(), plan.request_rate, plan.distribution == "poisson", plan.seed)]
     if plan.processes == 1:
         return [local_group(spec, Recorder())]
-    return [ProcessGroup(GroupSpec(plan.protocol, request, plan.url, plan.timeout_s, slots, first))
-            for first, slots in split_slots(plan.concurrency, plan.processes)]
+    return [
+        ProcessGroup(GroupSpec(plan.protocol, request, plan.url, plan.timeout_s, slots, first))
+        for first, slots in split_slots(plan.concurrency, plan.processes)
+    ]
 
 
 def _judge(check: Callable[[dict[str, np.ndarray]], bool], protocol: str) -> Callable[[Any], tuple[bool, str]]:
     """The user's check on a response decoded in full (only checked responses are)."""
+
     def judge(payload: Any) -> tuple[bool, str]:
         return bool(check(decode(protocol, payload))), "check returned False"
+
     return judge
 
 
@@ -98,9 +119,18 @@ def measure(
     ``until(windows)``, when given, decides after each window whether the windows are enough (a
     reason: they end) instead of the stability rule. Every window measured is pooled.
     """
-    plan = build_plan(url, model, MeasureSettings() if settings is None else settings, batch_size=batch_size,
-                      concurrency=concurrency, request_rate=request_rate, distribution=distribution,
-                      percentile=percentile, model_version=model_version, timeout_s=timeout_s)
+    plan = build_plan(
+        url,
+        model,
+        MeasureSettings() if settings is None else settings,
+        batch_size=batch_size,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        distribution=distribution,
+        percentile=percentile,
+        model_version=model_version,
+        timeout_s=timeout_s,
+    )
     admin = Admin(plan)
     try:
         iface = admin.interface()

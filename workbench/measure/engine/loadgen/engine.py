@@ -22,14 +22,21 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from workbench.measure.engine.loadgen.load_plan import LoadPlan
 from workbench.measure.engine.loadgen.load_results import LoadResult, WindowResult
 from workbench.measure.engine.loadgen.senders import Admin
-from workbench.measure.engine.stats import StatsError, bootstrap_spread, is_stable, server_breakdown, summarize_latencies
+from workbench.measure.engine.stats import (
+    StatsError,
+    bootstrap_spread,
+    is_stable,
+    server_breakdown,
+    summarize_latencies,
+)
 from workbench.tasks import Cancelled
 
 __all__ = ["Engine", "LATE_AFTER_S", "LATE_WARNING_FRACTION", "BUSY_WARNING", "POLL_S"]
@@ -57,9 +64,16 @@ class Engine:
     ``check(payload) -> (passed, message)`` judges a checked response; ``until`` (optional) decides
     when the windows are enough instead of the stability rule."""
 
-    def __init__(self, plan: LoadPlan, groups: list[Any], admin: Admin,
-                 check: Callable[[Any], tuple[bool, str]] | None,
-                 progress: Callable[[int, int, str], None] | None, cancel: Any, until: Until | None = None) -> None:
+    def __init__(
+        self,
+        plan: LoadPlan,
+        groups: list[Any],
+        admin: Admin,
+        check: Callable[[Any], tuple[bool, str]] | None,
+        progress: Callable[[int, int, str], None] | None,
+        cancel: Any,
+        until: Until | None = None,
+    ) -> None:
         self.plan, self.groups, self.admin, self.until = plan, groups, admin, until
         self.stopped: str | None = None
         self.check, self.progress, self.cancel = check, progress, cancel
@@ -189,8 +203,11 @@ class Engine:
                         self.stopped = f"time limit {p.time_limit_s:g} s reached"
                 finished = self.stopped is not None
                 w = windows[-1]
-                self._report(len(windows), f"{self._window_count(len(windows))} ({w.duration_s:.2g} s): "
-                                           f"{w.throughput:.1f} infer/s, p50 {w.latency(50) / 1000:.2f} ms")
+                self._report(
+                    len(windows),
+                    f"{self._window_count(len(windows))} ({w.duration_s:.2g} s): "
+                    f"{w.throughput:.1f} infer/s, p50 {w.latency(50) / 1000:.2f} ms",
+                )
                 if finished:
                     break
                 self._ask_check()
@@ -217,15 +234,22 @@ class Engine:
                 return start
         return time.perf_counter_ns()
 
-    def _next(self, windows: list[WindowResult], length: float, at_length: int,
-              measured_s: float) -> tuple[float, int, str | None]:
+    def _next(
+        self, windows: list[WindowResult], length: float, at_length: int, measured_s: float
+    ) -> tuple[float, int, str | None]:
         """(next window length, windows at it so far, why the windows end or None) after a window ends."""
         p = self.plan
         held = sum(w.requests for w in windows)  # every measured request counts
         enough = len(windows) >= p.stable_windows and held >= p.min_latencies
         if self._stable(windows) and enough:
-            return length, at_length, (f"stable: the last {p.stable_windows} windows agree within "
-                                       f"{p.stability:.0%} and hold {held} latencies")
+            return (
+                length,
+                at_length,
+                (
+                    f"stable: the last {p.stable_windows} windows agree within "
+                    f"{p.stability:.0%} and hold {held} latencies"
+                ),
+            )
         if p.time_limit_s is None:
             done = len(windows) >= p.max_windows
             return length, at_length, f"max windows {p.max_windows} reached" if done else None
@@ -298,11 +322,21 @@ class Engine:
 
     def _stable(self, windows: list[WindowResult]) -> bool:
         p = self.plan
-        return is_stable([w.throughput for w in windows], [w.latency(p.percentile) for w in windows],
-                         stability=p.stability, windows=p.stable_windows)
+        return is_stable(
+            [w.throughput for w in windows],
+            [w.latency(p.percentile) for w in windows],
+            stability=p.stability,
+            windows=p.stable_windows,
+        )
 
-    def _result(self, windows: list[WindowResult], snapshots: list[dict | None], first_snapshot: dict | None,
-                last_snapshot: dict | None, wall_s: float) -> LoadResult:
+    def _result(
+        self,
+        windows: list[WindowResult],
+        snapshots: list[dict | None],
+        first_snapshot: dict | None,
+        last_snapshot: dict | None,
+        wall_s: float,
+    ) -> LoadResult:
         p = self.plan
         pooled = windows  # the stopping rule decided when; every measured window counts
         seconds = sum(w.duration_s for w in pooled)
@@ -310,27 +344,47 @@ class Engine:
         latencies = np.concatenate([w.latencies_us for w in pooled]) if pooled else np.empty(0)
         delays = np.concatenate([w.send_delays_us for w in pooled]) if pooled else np.empty(0)
         offsets = np.cumsum([0.0] + [w.duration_s for w in pooled])
-        completed = np.concatenate([w.completed_s + offset for w, offset in zip(pooled, offsets)]) if pooled else np.empty(0)
+        completed = (
+            np.concatenate([w.completed_s + offset for w, offset in zip(pooled, offsets)]) if pooled else np.empty(0)
+        )
         late = float(np.mean(delays > LATE_AFTER_S * 1e6)) if (delays.size and p.request_rate) else 0.0
         cpu = sum(w.client_cpu_s for w in pooled)
         server = self._server(snapshots[len(windows) - len(pooled)], snapshots[len(windows)]) if pooled else None
         result = LoadResult(
-            model=p.model, url=p.url, protocol=p.protocol, batch_size=p.batch_size,
-            concurrency=p.concurrency, request_rate=p.request_rate, distribution=p.distribution or None,
-            stable=self._stable(windows), stopped=self.stopped,
+            model=p.model,
+            url=p.url,
+            protocol=p.protocol,
+            batch_size=p.batch_size,
+            concurrency=p.concurrency,
+            request_rate=p.request_rate,
+            distribution=p.distribution or None,
+            stable=self._stable(windows),
+            stopped=self.stopped,
             throughput=requests * p.batch_size / seconds if seconds else 0.0,
             latency=summarize_latencies(latencies, p.percentile),
-            requests=requests, failures=sum(w.failures for w in pooled),
-            latencies_us=latencies, send_delays_us=delays, late_fraction=late,
+            requests=requests,
+            failures=sum(w.failures for w in pooled),
+            latencies_us=latencies,
+            send_delays_us=delays,
+            late_fraction=late,
             client_busy=cpu / seconds if seconds else 0.0,
-            server=server, windows=windows, pooled_windows=len(pooled),
-            sent=self.sent, succeeded=self.succeeded, failed=self.failed, errors=dict(self.errors),
-            checked=self.checked, check_failures=self.check_failures,
-            percentile=p.percentile, server_total=self._server(first_snapshot, last_snapshot),
+            server=server,
+            windows=windows,
+            pooled_windows=len(pooled),
+            sent=self.sent,
+            succeeded=self.succeeded,
+            failed=self.failed,
+            errors=dict(self.errors),
+            checked=self.checked,
+            check_failures=self.check_failures,
+            percentile=p.percentile,
+            server_total=self._server(first_snapshot, last_snapshot),
             spread=bootstrap_spread(completed, latencies, span_s=seconds, batch_size=p.batch_size, seed=p.seed),
             client_cpu_us=cpu / requests * 1e6 if requests else math.nan,
-            enough_latencies=requests >= p.min_latencies, min_latencies=p.min_latencies,
-            processes=len(self.groups) if p.concurrency else 1, measured_s=wall_s,
+            enough_latencies=requests >= p.min_latencies,
+            min_latencies=p.min_latencies,
+            processes=len(self.groups) if p.concurrency else 1,
+            measured_s=wall_s,
         )
         result.warnings = self._warnings(result)
         return result
@@ -339,7 +393,7 @@ class Engine:
         p = self.plan
         out = []
         if not r.stable and self.until is None:  # with ``until`` the caller's rule ended the windows
-            pooled = r.windows[-p.stable_windows:]  # the windows the stability rule compared
+            pooled = r.windows[-p.stable_windows :]  # the windows the stability rule compared
             thr = [w.throughput for w in pooled]
             lat = [w.latency(p.percentile) for w in pooled]
 
@@ -348,27 +402,37 @@ class Engine:
 
             which = "average latency" if p.percentile is None else f"p{p.percentile:g} latency"
             limit = f" within the {p.time_limit_s:g} s limit" if p.time_limit_s is not None else ""
-            out.append(f"not stable after {len(r.windows)} window(s){limit}: over the last {len(pooled)} throughput "
-                       f"varied {spread(thr):.0f}% and {which} {spread(lat):.0f}% (limit "
-                       f"{p.stability * 100:.0f}%); the figures are over all {len(r.windows)} windows "
-                       f"({r.requests} requests)")
+            out.append(
+                f"not stable after {len(r.windows)} window(s){limit}: over the last {len(pooled)} throughput "
+                f"varied {spread(thr):.0f}% and {which} {spread(lat):.0f}% (limit "
+                f"{p.stability * 100:.0f}%); the figures are over all {len(r.windows)} windows "
+                f"({r.requests} requests)"
+            )
         if not r.enough_latencies:
-            out.append(f"p99 from {r.requests} latencies, fewer than the {p.min_latencies} asked for: "
-                       "a longer time limit gives a firmer tail")
+            out.append(
+                f"p99 from {r.requests} latencies, fewer than the {p.min_latencies} asked for: "
+                "a longer time limit gives a firmer tail"
+            )
         if r.failed:
             top, count = max(r.errors.items(), key=lambda kv: kv[1])
             out.append(f"{r.failed} of {r.sent} request(s) failed; most common error ({count}x): {top}")
         if r.check_failures:
-            out.append(f"outputs failed the check in {r.check_failures} of {r.checked} checked response(s): "
-                       + "; ".join(self.check_messages))
+            out.append(
+                f"outputs failed the check in {r.check_failures} of {r.checked} checked response(s): "
+                + "; ".join(self.check_messages)
+            )
         if p.request_rate is not None and r.late_fraction > LATE_WARNING_FRACTION:
-            out.append(f"{r.late_fraction * 100:.1f}% of requests left more than {LATE_AFTER_S * 1000:.0f} ms "
-                       f"after their scheduled time (mean delay {np.mean(r.send_delays_us) / 1000:.2f} ms): "
-                       f"the load generator could not keep {p.request_rate:g} requests/s")
+            out.append(
+                f"{r.late_fraction * 100:.1f}% of requests left more than {LATE_AFTER_S * 1000:.0f} ms "
+                f"after their scheduled time (mean delay {np.mean(r.send_delays_us) / 1000:.2f} ms): "
+                f"the load generator could not keep {p.request_rate:g} requests/s"
+            )
         if r.client_busy > BUSY_WARNING * r.processes:
-            out.append(f"the load generator used {r.client_busy * 100:.0f}% of a CPU over {r.processes} process(es) "
-                       f"({r.client_cpu_us:.0f} us per request): its own cost may limit the load "
-                       "(more processes, or perf_analyzer, give a cross-check)")
+            out.append(
+                f"the load generator used {r.client_busy * 100:.0f}% of a CPU over {r.processes} process(es) "
+                f"({r.client_cpu_us:.0f} us per request): its own cost may limit the load "
+                "(more processes, or perf_analyzer, give a cross-check)"
+            )
         if r.server is None:
             out.append("no server statistics (statistics extension unavailable): client-side numbers only")
         return out

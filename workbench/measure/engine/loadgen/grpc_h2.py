@@ -27,8 +27,17 @@ from typing import Any
 from urllib.parse import unquote
 
 from hpack import Decoder, Encoder, NeverIndexedHeaderTuple
-from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, GoAwayFrame, HeadersFrame, PingFrame,
-                              RstStreamFrame, SettingsFrame, WindowUpdateFrame)
+from hyperframe.frame import (
+    ContinuationFrame,
+    DataFrame,
+    Frame,
+    GoAwayFrame,
+    HeadersFrame,
+    PingFrame,
+    RstStreamFrame,
+    SettingsFrame,
+    WindowUpdateFrame,
+)
 
 from workbench.measure.engine.loadgen.wire import GRPC_METHOD
 
@@ -70,8 +79,15 @@ class GrpcH2Sender:
         self.timeout = timeout_s
         self.body = b"\x00" + struct.pack(">I", len(message)) + message  # uncompressed, length-prefixed
         timeout_ms = min(int(timeout_s * 1000), 99_999_999)  # grpc-timeout: at most 8 digits
-        headers = [(":method", "POST"), (":scheme", "http"), (":path", GRPC_METHOD), (":authority", url),
-                   ("content-type", "application/grpc"), ("te", "trailers"), ("grpc-timeout", f"{timeout_ms}m")]
+        headers = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", GRPC_METHOD),
+            (":authority", url),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", f"{timeout_ms}m"),
+        ]
         self.block = Encoder().encode([NeverIndexedHeaderTuple(k, v) for k, v in headers])
         self.sock: socket.socket | None = None
 
@@ -85,8 +101,7 @@ class GrpcH2Sender:
         self.peer_window, self.peer_initial, self.peer_frame = DEFAULT_WINDOW, DEFAULT_WINDOW, DEFAULT_FRAME
         self.stream_window, self.consumed = DEFAULT_WINDOW, 0
         self.frames: bytearray | None = None
-        ours = SettingsFrame(0, settings={SettingsFrame.ENABLE_PUSH: 0,
-                                          SettingsFrame.INITIAL_WINDOW_SIZE: MAX_WINDOW})
+        ours = SettingsFrame(0, settings={SettingsFrame.ENABLE_PUSH: 0, SettingsFrame.INITIAL_WINDOW_SIZE: MAX_WINDOW})
         opening = WindowUpdateFrame(0, window_increment=MAX_WINDOW - DEFAULT_WINDOW)
         sock.sendall(PREFACE + ours.serialize() + opening.serialize())
         # the server's SETTINGS come first on its side (RFC 9113 3.4): its frame size shapes ours
@@ -107,7 +122,7 @@ class GrpcH2Sender:
         body, size = self.body, self.peer_frame
         for start in range(0, len(body), size):
             last = start + size >= len(body)
-            frames.append(DataFrame(1, data=body[start:start + size], flags=("END_STREAM",) if last else ()))
+            frames.append(DataFrame(1, data=body[start : start + size], flags=("END_STREAM",) if last else ()))
         self.frames = bytearray()
         self.offsets = []
         for frame in frames:
@@ -215,7 +230,7 @@ class GrpcH2Sender:
                 self.close()  # the server closed an idle connection: once more on a new one
                 self._open()
                 return self._exchange()
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             self.close()  # a late response must not be read as the next request's
             return False, "DEADLINE_EXCEEDED: Deadline Exceeded"
         except Exception as err:  # protocol, socket or server trouble: a failed request, never a lost one
@@ -253,7 +268,7 @@ class GrpcH2Sender:
             if room <= 0:
                 break
             last = sent + room >= len(body)
-            frame = DataFrame(sid, data=body[sent:sent + room], flags=("END_STREAM",) if last else ())
+            frame = DataFrame(sid, data=body[sent : sent + room], flags=("END_STREAM",) if last else ())
             self.sock.sendall(frame.serialize())
             sent += room
             self.peer_window -= room
@@ -270,7 +285,7 @@ class GrpcH2Sender:
             if kind == DataFrame.type:
                 self.consumed += len(payload)
                 if stream == sid:
-                    parts.append(payload[1:len(payload) - payload[0]] if flags & _PADDED else payload)
+                    parts.append(payload[1 : len(payload) - payload[0]] if flags & _PADDED else payload)
             elif kind == HeadersFrame.type:
                 headers = self._header_block(flags, payload)
                 if stream == sid:
@@ -289,7 +304,10 @@ class GrpcH2Sender:
                 if stream == 0 and self.going_away and self.last_served < sid:
                     raise ConnectionClosed(f"the server is going away (GOAWAY, error code {self.goaway_code})")
                 if stream == sid and isinstance(frame, RstStreamFrame):
-                    return False, f"{status_name(13)}: the server reset the stream (HTTP/2 error code {frame.error_code})"
+                    return (
+                        False,
+                        f"{status_name(13)}: the server reset the stream (HTTP/2 error code {frame.error_code})",
+                    )
             if stream == sid and flags & _END_STREAM and kind in (DataFrame.type, HeadersFrame.type):
                 break
             if sent < len(self.body):
@@ -312,4 +330,4 @@ def _outcome(head: tuple | None, trailers: tuple | None, data: bytes) -> tuple[b
     if len(data) < 5 or data[0] != 0:
         return False, f"{status_name(13)}: a response message this client cannot read ({len(data)} bytes)"
     length = int.from_bytes(data[1:5], "big")
-    return True, data[5:5 + length]
+    return True, data[5 : 5 + length]

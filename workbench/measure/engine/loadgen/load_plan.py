@@ -5,8 +5,9 @@ interface as the server reports it, and the user's inputs fitted to that interfa
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,9 +50,19 @@ class LoadPlan:
     processes: int = 1
 
 
-def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: int, concurrency: int | None,
-               request_rate: float | None, distribution: str, percentile: float | None, model_version: str,
-               timeout_s: float) -> LoadPlan:
+def build_plan(
+    url: str,
+    model: str,
+    settings: MeasureSettings,
+    *,
+    batch_size: int,
+    concurrency: int | None,
+    request_rate: float | None,
+    distribution: str,
+    percentile: float | None,
+    model_version: str,
+    timeout_s: float,
+) -> LoadPlan:
     """The load level asked for, checked (MeasureError names the bad argument), with ``settings``'
     windows and a warm-up count resolved for this load."""
     if not isinstance(model, str) or not model.strip():
@@ -81,14 +92,17 @@ def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: i
     if request_rate is not None:
         request_rate = positive("request_rate", request_rate)
         if not MIN_REQUEST_RATE <= request_rate <= MAX_REQUEST_RATE:
-            raise MeasureError(f"request_rate must be between {MIN_REQUEST_RATE:g} and {MAX_REQUEST_RATE:g} "
-                               f"requests/s, got {request_rate:g}")
+            raise MeasureError(
+                f"request_rate must be between {MIN_REQUEST_RATE:g} and {MAX_REQUEST_RATE:g} "
+                f"requests/s, got {request_rate:g}"
+            )
         if distribution not in _DISTRIBUTIONS:
             raise MeasureError(f"distribution {distribution!r} is not one of {', '.join(_DISTRIBUTIONS)}")
     else:
         concurrency = whole("concurrency", 1 if concurrency is None else concurrency, 1)
-    if percentile is not None and (isinstance(percentile, bool) or not isinstance(percentile, (int, float))
-                                   or not 0 < percentile <= 100):
+    if percentile is not None and (
+        isinstance(percentile, bool) or not isinstance(percentile, (int, float)) or not 0 < percentile <= 100
+    ):
         raise MeasureError(f"percentile must be in (0, 100], got {percentile!r}")
     warmup_requests = settings.warmup_requests
     if warmup_requests is None:
@@ -106,10 +120,27 @@ def build_plan(url: str, model: str, settings: MeasureSettings, *, batch_size: i
         from workbench.system import usable_cpu_ids
 
         processes = auto_processes(concurrency, len(usable_cpu_ids()))
-    return LoadPlan(url, model, str(model_version or ""), s.protocol, batch_size, concurrency,
-                    request_rate, distribution if request_rate is not None else "", s.seed,
-                    warmup_requests, s.window_s, s.stability, s.stable_windows, s.max_windows, percentile, timeout_s,
-                    s.time_limit_s, s.min_latencies, processes)
+    return LoadPlan(
+        url,
+        model,
+        str(model_version or ""),
+        s.protocol,
+        batch_size,
+        concurrency,
+        request_rate,
+        distribution if request_rate is not None else "",
+        s.seed,
+        warmup_requests,
+        s.window_s,
+        s.stability,
+        s.stable_windows,
+        s.max_windows,
+        percentile,
+        timeout_s,
+        s.time_limit_s,
+        s.min_latencies,
+        processes,
+    )
 
 
 @dataclass(frozen=True)
@@ -129,9 +160,13 @@ class Interface:
 def interface_from(metadata: Mapping, config: Mapping) -> Interface:
     def tensors(items):
         return tuple(Tensor(t["name"], t["datatype"], tuple(int(d) for d in t.get("shape", []))) for t in items)
+
     config = config.get("config", config)  # gRPC wraps the config, HTTP does not
-    return Interface(tensors(metadata.get("inputs", [])), tensors(metadata.get("outputs", [])),
-                      int(config.get("max_batch_size", 0) or 0))
+    return Interface(
+        tensors(metadata.get("inputs", [])),
+        tensors(metadata.get("outputs", [])),
+        int(config.get("max_batch_size", 0) or 0),
+    )
 
 
 def input_arrays(inputs: Any, iface: Interface, plan: LoadPlan) -> list[np.ndarray]:
@@ -141,8 +176,9 @@ def input_arrays(inputs: Any, iface: Interface, plan: LoadPlan) -> list[np.ndarr
     if iface.max_batch_size == 0 and plan.batch_size != 1:
         raise MeasureError(f"model {model!r} does not batch (max_batch_size 0): batch_size must be 1")
     if iface.max_batch_size and plan.batch_size > iface.max_batch_size:
-        raise MeasureError(f"batch_size {plan.batch_size} exceeds model {model!r}'s max_batch_size "
-                           f"{iface.max_batch_size}")
+        raise MeasureError(
+            f"batch_size {plan.batch_size} exceeds model {model!r}'s max_batch_size {iface.max_batch_size}"
+        )
     if callable(inputs):
         inputs = inputs(plan.batch_size if iface.max_batch_size else None)
     if isinstance(inputs, np.ndarray):
@@ -161,8 +197,10 @@ def input_arrays(inputs: Any, iface: Interface, plan: LoadPlan) -> list[np.ndarr
         if len(arrays) != len(names):
             raise MeasureError(f"model {model!r} takes {len(names)} input(s) {names}; got {len(arrays)} array(s)")
     else:
-        raise MeasureError("inputs must be numpy arrays (a list in the model's input order, or a dict "
-                           f"by name) or a callable returning them, got {type(inputs).__name__}")
+        raise MeasureError(
+            "inputs must be numpy arrays (a list in the model's input order, or a dict "
+            f"by name) or a callable returning them, got {type(inputs).__name__}"
+        )
     return [_fit(np.asarray(a), t, iface, plan) for a, t in zip(arrays, iface.inputs)]
 
 
@@ -179,8 +217,10 @@ def _fit(array: np.ndarray, tensor: Tensor, iface: Interface, plan: LoadPlan) ->
             raise MeasureError(f"input {name!r}: {err}") from None
         if array.dtype != want:
             if not np.can_cast(array.dtype, want, casting="same_kind"):
-                raise MeasureError(f"input {name!r} is {tensor.datatype}; a {array.dtype} array cannot be "
-                                   "converted without changing its values' kind")
+                raise MeasureError(
+                    f"input {name!r} is {tensor.datatype}; a {array.dtype} array cannot be "
+                    "converted without changing its values' kind"
+                )
             array = array.astype(want)
     rank = len(tensor.shape)
     if iface.max_batch_size:
@@ -188,10 +228,15 @@ def _fit(array: np.ndarray, tensor: Tensor, iface: Interface, plan: LoadPlan) ->
             array = np.repeat(array[np.newaxis], plan.batch_size, axis=0)
         elif array.ndim == rank and array.shape[0] != plan.batch_size:
             raise MeasureError(f"input {name!r} has {array.shape[0]} rows but batch_size is {plan.batch_size}")
-    if array.ndim != rank or any(d != -1 and d != s for d, s in zip(tensor.shape[1 if iface.max_batch_size else 0:],
-                                                                   array.shape[1 if iface.max_batch_size else 0:])):
-        raise MeasureError(f"input {name!r}: shape {tuple(array.shape)} does not fit the model's "
-                           f"{list(tensor.shape)} (-1 = any size)")
+    if array.ndim != rank or any(
+        d != -1 and d != s
+        for d, s in zip(
+            tensor.shape[1 if iface.max_batch_size else 0 :], array.shape[1 if iface.max_batch_size else 0 :]
+        )
+    ):
+        raise MeasureError(
+            f"input {name!r}: shape {tuple(array.shape)} does not fit the model's {list(tensor.shape)} (-1 = any size)"
+        )
     return np.ascontiguousarray(array)
 
 

@@ -121,23 +121,25 @@ class LoadResult:
         for key, value in self.latency.items():
             if key.startswith("p"):
                 row[f"{key}_us"] = value
-        row.update({
-            "p99_low_us": self.spread.latency_low,
-            "p99_high_us": self.spread.latency_high,
-            "stable": self.stable,
-            "windows": len(self.windows),
-            "requests": self.requests,
-            "failures": self.failures,
-            "sent": self.sent,
-            "failed": self.failed,
-            "check_failures": self.check_failures,
-            "late_fraction": self.late_fraction,
-            "send_delay_us": self.send_delay_us,
-            "client_cpu_us": self.client_cpu_us,
-            "client_busy": self.client_busy,
-            "processes": self.processes,
-            "warnings": len(self.warnings),
-        })
+        row.update(
+            {
+                "p99_low_us": self.spread.latency_low,
+                "p99_high_us": self.spread.latency_high,
+                "stable": self.stable,
+                "windows": len(self.windows),
+                "requests": self.requests,
+                "failures": self.failures,
+                "sent": self.sent,
+                "failed": self.failed,
+                "check_failures": self.check_failures,
+                "late_fraction": self.late_fraction,
+                "send_delay_us": self.send_delay_us,
+                "client_cpu_us": self.client_cpu_us,
+                "client_busy": self.client_busy,
+                "processes": self.processes,
+                "warnings": len(self.warnings),
+            }
+        )
         if self.server is not None:
             row.update(self.server.to_row())
         return row

@@ -25,12 +25,24 @@ from workbench.measure.engine.loadgen.load_plan import Interface, LoadPlan, inte
 from workbench.measure.engine.loadgen.wire import GRPC_METHOD, HttpHead, HttpRequest, http_error, read_head
 from workbench.measure.engine.measure_settings import MeasureError
 
-__all__ = ["Sender", "Admin", "HttpSender", "GrpcH2Sender", "GrpcSender", "AsyncHttpSender", "AsyncGrpcSender", "make_sender"]
+__all__ = [
+    "Sender",
+    "Admin",
+    "HttpSender",
+    "GrpcH2Sender",
+    "GrpcSender",
+    "AsyncHttpSender",
+    "AsyncGrpcSender",
+    "make_sender",
+]
 
 # Every slot its own connection (no HTTP/2 multiplexing of slots on one socket, as perf_analyzer's
 # threads each have their own client), messages of any size.
-_GRPC_OPTIONS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1),
-                 ("grpc.use_local_subchannel_pool", 1)]
+_GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.use_local_subchannel_pool", 1),
+]
 
 
 class Sender(Protocol):
@@ -76,7 +88,7 @@ class HttpSender:
                     raise
                 self.close()  # the server closed an idle connection: once more on a new one
                 return self._exchange(self._open())
-        except (socket.timeout, TimeoutError):
+        except TimeoutError:
             self.close()  # a late response must not be read as the next request's
             return False, "timeout: no response in time"
         except (OSError, ValueError) as err:
@@ -100,7 +112,7 @@ class HttpSender:
             if not chunk:
                 raise ConnectionError("the server closed the connection mid-response")
             buffer += chunk
-        body = bytes(buffer[end + 4:total])
+        body = bytes(buffer[end + 4 : total])
         del buffer[:total]
         return _outcome(self, head, body)
 
@@ -124,8 +136,9 @@ def _outcome(sender: HttpSender | AsyncHttpSender, head: HttpHead, body: bytes) 
 def _generic_call(channel: Any) -> Any:
     """ModelInfer as a bytes-in, bytes-out call (no protobuf per request)."""
     try:
-        return channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None,
-                                   _registered_method=True)
+        return channel.unary_unary(
+            GRPC_METHOD, request_serializer=None, response_deserializer=None, _registered_method=True
+        )
     except TypeError:  # grpc before 1.62
         return channel.unary_unary(GRPC_METHOD, request_serializer=None, response_deserializer=None)
 
@@ -240,8 +253,9 @@ class Admin:
         else:
             import tritonclient.http as client_module
 
-            self.client = client_module.InferenceServerClient(plan.url, connection_timeout=plan.timeout_s,
-                                                              network_timeout=plan.timeout_s)
+            self.client = client_module.InferenceServerClient(
+                plan.url, connection_timeout=plan.timeout_s, network_timeout=plan.timeout_s
+            )
             self.json = {}
 
     def interface(self) -> Interface:
@@ -252,8 +266,10 @@ class Admin:
         except Exception as err:  # connection refused, DNS, protocol mismatch: all mean "cannot reach"
             raise MeasureError(f"cannot reach Triton at {where}: {err}") from None
         if not ready:
-            raise MeasureError(f"model {plan.model!r} is not ready at {where} (not loaded, still loading, "
-                               "or failed to load: see the server log)")
+            raise MeasureError(
+                f"model {plan.model!r} is not ready at {where} (not loaded, still loading, "
+                "or failed to load: see the server log)"
+            )
         metadata = self.client.get_model_metadata(plan.model, plan.version, **self.json)
         config = self.client.get_model_config(plan.model, plan.version, **self.json)
         return interface_from(metadata, config)

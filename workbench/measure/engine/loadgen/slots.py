@@ -25,8 +25,18 @@ import numpy as np
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING
 from workbench.measure.engine.loadgen.senders import make_sender
 
-__all__ = ["Recorder", "GroupSpec", "ThreadGroup", "AsyncGroup", "RateGroup", "local_group", "split_slots",
-           "auto_processes", "FIELDS", "THREAD_SLOTS_MAX"]
+__all__ = [
+    "Recorder",
+    "GroupSpec",
+    "ThreadGroup",
+    "AsyncGroup",
+    "RateGroup",
+    "local_group",
+    "split_slots",
+    "auto_processes",
+    "FIELDS",
+    "THREAD_SLOTS_MAX",
+]
 
 # Up to this many slots in one process, each is a thread with a blocking sender (cheapest per
 # request); a bigger group shares one asyncio loop (threads past a few would fight over the GIL).
@@ -122,17 +132,25 @@ class ThreadGroup(_Local):
         self.stopping = False
         self.sent = [0] * spec.slots
         self.senders: list[Any] = [None] * spec.slots
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"workbench-slot-{k}")
-                        for k in range(spec.slots)]
+        self.threads = [
+            threading.Thread(target=self._run, args=(k,), daemon=True, name=f"workbench-slot-{k}")
+            for k in range(spec.slots)
+        ]
 
-    def start(self) -> "ThreadGroup":
+    def start(self) -> ThreadGroup:
         for thread in self.threads:
             thread.start()
         return self
 
     def _run(self, k: int) -> None:
         sender = self.senders[k] = self.spec.sender(blocking=True)
-        slot, send, record, clock, sent = self.spec.first_slot + k, sender.send, self.recorder.record, time.perf_counter_ns, self.sent
+        slot, send, record, clock, sent = (
+            self.spec.first_slot + k,
+            sender.send,
+            self.recorder.record,
+            time.perf_counter_ns,
+            self.sent,
+        )
         previous = -1
         try:
             while not self.stopping:
@@ -190,7 +208,7 @@ class _LoopGroup(_Local):
         self.main: asyncio.Future | None = None
         self.thread = threading.Thread(target=self._thread, daemon=True, name="workbench-loop")
 
-    def start(self) -> "_LoopGroup":
+    def start(self) -> _LoopGroup:
         self.thread.start()
         self.ready.wait(30)
         return self
@@ -326,4 +344,3 @@ def auto_processes(concurrency: int, usable_cpus: int) -> int:
     """Processes for ``concurrency`` slots when the user did not say: one per THREAD_SLOTS_MAX
     slots, at most half this machine's CPUs (the other half is the server's, when it is local)."""
     return max(1, min(math.ceil(concurrency / THREAD_SLOTS_MAX), usable_cpus // 2))
-

@@ -21,8 +21,17 @@ import numpy as np
 
 from workbench.measure.engine.loadgen.load_plan import Interface, LoadPlan
 
-__all__ = ["GRPC_METHOD", "HttpRequest", "http_request", "HttpHead", "read_head", "http_outputs",
-           "http_error", "grpc_request", "grpc_outputs"]
+__all__ = [
+    "GRPC_METHOD",
+    "HttpRequest",
+    "http_request",
+    "HttpHead",
+    "read_head",
+    "http_outputs",
+    "http_error",
+    "grpc_request",
+    "grpc_outputs",
+]
 
 GRPC_METHOD = "/inference.GRPCInferenceService/ModelInfer"
 
@@ -52,8 +61,12 @@ def http_request(plan: LoadPlan, iface: Interface, arrays: list[np.ndarray]) -> 
     body = body if isinstance(body, bytes) else body.encode()
     host, _, port = plan.url.rpartition(":")
     path = f"/v2/models/{quote(plan.model)}" + (f"/versions/{quote(plan.version)}" if plan.version else "") + "/infer"
-    head = [f"POST {path} HTTP/1.1", f"Host: {plan.url}", "Content-Type: application/octet-stream",
-            f"Content-Length: {len(body)}"]
+    head = [
+        f"POST {path} HTTP/1.1",
+        f"Host: {plan.url}",
+        "Content-Type: application/octet-stream",
+        f"Content-Length: {len(body)}",
+    ]
     if json_size is not None:
         head.append(f"Inference-Header-Content-Length: {json_size}")
     data = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

@@ -44,7 +44,7 @@ class ProcessGroup:
         self._check: tuple[int, bool] | None = None
         self.process: subprocess.Popen | None = None
 
-    def start(self) -> "ProcessGroup":
+    def start(self) -> ProcessGroup:
         child_read, parent_write = os.pipe()
         parent_read, child_write = os.pipe()
         root = str(Path(__file__).resolve().parents[3])  # the workbench this process imported
@@ -52,7 +52,10 @@ class ProcessGroup:
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "workbench.measure.engine.loadgen", str(child_read), str(child_write)],
-                pass_fds=(child_read, child_write), env=env, stdin=subprocess.DEVNULL)
+                pass_fds=(child_read, child_write),
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
         finally:
             os.close(child_read)
             os.close(child_write)

@@ -21,8 +21,22 @@ from workbench.measure.engine.streaming.prompts import (
     WordTokenizer,
     build_prompts,
 )
-from workbench.measure.engine.streaming.stream_results import RequestRecord, ServerCounts, Slo, StreamResult
 from workbench.measure.engine.streaming.server_counts import VLLM_TOKEN_METRIC
+from workbench.measure.engine.streaming.stream_results import RequestRecord, ServerCounts, Slo, StreamResult
 
-__all__ = ["measure_stream", "StreamPlan", "DEFAULT_SLOS", "Lengths", "Prompt", "Tokenizer", "WordTokenizer",
-           "ModelTokenizer", "build_prompts", "RequestRecord", "ServerCounts", "Slo", "StreamResult", "VLLM_TOKEN_METRIC"]
+__all__ = [
+    "measure_stream",
+    "StreamPlan",
+    "DEFAULT_SLOS",
+    "Lengths",
+    "Prompt",
+    "Tokenizer",
+    "WordTokenizer",
+    "ModelTokenizer",
+    "build_prompts",
+    "RequestRecord",
+    "ServerCounts",
+    "Slo",
+    "StreamResult",
+    "VLLM_TOKEN_METRIC",
+]

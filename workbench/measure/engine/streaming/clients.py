@@ -28,16 +28,26 @@ import queue
 import socket
 import threading
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 
+from workbench.measure.engine.measure_settings import MeasureError
 from workbench.measure.engine.streaming.prompts import Prompt
 from workbench.measure.engine.streaming.stream_results import RequestRecord
-from workbench.measure.engine.measure_settings import MeasureError
 
-__all__ = ["StreamClient", "GrpcStreamClient", "HttpStreamClient", "sampling_parameters", "open_client",
-           "MAX_EVENT_BYTES", "StreamError", "tokens_in", "take_event"]
+__all__ = [
+    "StreamClient",
+    "GrpcStreamClient",
+    "HttpStreamClient",
+    "sampling_parameters",
+    "open_client",
+    "MAX_EVENT_BYTES",
+    "StreamError",
+    "tokens_in",
+    "take_event",
+]
 
 Done = Callable[[RequestRecord], None]
 # One server-sent event line at most (a vLLM response carries a few tokens' text: far below).
@@ -58,8 +68,9 @@ def tokens_in(count: object, room: int) -> int:
     at most ``room`` (the tokens the request may still receive); StreamError otherwise."""
     try:
         values = np.asarray(count)
-        whole = values.dtype.kind in "iu" or (values.dtype.kind == "f" and bool(np.all(np.isfinite(values)))
-                                              and bool(np.all(values == np.round(values))))
+        whole = values.dtype.kind in "iu" or (
+            values.dtype.kind == "f" and bool(np.all(np.isfinite(values))) and bool(np.all(values == np.round(values)))
+        )
     except (ValueError, TypeError, OverflowError, RecursionError):
         whole = False
     if not whole or values.size > 4096:
@@ -68,8 +79,7 @@ def tokens_in(count: object, room: int) -> int:
         raise StreamError(f"token count {_short(count)} is negative")
     total = float(np.sum(values, dtype=np.float64))
     if total > room:
-        raise StreamError(f"a response claimed {total:.0f} tokens; the request had room for {room} more "
-                          "(max_tokens)")
+        raise StreamError(f"a response claimed {total:.0f} tokens; the request had room for {room} more (max_tokens)")
     return int(total)
 
 
@@ -110,8 +120,9 @@ class GrpcStreamClient:
     request id, so an error fails every request then open: exact at concurrency 1 and for a
     broken stream, an over-count of failures when one of several requests fails alone."""
 
-    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float,
-                 count_output: str | None = None) -> None:
+    def __init__(
+        self, url: str, model: str, *, ignore_eos: bool, timeout_s: float, count_output: str | None = None
+    ) -> None:
         import tritonclient.grpc as grpcclient
 
         self._grpc = grpcclient
@@ -130,15 +141,19 @@ class GrpcStreamClient:
 
     def submit(self, prompt: Prompt, record: RequestRecord, done: Done) -> None:
         request_id = str(next(self._ids))
-        inputs = [self._tensor("text_input", prompt.text.encode(), "BYTES"), self._tensor("stream", True, "BOOL"),
-                  self._tensor("sampling_parameters", sampling_parameters(prompt, self.ignore_eos).encode(), "BYTES")]
+        inputs = [
+            self._tensor("text_input", prompt.text.encode(), "BYTES"),
+            self._tensor("stream", True, "BOOL"),
+            self._tensor("sampling_parameters", sampling_parameters(prompt, self.ignore_eos).encode(), "BYTES"),
+        ]
         if self.count_output:
             inputs.append(self._tensor(f"return_{self.count_output}", True, "BOOL"))
         with self._lock:
             self._open[request_id] = (record, done)
         record.sent_ns = time.perf_counter_ns()
-        self._client.async_stream_infer(self.model, inputs, request_id=request_id, outputs=self._output,
-                                        enable_empty_final_response=True)
+        self._client.async_stream_infer(
+            self.model, inputs, request_id=request_id, outputs=self._output, enable_empty_final_response=True
+        )
 
     def _arrived(self, result, error) -> None:
         now = time.perf_counter_ns()
@@ -198,8 +213,9 @@ class GrpcStreamClient:
 class HttpStreamClient:
     """``POST /v2/models/<model>/generate_stream``; each ``data:`` event is one response."""
 
-    def __init__(self, url: str, model: str, *, ignore_eos: bool, timeout_s: float, threads: int,
-                 count_output: str | None = None) -> None:
+    def __init__(
+        self, url: str, model: str, *, ignore_eos: bool, timeout_s: float, threads: int, count_output: str | None = None
+    ) -> None:
         self.count_output = count_output
         self.host, _, port = url.rpartition(":")
         self.port, self.model, self.ignore_eos, self.timeout_s = int(port), model, ignore_eos, timeout_s
@@ -213,8 +229,11 @@ class HttpStreamClient:
             thread.start()
 
     def submit(self, prompt: Prompt, record: RequestRecord, done: Done) -> None:
-        fields = {"text_input": prompt.text, "stream": True,
-                  "sampling_parameters": sampling_parameters(prompt, self.ignore_eos)}
+        fields = {
+            "text_input": prompt.text,
+            "stream": True,
+            "sampling_parameters": sampling_parameters(prompt, self.ignore_eos),
+        }
         if self.count_output:
             fields[f"return_{self.count_output}"] = True
         self._work.put((json.dumps(fields).encode(), record, done))
@@ -333,12 +352,21 @@ def _reason(err: Exception, timeout_s: float) -> str:
     return " ".join(f"{type(err).__name__}: {err}".split())[:300]
 
 
-def open_client(protocol: str, url: str, model: str, *, ignore_eos: bool, timeout_s: float,
-                in_flight: int, count_output: str | None = None) -> StreamClient:
+def open_client(
+    protocol: str,
+    url: str,
+    model: str,
+    *,
+    ignore_eos: bool,
+    timeout_s: float,
+    in_flight: int,
+    count_output: str | None = None,
+) -> StreamClient:
     """The client for ``protocol`` ("grpc" or "http"); ``in_flight``: most requests at once."""
     if protocol == "grpc":
         return GrpcStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, count_output=count_output)
     if protocol == "http":
-        return HttpStreamClient(url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, threads=in_flight,
-                                count_output=count_output)
+        return HttpStreamClient(
+            url, model, ignore_eos=ignore_eos, timeout_s=timeout_s, threads=in_flight, count_output=count_output
+        )
     raise MeasureError(f"protocol {protocol!r} is not one of grpc, http")

@@ -18,18 +18,19 @@ import math
 import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from workbench.measure.engine.streaming.clients import open_client
-from workbench.measure.engine.streaming.prompts import Prompt
-from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, WindowFigures, summarize
-from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
 from workbench.measure.engine.loadgen.load_plan import MAX_OUTSTANDING, LoadPlan, build_plan
 from workbench.measure.engine.measure_settings import MeasureError, MeasureSettings
 from workbench.measure.engine.stats import bootstrap_spread, is_stable, percentile
+from workbench.measure.engine.streaming.clients import open_client
+from workbench.measure.engine.streaming.prompts import Prompt
+from workbench.measure.engine.streaming.server_counts import CountingServer, counts_between, take_snapshot
+from workbench.measure.engine.streaming.stream_results import RequestRecord, Slo, StreamResult, WindowFigures, summarize
 from workbench.tasks import Cancelled
 
 __all__ = ["StreamPlan", "StreamWindow", "measure_stream", "DEFAULT_SLOS", "HTTP_RATE_THREADS"]
@@ -80,16 +81,36 @@ class StreamPlan:
         return HTTP_RATE_THREADS if self.load.protocol == "http" else MAX_OUTSTANDING
 
 
-def build_stream_plan(url: str, model: str, settings: MeasureSettings, *, concurrency: int | None,
-                      request_rate: float | None, distribution: str, slos: Sequence[Slo], ignore_eos: bool,
-                      timeout_s: float, count_output: str | None = None) -> StreamPlan:
+def build_stream_plan(
+    url: str,
+    model: str,
+    settings: MeasureSettings,
+    *,
+    concurrency: int | None,
+    request_rate: float | None,
+    distribution: str,
+    slos: Sequence[Slo],
+    ignore_eos: bool,
+    timeout_s: float,
+    count_output: str | None = None,
+) -> StreamPlan:
     """The point asked for, checked by ``loadgen.plan.build_plan`` (MeasureError names the bad
     argument). Unless the settings give one, the warm-up is one round of the load (streamed
     requests are long), not the fixed-shape engine's 20 requests or more."""
     if not slos or not all(isinstance(s, Slo) for s in slos):
         raise MeasureError("slos must be one or more Slo(ttft_ms=..., itl_ms=...)")
-    load = build_plan(url, model, settings, batch_size=1, concurrency=concurrency, request_rate=request_rate,
-                      distribution=distribution, percentile=None, model_version="", timeout_s=timeout_s)
+    load = build_plan(
+        url,
+        model,
+        settings,
+        batch_size=1,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        distribution=distribution,
+        percentile=None,
+        model_version="",
+        timeout_s=timeout_s,
+    )
     if settings.warmup_requests is None:
         # a quarter second of the rate, at most the fixed-shape engine's cap
         rounds = load.concurrency if load.concurrency else min(1000, max(1, math.ceil(float(load.request_rate) / 4)))
@@ -102,9 +123,15 @@ class _Run:
 
     def __init__(self, plan: StreamPlan, prompts: Sequence[Prompt]) -> None:
         self.plan, self.prompts = plan, prompts
-        self.client = open_client(plan.load.protocol, plan.load.url, plan.load.model, ignore_eos=plan.ignore_eos,
-                                  timeout_s=plan.load.timeout_s, in_flight=plan.in_flight,
-                                  count_output=plan.count_output)
+        self.client = open_client(
+            plan.load.protocol,
+            plan.load.url,
+            plan.load.model,
+            ignore_eos=plan.ignore_eos,
+            timeout_s=plan.load.timeout_s,
+            in_flight=plan.in_flight,
+            count_output=plan.count_output,
+        )
         self.records: list[RequestRecord] = []
         self.completed: queue.Queue[RequestRecord] = queue.Queue()
         self.slots = threading.Semaphore(plan.in_flight)
@@ -203,14 +230,25 @@ class _Run:
                 record.error, record.done_ns = "abandoned: no final response in time", time.perf_counter_ns()
 
 
-def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: MeasureSettings | None = None, *,
-                   concurrency: int | None = None, request_rate: float | None = None,
-                   distribution: str = "constant", slos: Sequence[Slo] = DEFAULT_SLOS, ignore_eos: bool = True,
-                   counts_from: CountingServer | None = None, token_metric: str | None = None,
-                   count_output: str | None = None, timeout_s: float = 60.0,
-                   progress: Callable[[int, int, str], None] | None = None,
-                   cancel: threading.Event | None = None,
-                   until: Callable[[Sequence[StreamWindow]], str | None] | None = None) -> StreamResult:
+def measure_stream(
+    url: str,
+    model: str,
+    prompts: Sequence[Prompt],
+    settings: MeasureSettings | None = None,
+    *,
+    concurrency: int | None = None,
+    request_rate: float | None = None,
+    distribution: str = "constant",
+    slos: Sequence[Slo] = DEFAULT_SLOS,
+    ignore_eos: bool = True,
+    counts_from: CountingServer | None = None,
+    token_metric: str | None = None,
+    count_output: str | None = None,
+    timeout_s: float = 60.0,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    until: Callable[[Sequence[StreamWindow]], str | None] | None = None,
+) -> StreamResult:
     """Measure one load point of the decoupled ``model`` at ``url`` (host:port of
     ``settings.protocol``: "grpc" streams over ModelStreamInfer, "http" over generate_stream).
 
@@ -233,9 +271,18 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     """
     if not prompts:
         raise MeasureError("no prompts to send (build them with build_prompts)")
-    plan = build_stream_plan(url, model, MeasureSettings() if settings is None else settings,
-                             concurrency=concurrency, request_rate=request_rate, distribution=distribution,
-                             slos=slos, ignore_eos=ignore_eos, timeout_s=timeout_s, count_output=count_output)
+    plan = build_stream_plan(
+        url,
+        model,
+        MeasureSettings() if settings is None else settings,
+        concurrency=concurrency,
+        request_rate=request_rate,
+        distribution=distribution,
+        slos=slos,
+        ignore_eos=ignore_eos,
+        timeout_s=timeout_s,
+        count_output=count_output,
+    )
     before = take_snapshot(counts_from, model, token_metric) if counts_from is not None else None
     run = _Run(plan, prompts)
     run.thread.start()
@@ -267,8 +314,10 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
             if run.gave_up:
                 break
             if time.perf_counter_ns() >= warm_until:
-                run.give_up(f"warm-up not over: {len(done)} of {plan.load.warmup_requests} request(s) ended "
-                            f"within the {plan.load.timeout_s:g} s request timeout")
+                run.give_up(
+                    f"warm-up not over: {len(done)} of {plan.load.warmup_requests} request(s) ended "
+                    f"within the {plan.load.timeout_s:g} s request timeout"
+                )
         warm_failed = [r for r in done if not r.ok]
         if warm_failed and len(warm_failed) == len(done) and not run.gave_up:
             run.give_up(f"every warm-up request failed; first: {warm_failed[0].error}")
@@ -282,8 +331,11 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
             done[:] = [r for r in done if r.done_ns > end]
             windows.append(StreamWindow(start, end, tokens_now - tokens, inside, cpu_now - cpu))
             if progress is not None:
-                progress(len(windows), plan.load.max_windows,
-                         f"window {len(windows)}: {windows[-1].output_tokens_per_s:.1f} output tok/s")
+                progress(
+                    len(windows),
+                    plan.load.max_windows,
+                    f"window {len(windows)}: {windows[-1].output_tokens_per_s:.1f} output tok/s",
+                )
             stopped = _why_stop(windows, plan, until, (end - started) / 1e9, run.gave_up)
             if stopped is not None:
                 break
@@ -292,8 +344,9 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
         run.finish(CANCEL_GRACE_S if cancel is not None and cancel.is_set() else plan.load.timeout_s)
     if cancel is not None and cancel.is_set():
         raise Cancelled("measurement cancelled")
-    after = _settled(counts_from, model, token_metric, before, len(run.records),
-                     sum(r.output_tokens for r in run.records))
+    after = _settled(
+        counts_from, model, token_metric, before, len(run.records), sum(r.output_tokens for r in run.records)
+    )
     result = _result(plan, windows, run.records, counts_between(before, after), by_rule=until is not None)
     result.stopped = stopped or run.gave_up or None
     if run.gave_up:
@@ -302,9 +355,13 @@ def measure_stream(url: str, model: str, prompts: Sequence[Prompt], settings: Me
     return result
 
 
-def _why_stop(windows: list[StreamWindow], plan: StreamPlan,
-              until: Callable[[Sequence[StreamWindow]], str | None] | None, elapsed_s: float,
-              gave_up: str) -> str | None:
+def _why_stop(
+    windows: list[StreamWindow],
+    plan: StreamPlan,
+    until: Callable[[Sequence[StreamWindow]], str | None] | None,
+    elapsed_s: float,
+    gave_up: str,
+) -> str | None:
     """Why the windows end after the last one (None: measure on): the sender gave up, the
     caller's rule, else stable windows or the window cap; the time limit in either case."""
     if gave_up:
@@ -328,12 +385,15 @@ def _window_figures(window: StreamWindow) -> tuple[float, int, float]:
 
 def _stable(windows: list, plan: StreamPlan) -> bool:
     figures = [_window_figures(w) for w in windows]
-    return is_stable([f[0] for f in figures], [f[2] for f in figures], stability=plan.load.stability,
-                     windows=plan.load.stable_windows)
+    return is_stable(
+        [f[0] for f in figures],
+        [f[2] for f in figures],
+        stability=plan.load.stability,
+        windows=plan.load.stable_windows,
+    )
 
 
-def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int,
-             received: int):
+def _settled(server: CountingServer | None, model: str, token_metric: str | None, before, sent: int, received: int):
     """The server's counts once it has counted every request sent and every token received (its
     statistics are updated just after the last response leaves; an engine's token counter may
     lag a step), or after 3 s."""
@@ -342,15 +402,19 @@ def _settled(server: CountingServer | None, model: str, token_metric: str | None
     deadline = time.monotonic() + 3.0
     while True:
         after = take_snapshot(server, model, token_metric)
-        counted = after is not None and after.requests - before.requests >= sent and not (
-            after.token_counter - before.token_counter < received)  # NaN (no counter) compares False
+        counted = (
+            after is not None
+            and after.requests - before.requests >= sent
+            and not (after.token_counter - before.token_counter < received)
+        )  # NaN (no counter) compares False
         if after is None or counted or time.monotonic() > deadline:
             return after
         time.sleep(_POLL_S)
 
 
-def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[RequestRecord], server, *,
-            by_rule: bool = False) -> StreamResult:
+def _result(
+    plan: StreamPlan, windows: list[StreamWindow], records: list[RequestRecord], server, *, by_rule: bool = False
+) -> StreamResult:
     pooled = windows  # the stopping rule decided when; every measured window counts
     seconds = sum((w[1] - w[0]) / 1e9 for w in pooled)
     pooled_records = [r for w in pooled for r in w[3]]
@@ -359,23 +423,43 @@ def _result(plan: StreamPlan, windows: list[StreamWindow], records: list[Request
     cpu = sum(w[4] for w in pooled)
     ok = [r for r in pooled_records if r.ok and r.token_ns]
     first = pooled[0][0] if pooled else 0
-    spread = bootstrap_spread([(r.done_ns - first) / 1e9 for r in ok], [r.ttft_ms for r in ok], span_s=seconds,
-                              seed=plan.load.seed)
+    spread = bootstrap_spread(
+        [(r.done_ns - first) / 1e9 for r in ok], [r.ttft_ms for r in ok], span_s=seconds, seed=plan.load.seed
+    )
     tokens_low, tokens_high = _tokens_interval(pooled, records, seconds, plan.load.seed)
     received = sum(r.output_tokens for r in records)
     result = StreamResult(
-        model=plan.load.model, url=plan.load.url, protocol=plan.load.protocol, concurrency=plan.load.concurrency,
-        request_rate=plan.load.request_rate, distribution=plan.load.distribution or None,
-        stable=_stable(windows, plan), windows=len(windows), pooled_windows=len(pooled), seconds=seconds,
-        requests=figures["requests"], failures=figures["failures"], input_tokens=figures["input_tokens"],
-        output_tokens=tokens, output_tokens_per_s=tokens / seconds if seconds else 0.0,
-        requests_per_s=figures["requests_per_s"], ttft_ms=figures["ttft_ms"], itl_ms=figures["itl_ms"],
-        token_gap_ms=figures["token_gap_ms"], e2e_ms=figures["e2e_ms"], goodput=figures["goodput"],
+        model=plan.load.model,
+        url=plan.load.url,
+        protocol=plan.load.protocol,
+        concurrency=plan.load.concurrency,
+        request_rate=plan.load.request_rate,
+        distribution=plan.load.distribution or None,
+        stable=_stable(windows, plan),
+        windows=len(windows),
+        pooled_windows=len(pooled),
+        seconds=seconds,
+        requests=figures["requests"],
+        failures=figures["failures"],
+        input_tokens=figures["input_tokens"],
+        output_tokens=tokens,
+        output_tokens_per_s=tokens / seconds if seconds else 0.0,
+        requests_per_s=figures["requests_per_s"],
+        ttft_ms=figures["ttft_ms"],
+        itl_ms=figures["itl_ms"],
+        token_gap_ms=figures["token_gap_ms"],
+        e2e_ms=figures["e2e_ms"],
+        goodput=figures["goodput"],
         goodput_per_s=figures["goodput_per_s"],
         client_cpu_us_per_token=cpu / tokens * 1e6 if tokens else math.nan,
         tokens_per_response=(sum(r.output_tokens for r in ok) / max(1, sum(r.responses for r in ok))),
-        spread=spread, output_tokens_per_s_low=tokens_low, output_tokens_per_s_high=tokens_high,
-        client_total_requests=len(records), client_total_tokens=received, server=server, records=records,
+        spread=spread,
+        output_tokens_per_s_low=tokens_low,
+        output_tokens_per_s_high=tokens_high,
+        client_total_requests=len(records),
+        client_total_tokens=received,
+        server=server,
+        records=records,
         window_figures=[WindowFigures(w.duration_s, *_window_figures(w)) for w in windows],
         tokens_per_user_per_s=_per_user(ok),
     )
@@ -408,32 +492,41 @@ def _unusable(result: StreamResult, plan: StreamPlan, records: list[RequestRecor
     if plan.ignore_eos:  # every request should have received exactly max_tokens
         short = [k for k, r in enumerate(records) if r.ok and r.output_tokens != r.max_tokens]
         if short:
-            reasons.append(f"{len(short)} of {len(records)} request(s) ended with another token count than the "
-                           f"max_tokens asked (ignore_eos): " + _which(
-                               records, short, lambda r: f"received {r.output_tokens} of {r.max_tokens}"))
+            reasons.append(
+                f"{len(short)} of {len(records)} request(s) ended with another token count than the "
+                f"max_tokens asked (ignore_eos): "
+                + _which(records, short, lambda r: f"received {r.output_tokens} of {r.max_tokens}")
+            )
     server = result.server
     if server is not None:
         comparable = server.output_tokens >= 0 and (server.from_token_counter or plan.count_output is None)
         if comparable and server.output_tokens != result.client_total_tokens:
             kind = "its token counter" if server.from_token_counter else "its responses"
-            reasons.append(f"the server counted {server.output_tokens} output tokens ({kind}) for the "
-                           f"{result.client_total_requests} request(s) sent; the client received "
-                           f"{result.client_total_tokens}")
+            reasons.append(
+                f"the server counted {server.output_tokens} output tokens ({kind}) for the "
+                f"{result.client_total_requests} request(s) sent; the client received "
+                f"{result.client_total_tokens}"
+            )
         ended = sum(r.ok for r in records)
         if server.requests < ended or server.requests > result.client_total_requests:
-            reasons.append(f"the server completed {server.requests} request(s) of the model over the point; the "
-                           f"client sent {result.client_total_requests} and saw {ended} end")
+            reasons.append(
+                f"the server completed {server.requests} request(s) of the model over the point; the "
+                f"client sent {result.client_total_requests} and saw {ended} end"
+            )
     # a closed loop keeps its users busy: the total is about the users' pace times their number, so
     # one user's pace twice the total cannot be (a skew of end-to-end times explains less; in rate
     # mode users may idle, and no such bound holds)
     if plan.load.concurrency is not None and result.tokens_per_user_per_s > 2 * result.output_tokens_per_s > 0:
-        reasons.append(f"one user's pace ({result.tokens_per_user_per_s:.1f} tok/s) above the total "
-                       f"({result.output_tokens_per_s:.1f} tok/s) at concurrency {plan.load.concurrency}")
+        reasons.append(
+            f"one user's pace ({result.tokens_per_user_per_s:.1f} tok/s) above the total "
+            f"({result.output_tokens_per_s:.1f} tok/s) at concurrency {plan.load.concurrency}"
+        )
     return "; ".join(reasons)
 
 
-def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], seconds: float,
-                     seed: int) -> tuple[float, float]:
+def _tokens_interval(
+    pooled: list[StreamWindow], records: list[RequestRecord], seconds: float, seed: int
+) -> tuple[float, float]:
     """The 95% interval of output tokens/s over the pooled windows: the block bootstrap of
     ``stats.bootstrap_spread`` (as the fixed-shape engine's throughput interval) over the arrival
     times of the tokens, each token one item; NaN without tokens."""
@@ -448,8 +541,10 @@ def _tokens_interval(pooled: list[StreamWindow], records: list[RequestRecord], s
 def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecord], by_rule: bool) -> list[str]:
     out = []
     if not result.stable and not by_rule:
-        out.append(f"not stable after {result.windows} window(s): the figures are over all of them "
-                   f"({result.requests} requests)")
+        out.append(
+            f"not stable after {result.windows} window(s): the figures are over all of them "
+            f"({result.requests} requests)"
+        )
     failed = [r for r in records if not r.ok]
     if failed:
         out.append(f"{len(failed)} of {len(records)} request(s) failed; first error: {failed[0].error}")
@@ -457,6 +552,8 @@ def _warnings(result: StreamResult, plan: StreamPlan, records: list[RequestRecor
         delays = [r.send_delay_ns for r in records if r.send_delay_ns >= 0]
         late = sum(d > 10e6 for d in delays)
         if delays and late / len(delays) > 0.05:
-            out.append(f"{late} of {len(delays)} requests left more than 10 ms late: the sender could not keep "
-                       f"{plan.load.request_rate:g} requests/s")
+            out.append(
+                f"{late} of {len(delays)} requests left more than 10 ms late: the sender could not keep "
+                f"{plan.load.request_rate:g} requests/s"
+            )
     return out

@@ -84,15 +84,23 @@ def write_paced_model(repo: Path, name: str, schedule: PacedSchedule, token_metr
     folder = Path(repo) / name
     (folder / "1").mkdir(parents=True, exist_ok=True)
     (folder / "config.pbtxt").write_text(_CONFIG)
-    (folder / "1" / "model.py").write_text(_MODEL.format(
-        first=schedule.first_ms / 1000, slow_first=schedule.slow_first_ms / 1000, gap=schedule.gap_ms / 1000,
-        slow_gaps=tuple(g / 1000 for g in schedule.slow_gaps_ms), cycle=schedule.cycle,
-        normal=schedule.cycle - schedule.slow_starts - schedule.slow_streams, slow_starts=schedule.slow_starts,
-        tokens=schedule.tokens, metric=token_metric))
+    (folder / "1" / "model.py").write_text(
+        _MODEL.format(
+            first=schedule.first_ms / 1000,
+            slow_first=schedule.slow_first_ms / 1000,
+            gap=schedule.gap_ms / 1000,
+            slow_gaps=tuple(g / 1000 for g in schedule.slow_gaps_ms),
+            cycle=schedule.cycle,
+            normal=schedule.cycle - schedule.slow_starts - schedule.slow_streams,
+            slow_starts=schedule.slow_starts,
+            tokens=schedule.tokens,
+            metric=token_metric,
+        )
+    )
     return folder
 
 
-_CONFIG = textwrap.dedent('''
+_CONFIG = textwrap.dedent("""
     backend: "python"
     max_batch_size: 0
     model_transaction_policy { decoupled: true }
@@ -104,7 +112,7 @@ _CONFIG = textwrap.dedent('''
     ]
     output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
     instance_group [ { count: 1 kind: KIND_CPU } ]
-''')
+""")
 
 _MODEL = textwrap.dedent('''
     """Streams words on a schedule repeating every {cycle} requests (workbench's paced model)."""

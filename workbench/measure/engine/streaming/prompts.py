@@ -8,8 +8,9 @@ decoded, and re-encoded until the tokenizer reads back exactly the length asked 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -77,12 +78,21 @@ def _exact(tokenizer: Tokenizer, length: int, rng: np.random.Generator, vocabula
         if len(again) == length:
             return text
         ids = list(again[:length]) + [int(i) for i in rng.choice(vocabulary, size=max(0, length - len(again)))]
-    raise MeasureError(f"could not build a prompt the tokenizer reads as exactly {length} tokens "
-                       "(its decode/encode round trip keeps changing the count)")
+    raise MeasureError(
+        f"could not build a prompt the tokenizer reads as exactly {length} tokens "
+        "(its decode/encode round trip keeps changing the count)"
+    )
 
 
-def build_prompts(tokenizer: Tokenizer, count: int, input_lengths: Lengths, output_lengths: Lengths, *,
-                  seed: int = 0, vocabulary: Sequence[int] | None = None) -> list[Prompt]:
+def build_prompts(
+    tokenizer: Tokenizer,
+    count: int,
+    input_lengths: Lengths,
+    output_lengths: Lengths,
+    *,
+    seed: int = 0,
+    vocabulary: Sequence[int] | None = None,
+) -> list[Prompt]:
     """``count`` prompts (seeded) of ``input_lengths`` tokens asking for ``output_lengths`` tokens.
     ``vocabulary``: the token ids to draw from (default: the ids of a plain English sentence, so the
     prompts are ordinary text and decode cleanly under any tokenizer)."""
@@ -90,8 +100,13 @@ def build_prompts(tokenizer: Tokenizer, count: int, input_lengths: Lengths, outp
         raise MeasureError(f"prompt count must be >= 1, got {count!r}")
     rng = np.random.default_rng(seed)
     if vocabulary is None:
-        vocabulary = sorted(set(tokenizer.encode(
-            "the quick brown fox jumps over a lazy dog while seven old men watch from the river bank")))
+        vocabulary = sorted(
+            set(
+                tokenizer.encode(
+                    "the quick brown fox jumps over a lazy dog while seven old men watch from the river bank"
+                )
+            )
+        )
     if not vocabulary:
         raise MeasureError("the tokenizer gave no token ids to build prompts from")
     inputs, outputs = input_lengths.draw(count, rng), output_lengths.draw(count, rng)

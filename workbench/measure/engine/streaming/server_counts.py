@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from workbench.measure.engine.streaming.stream_results import ServerCounts
 from workbench.measure.engine.stats import StatsError, model_counters
+from workbench.measure.engine.streaming.stream_results import ServerCounts
 from workbench.server.metrics import metric_value
 
 __all__ = ["CountingServer", "Snapshot", "take_snapshot", "counts_between", "VLLM_TOKEN_METRIC"]
@@ -80,6 +80,11 @@ def counts_between(before: Snapshot | None, after: Snapshot | None) -> ServerCou
     tokens = after.token_counter - before.token_counter
     responses = after.responses - before.responses
     output_tokens = int(round(tokens)) if math.isfinite(tokens) else (responses if responses else -1)
-    return ServerCounts(requests=after.requests - before.requests, executions=after.executions - before.executions,
-                        responses=responses, empty_responses=after.empty_responses - before.empty_responses,
-                        output_tokens=output_tokens, from_token_counter=math.isfinite(tokens))
+    return ServerCounts(
+        requests=after.requests - before.requests,
+        executions=after.executions - before.executions,
+        responses=responses,
+        empty_responses=after.empty_responses - before.empty_responses,
+        output_tokens=output_tokens,
+        from_token_counter=math.isfinite(tokens),
+    )

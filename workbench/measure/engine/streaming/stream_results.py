@@ -178,10 +178,20 @@ class StreamResult:
         mean gap, GuideLLM's inter-token latency), its ITL our ``token_gap_ms`` (every gap), its
         E2EL our ``e2e_ms``; ``request_goodput[<slo>]`` requests/s meeting each SLO."""
         out: dict[str, float] = {}
-        for ours, theirs in ((self.ttft_ms, "ttft"), (self.itl_ms, "tpot"), (self.token_gap_ms, "itl"),
-                             (self.e2e_ms, "e2el")):
-            out.update({f"mean_{theirs}_ms": ours["avg"], f"median_{theirs}_ms": ours["p50"],
-                        f"p90_{theirs}_ms": ours["p90"], f"p99_{theirs}_ms": ours["p99"]})
+        for ours, theirs in (
+            (self.ttft_ms, "ttft"),
+            (self.itl_ms, "tpot"),
+            (self.token_gap_ms, "itl"),
+            (self.e2e_ms, "e2el"),
+        ):
+            out.update(
+                {
+                    f"mean_{theirs}_ms": ours["avg"],
+                    f"median_{theirs}_ms": ours["p50"],
+                    f"p90_{theirs}_ms": ours["p90"],
+                    f"p99_{theirs}_ms": ours["p99"],
+                }
+            )
         out.update({"request_throughput": self.requests_per_s, "output_throughput": self.output_tokens_per_s})
         out.update({f"request_goodput[{name}]": value for name, value in self.goodput_per_s.items()})
         return out
@@ -192,12 +202,14 @@ class StreamResult:
         goodput = ", ".join(f"goodput[{name}] {share * 100:.0f}%" for name, share in self.goodput.items())
         server = "" if self.server is None else f", server counted {self.server.output_tokens}"
         refused = f"NOT A MEASURED POINT: {self.unusable}. Figures as read: " if self.unusable else ""
-        return (f"{refused}{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
-                f"TTFT p50 {self.ttft_ms['p50']:.1f} ms p99 {self.ttft_ms['p99']:.1f} ms, "
-                f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, "
-                f"{self.tokens_per_response:.2g} tokens/response, {goodput}; "
-                f"client CPU {self.client_cpu_us_per_token:.0f} us/token; "
-                f"client received {self.client_total_tokens} tokens{server}")
+        return (
+            f"{refused}{self.output_tokens_per_s:.1f} output tok/s, {self.requests_per_s:.2f} req/s, "
+            f"TTFT p50 {self.ttft_ms['p50']:.1f} ms p99 {self.ttft_ms['p99']:.1f} ms, "
+            f"ITL p50 {self.itl_ms['p50']:.2f} ms p99 {self.itl_ms['p99']:.2f} ms, "
+            f"{self.tokens_per_response:.2g} tokens/response, {goodput}; "
+            f"client CPU {self.client_cpu_us_per_token:.0f} us/token; "
+            f"client received {self.client_total_tokens} tokens{server}"
+        )
 
 
 def _percentiles(values: np.ndarray) -> dict[str, float]:
@@ -206,8 +218,10 @@ def _percentiles(values: np.ndarray) -> dict[str, float]:
 
 
 def slo_name(slo: Slo) -> str:
-    parts = [f"ttft<={slo.ttft_ms:g}ms" if slo.ttft_ms is not None else "",
-             f"itl<={slo.itl_ms:g}ms" if slo.itl_ms is not None else ""]
+    parts = [
+        f"ttft<={slo.ttft_ms:g}ms" if slo.ttft_ms is not None else "",
+        f"itl<={slo.itl_ms:g}ms" if slo.itl_ms is not None else "",
+    ]
     return ",".join(p for p in parts if p) or "none"
 
 
@@ -218,8 +232,10 @@ def summarize(records: list[RequestRecord], seconds: float, slos: tuple[Slo, ...
     gaps = np.concatenate([r.gaps_ms for r in ok]) if ok else np.empty(0)
     met = {slo_name(slo): sum(slo.met_by(r) for r in ok) for slo in slos}
     return {
-        "requests": len(ok), "failures": len(records) - len(ok),
-        "input_tokens": sum(r.input_tokens for r in ok), "output_tokens": tokens,
+        "requests": len(ok),
+        "failures": len(records) - len(ok),
+        "input_tokens": sum(r.input_tokens for r in ok),
+        "output_tokens": tokens,
         "output_tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
         "requests_per_s": len(ok) / seconds if seconds > 0 else 0.0,
         "ttft_ms": _percentiles(np.array([r.ttft_ms for r in ok if r.token_ns])),

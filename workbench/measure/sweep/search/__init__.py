@@ -17,12 +17,25 @@ from workbench.measure.sweep.search.early_stop import EarlyStop
 from workbench.measure.sweep.search.halving import SuccessiveHalving
 from workbench.measure.sweep.search.hill_climb import HillClimb
 
-__all__ = ["SEARCHES", "make_search", "SearchStrategy", "SearchSpace", "SearchLog", "AdaptiveEffort",
-           "ConcurrencyBisection",
-           "EarlyStop", "HillClimb", "SuccessiveHalving", "Answer", "answer", "check_resume"]
+__all__ = [
+    "SEARCHES",
+    "make_search",
+    "SearchStrategy",
+    "SearchSpace",
+    "SearchLog",
+    "AdaptiveEffort",
+    "ConcurrencyBisection",
+    "EarlyStop",
+    "HillClimb",
+    "SuccessiveHalving",
+    "Answer",
+    "answer",
+    "check_resume",
+]
 
-SEARCHES: dict[str, type[SearchStrategy]] = {cls.name: cls for cls in (ConcurrencyBisection, EarlyStop, HillClimb,
-                                                                         SuccessiveHalving, AdaptiveEffort)}
+SEARCHES: dict[str, type[SearchStrategy]] = {
+    cls.name: cls for cls in (ConcurrencyBisection, EarlyStop, HillClimb, SuccessiveHalving, AdaptiveEffort)
+}
 
 
 def make_search(name: str, **params: Any) -> SearchStrategy | None:

@@ -35,8 +35,14 @@ import math
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.sweep.search.base import (JudgedMeasure, SearchLog, SearchSpace, SearchStrategy,
-                                                 meets_budget, row_score)
+from workbench.measure.sweep.search.base import (
+    JudgedMeasure,
+    SearchLog,
+    SearchSpace,
+    SearchStrategy,
+    meets_budget,
+    row_score,
+)
 from workbench.measure.sweep.search.bounds import VariantFacts
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit, t_interval
 
@@ -48,9 +54,11 @@ WINDOW_S = 0.5  # the adaptive search's window (the run's when shorter); see jud
 def variant_order(space: SearchSpace) -> list[int]:
     """Indices of the space's variants: first the likeliest answer (most cores per instance, then
     most cores), then the rest, fewest instances first (the cheaper load to follow)."""
+
     def likely(v: int) -> tuple[int, int, int]:
         allocation = space.variants[v].allocation
         return (-allocation.cores_per_instance, -allocation.cores, v)
+
     first, *rest = sorted(range(len(space.variants)), key=likely)
     return [first, *sorted(rest, key=lambda v: (space.variants[v].allocation.instances, likely(v)))]
 
@@ -65,22 +73,34 @@ class AdaptiveEffort(SearchStrategy):
     measures_by_window = True
     reloads_to_confirm = False
 
-    def __init__(self, latency_budget_ms: float | None = None, *, min_windows: int = 3, max_windows: int = 10,
-                 window_s: float | None = WINDOW_S) -> None:
+    def __init__(
+        self,
+        latency_budget_ms: float | None = None,
+        *,
+        min_windows: int = 3,
+        max_windows: int = 10,
+        window_s: float | None = WINDOW_S,
+    ) -> None:
         super().__init__(latency_budget_ms)
         try:
             self.rule = EffortRule(min_windows, max_windows)
         except ValueError as err:
             raise SweepError(f"adaptive search: {err}") from None
         if window_s is not None and not (isinstance(window_s, (int, float)) and 0 < window_s <= 60):
-            raise SweepError(f"adaptive search: window_s {window_s!r} must be seconds in (0, 60], or None for the "
-                             "run's window")
+            raise SweepError(
+                f"adaptive search: window_s {window_s!r} must be seconds in (0, 60], or None for the run's window"
+            )
         self.window_s = window_s
 
     @property
     def params(self) -> dict:
-        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows,
-                "window_s": self.window_s, "walk": "bounded"}
+        return {
+            **super().params,
+            "min_windows": self.rule.min_windows,
+            "max_windows": self.rule.max_windows,
+            "window_s": self.window_s,
+            "walk": "bounded",
+        }
 
     def judging(self, settings: MeasureSettings) -> MeasureSettings:
         """Windows of ``window_s`` (never longer than the run's): the rule reads windows, not requests."""
@@ -121,10 +141,16 @@ class _Walk:
         if row_score(row, self.budget) > row_score(self.best, self.budget):
             self.best = row
             label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
-            self.incumbent = Incumbent.from_windows(label, until.seen) if len(until.seen) >= 2 else \
-                Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
-        high = t_interval([w.throughput for w in until.seen]).high if len(until.seen) >= 2 else \
-            (row.throughput if math.isnan(row.throughput_high) else row.throughput_high)
+            self.incumbent = (
+                Incumbent.from_windows(label, until.seen)
+                if len(until.seen) >= 2
+                else Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
+            )
+        high = (
+            t_interval([w.throughput for w in until.seen]).high
+            if len(until.seen) >= 2
+            else (row.throughput if math.isnan(row.throughput_high) else row.throughput_high)
+        )
         facts.add(b, c, meets_budget(row, self.budget), high)
 
     def _label(self, v: int, b: int, c: int | None = None) -> str:
@@ -135,13 +161,21 @@ class _Walk:
         """Measure the variant's heaviest point against the incumbent's throughput: False when it
         ends below, as every other point of the variant then does."""
         top_b, top_c = len(self.space.batch_sizes) - 1, len(self.space.concurrency) - 1
-        self._judged(v, top_b, top_c, "the variant's heaviest load: its throughput bounds every other point's",
-                     facts, throughput_only=True)
+        self._judged(
+            v,
+            top_b,
+            top_c,
+            "the variant's heaviest load: its throughput bounds every other point's",
+            facts,
+            throughput_only=True,
+        )
         bound = facts.bound(0, 0)
         if self.incumbent is not None and bound.below(self.incumbent.low):
             self.left_out += 1
-            self.log.note(f"{self.space.variants[v].label}: cannot win, nothing else measured: its heaviest load's "
-                          f"throughput ends at {bound.throughput:.1f}, below {self.incumbent.text()}")
+            self.log.note(
+                f"{self.space.variants[v].label}: cannot win, nothing else measured: its heaviest load's "
+                f"throughput ends at {bound.throughput:.1f}, below {self.incumbent.text()}"
+            )
             return False
         return True
 
@@ -154,23 +188,33 @@ class _Walk:
                 self.log.note(f"{cell}: p99 misses the budget already at the lowest concurrency {levels[0]}")
                 return
             if high - low == 1 and facts.measured(b, low):
-                self.log.note(f"{cell}: p99 meets the budget at concurrency {levels[low]}"
-                              + (f" and misses it at {levels[high]}" if high < facts.levels else ", the highest"))
+                self.log.note(
+                    f"{cell}: p99 meets the budget at concurrency {levels[low]}"
+                    + (f" and misses it at {levels[high]}" if high < facts.levels else ", the highest")
+                )
                 return
             bound = facts.bound(b, high - 1)
             if self.incumbent is not None and bound.below(self.incumbent.low):
                 self.left_out += 1
-                where = f"concurrency {levels[low]}, known to meet the budget" if high - low == 1 else \
-                    f"concurrency {levels[max(low, 0)]} to {levels[high - 1]}"
-                self.log.note(f"{cell}: cannot win, left unmeasured: its best under the budget ({where}) has at "
-                              f"most the throughput of {self._label(v, *bound.by)}, {bound.throughput:.1f}, "
-                              f"below {self.incumbent.text()}")
+                where = (
+                    f"concurrency {levels[low]}, known to meet the budget"
+                    if high - low == 1
+                    else f"concurrency {levels[max(low, 0)]} to {levels[high - 1]}"
+                )
+                self.log.note(
+                    f"{cell}: cannot win, left unmeasured: its best under the budget ({where}) has at "
+                    f"most the throughput of {self._label(v, *bound.by)}, {bound.throughput:.1f}, "
+                    f"below {self.incumbent.text()}"
+                )
                 return
             if high - low == 1:  # the level known to meet the budget (a heavier point did) is the best here
                 self._judged(v, b, low, "meets the budget (a heavier point did): measured for its throughput", facts)
                 continue
-            could_win = [c for c in range(low + 1, high)
-                         if self.incumbent is None or not facts.bound(b, c).below(self.incumbent.low)]
+            could_win = [
+                c
+                for c in range(low + 1, high)
+                if self.incumbent is None or not facts.bound(b, c).below(self.incumbent.low)
+            ]
             if low >= 0:
                 probe, why = could_win[0], "the lowest level that could win above one known to meet the budget"
             else:
@@ -185,8 +229,13 @@ class _Walk:
                 kinds[kind] = kinds.get(kind, 0) + 1
         spent = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none measured here"
         best = self.best
-        best_text = "none meets the budget" if row_score(best, self.budget) == -math.inf else \
-            f"best {best.variant} batch {best.batch_size} concurrency {best.concurrency}"
-        self.log.stop(f"every variant walked from its heaviest load down under p99 <= {self.budget:g} ms, "
-                      f"{self.left_out} batch size(s) or variant(s) left out by a heavier point's throughput, "
-                      f"each point measured until decided ({spent}); {best_text}")
+        best_text = (
+            "none meets the budget"
+            if row_score(best, self.budget) == -math.inf
+            else f"best {best.variant} batch {best.batch_size} concurrency {best.concurrency}"
+        )
+        self.log.stop(
+            f"every variant walked from its heaviest load down under p99 <= {self.budget:g} ms, "
+            f"{self.left_out} batch size(s) or variant(s) left out by a heavier point's throughput, "
+            f"each point measured until decided ({spent}); {best_text}"
+        )

@@ -38,27 +38,41 @@ class Answer:
             if row is None:
                 return None
             low, high = number(row, "throughput_low"), number(row, "throughput_high")
-            return {"variant": row["variant"], "batch_size": int(row["batch_size"]), "concurrency": int(row["concurrency"]),
-                    "throughput": float(row["throughput"]), "p99_ms": float(row["p99_ms"]),
-                    "throughput_interval": None if math.isnan(low) or math.isnan(high) else [low, high]}
-        return {"latency_budget_ms": self.latency_budget_ms, "best": brief(self.best),
-                "margin_ms": self.margin_ms, "runner_up": brief(self.runner_up),
-                "confidence": self.confidence.to_dict()}
+            return {
+                "variant": row["variant"],
+                "batch_size": int(row["batch_size"]),
+                "concurrency": int(row["concurrency"]),
+                "throughput": float(row["throughput"]),
+                "p99_ms": float(row["p99_ms"]),
+                "throughput_interval": None if math.isnan(low) or math.isnan(high) else [low, high],
+            }
+
+        return {
+            "latency_budget_ms": self.latency_budget_ms,
+            "best": brief(self.best),
+            "margin_ms": self.margin_ms,
+            "runner_up": brief(self.runner_up),
+            "confidence": self.confidence.to_dict(),
+        }
 
     def describe(self) -> str:
         if self.best is None:
             within = f" within p99 <= {self.latency_budget_ms:g} ms" if self.latency_budget_ms is not None else ""
             return f"No measured point qualifies{within}."
         b = self.best
-        text = (f"Best: {b['variant']}, batch {int(b['batch_size'])}, concurrency {int(b['concurrency'])}: "
-                f"{float(b['throughput']):.1f} infer/s at p99 {float(b['p99_ms']):.2f} ms")
+        text = (
+            f"Best: {b['variant']}, batch {int(b['batch_size'])}, concurrency {int(b['concurrency'])}: "
+            f"{float(b['throughput']):.1f} infer/s at p99 {float(b['p99_ms']):.2f} ms"
+        )
         if self.margin_ms is not None:
             text += f" ({self.margin_ms:.2f} ms = {self.margin_ms / self.latency_budget_ms:.0%} of the budget to spare)"
         if self.runner_up is not None:
             r = self.runner_up
             gap = 1 - float(r["throughput"]) / float(b["throughput"])
-            text += (f". Runner-up: {r['variant']}, batch {int(r['batch_size'])}, concurrency {int(r['concurrency'])}: "
-                     f"{float(r['throughput']):.1f} infer/s ({gap:.0%} less) at p99 {float(r['p99_ms']):.2f} ms")
+            text += (
+                f". Runner-up: {r['variant']}, batch {int(r['batch_size'])}, concurrency {int(r['concurrency'])}: "
+                f"{float(r['throughput']):.1f} infer/s ({gap:.0%} less) at p99 {float(r['p99_ms']):.2f} ms"
+            )
         else:
             text += ". No other configuration qualifies"
         return text + f". Confidence: {self.confidence.statement}."

@@ -13,18 +13,28 @@ measure in full.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
-from workbench.measure.engine.measure_settings import MeasureSettings
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import Until
 
-__all__ = ["SearchSpace", "SearchLog", "SearchStrategy", "Measure", "JudgedMeasure", "row_score", "meets_budget",
-           "may_meet_budget", "check_resume"]
+__all__ = [
+    "SearchSpace",
+    "SearchLog",
+    "SearchStrategy",
+    "Measure",
+    "JudgedMeasure",
+    "row_score",
+    "meets_budget",
+    "may_meet_budget",
+    "check_resume",
+]
 
 Measure = Callable[[Point], PointRow]
 
@@ -33,7 +43,7 @@ class JudgedMeasure(Protocol):
     """The sweep's ``measure`` as a search that sets its own effort calls it: ``until`` ends the
     point's windows (effort.py) instead of the stability rule."""
 
-    def __call__(self, point: Point, *, until: "Until | None" = None) -> PointRow: ...
+    def __call__(self, point: Point, *, until: Until | None = None) -> PointRow: ...
 
 
 def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
@@ -70,9 +80,10 @@ class SearchSpace:
     concurrency: tuple[int, ...]
 
     @classmethod
-    def of(cls, plan: SweepPlan, variants: Sequence[Variant]) -> "SearchSpace":
-        order = sorted(range(len(variants)), key=lambda i: (variants[i].allocation.cores,
-                                                             variants[i].allocation.instances, i))
+    def of(cls, plan: SweepPlan, variants: Sequence[Variant]) -> SearchSpace:
+        order = sorted(
+            range(len(variants)), key=lambda i: (variants[i].allocation.cores, variants[i].allocation.instances, i)
+        )
         return cls(tuple(variants[i] for i in order), tuple(sorted(plan.batch_sizes)), tuple(sorted(plan.concurrency)))
 
     @property
@@ -99,12 +110,17 @@ class SearchLog:
     @staticmethod
     def _entry(number: int, row: PointRow, why: str, latency_budget_ms: float | None, test=meets_budget) -> dict:
         return {
-            "step": number, "variant": row.variant, "batch_size": row.batch_size,
-            "concurrency": row.concurrency, "why": why,
+            "step": number,
+            "variant": row.variant,
+            "batch_size": row.batch_size,
+            "concurrency": row.concurrency,
+            "why": why,
             "throughput": None if math.isnan(row.throughput) else round(row.throughput, 3),
             "p99_ms": None if math.isnan(row.p99_ms) else round(row.p99_ms, 4),
-            "meets_budget": test(row, latency_budget_ms), "error": row.error,
-            "windows": None if math.isnan(row.windows) else int(row.windows), "stopped": row.stopped,
+            "meets_budget": test(row, latency_budget_ms),
+            "error": row.error,
+            "windows": None if math.isnan(row.windows) else int(row.windows),
+            "stopped": row.stopped,
         }
 
     def measured(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
@@ -123,11 +139,18 @@ class SearchLog:
         self.stopped = reason
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "params": self.params, "space_points": self.space.size,
-                "measured_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.steps}),
-                "screened_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.screens}),
-                "steps": list(self.steps), "screens": list(self.screens), "notes": list(self.notes),
-                "stopped": self.stopped, "confirmed": list(self.confirmed)}
+        return {
+            "name": self.name,
+            "params": self.params,
+            "space_points": self.space.size,
+            "measured_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.steps}),
+            "screened_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.screens}),
+            "steps": list(self.steps),
+            "screens": list(self.screens),
+            "notes": list(self.notes),
+            "stopped": self.stopped,
+            "confirmed": list(self.confirmed),
+        }
 
 
 class SearchStrategy:
@@ -150,7 +173,9 @@ class SearchStrategy:
             if not math.isfinite(latency_budget_ms) or latency_budget_ms <= 0:
                 raise SweepError(f"latency budget {latency_budget_ms} ms must be a positive number")
         elif self.needs_budget:
-            raise SweepError(f"the {self.name} search needs a p99 latency budget (latency_budget_ms, --latency-budget-ms)")
+            raise SweepError(
+                f"the {self.name} search needs a p99 latency budget (latency_budget_ms, --latency-budget-ms)"
+            )
         self.latency_budget_ms = latency_budget_ms
 
     @property
@@ -186,9 +211,12 @@ def check_resume(search: SearchStrategy | None, previous: Mapping[str, Any] | No
     were chosen by other rules, and the log would mix two lines of reasoning."""
     if previous is None:
         return
+
     def identity(entry: Mapping[str, Any] | None) -> dict:
         return {"name": entry["name"], "params": entry["params"]} if entry else {"name": "grid", "params": {}}
+
     old, new = identity(previous.get("search")), identity(search.to_dict() if search is not None else None)
     if old != new:
-        raise SweepError(f"cannot resume a run made by search {old} with search {new}; "
-                         "use the same search or another folder")
+        raise SweepError(
+            f"cannot resume a run made by search {old} with search {new}; use the same search or another folder"
+        )

@@ -15,8 +15,14 @@ from typing import Any
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.sweep.search.base import SearchStrategy
 
-__all__ = ["SearchChoice", "search_names", "parse_percent", "parse_optional_count", "parse_optional_ms",
-           "parse_budget_ms"]
+__all__ = [
+    "SearchChoice",
+    "search_names",
+    "parse_percent",
+    "parse_optional_count",
+    "parse_optional_ms",
+    "parse_budget_ms",
+]
 
 # optional settings -> the keyword each search takes
 _KEYWORDS = ("min_gain", "tries", "screen_window_s", "within")

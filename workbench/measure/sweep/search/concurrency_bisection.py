@@ -10,8 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.sweep.search.base import (Measure, SearchLog, SearchSpace, SearchStrategy, may_meet_budget, meets_budget,
-                                           row_score)
+from workbench.measure.sweep.search.base import (
+    Measure,
+    SearchLog,
+    SearchSpace,
+    SearchStrategy,
+    may_meet_budget,
+    meets_budget,
+    row_score,
+)
 
 __all__ = ["CellAnswer", "bisect_cell", "ConcurrencyBisection"]
 
@@ -30,9 +37,18 @@ class CellAnswer:
         return row_score(self.best, latency_budget_ms)
 
 
-def bisect_cell(space: SearchSpace, variant: int, batch: int, measure: Measure, log: SearchLog,
-                latency_budget_ms: float, start: int | None = None, *, screening: bool = False,
-                start_why: str = "warm start at a neighbour's answer") -> CellAnswer:
+def bisect_cell(
+    space: SearchSpace,
+    variant: int,
+    batch: int,
+    measure: Measure,
+    log: SearchLog,
+    latency_budget_ms: float,
+    start: int | None = None,
+    *,
+    screening: bool = False,
+    start_why: str = "warm start at a neighbour's answer",
+) -> CellAnswer:
     """Bisect the concurrency levels of one cell. ``start`` (an index, e.g. the answer of a
     neighbouring cell, logged as ``start_why``) is probed first; a failed point counts as missing
     the budget.

@@ -12,7 +12,7 @@ resumed run does not measure again what its record says it already re-measured.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import pandas as pd
 
@@ -47,9 +47,15 @@ def why_confirm(best: pd.Series | None, runner_up: pd.Series | None, latency_bud
     return "; ".join(reasons) or None
 
 
-def confirm_answer(rows: Iterable[PointRow], points: Mapping[tuple, Point],
-                   remeasure: Callable[[Point], PointRow], log: SearchLog, latency_budget_ms: float | None,
-                   done: Iterable[str] = (), only_variant: str | None = None) -> str | None:
+def confirm_answer(
+    rows: Iterable[PointRow],
+    points: Mapping[tuple, Point],
+    remeasure: Callable[[Point], PointRow],
+    log: SearchLog,
+    latency_budget_ms: float | None,
+    done: Iterable[str] = (),
+    only_variant: str | None = None,
+) -> str | None:
     """Measure the answer of ``rows`` again when ``why_confirm`` says so (unless its label is in
     ``done``: re-measured by an earlier session; or, with ``only_variant`` (the variant loaded),
     unless it is of another variant: a search that never reloads says so instead); ``points``: the plan's points by key;
@@ -68,11 +74,15 @@ def confirm_answer(rows: Iterable[PointRow], points: Mapping[tuple, Point],
     if point.label in set(done):
         return None
     if only_variant is not None and point.variant.label != only_variant:
-        log.note(f"answer {point.label} not measured again ({why}): its variant is no longer loaded, and this "
-                 "search does not reload a variant it has measured; the answer states its confidence instead")
+        log.note(
+            f"answer {point.label} not measured again ({why}): its variant is no longer loaded, and this "
+            "search does not reload a variant it has measured; the answer states its confidence instead"
+        )
         return None
     row = remeasure(point)
     log.measured(row, f"the answer measured again: {why}", latency_budget_ms)
-    log.note(f"answer {point.label} re-measured: {row.throughput:.1f} infer/s, p99 {row.p99_ms:.2f} ms "
-             f"(first {first.throughput:.1f} infer/s, p99 {first.p99_ms:.2f} ms)")
+    log.note(
+        f"answer {point.label} re-measured: {row.throughput:.1f} infer/s, p99 {row.p99_ms:.2f} ms "
+        f"(first {first.throughput:.1f} infer/s, p99 {first.p99_ms:.2f} ms)"
+    )
     return point.label

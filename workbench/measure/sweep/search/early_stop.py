@@ -35,8 +35,8 @@ class EarlyStop(SearchStrategy):
         """The last ``tries`` results add less than ``min_gain`` over the best before them."""
         if len(history) <= self.tries:
             return False
-        before = max(history[:-self.tries])
-        return before > -math.inf and max(history[-self.tries:]) < before * (1 + self.min_gain)
+        before = max(history[: -self.tries])
+        return before > -math.inf and max(history[-self.tries :]) < before * (1 + self.min_gain)
 
     def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
         budget, gain = self.latency_budget_ms, f"{self.min_gain:.0%}"
@@ -49,21 +49,31 @@ class EarlyStop(SearchStrategy):
                     log.measured(row, "first concurrency level" if c == 0 else "throughput still growing", budget)
                     history.append(row_score(row, budget))
                     if history[-1] == -math.inf:
-                        log.note(f"{variant.label} batch {batch}: concurrency walk ends at {concurrency}: "
-                                 + (f"p99 {row.p99_ms:.2f} ms misses the budget" if not row.error else "point failed"))
+                        log.note(
+                            f"{variant.label} batch {batch}: concurrency walk ends at {concurrency}: "
+                            + (f"p99 {row.p99_ms:.2f} ms misses the budget" if not row.error else "point failed")
+                        )
                         break
                     if self._stalled(history):
-                        log.note(f"{variant.label} batch {batch}: concurrency walk ends at {concurrency}: "
-                                 f"throughput gained less than {gain} over {self.tries} step(s)")
+                        log.note(
+                            f"{variant.label} batch {batch}: concurrency walk ends at {concurrency}: "
+                            f"throughput gained less than {gain} over {self.tries} step(s)"
+                        )
                         break
                 batch_bests.append(max(history))
                 if batch_bests[-1] == -math.inf:
-                    log.note(f"{variant.label}: batch walk ends at {batch}: no concurrency meets the budget, "
-                             "and a larger batch only adds latency")
+                    log.note(
+                        f"{variant.label}: batch walk ends at {batch}: no concurrency meets the budget, "
+                        "and a larger batch only adds latency"
+                    )
                     break
                 if self._stalled(batch_bests):
-                    log.note(f"{variant.label}: batch walk ends at {batch}: best throughput gained less than "
-                             f"{gain} over {self.tries} batch size(s)")
+                    log.note(
+                        f"{variant.label}: batch walk ends at {batch}: best throughput gained less than "
+                        f"{gain} over {self.tries} batch size(s)"
+                    )
                     break
-        log.stop(f"every variant walked until throughput stopped growing by {gain}"
-                 + (f" or p99 missed {budget:g} ms" if budget is not None else ""))
+        log.stop(
+            f"every variant walked until throughput stopped growing by {gain}"
+            + (f" or p99 missed {budget:g} ms" if budget is not None else "")
+        )

@@ -34,20 +34,60 @@ ruling on two lucky windows. The incumbent is read the same way, from its own wi
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Generic, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import WindowResult
 
-__all__ = ["WindowSummary", "Incumbent", "Interval", "Verdict", "EffortRule", "t_interval", "latency_interval",
-           "STOP_KINDS", "summaries",
-           "DecidedBy", "p99_limit"]
+__all__ = [
+    "WindowSummary",
+    "Incumbent",
+    "Interval",
+    "Verdict",
+    "EffortRule",
+    "t_interval",
+    "latency_interval",
+    "STOP_KINDS",
+    "summaries",
+    "DecidedBy",
+    "p99_limit",
+]
 
 # two-sided 95% Student-t quantiles (0.975) by degrees of freedom 1..30; past 30 the normal's 1.96
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 STOP_KINDS = ("cannot win", "separated below", "separated above", "cap reached")
 
@@ -110,7 +150,7 @@ class Incumbent:
     throughput_high: float
 
     @classmethod
-    def from_windows(cls, label: str, windows: Sequence[WindowSummary]) -> "Incumbent":
+    def from_windows(cls, label: str, windows: Sequence[WindowSummary]) -> Incumbent:
         """The incumbent read as a candidate is: the t-interval of its windows' throughputs."""
         found = t_interval([w.throughput for w in windows])
         return cls(label, found.mean, found.low, found.high)
@@ -156,11 +196,13 @@ class EffortRule:
         if not isinstance(self.min_windows, int) or self.min_windows < 2:
             raise ValueError(f"min_windows {self.min_windows!r} must be a whole number >= 2 (an interval needs two)")
         if not isinstance(self.max_windows, int) or self.max_windows < self.min_windows:
-            raise ValueError(f"max_windows {self.max_windows!r} must be a whole number >= min_windows "
-                             f"({self.min_windows})")
+            raise ValueError(
+                f"max_windows {self.max_windows!r} must be a whole number >= min_windows ({self.min_windows})"
+            )
 
-    def judge(self, windows: Sequence[WindowSummary], incumbent: Incumbent | None,
-              limits: Mapping[str, float]) -> Verdict:
+    def judge(
+        self, windows: Sequence[WindowSummary], incumbent: Incumbent | None, limits: Mapping[str, float]
+    ) -> Verdict:
         """The verdict on a point after ``windows``, against ``limits`` (latency name -> limit in
         ms, each read from every window's ``latencies_ms``, NaN ones left out; empty: throughput alone). See the
         module's docstring."""
@@ -172,23 +214,35 @@ class EffortRule:
         for name, limit in limits.items():
             if latency[name].low > limit:
                 return Verdict("cannot win", f"{name} {latency[name].text(' ms')} is past the {limit:g} ms limit", k)
-        straddling = [f"{name} {latency[name].text(' ms')} straddles the {limit:g} ms limit"
-                      for name, limit in limits.items() if latency[name].high > limit]
+        straddling = [
+            f"{name} {latency[name].text(' ms')} straddles the {limit:g} ms limit"
+            for name, limit in limits.items()
+            if latency[name].high > limit
+        ]
         if incumbent is not None and thr.high < incumbent.low:
-            return Verdict("separated below", f"throughput {thr.text()} ends below {incumbent.text()}"
-                           + "".join(f"; {s}" for s in straddling), k)
+            return Verdict(
+                "separated below",
+                f"throughput {thr.text()} ends below {incumbent.text()}" + "".join(f"; {s}" for s in straddling),
+                k,
+            )
         if not straddling and (incumbent is None or thr.low > incumbent.high):
             over = "no incumbent yet" if incumbent is None else f"starts above {incumbent.text()}"
-            within = "".join(f", {name} {latency[name].text(' ms')} within {limit:g} ms"
-                             for name, limit in limits.items())
+            within = "".join(
+                f", {name} {latency[name].text(' ms')} within {limit:g} ms" for name, limit in limits.items()
+            )
             return Verdict("separated above", f"throughput {thr.text()} {over}{within}", k)
         if k >= self.max_windows:
             undecided = list(straddling)
             if incumbent is not None and thr.low <= incumbent.high:
                 undecided.append(f"throughput {thr.text()} overlaps {incumbent.text()}")
             return Verdict("cap reached", "; ".join(undecided) or "undecided", k)
-        return Verdict("continue", f"throughput {thr.text()}"
-                       + "".join(f", {name} {latency[name].text(' ms')}" for name in limits) + ": not yet separated", k)
+        return Verdict(
+            "continue",
+            f"throughput {thr.text()}"
+            + "".join(f", {name} {latency[name].text(' ms')}" for name in limits)
+            + ": not yet separated",
+            k,
+        )
 
 
 def _read(windows: Sequence[WindowSummary], name: str) -> list[float]:
@@ -198,7 +252,7 @@ def _read(windows: Sequence[WindowSummary], name: str) -> list[float]:
     return [v for v in (w.latencies_ms[name] for w in windows) if not math.isnan(v)]
 
 
-def summaries(windows: Sequence["WindowResult"]) -> list[WindowSummary]:
+def summaries(windows: Sequence[WindowResult]) -> list[WindowSummary]:
     """The load generator's windows as the rule reads them (each window's own p99)."""
     return [WindowSummary(w.throughput, {"p99": w.latency(99) / 1000.0}, w.requests, w.duration_s) for w in windows]
 
@@ -212,8 +266,13 @@ class DecidedBy(Generic[Window]):
     load generator's). Keeps the windows it last read (``seen``), so a point that becomes the
     incumbent is read from them (``Incumbent.from_windows``)."""
 
-    def __init__(self, rule: EffortRule, incumbent: Incumbent | None, limits: Mapping[str, float],
-                 summarize: Callable[[Sequence[Window]], list[WindowSummary]] = summaries) -> None:
+    def __init__(
+        self,
+        rule: EffortRule,
+        incumbent: Incumbent | None,
+        limits: Mapping[str, float],
+        summarize: Callable[[Sequence[Window]], list[WindowSummary]] = summaries,
+    ) -> None:
         self.rule, self.incumbent, self.limits, self.summarize = rule, incumbent, dict(limits), summarize
         self.seen: list[WindowSummary] = []
 

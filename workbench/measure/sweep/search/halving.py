@@ -29,8 +29,14 @@ __all__ = ["SuccessiveHalving"]
 class SuccessiveHalving(ScreeningSearch):
     name = "halving"
 
-    def __init__(self, latency_budget_ms: float | None = None, *, screen_window_s: float = 0.2,
-                 within: float = 0.3, keep: int = 2) -> None:
+    def __init__(
+        self,
+        latency_budget_ms: float | None = None,
+        *,
+        screen_window_s: float = 0.2,
+        within: float = 0.3,
+        keep: int = 2,
+    ) -> None:
         super().__init__(latency_budget_ms, screen_window_s=screen_window_s, within=within)
         if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
             raise SweepError(f"keep {keep!r} must be a whole number >= 1 (cells per variant measured in full)")
@@ -40,8 +46,7 @@ class SuccessiveHalving(ScreeningSearch):
     def params(self) -> dict:
         return {**super().params, "keep": self.keep}
 
-    def _full(self, space: SearchSpace, v: int, b: int, c: int, measure: Measure, log: SearchLog,
-              why: str) -> PointRow:
+    def _full(self, space: SearchSpace, v: int, b: int, c: int, measure: Measure, log: SearchLog, why: str) -> PointRow:
         row = measure(space.point(v, b, c))
         log.measured(row, why, self.latency_budget_ms)
         if not meets_budget(row, self.latency_budget_ms) and c > 0:
@@ -73,15 +78,27 @@ class SuccessiveHalving(ScreeningSearch):
                     continue
                 overlaps = not clearly_below(cell.best, best_screen)
                 kept += 1
-                self._full(space, v, b, space.concurrency.index(cell.best.concurrency), measure, log,
-                           f"screened {interval(cell.best)}: "
-                           + ("its interval overlaps the best screen's" if overlaps
-                              else f"within {self.within:.0%} of the best screen"))
+                self._full(
+                    space,
+                    v,
+                    b,
+                    space.concurrency.index(cell.best.concurrency),
+                    measure,
+                    log,
+                    f"screened {interval(cell.best)}: "
+                    + (
+                        "its interval overlaps the best screen's"
+                        if overlaps
+                        else f"within {self.within:.0%} of the best screen"
+                    ),
+                )
                 full_cells += 1
         cells_total = len(space.variants) * len(space.batch_sizes)
-        log.stop(f"every cell screened with {self.screen_window_s:g} s windows; {full_cells} of {cells_total} "
-                 f"cells measured in full (every cell whose screen's interval overlaps the best screen's; those "
-                 f"within {self.within:.0%} of it while the variant has fewer than {self.keep} in full)")
+        log.stop(
+            f"every cell screened with {self.screen_window_s:g} s windows; {full_cells} of {cells_total} "
+            f"cells measured in full (every cell whose screen's interval overlaps the best screen's; those "
+            f"within {self.within:.0%} of it while the variant has fewer than {self.keep} in full)"
+        )
 
     def _ruled_out(self, row: PointRow, best: PointRow, kept: int) -> str | None:
         """Why the screen rules this cell out (None: measure it in full)."""
@@ -91,6 +108,8 @@ class SuccessiveHalving(ScreeningSearch):
         if far is not None:
             return far
         if kept >= self.keep:
-            return (f"screened {interval(row)} is clearly below the best screen {interval(best)}, and "
-                    f"{kept} cell(s) of the variant are measured in full already (keep {self.keep})")
+            return (
+                f"screened {interval(row)} is clearly below the best screen {interval(best)}, and "
+                f"{kept} cell(s) of the variant are measured in full already (keep {self.keep})"
+            )
         return None

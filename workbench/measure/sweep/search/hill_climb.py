@@ -35,8 +35,12 @@ Cell = tuple[int, int]  # (variant index, batch index) in the SearchSpace
 
 def _axes(variant: Variant, parameter_names: list[str]) -> tuple:
     batching = variant.batching.label if variant.batching is not None else ""
-    return (variant.allocation.instances, variant.allocation.cores_per_instance, batching,
-            *(dict(variant.parameters).get(name, "") for name in parameter_names))
+    return (
+        variant.allocation.instances,
+        variant.allocation.cores_per_instance,
+        batching,
+        *(dict(variant.parameters).get(name, "") for name in parameter_names),
+    )
 
 
 def _positions(variants: tuple[Variant, ...]) -> list[tuple[int, ...]]:
@@ -55,16 +59,27 @@ def neighbours(space: SearchSpace, cell: Cell) -> list[Cell]:
     """Every cell one step or less away on each axis (variant axes and batch size), but ``cell``."""
     positions = _positions(space.variants)
     v, b = cell
-    return [(i, j) for i in range(len(space.variants)) for j in (b - 1, b, b + 1)
-            if 0 <= j < len(space.batch_sizes) and (i, j) != cell
-            and max(abs(p - q) for p, q in zip(positions[i], positions[v])) <= 1]
+    return [
+        (i, j)
+        for i in range(len(space.variants))
+        for j in (b - 1, b, b + 1)
+        if 0 <= j < len(space.batch_sizes)
+        and (i, j) != cell
+        and max(abs(p - q) for p, q in zip(positions[i], positions[v])) <= 1
+    ]
 
 
 class HillClimb(ScreeningSearch):
     name = "hill-climb"
 
-    def __init__(self, latency_budget_ms: float | None = None, *, min_gain: float = 0.0,
-                 screen_window_s: float = 0.2, within: float = 0.3) -> None:
+    def __init__(
+        self,
+        latency_budget_ms: float | None = None,
+        *,
+        min_gain: float = 0.0,
+        screen_window_s: float = 0.2,
+        within: float = 0.3,
+    ) -> None:
         super().__init__(latency_budget_ms, screen_window_s=screen_window_s, within=within)
         if not isinstance(min_gain, (int, float)) or not 0 <= min_gain < 10:
             raise SweepError(f"min_gain {min_gain!r} must be a fraction >= 0 (0.05 = 5%)")
@@ -78,8 +93,11 @@ class HillClimb(ScreeningSearch):
         if screen is None:
             raise SweepError("the hill-climb search screens points: run it through run_sweep, which gives screen()")
         budget = self.latency_budget_ms
-        screens = {(v, b): cell for v in range(len(space.variants))
-                   for b, cell in enumerate(screen_variant(space, v, screen, log, budget))}
+        screens = {
+            (v, b): cell
+            for v in range(len(space.variants))
+            for b, cell in enumerate(screen_variant(space, v, screen, log, budget))
+        }
         full: dict[Cell, CellAnswer] = {}
 
         def label(cell: Cell) -> str:
@@ -89,8 +107,15 @@ class HillClimb(ScreeningSearch):
             return full[cell].score(budget)
 
         def measure_cell(cell: Cell) -> None:
-            full[cell] = bisect_cell(space, *cell, measure, log, budget, max(screens[cell].highest_ok, 0),
-                                     start_why="warm start at the screen's answer")
+            full[cell] = bisect_cell(
+                space,
+                *cell,
+                measure,
+                log,
+                budget,
+                max(screens[cell].highest_ok, 0),
+                start_why="warm start at the screen's answer",
+            )
 
         counts = lambda: f"{len(full)} of {len(screens)} cells measured in full"  # noqa: E731
         ranked = sorted((c for c in screens if screens[c].best is not None), key=lambda c: -screens[c].best.throughput)
@@ -99,15 +124,22 @@ class HillClimb(ScreeningSearch):
             measure_cell(cell)
             if score(cell) > -math.inf:
                 best = cell
-                log.note(f"climb starts at {label(cell)}: the best screen"
-                         + (" whose cell meets the budget in full" if cell != ranked[0] else "")
-                         + f", {interval(screens[cell].best)}")
+                log.note(
+                    f"climb starts at {label(cell)}: the best screen"
+                    + (" whose cell meets the budget in full" if cell != ranked[0] else "")
+                    + f", {interval(screens[cell].best)}"
+                )
                 break
-            log.note(f"{label(cell)}: screened {interval(screens[cell].best)} but no concurrency meets "
-                     "the budget in full; the next best screen")
+            log.note(
+                f"{label(cell)}: screened {interval(screens[cell].best)} but no concurrency meets "
+                "the budget in full; the next best screen"
+            )
         if best is None:
-            log.stop(f"no cell meets p99 <= {budget:g} ms " + ("in the screen" if not ranked else "in full")
-                     + f" ({counts()})")
+            log.stop(
+                f"no cell meets p99 <= {budget:g} ms "
+                + ("in the screen" if not ranked else "in full")
+                + f" ({counts()})"
+            )
             return
         while True:
             moved = False
@@ -123,8 +155,10 @@ class HillClimb(ScreeningSearch):
                     log.note(f"{label(cell)}: not measured in full beside {label(best)}: {why}")
                     continue
                 if why is not None:
-                    log.note(f"{label(cell)}: the best screen beside {label(best)}, measured in full although "
-                             "its screen is far below: one screen alone does not end the climb")
+                    log.note(
+                        f"{label(cell)}: the best screen beside {label(best)}, measured in full although "
+                        "its screen is far below: one screen alone does not end the climb"
+                    )
                 measure_cell(cell)
                 here, there = score(best), score(cell)
                 if there > here * (1 + self.min_gain):
@@ -133,9 +167,11 @@ class HillClimb(ScreeningSearch):
                     break
             if not moved:
                 break
-        log.stop(f"local optimum: every neighbour of {label(best)} (diagonals included) is measured in full or "
-                 f"ruled out by its screen, and none beats its {score(best):.1f} infer/s by more than "
-                 f"{self.min_gain:.0%} ({counts()})")
+        log.stop(
+            f"local optimum: every neighbour of {label(best)} (diagonals included) is measured in full or "
+            f"ruled out by its screen, and none beats its {score(best):.1f} infer/s by more than "
+            f"{self.min_gain:.0%} ({counts()})"
+        )
 
     def _ruled_out(self, cell: CellAnswer, best: CellAnswer) -> str | None:
         """Why the screen rules ``cell`` out beside the best cell's screen (None: measure it in full)."""

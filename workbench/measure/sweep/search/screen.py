@@ -13,11 +13,11 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import Measure, SearchLog, SearchSpace, SearchStrategy
 from workbench.measure.sweep.search.concurrency_bisection import CellAnswer, bisect_cell
-from workbench.measure.engine.measure_settings import MeasureSettings
 
 __all__ = ["ScreeningSearch", "screen_variant", "clearly_below", "interval"]
 
@@ -28,11 +28,16 @@ class ScreeningSearch(SearchStrategy):
 
     needs_budget = True
 
-    def __init__(self, latency_budget_ms: float | None = None, *, screen_window_s: float = 0.2,
-                 within: float = 0.3) -> None:
+    def __init__(
+        self, latency_budget_ms: float | None = None, *, screen_window_s: float = 0.2, within: float = 0.3
+    ) -> None:
         super().__init__(latency_budget_ms)
-        if not isinstance(screen_window_s, (int, float)) or isinstance(screen_window_s, bool) \
-                or not math.isfinite(screen_window_s) or screen_window_s <= 0:
+        if (
+            not isinstance(screen_window_s, (int, float))
+            or isinstance(screen_window_s, bool)
+            or not math.isfinite(screen_window_s)
+            or screen_window_s <= 0
+        ):
             raise SweepError(f"screen_window_s {screen_window_s!r} must be a positive number of seconds")
         if not isinstance(within, (int, float)) or not 0 <= within < 1:
             raise SweepError(f"within {within!r} must be a fraction in [0, 1) (0.3 = 30%)")
@@ -44,19 +49,28 @@ class ScreeningSearch(SearchStrategy):
 
     def screening(self, settings: MeasureSettings) -> MeasureSettings:
         """One window of ``screen_window_s`` (never longer than the run's), no latency floor."""
-        return dataclasses.replace(settings, window_s=min(self.screen_window_s, settings.window_s), stable_windows=1,
-                                   max_windows=1, time_limit_s=None, min_latencies=0)
+        return dataclasses.replace(
+            settings,
+            window_s=min(self.screen_window_s, settings.window_s),
+            stable_windows=1,
+            max_windows=1,
+            time_limit_s=None,
+            min_latencies=0,
+        )
 
     def far_below(self, row: PointRow, best: PointRow) -> str | None:
         """Why the screen ``row`` rules its cell out beside the best screen ``best`` (None: it does not)."""
         if clearly_below(row, best) and row.throughput < (1 - self.within) * best.throughput:
-            return (f"screened {interval(row)} is clearly below the best screen {interval(best)} "
-                    f"and more than {self.within:.0%} below it")
+            return (
+                f"screened {interval(row)} is clearly below the best screen {interval(best)} "
+                f"and more than {self.within:.0%} below it"
+            )
         return None
 
 
-def screen_variant(space: SearchSpace, v: int, screen: Measure, log: SearchLog,
-                   latency_budget_ms: float) -> list[CellAnswer]:
+def screen_variant(
+    space: SearchSpace, v: int, screen: Measure, log: SearchLog, latency_budget_ms: float
+) -> list[CellAnswer]:
     """Every batch size of variant ``v`` screened (one load), each cell's bisection warm-started at
     the previous batch size's answer; the cells in batch order."""
     cells: list[CellAnswer] = []
