@@ -56,6 +56,19 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--kubernetes", action="store_true", help="also write Kubernetes manifests (needs --repository)"
     )
     parser.add_argument(
+        "--ray-cluster",
+        action="store_true",
+        dest="ray_cluster",
+        help="also write a Ray cluster to sweep and compile on (`workbench sweep --ray`): a KubeRay "
+        "RayCluster for EKS and a Ray cluster-launcher YAML for EC2, in the recipe's image",
+    )
+    parser.add_argument(
+        "--ray-worker-types",
+        metavar="TYPES",
+        help="with --ray-cluster: the Neuron instance types to measure on, e.g. inf2.xlarge,trn2.48xlarge "
+        "(default: --instance-type, else the target's smallest)",
+    )
+    parser.add_argument(
         "--repository", help="where the cluster reads the model repository: s3://bucket/path or pvc:CLAIM[/subpath]"
     )
     parser.add_argument(
@@ -106,8 +119,8 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     model_dir = args.model_dir.resolve()
     if not (model_dir / "config.pbtxt").is_file():
         raise FileNotFoundError(f"{model_dir} has no config.pbtxt: give a generated model directory")
-    if args.no_recipe and not args.kubernetes:
-        raise ManifestError("--no-recipe without --kubernetes leaves nothing to write")
+    if args.no_recipe and not (args.kubernetes or args.ray_cluster):
+        raise ManifestError("--no-recipe without --kubernetes or --ray-cluster leaves nothing to write")
     if args.kubernetes and not args.repository:
         raise ManifestError("--kubernetes needs --repository s3://bucket/path or pvc:CLAIM[/subpath]")
     settings = load_settings(model_dir)
@@ -141,6 +154,8 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
                 lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty, overwrite=force),
             )
         )
+    if args.ray_cluster:
+        planned.append(_plan_ray_cluster(args, model_dir, settings, root))
     if args.kubernetes:
         documents = manifests_for_model(
             model_dir,
@@ -161,6 +176,34 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
             Planned(folder, files, lambda force, folder=folder: write_model_dir(folder, files, overwrite=force))
         )
     return planned
+
+
+# the smallest instance of each target family: where a Ray worker measures by default
+_SMALLEST = {"inf1": "inf1.xlarge", "inf2": "inf2.xlarge", "trn1": "trn1.2xlarge", "trn2": "trn2.48xlarge",
+             "trn3": "trn3.48xlarge"}
+
+
+def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: GenerateSettings, root: Path) -> Planned:
+    """``--ray-cluster``: the KubeRay RayCluster and the cluster-launcher YAML (`deploy.ray_cluster`)."""
+    # start-up: the Ray cluster module loads only when asked for
+    from workbench.deploy.ray_cluster import RayClusterSpec, cluster_launcher, kuberay_cluster
+
+    if args.ray_worker_types:
+        types = tuple(t.strip() for t in args.ray_worker_types.split(",") if t.strip())
+    elif args.instance_type:
+        types = (args.instance_type,)
+    elif settings.target in _SMALLEST:
+        types = (_SMALLEST[settings.target],)
+    else:
+        raise ManifestError(f"--ray-cluster: {model_dir.name} runs on the {settings.target} target; name the Neuron "
+                            "instance types to measure on with --ray-worker-types")
+    image = args.image or recipe_for(settings.target, settings.framework).image
+    name = re.sub(r"[^a-z0-9-]+", "-", f"workbench-{model_dir.name}".lower()).strip("-")[:40].rstrip("-")
+    spec = RayClusterSpec(name=name, image=image, neuron_instance_types=types, workers=args.replicas,
+                          namespace=args.namespace, lnc=args.lnc)
+    files = {"raycluster.yaml": to_yaml([kuberay_cluster(spec)]), "cluster-launcher.yaml": to_yaml([cluster_launcher(spec)])}
+    folder = root / f"ray-cluster-{model_dir.name}"
+    return Planned(folder, files, lambda force: write_model_dir(folder, files, overwrite=force))
 
 
 def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSettings, root: Path) -> list[Planned]:

@@ -196,6 +196,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "repeat to fan the variants out over several servers (one thread each, one merged run)",
     )
     run.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="measure each variant as a Ray task on a Ray cluster's nodes (its own tritonserver "
+        "there, the model folder shipped by Ray); ADDRESS: the cluster's (default: RAY_ADDRESS, "
+        "else a Ray started here). Needs the ray extra",
+    )
+    run.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -391,6 +401,10 @@ def run_cli(args: argparse.Namespace) -> int:
 
     model_dir = Path(args.model_dir)
     if _streams_tokens(model_dir):  # the backend switch: a token-streaming backend is swept in tokens
+        if args.ray is not None:
+            print("workbench sweep: error: --ray measures tensor models; an LLM (vLLM-backend) sweep runs on one "
+                  "server: drop --ray", file=sys.stderr)
+            return _EXIT_BAD_INPUT
         return run_llm_cli(args, args.flag_defaults)
     misplaced = misplaced_flags(args, args.flag_defaults, llm=False)
     if misplaced:
@@ -424,6 +438,8 @@ def run_cli(args: argparse.Namespace) -> int:
     plan, settings, search = checked.plan, checked.settings, checked.search
     if checked.backends.active:
         return _run_backends(args, plan, settings, checked.backends)
+    if args.ray is not None:
+        return _run_on_ray(args, plan, settings, search)
     try:
         for remote in servers:  # a closed port, a stalled peer or not Triton: one line, within the timeout
             remote.version  # noqa: B018 (asked once, bounded)
@@ -520,6 +536,57 @@ def run_cli(args: argparse.Namespace) -> int:
     return sweep_exit(result)
 
 
+def _failure_exit(task: Task) -> int | None:
+    """A failed task's exit code, its error said (a bad input in one line); None when it did not fail."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.measure.sweep.preflight import INPUT_ERRORS
+
+    if task.state != "failed":
+        return None
+    if isinstance(task.error, INPUT_ERRORS):
+        print(f"workbench sweep: error: {task.error}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    print(task.error_text, file=sys.stderr)
+    return 1
+
+
+def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
+    """``--ray``: the plan's variants as Ray tasks (measure/cluster); the same table and exit codes."""
+    # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.measure.cluster import run_sweep_on_ray
+
+    refused = [flag for flag, given in (("--url", args.url), ("--search", search is not None),
+                                        ("--new-run", args.new_run)) if given]
+    if refused:
+        print(f"workbench sweep: error: --ray measures the whole grid into a new or resumed --out; "
+              f"drop {', '.join(refused)}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    bar = _Bar(plan.size)
+    task = Task(run_sweep_on_ray, plan, Path(args.model_dir), out_dir=args.out, settings=settings,
+                address=args.ray or None, resume=args.resume, label=args.label, command=_command(args),
+                on_progress=bar)
+    try:
+        run_to_the_end(task, INTERRUPTED)
+    finally:
+        bar.close()
+    failed = _failure_exit(task)
+    if failed is not None:
+        return failed
+    result = task.result
+    print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print()
+    print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    for label, entry in result.record.get("retried", {}).items():
+        print(f"retried: {label} started on {len(entry['started_on'])} nodes, measured on {entry['measured_on']}")
+    for label, error in result.record.get("failed_variants", {}).items():
+        print(f"workbench sweep: variant {label} failed: {error}", file=sys.stderr)
+    print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
+    if not result.complete:
+        print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
+        return _EXIT_CANCELLED if result.status == "cancelled" else 1
+    return 0
+
+
 def _streams_tokens(model_dir: Path) -> bool:
     """Whether ``model_dir``'s backend streams tokens (the backend switch's ``streams_tokens``);
     False where it cannot be read (the pre-run check then says why)."""
@@ -554,7 +621,6 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep.compare_backends import compare_backends
-    from workbench.measure.sweep.preflight import INPUT_ERRORS
     from workbench.server import TritonServer
 
     dirs = backends.model_dirs(args.model_dir)
@@ -582,12 +648,9 @@ def _run_backends(args: argparse.Namespace, plan, settings, backends) -> int:
     finally:
         bar.close()
         server.stop()
-    if task.state == "failed":
-        if isinstance(task.error, INPUT_ERRORS):
-            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
-            return _EXIT_BAD_INPUT
-        print(task.error_text, file=sys.stderr)
-        return 1
+    failed = _failure_exit(task)
+    if failed is not None:
+        return failed
     comparison = task.result
     joined = comparison.result()
     print(comparison.table().to_string(index=False, float_format=lambda v: f"{v:.3f}"))
