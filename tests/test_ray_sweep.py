@@ -32,7 +32,7 @@ from workbench.server import TritonServer
 
 from test_python_model import write_model
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.alone]  # a 3-node cluster on 2 cores: nothing beside it
 
 FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None,
                        min_latencies=50)

@@ -179,8 +179,13 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
 
 
 # the smallest instance of each target family: where a Ray worker measures by default
-_SMALLEST = {"inf1": "inf1.xlarge", "inf2": "inf2.xlarge", "trn1": "trn1.2xlarge", "trn2": "trn2.48xlarge",
-             "trn3": "trn3.48xlarge"}
+_SMALLEST = {
+    "inf1": "inf1.xlarge",
+    "inf2": "inf2.xlarge",
+    "trn1": "trn1.2xlarge",
+    "trn2": "trn2.48xlarge",
+    "trn3": "trn3.48xlarge",
+}
 
 
 def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: GenerateSettings, root: Path) -> Planned:
@@ -195,13 +200,24 @@ def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: Gener
     elif settings.target in _SMALLEST:
         types = (_SMALLEST[settings.target],)
     else:
-        raise ManifestError(f"--ray-cluster: {model_dir.name} runs on the {settings.target} target; name the Neuron "
-                            "instance types to measure on with --ray-worker-types")
+        raise ManifestError(
+            f"--ray-cluster: {model_dir.name} runs on the {settings.target} target; name the Neuron "
+            "instance types to measure on with --ray-worker-types"
+        )
     image = args.image or recipe_for(settings.target, settings.framework).image
     name = re.sub(r"[^a-z0-9-]+", "-", f"workbench-{model_dir.name}".lower()).strip("-")[:40].rstrip("-")
-    spec = RayClusterSpec(name=name, image=image, neuron_instance_types=types, workers=args.replicas,
-                          namespace=args.namespace, lnc=args.lnc)
-    files = {"raycluster.yaml": to_yaml([kuberay_cluster(spec)]), "cluster-launcher.yaml": to_yaml([cluster_launcher(spec)])}
+    spec = RayClusterSpec(
+        name=name,
+        image=image,
+        neuron_instance_types=types,
+        workers=args.replicas,
+        namespace=args.namespace,
+        lnc=args.lnc,
+    )
+    files = {
+        "raycluster.yaml": to_yaml([kuberay_cluster(spec)]),
+        "cluster-launcher.yaml": to_yaml([cluster_launcher(spec)]),
+    }
     folder = root / f"ray-cluster-{model_dir.name}"
     return Planned(folder, files, lambda force: write_model_dir(folder, files, overwrite=force))
 

@@ -402,8 +402,11 @@ def run_cli(args: argparse.Namespace) -> int:
     model_dir = Path(args.model_dir)
     if _streams_tokens(model_dir):  # the backend switch: a token-streaming backend is swept in tokens
         if args.ray is not None:
-            print("workbench sweep: error: --ray measures tensor models; an LLM (vLLM-backend) sweep runs on one "
-                  "server: drop --ray", file=sys.stderr)
+            print(
+                "workbench sweep: error: --ray measures tensor models; an LLM (vLLM-backend) sweep runs on one "
+                "server: drop --ray",
+                file=sys.stderr,
+            )
             return _EXIT_BAD_INPUT
         return run_llm_cli(args, args.flag_defaults)
     misplaced = misplaced_flags(args, args.flag_defaults, llm=False)
@@ -555,16 +558,31 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.cluster import run_sweep_on_ray
 
-    refused = [flag for flag, given in (("--url", args.url), ("--search", search is not None),
-                                        ("--new-run", args.new_run)) if given]
+    refused = [
+        flag
+        for flag, given in (("--url", args.url), ("--search", search is not None), ("--new-run", args.new_run))
+        if given
+    ]
     if refused:
-        print(f"workbench sweep: error: --ray measures the whole grid into a new or resumed --out; "
-              f"drop {', '.join(refused)}", file=sys.stderr)
+        print(
+            f"workbench sweep: error: --ray measures the whole grid into a new or resumed --out; "
+            f"drop {', '.join(refused)}",
+            file=sys.stderr,
+        )
         return _EXIT_BAD_INPUT
     bar = _Bar(plan.size)
-    task = Task(run_sweep_on_ray, plan, Path(args.model_dir), out_dir=args.out, settings=settings,
-                address=args.ray or None, resume=args.resume, label=args.label, command=_command(args),
-                on_progress=bar)
+    task = Task(
+        run_sweep_on_ray,
+        plan,
+        Path(args.model_dir),
+        out_dir=args.out,
+        settings=settings,
+        address=args.ray or None,
+        resume=args.resume,
+        label=args.label,
+        command=_command(args),
+        on_progress=bar,
+    )
     try:
         run_to_the_end(task, INTERRUPTED)
     finally:

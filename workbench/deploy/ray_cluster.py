@@ -32,9 +32,9 @@ KUBERAY_VERSION = "v1.7.0"  # the RayCluster CRD (ray.io/v1) these manifests are
 SOURCES = {
     "ray": "https://pypi.org/project/ray/2.60.0/ (the version pyproject's ray extra pins)",
     "kuberay": "https://github.com/ray-project/kuberay/releases/tag/v1.7.0 "
-               "(ray-operator/config/crd/bases/ray.io_rayclusters.yaml)",
+    "(ray-operator/config/crd/bases/ray.io_rayclusters.yaml)",
     "neuron_cores": "docs.ray.io, Ray Core > Accelerator Support: AWS NeuronCores are the neuron_cores resource; "
-                    "Ray sets NEURON_RT_VISIBLE_CORES for a task that asks for them",
+    "Ray sets NEURON_RT_VISIBLE_CORES for a task that asks for them",
     "cluster_launcher": "docs.ray.io, Ray Clusters > Cluster YAML configuration options (ray/autoscaler/ray-schema.json)",
 }
 HEAD_INSTANCE = "m5.xlarge"  # the launcher's head: it schedules, the workers measure and compile
@@ -85,8 +85,12 @@ def _quoted_resources(resources: dict[str, int]) -> str:
 
 
 def _ray_container(name: str, image: str, limits: dict, ports: list[dict] | None = None) -> dict:
-    container = {"name": name, "image": image, "resources": {"limits": limits, "requests": dict(limits)},
-                 "env": [{"name": "RAY_DEDUP_LOGS", "value": "0"}]}
+    container = {
+        "name": name,
+        "image": image,
+        "resources": {"limits": limits, "requests": dict(limits)},
+        "env": [{"name": "RAY_DEDUP_LOGS", "value": "0"}],
+    }
     if ports:
         container["ports"] = ports
     return container
@@ -103,37 +107,54 @@ def _pod(container: dict, node_selector: dict | None = None, neuron: bool = Fals
 
 def kuberay_cluster(spec: RayClusterSpec) -> dict:
     """The RayCluster (ray.io/v1): a head, one Neuron worker group per instance type, a CPU group."""
-    head = _ray_container("ray-head", spec.image, {"cpu": "2", "memory": "8Gi"},
-                          [{"containerPort": 6379, "name": "gcs"}, {"containerPort": 8265, "name": "dashboard"},
-                           {"containerPort": 10001, "name": "client"}])
+    head = _ray_container(
+        "ray-head",
+        spec.image,
+        {"cpu": "2", "memory": "8Gi"},
+        [
+            {"containerPort": 6379, "name": "gcs"},
+            {"containerPort": 8265, "name": "dashboard"},
+            {"containerPort": 10001, "name": "client"},
+        ],
+    )
     groups = []
     for instance in spec.neuron_instance_types:
         cores = spec.cores(instance)
         container = _ray_container("ray-worker", spec.image, {"cpu": "4", "memory": "16Gi", CORE_RESOURCE: str(cores)})
-        groups.append({
-            "groupName": f"neuron-{_group_name(instance)}", "replicas": spec.workers, "minReplicas": 0,
-            "maxReplicas": max(spec.workers, 1),
-            # Ray's name for the cores the device plugin gives the pod, the same count
-            "rayStartParams": {"resources": _quoted_resources({NEURON_CORES: cores})},
-            "template": _pod(container, {"node.kubernetes.io/instance-type": instance}, neuron=True),
-        })
+        groups.append(
+            {
+                "groupName": f"neuron-{_group_name(instance)}",
+                "replicas": spec.workers,
+                "minReplicas": 0,
+                "maxReplicas": max(spec.workers, 1),
+                # Ray's name for the cores the device plugin gives the pod, the same count
+                "rayStartParams": {"resources": _quoted_resources({NEURON_CORES: cores})},
+                "template": _pod(container, {"node.kubernetes.io/instance-type": instance}, neuron=True),
+            }
+        )
     if spec.compile_workers:
         cpus = str(spec.compile_cpus)
-        groups.append({
-            "groupName": "compile-cpu", "replicas": spec.compile_workers, "minReplicas": 0,
-            "maxReplicas": max(spec.compile_workers, 1), "rayStartParams": {"num-cpus": cpus},
-            "template": _pod(_ray_container("ray-worker", spec.image, {"cpu": cpus, "memory": "32Gi"})),
-        })
+        groups.append(
+            {
+                "groupName": "compile-cpu",
+                "replicas": spec.compile_workers,
+                "minReplicas": 0,
+                "maxReplicas": max(spec.compile_workers, 1),
+                "rayStartParams": {"num-cpus": cpus},
+                "template": _pod(_ray_container("ray-worker", spec.image, {"cpu": cpus, "memory": "32Gi"})),
+            }
+        )
     metadata: dict = {"name": spec.name, "labels": {"app.kubernetes.io/managed-by": "workbench"}}
     if spec.namespace:
         metadata["namespace"] = spec.namespace
     return {
-        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": metadata,
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": metadata,
         "spec": {
             "rayVersion": RAY_VERSION,
             # no CPUs for tasks on the head: variants and compiles go to the workers
-            "headGroupSpec": {"rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"},
-                              "template": _pod(head)},
+            "headGroupSpec": {"rayStartParams": {"num-cpus": "0", "dashboard-host": "0.0.0.0"}, "template": _pod(head)},
             "workerGroupSpecs": groups,
         },
     }
@@ -149,26 +170,36 @@ def cluster_launcher(spec: RayClusterSpec, *, region: str = "us-east-1") -> dict
         lnc = spec.lnc if instance.startswith("trn2") else None
         devices = cores // cores_per_device_at(instance, lnc)
         node_types[f"neuron-{_group_name(instance)}"] = {
-            "min_workers": 0, "max_workers": max(spec.workers, 1),
+            "min_workers": 0,
+            "max_workers": max(spec.workers, 1),
             "node_config": {"InstanceType": instance},
             "resources": {"neuron_cores": cores},
             "docker": {"worker_run_options": [f"--device=/dev/neuron{n}" for n in range(devices)]},
         }
     if spec.compile_workers:
-        node_types["compile-cpu"] = {"min_workers": 0, "max_workers": max(spec.compile_workers, 1),
-                                     "node_config": {"InstanceType": COMPILE_INSTANCE},
-                                     "resources": {"CPU": spec.compile_cpus}}
+        node_types["compile-cpu"] = {
+            "min_workers": 0,
+            "max_workers": max(spec.compile_workers, 1),
+            "node_config": {"InstanceType": COMPILE_INSTANCE},
+            "resources": {"CPU": spec.compile_cpus},
+        }
     return {
         "cluster_name": spec.name,
         "max_workers": max(spec.workers, 1) * len(spec.neuron_instance_types) + spec.compile_workers,
         "provider": {"type": "aws", "region": region},
         "auth": {"ssh_user": "ubuntu"},
-        "docker": {"image": spec.image, "container_name": "workbench-ray", "pull_before_run": True,
-                   "run_options": ["--ulimit nofile=65536:65536", "--shm-size=8g"]},
+        "docker": {
+            "image": spec.image,
+            "container_name": "workbench-ray",
+            "pull_before_run": True,
+            "run_options": ["--ulimit nofile=65536:65536", "--shm-size=8g"],
+        },
         "available_node_types": node_types,
         "head_node_type": "head",
         "setup_commands": [f"pip install 'ray=={RAY_VERSION}' 'triton-neuron-workbench[ray]'"],
-        "head_start_ray_commands": ["ray stop", ("ray start --head --port=6379 --num-cpus=0 "
-                                                 "--autoscaling-config=~/ray_bootstrap_config.yaml")],
+        "head_start_ray_commands": [
+            "ray stop",
+            ("ray start --head --port=6379 --num-cpus=0 --autoscaling-config=~/ray_bootstrap_config.yaml"),
+        ],
         "worker_start_ray_commands": ["ray stop", "ray start --address=$RAY_HEAD_IP:6379"],
     }

@@ -50,8 +50,13 @@ def compile_job(model: Any, job: CompileJob) -> dict:
     try:
         artifact = compile_model(model, job.example_inputs, job.target, out_dir=work, name=job.name, **job.options)
         files = {path.name: path.read_bytes() for path in sorted(work.iterdir()) if path.is_file()}
-        return {"name": job.name, "artifact": artifact.to_dict(), "files": files,
-                "node": ray.get_runtime_context().get_node_id(), "address": ray.util.get_node_ip_address()}
+        return {
+            "name": job.name,
+            "artifact": artifact.to_dict(),
+            "files": files,
+            "node": ray.get_runtime_context().get_node_id(),
+            "address": ray.util.get_node_ip_address(),
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -59,12 +64,23 @@ def compile_job(model: Any, job: CompileJob) -> dict:
 def _moved(artifact: Artifact, out_dir: Path, node: dict) -> Artifact:
     """The record with its paths (and its CPU twin's) in ``out_dir``, naming the node that compiled it."""
     twin = _moved(artifact.cpu_artifact, out_dir, node) if artifact.cpu_artifact is not None else None
-    return replace(artifact, path=str(out_dir / Path(artifact.path).name), cpu_artifact=twin,
-                   extra={**artifact.extra, "compiled_on": node})
+    return replace(
+        artifact,
+        path=str(out_dir / Path(artifact.path).name),
+        cpu_artifact=twin,
+        extra={**artifact.extra, "compiled_on": node},
+    )
 
 
-def compile_on_ray(model: Any, jobs: Sequence[CompileJob], *, out_dir: str | Path, address: str | None = None,
-                   overwrite: bool = False, max_retries: int = MAX_RETRIES) -> list[Artifact]:
+def compile_on_ray(
+    model: Any,
+    jobs: Sequence[CompileJob],
+    *,
+    out_dir: str | Path,
+    address: str | None = None,
+    overwrite: bool = False,
+    max_retries: int = MAX_RETRIES,
+) -> list[Artifact]:
     """Compile ``model`` once per job as Ray tasks (each asking ``job.num_cpus`` CPUs), the artifacts
     and their records written into ``out_dir``; returned in the jobs' order. A name given twice, or
     (without ``overwrite``) a file already there, is refused before anything is sent."""
@@ -83,8 +99,15 @@ def compile_on_ray(model: Any, jobs: Sequence[CompileJob], *, out_dir: str | Pat
     try:
         task = ray.remote(compile_job)
         shipped = ray.put(model)
-        refs = [task.options(num_cpus=job.num_cpus, max_retries=max_retries, retry_exceptions=False,
-                             name=f"workbench compile {job.name}").remote(shipped, job) for job in jobs]
+        refs = [
+            task.options(
+                num_cpus=job.num_cpus,
+                max_retries=max_retries,
+                retry_exceptions=False,
+                name=f"workbench compile {job.name}",
+            ).remote(shipped, job)
+            for job in jobs
+        ]
         outcomes = ray.get(refs)
     finally:
         if started_here:

@@ -20,7 +20,7 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ from workbench.generate.config import parameters_of, read_config
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import now
-from workbench.measure.store.folder import points_text, read_record
+from workbench.measure.store.folder import RunRecord, points_text, read_record
 from workbench.measure.store.results import (
     POINTS_FILE,
     SweepResult,
@@ -150,12 +150,15 @@ def placed_plan(plan: SweepPlan, placement: Placement) -> SweepPlan:
     if not cores:
         return plan
     if cores[-1] - cores[0] + 1 != len(cores):
-        raise SweepError(f"Ray gave NeuronCores {list(cores)} on node {placement.node}, not one contiguous range; "
-                         "a variant's instances need neighbouring cores")
+        raise SweepError(
+            f"Ray gave NeuronCores {list(cores)} on node {placement.node}, not one contiguous range; "
+            "a variant's instances need neighbouring cores"
+        )
     return replace(plan, core_range=CoreRange(cores[0], cores[-1]))
 
 
 # ---- shipping the model folder ------------------------------------------------------------------
+
 
 def pack_model(model_dir: Path) -> bytes:
     """The model folder as tar.gz bytes (for the object store), named by its folder name."""
@@ -172,6 +175,7 @@ def unpack_model(data: bytes, repository: Path) -> None:
 
 
 # ---- the task -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class VariantJob:
@@ -207,7 +211,7 @@ def _work_folder() -> Path:
     are gone (a task cancelled or its worker killed mid-variant) are removed first."""
     root = Path(tempfile.gettempdir())
     for stale in root.glob(f"{WORK_PREFIX}*-*"):
-        pid = stale.name[len(WORK_PREFIX):].split("-", 1)[0]
+        pid = stale.name[len(WORK_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(stale, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=root))
@@ -238,28 +242,46 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
         times["server_start_s"] = time.perf_counter() - clock
         try:
             clock = time.perf_counter()
-            result = run_sweep(plan, server, work / "repo" / job.model, out_dir=work / "run", settings=job.settings,
-                               variants=[job.label], restore=False, label=f"{job.run_label}: {job.label}")
+            result = run_sweep(
+                plan,
+                server,
+                work / "repo" / job.model,
+                out_dir=work / "run",
+                settings=job.settings,
+                variants=[job.label],
+                restore=False,
+                label=f"{job.run_label}: {job.label}",
+            )
             times["measure_s"] = time.perf_counter() - clock
             version = server.version
         finally:
             clock = time.perf_counter()
             server.stop()
             times["server_stop_s"] = time.perf_counter() - clock
-        rows = [{**row, NODE_COLUMN: placement.node, NODE_ADDRESS_COLUMN: placement.address}
-                for row in unique_rows(read_points(work / "run" / POINTS_FILE))]
+        rows = [
+            {**row, NODE_COLUMN: placement.node, NODE_ADDRESS_COLUMN: placement.address}
+            for row in unique_rows(read_points(work / "run" / POINTS_FILE))
+        ]
         record = result.record
         ray.get(noted)
-        return {"label": job.label, "rows": rows, "status": result.status, "placement": asdict(placement),
-                "engine": record.get("engine"), "server_version": version,
-                "variant_config": record.get("variants", {}).get(job.label),
-                "variant_times": record.get("variant_times", {}).get(job.label),
-                "served_by": record.get("served_by", {}).get(job.label), "times": times}
+        return {
+            "label": job.label,
+            "rows": rows,
+            "status": result.status,
+            "placement": asdict(placement),
+            "engine": record.get("engine"),
+            "server_version": version,
+            "variant_config": record.get("variants", {}).get(job.label),
+            "variant_times": record.get("variant_times", {}).get(job.label),
+            "served_by": record.get("served_by", {}).get(job.label),
+            "times": times,
+        }
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 # ---- the driver ---------------------------------------------------------------------------------
+
 
 def _measured(rows: list[dict], plan: SweepPlan, variants: list[Variant]) -> set[str]:
     """Labels of the variants whose every point has an error-free row (a resume skips them)."""
@@ -310,8 +332,10 @@ def run_sweep_on_ray(
         raise SweepError(f"{model_dir} is not a generated model directory (no config.pbtxt)")
     base = read_config(model_dir)
     if backend_of_config(base).streams_tokens:
-        raise SweepError(f"{model_dir.name} streams tokens (an LLM sweep): run_sweep_on_ray measures tensor models; "
-                         "sweep it on one server with workbench.measure.llm")
+        raise SweepError(
+            f"{model_dir.name} streams tokens (an LLM sweep): run_sweep_on_ray measures tensor models; "
+            "sweep it on one server with workbench.measure.llm"
+        )
     neuron = neuron_target(base)
     variants = plan.variants(base)  # the whole plan checked before anything is shipped
     out_dir = Path(out_dir)
@@ -321,11 +345,14 @@ def run_sweep_on_ray(
     with RunFolderLock(out_dir):
         previous = read_record(out_dir) if has_run else {}
         if previous and previous.get("kind") != RUN_KIND:
-            raise SweepError(f"{out_dir} holds a run measured on one server, not on Ray; resume it without --ray "
-                             "or give a new --out")
+            raise SweepError(
+                f"{out_dir} holds a run measured on one server, not on Ray; resume it without --ray or give a new --out"
+            )
         if previous and previous.get("plan") != plan.to_dict():
-            raise SweepError(f"cannot resume the Ray sweep in {out_dir}: it measured another plan "
-                             f"({previous.get('plan')}); resume with the same plan or give a new --out")
+            raise SweepError(
+                f"cannot resume the Ray sweep in {out_dir}: it measured another plan "
+                f"({previous.get('plan')}); resume with the same plan or give a new --out"
+            )
         points = out_dir / POINTS_FILE
         rows = unique_rows(read_points(points)) if has_run and points.exists() else []
         done = _measured(rows, plan, variants)
@@ -345,9 +372,19 @@ def run_sweep_on_ray(
 class _RaySweep:
     """The driver's side of one Ray sweep: the record, the tasks in flight, rows as they come."""
 
-    def __init__(self, ray: Any, plan: SweepPlan, model_dir: Path, out_dir: Path, settings: MeasureSettings,
-                 neuron: bool, previous: dict, label: str | None, command: str | None,
-                 progress: Callable[[int, int, str], None] | None) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        plan: SweepPlan,
+        model_dir: Path,
+        out_dir: Path,
+        settings: MeasureSettings,
+        neuron: bool,
+        previous: Mapping[str, Any],
+        label: str | None,
+        command: str | None,
+        progress: Callable[[int, int, str], None] | None,
+    ) -> None:
         self.ray, self.plan, self.model_dir, self.out_dir = ray, plan, model_dir, out_dir
         self.settings, self.neuron, self.previous, self.progress = settings, neuron, previous, progress
         self.label = label or previous.get("label") or out_dir.name
@@ -361,20 +398,35 @@ class _RaySweep:
         record = dict(self.previous)
         name = self.model_dir.name  # Triton names a model by its folder (a config's name must match it)
         per_variant = len(self.plan.batch_sizes) * len(self.plan.concurrency)
-        record.update({
-            "kind": RUN_KIND, "label": self.label, "model": name,
-            "model_dir": str(self.model_dir.resolve()), "started": record.get("started") or now(), "ended": None,
-            "status": "running", "plan": self.plan.to_dict(), "planned_points": per_variant * len(variants),
-            "settings": {"model": name, **self.settings.to_dict()},
-            "seed": self.settings.seed, "target": "neuron" if self.neuron else "cpu",
-            "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
-            "nodes": record.get("nodes", {}), "retried": record.get("retried", {}),
-            "failed_variants": {},
-        })
+        record.update(
+            {
+                "kind": RUN_KIND,
+                "label": self.label,
+                "model": name,
+                "model_dir": str(self.model_dir.resolve()),
+                "started": record.get("started") or now(),
+                "ended": None,
+                "status": "running",
+                "plan": self.plan.to_dict(),
+                "planned_points": per_variant * len(variants),
+                "settings": {"model": name, **self.settings.to_dict()},
+                "seed": self.settings.seed,
+                "target": "neuron" if self.neuron else "cpu",
+                "variants": {**record.get("variants", {}), **{v.label: v.config_json() for v in variants}},
+                "nodes": record.get("nodes", {}),
+                "retried": record.get("retried", {}),
+                "failed_variants": {},
+            }
+        )
         if self.command:
             record["reproduce"] = {"command": self.command}
-        self.session = {"started": now(), "ended": None, "status": "running", "measured_variants": 0,
-                        "reused_variants": measured_before}
+        self.session = {
+            "started": now(),
+            "ended": None,
+            "status": "running",
+            "measured_variants": 0,
+            "reused_variants": measured_before,
+        }
         record["sessions"] = list(record.get("sessions", [])) + [self.session]
         self.record = record
         self.count = measured_before * per_variant
@@ -385,7 +437,8 @@ class _RaySweep:
         status = "failed"
         try:
             strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
-                ray.get_runtime_context().get_node_id(), soft=False)  # the tracker lives beside the driver
+                ray.get_runtime_context().get_node_id(), soft=False
+            )  # the tracker lives beside the driver
             tracker = ray.remote(StartTracker).options(num_cpus=0, scheduling_strategy=strategy).remote()
             clock = time.perf_counter()
             packed = pack_model(self.model_dir)
@@ -396,9 +449,12 @@ class _RaySweep:
             pending = {}
             for variant in todo:
                 job = VariantJob(variant.label, self.plan, self.model_dir.name, self.settings, self.neuron, self.label)
-                ref = task.options(**variant_ask(variant, self.neuron).options(), max_retries=max_retries,
-                                   retry_exceptions=False, name=f"workbench variant {variant.label}"
-                                   ).remote(job, model_bytes, tracker)
+                ref = task.options(
+                    **variant_ask(variant, self.neuron).options(),
+                    max_retries=max_retries,
+                    retry_exceptions=False,
+                    name=f"workbench variant {variant.label}",
+                ).remote(job, model_bytes, tracker)
                 pending[ref] = variant.label
             self._report(f"{len(pending)} variant(s) sent to Ray")
             cancelled = self._collect(pending, cancel)
@@ -438,9 +494,11 @@ class _RaySweep:
         node = self.record["nodes"].setdefault(placement["node"], {"address": placement["address"], "variants": []})
         node["variants"].append(label)
         if placement.get("neuron_cores"):
-            node.setdefault("neuron_cores", {})[label] = {"assigned": placement["neuron_cores"],
-                                                         "visible": placement["visible_cores"],
-                                                         "set_by": placement["visible_set_by"]}
+            node.setdefault("neuron_cores", {})[label] = {
+                "assigned": placement["neuron_cores"],
+                "visible": placement["visible_cores"],
+                "set_by": placement["visible_set_by"],
+            }
         for key in ("variant_times", "served_by"):
             if outcome.get(key) is not None:
                 self.record.setdefault(key, {})[label] = outcome[key]
@@ -462,8 +520,10 @@ class _RaySweep:
             nodes = [node for node, _ in started]
             if len(nodes) > 1:
                 measured_on = [n for n, e in self.record["nodes"].items() if label in e["variants"]]
-                self.record["retried"][label] = {"started_on": nodes, "measured_on": measured_on[-1] if measured_on
-                                                 else None}
+                self.record["retried"][label] = {
+                    "started_on": nodes,
+                    "measured_on": measured_on[-1] if measured_on else None,
+                }
 
     def _report(self, message: str) -> None:
         if self.progress is not None:
@@ -474,4 +534,4 @@ class _RaySweep:
         frame = frame_from_rows(unique_rows(read_points(points)) if points.exists() else [])
         write_record(self.out_dir, self.record)
         write_exports(self.out_dir, frame, self.record)
-        return SweepResult(frame, self.record, self.out_dir)
+        return SweepResult(frame, RunRecord.from_dict(self.record), self.out_dir)
