@@ -363,3 +363,9 @@ def test_workbench_deploy_base_neuron_writes_the_second_dockerfile_and_says_why(
     assert not (tmp_path / "neuron-host" / "torchneuron-pytorch").exists()
     assert main(["deploy", str(model_dir)]) == 0  # the Triton-image recipe sits beside it
     assert (tmp_path / "neuron-host" / "torchneuron-pytorch" / "Dockerfile").is_file()
+    capsys.readouterr()
+    manifests = ["deploy", str(model_dir), "--no-recipe", "--kubernetes", "--repository", "s3://b/r", "--dry-run"]
+    assert main([*manifests, "--base", "neuron"]) == 0  # the pods run the image the Neuron-base Dockerfile builds
+    assert f"image: {recipe.image}" in capsys.readouterr().out
+    assert main(manifests) == 0
+    assert f"image: {recipe_for('trn2').image}" in capsys.readouterr().out

@@ -189,9 +189,9 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSett
     )
 
     deployment = vllm_deployment(model_dir, settings, instance_type=args.instance_type, lnc=args.lnc)
+    recipe = recipe_for(settings.target, deployment.stack.framework, base=args.base)  # refuses --base neuron
     planned: list[Planned] = []
     if not args.no_recipe:
-        recipe = recipe_for(settings.target, deployment.stack.framework, base=args.base)
         folder = root / recipe.folder_name
         config = one_instance_config(deployment)
         extra = {ONE_INSTANCE_CONFIG: config} if config is not None else {}
