@@ -609,8 +609,9 @@ STACKS: tuple[Stack, ...] = (
             _f(
                 "the SDK documents this pip command for Ubuntu 24.04 [SDK-tn-pip], but its 2.33.1 quickstart says "
                 "the standalone wheels support Ubuntu 26.04 only: if they do not install on the Triton image's "
-                "Ubuntu 24.04, build FROM an Ubuntu 26.04 Neuron base with tritonserver added, or build "
-                "torch-neuronx from source",
+                "Ubuntu 24.04, build FROM an Ubuntu 26.04 Neuron base with tritonserver added "
+                "(`workbench deploy --base neuron` writes that Dockerfile [TS-build]), or build torch-neuronx "
+                "from source",
                 "SDK-tn-u26",
                 verified=False,
             ),
