@@ -307,6 +307,7 @@ def test_the_neuron_base_dockerfile_builds_triton_into_the_dlc_and_runs_the_sdk_
     assert lines[lines.index("COPY --from=tritonbuild /opt/tritonbuild/install /opt/tritonserver") + 1].startswith(
         "ENV PATH=/opt/tritonserver/bin:")
     assert neuron.image != triton.image and neuron.folder_name == "torchneuron-pytorch-neuron-base"
+    assert lines[-1] == "ENTRYPOINT []"  # the DLC's own entrypoint would take `tritonserver ...` as its arguments
 
 
 def test_the_neuron_base_s_choices_each_cite_a_source_and_the_unread_are_marked():

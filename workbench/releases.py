@@ -811,6 +811,13 @@ NEURON_BASES: dict[str, NeuronBase] = {
                 verified=False,
             ),
             _f(
+                "the SDK's pip command may replace the torch and torch-neuronx builds the DLC's vLLM Neuron "
+                "pins; the python backend does not import vLLM",
+                "VN-setup",
+                "the DLC's package list was not read",
+                verified=False,
+            ),
+            _f(
                 "Ubuntu 26.04 is not a platform build.py lists: its packages and compiler may need the "
                 "changes build.md describes for unsupported platforms",
                 "TS-build",

@@ -217,6 +217,8 @@ class Recipe:
             "ENV PATH=/opt/tritonserver/bin:/opt/aws/neuron/bin:$PATH",
             *self._sdk_pip_lines(nb.python.value),
             "RUN tritonserver --help >/dev/null",
+            "# `docker run IMAGE tritonserver ...` runs tritonserver, whatever entrypoint the DLC sets.",
+            "ENTRYPOINT []",
             "",
         ]
         return "\n".join(lines)
