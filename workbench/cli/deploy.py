@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_yaml
-from workbench.deploy.recipe import host_folder, recipe_for, write_recipe
+from workbench.deploy.recipe import BASES, host_folder, recipe_for, write_recipe
 from workbench.generate.repository import WriteResult, write_model_dir
 from workbench.system import LNC_VALUES
 
@@ -84,6 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="Kubernetes >= 1.34 with the Neuron DRA driver: a ResourceClaimTemplate (LNC per "
         "workload) instead of the device plugin (LNC per node)",
     )
+    parser.add_argument(
+        "--base",
+        choices=BASES,
+        default="triton",
+        help="what the Dockerfile builds FROM: Triton's image (default), or for TorchNeuron targets "
+        "(trn2/trn3) the Neuron DLC with tritonserver built in by Triton's build.py",
+    )
     parser.add_argument("--image", help="image to run (default: the one the recipe builds; push it to your registry)")
     parser.add_argument(
         "--resource",
@@ -108,6 +115,7 @@ class Planned:
     folder: Path
     files: dict[str, str]
     write: Callable[[bool], WriteResult]
+    summary: str = ""  # what a dry run says first (a recipe: which base it builds on, and why)
 
 
 def plan_files(args: argparse.Namespace) -> list[Planned]:
@@ -133,6 +141,10 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
             f"{settings.backend} backend from its model directory"
         )
     instance = args.instance_type or settings.target
+    # the Neuron base's image names the manifests' image even with --no-recipe
+    wanted = not args.no_recipe or args.base == "neuron"
+    recipe = recipe_for(settings.target, settings.framework, base=args.base) if wanted else None
+    built = recipe.image if recipe is not None and recipe.neuron_base else None
     cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
     run = docker_run_command(
         model_dir.parent,
@@ -140,18 +152,18 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
         instance_type=instance,
         lnc=args.lnc,
         framework=settings.framework,
-        image=args.image,
+        image=args.image or built,
         load_models=[model_dir.name],
     )
     planned: list[Planned] = []
-    if not args.no_recipe:
-        recipe = recipe_for(settings.target, settings.framework)
-        folder = root / recipe.stack.key
+    if recipe is not None and not args.no_recipe:
+        folder = root / recipe.folder_name
         planned.append(
             Planned(
                 folder,
                 recipe.files(run.pretty),
                 lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty, overwrite=force),
+                recipe.base_choice(),
             )
         )
     if args.ray_cluster:
@@ -163,7 +175,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
             instance_type=args.instance_type,
             lnc=args.lnc,
             resource=args.resource,
-            image=args.image,
+            image=args.image or built,
             replicas=args.replicas,
             namespace=args.namespace,
             s3_region=args.s3_region,
@@ -236,10 +248,10 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSett
     )
 
     deployment = vllm_deployment(model_dir, settings, instance_type=args.instance_type, lnc=args.lnc)
+    recipe = recipe_for(settings.target, deployment.stack.framework, base=args.base)  # refuses --base neuron
     planned: list[Planned] = []
     if not args.no_recipe:
-        recipe = recipe_for(settings.target, deployment.stack.framework)
-        folder = root / recipe.stack.key
+        folder = root / recipe.folder_name
         config = one_instance_config(deployment)
         extra = {ONE_INSTANCE_CONFIG: config} if config is not None else {}
         runs = docker_runs(deployment, config_file=folder / ONE_INSTANCE_CONFIG if config else None, image=args.image)
@@ -251,6 +263,7 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSett
                 lambda force, folder=folder: write_recipe(
                     recipe, folder, docker_run=text, overwrite=force, extra=extra
                 ),
+                recipe.base_choice(),
             )
         )
     if args.kubernetes:
@@ -285,6 +298,8 @@ def run(args: argparse.Namespace) -> int:
         raise ManifestError(str(err)) from None
     if args.dry_run:
         for item in planned:
+            if item.summary:
+                print(f"# base: {item.summary}")
             for name, text in item.files.items():
                 print(f"# ---- {item.folder / name} (dry run: not written)")
                 print(text.rstrip("\n"))

@@ -25,20 +25,33 @@ from workbench.refusals import WorkbenchError
 from workbench.releases import (
     NEURON_APT_KEY,
     NEURON_APT_REPO,
+    NEURON_BASES,
     NEURON_PIP_INDEX,
     SOURCES,
     STACKS,
     TRITON_IMAGE,
     Fact,
+    NeuronBase,
     Stack,
     stub_python_of,
 )
 
-__all__ = ["RecipeError", "Recipe", "recipe_for", "host_folder", "write_recipe", "RECIPE_FILES", "IMAGE_NAME"]
+__all__ = [
+    "RecipeError",
+    "Recipe",
+    "recipe_for",
+    "host_folder",
+    "write_recipe",
+    "RECIPE_FILES",
+    "IMAGE_NAME",
+    "BASES",
+]
 
 RECIPE_FILES = ("Dockerfile", "setup-host.sh", "RECIPE.md")
 IMAGE_NAME = "workbench/tritonserver-neuron"  # the local name `docker build -t` gives the serving image
 _KEYRING = "/usr/share/keyrings/aws-neuron.gpg"
+BASES = ("triton", "neuron")  # what a recipe builds FROM: Triton's image, or a Neuron DLC with tritonserver built in
+_TRITON_BUILD = "/opt/tritonbuild"  # where the Neuron-base Dockerfile's first stage builds Triton
 
 
 class RecipeError(WorkbenchError, ValueError):
@@ -48,26 +61,67 @@ class RecipeError(WorkbenchError, ValueError):
 
 @dataclass(frozen=True)
 class Recipe:
-    """One target and framework's stack, with the base image it builds on."""
+    """One target and framework's stack, with the base image it builds on: Triton's, or with
+    ``neuron_base`` a Neuron DLC that tritonserver is built into."""
 
     target: str
     framework: str
     stack: Stack
     base_image: str
+    neuron_base: NeuronBase | None = None
+
+    @property
+    def folder_name(self) -> str:
+        """The folder `workbench deploy` writes the recipe to: one per stack and base."""
+        return self.stack.key + ("-neuron-base" if self.neuron_base else "")
 
     @property
     def image(self) -> str:
         """The tag of the image the Dockerfile builds (what `docker run` and the manifests use)."""
+        if self.neuron_base is not None:
+            triton = self.neuron_base.triton_branch.value.removeprefix("r")
+            return f"{IMAGE_NAME}:{triton}-neuronbase-{self.stack.key}-{self.stack.release.value}"
         base = image_reference(self.base_image, "image")
         tag = (base.tag or "latest").removesuffix("-py3")
         return f"{IMAGE_NAME}:{tag}-{self.stack.key}-{self.stack.release.value}"
 
+    def base_choice(self) -> str:
+        """One line: which image the recipe builds on, and why (what `deploy --dry-run` shows first)."""
+        nb = self.neuron_base
+        if nb is not None:
+            return f"{self.target} / {self.framework}: builds FROM {self.base_image} with tritonserver built in: {nb.why.value}"
+        line = f"{self.target} / {self.framework}: builds FROM Triton's {self.base_image}"
+        if self.stack.key in NEURON_BASES:
+            line += (
+                f"; its {self.framework} Neuron wheels on Ubuntu 24.04 / Python {self.stack.stub_python.value} "
+                f"are UNVERIFIED [{NEURON_BASES[self.stack.key].why.source}]: --base neuron builds FROM "
+                f"{NEURON_BASES[self.stack.key].image.value} instead"
+            )
+        return line
+
     def facts(self) -> list[tuple[str, Fact]]:
         """Every (what, fact) the recipe rests on, in reading order."""
         s = self.stack
-        rows = [
-            ("Triton container", Fact(self.base_image, s.container.source, s.container.verified, s.container.note)),
-            ("python backend stub's Python", s.stub_python),
+        nb = self.neuron_base
+        if nb is None:
+            rows = [
+                ("Triton container", Fact(self.base_image, s.container.source, s.container.verified, s.container.note)),
+                ("python backend stub's Python", s.stub_python),
+            ]
+        else:
+            rows = [
+                ("Neuron base image", nb.image),
+                ("why this base", nb.why),
+                ("its Python (the stub is built for it)", nb.python),
+                ("tritonserver from", nb.how),
+                ("Triton source branch", nb.triton_branch),
+            ]
+            rows += [("build.py flag", f) for f in nb.build_flags]
+            rows += [("apt to build Triton", f) for f in nb.build_apt]
+            rows += [("pip to build Triton", f) for f in nb.build_pip]
+            rows += [("apt to run tritonserver", f) for f in nb.runtime_apt]
+            rows += [("note", f) for f in nb.notes]
+        rows += [
             (f"{s.framework} Neuron wheels' Pythons", s.python_range),
             ("Neuron SDK release", s.release),
         ]
@@ -77,7 +131,7 @@ class Recipe:
         rows += [("apt on the host", f) for f in s.host_apt]
         if s.serving_backend is not None:
             rows.append((f"Triton {s.serving_backend.name} backend commit", s.serving_backend.commit))
-        rows += [("note", f) for f in s.notes]
+        rows += [("note", f) for f in s.notes if nb is None or f.source != "SDK-tn-u26"]
         return rows
 
     def table(self) -> list[dict]:
@@ -98,7 +152,10 @@ class Recipe:
         """The facts as aligned plain text, UNVERIFIED ones marked."""
         rows = self.facts()
         width = max(len(what) for what, _ in rows)
-        lines = [f"# host recipe: {self.target} / {self.framework} (stack {self.stack.key}); builds image {self.image}"]
+        lines = [
+            f"# host recipe: {self.target} / {self.framework} (stack {self.stack.key}); builds image {self.image}",
+            f"# {self.base_choice()}",
+        ]
         for what, fact in rows:
             note = f" -- {fact.note}" if fact.note else ""
             lines.append(f"{what:<{width}}  {fact.value}{note}  [{fact.cite()}]")
@@ -110,8 +167,66 @@ class Recipe:
         named = {tag for f in facts for tag in re.findall(r"\[([A-Za-z0-9.-]+)\]", f.note) if tag in SOURCES}
         return sorted({f.source for f in facts} | named)
 
+    def _sdk_pip_lines(self, python: str) -> list[str]:
+        """The SDK's pip command for the stack, into ``python`` (the stub's), after checking its version."""
+        s = self.stack
+        wheels = " ".join(shlex.quote(f.value) for f in s.pip)
+        indexes = "".join(f" --extra-index-url {f.value}" for f in s.extra_indexes)
+        major, minor = python.split(".")
+        return [
+            f"# The wheels go into the stub's own Python {python}: no EXECUTION_ENV_PATH needed.",
+            f"RUN python3 -c 'import sys; assert sys.version_info[:2] == ({major}, {minor}), sys.version' \\",
+            f" && python3 -m pip install --no-cache-dir --extra-index-url {NEURON_PIP_INDEX}{indexes} {wheels}",
+        ]
+
+    def _neuron_base_dockerfile(self, nb: NeuronBase) -> str:
+        """Two stages on the Neuron DLC: build.py builds tritonserver and a python backend stub for
+        the DLC's Python, then the serving stage takes the install tree and the SDK's pip command."""
+        build_apt = " ".join(shlex.quote(f.value) for f in nb.build_apt)
+        build_pip = " ".join(shlex.quote(f.value) for f in nb.build_pip)
+        flags = " ".join(f.value for f in nb.build_flags)
+        runtime_apt = " ".join(shlex.quote(f.value) for f in nb.runtime_apt)
+        major, minor = nb.python.value.split(".")
+        lines = [
+            f"# Triton + Neuron serving image for {self.target} / {self.framework} on a Neuron base: written by "
+            "`workbench deploy --base neuron`.",
+            f"# Build on the Neuron host: docker build -t {self.image} .",
+            "# Every pin and its source: RECIPE.md beside this file. UNVERIFIED: never built here.",
+            f"# Stage 1: Triton's build.py, without its container, inside the Neuron base ({nb.triton_branch.value}).",
+            f"FROM {self.base_image} AS tritonbuild",
+            "ARG DEBIAN_FRONTEND=noninteractive",
+            "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
+            f"RUN apt-get update && apt-get install -y --no-install-recommends {build_apt} \\",
+            " && rm -rf /var/lib/apt/lists/*",
+            f"RUN python3 -c 'import sys; assert sys.version_info[:2] == ({major}, {minor}), sys.version' \\",
+            f" && python3 -m pip install --no-cache-dir {build_pip}",
+            f"RUN git clone --depth 1 --branch {nb.triton_branch.value} "
+            f"https://github.com/triton-inference-server/server.git {_TRITON_BUILD}/server \\",
+            f" && cd {_TRITON_BUILD}/server \\",
+            f" && python3 build.py -v {flags} --build-dir={_TRITON_BUILD}/build \\",
+            f"    --install-dir={_TRITON_BUILD}/install \\",
+            f" && test -x {_TRITON_BUILD}/install/bin/tritonserver \\",
+            f" && test -x {_TRITON_BUILD}/install/backends/python/triton_python_backend_stub",
+            "# Stage 2: the Neuron base with tritonserver, its runtime libraries and the SDK's pip command.",
+            f"FROM {self.base_image}",
+            "ARG DEBIAN_FRONTEND=noninteractive",
+            "ENV PIP_BREAK_SYSTEM_PACKAGES=1",
+            f"RUN apt-get update && apt-get install -y --no-install-recommends {runtime_apt} \\",
+            " && rm -rf /var/lib/apt/lists/*",
+            f"COPY --from=tritonbuild {_TRITON_BUILD}/install /opt/tritonserver",
+            "ENV PATH=/opt/tritonserver/bin:/opt/aws/neuron/bin:$PATH",
+            *self._sdk_pip_lines(nb.python.value),
+            "RUN tritonserver --help >/dev/null",
+            "# `docker run IMAGE tritonserver ...` runs tritonserver, whatever entrypoint the DLC sets.",
+            "ENTRYPOINT []",
+            "",
+        ]
+        return "\n".join(lines)
+
     def dockerfile(self) -> str:
         s = self.stack
+        if self.neuron_base is not None:
+            return self._neuron_base_dockerfile(self.neuron_base)
         lines = [
             f"# Triton + Neuron serving image for {self.target} / {self.framework}: written by `workbench deploy`.",
             f"# Build on the Neuron host: docker build -t {self.image} .",
@@ -133,14 +248,7 @@ class Recipe:
                 " && rm -rf /var/lib/apt/lists/*",
                 "ENV PATH=/opt/aws/neuron/bin:$PATH",
             ]
-        wheels = " ".join(shlex.quote(f.value) for f in s.pip)
-        indexes = "".join(f" --extra-index-url {f.value}" for f in s.extra_indexes)
-        major, minor = self.stack.stub_python.value.split(".")
-        lines += [
-            f"# The wheels go into the stub's own Python {s.stub_python.value}: no EXECUTION_ENV_PATH needed.",
-            f"RUN python3 -c 'import sys; assert sys.version_info[:2] == ({major}, {minor}), sys.version' \\",
-            f" && python3 -m pip install --no-cache-dir --extra-index-url {NEURON_PIP_INDEX}{indexes} {wheels}",
-        ]
+        lines += self._sdk_pip_lines(s.stub_python.value)
         backend = s.serving_backend
         if backend is not None:
             folder = f"/opt/tritonserver/backends/{backend.name}"
@@ -188,6 +296,8 @@ class Recipe:
             f"Stack `{self.stack.key}`; the Dockerfile builds `{self.image}` FROM `{self.base_image}`. "
             "Nothing here was run on Neuron hardware: these are documented package combinations.",
             "",
+            f"Base: {self.base_choice()}",
+            "",
             "1. On a fresh Neuron host: `bash setup-host.sh` (driver, tools, then builds the image).",
             "2. Serve the model repository with the docker run below (or the Kubernetes manifests).",
             "",
@@ -229,9 +339,12 @@ def _execution_env_help(stack: Stack, image: str, python: str) -> str:
     )
 
 
-def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = None) -> Recipe:
+def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = None, base: str = "triton") -> Recipe:
     """The recipe for ``target`` and ``framework``; ``image`` replaces the stack's Triton image when its
-    stub's Python fits the framework (a custom image is taken at the user's word)."""
+    stub's Python fits the framework (a custom image is taken at the user's word). ``base="neuron"``
+    builds on the stack's Neuron DLC with tritonserver built in (`releases.NEURON_BASES`)."""
+    if base not in BASES:
+        raise RecipeError(f"base must be one of {', '.join(BASES)}, got {base!r}")
     target = family_of(target)
     if target == "cpu":
         raise RecipeError("target cpu needs no Neuron host recipe: serve it with the stock Triton image or here")
@@ -246,8 +359,21 @@ def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = N
             f"{framework} has no Neuron SDK for {target} [SDK-man supported_instances]; "
             f"for {target} use {', '.join(fits)}"
         )
-    base = TRITON_IMAGE.format(tag=stack.container.value)
-    if image is not None and image != base:
+    if base == "neuron":
+        neuron_base = NEURON_BASES.get(stack.key)
+        if neuron_base is None:
+            fits = sorted({t for key in NEURON_BASES for s in STACKS if s.key == key for t in s.targets})
+            raise RecipeError(
+                f"--base neuron is for the TorchNeuron targets ({', '.join(fits)}); {target} / {framework} "
+                "builds on Triton's image (--base triton)"
+            )
+        if image is not None:
+            raise RecipeError(
+                "--base neuron builds FROM the Neuron DLC it names; give --image or --base neuron, not both"
+            )
+        return Recipe(target, framework, stack, neuron_base.image.value, neuron_base)
+    base_image = TRITON_IMAGE.format(tag=stack.container.value)
+    if image is not None and image != base_image:
         try:
             image_reference(image, "image")
         except ValueError as err:
@@ -255,8 +381,8 @@ def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = N
         python = stub_python_of(image)
         if python is not None and python.value not in stack.pythons:
             raise RecipeError(_execution_env_help(stack, image, python.value))
-        base = image
-    return Recipe(target, framework, stack, base)
+        base_image = image
+    return Recipe(target, framework, stack, base_image)
 
 
 def host_folder(repository: str | os.PathLike[str]) -> Path:
