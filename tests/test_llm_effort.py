@@ -7,6 +7,7 @@ one rule, the incumbent moved only by points meeting the SLO, and the LLM answer
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from dataclasses import replace
@@ -261,3 +262,21 @@ def test_a_point_shows_one_ttft_p99_in_the_best_line_its_decision_line_and_the_t
     assert table.text(0, "output_tokens_per_s_low") == "200–210"
     stopped_cell = table.rows[0][table.source.index("stopped")]
     assert f"TTFT p99 {best_ttft} ms" in (stopped_cell.tooltip or stopped_cell.text)
+
+
+def test_the_report_gives_a_point_the_ttft_p99_of_its_best_line_and_its_table():
+    """`workbench report` of the same run: its Best line, its table's TTFT p99 cell and the point's
+    decision line (the ``stopped`` cell's whole text) carry the one pooled TTFT p99."""
+    from workbench.report.html import report_html
+    from workbench.report.run_report import run_report
+
+    result, pooled_p99, decision = decided_run()
+    page = html.unescape(report_html(run_report(result)))
+    assert result.describe_best() in page and f"TTFT p99 {pooled_p99:.1f} ms" in result.describe_best()
+    row = page.split("<tbody>")[1].split("</tr>")[0]
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", page.split("<tbody>")[0].rsplit("<thead>", 1)[1])
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[next(i for i, h in enumerate(heads) if h.startswith("TTFT p99"))] == significant(pooled_p99)
+    assert f"title='{decision}'" in row and decision.startswith(
+        f"separated above after 3 window(s): over all its requests TTFT p99 {pooled_p99:.1f} ms"
+    )
