@@ -7,17 +7,28 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from workbench.measure.grid.rows import PointRow
-from workbench.measure.store.results import frame_from_rows
+from workbench.measure.store.results import describe_best, frame_from_rows
+from workbench.measure.store.table import readable_table, significant
 from workbench.measure.sweep.search.answer import answer, confidence
-from workbench.measure.sweep.search.effort import (EffortRule, Incumbent, WindowSummary, latency_interval, p99_limit,
-                                                   t_interval)
+from workbench.measure.sweep.search.effort import (
+    RULE_REASON,
+    DecidedBy,
+    EffortRule,
+    Incumbent,
+    WindowSummary,
+    latency_interval,
+    p99_limit,
+    t_interval,
+)
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "effort_windows.json").read_text())
 
@@ -199,11 +210,11 @@ def test_every_named_latency_is_held_to_its_own_limit():
     slos = {"TTFT p99": 500.0, "ITL p99": 50.0}
     slow_tokens = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 80.0 + d}) for d in (0, 2, -2)]
     verdict = rule.judge(slow_tokens, None, slos)
-    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per window 80.0 ms mean, 95% [")
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per-window mean 80.0 ms, 95% [")
     fine = [WindowSummary(900.0 + d, {"TTFT p99": 200.0 + d, "ITL p99": 30.0 + d}) for d in (0, 2, -2)]
     verdict = rule.judge(fine, Incumbent("tp1 seqs 8 c4", 700.0, 690.0, 710.0), slos)
     assert verdict.kind == "separated above"
-    assert "TTFT p99 per window 200.0 ms mean, 95% [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
+    assert "TTFT p99 per-window mean 200.0 ms, 95% [" in verdict.why and "within 500 ms" in verdict.why and "within 50 ms" in verdict.why
     with pytest.raises(KeyError):  # a limit on a latency the windows do not carry is a caller's bug
         rule.judge(fine, None, {"E2E p99": 1.0})
 
@@ -218,7 +229,7 @@ def test_a_latency_far_past_its_limit_cannot_win_however_much_its_windows_scatte
     assert 0 < found.low < min(scattered) and found.high > max(scattered) and found.mean == pytest.approx(47 / 3)
     windows = [WindowSummary(300.0 + i, {"ITL p99": v}) for i, v in enumerate(scattered)]
     verdict = EffortRule().judge(windows, None, {"ITL p99": 0.001})
-    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per window 15.7 ms mean, 95% [")
+    assert verdict.kind == "cannot win" and verdict.why.startswith("ITL p99 per-window mean 15.7 ms, 95% [")
     assert latency_interval([12.0, 12.0]) == t_interval([12.0, 12.0])  # no scatter: the same either way
     assert latency_interval([0.0, 3.0]) == t_interval([0.0, 3.0])  # not all positive: the linear one
 
@@ -229,3 +240,32 @@ def test_the_incumbent_is_read_from_its_windows_as_a_candidate_is():
     found = t_interval([100.0, 110.0, 90.0])
     assert (incumbent.throughput, incumbent.low, incumbent.high) == (found.mean, found.low, found.high)
     assert incumbent.text() == f"1x1 b1 c1's [{found.low:.1f}, {found.high:.1f}]"
+
+
+def test_a_tensor_points_decision_line_states_the_p99_its_row_and_best_line_show():
+    """The tensor sweep's verdicts have the LLM's shape (issue 43): the decision line states the
+    point's figures over all its requests (its row's p99 with the row's interval, the Best line's
+    p99), and the per-window reading the rule judged on only after, as the rule's reason."""
+    rule = EffortRule(min_windows=3, max_windows=8)
+    candidate, best = _point("2x1", 8, 4), _point("1x1", 8, 4)
+    until = DecidedBy(rule, _incumbent(best), p99_limit(20), summarize=list)
+    windows = _windows(candidate)
+    stopped = next(s for s in (until(windows[:k]) for k in range(1, len(windows) + 1)) if s is not None)
+    row = replace(PointRow.from_dict(_row(candidate)), p99_low_ms=candidate["p99_ms"] * 0.9,
+                  p99_high_ms=candidate["p99_ms"] * 1.1)
+    decided = replace(row, stopped=until.decision(stopped, row.pooled_text()))
+    assert until.decision("time limit 5 s reached", row.pooled_text()) == "time limit 5 s reached"  # not the rule's
+    stated, named, reason = decided.stopped.partition(f"; {RULE_REASON}: ")
+    p99 = f"p99 {candidate['p99_ms']:.2f} ms"
+    assert named and stated == (
+        f"separated above after 3 window(s): over all its requests {candidate['throughput']:.1f} infer/s, 95% "
+        f"[{candidate['throughput_low']:.1f}, {candidate['throughput_high']:.1f}], {p99}, 95% "
+        f"[{candidate['p99_ms'] * 0.9:.2f}, {candidate['p99_ms'] * 1.1:.2f}]")
+    per_window = statistics.fmean(w["p99_ms"] for w in candidate["windows"][:3])
+    assert f"p99 per-window mean {per_window:.1f} ms, 95% [" in reason and f"{per_window:.2f}" != f"{candidate['p99_ms']:.2f}"
+    frame = frame_from_rows([decided.to_dict(), _row(best)])
+    best_line = describe_best(frame, latency_budget_ms=20)
+    assert f"2x1 (2 instance(s) x 1 core(s)), batch 8, concurrency 4: {candidate['throughput']:.1f} infer/s" in best_line
+    assert re.search(r"p99 [0-9.]+ ms", best_line).group(0) == p99
+    table = readable_table(frame)
+    assert table.text(0, "p99_ms") == significant(candidate["p99_ms"])

@@ -7,18 +7,22 @@ one rule, the incumbent moved only by points meeting the SLO, and the LLM answer
 
 from __future__ import annotations
 
+import html
 import math
+import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
-from workbench.measure.engine.streaming.stream_results import RequestRecord
-from workbench.measure.llm.slo_effort import ITL_P99, TTFT_P99, LlmEffort, slo_limits, stream_summaries
+from workbench.measure.engine.streaming.stream_results import RequestRecord, summarize
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LlmRow
-from workbench.measure.sweep.search.effort import EffortRule, Incumbent
+from workbench.measure.llm.slo_effort import ITL_P99, TTFT_P99, LlmEffort, pooled_text, slo_limits, stream_summaries
+from workbench.measure.store.table import readable_table, significant
+from workbench.measure.sweep.search.effort import RULE_REASON, EffortRule, Incumbent
 
 MS = 1_000_000  # ns
 
@@ -76,9 +80,9 @@ def test_a_point_past_the_itl_limit_cannot_win_after_the_screen():
     rule, windows = EffortRule(3, 8), _windows(ttft_ms=30.0, gap_ms=12.0, tokens_s=[400, 420, 410])
     verdict = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=5.0)))
     assert verdict.kind == "cannot win" and verdict.windows == 3
-    assert verdict.why.startswith("ITL p99 per window 12.0 ms mean, 95% [12.0, 12.0] is past the 5 ms limit")
+    assert verdict.why.startswith("ITL p99 per-window mean 12.0 ms, 95% [12.0, 12.0] is past the 5 ms limit")
     within = rule.judge(stream_summaries(windows), None, slo_limits(Slo(ttft_ms=500.0, itl_ms=50.0)))
-    assert within.kind == "separated above" and "TTFT p99 per window 90.0 ms" in within.why  # the slow tenth request: p99
+    assert within.kind == "separated above" and "TTFT p99 per-window mean 90.0 ms" in within.why  # the slow tenth request: p99
 
 
 def test_windows_without_completed_requests_leave_the_latency_unknown_not_within():
@@ -88,7 +92,7 @@ def test_windows_without_completed_requests_leave_the_latency_unknown_not_within
     verdict = EffortRule(3, 4).judge(stream_summaries(windows), None, slo_limits(Slo()))
     assert verdict.kind == "continue" and "straddles" not in verdict.why
     capped = EffortRule(3, 3).judge(stream_summaries(windows), None, slo_limits(Slo()))
-    assert capped.kind == "cap reached" and "TTFT p99 per window nan ms mean, 95% [-inf, inf] straddles the 500 ms limit" in capped.why
+    assert capped.kind == "cap reached" and "TTFT p99 per-window mean nan ms, 95% [-inf, inf] straddles the 500 ms limit" in capped.why
     mixed = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[400, 410, 405]) + [_window(3000.0, 400, [])]
     above = EffortRule(3, 8).judge(stream_summaries(mixed), None, slo_limits(Slo()))
     assert above.kind == "separated above" and above.windows == 4  # the three known windows decide
@@ -150,7 +154,7 @@ def test_the_incumbent_moves_only_to_points_meeting_the_slo_with_more_tokens():
     assert effort.incumbent.label == "a at concurrency 1"
     until = effort.until()
     windows = _windows(ttft_ms=30.0, gap_ms=2.0, tokens_s=[200, 210, 205])
-    assert until(windows).startswith("separated above after 3 window(s): throughput per window 205.0 mean, 95% [")
+    assert until(windows).startswith("separated above after 3 window(s): throughput per-window mean 205.0, 95% [")
     effort.measured(LlmRow.from_dict(_row("b", 4, 205.0, 200.0, 210.0)), until)
     expected = float(np.mean([200, 210, 205]))
     assert effort.incumbent.label == "b at concurrency 4" and effort.incumbent.throughput == pytest.approx(expected)
@@ -207,3 +211,72 @@ def test_the_cli_report_of_an_effort_run_gives_each_point_its_verdict_and_the_fr
     assert "Pareto front (output tokens/s per user / total): " in printed
     grid = LlmSweepResult(result.frame, {**result.record, "effort": None}, tmp_path)
     assert grid.verdicts() == [] and len(result.verdicts()) == 2  # only an effort-mode run has verdicts
+
+
+def decided_run() -> tuple[LlmSweepResult, float, str]:
+    """An adaptive run whose first point's windows read TTFT p99 90, 180 and 135 ms each (the slow
+    tenth request of each), so the mean of the windows' own p99s (135.0) is not the p99 over its 30
+    requests; the point is decided by the rule and its row made as the sweep makes it (its pooled
+    figures from the streaming engine's ``summarize``). Returns the run, that pooled TTFT p99 and
+    the decision line."""
+    slo = Slo(ttft_ms=500.0, itl_ms=50.0)
+    until = LlmEffort(EffortRule(3, 6), slo).until()
+    windows = [
+        _window(k * 1000.0, rate, [_request(k * 1000 + j, ttft * (3 if j == 9 else 1), 2.0) for j in range(10)])
+        for k, (ttft, rate) in enumerate([(30.0, 200), (60.0, 210), (45.0, 205)])
+    ]
+    stopped = until(windows)
+    assert stopped is not None and stopped.startswith("separated above after 3 window(s): ")
+    pooled = summarize([r for w in windows for r in w.done], 3.0, (slo,))
+    row = LlmRow.from_dict(_row("seqs4-tp1-x1", 4, 205.0, 200.0, 210.0, ttft99=pooled["ttft_ms"]["p99"],
+                                itl99=pooled["itl_ms"]["p99"]))
+    row = replace(row, stopped=until.decision(stopped, pooled_text(row)))  # as llm/run.py's sweep does
+    runner_up = _row("seqs1-tp1-x1", 4, 150.0, 140.0, 160.0, ttft99=61.0,
+                     stopped="cannot win after 3 window(s): its own reason")
+    record = {"kind": "llm", "slo": {"ttft_ms": 500.0, "itl_ms": 50.0}, "effort": {"min_windows": 3, "max_windows": 6}}
+    return LlmSweepResult(llm_frame([row.to_dict(), runner_up]), record), pooled["ttft_ms"]["p99"], row.stopped
+
+
+def test_a_point_shows_one_ttft_p99_in_the_best_line_its_decision_line_and_the_table():
+    """Issue 43: the Best line said TTFT p99 326.9 ms and the same point's decision line 234.3 ms
+    [145.6, 353.8] (the mean of its windows' own p99s). The decision line now states the point's
+    figures over all its requests first, the numbers the Best line and the table show (the output
+    tokens/s with the row's interval), and the per-window reading only after, named as the rule's
+    reason."""
+    result, pooled_p99, decision = decided_run()
+    best_line = result.describe_best()
+    assert best_line.startswith("Best (") and "seqs4-tp1-x1 (max_num_seqs 4" in best_line
+    best_ttft = re.search(r"TTFT p99 ([0-9.]+) ms", best_line).group(1)  # the best point's, before the runner-up's
+    assert best_ttft == f"{pooled_p99:.1f}" and best_ttft != "135.0"
+    line = next(v for v in result.verdicts() if v.startswith("seqs4-tp1-x1 at concurrency 4: "))
+    assert line.endswith(decision)
+    stated, named, reason = line.partition(f"; {RULE_REASON}: ")
+    assert named and stated == (f"seqs4-tp1-x1 at concurrency 4: separated above after 3 window(s): over all its "
+                                f"requests TTFT p99 {best_ttft} ms, ITL p99 2.00 ms, 205.0 output tok/s, 95% "
+                                f"[200.0, 210.0]")
+    assert re.findall(r"TTFT p99 ([0-9.]+) ms", stated) == [best_ttft]  # one TTFT p99 before the reason
+    assert reason.startswith("throughput per-window mean 205.0, 95% [") and "no incumbent yet" in reason
+    assert "TTFT p99 per-window mean 135.0 ms, 95% [" in reason and "within 500 ms" in reason
+    table = readable_table(result.table())
+    assert table.text(0, "ttft_p99_ms") == significant(pooled_p99) == significant(float(best_ttft))
+    assert table.text(0, "output_tokens_per_s_low") == "200–210"
+    stopped_cell = table.rows[0][table.source.index("stopped")]
+    assert f"TTFT p99 {best_ttft} ms" in (stopped_cell.tooltip or stopped_cell.text)
+
+
+def test_the_report_gives_a_point_the_ttft_p99_of_its_best_line_and_its_table():
+    """`workbench report` of the same run: its Best line, its table's TTFT p99 cell and the point's
+    decision line (the ``stopped`` cell's whole text) carry the one pooled TTFT p99."""
+    from workbench.report.html import report_html
+    from workbench.report.run_report import run_report
+
+    result, pooled_p99, decision = decided_run()
+    page = html.unescape(report_html(run_report(result)))
+    assert result.describe_best() in page and f"TTFT p99 {pooled_p99:.1f} ms" in result.describe_best()
+    row = page.split("<tbody>")[1].split("</tr>")[0]
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", page.split("<tbody>")[0].rsplit("<thead>", 1)[1])
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[next(i for i, h in enumerate(heads) if h.startswith("TTFT p99"))] == significant(pooled_p99)
+    assert f"title='{decision}'" in row and decision.startswith(
+        f"separated above after 3 window(s): over all its requests TTFT p99 {pooled_p99:.1f} ms"
+    )

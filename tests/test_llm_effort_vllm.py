@@ -22,9 +22,10 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import VLLM_TOKEN_METRIC, ModelTokenizer, Slo, build_prompts, measure_stream
 from workbench.measure.engine.streaming.prompts import Lengths
 from workbench.measure.llm import LlmPlan, run_llm_sweep
-from workbench.measure.llm.slo_effort import ITL_P99, slo_limits, stream_summaries
+from workbench.measure.llm.rows import LlmRow
 from workbench.measure.llm.run import COUNT_OUTPUT
-from workbench.measure.sweep.search.effort import STOP_KINDS, DecidedBy, EffortRule
+from workbench.measure.llm.slo_effort import ITL_P99, pooled_text, slo_limits, stream_summaries
+from workbench.measure.sweep.search.effort import RULE_REASON, STOP_KINDS, DecidedBy, EffortRule
 from workbench.ui.llm_sweep_panel import LlmSweepPanel
 from workbench.ui.shared_state import WorkbenchState
 
@@ -55,15 +56,22 @@ def test_an_effort_mode_sweep_records_verdicts_and_states_its_confidence(tiny_ll
         assert RULE.min_windows <= row["windows"] <= RULE.max_windows
         assert f"after {int(row['windows'])} window(s)" in row["stopped"]
         assert row["output_tokens_per_s_low"] < row["output_tokens_per_s_high"]
-    # the first point meets the loose SLO with no incumbent before it: a new incumbent, known as one
-    assert rows[0]["stopped"].startswith("separated above after 3 window(s): throughput ")
-    assert "no incumbent yet" in rows[0]["stopped"]
+    # the first point meets the loose SLO with no incumbent before it: a new incumbent, known as one;
+    # its line states the row's own figures over all its requests, the rule's per-window reading after
+    first = LlmRow.from_dict(rows[0])
+    stated, named, reason = rows[0]["stopped"].partition(f"; {RULE_REASON}: ")
+    assert named and stated == f"separated above after 3 window(s): {pooled_text(first)}"
+    assert reason.startswith("throughput per-window mean ") and "no incumbent yet" in reason
     # the second is judged against it: its verdict names the incumbent's interval
     if rows[1]["stopped"].split(" after ")[0] in ("separated above", "separated below"):
         assert "seqs4-tp1-x1 at concurrency 1's [" in rows[1]["stopped"]
     found = result.answer()
     assert found.best is not None and found.runner_up is None  # one variant: no other configuration
     assert found.confidence.separable is True
+    # the best point's TTFT p99: one number in its row, its decision line (before the rule's reason) and the Best line
+    best = LlmRow.from_dict(next(r for r in rows if r["concurrency"] == found.best["concurrency"]))
+    shown = f"TTFT p99 {best.ttft_p99_ms:.1f} ms"
+    assert shown in best.stopped.partition(RULE_REASON)[0] and shown in result.describe_best()
     assert "Confidence: separable: no other configuration qualifies." in result.describe_best()
 
 

@@ -113,3 +113,32 @@ def test_a_cpu_run_is_priced_only_as_a_cpu_instance_and_at_the_users_price(tmp_p
     assert "at $0.2/h (user, as given" in html.unescape(c["best"].value)
     c["price_usd"].value = -1.0
     assert "must be a positive number of USD per hour" in html.unescape(c["best"].value)
+
+
+def test_the_panel_shows_one_ttft_p99_for_a_point_in_its_best_line_decision_line_and_table(tmp_path):
+    """Issue 43, where a person reads it: after an adaptive run the panel's Best line, the point's
+    decision line under it and the table's TTFT p99 cell give the point's one TTFT p99 (over all its
+    requests); the per-window mean the rule judged on appears only after "the rule's reason"."""
+    from types import SimpleNamespace
+
+    from test_llm_effort import decided_run
+
+    from workbench.measure.store.table import significant
+    from workbench.measure.sweep.search.effort import RULE_REASON
+
+    result, pooled_p99, _ = decided_run()
+    panel = LlmSweepPanel(WorkbenchState(repository=str(tmp_path / "repo")))
+    panel._finished(SimpleNamespace(state="done", result=result, error=None))
+    c = panel.controls
+    lines = re.findall(r"<div[^>]*>(.*?)</div>", c["best"].value)
+    best = html.unescape(next(line for line in lines if line.startswith("Best (")))
+    decision = html.unescape(next(line for line in lines if line.startswith("seqs4-tp1-x1 at concurrency 4: ")))
+    stated, _, reason = decision.partition(f"; {RULE_REASON}: ")
+    shown = f"TTFT p99 {pooled_p99:.1f} ms"
+    assert re.search(r"TTFT p99 [0-9.]+ ms", best).group(0) == shown  # the best point's, first
+    assert re.findall(r"TTFT p99 [0-9.]+ ms", stated) == [shown] and "205.0 output tok/s, 95% [200.0, 210.0]" in stated
+    assert "TTFT p99 per-window mean 135.0 ms" in reason and "per-window" not in stated
+    heads = re.findall(r"<th[^>]*>(.*?)</th>", c["table"].value)
+    first_row = re.findall(r"<td[^>]*>(.*?)</td>", c["table"].value.split("<tbody>")[1].split("</tr>")[0])
+    ttft_cell = first_row[next(i for i, h in enumerate(heads) if html.unescape(h).startswith("TTFT p99"))]
+    assert ttft_cell == significant(pooled_p99) == significant(float(shown.split()[2]))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from workbench.measure.engine.loadgen.load_results import LoadResult
     from workbench.measure.grid.plan import Point
 
-__all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now", "flag", "usable"]
+__all__ = ["PointRow", "COLUMNS", "KEY_COLUMNS", "INT_COLUMNS", "now", "flag", "usable", "interval_text"]
 
 NAN = math.nan
 
@@ -29,6 +29,13 @@ NAN = math.nan
 def now() -> str:
     """The time a row or a run record is stamped with: UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def interval_text(low: float, high: float, digits: int) -> str:
+    """``", 95% [low, high]"`` to follow a figure, "" where its interval is not known (NaN)."""
+    if math.isnan(low) or math.isnan(high):
+        return ""
+    return f", 95% [{low:.{digits}f}, {high:.{digits}f}]"
 
 
 def _nothing_succeeded(sent: Any, failed: Any, errors: Mapping[str, int]) -> str:
@@ -190,6 +197,14 @@ class PointRow:
     def summary(self) -> str:
         """``"123.4 infer/s, p99 5.67 ms"``, or the error."""
         return self.error if self.error else f"{self.throughput:.1f} infer/s, p99 {self.p99_ms:.2f} ms"
+
+    def pooled_text(self) -> str:
+        """The figures over every request the point measured, as its row and the answer show them,
+        each with its 95% interval where the row has one (a decision line states these first)."""
+        return (
+            f"over all its requests {self.throughput:.1f} infer/s{interval_text(self.throughput_low, self.throughput_high, 1)}, "
+            f"p99 {self.p99_ms:.2f} ms{interval_text(self.p99_low_ms, self.p99_high_ms, 2)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The row as a table row (``COLUMNS`` order); NaN is written as null in JSON files."""

@@ -27,6 +27,7 @@ __all__ = [
     "with_token_cost",
     "cheapest_under",
     "point_text",
+    "latencies_text",
     "slo_text",
     "load_text",
     "LlmAnswer",
@@ -195,6 +196,11 @@ def point_text(point: pd.Series) -> str:
     return (
         f"max_num_seqs {int(point['max_num_seqs'])}, tensor-parallel {int(point['tensor_parallel'])}, "
         f"{int(point['instances'])} instance(s), {load}: {float(point['output_tokens_per_s']):.1f} output tok/s, "
-        f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, over all its requests TTFT p99 "
-        f"{float(point['ttft_p99_ms']):.1f} ms, ITL p99 {float(point['itl_p99_ms']):.2f} ms"
+        f"{float(point['tokens_per_user_per_s']):.1f} tok/s per user, "
+        + latencies_text(float(point["ttft_p99_ms"]), float(point["itl_p99_ms"]))
     )
+
+
+def latencies_text(ttft_p99_ms: float, itl_p99_ms: float) -> str:
+    """A point's latency figures over all its requests, as the answer and a decision line say them."""
+    return f"over all its requests TTFT p99 {ttft_p99_ms:.1f} ms, ITL p99 {itl_p99_ms:.2f} ms"

@@ -33,7 +33,7 @@ from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
-from workbench.measure.llm.slo_effort import LlmEffort
+from workbench.measure.llm.slo_effort import LlmEffort, pooled_text
 from workbench.measure.store.run_record import RunRecord
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import fingerprint, resumed_rows
@@ -328,7 +328,8 @@ class LlmSweep:
                 served_by=self.server.served_by(self.name),
                 cpu_busy=format_busy(use.stop()) if use is not None else None,
             )
-            if self.effort is not None:
+            if self.effort is not None and until is not None:
+                row = replace(row, stopped=until.decision(row.stopped, pooled_text(row)))  # the row's figures first
                 self.effort.measured(row, until)
         row = replace(row, **stamp)
         self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk

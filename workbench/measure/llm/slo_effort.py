@@ -5,7 +5,8 @@ SLO, by output tokens/s) and the SLO's limits instead of a p99 budget.
 The rule reads each streaming window (`StreamWindow`) as a `WindowSummary`: output tokens/s as
 its throughput, and the window's own TTFT p99 and ITL p99 (ms, nearest rank over the requests
 that completed in it) under the names the SLO's answer uses (``answers.slo_text``). A window in
-which no request completed has no latency (NaN): the rule leaves it out.
+which no request completed has no latency (NaN): the rule leaves it out. A point's decision line
+states its pooled figures first (``pooled_text``: its row's), the rule's per-window reading after.
 """
 
 from __future__ import annotations
@@ -19,11 +20,22 @@ import numpy as np
 from workbench.measure.engine.stats import summarize_latencies
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
-from workbench.measure.llm.answers import load_text
+from workbench.measure.grid.rows import interval_text
+from workbench.measure.llm.answers import latencies_text, load_text
 from workbench.measure.llm.rows import LlmRow, usable_llm
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
-__all__ = ["TTFT_P99", "ITL_P99", "LLM_SEARCHES", "LlmSearch", "slo_limits", "stream_summaries", "meets", "LlmEffort"]
+__all__ = [
+    "TTFT_P99",
+    "ITL_P99",
+    "LLM_SEARCHES",
+    "LlmSearch",
+    "slo_limits",
+    "stream_summaries",
+    "meets",
+    "LlmEffort",
+    "pooled_text",
+]
 
 TTFT_P99 = "TTFT p99"
 ITL_P99 = "ITL p99"
@@ -78,6 +90,15 @@ def stream_summaries(windows: Sequence[StreamWindow]) -> list[WindowSummary]:
         }
         out.append(WindowSummary(w.output_tokens_per_s, latencies, len(w.done), w.duration_s))
     return out
+
+
+def pooled_text(row: LlmRow) -> str:
+    """A point's figures over every request it measured, as its row, the table and the Best line
+    show them (the output tokens/s with the row's 95% interval): what its decision line states first."""
+    tokens = f"{row.output_tokens_per_s:.1f} output tok/s" + interval_text(
+        row.output_tokens_per_s_low, row.output_tokens_per_s_high, 1
+    )
+    return f"{latencies_text(row.ttft_p99_ms, row.itl_p99_ms)}, {tokens}"
 
 
 def meets(row: LlmRow, slo: Slo) -> bool:

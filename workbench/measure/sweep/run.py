@@ -33,6 +33,7 @@ from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
 from workbench.measure.sweep.search import SearchLog, SearchSpace, SearchStrategy, answer, check_resume
 from workbench.measure.sweep.search.confirm import confirm_answer
+from workbench.measure.sweep.search.effort import DecidedBy
 from workbench.measure.sweep.swept import (
     base_config,
     check_in_repository,
@@ -359,6 +360,8 @@ class SweepRun:
             return self.by_key[point.key]
         check_cancel(self.cancel)
         row = self._measured_row(point, self.measuring if until is None else self.judging, until)
+        if isinstance(until, DecidedBy) and not row.error:  # the verdict told with the row's own figures
+            row = replace(row, stopped=until.decision(row.stopped, row.pooled_text()))
         if point.key not in self.by_key:
             self.rows.append(row)
             self.by_key[row.key] = row

@@ -29,6 +29,10 @@ and the linear interval, [-3.0, 35.0] ms, never ruled out a 0.001 ms limit.
 With ``min_windows`` >= 3 the t quantile (4.30 for two degrees of freedom) keeps a screen from
 ruling on two lucky windows. The incumbent is read the same way, from its own windows
 (``Incumbent.from_windows``), so both sides of a comparison carry the same kind of interval.
+
+These readings decide when to stop; they are not the point's figures. A point's figures are its
+row's, over every request it measured (the table's and the answer's); a verdict's line states those
+first and gives the per-window intervals after them, as the rule's reason (``DecidedBy.decision``).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ __all__ = [
     "summaries",
     "DecidedBy",
     "p99_limit",
+    "RULE_REASON",
 ]
 
 # two-sided 95% Student-t quantiles (0.975) by degrees of freedom 1..30; past 30 the normal's 1.96
@@ -90,6 +95,8 @@ _T975 = (
 )
 
 STOP_KINDS = ("cannot win", "separated below", "separated above", "cap reached")
+# how a decision line names the rule's per-window reading, after the point's pooled figures
+RULE_REASON = "the rule's reason, read per window"
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,9 @@ class Interval:
     high: float
 
     def text(self, unit: str = "") -> str:
-        """Said with its definition: a row's figure (pooled over every request) is another number."""
-        return f"per window {self.mean:.1f}{unit} mean, 95% [{self.low:.1f}, {self.high:.1f}]"
+        """The rule's reading, named as one: the mean of the windows' own values and its interval
+        (a row's figure, pooled over every request, is another number; ``Verdict.text`` puts it first)."""
+        return f"per-window mean {self.mean:.1f}{unit}, 95% [{self.low:.1f}, {self.high:.1f}]"
 
 
 def t_interval(values: Sequence[float]) -> Interval:
@@ -180,9 +188,13 @@ class Verdict:
     def stop(self) -> bool:
         return self.kind != "continue"
 
-    def text(self) -> str:
-        """What a row's ``stopped`` column says."""
-        return f"{self.kind} after {self.windows} window(s): {self.why}"
+    def text(self, pooled: str = "") -> str:
+        """What a row's ``stopped`` column says. With ``pooled`` (the point's figures over every
+        request it measured, as its row and the answer show them) that comes first, and the rule's
+        per-window reading after it, named as the reason: one number per figure, said once."""
+        if not pooled:
+            return f"{self.kind} after {self.windows} window(s): {self.why}"
+        return f"{self.kind} after {self.windows} window(s): {pooled}; {RULE_REASON}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -275,8 +287,19 @@ class DecidedBy(Generic[Window]):
     ) -> None:
         self.rule, self.incumbent, self.limits, self.summarize = rule, incumbent, dict(limits), summarize
         self.seen: list[WindowSummary] = []
+        self.verdict: Verdict | None = None  # the verdict that stopped the windows
 
     def __call__(self, windows: Sequence[Window]) -> str | None:
         self.seen = self.summarize(windows)
         verdict = self.rule.judge(self.seen, self.incumbent, self.limits)
-        return verdict.text() if verdict.stop else None
+        if not verdict.stop:
+            return None
+        self.verdict = verdict
+        return verdict.text()
+
+    def decision(self, stopped: str | None, pooled: str) -> str | None:
+        """The measured point's ``stopped``: the rule's verdict with ``pooled``, the point's figures
+        over every request (its row's), first; any other reason (a time limit) as it was."""
+        if self.verdict is None or stopped != self.verdict.text():
+            return stopped
+        return self.verdict.text(pooled)
