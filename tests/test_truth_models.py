@@ -39,7 +39,7 @@ from workbench.measure.engine.streaming.paced import (
     write_paced_model,
 )
 
-pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.server, pytest.mark.timeout(300), pytest.mark.alone]  # timings against a schedule
 
 # few tokens, wide gaps: 16 streams at once stay a light load for the model's one instance
 SCHEDULE = PacedSchedule(tokens=5, first_ms=40.0, gap_ms=16.0, slow_first_ms=200.0, slow_gaps_ms=(56.0, 72.0))
