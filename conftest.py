@@ -31,6 +31,8 @@ SHARED_GROUPS = {
     "tests/test_streaming_vllm.py": "tiny_llm_server",
     "tests/test_llm_effort_vllm.py": "tiny_llm_server",
     "tests/test_llm_sweep_vllm.py": "tiny_llm_server",
+    "tests/test_llm_runner_vllm.py": "tiny_llm_server",
+    "tests/test_sweep_outcome.py": "tiny_llm_server",
 }
 SHARED_FIXTURES = frozenset(SHARED_GROUPS.values())
 
