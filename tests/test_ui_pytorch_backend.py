@@ -34,6 +34,7 @@ def backend_dir(pytorch_backend_or_twin):
     return pytorch_backend_or_twin
 
 
+@pytest.mark.alone  # a sweep from the panel, waited on with time limits: nothing beside it
 def test_settings_to_a_sweep_through_the_pytorch_backend(tmp_path, backend_dir, monkeypatch):
     # as a user's lab: nothing set where notebook 08's build is cached (the preview and the server
     # must both find it: issue 43 saw the preview say "twin" and the server serve LibTorch)
