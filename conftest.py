@@ -1,5 +1,5 @@
 """How the whole suite (tests/ and the notebooks under nbval) runs on several pytest-xdist workers
-(`bash dev.sh test` runs ``pytest -n 3``):
+(``WORKBENCH_TEST_WORKERS=3 bash dev.sh test`` runs ``pytest -n 3``; the default is one process):
 
 - Each test module and each notebook is one unit of work, run whole on one worker, so a module's
   shared servers and a notebook's kernel live on one worker; the modules that use an expensive

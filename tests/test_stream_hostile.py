@@ -195,7 +195,7 @@ def test_a_stream_that_ends_short_is_not_a_measured_point(hostile, prompts):
     e2e = sorted(r.e2e_ms for r in result.records if r.ok)
     assert result.tokens_per_user_per_s <= 3 * 1000 / e2e[0] + 1e-6
     # an LLM sweep saves it with its reason, figures kept, and no answer counts it
-    point = SimpleNamespace(columns=lambda: {
+    point = SimpleNamespace(concurrency=2, columns=lambda: {
         "variant": "v", "max_num_seqs": 1, "tensor_parallel": 1, "instances": 1, "cores_per_instance": 1,
         "core_start": None, "core_end": None, "concurrency": 2, "request_rate": None, "input_tokens": 8,
         "output_tokens": MAX_TOKENS})

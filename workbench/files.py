@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from workbench.refusals import WorkbenchError
+
 __all__ = [
     "atomic_write",
     "one_at_a_time",
@@ -36,7 +38,7 @@ __all__ = [
 READ_LIMIT = 256 * 2**20
 
 
-class NotRegularFile(OSError):
+class NotRegularFile(WorkbenchError, OSError):
     """A path the workbench will not read or write: a symlink, FIFO, device or folder where a plain
     file belongs, or a file past READ_LIMIT. An OSError, so existing handlers report it in one line."""
 

@@ -30,6 +30,7 @@ from workbench.generate.config import ConfigError, parameters_of, read_config
 from workbench.generate.vllm_backend.engine_settings import VLLM_NEURON_TARGETS
 from workbench.generate.vllm_backend.readback import MODEL_JSON_LIMIT, engine_args_file
 from workbench.generate.vllm_backend.render import TARGET_PARAMETER
+from workbench.refusals import WorkbenchError
 
 __all__ = [
     "CACHE_DOC",
@@ -59,7 +60,7 @@ OVERRIDE_VALUES = {"trn2": "trn2", "trn3": "trn3"}
 SERVER = ("-m", "vllm.entrypoints.openai.api_server")
 
 
-class CpuCompileError(ValueError):
+class CpuCompileError(WorkbenchError, ValueError):
     """A directory or environment the CPU compile refuses, said before anything runs."""
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from workbench.measure.engine.measure_settings import MeasureError
 from workbench.measure.engine.streaming.prompts import Prompt
 from workbench.measure.engine.streaming.stream_results import RequestRecord
+from workbench.refusals import WorkbenchError
 
 __all__ = [
     "StreamClient",
@@ -54,7 +55,7 @@ Done = Callable[[RequestRecord], None]
 MAX_EVENT_BYTES = 1 << 20
 
 
-class StreamError(ValueError):
+class StreamError(WorkbenchError, ValueError):
     """What the server sent cannot be a response to this request (the one-line reason)."""
 
 
