@@ -1,5 +1,5 @@
 """How the whole suite (tests/ and the notebooks under nbval) runs on several pytest-xdist workers
-(``WORKBENCH_TEST_WORKERS=3 bash dev.sh test`` runs ``pytest -n 3``; the default is one process):
+(``bash dev.sh test`` runs ``pytest -n 3 -m "not alone"``, then the ``alone`` tests in one process):
 
 - Each test module and each notebook is one unit of work, run whole on one worker, so a module's
   shared servers and a notebook's kernel live on one worker; the modules that use an expensive
@@ -8,21 +8,16 @@
   9.2 (pytest-dev/pytest-xdist#1386), and ``loadfile`` cannot join modules.
 - The units that take longest start first (``LONGEST_FIRST``), so the run does not end waiting
   on one long unit started last.
-- A test marked ``alone`` (it compares times or CPU shares with a limit) runs with no other test
-  beside it: every test holds a lock shared across the workers, an ``alone`` test holds it
-  exclusively (a turnstile first, so it is not starved). In one process none of this applies.
+- A test marked ``alone`` (it compares times or CPU shares with a limit) is not in this pass:
+  ``dev.sh test`` runs those after it, in one process, with nothing beside them.
 
 Here, not in tests/conftest.py, because the notebooks' cells must be kept together too.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -62,37 +57,6 @@ def group_of(nodeid: str) -> str:
     return SHARED_GROUPS.get(module, module)
 
 
-class _Turns:
-    """The readers-writer lock across the workers of one run: two files under the run's temp folder."""
-
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self._gate: IO[str] = open(folder / "gate.lock", "a")
-        self._room: IO[str] = open(folder / "room.lock", "a")
-
-    @contextmanager
-    def held(self, alone: bool) -> Iterator[None]:
-        fcntl.flock(self._gate, fcntl.LOCK_EX)  # an alone test waiting here stops newcomers
-        try:
-            fcntl.flock(self._room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        finally:
-            fcntl.flock(self._gate, fcntl.LOCK_UN)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._room, fcntl.LOCK_UN)
-
-
-_turns: _Turns | None = None
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    global _turns
-    if os.environ.get("PYTEST_XDIST_WORKER") and config.option.basetemp:
-        # each worker's basetemp is <the run's temp folder>/<worker>: the parent is the run's
-        _turns = _Turns(Path(config.option.basetemp).parent / "turns")
-
-
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: absent without xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling
@@ -122,10 +86,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker sorts alike: the scheduler takes this order
         rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
         items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    turn = _turns.held(alone=item.get_closest_marker("alone") is not None) if _turns else nullcontext()
-    with turn:
-        return (yield)

@@ -41,6 +41,23 @@ from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
 ServerFactory = Callable[..., TritonServer]
 
+# what the workbench itself sets in its process (compiler/neuron.import_sdk picks the compile target this way)
+_PROCESS_WIDE = ("NEURON_PLATFORM_TARGET_OVERRIDE", "NEURON_RT_VISIBLE_CORES")
+
+
+@pytest.fixture(autouse=True)
+def _neuron_environment_restored() -> Iterator[None]:
+    """Put back the Neuron variables a test's in-process compile set, so a later test's CLI run (which
+    inherits the environment) is not refused for another chip's override."""
+    before = {name: os.environ.get(name) for name in _PROCESS_WIDE}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Use ../shared's references without set-up by hand: its perf_analyzer wrapper (when it
     answers ``--version`` on this glibc) as ``$PERF_ANALYZER``, and for its LibTorch backend build

@@ -3,8 +3,10 @@ a head and worker nodes, each its own raylet, every address on 127.0.0.1.
 
 Two things make it start here, neither changes what Ray does once it runs:
 
-* ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` (read when ray is imported) makes Ray resolve this
-  machine's address as 127.0.0.1, so no node or client reaches for the outside interface;
+* ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0`` makes Ray resolve this machine's address as 127.0.0.1,
+  so no node or client reaches for the outside interface. Ray reads it when imported: the nodes
+  (new processes) get it from the environment, this process by setting the constant it became,
+  as another test module may have imported ray first;
 * each node's dashboard-agent listen port is chosen here and announced in the session folder the
   moment it exists (``ray._raylet.persist_port``, the file the agent itself writes): Ray 2.60's
   raylet waits a fixed 30 s for that file, and on a loaded shared machine the agent takes longer
@@ -26,6 +28,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import ray  # noqa: E402
 from ray._common.utils import get_default_ray_temp_dir  # noqa: E402
+from ray._private import ray_constants  # noqa: E402
 from ray._raylet import DASHBOARD_AGENT_LISTEN_PORT_NAME, persist_port  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -40,6 +43,7 @@ class LocalCluster:
     """``Cluster`` with every node on 127.0.0.1 and its agent ports fixed and announced."""
 
     def __init__(self) -> None:
+        ray_constants.ENABLE_RAY_CLUSTER = False  # services.get_node_ip_address reads it per call
         self.temp_dir = tempfile.mkdtemp(prefix="wb-raycluster-", dir="/tmp")
         # the head also notes its address in Ray's default temp folder, which it does not create
         os.makedirs(get_default_ray_temp_dir(), exist_ok=True)

@@ -78,6 +78,6 @@ def test_a_report_to_a_folder_is_one_line_naming_it(tmp_path, capsys):
 
 def test_a_folder_where_the_lock_file_belongs_is_a_sentence(tmp_path):
     (tmp_path / "run" / LOCK_FILE).mkdir(parents=True)
-    with pytest.raises(SweepError, match=r"cannot take the lock .*\.sweep\.lock of the run folder: Is a directory"):
+    with pytest.raises(SweepError, match=r"cannot take the lock .*\.sweep\.lock of the run folder: it is a folder, not a regular file"):
         with RunFolderLock(tmp_path / "run"):
             pass

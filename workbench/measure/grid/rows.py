@@ -38,12 +38,17 @@ def interval_text(low: float, high: float, digits: int) -> str:
     return f", 95% [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def _nothing_succeeded(sent: Any, failed: Any, errors: Mapping[str, int]) -> str:
-    """Why a point with no successful request has no numbers: how many were sent and failed, and
-    the most frequent error."""
-    counts = f" ({failed} of {sent} failed)" if failed is not None and sent is not None else ""
+def _nothing_succeeded(sent: Any, failed: Any, errors: Mapping[str, int], where: str = "") -> str:
+    """Why a point with no successful request (``where``: in its last window) has no numbers: how
+    many were sent and failed, and the most frequent error."""
+    if failed is not None and sent is not None:
+        counts = f" ({failed} of {sent} failed)"
+    elif failed is not None:
+        counts = f" ({failed} failed)"
+    else:
+        counts = ""
     common = max(errors.items(), key=lambda item: item[1])[0] if errors else None
-    return f"no request succeeded{counts}" + (f": {common}" if common else "")
+    return f"no request succeeded{where}{counts}" + (f": {common}" if common else "")
 
 
 def _ms(value_us: Any) -> float:
@@ -107,6 +112,10 @@ class PointRow:
         succeeded is a failed point (resume measures it again), whatever else was counted."""
         if result.succeeded == 0 or not result.throughput > 0:
             return cls.failed(point, _nothing_succeeded(result.sent, result.failed, result.errors))
+        last = result.windows[-1] if result.windows else None
+        if last is not None and last.requests == 0 and last.failures > 0:
+            # the server stopped answering (killed, crashed): the windows before do not make a measurement
+            return cls.failed(point, _nothing_succeeded(None, last.failures, result.errors, " in the last window"))
         server, latency, spread = result.server, result.latency, result.spread
         breakdown = {}
         if server is not None:

@@ -48,6 +48,7 @@ from workbench.measure.sweep.swept import (
 )
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
 from workbench.measure.watch.variant_times import load_variant
+from workbench.server.process import TritonServer
 from workbench.server.protocol import Server
 from workbench.system import usable_cpu_ids
 from workbench.tasks import check_cancel
@@ -347,7 +348,8 @@ class LlmSweep:
         self._report(f"loading {variant.label}")
         self.loaded = variant.label
         files = {path: text.encode() for path, text in variant.files.items()}
-        restart = getattr(self.server, "restart", None) if self.restart_stuck else None
+        own = self.server if self.restart_stuck and isinstance(self.server, TritonServer) else None
+        restart = own.restart if own is not None else None
         times, self.load_error, self.stuck = load_variant(
             self.server, self.name, variant, self.load_timeout_s, self.stuck, files=files, recover=restart
         )

@@ -80,7 +80,8 @@ def tokens_in(count: object, room: int) -> int:
         raise StreamError(f"token count {_short(count)} is negative")
     total = float(np.sum(values, dtype=np.float64))
     if total > room:
-        raise StreamError(f"a response claimed {total:.0f} tokens; the request had room for {room} more (max_tokens)")
+        claimed = f"{total:.0f}" if total < 1e15 else f"{total:.3g}"  # one line, however large the count
+        raise StreamError(f"a response claimed {claimed} tokens; the request had room for {room} more (max_tokens)")
     return int(total)
 
 
