@@ -72,7 +72,7 @@ case $what in
     # nothing beside them; extra args go to both. Each ends with its slowest tests.
     status=0
     "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" -m "not alone" --durations=25 "$@" || status=$?
-    "$py" -m pytest -n 0 -m alone --durations=10 "$@" || { rc=$?; [[ $rc == 5 ]] || status=$rc; }
+    "$py" -m pytest -n 0 -m alone --durations=25 "$@" || { rc=$?; [[ $rc == 5 ]] || status=$rc; }
     [[ $status == 5 ]] && status=0  # "no tests collected": the args named only tests of the other pass
     exit "$status"
     ;;
