@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from workbench.measure.engine.streaming.paced import streaming_text_config
 from workbench.server.remote import RunningServer
 from workbench.ui.ask import AskArea
 from workbench.ui.shared_state import WorkbenchState
@@ -68,19 +69,8 @@ MODEL_PY = textwrap.dedent(f'''
                 thread.join(timeout=5)
 ''')
 
-CONFIG = textwrap.dedent('''
-    backend: "python"
-    max_batch_size: 0
-    model_transaction_policy { decoupled: true }
-    input [
-      { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
-      { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
-      { name: "exclude_input_in_output" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
-      { name: "return_logprobs" data_type: TYPE_BOOL dims: [ 1 ] optional: true }
-    ]
-    output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
-    instance_group [ { count: 1 kind: KIND_CPU } ]
-''')
+CONFIG = streaming_text_config([("stream", "TYPE_BOOL"), ("exclude_input_in_output", "TYPE_BOOL"),
+                                ("return_logprobs", "TYPE_BOOL")])
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,19 +101,23 @@ def write_paced_model(repo: Path, name: str, schedule: PacedSchedule, token_metr
     return folder
 
 
-_CONFIG = textwrap.dedent("""
-    backend: "python"
-    max_batch_size: 0
-    model_transaction_policy { decoupled: true }
-    input [
-      { name: "text_input" data_type: TYPE_STRING dims: [ 1 ] },
-      { name: "stream" data_type: TYPE_BOOL dims: [ 1 ] optional: true },
-      { name: "sampling_parameters" data_type: TYPE_STRING dims: [ 1 ] optional: true },
-      { name: "return_num_output_tokens" data_type: TYPE_BOOL dims: [ 1 ] optional: true }
-    ]
-    output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]
-    instance_group [ { count: 1 kind: KIND_CPU } ]
-""")
+def streaming_text_config(optional_inputs: Sequence[tuple[str, str]]) -> str:
+    """The config.pbtxt of a decoupled Python-backend text model with vLLM's ``text_input`` and
+    ``text_output`` and the optional inputs ``(name, data type)`` it reads."""
+    inputs = ['{ name: "text_input" data_type: TYPE_STRING dims: [ 1 ] }']
+    inputs += [f'{{ name: "{name}" data_type: {dtype} dims: [ 1 ] optional: true }}' for name, dtype in optional_inputs]
+    listed = ",\n  ".join(inputs)
+    return (
+        'backend: "python"\nmax_batch_size: 0\nmodel_transaction_policy { decoupled: true }\n'
+        f"input [\n  {listed}\n]\n"
+        'output [ { name: "text_output" data_type: TYPE_STRING dims: [ -1 ] } ]\n'
+        "instance_group [ { count: 1 kind: KIND_CPU } ]\n"
+    )
+
+
+_CONFIG = streaming_text_config(
+    [("stream", "TYPE_BOOL"), ("sampling_parameters", "TYPE_STRING"), ("return_num_output_tokens", "TYPE_BOOL")]
+)
 
 _MODEL = textwrap.dedent('''
     """Streams words on a schedule repeating every {cycle} requests (workbench's paced model)."""
