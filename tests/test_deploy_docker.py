@@ -77,6 +77,23 @@ def test_for_a_generated_model_it_takes_the_framework_too(tmp_path):
     assert run.argv[-1] == "--load-model=tf" and f"{tmp_path / 'repo'}:/models" in run.argv
 
 
+def test_a_pytorch_backend_model_runs_on_its_configs_cpu_range(tmp_path):
+    """Triton's PyTorch backend places nothing on NeuronCores (no core map): the run pins the CPU
+    range its config holds, as `workbench deploy` does, instead of failing on the missing map."""
+    import torch
+
+    from workbench.generate import GenerateSettings, render
+
+    torch.jit.trace(torch.nn.Linear(4, 3).eval(), torch.zeros(1, 4)).save(str(tmp_path / "net.pt"))
+    generated = render(GenerateSettings(
+        backend="pytorch", triton_model_dir=str(tmp_path / "repo" / "ts"), compiled_model=str(tmp_path / "net.pt"),
+        triton_input=["INPUT__0,FP32,4"], triton_output=["OUTPUT__0,FP32,3"], max_batch_size=8))
+    assert generated.core_map is None and generated.settings.target == "cpu"
+    run = docker_run_for_model(generated)
+    assert run.image == CPU_IMAGE and run.devices == () and _env(run) == []
+    assert "--cpuset-cpus=0-0" in run.argv and run.argv[-1] == "--load-model=ts"
+
+
 # ---- vLLM-backend model directories: one container per instance, the stack by target --------------
 
 def _vllm_deployment(root, name, target, model: dict, **deploy):

@@ -49,10 +49,11 @@ def test_each_cores_use_is_the_mean_of_the_reports_while_the_point_ran(tmp_path)
     deadline = time.monotonic() + 30
     while len(use._reports) < 3 and time.monotonic() < deadline:  # a few reports arrive
         time.sleep(0.05)
+    monitor = use._monitor.process
     busy = use.stop()
     assert busy == {0: 40.0, 1: 75.5, 2: 0.0}  # core 2: no runtime uses it
     assert format_busy(busy) == "0:40.0 1:75.5 2:0.0"
-    assert use._process is None  # the monitor was stopped
+    assert use._monitor is None and monitor.poll() is not None  # the monitor was stopped
 
 
 def test_reports_sum_runtimes_per_core_and_nothing_is_read_without_neuron_monitor(tmp_path, monkeypatch):

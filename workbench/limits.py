@@ -20,7 +20,7 @@ import resource
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from workbench.refusals import WorkbenchError
 
@@ -94,8 +94,8 @@ def field_range(message: str, field: str) -> tuple[int, int, str]:
     return low, high, names[descriptor.cpp_type]
 
 
-def is_whole(value: Any) -> bool:
-    """An integer (numpy's too), not a bool and not a float, however integral."""
+def is_whole(value: Any) -> TypeGuard[int]:
+    """An integer (numpy's too, which count as int), not a bool and not a float, however integral."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

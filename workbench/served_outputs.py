@@ -68,7 +68,7 @@ class CheckResult:
             )
         bad = [r for r in self.rows if not r.ok]
         first = bad[0] if bad else None
-        if bad and all(r.error.startswith(NO_ANSWER) for r in bad):  # no answer is not a wrong answer
+        if first is not None and all(r.error.startswith(NO_ANSWER) for r in bad):  # no answer is not a wrong answer
             return (
                 f"FAILED for {self.model!r}: {len(bad)} of {len(self.rows)} requests got no answer; first: "
                 f"request {first.request} (batch {first.batch_size}): {first.error}"

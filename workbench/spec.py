@@ -356,8 +356,9 @@ class ModelSpec:
     def by_index(self, kind: str = "input") -> tuple[TensorSpec, ...]:
         """Tensors in argument order: by ``__i`` index when all have one, else declaration order."""
         tensors = self.inputs if kind == "input" else self.outputs
-        if all(t.index is not None for t in tensors):
-            return tuple(sorted(tensors, key=lambda t: t.index))
+        indexed = [(t.index, t) for t in tensors if t.index is not None]
+        if len(indexed) == len(tensors):
+            return tuple(t for _, t in sorted(indexed, key=lambda pair: pair[0]))
         return tensors
 
     def upstream_args(self) -> dict[str, list[str]]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from workbench.coremap import CoreRange
 from workbench.deploy.docker import docker_run_command
 from workbench.deploy.kubernetes import ManifestError, manifests_for_model, to_yaml
-from workbench.deploy.recipe import BASES, host_folder, recipe_for, write_recipe
+from workbench.deploy.recipe import BASES, Recipe, host_folder, recipe_for, write_recipe
 from workbench.generate.repository import WriteResult, write_model_dir
 from workbench.system import LNC_VALUES
 
@@ -118,6 +118,18 @@ class Planned:
     summary: str = ""  # what a dry run says first (a recipe: which base it builds on, and why)
 
 
+def _recipe_writer(
+    recipe: Recipe, folder: Path, docker_run: str, extra: dict[str, str] | None = None
+) -> Callable[[bool], WriteResult]:
+    """`Planned.write` of a recipe folder, bound to these values (the planner's names move on)."""
+    return lambda force: write_recipe(recipe, folder, docker_run=docker_run, overwrite=force, extra=extra)
+
+
+def _files_writer(folder: Path, files: dict[str, str]) -> Callable[[bool], WriteResult]:
+    """`Planned.write` of a folder of text files, bound to these values."""
+    return lambda force: write_model_dir(folder, files, overwrite=force)
+
+
 def plan_files(args: argparse.Namespace) -> list[Planned]:
     """What ``args`` ask for, checked whole before anything is written."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
@@ -162,7 +174,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
             Planned(
                 folder,
                 recipe.files(run.pretty),
-                lambda force, folder=folder: write_recipe(recipe, folder, docker_run=run.pretty, overwrite=force),
+                _recipe_writer(recipe, folder, run.pretty),
                 recipe.base_choice(),
             )
         )
@@ -184,9 +196,7 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
         )
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
-        planned.append(
-            Planned(folder, files, lambda force, folder=folder: write_model_dir(folder, files, overwrite=force))
-        )
+        planned.append(Planned(folder, files, _files_writer(folder, files)))
     return planned
 
 
@@ -260,9 +270,7 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSett
             Planned(
                 folder,
                 recipe.files(text, extra),
-                lambda force, folder=folder: write_recipe(
-                    recipe, folder, docker_run=text, overwrite=force, extra=extra
-                ),
+                _recipe_writer(recipe, folder, text, extra),
                 recipe.base_choice(),
             )
         )
@@ -283,9 +291,7 @@ def _plan_vllm(args: argparse.Namespace, model_dir: Path, settings: GenerateSett
         )
         folder = root / f"kubernetes-{model_dir.name}"
         files = {"triton.yaml": to_yaml(documents)}
-        planned.append(
-            Planned(folder, files, lambda force, folder=folder: write_model_dir(folder, files, overwrite=force))
-        )
+        planned.append(Planned(folder, files, _files_writer(folder, files)))
     return planned
 
 

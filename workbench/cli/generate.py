@@ -14,7 +14,7 @@ import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import Any, NoReturn
 
 from workbench.generate import options
 from workbench.generate.backends import BACKENDS, render, write
@@ -33,7 +33,7 @@ def _one_line_errors(parser: argparse.ArgumentParser) -> None:
     """Usage errors as one line and exit status 2 (argparse prints the whole usage block)."""
     prog = parser.prog
 
-    def error(message: str) -> None:
+    def error(message: str) -> NoReturn:
         print(f"{prog}: error: {message} (see {prog} --help)", file=sys.stderr)
         raise SystemExit(2)
 
@@ -359,7 +359,7 @@ def _variant_parser() -> argparse.ArgumentParser:
     _add_setting_flags(parser, variant=True)
     _add_parameter_flags(parser.add_argument_group("Triton's PyTorch backend"))  # e.g. --intra-op-thread-count 2
 
-    def error(message: str) -> None:
+    def error(message: str) -> NoReturn:
         raise options.OptionError(message)
 
     parser.error = error  # type: ignore[method-assign]

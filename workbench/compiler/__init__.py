@@ -139,6 +139,7 @@ def compile_model(
                 isolate=isolate,
                 lnc=lnc,
             )
+            assert artifact.cpu_artifact is not None, "compile_neuron traces the CPU twin first"
             artifact.cpu_artifact.write_sidecar()
         artifact.write_sidecar()
     except BaseException:

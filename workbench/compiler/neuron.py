@@ -90,7 +90,7 @@ def import_sdk(target: str, *, has_device: bool | None = None) -> Any:
             import torch
             import torch_neuron  # noqa: F401  (registers torch.neuron)
 
-            return torch.neuron
+            return torch.neuron  # type: ignore[attr-defined]  # an attribute torch_neuron adds on import
         except _IMPORT_ERRORS as err:
             raise MissingSDKError("inf1", list(TARGET_PACKAGES["inf1"]), f"import torch_neuron failed: {err}") from None
     if target in NEURONX_TARGETS:

@@ -29,7 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -243,7 +243,7 @@ def compile_saved_model(
     made_dir = not Path(out_dir).exists()
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=out_dir))
-    request = {
+    request: _TraceRequest = {
         "source": str(source),
         "tags": sorted({t.strip() for t in tag_set.split(",") if t.strip()}),
         "signature": signature_def_key,
@@ -324,7 +324,22 @@ def _compiled_spec(path: Path, source: ModelSpec, signature_def_key: str, batch_
     return compiled
 
 
-def _trace_and_save(request: dict) -> None:
+class _TraceRequest(TypedDict):
+    """What the compile child is asked to do (sent to it as JSON): paths are strings."""
+
+    source: str
+    tags: list[str]
+    signature: str
+    keys: list[str]
+    target: str
+    flags: list[str]
+    inputs: str
+    dest: str
+    error: str
+    parent: int
+
+
+def _trace_and_save(request: _TraceRequest) -> None:
     """Trace the loaded signature with the target's SDK, keyed example inputs, then save it."""
     tf = _require_tensorflow()
     sdk = importlib.import_module(_SDK_MODULES[request["target"]])
@@ -349,7 +364,7 @@ def _trace_and_save(request: dict) -> None:
 def _main(argv: list[str]) -> int:
     """Entry of the compile child (``python -m workbench.compiler.tensorflow REQUEST_JSON``): a fresh
     interpreter, because TensorFlow's runtime does not survive a fork."""
-    request = json.loads(argv[0])
+    request: _TraceRequest = json.loads(argv[0])
     exit_with_parent(request["parent"])
     try:
         _trace_and_save(request)

@@ -13,6 +13,7 @@ model.py at load time. With nothing to download, the tiny models below are built
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import time
@@ -172,19 +173,18 @@ def package_causal_lm(
             f"no transformers-neuronx sampling class known for model_type {model_type!r}; "
             "pass model_class (e.g. LlamaForSampling)"
         )
-    n_positions = int(
-        n_positions or getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 2048)
-    )
+    config_positions = getattr(model.config, "max_position_embeddings", 0) or getattr(model.config, "n_positions", 2048)
+    n_positions = int(n_positions or config_positions)
     heads = getattr(model.config, "num_attention_heads", None)
     if target != "cpu" and heads and heads % tp_degree:
         raise ValueError(f"tp_degree {tp_degree} must divide the model's {heads} attention heads")
-    neuronx = None
+    neuronx: Any = None  # the transformers_neuronx module for a Neuron target
     if target != "cpu":
         has_device = has_neuron_device() if has_device is None else has_device
         if not has_device:  # read by the Neuron libraries when they are imported (optimum-neuron PR #961)
             os.environ["NEURON_PLATFORM_TARGET_OVERRIDE"] = target
         try:
-            import transformers_neuronx as neuronx
+            neuronx = importlib.import_module("transformers_neuronx")
         except (ImportError, OSError, RuntimeError) as err:
             raise MissingSDKError(
                 "transformers_neuronx",

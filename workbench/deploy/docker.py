@@ -203,6 +203,8 @@ def docker_run_for_model(
     options.setdefault("framework", generated.settings.framework)
     if "cores_per_device" not in options:
         options.setdefault("instance_type", generated.settings.target)
+    # a backend that places nothing on cores (Triton's PyTorch backend) serves on the config's range, as `deploy` does
     core_map = generated.core_map
+    cores = core_map.core_range if core_map is not None else CoreRange.parse(generated.settings.neuron_core_range)
     where = Path(generated.dest).parent if repository is None else repository
-    return docker_run_command(where, core_map.core_range, **options)
+    return docker_run_command(where, cores, **options)

@@ -122,17 +122,15 @@ def vllm_manifests(
     model_repository, volumes, mounts = _repository(repository)
     documents: list[dict] = []
     if config is not None:
+        config_name = _dns_label(f"{app}-config"[:63].rstrip("-"), "config map name")
         config_map = {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {
-                "name": _dns_label(f"{app}-config"[:63].rstrip("-"), "config map name"),
-                **({"namespace": namespace} if namespace else {}),
-            },
+            "metadata": {"name": config_name, **({"namespace": namespace} if namespace else {})},
             "data": {"config.pbtxt": config},
         }
         documents.append(config_map)
-        volumes.append({"name": "one-instance-config", "configMap": {"name": config_map["metadata"]["name"]}})
+        volumes.append({"name": "one-instance-config", "configMap": {"name": config_name}})
         mounts.append(
             {
                 "name": "one-instance-config",

@@ -352,9 +352,9 @@ def _warmup_of(message: Any, spec: ModelSpec | None) -> Warmup:
             parse_dtype(dtype) if dtype != "TYPE_INVALID" else dtype, tuple(entry.dims), data, entry.input_data_file
         )
     base = dict(name=message.name, batch_size=message.batch_size, count=message.count)
-    for data in ("zero", "random") if spec is not None else ():
+    for data in ("zero", "random"):
         # what `inputs=None` generates: read it back as that, so it follows the spec
-        if inputs == warmup_inputs_from_spec(spec, data):
+        if spec is not None and inputs == warmup_inputs_from_spec(spec, data):
             return Warmup(**base, data=data)
     return Warmup(**base, inputs=inputs)
 

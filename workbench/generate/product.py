@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from workbench.coremap import CoreMap
 from workbench.generate.config import ConfigError, ModelConfig, from_text, to_text
@@ -44,7 +45,8 @@ class GeneratedModel:
 
     def config_files(self) -> dict[str, str]:
         """Every config this directory holds, by the name tritonserver selects it with ("" = config.pbtxt)."""
-        return {"": self.config_text, **{name: self.files[f"configs/{name}.pbtxt"] for name in self.variants}}
+        variant_texts = {name: cast(str, self.files[f"configs/{name}.pbtxt"]) for name in self.variants}  # kept_text
+        return {"": self.config_text, **variant_texts}
 
     def changes(self) -> Changes:
         """What writing would change in the directory on disk; pass it to `write` as ``confirm``."""

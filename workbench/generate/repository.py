@@ -180,7 +180,7 @@ def _remove_empty(made: list[Path]) -> None:
 
 def _refusal(dest: Path, err: OSError) -> str:
     where = f" ({err.filename})" if err.filename else ""
-    hint = {
+    hint: dict[int | None, str] = {
         errno.EXDEV: "; the backup folder is on another device: move the repository, or write elsewhere",
         errno.EROFS: "; the file system is read-only",
         errno.ENOTDIR: "; a part of the path is a file",
@@ -266,10 +266,10 @@ def _held_models(folder: Path) -> list[str]:
     return found[:3] + (["..."] if len(found) > 3 else [])
 
 
-def _content_bytes(content: FileContent) -> bytes | None:
-    """File content as bytes; None for a directory (compared by listing, not content)."""
+def _content_bytes(content: FileContent) -> bytes:
+    """A file's content as bytes (a directory is compared by listing: `_expand`)."""
     if isinstance(content, Path):
-        return None if content.is_dir() else content.read_bytes()
+        return content.read_bytes()
     return content.encode("utf-8") if isinstance(content, str) else content
 
 
@@ -372,7 +372,11 @@ def compare_model_dir(dest: str | Path, files: Mapping[str, FileContent]) -> Cha
     """What `write_model_dir` would change at ``dest``: files, config fields, the diff."""
     dest = Path(dest)
     old, new = _on_disk(dest), _expand(files)
-    added, removed, modified, config_changes, chunks = [], [], [], [], []
+    added: list[str] = []
+    removed: list[str] = []
+    modified: list[str] = []
+    config_changes: list[str] = []
+    chunks: list[str] = []
     digest = hashlib.sha256()
     for rel in sorted(set(old) | set(new)):
         before, after = old.get(rel), new.get(rel)

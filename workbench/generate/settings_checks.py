@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from workbench.compiler.artifact import SIDECAR_SUFFIX, sidecar_path
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError, describe_ranges
@@ -22,6 +23,8 @@ from workbench.generate.settings import TNX_AMPS, TNX_PARAMETERS, GenerateError,
 from workbench.limits import dataclass_problems, model_name_problem, neuron_core_limit
 from workbench.spec import ModelSpec, SpecError, TensorSpec, tensor_spec
 from workbench.system import MissingSDKError, cpu_cores, target_problem, usable_cpu_ids
+
+T = TypeVar("T")
 
 __all__ = [
     "Plan",
@@ -51,6 +54,13 @@ class Plan:
     record: dict | None = None  # the compile step's sidecar for the compiled model
     tnx: dict[str, object] = field(default_factory=dict)  # TNX_* parameters to write
     variants: dict[str, tuple[GenerateSettings, Plan]] = field(default_factory=dict)  # configs/<name>.pbtxt
+
+
+def settled(value: T | None, what: str) -> T:
+    """``value`` of a plan with no problems: every check that leaves it None reports a problem."""
+    if value is None:
+        raise GenerateError([f"the settings checks worked out no {what}"])
+    return value
 
 
 def tensor_items(items: list, kind: str, problems: list[str]) -> list[TensorSpec]:
@@ -333,7 +343,7 @@ def _plan_tnx(settings: GenerateSettings, plan: Plan) -> None:
     record = plan.record if plan.record and plan.record.get("framework") == "transformers_neuronx" else {}
     recorded = record.get("extra") or {}
     recorded_graphs = recorded.get("compiled_dir") if settings.target != "cpu" else None
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}  # a setting, else what the compile recorded (JSON)
     for name in TNX_PARAMETERS:
         given, known = getattr(settings, name), recorded.get(name.removeprefix("tnx_"))
         if (
@@ -458,8 +468,8 @@ def make_plan(settings: GenerateSettings) -> Plan:
     name = settings.model_name
     if not str(settings.triton_model_dir).strip():
         plan.problems.append("--triton_model_dir is required: the model directory to write")
-    elif model_name_problem(name):
-        plan.problems.append(model_name_problem(name))
+    elif problem := model_name_problem(name):
+        plan.problems.append(problem)
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     _plan_cores(settings, plan)

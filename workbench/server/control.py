@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from workbench.generate.config import ModelConfig, to_json
@@ -135,7 +136,7 @@ class LocalProcess(Protocol):
 def as_model_config(config: Any) -> ModelConfig:
     """A ``ModelConfig`` from a ModelConfig, a dict or a JSON string; dicts and strings are
     checked against the ModelConfig schema, so a typo fails here, naming the field."""
-    if isinstance(config, ModelConfig):
+    if isinstance(config, model_config_pb2.ModelConfig):  # the class ModelConfig names
         return config
     if isinstance(config, (str, bytes)):
         try:

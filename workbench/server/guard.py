@@ -95,7 +95,7 @@ def watch(server_pid: int, owner_pid: int, shm_prefix: str, grace: float = 3.0) 
     owner_gone = owner_fd is None or os.getppid() != owner_pid
     server_fd = _open_pidfd(server_pid)
     outcome = "owner-gone"
-    if not owner_gone and server_fd is not None:
+    if owner_fd is not None and not owner_gone and server_fd is not None:
         fds = [owner_fd, server_fd, sys.stdin.fileno()]
         stdin_buffer = b""
         while True:

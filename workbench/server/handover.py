@@ -7,10 +7,15 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.server.control import ModelControl
 from workbench.server.errors import ServerError
+
+if TYPE_CHECKING:
+    from workbench.server.log import ServerLog
+    from workbench.server.pytorch import PyTorchServing
+    from workbench.server.vllm_backend import VllmServing
 
 __all__ = ["HandedOver"]
 
@@ -29,6 +34,17 @@ def _handed_to_control(name: str) -> Callable[..., Any]:
 class HandedOver:
     """Model control and log methods of a server process (it sets ``_control``, ``pytorch``,
     ``vllm``, ``log`` and ``_restarting`` and has ``running``)."""
+
+    _control: ModelControl | None
+    pytorch: PyTorchServing
+    vllm: VllmServing
+    log: ServerLog
+    _restarting: bool
+
+    if TYPE_CHECKING:
+
+        @property
+        def running(self) -> bool: ...
 
     @property
     def control(self) -> ModelControl:

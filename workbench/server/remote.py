@@ -62,7 +62,7 @@ def endpoint_addresses(hostport: str) -> frozenset[tuple[str, int]]:
         infos = socket.getaddrinfo(host, int(port), proto=socket.IPPROTO_TCP)
     except (OSError, ValueError):
         return frozenset({(host, int(port) if port.isdigit() else -1)})
-    return frozenset((info[4][0], int(port)) for info in infos)
+    return frozenset((str(info[4][0]), int(port)) for info in infos)  # an IP address string
 
 
 class RunningServer(ModelControl):

@@ -67,7 +67,7 @@ def generate_both(
     threads) and ``<name>_pytorch`` (the same archive as model.pt for LibTorch, with
     INTRA_OP_THREAD_COUNT = ``threads``) into ``repository``; returns both directories."""
     repository = Path(repository)
-    common = dict(compiled_model=str(artifact.path), target="cpu", max_batch_size=max_batch_size)
+    common: dict[str, Any] = dict(compiled_model=str(artifact.path), target="cpu", max_batch_size=max_batch_size)
     python = GenerateSettings(
         triton_model_dir=str(repository / f"{name}_python"),
         copy_compiled_model=True,

@@ -43,7 +43,7 @@ def for_neuron_host(
     tensors spelled out because there is no file here to read them from."""
     target = choice.wanted
     name = Path(settings.triton_model_dir).name if not settings.name else settings.name
-    common = dict(
+    common: dict[str, Any] = dict(  # GenerateSettings fields, whichever machine compiled
         triton_model_dir=str(Path(repository) / name),
         name=None,
         target=target,
@@ -58,7 +58,7 @@ def for_neuron_host(
         compiled = Path(artifact.path).name
     else:
         compiled = f"{artifact.name}.{target}.pt"
-    tensors = (
+    tensors: dict[str, Any] = (
         {}
         if settings.triton_input or settings.framework == "transformers_neuronx"
         else dict(triton_input=list(artifact.spec.inputs), triton_output=list(artifact.spec.outputs))

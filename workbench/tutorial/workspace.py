@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from workbench.coremap import CoreRange
+from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate import GenerateSettings
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.store.results import KEY_COLUMNS, RECORD_FILE, ResultsError, SweepResult, list_runs, load_run
@@ -198,7 +198,7 @@ def make_example_runs(
                 )
             )
         )
-    plan = SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(4,))
+    plan = SweepPlan(batch_sizes=(1, 4), allocations=parse_allocations("1x1"), concurrency=(4,))
     settings = (
         MeasureSettings(window_s=0.5, max_windows=4, time_limit_s=3, min_latencies=500)
         if settings is None

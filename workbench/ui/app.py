@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import ipywidgets as widgets
 
@@ -18,6 +18,12 @@ from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.sweep_panel import SweepPanel
 
 
+class Panel(Protocol):
+    """What the app reads of a panel: the widget its tab shows."""
+
+    widget: Any  # an ipywidgets container
+
+
 class Workbench:
     """Model -> settings -> preview -> server -> sweep -> results, as tabs.
 
@@ -29,11 +35,15 @@ class Workbench:
         self, repository: str | Path | None = None, *, module: Any = None, example_inputs: Any = None, system=None
     ) -> None:
         self.state = WorkbenchState(repository if repository is not None else "model_repository")
-        self.panels = {
-            "model": ModelPanel(self.state, module=module, example_inputs=example_inputs, system=system),
-            "settings": SettingsPanel(self.state),
-            "preview": PreviewPanel(self.state),
-            "server": ServerPanel(self.state),
+        # made in tab order: each observes the state as it is made
+        model = ModelPanel(self.state, module=module, example_inputs=example_inputs, system=system)
+        settings, preview = SettingsPanel(self.state), PreviewPanel(self.state)
+        self._server = ServerPanel(self.state)
+        self.panels: dict[str, Panel] = {
+            "model": model,
+            "settings": settings,
+            "preview": preview,
+            "server": self._server,
             "sweep": SweepPanel(self.state),
             "llm sweep": LlmSweepPanel(self.state),
             "results": ResultsPanel(self.state),
@@ -70,4 +80,4 @@ class Workbench:
 
     def close(self) -> None:
         """Stop the server if one runs (it would also stop when the kernel exits)."""
-        self.panels["server"].close()
+        self._server.close()

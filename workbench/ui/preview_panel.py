@@ -10,6 +10,7 @@ config.pbtxt are never thrown away by a settings change; the user picks which on
 from __future__ import annotations
 
 import html
+from pathlib import Path
 
 import ipywidgets as widgets
 
@@ -21,7 +22,14 @@ from workbench.generate.backends import backend_of, backend_of_config
 from workbench.generate.config import ConfigError, from_text, validate_config
 from workbench.generate.product import GeneratedModel
 from workbench.generate.pytorch_backend import ServingPreview
-from workbench.generate.repository import RepositoryError, compare_model_dir, write_model_dir
+from workbench.generate.repository import (
+    Changes,
+    FileContent,
+    RepositoryError,
+    WriteResult,
+    compare_model_dir,
+    write_model_dir,
+)
 from workbench.generate.vllm_backend import VLLM
 from workbench.server.pytorch import serving_preview
 from workbench.server.vllm_backend import serving_here as vllm_serving_here
@@ -51,15 +59,22 @@ def _no_core_map(generated: GeneratedModel) -> str:
     )
 
 
+def _origin(content: FileContent) -> str:
+    """Where a listed file comes from: the file it copies; the size of bytes made here (weights)."""
+    if isinstance(content, Path):
+        return f"  <- copy of {content}"
+    return f"  ({len(content)} bytes)" if isinstance(content, bytes) else ""
+
+
 class PreviewPanel:
     """Preview tabs and the write button for ``state.generated``; ``written`` holds the last
     `WriteResult`."""
 
     def __init__(self, state: WorkbenchState | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
-        self.written = None
+        self.written: WriteResult | None = None
         self._generated_text = ""
-        self._pending = None  # the Changes the confirm button writes
+        self._pending: Changes | None = None  # the Changes the confirm button writes
         self.controls: dict[str, widgets.Widget] = {}
         c = self.controls
         # which config to show: config.pbtxt (editable) or a configs/<name>.pbtxt variant (read-only)
@@ -206,10 +221,7 @@ class PreviewPanel:
     def _serving_html(self, generated: GeneratedModel, preview: ServingPreview) -> str:
         """A PyTorch-backend layout: the model files, who would serve it here (the real backend the
         server's finder turns up, or the twin) with the notes, and a PyTorch 2 module's source."""
-        files = [
-            f"{rel}" + (f"  <- copy of {content}" if not isinstance(content, str) else "")
-            for rel, content in generated.files.items()
-        ]
+        files = [rel + _origin(content) for rel, content in generated.files.items()]
         lines = [f"{preview.layout} layout for Triton's PyTorch backend", f"served here as: {preview.served_as}"]
         lines += [f"note: {note}" for note in preview.notes] + ["", "files:"] + [f"  {f}" for f in files]
         source = highlight(generated.model_py, "python") if generated.model_py else ""
@@ -258,9 +270,9 @@ class PreviewPanel:
         family = generated.settings.target if generated is not None and generated.settings.target != "cpu" else "inf2"
         end = generated.core_map.end if generated is not None and generated.core_map is not None else 0
         sizes = sorted(
-            (cores_for_instance(name), instance_size(name), name)
+            (cores, instance_size(name), name)
             for name in DEVICES_BY_INSTANCE
-            if family_of(name) == family
+            if family_of(name) == family and (cores := cores_for_instance(name)) is not None
         )
         return next((name for cores, _, name in sizes if cores > end), sizes[-1][2])
 

@@ -14,7 +14,15 @@ import ipywidgets as widgets
 
 from workbench.measure.llm.result import LlmComparison, LlmSweepResult, load_llm_run
 from workbench.measure.store import plots
-from workbench.measure.store.results import ResultsError, compare_runs, list_runs, load_run, record_kind
+from workbench.measure.store.results import (
+    Comparison,
+    ResultsError,
+    SweepResult,
+    compare_runs,
+    list_runs,
+    load_run,
+    record_kind,
+)
 from workbench.ui.layout import button, description_style, plot_image, row, table_view
 from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.widget_values import best_html, error_list, frame_html, preformatted, show_figure, table_html
@@ -25,8 +33,8 @@ class ResultsPanel:
 
     def __init__(self, state: WorkbenchState | None = None, *, runs_dir: str | Path | None = None) -> None:
         self.state = state if state is not None else WorkbenchState()
-        self.run = None
-        self.comparison = None
+        self.run: SweepResult | LlmSweepResult | None = None
+        self.comparison: Comparison | LlmComparison | None = None
         default_runs = Path(runs_dir) if runs_dir is not None else Path(self.state.repository).parent / "runs"
         style = description_style("110px")
         self.controls: dict[str, widgets.Widget] = {}
@@ -214,8 +222,13 @@ class ResultsPanel:
             if isinstance(run, LlmSweepResult) or (isinstance(run, str) and record_kind(run) == "llm")
         ]
         if llm:
-            folder = Path(llm[0].path if isinstance(llm[0], LlmSweepResult) else llm[0])
-            held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir()) if folder.is_dir() else []
+            first = llm[0]  # an open run (loaded from its folder) or a run folder's path
+            folder = first.path if isinstance(first, LlmSweepResult) else Path(str(first))
+            held = (
+                sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
+                if folder is not None and folder.is_dir()
+                else []
+            )
             c["error"].value = error_list(
                 [
                     f"a report of an LLM sweep is not written yet: its folder {folder} holds "

@@ -379,14 +379,12 @@ class SettingsPanel:
             VLLM.name: (c["vllm"].widget, c["vllm"]),
         }
         self.state.observe(self._artifact_changed, names="artifact")
-        self.state.observe(
-            lambda change: change["new"] and self.link.update(compiled_model=change["new"]), names="model_file"
-        )
+        self.state.observe(self._model_file_changed, names="model_file")
         for name in ("name", "target", "framework"):
             self.state.observe(lambda change: self.link.update(**{change["name"]: change["new"]}), names=name)
         self.link.on_change = self._changed
         # choosing the tiny LLM names the model after it (notebook 09's tiny_llm), not the last model
-        c["vllm"].observe(lambda change: change["new"] and self.link.update(name=change["new"]), names="chosen_name")
+        c["vllm"].observe(self._llm_chosen, names="chosen_name")
         if self.state.artifact is not None:
             self._artifact_changed({"new": self.state.artifact})
         else:
@@ -553,10 +551,18 @@ class SettingsPanel:
                 by_field.setdefault("" if problem.field in hidden else problem.field, []).append(problem.message)
         return by_field, by_parameter
 
+    def _model_file_changed(self, change: dict) -> None:
+        if change["new"]:
+            self.link.update(compiled_model=change["new"])
+
+    def _llm_chosen(self, change: dict) -> None:
+        if change["new"]:
+            self.link.update(name=change["new"])
+
     def _show_core_map(self, blocked: bool) -> None:
         """The cores each instance gets; nothing while a core field has a problem (said beside it)."""
         settings = self.link.value
-        if blocked:
+        if blocked or not isinstance(settings.neuron_core_range, CoreRange):  # not a range: said beside it
             self.controls["core_map"].value = "<i>core map: once the core fields above are fixed</i>"
             return
         try:

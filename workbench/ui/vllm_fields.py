@@ -339,7 +339,7 @@ class VllmFields(traitlets.HasTraits):
             return problems
         own = set(self.value.problems)
         checked = [p for p in problems if p not in own and VLLM.reads not in p]  # not the switch's refusals
-        self._checked = [(field_of(p), in_app_words(p)) for p in checked if field_of(p) is not None]
+        self._checked = [(field, in_app_words(p)) for p in checked if (field := field_of(p)) is not None]
         self._show_errors()
         return [in_app_words(p) if p in checked else p for p in problems]
 
@@ -347,7 +347,7 @@ class VllmFields(traitlets.HasTraits):
         """Show the render's ``warnings`` about a vLLM field beside it, in this screen's words (the
         KV-cache one sat at the bottom as ``--kv-cache-memory-bytes``); returns the others."""
         ours = settings.backend == VLLM.name
-        self._warned = [(field_of(w), in_app_words(w)) for w in warnings if ours and field_of(w) is not None]
+        self._warned = [(field, in_app_words(w)) for w in warnings if ours and (field := field_of(w)) is not None]
         self._show_errors()
         return [w for w in warnings if not ours or field_of(w) is None]
 
@@ -413,6 +413,8 @@ class VllmFields(traitlets.HasTraits):
 
         chosen = tiny_llm_settings(llm.path, ".", self.target if self.target in ("cpu", "trn2", "inf2") else "cpu")
         shown = chosen.backend_settings
+        if not isinstance(shown, VllmSettings):  # tiny_llm_settings makes vLLM-backend settings
+            raise TypeError(f"tiny_llm_settings gave {type(shown).__name__} settings, not VllmSettings")
         self.link.update(**{f.name: getattr(shown, f.name) for f in dataclasses.fields(shown)})
         self._publish()
         self.chosen_name = ""  # a second choice of the same model names it again

@@ -29,11 +29,11 @@ class PythonBackend:
     pins_cores = True  # model.py places each instance on the cores its parameters name
     streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
     server_per_instance = False  # one server holds every instance, each pinned by model.py
-    targets = TARGETS
+    targets: tuple[str, ...] = TARGETS
     reads = "the Python backend's model.py"
     # read by model.py only (a hand-written model.py, compiled-model placement, cores, transformers-neuronx);
     # ``copy_compiled_model`` is moot elsewhere: the PyTorch backend always copies the model file
-    own_fields = (
+    own_fields: tuple[str, ...] = (
         "neuron_core_range",
         "threads_per_core",
         "disable_batch_requests_to_neuron",
@@ -51,7 +51,7 @@ class PythonBackend:
         "tnx_compiled_dir",
         "decoupled",
     )
-    ignored_fields = ()
+    ignored_fields: tuple[str, ...] = ()
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         return make_plan(settings).problems

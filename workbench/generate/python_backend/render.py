@@ -16,13 +16,13 @@ from workbench.generate.config import ModelConfig, build_config, validate_config
 from workbench.generate.product import GeneratedModel, kept_text
 from workbench.generate.repository import FileContent
 from workbench.generate.settings import GenerateError, GenerateSettings
-from workbench.generate.settings_checks import Plan, make_plan
+from workbench.generate.settings_checks import Plan, make_plan, settled
 
 __all__ = ["model_py_text", "render"]
 
 
 def _parameters(settings: GenerateSettings, plan: Plan) -> dict[str, object]:
-    core_map = plan.core_map
+    core_map = settled(plan.core_map, "core map")
     params: dict[str, object] = {
         "COMPILED_MODEL": plan.compiled_ref,
         **core_map.core_range.parameters(),
@@ -47,9 +47,10 @@ def model_py_text() -> str:
 
 
 def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
+    spec = settled(plan.spec, "tensor spec")
     config = build_config(
         settings.model_name,
-        plan.spec,
+        spec,
         max_batch_size=settings.max_batch_size,
         dynamic_batching=settings.enable_dynamic_batching,
         preferred_batch_sizes=settings.preferred_batch_size,
@@ -57,7 +58,7 @@ def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
         instance_count=settings.triton_model_instance_count,
         parameters=_parameters(settings, plan),
     )
-    options.apply(config, settings, plan.spec)
+    options.apply(config, settings, spec)
     preserve.merge(config, settings.extra_config)
     problems = validate_config(config, directory_name=settings.model_dir.name)
     if problems:  # a gap between the checks and the config's own: still refuse to write
@@ -94,5 +95,14 @@ def render(settings: GenerateSettings) -> GeneratedModel:
             "it may not read the generated parameters"
         )
     return GeneratedModel(
-        settings, settings.model_dir, plan.spec, config, config_text, model_py, plan.core_map, files, warnings, variants
+        settings,
+        settings.model_dir,
+        settled(plan.spec, "tensor spec"),
+        config,
+        config_text,
+        model_py,
+        plan.core_map,
+        files,
+        warnings,
+        variants,
     )

@@ -24,10 +24,12 @@ class PyTorchBackend:
     pins_cores = False  # Triton's PyTorch backend reads no core parameters: instances share the CPUs
     streams_tokens = False  # one response per request: swept in inferences (measure/sweep)
     server_per_instance = False  # one server holds every instance
-    targets = ("cpu",)  # LibTorch serves on this machine's CPU; Neuron models go to the Python backend
+    # LibTorch serves on this machine's CPU; Neuron models go to the Python backend
+    targets: tuple[str, ...] = ("cpu",)
     reads = "Triton's PyTorch backend"
-    own_fields = ("runtime", "state_dict")
-    ignored_fields = ("copy_compiled_model",)  # the model file is always copied into the version folder
+    own_fields: tuple[str, ...] = ("runtime", "state_dict")
+    # the model file is always copied into the version folder
+    ignored_fields: tuple[str, ...] = ("copy_compiled_model",)
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         return pytorch_settings_problems(settings).problems

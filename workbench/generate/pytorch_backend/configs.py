@@ -138,8 +138,8 @@ def _tensor_problems(cfg: ModelConfig, layout: str) -> list[str]:
         # (outputs: NAME__i, else config order). Only an all-indexed set can be checked without
         # the model: its indices must cover 0..n-1 or forward() gets a hole.
         for kind, tensors in (("input", spec.inputs), ("output", spec.outputs)):
-            indices = [t.index for t in tensors]
-            if None not in indices and sorted(indices) != list(range(len(indices))):
+            indices = [t.index for t in tensors if t.index is not None]
+            if len(indices) == len(tensors) and sorted(indices) != list(range(len(indices))):
                 problems.append(
                     f"{kind} indices {sorted(indices)} of the NAME__i names must cover "
                     f"0..{len(indices) - 1} exactly: the index is the position in forward()"

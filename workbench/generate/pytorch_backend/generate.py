@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import cast
 
 from workbench.generate import options, preserve, rules
 from workbench.generate.config import ModelConfig, parameter_string
@@ -27,6 +28,7 @@ from workbench.generate.settings_checks import (
     Plan,
     plan_batching,
     setting_flag,
+    settled,
     tensor_items,
     variant_name_problem,
 )
@@ -110,8 +112,8 @@ def pytorch_settings_problems(settings: GenerateSettings) -> Plan:
             plan.problems += parameter_problems(str(key), parameter_string(value), layout_of_settings(settings))
     if not str(settings.triton_model_dir).strip():
         plan.problems.append("--triton_model_dir is required: the model directory to write")
-    elif model_name_problem(settings.model_name):
-        plan.problems.append(model_name_problem(settings.model_name))
+    elif problem := model_name_problem(settings.model_name):
+        plan.problems.append(problem)
     if settings.model_version < 1:
         plan.problems.append(f"--model_version {settings.model_version} is invalid; versions start at 1")
     plan_batching(settings, plan)
@@ -196,9 +198,10 @@ def _plan_variants(settings: GenerateSettings, plan: Plan) -> None:
 
 def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
     """The checked ModelConfig of ``settings`` (config.pbtxt or a variant)."""
+    spec = settled(plan.spec, "tensor spec")
     cfg = build_pytorch_config(
         settings.model_name,
-        plan.spec,
+        spec,
         layout=layout_of_settings(settings),
         max_batch_size=settings.max_batch_size,
         dynamic_batching=settings.enable_dynamic_batching,
@@ -208,7 +211,7 @@ def _config(settings: GenerateSettings, plan: Plan) -> ModelConfig:
         instance_count=settings.triton_model_instance_count,
         parameters=settings.parameters,
     )
-    options.apply(cfg, settings, plan.spec)
+    options.apply(cfg, settings, spec)
     preserve.merge(cfg, settings.extra_config)
     if cfg.default_model_filename and layout_of_settings(settings) == PYTORCH2:
         raise PyTorchConfigError(
@@ -242,11 +245,11 @@ def render_pytorch(settings: GenerateSettings) -> GeneratedModel:
         else:
             files = pytorch2_files(
                 cfg,
-                plan.compiled_source,
+                settled(plan.compiled_source, "--compiled_model file"),
                 version=version,
                 state_dict=Path(settings.state_dict).expanduser() if settings.state_dict else None,
             )
-            model_py = files.get(f"{version}/model.py", "")
+            model_py = cast(str, files.get(f"{version}/model.py", ""))  # the module's source text
     except (PyTorchConfigError, FileNotFoundError) as err:
         raise GenerateError([str(err)]) from None
     except UnicodeDecodeError as err:
@@ -263,5 +266,14 @@ def render_pytorch(settings: GenerateSettings) -> GeneratedModel:
     )
     files.update({rel: Path(src) for rel, src in settings.extra_files.items()})
     return GeneratedModel(
-        settings, settings.model_dir, plan.spec, cfg, config_text, model_py, None, files, list(plan.warnings), variants
+        settings,
+        settings.model_dir,
+        settled(plan.spec, "tensor spec"),
+        cfg,
+        config_text,
+        model_py,
+        None,
+        files,
+        list(plan.warnings),
+        variants,
     )

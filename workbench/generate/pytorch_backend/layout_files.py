@@ -226,6 +226,8 @@ def load_pytorch2_module(version_dir: str | Path, *, name: str = "model", module
     defined = _defined_module_classes(source, f"{name} {module_file}")
     module_name = f"_workbench_pt2_{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise PyTorchConfigError(f"{name} {module_file} cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)

@@ -39,6 +39,14 @@ SWEEP_SETTINGS: dict[str, dict[str, str | None]] = {
 }
 
 
+def _layout_key(setting: str, layout: str) -> str:
+    """The parameter key of the friendly sweep ``setting`` in ``layout``; refused where it has none."""
+    key = SWEEP_SETTINGS[setting][layout]
+    if key is None:
+        raise PyTorchConfigError(f"sweep setting {setting!r} does not exist for the {layout} layout")
+    return key
+
+
 def sweep_variant(base: ModelConfig, settings: Mapping[str, Any], *, name: str | None = None) -> ModelConfig:
     """A copy of ``base`` with ``settings`` applied, checked, for one sweep point.
 
@@ -60,9 +68,7 @@ def sweep_variant(base: ModelConfig, settings: Mapping[str, Any], *, name: str |
             continue
         key = setting
         if setting in SWEEP_SETTINGS:
-            key = SWEEP_SETTINGS[setting][layout]
-            if key is None:
-                raise PyTorchConfigError(f"sweep setting {setting!r} does not exist for the {layout} layout")
+            key = _layout_key(setting, layout)
             if setting == "optimized_execution":
                 value = not value
             if setting == "torch_compile" and not isinstance(value, Mapping):
@@ -90,7 +96,7 @@ def sweep_grid(base: ModelConfig, grid: Mapping[str, Iterable[Any]]) -> dict[str
             raise PyTorchConfigError(
                 "sweep instance counts with the sweep's allocations (e.g. 1x1, 2x1), not a parameter"
             )
-        key = SWEEP_SETTINGS[setting][layout] if setting in SWEEP_SETTINGS else setting
+        key = _layout_key(setting, layout) if setting in SWEEP_SETTINGS else setting
         if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Iterable):
             values = [values]
         out[key] = tuple(parameters_of(sweep_variant(base, {setting: v}))[key] for v in values)

@@ -394,7 +394,8 @@ def tensor_entry(entry, max_batch_size):
 def read_request(request, inputs, batched):
     """The request's arrays for ``inputs`` (tensor_entry dicts), in that order, None for an absent
     optional one; with ``batched`` every input must have the same dim 0. RequestError names the bad input."""
-    arrays, rows = [], {}
+    arrays: list = []  # numpy arrays, None for an absent optional input
+    rows = {}
     for spec in inputs:
         tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
         if tensor is None:
@@ -589,10 +590,9 @@ def load_pytorch_inf1(settings, layout):
     import torch
 
     importlib.import_module("torch_neuron")  # registers torch.neuron and the neuron::forward ops
+    neuron = torch.neuron  # type: ignore[attr-defined]
 
-    return _torch_runner(
-        _data_parallel(torch.neuron.DataParallel, torch.jit.load(settings["path"]), settings, layout), torch
-    )
+    return _torch_runner(_data_parallel(neuron.DataParallel, torch.jit.load(settings["path"]), settings, layout), torch)
 
 
 def load_pytorch_neuronx(settings, layout):
@@ -698,9 +698,10 @@ def load_tensorflow(settings, layout):
         pieces = [future.result() for future in futures]
         return [np.concatenate([piece[i] for piece in pieces], axis=0) for i in range(len(outputs))]
 
-    run.model = loaded[0]
-    run.copies = loaded
-    run.pool = pool
+    # kept on the runner (function attributes, which mypy does not model): the loaded copies own their variables
+    run.model = loaded[0]  # type: ignore[attr-defined]
+    run.copies = loaded  # type: ignore[attr-defined]
+    run.pool = pool  # type: ignore[attr-defined]
     return run
 
 
@@ -807,8 +808,8 @@ def load_transformers_neuronx(settings, layout):
             return None
         return tuple(np.asarray(arrays[names.index("sequence_length")]).ravel().tolist())
 
-    run.batch_key = batch_key
-    run.model = model
+    run.batch_key = batch_key  # type: ignore[attr-defined]  # read by TritonPythonModel.execute
+    run.model = model  # type: ignore[attr-defined]
     return run
 
 
@@ -866,7 +867,7 @@ class TritonPythonModel:
         if self._affinity:
             _pin_this_thread(self._affinity, self._pinned)
         responses = [None] * len(requests)
-        groups = {}  # requests that can share one forward: same non-batch shapes (and runner key)
+        groups: dict = {}  # requests that can share one forward: same non-batch shapes (and runner key)
         for position, request in enumerate(requests):
             try:
                 arrays = self.layout.read(request)

@@ -185,7 +185,8 @@ def tensor_entry(entry, max_batch_size):
 def read_request(request, inputs, batched):
     """The request's arrays for ``inputs`` (tensor_entry dicts), in that order, None for an absent
     optional one; with ``batched`` every input must have the same dim 0. RequestError names the bad input."""
-    arrays, rows = [], {}
+    arrays: list = []  # numpy arrays, None for an absent optional input
+    rows = {}
     for spec in inputs:
         tensor = pb_utils.get_input_tensor_by_name(request, spec["name"])
         if tensor is None:
@@ -295,6 +296,8 @@ class TritonPythonModel:
                 self.model.to(self.device).eval()
                 return {"torchscript": os.path.basename(artifact), "inference_mode": True}
             spec = importlib.util.spec_from_file_location(model_name, artifact)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"{artifact} cannot be imported as a Python module")
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             raw = _pick_module_class(module)()

@@ -68,9 +68,9 @@ class VllmBackend:
     streams_tokens = True  # decoupled, token by token: swept in tokens (measure/llm)
     server_per_instance = True  # an engine per instance, each seeing only its NEURON_RT_VISIBLE_CORES
     reads = "Triton's vLLM backend"
-    targets = VLLM_TARGETS
-    own_fields = ()  # everything it reads is in VllmSettings (GenerateSettings.backend_settings)
-    ignored_fields = _UNREAD
+    targets: tuple[str, ...] = VLLM_TARGETS
+    own_fields: tuple[str, ...] = ()  # everything it reads is in VllmSettings (GenerateSettings.backend_settings)
+    ignored_fields: tuple[str, ...] = _UNREAD
 
     def validate(self, settings: GenerateSettings) -> list[str]:
         return self._switch_problems(settings) + plan(settings).problems

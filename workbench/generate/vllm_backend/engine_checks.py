@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workbench.coremap import CoreMap, CoreRange, CoreRangeError
 from workbench.files import read_text, strict_json
@@ -71,7 +72,7 @@ class VllmPlan:
     core_map: CoreMap | None = None
 
 
-def _whole(value: object, flag: str, problems: list[str], low: int = 1, high: int = INT32_MAX) -> bool:
+def _whole(value: Any, flag: str, problems: list[str], low: int = 1, high: int = INT32_MAX) -> bool:
     """A count vLLM takes: whole, at least ``low``, at most ``high`` (its C++ kernels and the Neuron
     runtime hold sequence counts and lengths in 32-bit ints)."""
     if value is None:
@@ -109,8 +110,8 @@ def _model_config(folder: Path, problems: list[str]) -> dict:
             f"config), got a {type(config).__name__}"
         )
         return {}
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    return {**text, **config}
+    text = config.get("text_config")
+    return {**(text if isinstance(text, dict) else {}), **config}
 
 
 def _heads(vllm: VllmSettings, hf: dict, problems: list[str]) -> None:
@@ -254,7 +255,7 @@ def plan(settings: GenerateSettings) -> VllmPlan:
     for name in ("max_num_seqs", "max_num_batched_tokens"):
         _whole(getattr(vllm, name), FLAGS[name], problems)
     _whole(vllm.kv_cache_memory_bytes, FLAGS["kv_cache_memory_bytes"], problems, high=MAX_MEMORY_BYTES)
-    if _whole(vllm.max_model_len, "--max-model-len", problems):
+    if vllm.max_model_len is not None and _whole(vllm.max_model_len, "--max-model-len", problems):
         positions = out.hf_config.get("max_position_embeddings")
         if is_whole(positions) and vllm.max_model_len > positions:
             problems.append(

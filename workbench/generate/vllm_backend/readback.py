@@ -8,6 +8,7 @@ a config field or instance count regenerating would not write is named in the no
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.files import read_text, strict_json
@@ -45,7 +46,10 @@ def _split_additional(args: dict) -> tuple[VllmNeuronBuckets, NxdiBuckets]:
     override = additional.get("override_neuron_config", {})
     vn_keys, nx_keys = set(vars(VllmNeuronBuckets())), set(vars(NxdiBuckets()))
     vn = VllmNeuronBuckets(**{k: tuple(v) for k, v in neuron.items() if k in vn_keys})
-    nx = NxdiBuckets(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in override.items() if k in nx_keys})
+    nx_values: dict[str, Any] = {
+        k: (tuple(v) if isinstance(v, list) else v) for k, v in override.items() if k in nx_keys
+    }
+    nx = NxdiBuckets(**nx_values)
     rest_neuron = {k: v for k, v in neuron.items() if k not in vn_keys}
     rest_override = {k: v for k, v in override.items() if k not in nx_keys}
     rest = {k: v for k, v in additional.items() if k not in ("neuron_config", "override_neuron_config")}

@@ -14,6 +14,7 @@ import json
 
 from workbench.generate.config import ModelConfig, parameter_string
 from workbench.generate.product import GeneratedModel, kept_text
+from workbench.generate.repository import FileContent
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend.engine_checks import VllmPlan
 from workbench.generate.vllm_backend.engine_settings import (
@@ -111,7 +112,7 @@ def render(settings: GenerateSettings, checked: VllmPlan) -> GeneratedModel:
     config = vllm_config(settings, checked)
     config_text = kept_text(config, settings.model_dir / "config.pbtxt")
     engine_args = f"{settings.model_version}/model.json"
-    files = {"config.pbtxt": config_text, engine_args: model_json_text(model_json(settings))}
+    files: dict[str, FileContent] = {"config.pbtxt": config_text, engine_args: model_json_text(model_json(settings))}
     return GeneratedModel(
         settings,
         settings.model_dir,

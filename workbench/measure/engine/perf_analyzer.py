@@ -160,7 +160,7 @@ def perf_analyzer_args(
 
 
 def _range(levels: Any, name: str) -> str:
-    values = [levels] if np.isscalar(levels) else list(levels)
+    values: list[Any] = [levels] if np.isscalar(levels) else list(levels)  # numbers, checked below
     if not values or any(v <= 0 for v in values):
         raise ValueError(f"{name} levels must be positive, got {levels!r}")
     text = [f"{v:g}" for v in values]
@@ -225,6 +225,7 @@ def run_perf_analyzer(
     with tempfile.TemporaryDirectory(prefix="workbench-pa-") as scratch:
         csv_path = Path(scratch) / "results.csv"
         input_data = write_input_data(inputs, Path(scratch) / "inputs.json") if inputs else None
+        failure: PerfAnalyzerError | None = None  # the last attempt's, set by attempt()
 
         def attempt(
             number: int, budget_s: float | None = None, **extra: Any
@@ -249,7 +250,7 @@ def run_perf_analyzer(
             )
             return _with_passes(rows, output, number, extra.get("interval_ms", interval_ms)), output
 
-        best, output, failure = None, "", None
+        best, output = None, ""
         # no time limit: one run, as perf_analyzer alone would (then the fallback below, bounded)
         for number in range(1, (MAX_ADJUSTS if deadline is not None else 1) + 1):
             rows, output = attempt(number, interval_ms=interval_ms)

@@ -35,6 +35,9 @@ __all__ = [
 
 STANDARD_PERCENTILES = (50, 90, 95, 99)
 
+# numbers as a list or as the numpy array a measurement keeps them in
+Floats = Sequence[float] | np.ndarray
+
 # Float noise must not turn an exact 110/100 into "unstable".
 _RATIO_SLACK = 1e-9
 
@@ -45,7 +48,7 @@ class StatsError(WorkbenchError, ValueError):
     """Statistics that cannot be diffed (wrong model, counters that went backwards)."""
 
 
-def percentile(sorted_values: Sequence[float], p: float) -> float:
+def percentile(sorted_values: Floats, p: float) -> float:
     """Nearest-rank percentile as perf_analyzer computes it: the element at index
     ``floor(p/100*(n-1) + 0.5)`` of the sorted list, no interpolation. NaN for an empty list."""
     if not 0 <= p <= 100:
@@ -63,7 +66,7 @@ def summarize_latencies(latencies: Iterable[float], extra_percentile: float | No
     out: dict[str, float] = {"count": int(values.size)}
     out["avg"] = float(values.mean()) if values.size else math.nan
     out["std"] = float(values.std()) if values.size else math.nan
-    wanted = list(STANDARD_PERCENTILES)
+    wanted: list[float] = list(STANDARD_PERCENTILES)
     if extra_percentile is not None and extra_percentile not in wanted:
         wanted.append(extra_percentile)
     for p in wanted:
@@ -119,8 +122,8 @@ class Spread:
 
 
 def bootstrap_spread(
-    completed_s: Sequence[float],
-    latencies: Sequence[float] | None,
+    completed_s: Floats,
+    latencies: Floats | None,
     *,
     span_s: float,
     batch_size: int = 1,

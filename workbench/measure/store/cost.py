@@ -231,6 +231,7 @@ def with_cost(
     if not whole_instance and (used > cores).any():
         raise CostError(f"a variant holds {int(used.max())} cores but {instance_type} has {cores}")
     share = 1.0 if whole_instance else used / cores
+    assert price.usd_per_hour is not None  # price_of refuses an instance type without one
     out["usd_per_hour"] = price.usd_per_hour * share
     out["cost_per_million_usd"] = [
         cost_per_million(t, h) if not pd.isna(t) else math.nan

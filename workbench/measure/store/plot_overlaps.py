@@ -8,6 +8,7 @@ where their data is.
 from __future__ import annotations
 
 from itertools import combinations
+from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -41,8 +42,9 @@ def text_overlaps(figure: Figure) -> list[str]:
     shown; tick labels are placed on every tick, drawn or not, so they are left out)."""
     if figure.canvas is None or not hasattr(figure.canvas, "get_renderer"):
         FigureCanvasAgg(figure)
-    figure.canvas.draw()
-    renderer = figure.canvas.get_renderer()
+    canvas: Any = figure.canvas  # an Agg canvas or one of its kind: has get_renderer (ensured above)
+    canvas.draw()
+    renderer = canvas.get_renderer()
     problems: list[str] = []
     labels: list[tuple[str, Bbox]] = []  # every axis text, for the legends
     for ax in figure.axes:
@@ -58,8 +60,8 @@ def text_overlaps(figure: Figure) -> list[str]:
                 for t in axis.get_major_ticks() + axis.get_minor_ticks()
                 if low - span <= t.get_loc() <= high + span and t.label1.get_visible() and t.label1.get_text()
             ]
-            ticks = [(t, _box(t, renderer)) for t in drawn]  # the labels of ticks inside the view: the drawn ones
-            ticks = [(t, b) for t, b in ticks if b is not None]
+            # the labels of ticks inside the view: the drawn ones
+            ticks = [(t, box) for t in drawn if (box := _box(t, renderer)) is not None]
             problems += [
                 f"{name} tick labels {_name(a)} and {_name(b)} overlap"
                 for (a, ba), (b, bb) in combinations(ticks, 2)
@@ -73,8 +75,7 @@ def text_overlaps(figure: Figure) -> list[str]:
         if box is not None:
             labels.append((f"title {_name(ax.title)}", box))
     suptitle = getattr(figure, "_suptitle", None)  # fig.suptitle's Text (matplotlib keeps it there)
-    box = _box(suptitle, renderer) if suptitle is not None else None
-    if box is not None:
+    if suptitle is not None and (box := _box(suptitle, renderer)) is not None:
         labels.append((f"figure title {_name(suptitle)}", box))
     for (na, ba), (nb, bb) in combinations(labels, 2):
         if _overlap(ba, bb) and not ("tick label" in na and "tick label" in nb):  # ticks: checked per axis

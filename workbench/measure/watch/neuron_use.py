@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["MONITOR_CONFIG", "NeuronUse", "core_utilization"]
@@ -42,6 +43,15 @@ def core_utilization(report: dict) -> dict[int, float]:
     return out
 
 
+@dataclass
+class _Monitor:
+    """A running neuron-monitor: its process, the thread reading its reports, its config folder."""
+
+    process: subprocess.Popen[str]
+    reader: threading.Thread
+    folder: tempfile.TemporaryDirectory[str]
+
+
 class NeuronUse:
     """Mean busy share of ``cores`` (NeuronCore indices) between ``start()`` and ``stop()``, read by
     ``neuron-monitor`` (``executable``: default the one on PATH; absent: nothing is read)."""
@@ -50,25 +60,24 @@ class NeuronUse:
         self.cores = tuple(cores)
         self.executable = executable or shutil.which("neuron-monitor")
         self._reports: list[dict[int, float]] = []
-        self._process: subprocess.Popen | None = None
-        self._reader: threading.Thread | None = None
-        self._folder: tempfile.TemporaryDirectory | None = None
+        self._monitor: _Monitor | None = None
 
     def start(self) -> NeuronUse:
         if self.executable is None:
             return self
-        self._folder = tempfile.TemporaryDirectory(prefix="workbench-neuron-monitor-")
-        config = Path(self._folder.name) / "monitor.json"
+        folder = tempfile.TemporaryDirectory(prefix="workbench-neuron-monitor-")
+        config = Path(folder.name) / "monitor.json"
         config.write_text(json.dumps(MONITOR_CONFIG))
-        self._process = subprocess.Popen(
+        process = subprocess.Popen(
             [self.executable, "-c", str(config)],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        self._reader = threading.Thread(target=self._read, args=(self._process.stdout,), daemon=True)
-        self._reader.start()
+        reader = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        reader.start()
+        self._monitor = _Monitor(process, reader, folder)
         return self
 
     def _read(self, stream) -> None:
@@ -82,17 +91,19 @@ class NeuronUse:
 
     def stop(self) -> dict[int, float]:
         """``{core: mean percent busy}`` for the cores of the range some report named."""
-        if self._process is not None:
-            self._process.terminate()
+        monitor = self._monitor
+        if monitor is not None:
+            monitor.process.terminate()
             try:
-                self._process.wait(5)
+                monitor.process.wait(5)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-            self._reader.join(5)
-            self._process.stdout.close()
-            self._folder.cleanup()
-            self._process = None
+                monitor.process.kill()
+                monitor.process.wait()
+            monitor.reader.join(5)
+            if monitor.process.stdout is not None:  # a pipe: it was opened with stdout=PIPE
+                monitor.process.stdout.close()
+            monitor.folder.cleanup()
+            self._monitor = None
         out = {}
         for core in self.cores:
             seen = [report.get(core, 0.0) for report in self._reports if report]

@@ -67,7 +67,7 @@ def _groups(plan: LoadPlan, request: Any) -> list[Any]:
         return [local_group(spec, Recorder())]
     return [
         ProcessGroup(GroupSpec(plan.protocol, request, plan.url, plan.timeout_s, slots, first))
-        for first, slots in split_slots(plan.concurrency, plan.processes)
+        for first, slots in split_slots(plan.concurrency or 1, plan.processes)
     ]
 
 

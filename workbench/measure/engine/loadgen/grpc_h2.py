@@ -96,7 +96,8 @@ class GrpcH2Sender:
     def _open(self) -> socket.socket:
         sock = socket.create_connection(self.address, timeout=self.timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock, self.buffer, self.decoder, self.blocks = sock, bytearray(), Decoder(), {}
+        self.sock, self.buffer, self.decoder = sock, bytearray(), Decoder()
+        self.blocks: dict[bytes, tuple] = {}  # decoded header blocks that change no HPACK table
         self.next_stream, self.going_away = 1, False
         self.peer_window, self.peer_initial, self.peer_frame = DEFAULT_WINDOW, DEFAULT_WINDOW, DEFAULT_FRAME
         self.stream_window, self.consumed = DEFAULT_WINDOW, 0
@@ -115,19 +116,27 @@ class GrpcH2Sender:
                 break
         return sock
 
-    def _build(self) -> None:
+    def _build(self) -> bytearray:
         """HEADERS and DATA frames of the request (the header block, ~100 bytes, fits any frame
         size: no CONTINUATION); ``offsets`` are where each frame's stream id is patched per send."""
-        frames = [HeadersFrame(1, data=self.block, flags=("END_HEADERS",))]
+        frames: list[Frame] = [HeadersFrame(1, data=self.block, flags=("END_HEADERS",))]
         body, size = self.body, self.peer_frame
         for start in range(0, len(body), size):
             last = start + size >= len(body)
             frames.append(DataFrame(1, data=body[start : start + size], flags=("END_STREAM",) if last else ()))
-        self.frames = bytearray()
+        serialized = bytearray()
         self.offsets = []
         for frame in frames:
-            self.offsets.append(len(self.frames) + 5)
-            self.frames += frame.serialize()
+            self.offsets.append(len(serialized) + 5)
+            serialized += frame.serialize()
+        self.frames = serialized
+        return serialized
+
+    def _live(self) -> socket.socket:
+        """The open connection; ConnectionClosed once it is closed."""
+        if self.sock is None:
+            raise ConnectionClosed("the connection is closed")
+        return self.sock
 
     def close(self) -> None:
         sock, self.sock = self.sock, None
@@ -150,7 +159,7 @@ class GrpcH2Sender:
         return kind, flags, stream & 0x7FFFFFFF, payload, header
 
     def _fill(self, wanted: int = 0) -> None:
-        chunk = self.sock.recv(max(65536, wanted))
+        chunk = self._live().recv(max(65536, wanted))
         if not chunk:
             raise ConnectionClosed("the server closed the connection")
         self.buffer += chunk
@@ -203,10 +212,10 @@ class GrpcH2Sender:
                     self.peer_initial = value
                 elif key == SettingsFrame.MAX_FRAME_SIZE and value != self.peer_frame:
                     self.peer_frame, self.frames = value, None
-            self.sock.sendall(SettingsFrame(0, flags=("ACK",)).serialize())
+            self._live().sendall(SettingsFrame(0, flags=("ACK",)).serialize())
         elif isinstance(frame, PingFrame):
             if "ACK" not in frame.flags:
-                self.sock.sendall(PingFrame(0, opaque_data=frame.opaque_data, flags=("ACK",)).serialize())
+                self._live().sendall(PingFrame(0, opaque_data=frame.opaque_data, flags=("ACK",)).serialize())
         elif isinstance(frame, WindowUpdateFrame):
             self.peer_window += frame.window_increment
         elif isinstance(frame, GoAwayFrame):
@@ -247,17 +256,15 @@ class GrpcH2Sender:
         self.stream_window = self.peer_initial
         body, sent = self.body, 0
         if len(body) <= min(self.peer_window, self.stream_window):
-            if self.frames is None:
-                self._build()
-            frames = self.frames
+            frames = self.frames if self.frames is not None else self._build()
             for offset in self.offsets:
                 struct.pack_into(">I", frames, offset, sid)
-            self.sock.sendall(frames)
+            self._live().sendall(frames)
             sent = len(body)
             self.peer_window -= sent
             self.stream_window -= sent
         else:  # larger than the server lets us send yet: as its WINDOW_UPDATEs allow
-            self.sock.sendall(HeadersFrame(sid, data=self.block, flags=("END_HEADERS",)).serialize())
+            self._live().sendall(HeadersFrame(sid, data=self.block, flags=("END_HEADERS",)).serialize())
             sent = self._push(sid, 0)
         return self._response(sid, sent)
 
@@ -269,7 +276,7 @@ class GrpcH2Sender:
                 break
             last = sent + room >= len(body)
             frame = DataFrame(sid, data=body[sent : sent + room], flags=("END_STREAM",) if last else ())
-            self.sock.sendall(frame.serialize())
+            self._live().sendall(frame.serialize())
             sent += room
             self.peer_window -= room
             self.stream_window -= room
@@ -313,7 +320,7 @@ class GrpcH2Sender:
             if sent < len(self.body):
                 sent = self._push(sid, sent)
         if self.consumed > _TOP_UP:
-            self.sock.sendall(WindowUpdateFrame(0, window_increment=self.consumed).serialize())
+            self._live().sendall(WindowUpdateFrame(0, window_increment=self.consumed).serialize())
             self.consumed = 0
         return _outcome(head, trailers if trailers is not None else head, b"".join(parts))
 

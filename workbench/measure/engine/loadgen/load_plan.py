@@ -107,7 +107,11 @@ def build_plan(
     warmup_requests = settings.warmup_requests
     if warmup_requests is None:
         # about a quarter second of traffic, at least 20 requests, at most 1000 (an unreachable rate)
-        warmup_requests = max(20, 2 * concurrency) if concurrency else max(20, min(1000, int(request_rate / 4)))
+        if concurrency is not None:
+            warmup_requests = max(20, 2 * concurrency)
+        else:
+            assert request_rate is not None  # one of the two: checked above
+            warmup_requests = max(20, min(1000, int(request_rate / 4)))
     timeout_s = positive("timeout_s", timeout_s)
     s = settings
     if concurrency is None:

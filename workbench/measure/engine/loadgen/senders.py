@@ -79,10 +79,11 @@ class HttpSender:
         return sock
 
     def send(self) -> tuple[bool, Any]:
-        reused = self.sock is not None
+        sock = self.sock
+        reused = sock is not None
         try:
             try:
-                return self._exchange(self.sock if reused else self._open())
+                return self._exchange(sock if sock is not None else self._open())
             except ConnectionError:
                 if not reused or self.aborted:
                     raise

@@ -113,7 +113,11 @@ def build_stream_plan(
     )
     if settings.warmup_requests is None:
         # a quarter second of the rate, at most the fixed-shape engine's cap
-        rounds = load.concurrency if load.concurrency else min(1000, max(1, math.ceil(float(load.request_rate) / 4)))
+        if load.concurrency is not None:
+            rounds = load.concurrency
+        else:
+            assert load.request_rate is not None  # one of the two: load_plan checks it
+            rounds = min(1000, max(1, math.ceil(load.request_rate / 4)))
         load = replace(load, warmup_requests=rounds)
     return StreamPlan(load, tuple(slos), bool(ignore_eos), count_output or None)
 
