@@ -36,6 +36,7 @@ from workbench.measure.store.results import (
     POINTS_FILE,
     SweepResult,
     frame_from_rows,
+    node_name,
     read_points,
     write_exports,
     write_record,
@@ -509,7 +510,7 @@ class _RaySweep:
         self.session["measured_variants"] += 1
         self.count += len(outcome["rows"])
         write_record(self.out_dir, self.record)
-        self._report(f"{placement['node'][:8]}: {label} measured ({len(outcome['rows'])} points)")
+        self._report(f"{node_name(placement['node'])}: {label} measured ({len(outcome['rows'])} points)")
 
     def _note_starts(self, starts: dict[str, list[tuple[str, float]]], submitted: float) -> None:
         """Each variant's wait from submission to its (first) start, and the variants that started
