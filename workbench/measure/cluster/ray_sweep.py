@@ -44,6 +44,7 @@ from workbench.measure.store.results import (
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import unique_rows
 from workbench.measure.sweep.swept import check_out_dir
+from workbench.releases import RAY_VERSION
 
 __all__ = [
     "NODE_COLUMN",
@@ -58,7 +59,7 @@ __all__ = [
     "variant_ask",
 ]
 
-RAY_MISSING = "Ray is not installed here: pip install 'triton-neuron-workbench[ray]' (ray==2.60.0)"
+RAY_MISSING = f"Ray is not installed here: pip install 'triton-neuron-workbench[ray]' (ray=={RAY_VERSION})"
 RUN_KIND = "ray"
 NODE_COLUMN = "node"  # the Ray node id that measured the row
 NODE_ADDRESS_COLUMN = "node_address"
