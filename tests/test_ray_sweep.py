@@ -233,27 +233,45 @@ def test_the_compile_farm_compiles_three_batch_sizes_on_two_nodes_as_here(cluste
     assert not list((tmp_path / "farm").glob("*.tmp"))
 
 
-def test_cancel_ends_the_ray_tasks_and_their_servers(cluster, model_dir, tmp_path):
-    import threading
+def test_the_sweep_panel_on_ray_shows_each_node_and_its_cancel_ends_the_ray_tasks(cluster, model_dir, tmp_path):
+    """The notebook's sweep panel on the cluster: while the variants measure, the panel names each
+    node with the variant it measures and its points so far, and the dashboard's address (this
+    cluster runs none: it says so); Cancel ends the Ray tasks and their servers, the run cancelled."""
+    from workbench.ui.shared_state import WorkbenchState
+    from workbench.ui.sweep_panel import SweepPanel
 
-    cancel = threading.Event()
-    messages: list[str] = []
-    outcome: dict = {}
-    sweep = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_ray(
-        PLAN, model_dir, out_dir=tmp_path / "cancelled", settings=FAST, cancel=cancel,
-        progress=lambda done, total, message: messages.append(message))))
-    sweep.start()
+    panel = SweepPanel(WorkbenchState(model_dir.parent, name=model_dir.name), runs_dir=tmp_path)
+    c = panel.controls
+    c["batch_sizes"].value, c["allocations"].value, c["concurrency"].value = "1,2,4", "1x1", "1"
+    panel.plan_link.update(batching=PLAN.batching)  # three variants of three points
+    panel.measure_link.update(**{k: getattr(FAST, k) for k in
+                                 ("engine", "window_s", "max_windows", "warmup_requests", "time_limit_s",
+                                  "min_latencies")})
+    c["label"].value = "panel"
+    c["ray"].value, c["ray_address"].value = True, cluster.address
+    task = panel.start()
+    assert task is not None, c["error"].value
+    nodes = {node_name(n) for n in worker_ids(cluster)}
     deadline = time.monotonic() + 300
-    while not task_servers() and time.monotonic() < deadline and sweep.is_alive():
-        time.sleep(0.2)
-    assert task_servers(), "no task started its server in time"
-    cancel.set()
-    sweep.join(timeout=120)
-    assert not sweep.is_alive()
-    result = outcome["result"]
-    assert result.status == "cancelled" and load_run(tmp_path / "cancelled").status == "cancelled"
+    # both nodes measuring a variant, a point of it already measured on one of them
+    while time.monotonic() < deadline and task.state == "running":
+        shown = c["nodes"].value
+        if all(name in shown for name in nodes) and shown.count("/3 points") == 2 and re.search(r"[123]/3 points", shown):
+            break
+        time.sleep(0.1)
+    shown = c["nodes"].value
+    assert all(name in shown for name in nodes) and shown.count("/3 points") == 2, shown
+    assert "Ray dashboard: none on this cluster" in shown
+    running = load_run(tmp_path / "panel").record["running"]  # what the panel shows is what was saved
+    assert len(running) == 2 and {node_name(m["node"]) for m in running.values()} == nodes
+    assert task_servers()
+    c["cancel"].click()
+    assert task.join(120)
+    result = load_run(tmp_path / "panel")
+    assert result.status == "cancelled" and result.record["running"] == {}
     assert no_task_server_left()
-    assert messages and messages[0] == "3 variant(s) sent to Ray"
+    final = c["nodes"].value  # the panel ends as the record does: nothing measuring any more
+    assert "points (" not in final and ("no node measured a variant" in final) == (not result.record["nodes"])
 
 
 def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model_dir, tmp_path):

@@ -576,6 +576,8 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    if result.record.get("dashboard"):
+        print(f"Ray dashboard: {result.record['dashboard']}")
     for label, entry in result.record.get("retried", {}).items():
         print(f"retried: {label} started on {len(entry['started_on'])} nodes, measured on {entry['measured_on']}")
     for label, error in result.record.get("failed_variants", {}).items():
