@@ -152,7 +152,7 @@ def ray_nodes_html(record: Mapping[str, Any]) -> str:
         entry = measured.get(node, {})
         address = entry.get("address") or next((m["address"] for m in running.values() if m["node"] == node), "")
         now = [
-            f"{html.escape(label)}: {int(m['done'])}/{m['total']} points ({html.escape(m['message'][-60:])})"
+            f"{html.escape(label)}: {m['done']}/{m['total']} points ({html.escape(m['message'][-60:])})"
             for label, m in running.items()
             if m["node"] == node
         ]

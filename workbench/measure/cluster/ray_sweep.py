@@ -201,7 +201,7 @@ class TaskProgress:
     variant: str
     node: str
     address: str
-    done: float  # points measured, fractional within a point (its windows so far)
+    done: int  # whole points measured (the message says how far into the next one)
     total: int
     message: str
 
@@ -268,7 +268,7 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
         times["server_start_s"] = time.perf_counter() - clock
 
         def moved(done: float, total: int, message: str) -> None:  # not waited on: one caller's calls run in order
-            tracker.moved.remote(TaskProgress(job.label, placement.node, placement.address, done, total, message))
+            tracker.moved.remote(TaskProgress(job.label, placement.node, placement.address, int(done), total, message))
 
         try:
             clock = time.perf_counter()
@@ -582,7 +582,7 @@ class _RaySweep:
         self.record["running"] = running
         write_record(self.out_dir, self.record)
         for label, moved in running.items():
-            self._report(f"{node_name(moved['node'])}: {label} {int(moved['done'])}/{moved['total']} {moved['message']}")
+            self._report(f"{node_name(moved['node'])}: {label} {moved['done']}/{moved['total']} {moved['message']}")
 
     def _note_starts(self, starts: dict[str, list[tuple[str, float]]], submitted: float) -> None:
         """Each variant's wait from submission to its (first) start, and the variants that started
