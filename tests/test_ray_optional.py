@@ -35,3 +35,32 @@ def test_sweep_ray_refuses_an_llm_model_in_one_line(tmp_path, capsys):
     assert code == 2
     assert "--ray measures tensor models; an LLM (vLLM-backend) sweep runs on one server" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_sweep_panel_on_ray_says_what_it_cannot_do_before_anything_runs(tmp_path, generate_cpu_model):
+    """The panel's "on a Ray cluster": a search strategy and a backend comparison are refused in
+    the sweep --ray's words, no server asked for (the nodes start their own), nothing written;
+    without Ray, the one line that says how to install it."""
+    model = generate_cpu_model(tmp_path / "m")
+    code = (BLOCK_RAY + "from workbench.ui.shared_state import WorkbenchState; "
+            "from workbench.ui.sweep_panel import SweepPanel; "
+            f"p = SweepPanel(WorkbenchState({str(model.parent)!r}, name={model.name!r}), runs_dir={str(tmp_path / 'r')!r}); "
+            "p.controls['ray'].value = True; assert p.start() is None; print(p.controls['error'].value)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Ray is not installed here: pip install" in done.stdout and "start the server" not in done.stdout
+
+    from workbench.ui.shared_state import WorkbenchState
+    from workbench.ui.sweep_panel import SweepPanel
+
+    panel = SweepPanel(WorkbenchState(model.parent, name=model.name), runs_dir=tmp_path / "runs")
+    c = panel.controls
+    c["ray"].value = True
+    c["budget_ms"].value, c["search"].value = 5.0, "bisection"
+    c["compare"].allowed_tags = ["other"]
+    c["compare"].value = ["other"]
+    assert panel.start() is None
+    error = c["error"].value
+    assert "on a Ray cluster the whole grid is measured: strategy grid, not bisection" in error
+    assert "compared models are measured on the running server, not on Ray" in error
+    assert "start the server first" not in error and not (tmp_path / "runs").exists()

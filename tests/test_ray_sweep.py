@@ -26,7 +26,7 @@ from workbench.measure.cluster import run_sweep_on_ray
 from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, place, placed_plan, variant_ask
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Batching, SweepPlan
-from workbench.measure.store.results import POINTS_FILE, load_run, read_points
+from workbench.measure.store.results import POINTS_FILE, load_run, node_name, read_points
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer
 
@@ -93,7 +93,8 @@ def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluste
     # the folder reads back as any run, and no task's server is left
     again = load_run(tmp_path / "ray")
     assert again.frame[keys + ["node"]].equals(result.frame[keys + ["node"]])
-    assert "node" in again.table().columns or again.frame["node"].nunique() == 2
+    shown = again.table()  # the table a person reads names each row's node as progress does
+    assert sorted(set(shown["node"])) == sorted(node_name(n) for n in worker_ids(cluster))
     assert no_task_server_left()
 
 
@@ -189,6 +190,8 @@ def test_a_driver_killed_mid_sweep_resumes_with_only_what_is_missing(cluster, mo
     assert 1 <= len(measured_before) < 3
     resumed = subprocess.run(argv + ["--resume"], capture_output=True, text=True, timeout=600, check=False)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    header = resumed.stdout.splitlines()[1].split()  # what the fan-out's CLI test read: engine, each row's node
+    assert resumed.stdout.startswith("measured by workbench") and header[0] == "node"
     after = _rows(out)
     assert after[:len(before)] == before  # the rows measured before are kept as they were
     new = after[len(before):]
@@ -230,27 +233,45 @@ def test_the_compile_farm_compiles_three_batch_sizes_on_two_nodes_as_here(cluste
     assert not list((tmp_path / "farm").glob("*.tmp"))
 
 
-def test_cancel_ends_the_ray_tasks_and_their_servers(cluster, model_dir, tmp_path):
-    import threading
+def test_the_sweep_panel_on_ray_shows_each_node_and_its_cancel_ends_the_ray_tasks(cluster, model_dir, tmp_path):
+    """The notebook's sweep panel on the cluster: while the variants measure, the panel names each
+    node with the variant it measures and its points so far, and the dashboard's address (this
+    cluster runs none: it says so); Cancel ends the Ray tasks and their servers, the run cancelled."""
+    from workbench.ui.shared_state import WorkbenchState
+    from workbench.ui.sweep_panel import SweepPanel
 
-    cancel = threading.Event()
-    messages: list[str] = []
-    outcome: dict = {}
-    sweep = threading.Thread(target=lambda: outcome.update(result=run_sweep_on_ray(
-        PLAN, model_dir, out_dir=tmp_path / "cancelled", settings=FAST, cancel=cancel,
-        progress=lambda done, total, message: messages.append(message))))
-    sweep.start()
+    panel = SweepPanel(WorkbenchState(model_dir.parent, name=model_dir.name), runs_dir=tmp_path)
+    c = panel.controls
+    c["batch_sizes"].value, c["allocations"].value, c["concurrency"].value = "1,2,4", "1x1", "1"
+    panel.plan_link.update(batching=PLAN.batching)  # three variants of three points
+    panel.measure_link.update(**{k: getattr(FAST, k) for k in
+                                 ("engine", "window_s", "max_windows", "warmup_requests", "time_limit_s",
+                                  "min_latencies")})
+    c["label"].value = "panel"
+    c["ray"].value, c["ray_address"].value = True, cluster.address
+    task = panel.start()
+    assert task is not None, c["error"].value
+    nodes = {node_name(n) for n in worker_ids(cluster)}
     deadline = time.monotonic() + 300
-    while not task_servers() and time.monotonic() < deadline and sweep.is_alive():
-        time.sleep(0.2)
-    assert task_servers(), "no task started its server in time"
-    cancel.set()
-    sweep.join(timeout=120)
-    assert not sweep.is_alive()
-    result = outcome["result"]
-    assert result.status == "cancelled" and load_run(tmp_path / "cancelled").status == "cancelled"
+    # both nodes measuring a variant, a point of it already measured on one of them
+    while time.monotonic() < deadline and task.state == "running":
+        shown = c["nodes"].value
+        if all(name in shown for name in nodes) and shown.count("/3 points") == 2 and re.search(r"[123]/3 points", shown):
+            break
+        time.sleep(0.1)
+    shown = c["nodes"].value
+    assert all(name in shown for name in nodes) and shown.count("/3 points") == 2, shown
+    assert "Ray dashboard: none on this cluster" in shown
+    running = load_run(tmp_path / "panel").record["running"]  # what the panel shows is what was saved
+    assert len(running) == 2 and {node_name(m["node"]) for m in running.values()} == nodes
+    assert task_servers()
+    c["cancel"].click()
+    assert task.join(120)
+    result = load_run(tmp_path / "panel")
+    assert result.status == "cancelled" and result.record["running"] == {}
     assert no_task_server_left()
-    assert messages and messages[0] == "3 variant(s) sent to Ray"
+    final = c["nodes"].value  # the panel ends as the record does: nothing measuring any more
+    assert "points (" not in final and ("no node measured a variant" in final) == (not result.record["nodes"])
 
 
 def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model_dir, tmp_path):

@@ -1,7 +1,7 @@
 """Remote servers through their URLs only: two real tritonservers on 127.0.0.1 and 127.0.0.2,
 started by this module as plain processes (the workbench never sees their TritonServer objects),
-driven by `RunningServer` and `workbench remote`, checked, swept and fanned out over, and left
-with the models they had loaded before.
+driven by `RunningServer` and `workbench remote`, checked and swept (one at a time: several are
+refused, pointing to Ray), and left with the models they had loaded before.
 
 Server A speaks gRPC over TLS (a self-signed certificate made here with openssl) with Triton's
 ``--grpc-restricted-protocol`` demanding a header for inference and model control, and plain HTTP
@@ -27,7 +27,6 @@ from workbench.cli import main
 from workbench.compiler import compile_model
 from workbench.generate.config import read_config, spec_from_config, to_json
 from workbench.generate.push import PushError, push_repository
-from workbench.measure.sweep.fanout import deal_variants, run_fanout
 from workbench.measure.store.results import load_run
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
@@ -246,61 +245,28 @@ def test_a_sweep_unloads_a_model_that_was_not_loaded(lab, tmp_path):
     assert _state(b.http_url) == before_b
 
 
-def test_a_fanned_out_sweep_deals_variants_merges_and_resumes_per_server(lab, tmp_path, capsys):
+def test_several_urls_are_refused_pointing_to_ray_before_anything_is_asked(lab, tmp_path, capsys):
+    """The thread fan-out over --url servers is retired: two URLs (both live servers) are refused in
+    one line naming --ray, before either server is asked anything or the run folder is made; from
+    Python, a list of servers is refused naming run_sweep_on_ray."""
     model_dir, a, b, _ = lab
-    push_repository(model_dir, b.model_repository, overwrite=True)
     before_a, before_b = _state(a.http_url), _state(b.http_url)
-    servers = [RunningServer(a.http_url, "http"), RunningServer(b.http_url, "http")]  # named by their URLs
-    plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1,1x2", core_range="0:1")
-    assert deal_variants(["1x1", "2x1", "1x2"], ["A", "B"]) == {"A": ["1x1", "1x2"], "B": ["2x1"]}
-    out = tmp_path / "fan"
-    cancel = threading.Event()
-    seen: list[str] = []
-
-    def progress(done: int, total: int, message: str) -> None:
-        seen.append(message)
-        assert total == 3
-        if done >= 1:  # a point was measured: stop both servers' threads
-            cancel.set()
-
+    out = tmp_path / "two"
+    code = main(["sweep", str(model_dir), "--url", a.http_url, "--url", b.http_url, "--protocol", "http",
+                 "--out", str(out), "--no-plots"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--url given 2 times: a sweep measures one running server" in err and "--ray ADDRESS" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
+    assert _state(a.http_url) == before_a and _state(b.http_url) == before_b
+    servers = [RunningServer(a.http_url, "http"), RunningServer(b.http_url, "http")]
     try:
-        first = run_fanout(plan, servers, model_dir, out_dir=out, settings=FAST, progress=progress, cancel=cancel)
+        with pytest.raises(SweepError, match=r"run_sweep measures one server; .*\.run_sweep_on_ray"):
+            run_sweep(SweepPlan(batch_sizes=[1], allocations="1x1"), servers, model_dir, out_dir=out, settings=FAST)
     finally:
         for server in servers:
             server.close()
-    assert first.status == "cancelled" and 1 <= len(first.frame) < 3
-    assert {m.split(": ")[0] for m in seen} == {a.http_url, b.http_url}
-    assert _state(a.http_url) == before_a and _state(b.http_url) == before_b  # restored even when cancelled
-    with pytest.raises(SweepError, match="cannot resume the fan-out"):
-        run_fanout(plan, {"C": RunningServer(a.http_url, "http")}, model_dir, out_dir=out, settings=FAST, resume=True)
-
-    # resumed from the CLI with both URLs: only the missing points are measured
-    code = main(["sweep", str(model_dir), "--url", a.http_url, "--url", b.http_url, "--protocol", "http",
-                 "--allocations", "1x1,2x1,1x2", "--core-range", "0:1", "--window-ms", "200", "--max-windows", "3",
-                 "--warmup", "5", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out), "--resume",
-                 "--no-plots"])
-    captured = capsys.readouterr()
-    assert code == 0, captured.err
-    run = load_run(out)
-    assert run.complete and run.record["kind"] == "fanout" and len(run.frame) == 3
-    by_server = dict(zip(run.frame["variant"], run.frame["server"]))
-    assert by_server == {"1x1": a.http_url, "1x2": a.http_url, "2x1": b.http_url}
-    assert run.frame["outputs_ok"].map(bool).all() and "server" in captured.out
-    assert run.engine_note.startswith("measured by workbench") and run.engine_note in captured.out
-    servers_record = run.record["servers"]
-    assert servers_record[a.http_url]["server"]["url"] == a.http_url
-    assert servers_record[b.http_url]["server"]["version"] == b.version
-    # each share kept what it had measured: reused + measured over its sessions = its points
-    measured_first = first.frame.groupby("server").size().to_dict()
-    measured_again = 0
-    for name, entry in servers_record.items():
-        share = load_run(out / entry["folder"])
-        assert len(share.frame) == len(entry["variants"]) and share.frame["variant"].is_unique
-        assert share.record["sessions"][-1]["reused"] == measured_first.get(name, 0)
-        assert share.record["engine"] == run.record["engine"]  # one engine choice for every server
-        measured_again += share.record["sessions"][-1]["measured"]
-    assert measured_again == 3 - len(first.frame)
-    assert _state(a.http_url) == before_a and _state(b.http_url) == before_b
+    assert not out.exists()
 
 
 def test_the_server_panel_connects_to_a_url_and_never_stops_that_server(lab):

@@ -31,7 +31,6 @@ _LAZY = {
     "MeasureSettings": ("workbench.measure.engine.measure_settings", "MeasureSettings"),
     "SweepPlan": ("workbench.measure.grid.plan", "SweepPlan"),
     "run_sweep": ("workbench.measure.sweep", "run_sweep"),
-    "run_fanout": ("workbench.measure.sweep.fanout", "run_fanout"),
     "load_run": ("workbench.measure.store.results", "load_run"),
     "compare_runs": ("workbench.measure.store.results", "compare_runs"),
     "save_report": ("workbench.report.html", "save_report"),

@@ -15,6 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from workbench import __version__
 from workbench.system import FRAMEWORK_TARGETS, OUT_OF_SUPPORT, TORCHNEURON_TARGETS, XLA_TARGETS
 
 __all__ = [
@@ -36,6 +37,9 @@ __all__ = [
     "pins_for",
     "NeuronBase",
     "NEURON_BASES",
+    "RAY_VERSION",
+    "WORKBENCH_PYTHON",
+    "ray_worker_pip",
 ]
 
 
@@ -351,6 +355,24 @@ SOURCES = {
         "run here 2026-12-06 (pip 25, PyPI); build.py @ v2.71.0 create_dockerfile_linux",
         "2026-12-06",
     ),
+    "ray-pypi": Source(
+        "Ray 2.60.0 on PyPI: manylinux x86_64 wheels for CPython 3.10, 3.12 and 3.14 (`pip install "
+        "--dry-run --no-deps --only-binary=:all: --python-version V ray==2.60.0` finds ray-2.60.0 for each)",
+        "https://pypi.org/project/ray/2.60.0/; run here 2026-12-06 (pip 25, PyPI)",
+        "2026-12-06",
+    ),
+    "ray-match": Source(
+        "A Ray driver joins a cluster only with the same Ray version and Python (major, minor) as "
+        "the cluster's processes (check_version_info)",
+        "ray 2.60.0 python/ray/_private/utils.py check_version_info",
+        "2026-12-06",
+    ),
+    "workbench": Source(
+        "This workbench's own version and Python floor (pyproject.toml: version, requires-python): "
+        "the code every Ray task of a sweep or compile runs",
+        "pyproject.toml of the workbench that wrote the recipe",
+        "2026-12-06",
+    ),
     "audit-2.34": Source(
         "Neuron SDK at 2.34: an audit of the workbench against the SDK docs and sources",
         "shared/reference/neuron_sdk_2_34_audit.md (sections 1-3)",
@@ -364,6 +386,8 @@ NEURON_PIP_INDEX = "https://pip.repos.neuron.amazonaws.com"  # an extra index, S
 # PyTorch's CPU wheels: the SDK's TorchNeuron command adds this index, else pip takes PyPI's CUDA torch (SDK-tn-pip)
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 TRITON_IMAGE = "nvcr.io/nvidia/tritonserver:{tag}-py3"
+RAY_VERSION = "2.60.0"  # pyproject's ray extra pins the same (tests/test_deploy_ray_cluster.py)
+WORKBENCH_PYTHON = (3, 11)  # pyproject's requires-python (the same test): a Ray worker's Python at least
 
 
 @dataclass(frozen=True)
@@ -865,3 +889,24 @@ def stub_python_of(image: str) -> Fact | None:
     if release == (24, 11):
         return _f("3.12", "TS", "from the Ubuntu 24.04 base; its README still says 3.10", verified=False)
     return Fact("3.12", "TS-24.12")
+
+
+def ray_worker_pip() -> tuple[Fact, ...]:
+    """What a Ray worker image installs beside the serving stack: Ray Core at the ray extra's pin and
+    this workbench (each task of `workbench sweep --ray` and `compile_on_ray` runs its code)."""
+    return (
+        Fact(
+            f"ray=={RAY_VERSION}",
+            "ray-pypi",
+            note="Ray Core (no dashboard); the driver runs the same Ray and Python minor [ray-match]",
+        ),
+        Fact(
+            f"triton-neuron-workbench[ray]=={__version__}",
+            "workbench",
+            verified=False,
+            note="the workbench that wrote this recipe: its tasks' code; Python "
+            + ".".join(map(str, WORKBENCH_PYTHON))
+            + " or newer. Not checked here that an index serves this version: build the image "
+            "with a wheel of this checkout where none does (`pip wheel --no-deps .`)",
+        ),
+    )

@@ -155,7 +155,8 @@ def plan_files(args: argparse.Namespace) -> list[Planned]:
     instance = args.instance_type or settings.target
     # the Neuron base's image names the manifests' image even with --no-recipe
     wanted = not args.no_recipe or args.base == "neuron"
-    recipe = recipe_for(settings.target, settings.framework, base=args.base) if wanted else None
+    # with --ray-cluster the image is also the Ray workers': Ray Core and the workbench in it
+    recipe = recipe_for(settings.target, settings.framework, base=args.base, ray=args.ray_cluster) if wanted else None
     built = recipe.image if recipe is not None and recipe.neuron_base else None
     cores = CoreRange.parse(settings.neuron_core_range)  # read from the config: a range it could not make fails here
     run = docker_run_command(
@@ -226,7 +227,7 @@ def _plan_ray_cluster(args: argparse.Namespace, model_dir: Path, settings: Gener
             f"--ray-cluster: {model_dir.name} runs on the {settings.target} target; name the Neuron "
             "instance types to measure on with --ray-worker-types"
         )
-    image = args.image or recipe_for(settings.target, settings.framework).image
+    image = args.image or recipe_for(settings.target, settings.framework, base=args.base, ray=True).image
     name = re.sub(r"[^a-z0-9-]+", "-", f"workbench-{model_dir.name}".lower()).strip("-")[:40].rstrip("-")
     spec = RayClusterSpec(
         name=name,

@@ -308,8 +308,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append("--metrics-url is for a server given with --url (a server started here is read already)")
     if len(args.url) > 1:
         problems.append(
-            f"--url given {len(args.url)} times: an LLM sweep runs on one server (fan-out deals tensor "
-            "sweeps' variants only); give one --url"
+            f"--url given {len(args.url)} times: an LLM sweep runs on one server (not yet on Ray either); "
+            "give one --url"
         )
     try:
         vllm = read_back(model_dir).settings.backend_settings

@@ -193,7 +193,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="use this running tritonserver (explicit model control) instead of starting one; "
-        "repeat to fan the variants out over several servers (one thread each, one merged run)",
+        "several machines are measured with --ray",
     )
     run.add_argument(
         "--ray",
@@ -394,7 +394,6 @@ def run_cli(args: argparse.Namespace) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.store.plots import plot_run
     from workbench.measure.sweep import run_sweep
-    from workbench.measure.sweep.fanout import run_fanout
     from workbench.measure.sweep.preflight import INPUT_ERRORS, preflight
     from workbench.server import RunningServer, ServerError, TritonServer
     from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, timeout_problem
@@ -424,17 +423,14 @@ def run_cli(args: argparse.Namespace) -> int:
         new_run=args.new_run,
         urls=len(args.url),
     )
-    servers = []
+    remote = None
     if args.timeout is not None and timeout_problem(args.timeout):
         checked.problems.append(timeout_problem(args.timeout))
-    if checked.settings is not None:
-        for url in args.url:  # a bad URL, port or scheme: said before anything is asked of it
-            try:
-                servers.append(
-                    RunningServer(url, checked.settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
-                )
-            except ValueError as err:
-                checked.problems.append(str(err))
+    if checked.settings is not None and len(args.url) == 1:  # several: refused by preflight
+        try:  # a bad URL, port or scheme: said before anything is asked of it
+            remote = RunningServer(args.url[0], checked.settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+        except ValueError as err:
+            checked.problems.append(str(err))
     if not checked.ok:  # everything checked before a server starts
         print(f"workbench sweep: error: {'; '.join(checked.problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
@@ -444,49 +440,34 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.ray is not None:
         return _run_on_ray(args, plan, settings, search)
     try:
-        for remote in servers:  # a closed port, a stalled peer or not Triton: one line, within the timeout
+        if remote is not None:  # a closed port, a stalled peer or not Triton: one line, within the timeout
             remote.version  # noqa: B018 (asked once, bounded)
-        server = servers[0] if servers else TritonServer(model_dir.resolve().parent).start()
+        server = remote if remote is not None else TritonServer(model_dir.resolve().parent).start()
     except Exception as err:  # no binary, port clash, start failure, bad URL: say so without a traceback
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
     bar = _Bar(plan.size)
-    if len(servers) > 1:  # a fan-out resumes per server; a new run there is a new --out folder
-        task = Task(
-            run_fanout,
-            plan,
-            servers,
-            model_dir,
-            out_dir=args.out,
-            settings=settings,
-            resume=args.resume,
-            label=args.label,
-            restore=True,
-            on_progress=bar,
-        )
-    else:
-        task = Task(
-            run_sweep,
-            plan,
-            server,
-            model_dir,
-            out_dir=args.out,
-            settings=settings,
-            resume=args.resume,
-            new_run=args.new_run,
-            label=args.label,
-            restore=bool(args.url),
-            search=search,
-            command=_command(args),
-            on_progress=bar,
-        )
+    task = Task(
+        run_sweep,
+        plan,
+        server,
+        model_dir,
+        out_dir=args.out,
+        settings=settings,
+        resume=args.resume,
+        new_run=args.new_run,
+        label=args.label,
+        restore=remote is not None,
+        search=search,
+        command=_command(args),
+        on_progress=bar,
+    )
     try:
         run_to_the_end(task, INTERRUPTED)
     finally:
         bar.close()
-        if args.url:
-            for remote in servers:
-                remote.close()
+        if remote is not None:
+            remote.close()
         else:
             server.stop()
     if task.state == "failed":
@@ -591,9 +572,12 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     if failed is not None:
         return failed
     result = task.result
+    print(result.engine_note)
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
+    if result.record.get("dashboard"):
+        print(f"Ray dashboard: {result.record['dashboard']}")
     for label, entry in result.record.get("retried", {}).items():
         print(f"retried: {label} started on {len(entry['started_on'])} nodes, measured on {entry['measured_on']}")
     for label, error in result.record.get("failed_variants", {}).items():

@@ -2,8 +2,8 @@
 ``RayCluster`` for EKS and as a Ray cluster-launcher YAML for EC2.
 
 Both run the serving image the host recipe builds (`deploy.recipe`: Triton + the Neuron stack of
-the model's target); the workbench with its ``ray`` extra must be installed in it (the recipe's
-Dockerfile plus ``pip install 'triton-neuron-workbench[ray]'``), Ray's version the one pinned here.
+the model's target) with its Ray layer (`recipe_for(..., ray=True)`: Ray Core and the workbench,
+`releases.ray_worker_pip`), which `workbench deploy --ray-cluster` writes.
 
 * KubeRay: a head group (no CPUs for tasks: it holds the driver's tracker), a Neuron worker group
   whose containers request ``aws.amazon.com/neuroncore`` (the Neuron device plugin) and declare
@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 
 from workbench.deploy.devices import cores_per_device_at, instance_cores_at
 from workbench.deploy.kubernetes import CORE_RESOURCE, ManifestError
 from workbench.deploy.names import image_reference
 from workbench.measure.cluster.ray_sweep import NEURON_CORES
+from workbench.releases import RAY_VERSION, ray_worker_pip
 
 __all__ = ["KUBERAY_VERSION", "RAY_VERSION", "SOURCES", "RayClusterSpec", "cluster_launcher", "kuberay_cluster"]
 
-RAY_VERSION = "2.60.0"  # pyproject's ray extra
 KUBERAY_VERSION = "v1.7.0"  # the RayCluster CRD (ray.io/v1) these manifests are checked against
 SOURCES = {
     "ray": "https://pypi.org/project/ray/2.60.0/ (the version pyproject's ray extra pins)",
@@ -196,7 +197,8 @@ def cluster_launcher(spec: RayClusterSpec, *, region: str = "us-east-1") -> dict
         },
         "available_node_types": node_types,
         "head_node_type": "head",
-        "setup_commands": [f"pip install 'ray=={RAY_VERSION}' 'triton-neuron-workbench[ray]'"],
+        # the recipe's Ray layer installs the same (`recipe_for(..., ray=True)`); here for an --image without it
+        "setup_commands": ["python3 -m pip install " + " ".join(shlex.quote(f.value) for f in ray_worker_pip())],
         "head_start_ray_commands": [
             "ray stop",
             ("ray start --head --port=6379 --num-cpus=0 --autoscaling-config=~/ray_bootstrap_config.yaml"),

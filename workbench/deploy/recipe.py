@@ -11,6 +11,7 @@ keeps a backup).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
@@ -27,12 +28,15 @@ from workbench.releases import (
     NEURON_APT_REPO,
     NEURON_BASES,
     NEURON_PIP_INDEX,
+    RAY_VERSION,
     SOURCES,
     STACKS,
     TRITON_IMAGE,
+    WORKBENCH_PYTHON,
     Fact,
     NeuronBase,
     Stack,
+    ray_worker_pip,
     stub_python_of,
 )
 
@@ -69,21 +73,23 @@ class Recipe:
     stack: Stack
     base_image: str
     neuron_base: NeuronBase | None = None
+    ray: bool = False  # the image is also a Ray worker's (`workbench deploy --ray-cluster`)
 
     @property
     def folder_name(self) -> str:
-        """The folder `workbench deploy` writes the recipe to: one per stack and base."""
-        return self.stack.key + ("-neuron-base" if self.neuron_base else "")
+        """The folder `workbench deploy` writes the recipe to: one per stack, base and Ray layer."""
+        return self.stack.key + ("-neuron-base" if self.neuron_base else "") + ("-ray" if self.ray else "")
 
     @property
     def image(self) -> str:
         """The tag of the image the Dockerfile builds (what `docker run` and the manifests use)."""
+        ray = f"-ray{RAY_VERSION}" if self.ray else ""
         if self.neuron_base is not None:
             triton = self.neuron_base.triton_branch.value.removeprefix("r")
-            return f"{IMAGE_NAME}:{triton}-neuronbase-{self.stack.key}-{self.stack.release.value}"
+            return f"{IMAGE_NAME}:{triton}-neuronbase-{self.stack.key}-{self.stack.release.value}{ray}"
         base = image_reference(self.base_image, "image")
         tag = (base.tag or "latest").removesuffix("-py3")
-        return f"{IMAGE_NAME}:{tag}-{self.stack.key}-{self.stack.release.value}"
+        return f"{IMAGE_NAME}:{tag}-{self.stack.key}-{self.stack.release.value}{ray}"
 
     def base_choice(self) -> str:
         """One line: which image the recipe builds on, and why (what `deploy --dry-run` shows first)."""
@@ -132,6 +138,7 @@ class Recipe:
         if s.serving_backend is not None:
             rows.append((f"Triton {s.serving_backend.name} backend commit", s.serving_backend.commit))
         rows += [("note", f) for f in s.notes if nb is None or f.source != "SDK-tn-u26"]
+        rows += [("pip for a Ray worker", f) for f in (ray_worker_pip() if self.ray else ())]
         return rows
 
     def table(self) -> list[dict]:
@@ -216,6 +223,7 @@ class Recipe:
             f"COPY --from=tritonbuild {_TRITON_BUILD}/install /opt/tritonserver",
             "ENV PATH=/opt/tritonserver/bin:/opt/aws/neuron/bin:$PATH",
             *self._sdk_pip_lines(nb.python.value),
+            *self._ray_lines(),
             "RUN tritonserver --help >/dev/null",
             "# `docker run IMAGE tritonserver ...` runs tritonserver, whatever entrypoint the DLC sets.",
             "ENTRYPOINT []",
@@ -260,8 +268,22 @@ class Recipe:
                 f"--wildcards '*/{backend.folder}/*' \\",
                 f" && rm /tmp/{backend.name}_backend.tar.gz && test -f {folder}/model.py",
             ]
+        lines += self._ray_lines()
         lines.append("")
         return "\n".join(lines)
+
+    def _ray_lines(self) -> list[str]:
+        """The Ray worker layer (`ray=True`): Ray Core and the workbench, checked to import at the pin."""
+        if not self.ray:
+            return []
+        wheels = " ".join(shlex.quote(f.value) for f in ray_worker_pip())
+        check = f'import ray, workbench.measure.cluster; assert ray.__version__ == "{RAY_VERSION}", ray.__version__'
+        return [
+            "# A Ray worker for `workbench sweep --ray` and compile_on_ray: Ray Core at the workbench's pin and",
+            "# the workbench, whose code each task runs (the driver: the same Ray and Python minor).",
+            f"RUN python3 -m pip install --no-cache-dir {wheels} \\",
+            f" && python3 -c {shlex.quote(check)}",
+        ]
 
     def host_script(self) -> str:
         packages = " ".join(f'"{f.value}"' if "$" in f.value else shlex.quote(f.value) for f in self.stack.host_apt)
@@ -339,10 +361,34 @@ def _execution_env_help(stack: Stack, image: str, python: str) -> str:
     )
 
 
-def recipe_for(target: str, framework: str = "pytorch", *, image: str | None = None, base: str = "triton") -> Recipe:
+def recipe_for(
+    target: str, framework: str = "pytorch", *, image: str | None = None, base: str = "triton", ray: bool = False
+) -> Recipe:
     """The recipe for ``target`` and ``framework``; ``image`` replaces the stack's Triton image when its
     stub's Python fits the framework (a custom image is taken at the user's word). ``base="neuron"``
-    builds on the stack's Neuron DLC with tritonserver built in (`releases.NEURON_BASES`)."""
+    builds on the stack's Neuron DLC with tritonserver built in (`releases.NEURON_BASES`). ``ray``
+    adds a Ray worker's layer (Ray Core and the workbench), refused where the image's Python is
+    older than the workbench's."""
+    recipe = _recipe(target, framework, image, base)
+    if not ray:
+        return recipe
+    if recipe.neuron_base is not None:
+        python: str | None = recipe.neuron_base.python.value
+    elif recipe.base_image == TRITON_IMAGE.format(tag=recipe.stack.container.value):
+        python = recipe.stack.stub_python.value
+    else:  # a custom image: its Python where its tag names a Triton release, else the user's word
+        known = stub_python_of(recipe.base_image)
+        python = known.value if known is not None else None
+    if python is not None and tuple(int(part) for part in python.split(".")[:2]) < WORKBENCH_PYTHON:
+        raise RecipeError(
+            f"a Ray worker runs the workbench, which needs Python {'.'.join(map(str, WORKBENCH_PYTHON))} or "
+            f"newer; the {target} / {framework} image ({recipe.base_image}) has Python {python}: sweep this "
+            "model on one server (no --ray)"
+        )
+    return dataclasses.replace(recipe, ray=True)
+
+
+def _recipe(target: str, framework: str, image: str | None, base: str) -> Recipe:
     if base not in BASES:
         raise RecipeError(f"base must be one of {', '.join(BASES)}, got {base!r}")
     target = family_of(target)

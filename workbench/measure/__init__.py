@@ -2,8 +2,9 @@
 
 * ``grid/``: the grid a sweep measures and its values (`SweepPlan`, `PointRow`);
 * ``sweep/``: running a sweep: the runner every sweep kind shares (``runner.py``), the tensor kind
-  (`run_sweep`, `SweepRun`), its pre-run check, fan-out, backend comparison, resume and the search
+  (`run_sweep`, `SweepRun`), its pre-run check, backend comparison, resume and the search
   strategies; the LLM kind lives in ``llm/`` (a kind: one package, one line in the switch below);
+  ``cluster/`` runs sweeps and compiles as Ray tasks across machines;
 * ``engine/``: how one load level is measured (`MeasureSettings`, the built-in load generator,
   perf_analyzer, the server statistics arithmetic);
 * ``watch/``: what is watched around a point (load and warm-up times, quiet, held cores, busy share);

@@ -11,6 +11,7 @@ keeps its finished points.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import time
 from functools import partial
 from pathlib import Path
@@ -20,9 +21,12 @@ import ipywidgets as widgets
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
+from workbench.measure.cluster.ray_sweep import RAY_MISSING
+from workbench.measure.cluster.ray_sweep import RUN_KIND as RAY_KIND
 from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts
 from workbench.measure.store import plots
+from workbench.measure.store.folder import read_record
 from workbench.measure.store.results import ResultsError, SweepResult, load_run
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.compare_backends import BackendComparison, BackendSweep, compare_backends, run_folders
@@ -41,7 +45,15 @@ from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
 from workbench.ui.shared_state import WorkbenchState
-from workbench.ui.widget_values import best_html, error_list, preformatted, server_view_html, show_figure, table_html
+from workbench.ui.widget_values import (
+    best_html,
+    error_list,
+    preformatted,
+    ray_nodes_html,
+    server_view_html,
+    show_figure,
+    table_html,
+)
 
 # Tab titles short enough for a tab (a longer one was cut to "throughput vs latenc")
 PLOTS = {
@@ -50,6 +62,22 @@ PLOTS = {
     "server time": plots.server_breakdown,
     "heat map": plots.throughput_heatmap,
 }
+
+
+def _ray_problems(checked) -> list[str]:
+    """What a sweep on Ray cannot do (said before anything starts, as `workbench sweep --ray` says it)."""
+    problems = []
+    try:
+        absent = importlib.util.find_spec("ray") is None
+    except ValueError:  # sys.modules["ray"] is None: marked absent
+        absent = True
+    if absent:
+        problems.append(RAY_MISSING)
+    if checked.search is not None:
+        problems.append(f"on a Ray cluster the whole grid is measured: strategy grid, not {checked.search.name}")
+    if checked.backends is not None and checked.backends.active:
+        problems.append("backend settings and compared models are measured on the running server, not on Ray")
+    return problems
 
 
 def _percent_text(fraction: float | None) -> str:
@@ -205,6 +233,20 @@ class SweepPanel:
         c["search_problems"] = widgets.HTML()
         self.search_link.on_change = lambda _changed: self._show_search()
         c["grid_size"] = widgets.HTML()
+        # on a Ray cluster: each variant a Ray task with its own tritonserver on its node (measure/cluster)
+        c["ray"] = widgets.Checkbox(
+            value=False,
+            description="on a Ray cluster",
+            indent=False,
+            tooltip="measure each variant as a Ray task on the cluster's nodes (the ray extra), not on the running server",
+        )
+        c["ray_address"] = widgets.Text(
+            description="Ray address",
+            placeholder="default: RAY_ADDRESS, else a Ray started here",
+            style=style,
+            layout=widgets.Layout(width="420px", max_width="100%"),
+        )
+        c["nodes"] = widgets.HTML()  # a Ray sweep: the dashboard's address, each node's variants
         self.run = TaskControls("run sweep", run_tooltip="measure every point of the grid on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (
             self.run.run_button,
@@ -249,8 +291,10 @@ class SweepPanel:
                 row(measure("engine"), measure("perf_analyzer")),
                 row(backend("grid"), c["compare_label"], backend("compare")),
                 row(c["runs_dir"], c["label"]),
+                row(c["ray"], c["ray_address"]),
                 c["grid_size"],
                 self.run.widget,
+                c["nodes"],
                 c["server_view"],
                 c["error"],
                 c["best"],
@@ -331,7 +375,10 @@ class SweepPanel:
             search=lambda: self.search().strategy(),
             backends=self.backends,
         )
-        problems = [] if server is not None and server.running else ["start the server first (server panel)"]
+        on_ray = c["ray"].value
+        problems = _ray_problems(checked) if on_ray else []
+        if not on_ray and (server is None or not server.running):
+            problems.append("start the server first (server panel)")
         problems += checked.problems
         if problems:
             c["error"].value = error_list(problems)
@@ -340,9 +387,11 @@ class SweepPanel:
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = self.comparison = None
-        c["table"].value, c["best"].value, c["server_view"].value = "", "", ""
+        c["table"].value, c["best"].value, c["server_view"].value, c["nodes"].value = "", "", "", ""
         self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
+        if on_ray:
+            return self._start_on_ray(plan, settings, label)
         # the server side of the models measured (a backend comparison: each backend's model in turn)
         measured = [Path(d).name for d in backends.model_dirs(model_dir)] if backends.active else [self.state.name]
         self._watches = dict.fromkeys(measured)
@@ -384,6 +433,36 @@ class SweepPanel:
             on_progress=live,
         )
 
+    def _start_on_ray(self, plan: SweepPlan, settings: MeasureSettings, label: str):
+        """Each variant a Ray task on the cluster (`run_sweep_on_ray`); the nodes view and the table
+        follow the run folder, Cancel ends the tasks and their servers."""
+        # the Ray module (and ray with it) loads only when a sweep runs on Ray
+        from workbench.measure.cluster import run_sweep_on_ray
+
+        self._watches = {}  # no server here to watch: each node's own serves its variant
+        self._live_dirs = [self._out_dir]
+        self.controls["nodes"].value = "<i>connecting to Ray</i>"
+        return self.run.start(
+            run_sweep_on_ray,
+            plan,
+            self.state.model_dir,
+            out_dir=self._out_dir,
+            settings=settings,
+            address=self.controls["ray_address"].value.strip() or None,
+            label=label,
+            on_done=self._finished,
+            on_progress=lambda _done, _total, message: self._refresh_live(message),
+        )
+
+    def _show_nodes(self) -> None:
+        """A Ray sweep's nodes, as its run record says them (nothing for a sweep on one server)."""
+        try:
+            record = read_record(self._out_dir) if self._out_dir is not None else {}
+        except ResultsError:
+            return  # not written yet
+        if record.get("kind") == RAY_KIND:
+            self.controls["nodes"].value = ray_nodes_html(record)
+
     def _refresh_server(self, message: str) -> None:
         """The server side of the running point, at most once a second (statistics + metrics)."""
         if time.monotonic() - self._last_view < 1.0:
@@ -406,6 +485,7 @@ class SweepPanel:
     def _refresh_live(self, message: str = "") -> None:
         """Re-read the run folder after a progress report: each finished point has been saved."""
         self._refresh_server(message)
+        self._show_nodes()
         result = self._latest_run()
         if result is None:
             return
@@ -434,6 +514,7 @@ class SweepPanel:
             self.comparison, result = result, result.result()
         if result is None:
             result = self._latest_run()
+        self._show_nodes()
         if result is None:
             return
         self.result = result

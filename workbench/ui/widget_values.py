@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import html
 import io
+from collections.abc import Mapping
+from typing import Any
 
 from pygments import highlight as _pygments_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 
 from workbench.coremap import CoreMap
-from workbench.measure.store.results import SweepResult
+from workbench.measure.store.results import SweepResult, node_name
 from workbench.measure.store.table import table_html as readable_table_html
 from workbench.ui.layout import SCROLL_CLASS
 
@@ -130,3 +132,41 @@ def server_view_html(view, label: str = "") -> str:
         f"pending requests {pending}; executed batch size {batch} "
         f"({view.requests} requests in {view.executions} executions)"
     )
+
+
+def ray_nodes_html(record: Mapping[str, Any]) -> str:
+    """A Ray sweep node by node, from its run record: the dashboard's address, then per node what it
+    measured (whole variants, already in the run) and what it is measuring now (points of the
+    variant so far, and its last word)."""
+    dashboard = record.get("dashboard")
+    if dashboard:
+        link = html.escape(dashboard, quote=True)
+        head = f"Ray dashboard: <a href='{link}' target='_blank'>{html.escape(dashboard)}</a>"
+    else:
+        head = "Ray dashboard: none on this cluster (Ray Core runs without it; ray[default] on the head brings it)"
+    measured: dict[str, dict] = record.get("nodes") or {}
+    running: dict[str, dict] = record.get("running") or {}
+    nodes = list(measured) + [m["node"] for m in running.values() if m["node"] not in measured]
+    rows = []
+    for node in dict.fromkeys(nodes):
+        entry = measured.get(node, {})
+        address = entry.get("address") or next((m["address"] for m in running.values() if m["node"] == node), "")
+        now = [
+            f"{html.escape(label)}: {m['done']}/{m['total']} points ({html.escape(m['message'][-60:])})"
+            for label, m in running.items()
+            if m["node"] == node
+        ]
+        rows.append(
+            f"<tr><td><code>{html.escape(node_name(node))}</code></td><td>{html.escape(address)}</td>"
+            f"<td>{html.escape(', '.join(entry.get('variants', [])) or '-')}</td>"
+            f"<td>{'<br>'.join(now) or 'idle'}</td></tr>"
+        )
+    if not rows:
+        none = "no node has started a variant yet" if record.get("status") == "running" else "no node measured a variant"
+        return f"<div>{head}</div><div><i>{none}</i></div>"
+    table = (
+        "<table><tr><th>node</th><th>address</th><th>measured</th><th>measuring now</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    return f"<div>{head}</div>{table}"

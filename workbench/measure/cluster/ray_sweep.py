@@ -36,6 +36,7 @@ from workbench.measure.store.results import (
     POINTS_FILE,
     SweepResult,
     frame_from_rows,
+    node_name,
     read_points,
     write_exports,
     write_record,
@@ -43,6 +44,7 @@ from workbench.measure.store.results import (
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import unique_rows
 from workbench.measure.sweep.swept import check_out_dir
+from workbench.releases import RAY_VERSION
 
 __all__ = [
     "NODE_COLUMN",
@@ -50,14 +52,16 @@ __all__ = [
     "RUN_KIND",
     "Ask",
     "Placement",
+    "TaskProgress",
     "VariantJob",
+    "dashboard_url",
     "place",
     "placed_plan",
     "run_sweep_on_ray",
     "variant_ask",
 ]
 
-RAY_MISSING = "Ray is not installed here: pip install 'triton-neuron-workbench[ray]' (ray==2.60.0)"
+RAY_MISSING = f"Ray is not installed here: pip install 'triton-neuron-workbench[ray]' (ray=={RAY_VERSION})"
 RUN_KIND = "ray"
 NODE_COLUMN = "node"  # the Ray node id that measured the row
 NODE_ADDRESS_COLUMN = "node_address"
@@ -189,18 +193,40 @@ class VariantJob:
     run_label: str
 
 
+@dataclass(frozen=True)
+class TaskProgress:
+    """Where a running variant's task is: its node, the points measured of the variant's, the last
+    thing it said (what the notebook shows per node while the rows are still on that node)."""
+
+    variant: str
+    node: str
+    address: str
+    done: int  # whole points measured (the message says how far into the next one)
+    total: int
+    message: str
+
+
 class StartTracker:
     """A Ray actor beside the driver: every task notes its start here (label, node), so a variant
-    that started twice (its node lost, Ray ran it again) is known to the driver."""
+    that started twice (its node lost, Ray ran it again) is known to the driver, and its progress,
+    so the driver can say what each node is measuring now."""
 
     def __init__(self) -> None:
         self.starts: dict[str, list[tuple[str, float]]] = {}
+        self.progress: dict[str, TaskProgress] = {}
 
     def started(self, label: str, node: str, at: float) -> None:
         self.starts.setdefault(label, []).append((node, at))
+        self.progress.pop(label, None)  # a retried variant starts its points again
+
+    def moved(self, progress: TaskProgress) -> None:
+        self.progress[progress.variant] = progress
 
     def all_starts(self) -> dict[str, list[tuple[str, float]]]:
         return self.starts
+
+    def now(self) -> dict[str, TaskProgress]:
+        return self.progress
 
 
 WORK_PREFIX = "wb-ray-"
@@ -222,7 +248,7 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
     naming the node) and what the node saw. No server or folder is left behind."""
     ray = import_ray()
     placement = place(job.neuron)
-    # not waited on here (the tracker's own worker may still be starting); waited on before returning
+    # not waited on here; waited on before returning
     noted = tracker.started.remote(job.label, placement.node, time.time())
     times: dict[str, float] = {}
     clock = time.perf_counter()
@@ -240,6 +266,10 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
         clock = time.perf_counter()
         server = TritonServer(work / "repo").start()
         times["server_start_s"] = time.perf_counter() - clock
+
+        def moved(done: float, total: int, message: str) -> None:  # not waited on: one caller's calls run in order
+            tracker.moved.remote(TaskProgress(job.label, placement.node, placement.address, int(done), total, message))
+
         try:
             clock = time.perf_counter()
             result = run_sweep(
@@ -251,6 +281,7 @@ def measure_variant(job: VariantJob, model_bytes: bytes, tracker: Any) -> dict:
                 variants=[job.label],
                 restore=False,
                 label=f"{job.run_label}: {job.label}",
+                progress=moved,
             )
             times["measure_s"] = time.perf_counter() - clock
             version = server.version
@@ -301,6 +332,15 @@ def _append_variant(path: Path, rows: list[dict]) -> None:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[-1] if text else ''}".strip()
+
+
+def dashboard_url(context: Any) -> str | None:
+    """The Ray dashboard's address from ``ray.init``'s context (``address_info['webui_url']``, as Ray
+    documents it), None where the cluster runs without one (Ray Core alone has no dashboard)."""
+    url = (context.address_info or {}).get("webui_url") if context is not None else None
+    if not url:
+        return None
+    return url if "://" in url else f"http://{url}"
 
 
 def run_sweep_on_ray(
@@ -360,10 +400,15 @@ def run_sweep_on_ray(
         sweep = _RaySweep(ray, plan, model_dir, out_dir, settings, neuron, previous, label, command, progress)
         sweep.open(variants, len(done))
         started_here = not ray.is_initialized()
-        if started_here:
-            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+        # the context of the cluster joined (or of the one already joined): its dashboard's address
+        context = ray.init(
+            address=address if started_here else None,
+            logging_level="WARNING",
+            log_to_driver=False,
+            ignore_reinit_error=not started_here,
+        )
         try:
-            return sweep.run(todo, max_retries, cancel)
+            return sweep.run(todo, max_retries, cancel, dashboard_url(context))
         finally:
             if started_here:
                 ray.shutdown()
@@ -416,6 +461,7 @@ class _RaySweep:
                 "nodes": record.get("nodes", {}),
                 "retried": record.get("retried", {}),
                 "failed_variants": {},
+                "running": {},  # a killed driver's last word on its tasks is not this session's
             }
         )
         if self.command:
@@ -432,14 +478,20 @@ class _RaySweep:
         self.count = measured_before * per_variant
         write_record(self.out_dir, record)
 
-    def run(self, todo: list[Variant], max_retries: int, cancel: threading.Event | None) -> SweepResult:
+    def run(
+        self, todo: list[Variant], max_retries: int, cancel: threading.Event | None, dashboard: str | None
+    ) -> SweepResult:
         ray = self.ray
         status = "failed"
+        self.record["dashboard"] = dashboard
         try:
             strategy = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(
                 ray.get_runtime_context().get_node_id(), soft=False
             )  # the tracker lives beside the driver
             tracker = ray.remote(StartTracker).options(num_cpus=0, scheduling_strategy=strategy).remote()
+            # up before any task starts: a start noted to a tracker still starting waits in the task's
+            # worker, and is lost with it when its node is (the retry then looks like a first start)
+            ray.get(tracker.all_starts.remote())
             clock = time.perf_counter()
             packed = pack_model(self.model_dir)
             model_bytes = ray.put(packed)
@@ -457,23 +509,31 @@ class _RaySweep:
                 ).remote(job, model_bytes, tracker)
                 pending[ref] = variant.label
             self._report(f"{len(pending)} variant(s) sent to Ray")
-            cancelled = self._collect(pending, cancel)
+            cancelled = self._collect(pending, cancel, tracker)
             self._note_starts(ray.get(tracker.all_starts.remote()), submitted)
             status = "cancelled" if cancelled else "failed" if self.record["failed_variants"] else "complete"
         finally:
             self.record["status"] = self.session["status"] = status
             self.record["ended"] = self.session["ended"] = now()
+            self.record["running"] = {}
             result = self._save()
         return result
 
-    def _collect(self, pending: dict, cancel: threading.Event | None) -> bool:
-        """Rows appended as each task returns; True when cancelled (the tasks still running ended)."""
+    def _collect(self, pending: dict, cancel: threading.Event | None, tracker: Any) -> bool:
+        """Rows appended as each task returns, what each node measures now noted as it moves; True
+        when cancelled (the tasks still running ended)."""
         ray = self.ray
+        asked = None  # the tracker's answer on its way (never waited for: a busy tracker slows nothing)
         while pending:
             if cancel is not None and cancel.is_set():
                 for ref in pending:
                     ray.cancel(ref, force=True)  # the worker ends; its server's guard takes the server down
                 return True
+            if asked is None:
+                asked = tracker.now.remote()
+            elif ray.wait([asked], timeout=0)[0]:
+                self._note_running(ray.get(asked), set(pending.values()))
+                asked = None
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             for ref in ready:
                 label = pending.pop(ref)
@@ -481,6 +541,7 @@ class _RaySweep:
                     outcome = ray.get(ref)
                 except Exception as err:  # the task failed where it ran, or on every retry: the others go on
                     self.record["failed_variants"][label] = _first_line(err)
+                    self.record.get("running", {}).pop(label, None)
                     self._report(f"{label}: failed ({_first_line(err)})")
                     write_record(self.out_dir, self.record)
                     continue
@@ -506,10 +567,22 @@ class _RaySweep:
         self.record["engine"] = outcome.get("engine") or self.record.get("engine")
         self.record["server_version"] = outcome.get("server_version")
         self.record["failed_variants"].pop(label, None)
+        self.record.get("running", {}).pop(label, None)
         self.session["measured_variants"] += 1
         self.count += len(outcome["rows"])
         write_record(self.out_dir, self.record)
-        self._report(f"{placement['node'][:8]}: {label} measured ({len(outcome['rows'])} points)")
+        self._report(f"{node_name(placement['node'])}: {label} measured ({len(outcome['rows'])} points)")
+
+    def _note_running(self, progress: dict[str, TaskProgress], pending: set[str]) -> None:
+        """The record's ``running``: each variant measuring now, on which node and how far (written,
+        and reported, only when it changed)."""
+        running = {label: asdict(moved) for label, moved in progress.items() if label in pending}
+        if running == self.record.get("running"):
+            return
+        self.record["running"] = running
+        write_record(self.out_dir, self.record)
+        for label, moved in running.items():
+            self._report(f"{node_name(moved['node'])}: {label} {moved['done']}/{moved['total']} {moved['message']}")
 
     def _note_starts(self, starts: dict[str, list[tuple[str, float]]], submitted: float) -> None:
         """Each variant's wait from submission to its (first) start, and the variants that started

@@ -109,8 +109,7 @@ def run_llm_sweep(
     load, which would only wait as long again).
     ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
-    ``command``: the command line that ran it, kept in the record. A list of servers is refused:
-    fan-out deals tensor sweeps only.
+    ``command``: the command line that ran it, kept in the record. A list of servers is refused.
 
     ``effort`` (an `EffortRule`: ``min_windows``, ``max_windows``) turns the effort mode on
     (``llm/slo_effort.py``): each point is measured window by window until the rule decides it against
@@ -129,8 +128,8 @@ def run_llm_sweep(
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
     if isinstance(server, (list, tuple, dict)):
         raise SweepError(
-            "an LLM sweep runs on one server: fan-out (sweep/fanout.py) deals the variants of tensor "
-            "sweeps only; give one server"
+            "an LLM sweep runs on one server (several machines sweep tensor models only, on Ray: "
+            "run_sweep_on_ray); give one server"
         )
     if effort is not None and not isinstance(effort, EffortRule):
         raise SweepError(f"effort must be an EffortRule or None, got {type(effort).__name__}")

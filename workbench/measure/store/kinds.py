@@ -3,7 +3,7 @@ reads such runs back. The store reads runs through it and never names a kind its
 package registers here (``workbench/measure/__init__.py`` lists them), so a new kind is one new
 package and one line there.
 
-A record whose kind is not registered (a tensor sweep, a fan-out of tensor sweeps) is read as the
+A record whose kind is not registered (a tensor sweep, a Ray sweep of tensor variants) is read as the
 store's own tensor table.
 """
 

@@ -61,7 +61,13 @@ __all__ = [
     "describe_best",
     "compare_runs",
     "backend_variant",
+    "node_name",
 ]
+
+
+def node_name(node_id: str) -> str:
+    """A Ray node as tables and progress show it: its id's first 8 hex digits (56 in full)."""
+    return node_id[:8]
 
 
 class ReadableFrame(pd.DataFrame):
@@ -216,10 +222,14 @@ class SweepResult(SavedRun):
             "outputs_ok",
         }
         columns = ["served_by"] + columns  # shown when the backends differ (a backend comparison)
-        if "server" in self.frame.columns:  # a fanned-out run: which server measured the row
-            columns = ["server"] + columns
-            always.add("server")
-        table = self.frame[columns]
+        frame = self.frame
+        if "node" in frame.columns:  # a Ray sweep: the node that measured the row
+            frame = frame.assign(node=frame["node"].astype(str).map(node_name))
+        for where in ("server", "node"):  # server: a run fanned out over --url servers before Ray
+            if where in frame.columns:
+                columns = [where] + columns
+                always.add(where)
+        table = frame[columns]
         # Columns that say the same thing on every row only add width.
         keep = [c for c in columns if c in always or table[c].astype(str).nunique() > 1]
         table = table[keep]

@@ -44,9 +44,10 @@ _ALWAYS = (
 
 @dataclass(eq=True)
 class RunRecord(Mapping[str, Any]):
-    """One run's record. ``kind``: the sweep kind that wrote it (``tensor``, ``llm``; a fan-out's
-    ``fanout`` and a backend comparison's ``backends`` merge others); ``status``: ``running``,
-    ``complete``, ``cancelled`` or ``failed`` (the last session's outcome)."""
+    """One run's record. ``kind``: the sweep kind that wrote it (``tensor``, ``llm``; a Ray sweep's
+    ``ray``; a backend comparison's ``backends`` merges others; ``fanout``: an older run over several
+    --url servers); ``status``: ``running``, ``complete``, ``cancelled`` or ``failed`` (the last
+    session's outcome)."""
 
     version: int = RECORD_VERSION
     kind: str = TENSOR_KIND

@@ -24,7 +24,7 @@ from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.search import SearchStrategy
 from workbench.measure.sweep.swept import check_out_dir
 
-__all__ = ["INPUT_ERRORS", "Preflight", "preflight"]
+__all__ = ["INPUT_ERRORS", "Preflight", "preflight", "several_urls"]
 
 # What bad input raises anywhere on the way to a sweep: shown as a sentence, never a traceback.
 INPUT_ERRORS: tuple[type[Exception], ...] = (
@@ -75,7 +75,7 @@ def preflight(
     urls: int = 0,
 ) -> Preflight:
     """Check a sweep of ``model_dir`` before anything starts. ``urls``: how many running servers it is
-    given by URL (none: one started here; more than one: a fan-out); ``out_dir`` None when the
+    given by URL (none: one started here; more than one is refused: `several_urls`); ``out_dir`` None when the
     folder is chosen later."""
     checked = Preflight()
     has_config = (model_dir / "config.pbtxt").is_file()
@@ -91,7 +91,7 @@ def preflight(
     checked.backends = checked._made(backends)
     if checked.plan is not None and has_config:
         checked._made(lambda: plan_variants(checked.plan, read_config(model_dir)))
-    _check_combinations(checked, urls, new_run)
+    _check_combinations(checked, urls)
     comparing = checked.backends is not None and checked.backends.active
     if comparing and checked.plan is not None and has_config:
         checked._made(lambda: checked.backends.check(checked.plan, model_dir))  # every model and setting
@@ -100,7 +100,16 @@ def preflight(
     return checked
 
 
-def _check_combinations(checked: Preflight, urls: int, new_run: bool) -> None:
+def several_urls(count: int) -> str:
+    """The refusal of ``--url`` given ``count`` > 1 times: one running server is measured by URL; a
+    sweep over several machines runs as Ray tasks, each with its own server (`cluster.ray_sweep`)."""
+    return (
+        f"--url given {count} times: a sweep measures one running server; to measure on several machines, "
+        "start Ray on them and give --ray ADDRESS (each variant a Ray task with its own tritonserver)"
+    )
+
+
+def _check_combinations(checked: Preflight, urls: int) -> None:
     """What the values allow together."""
     comparing = checked.backends is not None and checked.backends.active
     if comparing and checked.search is not None:
@@ -112,12 +121,8 @@ def _check_combinations(checked: Preflight, urls: int, new_run: bool) -> None:
         checked.problems.append(
             "comparing backends or sweeping backend settings measures on a server started here (no --url)"
         )
-    if new_run and urls > 1:
-        checked.problems.append("--new-run replaces one server's run; for a fan-out use a new --out folder")
-    if checked.search is not None and urls > 1:
-        checked.problems.append(
-            f"--search {checked.search.name} walks one server's measurements; a fan-out measures the grid"
-        )
+    if urls > 1:
+        checked.problems.append(several_urls(urls))
 
 
 def _check_run_folder(out_dir: Path, resume: bool, new_run: bool) -> None:

@@ -102,7 +102,6 @@ def run_sweep(
     cancel: threading.Event | None = None,
     variants: Collection[str] | None = None,
     search: SearchStrategy | None = None,
-    engine: EngineChoice | None = None,
     command: str | None = None,
 ) -> SweepResult:
     """Measure every point of ``plan`` on ``server`` (a running `TritonServer` or `RunningServer`),
@@ -127,16 +126,20 @@ def run_sweep(
     ``cancelled``). At the end the model is left as it was before: loaded again with the config it
     was served with, or unloaded if it was not loaded (``restore=False`` skips that, e.g. when the
     server is stopped right after); no other model on the server is touched. ``variants``: labels
-    of the plan's variants to measure (a fan-out's share, `fanout.run_fanout`); default all.
+    of the plan's variants to measure (a Ray task's one variant, `cluster.ray_sweep`); default all.
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
-    loading, measurement and files; its log and answer go into the record. ``engine``: the choice
-    already made for ``settings`` (a fan-out makes one for all its servers); default: made here.
+    loading, measurement and files; its log and answer go into the record.
     ``command``: the command line that ran this sweep (the CLI gives it), recorded beside the Python
     call that measures the same grid again (the record's ``reproduce``; `workbench report` shows both).
     """
     settings = MeasureSettings() if settings is None else settings
     if not isinstance(settings, MeasureSettings):
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
+    if isinstance(server, (list, tuple, dict)):
+        raise SweepError(
+            "run_sweep measures one server; several machines are swept as a Ray cluster: "
+            "workbench.measure.cluster.run_sweep_on_ray"
+        )
     check_out_dir(out_dir, resume or new_run)
     sweep = SweepRun(
         plan,
@@ -148,7 +151,6 @@ def run_sweep(
         inputs=inputs,
         variants=variants,
         search=search,
-        engine=engine,
         load_timeout_s=load_timeout_s,
         progress=progress,
         cancel=cancel,
@@ -181,7 +183,7 @@ class _Loaded:
 class SweepRun:
     """The tensor sweep kind (`runner.SweepKind`) for one model on one server: the variant loaded
     and measuring a point (inferences per second against latency, outputs checked). The grid, the
-    searches (through `measure` and `screen`), a fan-out's share and a backend comparison all drive
+    searches (through `measure` and `screen`), a Ray task's variant and a backend comparison all drive
     it through `run_sweep`; `runner.SweepRunner` owns the run folder, record and session.
 
     Everything is checked when it is made (the model, the plan's variants, the cores, the engine)
@@ -203,7 +205,6 @@ class SweepRun:
         inputs: InputMaker | None,
         variants: Collection[str] | None,
         search: SearchStrategy | None,
-        engine: EngineChoice | None,
         load_timeout_s: float,
         progress: Callable[[int, int, str], None] | None,
         cancel: threading.Event | None,
@@ -219,7 +220,7 @@ class SweepRun:
         self.url = server_url(server, settings.protocol)
         check_reachable_by_engine(server)
         # perf_analyzer asked for and absent: said before anything is loaded
-        self.choice = choose_engine(settings) if engine is None else engine
+        self.choice = choose_engine(settings)
         if (
             search is not None
             and search.measures_by_window
