@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -39,15 +39,20 @@ def run_generate(argv: list[str]) -> int:
     return args.func(args)
 
 
-@pytest.fixture
-def model(tmp_path) -> Path:
-    """A Hugging Face folder's shape (config.json, a tokenizer file): 8 heads, 4 KV heads, 512 positions."""
-    folder = tmp_path / "llm"
-    folder.mkdir()
+def hf_shaped(folder: Path) -> Path:
+    """``folder`` made a Hugging Face folder's shape (config.json, a tokenizer file): 8 heads, 4 KV heads,
+    512 positions."""
+    folder.mkdir(parents=True)
     (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "num_attention_heads": 8,
                                                     "num_key_value_heads": 4, "max_position_embeddings": 512}))
     (folder / "tokenizer.json").write_text("{}")
     return folder
+
+
+@pytest.fixture
+def model(tmp_path) -> Path:
+    """A Hugging Face folder's shape, fresh for each test (tests change it)."""
+    return hf_shaped(tmp_path / "llm")
 
 
 def settings(folder: Path, tmp_path: Path, target: str = "cpu", **vllm) -> GenerateSettings:
@@ -216,41 +221,94 @@ def test_the_switch_serves_vllm_configs():
 
 # ---- vLLM's own parser, and the docs for the keys it cannot check
 
-_PARSE = r"""
-import dataclasses, json, sys
+# One vLLM process for the module (importing vLLM costs tens of seconds on 2 cores): each model.json in
+# argv[1] is given to AsyncEngineArgs as Triton's vLLM backend does (src/model.py), each in argv[2]
+# also builds its engine config (no engine started). Every file is read on its own: what one raises
+# is recorded for that file, so a test sees only its own files' outcome.
+_VLLM_READS = r"""
+import dataclasses, json, sys, traceback
 from vllm.engine.arg_utils import AsyncEngineArgs
 fields = {f.name for f in dataclasses.fields(AsyncEngineArgs)}
-out = {}
-for path in sys.argv[1:]:
-    args = json.load(open(path))
-    unknown = sorted(set(args) - fields)
-    AsyncEngineArgs(**args)  # what Triton's vLLM backend does with model.json (src/model.py)
-    out[path] = unknown
+out = {"unknown": {}, "engine": {}, "raised": {}}
+for path in json.loads(sys.argv[1]):
+    try:
+        args = json.load(open(path))
+        out["unknown"][path] = sorted(set(args) - fields)
+        AsyncEngineArgs(**args)  # what Triton's vLLM backend does with model.json (src/model.py)
+    except Exception:
+        out["raised"][path] = traceback.format_exc()[-3000:]
+for path in json.loads(sys.argv[2]):
+    try:
+        config = AsyncEngineArgs(**json.load(open(path))).create_engine_config()
+        out["engine"][path] = {
+            "block_size": config.cache_config.block_size, "dtype": str(config.model_config.dtype),
+            "max_num_seqs": config.scheduler_config.max_num_seqs, "max_model_len": config.model_config.max_model_len,
+            "kv_cache_memory_bytes": config.cache_config.kv_cache_memory_bytes,
+            "enforce_eager": config.model_config.enforce_eager}
+    except Exception:
+        out["raised"][path] = traceback.format_exc()[-3000:]
 print(json.dumps(out))
 """
 
 
-def test_every_model_json_key_is_a_vllm_engine_argument(vllm_python, model, tmp_path):
-    written = {}
+@dataclass(frozen=True)
+class VllmReads:
+    """What the installed vLLM made of the written model.json files: ``parsed`` (target -> path) by
+    AsyncEngineArgs, ``nonsense`` too, ``engine_built`` into an engine config; ``unknown`` keys and
+    ``engine`` values per path, ``raised`` (path -> traceback), the process's exit ``status`` and stderr."""
+
+    parsed: dict[str, str]
+    nonsense: str
+    engine_built: str
+    unknown: dict[str, list[str]]
+    engine: dict[str, dict]
+    raised: dict[str, str]
+    status: int
+    stderr: str
+
+
+@pytest.fixture(scope="module")
+def vllm_reads(vllm_python, tmp_path_factory) -> VllmReads:
+    """The generator's model.json for cpu, trn2 and inf2 (from a Hugging Face folder's shape), one with a
+    key vLLM's CPU parser cannot check inside additional_config, and the zoo's tiny LLM's cpu model.json,
+    read by vLLM in one process."""
+    from workbench import zoo
+
+    root = tmp_path_factory.mktemp("vllm_reads")
+    folder = hf_shaped(root / "llm")
+    parsed = {}
     for target, vllm in (("cpu", {"block_size": 32, "enforce_eager": True, "max_num_batched_tokens": 256,
                                   "extra_engine_args": {"disable_log_stats": True}}),
                          ("trn2", {"tensor_parallel_size": 2, "max_num_batched_tokens": 256,
                                    "vllm_neuron": VllmNeuronBuckets((128, 256), (1, 4))}),
                          ("inf2", {"tensor_parallel_size": 2, "nxdi": NxdiBuckets(True, (128, 256), (256,))})):
-        chosen = settings(model, tmp_path / target, target, **vllm)
+        chosen = settings(folder, root / target, target, **vllm)
         gen.write(render(chosen))
-        written[target] = str(chosen.model_dir / "1" / "model.json")
-    done = subprocess.run([str(vllm_python), "-c", _PARSE, *written.values()], capture_output=True, text=True,
-                          timeout=300, env={"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    unknown = json.loads(done.stdout.strip().splitlines()[-1])
-    assert unknown == {path: [] for path in written.values()}  # every top-level key, every target
+        parsed[target] = str(chosen.model_dir / "1" / "model.json")
+    nonsense = root / "nonsense.json"
+    nonsense.write_text(json.dumps({"model": str(folder), "additional_config": {"neuron_config": {"no_such": 1}}}))
+    tiny = GenerateSettings(triton_model_dir=str(root / "tiny" / "repo" / "llm"), backend="vllm", target="cpu",
+                            backend_settings=VllmSettings(model=str(zoo.tiny_llm().path), dtype="float32",
+                                                          max_model_len=256, max_num_seqs=4, block_size=32,
+                                                          kv_cache_memory_bytes=64 << 20, enforce_eager=True))
+    gen.write(render(tiny))
+    built = str(tiny.model_dir / "1" / "model.json")
+    done = subprocess.run([str(vllm_python), "-c", _VLLM_READS, json.dumps([*parsed.values(), str(nonsense)]),
+                           json.dumps([built])], capture_output=True, text=True, timeout=600,
+                          env={"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+    out = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {}
+    return VllmReads(parsed, str(nonsense), built, out.get("unknown", {}), out.get("engine", {}),
+                     out.get("raised", {}), done.returncode, done.stderr[-3000:])
+
+
+def test_every_model_json_key_is_a_vllm_engine_argument(vllm_reads):
+    assert vllm_reads.status == 0, vllm_reads.stderr
+    written = list(vllm_reads.parsed.values())
+    assert {path: vllm_reads.raised.get(path) for path in written} == {path: None for path in written}
+    assert {path: vllm_reads.unknown.get(path) for path in written} == {path: [] for path in written}  # every key
     # the CPU parser takes any key inside additional_config: it cannot check the Neuron ones
-    nonsense = tmp_path / "nonsense.json"
-    nonsense.write_text(json.dumps({"model": str(model), "additional_config": {"neuron_config": {"no_such": 1}}}))
-    done = subprocess.run([str(vllm_python), "-c", _PARSE, str(nonsense)], capture_output=True, text=True,
-                          timeout=300, env={"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert vllm_reads.nonsense in vllm_reads.unknown and vllm_reads.nonsense not in vllm_reads.raised, \
+        vllm_reads.raised.get(vllm_reads.nonsense)
 
 
 def test_neuron_only_keys_are_those_their_docs_define(model, tmp_path):
@@ -272,33 +330,12 @@ def test_neuron_only_keys_are_those_their_docs_define(model, tmp_path):
     assert "additional_config" not in json.loads(render(settings(model, tmp_path)).files["1/model.json"])
 
 
-_ENGINE_CONFIG = r"""
-import json, sys
-from vllm.engine.arg_utils import AsyncEngineArgs
-config = AsyncEngineArgs(**json.load(open(sys.argv[1]))).create_engine_config()
-print(json.dumps({"block_size": config.cache_config.block_size, "dtype": str(config.model_config.dtype),
-                  "max_num_seqs": config.scheduler_config.max_num_seqs,
-                  "max_model_len": config.model_config.max_model_len,
-                  "kv_cache_memory_bytes": config.cache_config.kv_cache_memory_bytes,
-                  "enforce_eager": config.model_config.enforce_eager}))
-"""
-
-
-def test_vllm_builds_its_engine_config_from_the_cpu_model_json(vllm_python, tmp_path):
+def test_vllm_builds_its_engine_config_from_the_cpu_model_json(vllm_reads):
     """The values arrive, not only the keys: vLLM's CPU engine config from the written model.json of
     the zoo's tiny LLM (no engine started)."""
-    from workbench import zoo
-
-    chosen = GenerateSettings(triton_model_dir=str(tmp_path / "repo" / "llm"), backend="vllm", target="cpu",
-                              backend_settings=VllmSettings(model=str(zoo.tiny_llm().path), dtype="float32",
-                                                            max_model_len=256, max_num_seqs=4, block_size=32,
-                                                            kv_cache_memory_bytes=64 << 20, enforce_eager=True))
-    gen.write(render(chosen))
-    done = subprocess.run([str(vllm_python), "-c", _ENGINE_CONFIG, str(chosen.model_dir / "1" / "model.json")],
-                          capture_output=True, text=True, timeout=300,
-                          env={"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+    assert vllm_reads.status == 0, vllm_reads.stderr
+    assert vllm_reads.engine_built not in vllm_reads.raised, vllm_reads.raised[vllm_reads.engine_built]
+    assert vllm_reads.engine[vllm_reads.engine_built] == {
         "block_size": 32, "dtype": "torch.float32", "max_num_seqs": 4, "max_model_len": 256,
         "kv_cache_memory_bytes": 64 << 20, "enforce_eager": True}
 

@@ -12,6 +12,7 @@ directory finds. The test then compares the records with the core map. Nothing h
 
 from __future__ import annotations
 
+import functools
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -221,9 +222,11 @@ def test_transformers_neuronx_sampling(server, repo, records, unload_after):
         assert 0 not in result.as_numpy("output_ids")[:, 5:]  # EOS (0) is never sampled
 
 
-def _llama_with_early_eos(path: Path):
+@functools.cache
+def _llama_with_early_eos():
     """A tiny Llama whose EOS is a token some prompts produce after a few steps and others never do,
-    so a batch mixes rows that stop early with rows that run to the full length."""
+    so a batch mixes rows that stop early with rows that run to the full length: (model, prompts, EOS,
+    each prompt's generation alone). Made once for the module; each test saves it into its own folder."""
     pytest.importorskip("transformers")
     from workbench.compiler.tnx import tiny_causal_lm
 
@@ -235,8 +238,7 @@ def _llama_with_early_eos(path: Path):
     eos = next(t for t in candidates if 0 < sum(t in row for row in free.tolist()) < len(free))
     model.config.eos_token_id = model.generation_config.eos_token_id = eos
     model.config.pad_token_id = model.generation_config.pad_token_id = eos
-    model.save_pretrained(str(path))
-    return model, prompts, eos
+    return model, prompts, eos, [_one_row(model, row, 14, eos) for row in prompts]
 
 
 def _one_row(model, row: np.ndarray, length: int, eos: int) -> list[int]:
@@ -250,7 +252,8 @@ def test_llama_sampling_stops_at_eos_and_pads_the_batch(server, repo, unload_aft
     """LlamaForSampling stops when every row has produced EOS and fills finished rows with it; a
     request's rows all have one width; the CPU target computes the same function."""
     name = f"tnx_llama_{target}"
-    model, prompts, eos = _llama_with_early_eos(repo / name / "hf")
+    model, prompts, eos, alone = _llama_with_early_eos()
+    model.save_pretrained(str(repo / name / "hf"))
     link_fakes(repo / name, ["transformers_neuronx"])
     write_model(repo, name, ["input_ids,INT64,-1"], ["output_ids,INT64,-1"], compiled_model="hf", max_batch_size=4,
                 NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=1, WORKBENCH_TARGET=target,
@@ -259,7 +262,6 @@ def test_llama_sampling_stops_at_eos_and_pads_the_batch(server, repo, unload_aft
     server.load(name)
     unload_after(name)
     requests = [{"input_ids": prompts[rows]} for rows in ([0, 1, 2], [3], [4, 5])]
-    alone = [_one_row(model, row, 14, eos) for row in prompts]
     assert len({len(row) for row in alone}) > 1, "the test model must mix early and full-length rows"
     for arrays, rows, result in zip(requests, ([0, 1, 2], [3], [4, 5]), burst(server, name, requests)):
         assert not isinstance(result, Exception), result
@@ -355,10 +357,16 @@ def _torchneuron_model(repo: Path, name: str, version: str = "2.14.3.1") -> Path
     return repo / name
 
 
-def _exported_add_sub(path: Path) -> None:
+@functools.cache
+def _add_sub_program() -> torch.export.ExportedProgram:
+    """AddSub exported with a dynamic batch dim, once for the module (two tests serve it)."""
     batch = torch.export.Dim("batch")
     example = (torch.ones(2, 4), torch.ones(2, 4))
-    torch.export.save(torch.export.export(AddSub(), example, dynamic_shapes=({0: batch}, {0: batch})), str(path))
+    return torch.export.export(AddSub(), example, dynamic_shapes=({0: batch}, {0: batch}))
+
+
+def _exported_add_sub(path: Path) -> None:
+    torch.export.save(_add_sub_program(), str(path))
 
 
 @pytest.mark.server

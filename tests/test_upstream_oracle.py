@@ -12,6 +12,7 @@ config as the workbench's own run. Upstream's code is run, never copied.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
 import sys
@@ -269,10 +270,37 @@ TF_AUTO_CASES = {
 }
 
 
+# Upstream's script run for several command lines in one interpreter, each as ``python SCRIPT ARGS``
+# runs it (runpy as __main__, its own argv, working directory and stderr), so TensorFlow, which its
+# SavedModel reading imports, is imported once. argv: the script, a JSON {case: [args, cwd]}, where
+# to write the JSON {case: [exit status, stderr]}.
+_RUN_UPSTREAM_EACH = r"""
+import contextlib, io, json, os, runpy, sys, traceback
+script, cases, report = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+sys.path[0] = os.path.dirname(script)  # where python SCRIPT looks first
+outcome = {}
+for name, (args, cwd) in cases.items():
+    os.chdir(cwd)
+    sys.argv = [script, *args]
+    err, status = io.StringIO(), 0
+    with contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            status = 1
+    outcome[name] = [status, err.getvalue()]
+with open(report, "w") as out:
+    json.dump(outcome, out)
+"""
+
+
 @pytest.fixture(scope="module")
 def tensorflow_upstream(tmp_path_factory):
-    """A TF2 SavedModel, and upstream run over it for every TF_AUTO_CASES entry at once (each run
-    imports TensorFlow for seconds)."""
+    """A TF2 SavedModel, and upstream run over it for every TF_AUTO_CASES entry (in one interpreter:
+    each run imports TensorFlow for seconds)."""
     tf = pytest.importorskip("tensorflow")
 
     class AddSub(tf.Module):
@@ -285,21 +313,23 @@ def tensorflow_upstream(tmp_path_factory):
     saved = root / "add_sub_tf2"
     module = AddSub()
     tf.saved_model.save(module, str(saved), signatures={"serving_default": module.serve})
-    running = {}
+    cases, done = {}, {}
     for name, args in TF_AUTO_CASES.items():
         model_dir, cwd, compiled = root / "upstream" / name / "add-sub-tf", root, str(saved)
         if name == "inf2_relative_in_model_dir":
             shutil.copytree(saved, model_dir / "add_sub_tf2")
             cwd, compiled = model_dir, "add_sub_tf2"
         full = [*args, "--compiled_model", compiled]
-        running[name] = (full, model_dir, subprocess.Popen(
-            [sys.executable, str(SCRIPT), *full, "--triton_model_dir", str(model_dir)], cwd=cwd,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    done = {}
-    for name, (full, model_dir, process) in running.items():
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-2000:]
+        cases[name] = ([*full, "--triton_model_dir", str(model_dir)], str(cwd))
         done[name] = (full, model_dir)
+    report = root / "upstream-runs.json"
+    process = subprocess.run([sys.executable, "-c", _RUN_UPSTREAM_EACH, str(SCRIPT), json.dumps(cases), str(report)],
+                             capture_output=True, text=True, timeout=600)
+    assert process.returncode == 0 and report.is_file(), process.stderr[-2000:]
+    outcome = json.loads(report.read_text())
+    for name in TF_AUTO_CASES:
+        status, err = outcome[name]
+        assert status == 0, err[-2000:]
     return saved, done
 
 
