@@ -64,3 +64,19 @@ def test_the_sweep_panel_on_ray_says_what_it_cannot_do_before_anything_runs(tmp_
     assert "on a Ray cluster the whole grid is measured: strategy grid, not bisection" in error
     assert "compared models are measured on the running server, not on Ray" in error
     assert "start the server first" not in error and not (tmp_path / "runs").exists()
+
+
+def test_a_variant_too_big_for_every_node_is_named_with_the_largest_node():
+    """Ray keeps a task pending while no node can hold it; the sweep refuses it first (no Ray needed)."""
+    from workbench.measure.cluster.ray_sweep import Ask, too_big_for_every_node
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 4.0, "neuron_cores": 2.0}},
+             {"Alive": False, "Resources": {"CPU": 8.0, "neuron_cores": 8.0}},  # lost: it holds nothing now
+             {"Alive": True, "Resources": {"CPU": 1.0, "neuron_cores": 8.0}}]
+    fits = {"1x2": Ask(num_cpus=1, neuron_cores=2), "2x4": Ask(num_cpus=1, neuron_cores=8)}
+    assert too_big_for_every_node(fits, nodes) is None
+    too_big = {**fits, "4x4": Ask(num_cpus=1, neuron_cores=16), "8x2": Ask(num_cpus=1, neuron_cores=16)}
+    assert too_big_for_every_node(too_big, nodes) == (
+        "no node of this Ray cluster can hold variant 4x4 (and 1 more): it asks 1 CPU(s) and 16 neuron_cores, "
+        "the largest node has 4 CPU(s) and 8 neuron_cores; use smaller allocations or add a node that has them")
+    assert "asks 6 CPU(s), the largest node has 4 CPU(s)" in too_big_for_every_node({"6x1": Ask(num_cpus=6)}, nodes)

@@ -25,7 +25,7 @@ from workbench.generate.config import parameters_of, read_config
 from workbench.measure.cluster import run_sweep_on_ray
 from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, place, placed_plan, variant_ask
 from workbench.measure.engine.measure_settings import MeasureSettings
-from workbench.measure.grid.plan import Batching, SweepPlan
+from workbench.measure.grid.plan import Batching, SweepError, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, load_run, node_name, read_points
 from workbench.measure.sweep import run_sweep
 from workbench.server import TritonServer
@@ -96,6 +96,15 @@ def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluste
     shown = again.table()  # the table a person reads names each row's node as progress does
     assert sorted(set(shown["node"])) == sorted(node_name(n) for n in worker_ids(cluster))
     assert no_task_server_left()
+
+
+def test_a_variant_no_node_can_hold_is_refused_before_anything_is_written(cluster, model_dir, tmp_path):
+    """Two CPUs asked on nodes of one: Ray would leave the task pending for ever; the sweep says so."""
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1,1x2", concurrency=[1], core_range="0:2")
+    with pytest.raises(SweepError, match=r"no node of this Ray cluster can hold variant 1x2.*: it asks 2 CPU\(s\), "
+                                         r"the largest node has 1 CPU\(s\)"):
+        run_sweep_on_ray(plan, model_dir, out_dir=tmp_path / "ray", settings=FAST)
+    assert not (tmp_path / "ray" / "run.json").exists()
 
 
 def test_a_neuron_task_runs_on_the_cores_ray_assigned_it(cluster, tmp_path):

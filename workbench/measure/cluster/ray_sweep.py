@@ -104,6 +104,30 @@ def variant_ask(variant: Variant, neuron: bool) -> Ask:
     return Ask(num_cpus=variant.allocation.instances * variant.allocation.cores_per_instance)
 
 
+def too_big_for_every_node(asks: Mapping[str, Ask], nodes: list[dict]) -> str | None:
+    """Why some variants can never start (``nodes``: ``ray.nodes()``), or None. Ray would keep such a
+    task pending for ever, waiting for a node that can hold it."""
+    alive = [node.get("Resources", {}) for node in nodes if node.get("Alive")]
+    largest_cpus = max((r.get("CPU", 0) for r in alive), default=0)
+    largest_cores = max((r.get(NEURON_CORES, 0) for r in alive), default=0)
+    stuck = [
+        label
+        for label, ask in asks.items()
+        if not any(r.get("CPU", 0) >= ask.num_cpus and r.get(NEURON_CORES, 0) >= ask.neuron_cores for r in alive)
+    ]
+    if not stuck:
+        return None
+    first = asks[stuck[0]]
+    wanted = f"{first.num_cpus:g} CPU(s)" + (f" and {first.neuron_cores} {NEURON_CORES}" if first.neuron_cores else "")
+    largest = f"{largest_cpus:g} CPU(s)" + (f" and {largest_cores:g} {NEURON_CORES}" if first.neuron_cores else "")
+    return (
+        f"no node of this Ray cluster can hold variant {stuck[0]}"
+        + (f" (and {len(stuck) - 1} more)" if len(stuck) > 1 else "")
+        + f": it asks {wanted}, the largest node has {largest}; "
+        "use smaller allocations or add a node that has them"
+    )
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where a task runs: its node, and on a Neuron target the cores Ray gave it and the
@@ -398,7 +422,6 @@ def run_sweep_on_ray(
         done = _measured(rows, plan, variants)
         todo = [v for v in variants if v.label not in done]
         sweep = _RaySweep(ray, plan, model_dir, out_dir, settings, neuron, previous, label, command, progress)
-        sweep.open(variants, len(done))
         started_here = not ray.is_initialized()
         # the context of the cluster joined (or of the one already joined): its dashboard's address
         context = ray.init(
@@ -408,6 +431,10 @@ def run_sweep_on_ray(
             ignore_reinit_error=not started_here,
         )
         try:
+            too_big = too_big_for_every_node({v.label: variant_ask(v, neuron) for v in todo}, ray.nodes())
+            if too_big:
+                raise SweepError(too_big)  # before the record is written
+            sweep.open(variants, len(done))
             return sweep.run(todo, max_retries, cancel, dashboard_url(context))
         finally:
             if started_here:
