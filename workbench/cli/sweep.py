@@ -428,7 +428,9 @@ def run_cli(args: argparse.Namespace) -> int:
         checked.problems.append(timeout_problem(args.timeout))
     if checked.settings is not None and len(args.url) == 1:  # several: refused by preflight
         try:  # a bad URL, port or scheme: said before anything is asked of it
-            remote = RunningServer(args.url[0], checked.settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT)
+            remote = RunningServer(
+                args.url[0], checked.settings.protocol, timeout=args.timeout or DEFAULT_REMOTE_TIMEOUT
+            )
         except ValueError as err:
             checked.problems.append(str(err))
     if not checked.ok:  # everything checked before a server starts

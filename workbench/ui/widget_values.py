@@ -162,7 +162,9 @@ def ray_nodes_html(record: Mapping[str, Any]) -> str:
             f"<td>{'<br>'.join(now) or 'idle'}</td></tr>"
         )
     if not rows:
-        none = "no node has started a variant yet" if record.get("status") == "running" else "no node measured a variant"
+        none = (
+            "no node has started a variant yet" if record.get("status") == "running" else "no node measured a variant"
+        )
         return f"<div>{head}</div><div><i>{none}</i></div>"
     table = (
         "<table><tr><th>node</th><th>address</th><th>measured</th><th>measuring now</th></tr>"
