@@ -123,9 +123,9 @@ class RunRecord(Mapping[str, Any]):
         for f in fields(self):
             if f.name == "extra":
                 continue
-            value = RECORD_VERSION if f.name == "version" else getattr(self, f.name)  # written in this format
-            if f.name == "bounded" and value is not None:
-                value = [point.to_dict() for point in value]
+            value: Any = RECORD_VERSION if f.name == "version" else getattr(self, f.name)  # written in this format
+            if f.name == "bounded" and self.bounded is not None:
+                value = [point.to_dict() for point in self.bounded]
             if value is not None or f.name in _ALWAYS:
                 out[f.name] = value
         return {**self.extra, **out}
