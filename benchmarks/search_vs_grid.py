@@ -31,9 +31,15 @@ wall time is printed as a ratio of each: the target (issue #35) is a search that
 best (or a point it cannot tell from it) in at most 0.25x MA brute's wall time and 0.5x MA quick's, each
 printed as met or missed, beside each answer's confidence (answer.py: separable from its
 runner-up or not, and how much more measuring would separate them).
+Verdicts that hold (issue 46): after each comparison the grid's best and every search's answer are
+measured again in interleaved rounds (A, B, A, B, the same fixed windows, _interleave.py) and each
+search is judged from those rounds, not from two measurements minutes apart. --runs N repeats the
+whole comparison N times, each on a fresh server (its first load cold), and ends with a tally per
+search: right in >= 4 of 5 runs (the best, or a point the rounds cannot tell from it), and a median
+same-run wall time <= 0.25x Model Analyzer brute's and <= 0.5x MA quick's.
 --quick shrinks everything (small MLP, 2 batch sizes x 2 allocations x 2 concurrencies, short
 windows) to show the whole comparison runs end to end; its numbers say nothing about the target.
-Run: python benchmarks/search_vs_grid.py [--quick] [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
+Run: python benchmarks/search_vs_grid.py [--quick] [--runs 5] [--window 0.5] [--searches halving,...] [--model-analyzer auto|skip]
 """
 
 from __future__ import annotations
@@ -43,9 +49,11 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from _common import add_size_option, header, served_mlp
+from _interleave import MA_TARGETS, WITHIN, Reading, RunOutcome, interleave, judge, tally
 
 from workbench.measure.store.results import best_point
 from workbench.measure.sweep.search import SEARCHES, answer, make_search
@@ -54,8 +62,7 @@ from workbench.measure.sweep import SweepPlan, run_sweep
 
 BATCH_SIZES, ALLOCATIONS, CONCURRENCY, CORE_RANGE = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8), "0:1"
 QUICK_SPACE = ((1, 8), ("1x1", "2x1"), (1, 4))  # --quick: a smoke run of the whole comparison
-WITHIN, TIME_SHARE = 0.05, 1 / 3
-MA_TARGETS = {"brute": 0.25, "quick": 0.5}  # a search's wall time at most this share of MA's (issue #35)
+TIME_SHARE = 1 / 3
 
 
 def _key(row) -> tuple:
@@ -124,8 +131,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: small MLP, 8 points, 0.2 s windows, short limits (shows it works end to "
                              "end; the target needs the full space on a quiet machine)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="repeat the whole comparison this many times, each on a fresh server (its first load "
+                             "cold), and print the tally against the targets (default 1)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds re-measuring the grid's best and each search's answer (default 3)")
+    parser.add_argument("--interleave-windows", type=int, default=6,
+                        help="windows per interleaved measurement, the same for every point (default 6)")
     add_size_option(parser, "large")
     args = parser.parse_args()
+    if args.runs < 1 or args.rounds < 2 or args.interleave_windows < 1:
+        parser.error("--runs must be >= 1, --rounds >= 2 and --interleave-windows >= 1")
     batch_sizes, allocations, concurrency = QUICK_SPACE if args.quick else (BATCH_SIZES, ALLOCATIONS, CONCURRENCY)
     if args.quick:
         args.size, args.window, args.min_latencies, args.time_limit_s = "small", 0.2, 200, 5.0
@@ -143,6 +159,23 @@ def main() -> None:
            f"{args.size} MLP, window {args.window:g} s")
     server_args = () if args.auto_complete else ("--disable-auto-complete-config",)
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
+    outcomes: list[RunOutcome] = []
+    for number in range(1, args.runs + 1):
+        if args.runs > 1:
+            header(f"run {number} of {args.runs} (a fresh server: its first load cold)")
+        outcomes += _comparison(args, plan, settings, searches, server_args, (batch_sizes, allocations, concurrency))
+    print(f"\ntally over {args.runs} run(s), each answer judged by the interleaved re-measurement: right = the "
+          f"grid's best, or a point within {WITHIN:.0%} of it or that the rounds cannot tell from it, its p99 in budget")
+    for line in tally(outcomes):
+        print(f"  {line.text()}")
+
+
+def _comparison(args, plan, settings, searches, server_args, space) -> list[RunOutcome]:
+    """One whole comparison on a fresh server: the grid, each search, Model Analyzer, then the grid's
+    best and each search's answer re-measured interleaved; each search's outcome judged from that."""
+    batch_sizes, allocations, concurrency = space
+    answers: dict[str, tuple | None] = {}
+    walls: dict[str, float] = {}
     with served_mlp(size=args.size, dynamic_batching=True, server_args=server_args) as (server, served), \
             tempfile.TemporaryDirectory(prefix="search-vs-grid-") as scratch:
         model_dir = served.repository / served.name
@@ -167,7 +200,7 @@ def main() -> None:
               f"{answer(grid.frame, budget).describe()}")
         if grid_best is None:
             print("no grid point meets the budget: nothing to compare")
-            return
+            return []
         close = [f"{k[0]} b{k[1]} c{k[2]} {_spread(r)}" for k, r in by_key.items()
                  if float(r["throughput"]) >= (1 - WITHIN) * float(grid_best["throughput"])
                  and float(r["p99_ms"]) <= budget and k != _key(grid_best)]
@@ -206,6 +239,7 @@ def main() -> None:
             lines.append(f"{name:<11} {wall:7.1f} s  {wall / grid_s:5.2f}x  {detail}: "
                          f"{'met' if verdict else 'not met'}")
             done.append((name, wall, _answer_line(found), right))
+            answers[name], walls[name] = (None if found.best is None else _key(found.best)), wall
             print(f"  verdict: {lines[-1]}", flush=True)  # on record even if a later search is cut short
         print(f"\ntarget: the grid's best (or a point within {WITHIN:.0%} of its throughput or overlapping its "
               f"interval) in <= {TIME_SHARE:.2f}x the grid's {grid_s:.1f} s")
@@ -243,6 +277,44 @@ def main() -> None:
                 print("\n".join(compare_points(grid.frame, outcome)[0]))
             print(f"  (load average now {os.getloadavg()[0]:.1f})")
         print("\n" + "\n".join(_summary(done, ma_walls, quick=args.quick)))
+        return _judged_again(args, plan, settings, server, model_dir, Path(scratch), grid, grid_best, budget,
+                             answers, walls, ma_walls)
+
+
+def _judged_again(args, plan, settings, server, model_dir, scratch, grid, grid_best, budget, answers, walls,
+                  ma_walls) -> list[RunOutcome]:
+    """The grid's best and every search's answer measured again in interleaved rounds with the same
+    fixed windows (each measurement a one-point sweep: its variant loaded afresh, as every other's),
+    each search judged from those rounds."""
+    fixed = replace(settings, stable_windows=args.interleave_windows, max_windows=args.interleave_windows,
+                    time_limit_s=None, min_latencies=0)
+    allocation = {_key(r): r["allocation"] for _i, r in grid.frame.iterrows()}
+    counter = iter(range(1, 10_000))
+
+    def measure(key: tuple) -> Reading:
+        variant, batch, concurrency = key
+        one = SweepPlan(batch_sizes=[batch], allocations=allocation[key], concurrency=[concurrency],
+                        core_range=CORE_RANGE)
+        run = run_sweep(one, server, model_dir, out_dir=scratch / f"again-{next(counter)}", settings=fixed,
+                        restore=False)
+        row = run.frame.iloc[0]
+        reading = Reading(float(row["throughput"]), float(row["p99_ms"]))
+        print(f"  {variant} b{batch} c{concurrency}: {reading.throughput:.1f} infer/s, p99 {reading.p99_ms:.2f} ms",
+              flush=True)
+        return reading
+
+    best = _key(grid_best)
+    named = [key for key in answers.values() if key is not None and key in allocation]
+    print(f"\ninterleaved re-measurement: {args.rounds} rounds of the grid's best {best[0]} b{best[1]} c{best[2]} "
+          f"and {len(set(named) - {best})} other answer(s), {args.interleave_windows} windows of "
+          f"{settings.window_s:g} s each (load average {os.getloadavg()[0]:.1f})")
+    rounds = interleave(measure, best, named, args.rounds)
+    outcomes = []
+    for name, key in answers.items():
+        verdict = judge(rounds, key, budget)
+        print(f"  {name}: {'right' if verdict.right else 'wrong'}: {verdict.detail}")
+        outcomes.append(RunOutcome(name, walls[name], verdict.right, ma_walls["brute"], ma_walls["quick"]))
+    return outcomes
 
 
 def _judged(key: tuple | None, by_key: dict, grid_best, budget: float) -> tuple[bool, str]:

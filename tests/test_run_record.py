@@ -54,3 +54,24 @@ def test_a_damaged_record_names_its_file(tmp_path, text, why):
     with pytest.raises(ResultsError, match=why) as err:
         read_record(tmp_path)
     assert str(tmp_path / RECORD_FILE) in str(err.value)
+
+
+def test_the_points_a_bound_decided_read_back_typed_and_older_records_have_none(tmp_path):
+    from workbench.measure.store.bounded import BoundedPoint
+
+    version_2 = {**VERSION_1_TENSOR, "version": 2, "kind": "tensor"}
+    (tmp_path / RECORD_FILE).write_text(json.dumps(version_2))  # as a version-2 workbench wrote it
+    record = read_record(tmp_path)
+    assert record.version == 2 and record.bounded is None and "bounded" not in record
+    point = BoundedPoint("1x1", 4, 2, "throughput", ("1x1", 8, 8), 437.1, 528.3,
+                         "throughput at most 437.1 infer/s, below 1x2's", after_step=3)
+    write_record(tmp_path, record.with_changes(bounded=[point]))
+    written = json.loads((tmp_path / RECORD_FILE).read_text())
+    assert written["version"] == RECORD_VERSION == 3
+    assert written["bounded"] == [{"variant": "1x1", "batch_size": 4, "concurrency": 2, "bound": "throughput",
+                                   "by": {"variant": "1x1", "batch_size": 8, "concurrency": 8}, "value": 437.1,
+                                   "limit": 528.3, "reading": "throughput at most 437.1 infer/s, below 1x2's",
+                                   "after_step": 3}]
+    assert read_record(tmp_path).bounded == [point]
+    with pytest.raises(ValueError, match="bound 'latency' is not one of throughput, p99"):
+        BoundedPoint("1x1", 4, 2, "latency", ("1x1", 8, 8), 1.0, 2.0, "", 0)

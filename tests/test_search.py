@@ -5,7 +5,9 @@ the best with its margin and the runner-up, and `workbench sweep --search`."""
 
 from __future__ import annotations
 
+import html
 import json
+import math
 import os
 import subprocess
 import sys
@@ -396,6 +398,9 @@ def test_the_adaptive_walk_names_the_grids_answer_from_a_fifth_of_its_points(mod
     assert asked[-2:] == [("1x1", 8, 8), ("2x1", 8, 8)]
     assert sum("cannot win, nothing else measured" in note for note in log.notes) == 2
     assert "left out by a heavier point's throughput" in log.stopped
+    # every point not measured was decided by a bound, and the log says which and on what reading
+    assert {(p.variant, p.batch_size, p.concurrency) for p in log.bounded} == set(grid) - set(asked)
+    assert all(p.by in asked and p.after_step <= len(asked) for p in log.bounded)
 
 
 def test_a_heavier_point_vouches_condemns_and_bounds_the_lighter_ones():
@@ -660,3 +665,72 @@ def test_the_adaptive_search_measures_with_its_own_window_never_longer_than_the_
     assert AdaptiveEffort(10.0, window_s=None).judging(run) is run
     with pytest.raises(SweepError, match=r"adaptive search: window_s -1 must be seconds in \(0, 60\]"):
         AdaptiveEffort(10.0, window_s=-1)
+
+
+@pytest.mark.server
+@pytest.mark.parametrize("budget_ms, bound", [(60_000, "throughput"), (0.001, "p99")],
+                         ids=["every point meets: throughput bounds", "none meets: p99 bounds"])
+def test_the_adaptive_search_records_each_point_a_bound_decided_and_the_report_shows_it(
+        server, model_dir, tmp_path, budget_ms, bound):
+    """Every plan point the walk did not measure is in the record's ``bounded`` with the measured
+    point that decided it and that point's own reading; the record reads back the same from disk,
+    and the report's "Left out by a bound" section lists each one."""
+    from workbench.measure.store.results import load_run
+    from workbench.report.html import save_report
+
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
+    search = AdaptiveEffort(latency_budget_ms=budget_ms, min_windows=2, max_windows=3, window_s=FAST.window_s / 2)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
+    assert result.complete
+    frame = result.frame.set_index(["variant", "batch_size", "concurrency"])
+    measured = set(frame.index)
+    bounded = result.record.bounded
+    left = {(p.variant, p.batch_size, p.concurrency) for p in bounded}
+    plan_points = {(v, b, c) for v in ("1x1", "2x1") for b in (1, 4) for c in (1, 2, 4)}
+    # the adaptive walk decides every point: measured, or left out by a bound that says so, never both
+    assert left and not left & measured and left | measured == plan_points and len(left) == len(bounded)
+    assert any(p.bound == bound for p in bounded)
+    for point in bounded:
+        by = frame.loc[point.by]  # a point the search measured
+        assert point.by in measured and point.by[0] == point.variant
+        if point.bound == "p99":  # a point no heavier than it missed the budget, read as that point's p99
+            assert point.by[1] <= point.batch_size and point.by[2] <= point.concurrency
+            assert point.value == pytest.approx(by["p99_ms"]) and point.value > budget_ms == point.limit
+            assert f"read p99 {by['p99_ms']:.2f} ms, past the {budget_ms:g} ms budget" in point.reading
+        else:  # a point no lighter caps its throughput: below the incumbent's interval, or it meets the budget
+            assert point.by[1] >= point.batch_size and point.by[2] >= point.concurrency
+            assert point.value >= by["throughput"] * 0.5 and f"at most {point.value:.1f} infer/s" in point.reading
+            assert point.value < point.limit or (math.isnan(point.limit) and by["p99_ms"] <= budget_ms)
+    on_disk = json.loads((tmp_path / "run" / RECORD_FILE).read_text())
+    assert on_disk["version"] == 3 and len(on_disk["bounded"]) == len(bounded)
+    assert load_run(tmp_path / "run").record.bounded == bounded
+    page = save_report(tmp_path / "run").read_text()
+    section = page[page.index("<section id='bounded'>"):]
+    section = section[:section.index("</section>")]
+    assert f"{len(bounded)} point(s) the search did not measure" in section
+    assert section.count("<li>") == len(bounded)
+    for point in bounded:
+        assert html.escape(point.describe()) in section
+        assert f"{point.variant} batch {point.batch_size} concurrency {point.concurrency}: left out by the " \
+               f"{'throughput' if point.bound == 'throughput' else 'p99'} bound" in section
+
+
+def test_a_bisection_records_the_levels_its_bracket_left_out(model_dir):
+    """Bisection on a table: the levels above the first miss are left out by that miss's p99, the
+    levels below the highest pass by that pass's throughput."""
+    _plan, space = _space(model_dir, allocations="1x1", batches=(1,), concurrency=(1, 2, 4, 8, 16))
+    measure, asked = _table_measure(lambda a, b, c: (100.0 * c, 5.0 * c))
+    log = SearchLog("bisection", {}, space)
+    ConcurrencyBisection(latency_budget_ms=12).run(space, measure, log)
+    assert [k[2] for k in asked] == [4, 1, 2]  # middle misses, then down to the highest pass
+    by_level = {p.concurrency: p for p in log.bounded}
+    assert set(by_level) == {8, 16}
+    assert all(p.bound == "p99" and p.by == ("1x1", 1, 4) and p.value == 20.0 and p.limit == 12 for p in by_level.values())
+    assert "read p99 20.00 ms, past the 12 ms budget" in by_level[16].reading
+    _plan, space = _space(model_dir, allocations="1x1", batches=(1,), concurrency=(1, 2, 4, 8, 16))
+    measure, asked = _table_measure(lambda a, b, c: (100.0 * c, 1.0 * c))
+    log = SearchLog("bisection", {}, space)
+    ConcurrencyBisection(latency_budget_ms=12).run(space, measure, log)
+    assert [k[2] for k in asked] == [4, 8, 16]  # the highest meets: the lighter levels cannot beat it
+    assert [(p.concurrency, p.bound, p.by[2], p.value) for p in log.bounded] == [(1, "throughput", 8, 800.0),
+                                                                              (2, "throughput", 8, 800.0)]

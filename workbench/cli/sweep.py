@@ -512,6 +512,9 @@ def run_cli(args: argparse.Namespace) -> int:
             f"search {search.name}: {log.get('measured_points')} of {log.get('space_points')} points measured; "
             f"stopped: {log.get('stopped')}"
         )
+        bounded = result.record.bounded or []
+        if bounded:
+            print(f"{len(bounded)} point(s) left out by a bound (the report lists each with its reading)")
         print(answer(result.frame, search.latency_budget_ms).describe())
     if args.instance_type:
         print(_cost_line(result.frame, result.record, args))

@@ -2,7 +2,7 @@
 no link to fetch, so it opens offline in any browser and can be mailed or attached to an issue.
 
 Each part has an id the tests (and readers' links) find it by: ``best``, ``reproduce``, ``plots``,
-``tables``, ``unstable``, ``differences``, ``facts``.
+``tables``, ``bounded`` (a search's run), ``unstable``, ``differences``, ``facts``.
 """
 
 from __future__ import annotations
@@ -82,6 +82,21 @@ def report_html(report: Report) -> str:
         + "".join(f"<li>{html.escape(line)}</li>" for line in report.differences)
         + "</ul></section>"
     )
+    bounded = (
+        ""
+        if report.bounded is None
+        else "<section id='bounded'><h2>Left out by a bound</h2>"
+        + (
+            "<p>The search left no point out by a bound.</p>"
+            if not report.bounded
+            else f"<p class='note'>{len(report.bounded)} point(s) the search did not measure: a measured point's "
+            "reading decided each (p99 grows with the load: a lighter point past the budget condemns a heavier "
+            "one; throughput grows with the load: a heavier point's interval caps a lighter one's).</p><ul>"
+            + "".join(f"<li>{html.escape(line)}</li>" for line in report.bounded)
+            + "</ul>"
+        )
+        + "</section>"
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>{html.escape(report.title)}</title><style>{_CSS}</style></head>
@@ -95,6 +110,7 @@ def report_html(report: Report) -> str:
 windows. Hollow markers: unstable points (below).</p>{plots}</section>
 <section id="tables"><h2>Table</h2><p class="note">Hover a cut-off cell or a column title for the whole text.</p>
 {tables}</section>
+{bounded}
 <section id="unstable"><h2>Unstable points</h2>{unstable}</section>
 <section id="facts"><h2>What was measured and how</h2>{_facts_html(report)}</section>
 <p class="note">Written {html.escape(report.generated)} by triton-neuron-workbench {__version__}.</p>

@@ -63,6 +63,8 @@ class Report:
     tables: tuple[tuple[str, Table], ...]
     unstable: tuple[str, ...]
     differences: tuple[str, ...] = ()
+    # a search's run: each point a bound decided, with its reading (empty: none); None: not a search
+    bounded: tuple[str, ...] | None = None
     generated: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
 
@@ -297,7 +299,16 @@ def run_report(run: SavedRun | str | Path, latency_budget_ms: float | None = Non
         plots=tuple(_plots(run)),
         tables=(("Every point", table),),
         unstable=_unstable(run),
+        bounded=_bounded(run),
     )
+
+
+def _bounded(run: SweepResult) -> tuple[str, ...] | None:
+    """Each point the run's search left out by a bound, as a line with its reading (None: the
+    run is not a search's)."""
+    if run.record.search is None and run.record.bounded is None:
+        return None
+    return tuple(point.describe() for point in run.record.bounded or ())
 
 
 def _names(a: SavedRun, b: SavedRun) -> tuple[str, str]:

@@ -17,11 +17,14 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from workbench.measure.store.bounded import BoundedPoint
+
 __all__ = ["RECORD_VERSION", "TENSOR_KIND", "RunRecord", "Session"]
 
 # 1: records written before the version was (no "version" key); 2: the typed record (adds
-# "version" and "kind" to every run, "tensor" for the fixed-tensor sweep that had none).
-RECORD_VERSION = 2
+# "version" and "kind" to every run, "tensor" for the fixed-tensor sweep that had none); 3: adds
+# "bounded", the points a search left out by a bound (absent from older records: read as None).
+RECORD_VERSION = 3
 TENSOR_KIND = "tensor"  # the kind of a record that names none (written before kinds existed)
 
 Session = dict[str, Any]  # one session: started, ended, status, measured, reused (+ loads, restored)
@@ -79,6 +82,7 @@ class RunRecord(Mapping[str, Any]):
     base_config: dict[str, Any] | None = None
     core_check: list[Any] | None = None
     search: dict[str, Any] | None = None
+    bounded: list[BoundedPoint] | None = None  # the points the search's bounds decided, unmeasured
     # an LLM sweep's
     input_tokens: int | None = None
     output_tokens: int | None = None
@@ -106,6 +110,11 @@ class RunRecord(Mapping[str, Any]):
         if values.get("status") is None:
             values["status"] = "unknown"
         values["sessions"] = list(values.get("sessions") or [])
+        if values.get("bounded") is not None:
+            values["bounded"] = [
+                point if isinstance(point, BoundedPoint) else BoundedPoint.from_dict(point)
+                for point in values["bounded"]
+            ]
         return cls(**values, extra={key: value for key, value in data.items() if key not in known})
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,7 +124,9 @@ class RunRecord(Mapping[str, Any]):
         for f in fields(self):
             if f.name == "extra":
                 continue
-            value = RECORD_VERSION if f.name == "version" else getattr(self, f.name)  # written in this format
+            value: Any = RECORD_VERSION if f.name == "version" else getattr(self, f.name)  # written in this format
+            if f.name == "bounded" and self.bounded is not None:
+                value = [point.to_dict() for point in self.bounded]
             if value is not None or f.name in _ALWAYS:
                 out[f.name] = value
         return {**self.extra, **out}

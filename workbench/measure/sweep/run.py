@@ -312,6 +312,7 @@ class SweepRun:
         if self.log is not None:
             answer_now = answer(result.frame, self.search.latency_budget_ms).to_dict()
             run.record.search = {**self.log.to_dict(), "answer": answer_now}
+            run.record.bounded = list(self.log.bounded)
         return result
 
     def export_frame(self, frame: pd.DataFrame) -> pd.DataFrame:

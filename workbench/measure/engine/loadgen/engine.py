@@ -83,6 +83,7 @@ class Engine:
         self.check_messages: list[str] = []
         self.pending = np.empty((0, 5), np.int64)
         self.last_check = 0
+        self.sending_since_ns = 0  # when the groups started sending (run)
 
     # -- draining -------------------------------------------------------------------------
 
@@ -174,6 +175,7 @@ class Engine:
         self._ask_check(warm=plan.warmup_requests)
         for group in self.groups:
             group.start()
+        self.sending_since_ns = time.perf_counter_ns()
         windows: list[WindowResult] = []
         snapshots: list[dict | None] = []
         started = time.perf_counter_ns()
@@ -220,16 +222,19 @@ class Engine:
         return self._result(windows, snapshots, first_snapshot, last_snapshot, (time.perf_counter_ns() - started) / 1e9)
 
     def _warm_up(self) -> int:
-        """Wait for the warm-up responses; the first window starts the moment the last is in."""
+        """Wait for the warm-up: ``warmup_requests`` responses, and the load kept up for one window
+        at least (new senders ramp up: a point's first window read low where its later ones did
+        not). The first window starts the moment both are done; none at all with 0 requests."""
         wanted = self.plan.warmup_requests
         if wanted == 0:
             return time.perf_counter_ns()
+        ramped = self.sending_since_ns + int(self.plan.window_s * 1e9)
         while not self._cancelled():
             time.sleep(POLL_S / 4)
             self._drain()
-            if len(self.pending) >= wanted:
+            if len(self.pending) >= wanted and time.perf_counter_ns() >= ramped:
                 order = np.argsort(self.pending[:, _DONE], kind="stable")
-                start = int(self.pending[order[wanted - 1], _DONE])
+                start = max(int(self.pending[order[wanted - 1], _DONE]), ramped)
                 self._split(start)  # warm-up requests are counted, not measured
                 return start
         return time.perf_counter_ns()

@@ -121,16 +121,41 @@ class _Walk:
         self.best: PointRow | None = None
         self.incumbent: Incumbent | None = None
         self.left_out = 0  # batch sizes and variants decided without measuring their points
+        self.rows: dict[tuple[int, int], PointRow] = {}  # the walked variant's measured points
 
     def run(self) -> None:
         space = self.space
         for v in variant_order(space):
             facts = VariantFacts(len(space.concurrency))
+            self.rows = {}
             if self.incumbent is not None and not self._worth_walking(v, facts):
+                for b in range(len(space.batch_sizes)):
+                    self._record_left_out(v, b, facts)
                 continue
             for b in reversed(range(len(space.batch_sizes))):
                 self._walk_batch(v, b, facts)
+                self._record_left_out(v, b, facts)
         self._stop()
+
+    def _record_left_out(self, v: int, b: int, facts: VariantFacts) -> None:
+        """Log each level of this batch size left unmeasured with the bound that decided it: a
+        lighter point that missed the budget (p99), else a heavier point whose throughput ends
+        below the incumbent's, else a heavier point that meets the budget (a lighter one cannot
+        beat it)."""
+        for c in range(len(self.space.concurrency)):
+            if facts.measured(b, c):
+                continue
+            point = self.space.point(v, b, c)
+            missed = facts.missed_by(b, c)
+            bound, meeting = facts.bound(b, c), facts.bound(b, c, meeting=True)
+            if missed is not None:
+                self.log.left_out_by_p99(point, self.rows[missed], self.budget)
+            elif self.incumbent is not None and bound.below(self.incumbent.low):
+                self.log.left_out_by_throughput(
+                    point, self.rows[bound.by], bound.throughput, self.incumbent.low, self.incumbent.text()
+                )
+            elif meeting.by is not None:
+                self.log.left_out_by_throughput(point, self.rows[meeting.by], meeting.throughput)
 
     def _judged(self, v: int, b: int, c: int, why: str, facts: VariantFacts, *, throughput_only: bool = False) -> None:
         """Measure one point until decided; it may become the incumbent, and it joins the facts."""
@@ -138,6 +163,7 @@ class _Walk:
         until = DecidedBy(self.rule, self.incumbent, limits)
         row = self.measure(self.space.point(v, b, c), until=until)
         self.log.measured(row, why, self.budget)
+        self.rows[(b, c)] = row
         if row_score(row, self.budget) > row_score(self.best, self.budget):
             self.best = row
             label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
+from workbench.measure.store.bounded import BoundedPoint
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import Until
@@ -34,6 +35,7 @@ __all__ = [
     "meets_budget",
     "may_meet_budget",
     "check_resume",
+    "throughput_high",
 ]
 
 Measure = Callable[[Point], PointRow]
@@ -95,6 +97,15 @@ class SearchSpace:
         return Point(self.variants[variant], self.batch_sizes[batch], self.concurrency[concurrency])
 
 
+def _label(row: PointRow) -> str:
+    return f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
+
+
+def throughput_high(row: PointRow) -> float:
+    """The high end of the row's throughput interval (its throughput when it has none)."""
+    return row.throughput if math.isnan(row.throughput_high) else row.throughput_high
+
+
 class SearchLog:
     """Every point a search measured (or found on disk), with the reason it was chosen, and why
     the search stopped. ``to_dict`` is what the run record keeps under ``search``."""
@@ -106,6 +117,7 @@ class SearchLog:
         self.notes: list[str] = []
         self.stopped: str | None = None
         self.confirmed: list[str] = []  # points measured again before the answer was named (confirm.py)
+        self.bounded: list[BoundedPoint] = []  # points left unmeasured because a bound decided them
 
     @staticmethod
     def _entry(number: int, row: PointRow, why: str, latency_budget_ms: float | None, test=meets_budget) -> dict:
@@ -130,6 +142,37 @@ class SearchLog:
         """A short screening measurement: it chose what to measure in full, and is no result
         (``meets_budget`` there is the screen's own test, ``may_meet_budget``)."""
         self.screens.append(self._entry(len(self.screens) + 1, row, why, latency_budget_ms, may_meet_budget))
+
+    def left_out_by_p99(self, point: Point, by: PointRow, latency_budget_ms: float) -> None:
+        """``point`` left unmeasured: ``by``, no heavier, missed the budget (p99 grows with the load)."""
+        where = f"{_label(by)}, a lighter load, "
+        if by.error or math.isnan(by.p99_ms):
+            reading = where + f"failed ({by.error or 'no p99'}): counted as missing the budget"
+        else:
+            reading = where + f"read p99 {by.p99_ms:.2f} ms, past the {latency_budget_ms:g} ms budget"
+        self._left_out(point, "p99", by, by.p99_ms, latency_budget_ms, reading)
+
+    def left_out_by_throughput(
+        self, point: Point, by: PointRow, high: float, incumbent_low: float | None = None, incumbent: str = ""
+    ) -> None:
+        """``point`` left unmeasured: its throughput is at most ``high``, the high end of ``by``'s
+        interval, ``by`` no lighter (throughput grows with the load); ``high`` ends below
+        ``incumbent_low`` (the low end of the interval ``incumbent`` names), or, with no incumbent
+        given, ``by`` meets the budget and a lighter point cannot beat it."""
+        reading = f"throughput at most {high:.1f} infer/s, the high end of {_label(by)}'s interval (a heavier load), "
+        if incumbent_low is None:
+            reading += f"which meets the budget at p99 {by.p99_ms:.2f} ms: a lighter point cannot beat it"
+        else:
+            reading += f"below {incumbent}"
+        self._left_out(point, "throughput", by, high, math.nan if incumbent_low is None else incumbent_low, reading)
+
+    def _left_out(self, point: Point, bound: str, by: PointRow, value: float, limit: float, reading: str) -> None:
+        """Once per point: the first bound that decided it is the one that did."""
+        if any((p.variant, p.batch_size, p.concurrency) == point.key for p in self.bounded):
+            return
+        self.bounded.append(
+            BoundedPoint(*point.key, bound, by.key, float(value), float(limit), reading, len(self.steps))
+        )
 
     def note(self, text: str) -> None:
         """A decision that measured nothing (a bracket closed, an axis walk ended)."""

@@ -78,9 +78,19 @@ class VariantFacts:
         high = min((c for c in range(self.levels) if self.known_to_miss(batch, c)), default=self.levels)
         return low, high
 
-    def bound(self, batch: int, level: int) -> Bound:
-        """The lowest throughput high end among the measured points no lighter than this one."""
-        heavier = [(high, key) for key, high in self._high.items() if key[0] >= batch and key[1] >= level]
+    def missed_by(self, batch: int, level: int) -> tuple[int, int] | None:
+        """The heaviest measured point no heavier than this one that missed the budget (None: none)."""
+        misses = [key for key, ok in self._meets.items() if not ok and key[0] <= batch and key[1] <= level]
+        return max(misses) if misses else None
+
+    def bound(self, batch: int, level: int, *, meeting: bool = False) -> Bound:
+        """The lowest throughput high end among the measured points no lighter than this one
+        (``meeting``: among those that met the budget)."""
+        heavier = [
+            (high, key)
+            for key, high in self._high.items()
+            if key[0] >= batch and key[1] >= level and (not meeting or self._meets[key])
+        ]
         if not heavier:
             return Bound(math.inf, None)
         throughput, by = min(heavier)

@@ -18,6 +18,7 @@ from workbench.measure.sweep.search.base import (
     may_meet_budget,
     meets_budget,
     row_score,
+    throughput_high,
 )
 
 __all__ = ["CellAnswer", "bisect_cell", "ConcurrencyBisection"]
@@ -75,6 +76,17 @@ def bisect_cell(
             probe, why = high - 1, "missed the budget: try the next level down"
         else:
             probe, why = (low + high) // 2, "bisect the remaining levels"
+    if not screening:  # the levels the bisection left out, each with the measured level that decided it
+        by_level = {space.concurrency.index(r.concurrency): r for r in rows}
+        for c in range(len(levels)):
+            if c in by_level:
+                continue
+            if high < len(levels) and c > high:
+                log.left_out_by_p99(space.point(variant, batch, c), by_level[high], latency_budget_ms)
+            elif 0 <= low and c < low:
+                log.left_out_by_throughput(
+                    space.point(variant, batch, c), by_level[low], throughput_high(by_level[low])
+                )
     cell = f"{space.variants[variant].label} batch {space.batch_sizes[batch]}"
     if low == -1:
         reason = f"{cell}: p99 misses the budget already at the lowest concurrency {levels[0]}"
