@@ -104,9 +104,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
         "leaves out the points a heavier point's throughput rules out and measures each other "
         "point until it is decided, with --engine workbench). A vLLM-backend model "
-        "takes grid or adaptive: adaptive measures each point until decided against the best "
-        "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
-        "least, --max-windows at most, default 10), and its rows' stopped column says why",
+        "takes grid or adaptive, the same walk over each variant's loads: adaptive measures each point until "
+        "decided against the best point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits "
+        "(3 windows at least, --max-windows at most, default 10), its rows' stopped column says why, and it "
+        "leaves out the loads past one that broke the SLO and the variants whose heaviest load's output "
+        "tokens/s ends below the best so far (the run record and report name them)",
     )
     grid.add_argument(
         "--min-gain",

@@ -22,7 +22,8 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
 from workbench.measure.grid.rows import interval_text
 from workbench.measure.llm.answers import latencies_text, load_text
-from workbench.measure.llm.rows import LlmRow, usable_llm
+from workbench.measure.llm.rows import ITL_P99, TTFT_P99, LlmRow, usable_llm
+from workbench.measure.sweep.search.base import Judge, SearchStrategy
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
 __all__ = [
@@ -31,26 +32,27 @@ __all__ = [
     "LLM_SEARCHES",
     "LlmSearch",
     "slo_limits",
+    "slo_judge",
     "stream_summaries",
     "meets",
     "LlmEffort",
     "pooled_text",
 ]
 
-TTFT_P99 = "TTFT p99"
-ITL_P99 = "ITL p99"
-# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
-# (``workbench sweep --search``, the LLM sweep panel's strategy)
+# the searches an LLM sweep takes (``workbench sweep --search``, the LLM sweep panel's strategy): every
+# point as planned, each measured until stable; or the tensor sweeps' adaptive walk over each variant's
+# loads (sweep/search/adaptive.py), each point it measures until decided
 LLM_SEARCHES = ("grid", "adaptive")
 
 
 @dataclass(frozen=True)
 class LlmSearch:
-    """How an LLM sweep measures its points, as one value: ``grid`` (each point until stable, the
-    engine's windows) or ``adaptive`` (each point until decided: an `EffortRule` of ``min_windows``
-    to ``max_windows`` windows). What ``--search grid|adaptive`` says on the command line and the
-    LLM sweep panel's strategy controls describe. The windows are checked only for ``adaptive``:
-    a panel keeps them while the user switches, and the grid does not use them."""
+    """Which points an LLM sweep measures and how long, as one value: ``grid`` (every point, each
+    until stable, the engine's windows) or ``adaptive`` (the points the adaptive walk cannot rule
+    out, each until decided: an `EffortRule` of ``min_windows`` to ``max_windows`` windows). What
+    ``--search grid|adaptive`` says on the command line and the LLM sweep panel's strategy controls
+    describe. The windows are checked only for ``adaptive``: a panel keeps them while the user
+    switches, and the grid does not use them."""
 
     name: str = "grid"
     min_windows: int = EffortRule.min_windows
@@ -67,11 +69,27 @@ class LlmSearch:
             return None
         return EffortRule(min_windows=self.min_windows, max_windows=self.max_windows)
 
+    def strategy(self, slo: Slo) -> SearchStrategy | None:
+        """The search strategy it names, judged by ``slo`` (`slo_judge`); None for the grid."""
+        if self.name == "grid":
+            return None
+        from workbench.measure.sweep.search import make_search
+
+        # the run's own windows: a streamed request takes seconds, a shorter window holds none
+        return make_search(
+            self.name, judge=slo_judge(slo), min_windows=self.min_windows, max_windows=self.max_windows, window_s=None
+        )
+
 
 def slo_limits(slo: Slo) -> dict[str, float]:
     """The rule's limits of an SLO: its TTFT and ITL p99 limits in ms (a None limit: none)."""
     limits = {TTFT_P99: slo.ttft_ms, ITL_P99: slo.itl_ms}
     return {name: float(limit) for name, limit in limits.items() if limit is not None}
+
+
+def slo_judge(slo: Slo) -> Judge:
+    """How a search judges an LLM sweep's rows and windows: the SLO's limits, the streaming windows."""
+    return Judge(slo_limits(slo), stream_summaries)
 
 
 def _p99(values: list[float]) -> float:
