@@ -1,7 +1,8 @@
-"""The tensor sweeps' adaptive search walking an LLM sweep's rows (no server): the same strategy
-(sweep/search/adaptive.py) over `LlmSearchSpace`, judged by the plan's SLO on output tokens/s, TTFT
-p99 and ITL p99, leaves out what a heavier point's reading rules out and logs why, in the LLM's
-words. tests/test_llm_search_vllm.py runs it on real vLLM."""
+"""The tensor sweeps' searches walking an LLM sweep's rows (no server): the same strategies
+(sweep/search/adaptive.py, capacity.py) over `LlmSearchSpace`, judged by the plan's SLO on output
+tokens/s, TTFT p99 and ITL p99: the adaptive walk leaves out what a heavier point's reading rules
+out, the capacity search bisects each variant's loads, and both log why, in the LLM's words; the
+command line names them. tests/test_llm_sweep_vllm.py runs the adaptive search on real vLLM."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from workbench.measure.llm.plan import LlmPlan, LlmVariant
 from workbench.measure.llm.rows import ITL_P99, TTFT_P99, LlmRow
 from workbench.measure.llm.search_space import LlmSearchSpace
 from workbench.measure.llm.slo_effort import LlmSearch, slo_judge, stream_summaries
-from workbench.measure.sweep.search import AdaptiveEffort, SearchLog, check_resume
+from workbench.measure.sweep.search import AdaptiveEffort, CapacitySearch, SearchLog, check_resume
 
 SLO = Slo(ttft_ms=500.0, itl_ms=50.0)
 PLAN = LlmPlan(max_num_seqs=(1, 4), concurrency=(8, 1, 4, 2), input_tokens=16, output_tokens=8, slo=SLO)
@@ -35,9 +36,11 @@ def _space() -> LlmSearchSpace:
     return LlmSearchSpace.of(PLAN, [_variant(1), _variant(4), LlmVariant(8, 2, 1, None, {}, {}, "needs 2 NUMA nodes")])
 
 
-def _measure(asked: list):
+def _measure(asked: list, incumbents: list | None = None):
     def measure(point, *, until=None):
         assert until is not None and until.summarize is stream_summaries  # the streaming windows, read by the rule
+        if incumbents is not None:
+            incumbents.append(until.incumbent)
         asked.append((point.variant.label.split("-")[0], point.concurrency))
         tokens, itl = GRID[asked[-1]]
         return LlmRow(**point.columns(), output_tokens_per_s=tokens, output_tokens_per_s_low=0.97 * tokens,
@@ -96,7 +99,7 @@ def test_an_llm_search_is_judged_by_the_slo_and_a_resume_with_another_search_is_
     adaptive = LlmSearch("adaptive", max_windows=5).strategy(SLO)
     assert adaptive.params["max_windows"] == 5 and adaptive.params["window_s"] is None  # the run's own windows
     assert LlmSearch("grid").strategy(SLO) is None
-    with pytest.raises(ValueError, match="unknown search 'halving' for an LLM sweep; choose grid or adaptive"):
+    with pytest.raises(ValueError, match="unknown search 'halving' for an LLM sweep; choose grid, adaptive or capacity"):
         LlmSearch("halving")
     with pytest.raises(SweepError, match="give a latency budget or a judge, not both"):
         AdaptiveEffort(20.0, judge=slo_judge(SLO))
@@ -106,3 +109,70 @@ def test_an_llm_search_is_judged_by_the_slo_and_a_resume_with_another_search_is_
     other = LlmSearch("adaptive").strategy(Slo(ttft_ms=500.0, itl_ms=20.0))
     with pytest.raises(SweepError, match="cannot resume a run made by search"):
         check_resume(other, {"search": adaptive.to_dict()})
+
+
+def test_the_capacity_search_bisects_each_variants_loads_for_the_highest_meeting_the_slo():
+    space, asked, incumbents = _space(), [], []
+    search = LlmSearch("capacity", max_windows=6).strategy(SLO)
+    assert isinstance(search, CapacitySearch) and search.params == {
+        "limits": {TTFT_P99: 500.0, ITL_P99: 50.0}, "min_windows": 3, "max_windows": 6}
+    log = SearchLog(search.name, search.params, space)
+    search.run(space, _measure(asked, incumbents), log)
+    # bisection from the middle: seqs4 meets at 2 and 4, breaks ITL at 8; seqs1 meets everywhere
+    assert asked == [("seqs4", 2), ("seqs4", 4), ("seqs4", 8), ("seqs1", 2), ("seqs1", 4), ("seqs1", 8)]
+    assert incumbents == [None] * 6  # each level decided against the SLO alone
+    record = log.to_dict()
+    assert (record["measured_points"], record["space_points"]) == (6, 8)
+    assert [n.split(": ", 1)[1] for n in record["notes"]] == [
+        "seqs4-tp1-x1: capacity concurrency 4: meets TTFT p99 <= 500 ms and ITL p99 <= 50 ms there, misses them "
+        "at concurrency 8",
+        "seqs1-tp1-x1: capacity concurrency 8: meets TTFT p99 <= 500 ms and ITL p99 <= 50 ms there, the highest "
+        "load planned",
+    ]
+    assert record["stopped"].endswith("the most throughput at capacity: seqs4-tp1-x1 at concurrency 4, 300.0")
+
+
+def test_a_variant_missing_the_slo_at_its_lowest_load_has_no_capacity():
+    tight = Slo(ttft_ms=500.0, itl_ms=5.0)
+    space, asked = _space(), []
+    search = LlmSearch("capacity").strategy(tight)
+    log = SearchLog(search.name, search.params, space)
+    search.run(space, _measure(asked), log)
+    assert asked == [("seqs4", 2), ("seqs4", 1), ("seqs1", 2), ("seqs1", 1)]
+    assert all("no capacity: misses TTFT p99 <= 500 ms and ITL p99 <= 5 ms already at the lowest load, "
+               "concurrency 1" in n for n in log.notes)
+    assert "none meets the limits at any load" in log.stopped
+
+
+@pytest.mark.parametrize("name", ["adaptive", "capacity"])
+def test_the_command_line_names_the_llm_search_and_refuses_capacity_for_a_tensor_model(tmp_path, name):
+    from workbench.cli import build_parser
+    from workbench.cli.llm_sweep import llm_search
+    from workbench.cli.sweep import search_from_args
+
+    parser = build_parser("sweep")
+    args = parser.parse_args(["sweep", str(tmp_path), "--out", str(tmp_path / "run"), "--search", name,
+                              "--max-windows", "4"])
+    problems: list[str] = []
+    assert llm_search(args, args.flag_defaults, problems) == LlmSearch(name, max_windows=4) and problems == []
+    if name == "capacity":
+        with pytest.raises(SweepError, match="--search capacity is for LLM sweeps \\(a vLLM-backend model\\); a "
+                                             "tensor model takes grid, bisection"):
+            search_from_args(args)
+
+
+def test_run_llm_sweep_refuses_a_search_it_cannot_judge_before_anything_starts(tmp_path):
+    from workbench.measure.llm import run_llm_sweep
+    from workbench.measure.sweep.search.effort import EffortRule
+
+    out = tmp_path / "run"
+    for search, message in (
+        ("halving", "unknown search 'halving' for an LLM sweep"),
+        (AdaptiveEffort(20.0), "search must be an LlmSearch or a name \\('grid', 'adaptive', 'capacity'\\), got "
+                               "AdaptiveEffort: an LLM sweep's search is judged by its plan's SLO"),
+    ):
+        with pytest.raises(SweepError, match=message):
+            run_llm_sweep(PLAN, object(), tmp_path, out_dir=out, search=search)
+    with pytest.raises(SweepError, match="give effort .* or a search .*, not both"):
+        run_llm_sweep(PLAN, object(), tmp_path, out_dir=out, search="adaptive", effort=EffortRule())
+    assert not out.exists()

@@ -244,8 +244,9 @@ def llm_search(args: argparse.Namespace, defaults: dict[str, Any], problems: lis
     if args.search not in LLM_SEARCHES:
         problems.append(
             f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
-            "(every point until stable) or adaptive (the points a heavier load's reading cannot rule out, "
-            "each until decided against the best so far and the SLO)"
+            "(every point until stable), adaptive (the points a heavier load's reading cannot rule out, "
+            "each until decided against the best so far and the SLO) or capacity (per variant the highest "
+            "load meeting the SLO, by bisection)"
         )
         return None
     if args.search == "grid":
@@ -254,7 +255,7 @@ def llm_search(args: argparse.Namespace, defaults: dict[str, Any], problems: lis
     try:
         return LlmSearch(args.search, **({} if given is None else {"max_windows": given}))
     except ValueError as err:
-        problems.append(f"--max-windows {given}: with --search adaptive, {err}")
+        problems.append(f"--max-windows {given}: with --search {args.search}, {err}")
         return None
 
 

@@ -4,9 +4,10 @@ such a model), with the table, the best configuration under the SLO, the cheapes
 output tokens, the Pareto front and TTFT/ITL against concurrency.
 
 Its strategy control measures either every point until stable (``grid``) or, with the tensor
-sweeps' adaptive walk, the points a heavier load's reading cannot rule out, each until decided
-(``adaptive``: the effort rule, ``llm/slo_effort.py``, between its min and max windows), as
-``workbench sweep --search grid|adaptive`` does; each row's ``stopped`` says why its windows ended,
+sweeps' adaptive walk, the points a heavier load's reading cannot rule out (``adaptive``), or each
+variant's highest load meeting the SLO by bisection (``capacity``), each of those points until
+decided (the effort rule, ``llm/slo_effort.py``, between its min and max windows), as
+``workbench sweep --search grid|adaptive|capacity`` does; each row's ``stopped`` says why its windows ended,
 and after an adaptive run the rule's verdicts and the points the search left out (and on what
 reading) are listed in full under the answer.
 
@@ -51,6 +52,7 @@ PLOTS = ("Pareto front", "TTFT and ITL")
 STRATEGIES = (
     ("grid: each point until stable", "grid"),
     ("adaptive: points that cannot win left out, each until decided", "adaptive"),
+    ("capacity: each variant's highest load meeting the SLO, by bisection", "capacity"),
 )
 
 
@@ -135,18 +137,19 @@ class LlmSweepPanel:
             options=STRATEGIES,
             description="strategy",
             style=style,
-            tooltip="grid: every point measured until stable; adaptive: every point "
-            "measured until decided against the best point so far and the SLO",
+            tooltip="grid: every point measured until stable; adaptive: the points a heavier load's "
+            "reading cannot rule out, each measured until decided against the best point so far and the SLO; "
+            "capacity: per variant the highest load meeting the SLO, by bisection, each level until decided",
         )
         c["min_windows"] = widgets.IntText(
             description="min windows",
             style=style,
-            tooltip="adaptive: no verdict before this many windows (2 at least: an interval needs two)",
+            tooltip="adaptive, capacity: no verdict before this many windows (2 at least: an interval needs two)",
         )
         c["effort_max_windows"] = widgets.IntText(
             description="max windows",
             style=style,
-            tooltip="adaptive: a point still undecided after this many "
+            tooltip="adaptive, capacity: a point still undecided after this many "
             "windows stops (cap reached); the time limit still holds",
         )
         self.search_link: Linked[LlmSearch] = Linked(LlmSearch())
@@ -248,7 +251,7 @@ class LlmSweepPanel:
         if not self.run.running:
             c["error"].value = ""
         search = self.search_link.value
-        adaptive = search.name == "adaptive"
+        adaptive = search.name != "grid"  # a search: each point until decided, by the rule's windows
         # the rule's windows only where they count; the grid's window cap, which the rule replaces, only
         # for the grid (or while it is wrong: its problem stays in sight)
         for box in self._rule_fields:
@@ -258,7 +261,11 @@ class LlmSweepPanel:
         decided = adaptive and not self.search_link.problems
         how = (
             f", each measured until decided ({search.min_windows} to {search.max_windows} windows); "
-            "those a heavier load's reading rules out are left out"
+            + (
+                "those a heavier load's reading rules out are left out"
+                if search.name == "adaptive"
+                else "each variant's loads bisected for the highest meeting the SLO"
+            )
             if decided
             else ""
         )

@@ -35,7 +35,7 @@ from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
 from workbench.measure.llm.search_space import LlmSearchSpace
-from workbench.measure.llm.slo_effort import LlmEffort, LlmSearch, pooled_text
+from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmEffort, LlmSearch, pooled_text
 from workbench.measure.store.run_record import RunRecord
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import fingerprint, resumed_rows
@@ -116,12 +116,14 @@ def run_llm_sweep(
     ``command``: the command line that ran it, kept in the record. A list of servers is refused:
     fan-out deals tensor sweeps only.
 
-    ``search`` (an `LlmSearch`, or its name: ``"grid"``, ``"adaptive"``) picks which points are
-    measured: ``adaptive`` walks each variant's loads with the tensor sweeps' adaptive search
-    (``sweep/search/adaptive.py``, judged by ``plan.slo`` and output tokens/s), leaving out the
-    points a heavier one's reading rules out (a variant whose heaviest load's output tokens/s ends
-    below the best so far; loads above one that broke the SLO, below one that met it), each point
-    measured until decided by the rule of its windows. The record's ``search`` keeps every step,
+    ``search`` (an `LlmSearch`, or its name: ``"grid"``, ``"adaptive"``, ``"capacity"``) picks
+    which points are measured: ``adaptive`` walks each variant's loads with the tensor sweeps'
+    adaptive search (``sweep/search/adaptive.py``, judged by ``plan.slo`` and output tokens/s),
+    leaving out the points a heavier one's reading rules out (a variant whose heaviest load's
+    output tokens/s ends below the best so far; loads above one that broke the SLO, below one that
+    met it); ``capacity`` bisects each variant's loads for the highest one meeting the SLO
+    (``sweep/search/capacity.py``). Either measures each point until the rule of its windows
+    decides it. The record's ``search`` keeps every step,
     why each point was measured, what was left out and on what reading; a resume with another
     search is refused.
 
@@ -153,12 +155,12 @@ def run_llm_sweep(
         raise SweepError(str(err)) from None
     if not isinstance(chosen, LlmSearch):
         raise SweepError(
-            f"search must be an LlmSearch or a name ({', '.join(repr(n) for n in ('grid', 'adaptive'))}), "
+            f"search must be an LlmSearch or a name ({', '.join(repr(n) for n in LLM_SEARCHES)}), "
             f"got {type(search).__name__}: an LLM sweep's search is judged by its plan's SLO"
         )
     strategy = chosen.strategy(plan.slo)
     if strategy is not None and effort is not None:
-        raise SweepError("give effort (every point until decided) or an adaptive search (its own rule), not both")
+        raise SweepError("give effort (every point until decided) or a search (its own rule), not both")
     if settings.engine == "perf_analyzer":
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)

@@ -23,7 +23,9 @@ from workbench.measure.engine.streaming.load import StreamWindow
 from workbench.measure.grid.rows import interval_text
 from workbench.measure.llm.answers import latencies_text, load_text
 from workbench.measure.llm.rows import ITL_P99, TTFT_P99, LlmRow, usable_llm
+from workbench.measure.sweep.search.adaptive import AdaptiveEffort
 from workbench.measure.sweep.search.base import Judge, SearchStrategy
+from workbench.measure.sweep.search.capacity import CapacitySearch
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
 __all__ = [
@@ -40,19 +42,21 @@ __all__ = [
 ]
 
 # the searches an LLM sweep takes (``workbench sweep --search``, the LLM sweep panel's strategy): every
-# point as planned, each measured until stable; or the tensor sweeps' adaptive walk over each variant's
-# loads (sweep/search/adaptive.py), each point it measures until decided
-LLM_SEARCHES = ("grid", "adaptive")
+# point as planned, each measured until stable; the tensor sweeps' adaptive walk over each variant's
+# loads (sweep/search/adaptive.py); or each variant's capacity by bisection (sweep/search/capacity.py),
+# each point those measure until decided
+LLM_SEARCHES = ("grid", "adaptive", "capacity")
 
 
 @dataclass(frozen=True)
 class LlmSearch:
     """Which points an LLM sweep measures and how long, as one value: ``grid`` (every point, each
-    until stable, the engine's windows) or ``adaptive`` (the points the adaptive walk cannot rule
-    out, each until decided: an `EffortRule` of ``min_windows`` to ``max_windows`` windows). What
-    ``--search grid|adaptive`` says on the command line and the LLM sweep panel's strategy controls
-    describe. The windows are checked only for ``adaptive``: a panel keeps them while the user
-    switches, and the grid does not use them."""
+    until stable, the engine's windows), ``adaptive`` (the points the adaptive walk cannot rule
+    out) or ``capacity`` (per variant, the highest load meeting the SLO, by bisection), each of
+    those two measuring a point until decided: an `EffortRule` of ``min_windows`` to
+    ``max_windows`` windows. What ``--search grid|adaptive|capacity`` says on the command line and
+    the LLM sweep panel's strategy controls describe. The windows are checked only for a search: a
+    panel keeps them while the user switches, and the grid does not use them."""
 
     name: str = "grid"
     min_windows: int = EffortRule.min_windows
@@ -60,7 +64,10 @@ class LlmSearch:
 
     def __post_init__(self) -> None:
         if self.name not in LLM_SEARCHES:
-            raise ValueError(f"unknown search {self.name!r} for an LLM sweep; choose {' or '.join(LLM_SEARCHES)}")
+            raise ValueError(
+                f"unknown search {self.name!r} for an LLM sweep; choose {', '.join(LLM_SEARCHES[:-1])} "
+                f"or {LLM_SEARCHES[-1]}"
+            )
         self.effort()  # refuses the windows the rule would refuse, when the value is made
 
     def effort(self) -> EffortRule | None:
@@ -73,12 +80,11 @@ class LlmSearch:
         """The search strategy it names, judged by ``slo`` (`slo_judge`); None for the grid."""
         if self.name == "grid":
             return None
-        from workbench.measure.sweep.search import make_search
-
+        judge, windows = slo_judge(slo), {"min_windows": self.min_windows, "max_windows": self.max_windows}
+        if self.name == "capacity":
+            return CapacitySearch(judge=judge, **windows)
         # the run's own windows: a streamed request takes seconds, a shorter window holds none
-        return make_search(
-            self.name, judge=slo_judge(slo), min_windows=self.min_windows, max_windows=self.max_windows, window_s=None
-        )
+        return AdaptiveEffort(judge=judge, window_s=None, **windows)
 
 
 def slo_limits(slo: Slo) -> dict[str, float]:
