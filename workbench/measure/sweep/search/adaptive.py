@@ -41,15 +41,15 @@ import math
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.sweep.search.base import (
+    DecidedSearch,
     Judge,
     JudgedMeasure,
     SearchLog,
     SearchRow,
-    SearchStrategy,
     WalkedSpace,
 )
 from workbench.measure.sweep.search.bounds import VariantFacts
-from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, t_interval
+from workbench.measure.sweep.search.effort import DecidedBy, Incumbent, t_interval
 
 __all__ = ["AdaptiveEffort", "WINDOW_S", "variant_order"]
 
@@ -61,15 +61,12 @@ def variant_order(space: WalkedSpace) -> list[int]:
     return space.order()
 
 
-class AdaptiveEffort(SearchStrategy):
+class AdaptiveEffort(DecidedSearch):
     """Each variant walked from its heaviest loads down, points bounded by heavier ones left out,
     each point measured until decided: ``min_windows`` windows at least (the screen of a point that
     cannot win), ``max_windows`` at most (a contender)."""
 
     name = "adaptive"
-    needs_budget = True
-    measures_by_window = True
-    reloads_to_confirm = False
 
     def __init__(
         self,
@@ -80,11 +77,7 @@ class AdaptiveEffort(SearchStrategy):
         max_windows: int = 10,
         window_s: float | None = WINDOW_S,
     ) -> None:
-        super().__init__(latency_budget_ms, judge=judge)
-        try:
-            self.rule = EffortRule(min_windows, max_windows)
-        except ValueError as err:
-            raise SweepError(f"adaptive search: {err}") from None
+        super().__init__(latency_budget_ms, judge=judge, min_windows=min_windows, max_windows=max_windows)
         if window_s is not None and not (isinstance(window_s, (int, float)) and 0 < window_s <= 60):
             raise SweepError(
                 f"adaptive search: window_s {window_s!r} must be seconds in (0, 60], or None for the run's window"
@@ -93,13 +86,7 @@ class AdaptiveEffort(SearchStrategy):
 
     @property
     def params(self) -> dict:
-        return {
-            **super().params,
-            "min_windows": self.rule.min_windows,
-            "max_windows": self.rule.max_windows,
-            "window_s": self.window_s,
-            "walk": "bounded",
-        }
+        return {**super().params, "window_s": self.window_s, "walk": "bounded"}
 
     def judging(self, settings: MeasureSettings) -> MeasureSettings:
         """Windows of ``window_s`` (never longer than the run's): the rule reads windows, not requests."""

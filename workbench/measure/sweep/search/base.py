@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
-from workbench.measure.sweep.search.effort import WindowSummary, p99_limit, summaries
+from workbench.measure.sweep.search.effort import EffortRule, WindowSummary, p99_limit, summaries
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import Until
@@ -36,6 +36,7 @@ __all__ = [
     "SearchSpace",
     "SearchLog",
     "SearchStrategy",
+    "DecidedSearch",
     "Measure",
     "JudgedMeasure",
     "row_score",
@@ -360,6 +361,33 @@ class SearchStrategy:
 
     def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
         raise NotImplementedError
+
+
+class DecidedSearch(SearchStrategy):
+    """A search that measures each point it picks window by window until the effort rule decides
+    it (effort.py): ``min_windows`` windows at least, ``max_windows`` at most."""
+
+    needs_budget = True
+    measures_by_window = True
+    reloads_to_confirm = False  # a reload costs more than a point: the answer states its confidence instead
+
+    def __init__(
+        self,
+        latency_budget_ms: float | None = None,
+        *,
+        judge: Judge | None = None,
+        min_windows: int = 3,
+        max_windows: int = 10,
+    ) -> None:
+        super().__init__(latency_budget_ms, judge=judge)
+        try:
+            self.rule = EffortRule(min_windows, max_windows)
+        except ValueError as err:
+            raise SweepError(f"{self.name} search: {err}") from None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}
 
 
 def check_resume(search: SearchStrategy | None, previous: Mapping[str, Any] | None) -> None:

@@ -14,40 +14,18 @@ most: the highest load that still meets the latency targets, found without measu
 
 from __future__ import annotations
 
-from workbench.measure.grid.plan import SweepError
-from workbench.measure.sweep.search.base import Judge, JudgedMeasure, SearchLog, SearchRow, SearchStrategy, WalkedSpace
+from workbench.measure.sweep.search.base import DecidedSearch, JudgedMeasure, SearchLog, SearchRow, WalkedSpace
 from workbench.measure.sweep.search.bounds import VariantFacts
-from workbench.measure.sweep.search.effort import DecidedBy, EffortRule
+from workbench.measure.sweep.search.effort import DecidedBy
 
 __all__ = ["CapacitySearch"]
 
 
-class CapacitySearch(SearchStrategy):
+class CapacitySearch(DecidedSearch):
     """Every variant (and size) bisected on its loads under the limits, each level measured until
     decided: ``min_windows`` windows at least, ``max_windows`` at most."""
 
     name = "capacity"
-    needs_budget = True
-    measures_by_window = True
-    reloads_to_confirm = False
-
-    def __init__(
-        self,
-        latency_budget_ms: float | None = None,
-        *,
-        judge: Judge | None = None,
-        min_windows: int = 3,
-        max_windows: int = 10,
-    ) -> None:
-        super().__init__(latency_budget_ms, judge=judge)
-        try:
-            self.rule = EffortRule(min_windows, max_windows)
-        except ValueError as err:
-            raise SweepError(f"capacity search: {err}") from None
-
-    @property
-    def params(self) -> dict:
-        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}
 
     def search(self, space: WalkedSpace, measure: JudgedMeasure, log: SearchLog) -> None:  # type: ignore[override]
         sizes, levels = space.shape()
