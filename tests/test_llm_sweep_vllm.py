@@ -214,3 +214,71 @@ def test_workbench_sweep_measures_a_vllm_model_in_tokens_and_names_the_cheapest(
     assert row["instances"] == 2 and record["variants"]["seqs4-tp1-x2"]["config"]["instance_group"][0]["count"] == 2
     assert "$0.1008/h for its share of the cores" in printed.out  # both instances' cores of 2: the whole price
     assert (out / "plots" / "pareto.svg").is_file() and (out / "plots" / "latency.png").is_file()
+
+
+def _wall_s(result) -> float:
+    """The run's measuring time, summed over its sessions (each from its start to its end)."""
+    from datetime import datetime
+
+    return sum((datetime.fromisoformat(s["ended"]) - datetime.fromisoformat(s["started"])).total_seconds()
+               for s in result.record["sessions"])
+
+
+def test_the_adaptive_search_measures_fewer_points_than_the_grid_names_its_best_and_resumes(swept, tmp_path):
+    """PLAN walked by ``search="adaptive"`` (the tensor sweeps' walk over each variant's loads):
+    cancelled after its first point, then resumed to the end. It measures fewer points than the
+    grid (``swept``), names the grid's best or a point the grid's own intervals cannot tell from it,
+    and the record and report say which points it left out and on what reading."""
+    import html
+    import threading
+
+    from workbench.cli import main
+    from workbench.measure.llm import LlmSearch
+
+    server, model_dir, _, grid = swept
+    cancel = threading.Event()
+    search = LlmSearch("adaptive", min_windows=3, max_windows=5)
+    out = tmp_path / "adaptive"
+    first = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, restore=False, search=search,
+                          progress=lambda done, total, message: cancel.set() if done >= 1 else None, cancel=cancel)
+    assert first.status == "cancelled" and len(first.frame) == 1
+    with pytest.raises(SweepError, match="cannot resume a run made by search"):  # another search: refused
+        run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
+    result = run_llm_sweep(PLAN, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False,
+                           search=search)
+    log = result.record["search"]
+    print("\n" + result.table()[["variant", "concurrency", "output_tokens_per_s", "output_tokens_per_s_low",
+                                 "output_tokens_per_s_high", "itl_p99_ms", "stopped"]].to_string()
+          + "\n" + "\n".join(result.search_lines())
+          + f"\nadaptive: {len(result.frame)} point(s) in {_wall_s(result):.1f} s; grid: {len(grid.frame)} point(s) "
+            f"in {_wall_s(grid):.1f} s", file=sys.stderr)
+    assert result.complete, result.record["sessions"]
+    # resumed through the shared runner: the first point kept, none measured twice
+    cancelled, resumed = result.record["sessions"]
+    assert (cancelled["measured"], resumed["reused"]) == (1, 1)
+    assert result.frame[["variant", "concurrency"]].value_counts().max() == 1
+    assert first.frame["output_tokens_per_s"].iloc[0] in set(result.frame["output_tokens_per_s"])
+    # fewer points than the grid's, each decided by the rule
+    assert log["space_points"] == len(grid.frame) == 4 and log["measured_points"] == len(result.frame) < 4
+    assert all(s.split(" after ")[0] in ("cannot win", "separated below", "separated above", "cap reached")
+               for s in result.frame["stopped"])
+    # the left-out points are named, with the reading that decided them, in the record and the report
+    planned = {f"{v}, concurrency {c}" for v in ("seqs1-tp1-x1", "seqs4-tp1-x1") for c in (1, 4)}
+    measured = {f"{r['variant']}, concurrency {int(r['concurrency'])}" for _, r in result.frame.iterrows()}
+    assert set(log["left_out"]) == planned - measured and log["left_out"]
+    assert log["notes"] and log["stopped"].startswith("every variant walked from its heaviest load down under "
+                                                      "TTFT p99 <= 5000 ms and ITL p99 <= 1000 ms")
+    assert main(["report", str(out)]) == 0
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "Search: the points it measured and those it left out" in page
+    assert all(html.escape(label) in page for label in log["left_out"])
+    assert "search=LlmSearch(&#x27;adaptive&#x27;, min_windows=3, max_windows=5)" in page  # measured again alike
+    # its best: the grid's, or one the grid's own intervals cannot separate from it
+    best, grid_best = result.answer().best, grid.answer().best
+    assert best is not None and grid_best is not None
+    same = (best["variant"], best["concurrency"]) == (grid_best["variant"], grid_best["concurrency"])
+    if not same:
+        rows = grid.frame.set_index(["variant", "concurrency"])
+        a, b = rows.loc[(best["variant"], best["concurrency"])], rows.loc[(grid_best["variant"],
+                                                                            grid_best["concurrency"])]
+        assert a["output_tokens_per_s_high"] >= b["output_tokens_per_s_low"], (best, grid_best)

@@ -94,6 +94,27 @@ def test_a_bad_window_count_of_the_rule_is_said_beside_its_field_and_nothing_run
     assert html.escape(message) in panel.search_link.problem_view("name").value
 
 
+def test_the_strategy_switch_names_the_search_the_sweep_is_given(tmp_path):
+    """adaptive and capacity: the `LlmSearch` passed to run_llm_sweep as ``search``, with the rule's
+    windows shown beside it and the size line saying which points each leaves out."""
+    from workbench.measure.llm.slo_effort import LlmSearch
+
+    panel = LlmSweepPanel(WorkbenchState(tmp_path / "repo"))
+    c = panel.controls
+    assert panel.search() == LlmSearch()
+    c["search"].value = "capacity"
+    c["effort_max_windows"].value = 6
+    assert panel.search() == LlmSearch("capacity", max_windows=6) and panel.effort() == EffortRule(3, 6)
+    assert [box.layout.display for box in panel._rule_fields] == [None, None]
+    assert "at most 4 point(s), each measured until decided (3 to 6 windows); each variant's loads bisected " \
+           "for the highest meeting the SLO" in c["grid_size"].value
+    c["search"].value = "adaptive"
+    assert "those a heavier load's reading rules out are left out" in c["grid_size"].value
+    c["min_windows"].value = 1
+    with pytest.raises(SweepError, match="min windows 1 must be a whole number >= 2"):
+        panel.search()
+
+
 def test_a_cpu_run_is_priced_only_as_a_cpu_instance_and_at_the_users_price(tmp_path):
     """Issue 43: the price list offered only inf1/inf2/trn1 for tokens measured on the CPU. A CPU
     run's answer names a CPU instance with the price's date and source, the list offers CPU types

@@ -1,7 +1,8 @@
 """``workbench sweep``'s LLM mode: a model directory whose backend streams tokens (the backend switch's
 ``streams_tokens``: Triton's vLLM backend) is swept over max_num_seqs x tensor-parallel degree x
-instances x concurrency (or request rate) and measured in tokens; ``--search adaptive`` measures
-each point until decided (the effort mode, ``llm/slo_effort.py``). Its own flags are registered
+instances x concurrency (or request rate) and measured in tokens; ``--search adaptive`` walks each
+variant's loads with the tensor sweeps' adaptive search (points a heavier load rules out left out,
+each other point measured until decided: ``llm/slo_effort.py``). Its own flags are registered
 here; the flags of the tensor sweep that mean nothing for it are refused, by name, before anything
 starts, and so are these flags on a tensor model.
 """
@@ -231,22 +232,30 @@ def _plan(args: argparse.Namespace, vllm, problems: list[str]):
 def effort_rule(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
     """``--search adaptive``'s rule (None for the grid): 3 windows at least, ``--max-windows`` at
     most when given (else the rule's default, 10). A bad value is a problem named by its flag."""
+    search = llm_search(args, defaults, problems)
+    return search.effort() if search is not None else None
+
+
+def llm_search(args: argparse.Namespace, defaults: dict[str, Any], problems: list[str]):
+    """The `LlmSearch` ``--search`` names (with ``--max-windows`` as its cap when given); None with
+    a problem named by its flag."""
     from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmSearch
 
     if args.search not in LLM_SEARCHES:
         problems.append(
             f"--search {args.search} is for tensor models' sweeps; an LLM sweep takes --search grid "
-            "(every point until stable) or adaptive (every point until decided against the best so far "
-            "and the SLO)"
+            "(every point until stable), adaptive (the points a heavier load's reading cannot rule out, "
+            "each until decided against the best so far and the SLO) or capacity (per variant the highest "
+            "load meeting the SLO, by bisection)"
         )
         return None
     if args.search == "grid":
-        return None
+        return LlmSearch()
     given = args.max_windows if args.max_windows != defaults.get("max_windows") else None
     try:
-        return LlmSearch(args.search, **({} if given is None else {"max_windows": given})).effort()
+        return LlmSearch(args.search, **({} if given is None else {"max_windows": given}))
     except ValueError as err:
-        problems.append(f"--max-windows {given}: with --search adaptive, {err}")
+        problems.append(f"--max-windows {given}: with --search {args.search}, {err}")
         return None
 
 
@@ -317,7 +326,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append(f"{model_dir}: {err}")
         vllm = None
     plan = _plan(args, vllm, problems)
-    effort = effort_rule(args, defaults, problems)
+    search = llm_search(args, defaults, problems)
     settings = None
     try:
         settings = llm_settings(args, defaults)
@@ -375,7 +384,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         new_run=args.new_run,
         label=args.label,
         restore=bool(args.url),
-        effort=effort,
+        search=search,
         command=shlex.join(["workbench", *argv]) if argv is not None else None,
         on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr),
     )
@@ -403,6 +412,8 @@ def _report(result, args: argparse.Namespace, prices) -> int:
     shown = table.drop(columns=[c for c in ("stopped", "warnings") if c in table.columns])
     print(shown.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     for line in result.verdicts():  # the effort rule's verdicts: a sentence each, too long for a column
+        print(line)
+    for line in result.search_lines():  # what the search measured, left out, and on what reading
         print(line)
     print()
     for label, why in result.skipped.items():

@@ -27,6 +27,8 @@ from workbench.tasks import Task, run_to_the_end
 # measure.search.choice.search_names(), written out so that building the parser imports no pandas
 # (tests/test_search.py keeps the two equal)
 SEARCH_NAMES = ("grid", "bisection", "early-stop", "hill-climb", "halving", "adaptive")
+# the searches only an LLM sweep takes (measure.llm.slo_effort.LLM_SEARCHES beyond the tensor sweep's)
+LLM_ONLY_SEARCHES = ("capacity",)
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
@@ -99,14 +101,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     grid.add_argument(
         "--search",
         default="grid",
-        choices=SEARCH_NAMES,
+        choices=SEARCH_NAMES + LLM_ONLY_SEARCHES,
         help="measure the whole grid (default) or only the points a search picks "
         "(bisection, hill-climb, halving and adaptive need --latency-budget-ms; adaptive "
         "leaves out the points a heavier point's throughput rules out and measures each other "
         "point until it is decided, with --engine workbench). A vLLM-backend model "
-        "takes grid or adaptive: adaptive measures each point until decided against the best "
-        "point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits (3 windows at "
-        "least, --max-windows at most, default 10), and its rows' stopped column says why",
+        "takes grid or adaptive, the same walk over each variant's loads: adaptive measures each point until "
+        "decided against the best point so far under the SLO and the --slo-ttft-ms / --slo-itl-ms limits "
+        "(3 windows at least, --max-windows at most, default 10), its rows' stopped column says why, and it "
+        "leaves out the loads past one that broke the SLO and the variants whose heaviest load's output "
+        "tokens/s ends below the best so far (the run record and report name them); capacity (LLM sweeps "
+        "only) bisects each variant's loads for the highest one meeting the SLO, each level until decided",
     )
     grid.add_argument(
         "--min-gain",
@@ -287,8 +292,14 @@ def plan_from_args(args: argparse.Namespace):
 def search_from_args(args: argparse.Namespace):
     """The search strategy the flags name (None: the full grid); SweepError names a bad value."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.measure.grid.plan import SweepError
     from workbench.measure.sweep.search.choice import SearchChoice
 
+    if args.search in LLM_ONLY_SEARCHES:
+        raise SweepError(
+            f"--search {args.search} is for LLM sweeps (a vLLM-backend model); a tensor model takes "
+            f"{', '.join(SEARCH_NAMES)}"
+        )
     percent = lambda value: None if value is None else value / 100.0  # noqa: E731
     choice = SearchChoice(
         args.search,

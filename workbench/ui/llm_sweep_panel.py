@@ -3,10 +3,13 @@ concurrency on the running server (`measure.llm.run_llm_sweep`, as ``workbench s
 such a model), with the table, the best configuration under the SLO, the cheapest per million
 output tokens, the Pareto front and TTFT/ITL against concurrency.
 
-Its strategy control measures each point either until stable (``grid``) or until decided
-(``adaptive``: the effort rule, ``llm/slo_effort.py``, between its min and max windows), as
-``workbench sweep --search grid|adaptive`` does; each row's ``stopped`` says why its windows ended,
-and after an adaptive run the rule's verdicts are listed in full under the answer.
+Its strategy control measures either every point until stable (``grid``) or, with the tensor
+sweeps' adaptive walk, the points a heavier load's reading cannot rule out (``adaptive``), or each
+variant's highest load meeting the SLO by bisection (``capacity``), each of those points until
+decided (the effort rule, ``llm/slo_effort.py``, between its min and max windows), as
+``workbench sweep --search grid|adaptive|capacity`` does; each row's ``stopped`` says why its windows ended,
+and after an adaptive run the rule's verdicts and the points the search left out (and on what
+reading) are listed in full under the answer.
 
 The sweep tab shows this panel instead of the tensor sweep when the model's backend streams tokens
 (the backend switch's ``streams_tokens``). Like the tensor sweep, the live view re-reads the run
@@ -46,7 +49,11 @@ __all__ = ["LlmSweepPanel", "PRICED"]
 PRICED = priced_types(CPU) + priced_types(NEURON)
 PLOTS = ("Pareto front", "TTFT and ITL")
 # the strategy control's choices: what a person reads -> `LlmSearch.name` (the CLI's --search)
-STRATEGIES = (("grid: each point until stable", "grid"), ("adaptive: each point until decided", "adaptive"))
+STRATEGIES = (
+    ("grid: each point until stable", "grid"),
+    ("adaptive: points that cannot win left out, each until decided", "adaptive"),
+    ("capacity: each variant's highest load meeting the SLO, by bisection", "capacity"),
+)
 
 
 def _slo_shown(slo: Slo) -> tuple[float, float]:
@@ -130,18 +137,19 @@ class LlmSweepPanel:
             options=STRATEGIES,
             description="strategy",
             style=style,
-            tooltip="grid: every point measured until stable; adaptive: every point "
-            "measured until decided against the best point so far and the SLO",
+            tooltip="grid: every point measured until stable; adaptive: the points a heavier load's "
+            "reading cannot rule out, each measured until decided against the best point so far and the SLO; "
+            "capacity: per variant the highest load meeting the SLO, by bisection, each level until decided",
         )
         c["min_windows"] = widgets.IntText(
             description="min windows",
             style=style,
-            tooltip="adaptive: no verdict before this many windows (2 at least: an interval needs two)",
+            tooltip="adaptive, capacity: no verdict before this many windows (2 at least: an interval needs two)",
         )
         c["effort_max_windows"] = widgets.IntText(
             description="max windows",
             style=style,
-            tooltip="adaptive: a point still undecided after this many "
+            tooltip="adaptive, capacity: a point still undecided after this many "
             "windows stops (cap reached); the time limit still holds",
         )
         self.search_link: Linked[LlmSearch] = Linked(LlmSearch())
@@ -232,27 +240,39 @@ class LlmSweepPanel:
             raise SweepError("; ".join(self.search_link.problems))
         return self.search_link.value.effort()
 
+    def search(self) -> LlmSearch:
+        """``run_llm_sweep``'s ``search`` as the strategy controls say; SweepError names every bad value."""
+        if self.search_link.problems:
+            raise SweepError("; ".join(self.search_link.problems))
+        return self.search_link.value
+
     def _inputs_changed(self) -> None:
         c = self.controls
         if not self.run.running:
             c["error"].value = ""
         search = self.search_link.value
-        adaptive = search.name == "adaptive"
+        adaptive = search.name != "grid"  # a search: each point until decided, by the rule's windows
         # the rule's windows only where they count; the grid's window cap, which the rule replaces, only
         # for the grid (or while it is wrong: its problem stays in sight)
         for box in self._rule_fields:
             shown(box, adaptive)
         shown(self._grid_cap, not adaptive or self.measure_link.problem_view("max_windows").layout.display != "none")
         problems = self.plan_link.problems + self.measure_link.problems + self.search_link.problems
+        decided = adaptive and not self.search_link.problems
         how = (
-            f", each measured until decided ({search.min_windows} to {search.max_windows} windows)"
-            if adaptive and not self.search_link.problems
+            f", each measured until decided ({search.min_windows} to {search.max_windows} windows); "
+            + (
+                "those a heavier load's reading rules out are left out"
+                if search.name == "adaptive"
+                else "each variant's loads bisected for the highest meeting the SLO"
+            )
+            if decided
             else ""
         )
         c["grid_size"].value = (
             f"<i>{len(problems)} problem(s) shown in red beside their fields above</i>"
             if problems
-            else f"<i>{self.plan_link.value.size} point(s){how}</i>"
+            else f"<i>{'at most ' if decided else ''}{self.plan_link.value.size} point(s){how}</i>"
         )
 
     # --- running ---------------------------------------------------------------------------------
@@ -290,7 +310,7 @@ class LlmSweepPanel:
             out_dir=self._out_dir,
             settings=self.measure_link.value,
             label=label,
-            effort=self.effort(),
+            search=self.search(),
             on_done=self._finished,
             on_progress=lambda _done, _total, _message: self._refresh_live(),
         )
@@ -349,5 +369,6 @@ class LlmSweepPanel:
 
 def _verdicts_html(result: LlmSweepResult) -> str:
     """An adaptive run's verdicts under the answer, whole (the table's ``stopped`` column cuts them
-    to a line), as ``workbench sweep`` prints them; "" for a grid run."""
-    return "".join(f"<div class='workbench-verdict'>{html.escape(line)}</div>" for line in result.verdicts())
+    to a line), and what its search left out and why, as ``workbench sweep`` prints them; "" for a grid run."""
+    lines = result.verdicts() + result.search_lines()
+    return "".join(f"<div class='workbench-verdict'>{html.escape(line)}</div>" for line in lines)

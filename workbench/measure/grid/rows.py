@@ -203,6 +203,43 @@ class PointRow:
     def key(self) -> tuple[str, int, int]:
         return (self.variant, self.batch_size, self.concurrency)
 
+    # ---- what a search reads of it (sweep/search/base.py's SearchRow) -------------------------
+
+    @property
+    def objective(self) -> float:
+        return self.throughput
+
+    @property
+    def objective_low(self) -> float:
+        return self.throughput_low
+
+    @property
+    def objective_high(self) -> float:
+        return self.throughput_high
+
+    @property
+    def latencies_ms(self) -> dict[str, float]:
+        return {"p99": self.p99_ms}
+
+    @property
+    def is_usable(self) -> bool:
+        return usable(self)
+
+    @property
+    def search_label(self) -> str:
+        return f"{self.variant} batch {self.batch_size} concurrency {self.concurrency}"
+
+    @property
+    def search_point(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "concurrency": self.concurrency}
+
+    @property
+    def search_figures(self) -> dict[str, float | None]:
+        return {
+            "throughput": None if math.isnan(self.throughput) else round(self.throughput, 3),
+            "p99_ms": None if math.isnan(self.p99_ms) else round(self.p99_ms, 4),
+        }
+
     def summary(self) -> str:
         """``"123.4 infer/s, p99 5.67 ms"``, or the error."""
         return self.error if self.error else f"{self.throughput:.1f} infer/s, p99 {self.p99_ms:.2f} ms"

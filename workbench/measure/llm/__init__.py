@@ -34,6 +34,7 @@ _NAMES = {
     "load_llm_run": "workbench.measure.llm.result",
     "run_llm_sweep": "workbench.measure.llm.run",
     "LLM_SETTINGS": "workbench.measure.llm.run",
+    "LlmSearch": "workbench.measure.llm.slo_effort",
 }
 __all__ = list(_NAMES)
 __getattr__ = lazy_getattr(__name__, _NAMES, globals())

@@ -39,16 +39,24 @@ def llm_call(run: LlmSweepResult) -> str:
     record = run.record
     folder = str(run.path) if run.path is not None else (record.label or "run")
     settings = {k: v for k, v in (record.settings or {}).items()}
+    search = record.search or {}
+    rule = record.effort or {}
+    searched = (
+        f", search=LlmSearch({search['name']!r}, min_windows={rule.get('min_windows')}, "
+        f"max_windows={rule.get('max_windows')})"
+        if search
+        else ""
+    )
     return "\n".join(
         [
             "import workbench",
-            "from workbench.measure.llm import LlmPlan, run_llm_sweep",
+            "from workbench.measure.llm import LlmPlan, run_llm_sweep" + (", LlmSearch" if search else ""),
             "from workbench.measure import MeasureSettings",
             f"plan = LlmPlan.from_dict({json.dumps(record.plan or {}, sort_keys=True)})",
             f"settings = MeasureSettings.from_dict({json.dumps(settings, sort_keys=True)})",
             "server = ...  # a running TritonServer whose repository holds the model",
             f"result = run_llm_sweep(plan, server, {record.model_dir!r}, out_dir={folder!r}, settings=settings, "
-            "resume=True)",
+            f"resume=True{searched})",
         ]
     )
 
@@ -89,11 +97,24 @@ def llm_report_sections(run: LlmSweepResult) -> ReportSections:
         ("effort", _text(record.effort) if record.effort else "every point until stable (no effort rule)"),
         ("server", f"Triton {_text(record.server_version)} at {_text(record.url)}"),
     ]
+    search = record.search or {}
+    searched = (
+        [
+            ("strategy", f"{search['name']} ({_text(search.get('params'))})"),
+            ("points", f"{search['measured_points']} measured of {search['space_points']}"),
+            ("left out", "; ".join(search.get("left_out") or []) or "none"),
+        ]
+        + [(f"decided {i}", note) for i, note in enumerate(search.get("notes") or [], 1)]
+        + [("stopped", _text(search.get("stopped")))]
+        if search
+        else []
+    )
     machine = [(k.replace("_", " "), _text(v)) for k, v in (record.machine or {}).items()]
     versions = [(k, _text(v)) for k, v in (record.packages or {}).items()]
     facts = [
         ("What was measured", measured),
         ("How", how),
+        *([("Search: the points it measured and those it left out", searched)] if searched else []),
         ("Machine", machine or [("machine", "not recorded")]),
         ("Versions", versions or [("packages", "not recorded")]),
     ]

@@ -139,6 +139,22 @@ class LlmSweepResult(SavedRun):
             if isinstance(row.get("stopped"), str) and row["stopped"]
         ]
 
+    def search_lines(self) -> list[str]:
+        """What a search decided, in words: how many points it measured of the grid, each planned
+        point it left out, and every decision that measured nothing (on what reading); [] for a
+        grid run."""
+        search = self.record.search
+        if not search:
+            return []
+        lines = [
+            f"search {search['name']}: {search['measured_points']} of {search['space_points']} point(s) measured"
+            + (f"; {search['stopped']}" if search.get("stopped") else " (not finished)")
+        ]
+        left_out = search.get("left_out") or []
+        if left_out:
+            lines.append(f"left out by the search ({len(left_out)}): " + "; ".join(left_out))
+        return lines + [f"search decided, {note}" for note in search.get("notes") or []]
+
     def describe_best(self, slo: Slo | None = None, min_goodput: float | None = None) -> str:
         slo = self.slo if slo is None else slo
         usable = self.usable()

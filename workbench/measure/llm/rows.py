@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 NAN = math.nan
+# the names of the latencies an SLO limits, as a search's limits and the effort rule's windows read them
+TTFT_P99 = "TTFT p99"
+ITL_P99 = "ITL p99"
 # The error of a row whose figures the streaming engine read but refused (`StreamResult.unusable`).
 NOT_MEASURED = "not a measured point"
 # the definitions shown beside the two rates (table tooltips, the Pareto plot, the notebook)
@@ -171,6 +174,49 @@ class LlmRow:
     @property
     def key(self) -> tuple:
         return (self.variant, self.concurrency, self.request_rate)
+
+    # ---- what a search reads of it (sweep/search/base.py's SearchRow) -------------------------
+
+    @property
+    def objective(self) -> float:
+        return self.output_tokens_per_s
+
+    @property
+    def objective_low(self) -> float:
+        return self.output_tokens_per_s_low
+
+    @property
+    def objective_high(self) -> float:
+        return self.output_tokens_per_s_high
+
+    @property
+    def latencies_ms(self) -> dict[str, float]:
+        """Under the names the SLO's limits use (``slo_effort.slo_limits``)."""
+        return {TTFT_P99: self.ttft_p99_ms, ITL_P99: self.itl_p99_ms}
+
+    @property
+    def is_usable(self) -> bool:
+        return usable_llm(self.to_dict())
+
+    @property
+    def search_label(self) -> str:
+        load = f"{self.request_rate:g} req/s" if self.request_rate is not None else f"concurrency {self.concurrency}"
+        return f"{self.variant} at {load}"
+
+    @property
+    def search_point(self) -> dict[str, Any]:
+        return {"concurrency": self.concurrency, "request_rate": self.request_rate}
+
+    @property
+    def search_figures(self) -> dict[str, float | None]:
+        def rounded(value: float, digits: int) -> float | None:
+            return None if math.isnan(value) else round(value, digits)
+
+        return {
+            "output_tokens_per_s": rounded(self.output_tokens_per_s, 3),
+            "ttft_p99_ms": rounded(self.ttft_p99_ms, 4),
+            "itl_p99_ms": rounded(self.itl_p99_ms, 4),
+        }
 
     def summary(self) -> str:
         if self.error:

@@ -29,16 +29,19 @@ from workbench.measure.engine.streaming import (
     measure_stream,
 )
 from workbench.measure.grid.plan import SweepError
+from workbench.measure.llm.answers import answer_under
 from workbench.measure.llm.bench_names import goodput_slo, with_bench_names
 from workbench.measure.llm.plan import LlmPlan, LlmPoint, LlmVariant
 from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS, LlmRow
-from workbench.measure.llm.slo_effort import LlmEffort, pooled_text
+from workbench.measure.llm.search_space import LlmSearchSpace
+from workbench.measure.llm.slo_effort import LLM_SEARCHES, LlmEffort, LlmSearch, pooled_text
 from workbench.measure.store.run_record import RunRecord
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
-from workbench.measure.sweep.search.effort import EffortRule
+from workbench.measure.sweep.search.base import SearchLog, SearchStrategy, check_resume
+from workbench.measure.sweep.search.effort import DecidedBy, EffortRule
 from workbench.measure.sweep.swept import (
     check_in_repository,
     check_out_dir,
@@ -85,6 +88,7 @@ def run_llm_sweep(
     cancel: threading.Event | None = None,
     command: str | None = None,
     effort: EffortRule | None = None,
+    search: LlmSearch | str | None = None,
 ) -> LlmSweepResult:
     """Measure every point of ``plan`` (an `LlmPlan`: max_num_seqs x tensor-parallel degree x
     instances x concurrency or request rate) of the vLLM-backend model directory ``model_dir`` on
@@ -111,6 +115,17 @@ def run_llm_sweep(
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
     ``command``: the command line that ran it, kept in the record. A list of servers is refused.
 
+    ``search`` (an `LlmSearch`, or its name: ``"grid"``, ``"adaptive"``, ``"capacity"``) picks
+    which points are measured: ``adaptive`` walks each variant's loads with the tensor sweeps'
+    adaptive search (``sweep/search/adaptive.py``, judged by ``plan.slo`` and output tokens/s),
+    leaving out the points a heavier one's reading rules out (a variant whose heaviest load's
+    output tokens/s ends below the best so far; loads above one that broke the SLO, below one that
+    met it); ``capacity`` bisects each variant's loads for the highest one meeting the SLO
+    (``sweep/search/capacity.py``). Either measures each point until the rule of its windows
+    decides it. The record's ``search`` keeps every step,
+    why each point was measured, what was left out and on what reading; a resume with another
+    search is refused.
+
     ``effort`` (an `EffortRule`: ``min_windows``, ``max_windows``) turns the effort mode on
     (``llm/slo_effort.py``): each point is measured window by window until the rule decides it against
     the incumbent (the best point so far meeting ``plan.slo``, by output tokens/s) and the SLO's
@@ -133,6 +148,18 @@ def run_llm_sweep(
         )
     if effort is not None and not isinstance(effort, EffortRule):
         raise SweepError(f"effort must be an EffortRule or None, got {type(effort).__name__}")
+    try:
+        chosen = LlmSearch(search) if isinstance(search, str) else LlmSearch() if search is None else search
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+    if not isinstance(chosen, LlmSearch):
+        raise SweepError(
+            f"search must be an LlmSearch or a name ({', '.join(repr(n) for n in LLM_SEARCHES)}), "
+            f"got {type(search).__name__}: an LLM sweep's search is judged by its plan's SLO"
+        )
+    strategy = chosen.strategy(plan.slo)
+    if strategy is not None and effort is not None:
+        raise SweepError("give effort (every point until decided) or a search (its own rule), not both")
     if settings.engine == "perf_analyzer":
         raise SweepError("an LLM sweep is measured by the streaming engine; perf_analyzer has no token mode")
     out_dir = Path(out_dir)
@@ -141,6 +168,7 @@ def run_llm_sweep(
     sweep = LlmSweep(
         plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel, effort
     )
+    sweep.search, sweep.rule = strategy, chosen.effort() if strategy is not None else effort
     sweep.restart_stuck = bool(restart_stuck)
     return run_sweep_kind(
         sweep,
@@ -178,6 +206,9 @@ class LlmSweep:
     ) -> None:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
+        self.rule = effort  # the rule that ends each point's windows (the effort mode's, or the search's)
+        self.search: SearchStrategy | None = None  # run_llm_sweep's search (None: every point)
+        self.log: SearchLog | None = None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
         self.restart_stuck = False  # run_llm_sweep's restart_stuck
         if not (model_dir / "config.pbtxt").is_file():
@@ -228,8 +259,8 @@ class LlmSweep:
             "prompts": self.plan.prompts,
             "seed": self.plan.seed,
             "effort": None
-            if self.effort is None
-            else {"min_windows": self.effort.rule.min_windows, "max_windows": self.effort.rule.max_windows},
+            if self.rule is None
+            else {"min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows},
         }
 
     def resume(self, previous: RunRecord, measured: dict) -> int:
@@ -241,6 +272,7 @@ class LlmSweep:
             for key, value in self.meaning().items()
             if getattr(previous, key) != value
         ]
+        check_resume(self.search, previous)
         for data in resumed_rows(
             self.out_dir,
             previous,
@@ -267,10 +299,22 @@ class LlmSweep:
             "skipped": {v.label: v.skipped for v in self.variants if v.skipped},
             "target": self.base.target,
             "command": command or record.command,
+            "search": None,  # this session's search log, written as it goes
         }
 
     def result(self, run: SweepRunner) -> LlmSweepResult:
-        return LlmSweepResult(llm_frame(r.to_dict() for r in self.rows.values()), run.record, self.out_dir)
+        frame = llm_frame(r.to_dict() for r in self.rows.values())
+        if self.log is not None:
+            run.record.search = {
+                **self.log.to_dict(),
+                "answer": answer_under(frame, self.plan.slo).to_dict(),
+                "left_out": self._left_out() if self.log.stopped else [],
+            }
+        return LlmSweepResult(frame, run.record, self.out_dir)
+
+    def _left_out(self) -> list[str]:
+        """The planned points the search did not measure, in words (its notes say on what reading)."""
+        return [p.label for v in self.variants if not v.skipped for p in self.plan.points(v) if p.key not in self.rows]
 
     def export_frame(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The exported table: the rows with vLLM bench's column names beside the workbench's."""
@@ -290,13 +334,20 @@ class LlmSweep:
         for variant in self.variants:
             if variant.skipped:
                 self._report(f"{variant.label} skipped: {variant.skipped}")
+        if self.search is not None:
+            space = LlmSearchSpace.of(self.plan, self.variants)
+            self.log = SearchLog(self.search.name, self.search.params, space)
+            self.search.run(space, self.measure, self.log)
+            return
         for variant in self.variants:
             if variant.skipped:
                 continue
             for point in self.plan.points(variant):
                 self.measure(point)
 
-    def measure(self, point: LlmPoint) -> LlmRow:
+    def measure(self, point: LlmPoint, *, until: DecidedBy | None = None) -> LlmRow:
+        """The point's row: the one on disk when resuming, else measured (its variant loaded first);
+        ``until``: a search's rule that ends its windows (else the effort mode's, if on)."""
         if point.key in self.rows and not self.rows[point.key].error:  # measured already (a failure is tried again)
             self.run.count += 1
             return self.rows[point.key]
@@ -307,7 +358,8 @@ class LlmSweep:
             row = LlmRow.failed(point, self.load_error)
         else:
             use = CpuUse(self.cpus).start() if self.cpus else None
-            until = self.effort.until() if self.effort is not None else None
+            mode = self.effort.until() if self.effort is not None and until is None else None
+            until = until if until is not None else mode
             result = measure_stream(
                 self.url,
                 self.name,
@@ -328,9 +380,10 @@ class LlmSweep:
                 served_by=self.server.served_by(self.name),
                 cpu_busy=format_busy(use.stop()) if use is not None else None,
             )
-            if self.effort is not None and until is not None:
+            if until is not None:
                 row = replace(row, stopped=until.decision(row.stopped, pooled_text(row)))  # the row's figures first
-                self.effort.measured(row, until)
+            if self.effort is not None and mode is not None:
+                self.effort.measured(row, mode)
         row = replace(row, **stamp)
         self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk
         self.run.add(row.to_dict())

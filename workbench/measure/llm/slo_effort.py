@@ -22,7 +22,10 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.engine.streaming.load import StreamWindow
 from workbench.measure.grid.rows import interval_text
 from workbench.measure.llm.answers import latencies_text, load_text
-from workbench.measure.llm.rows import LlmRow, usable_llm
+from workbench.measure.llm.rows import ITL_P99, TTFT_P99, LlmRow, usable_llm
+from workbench.measure.sweep.search.adaptive import AdaptiveEffort
+from workbench.measure.sweep.search.base import Judge, SearchStrategy
+from workbench.measure.sweep.search.capacity import CapacitySearch
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
 __all__ = [
@@ -31,26 +34,29 @@ __all__ = [
     "LLM_SEARCHES",
     "LlmSearch",
     "slo_limits",
+    "slo_judge",
     "stream_summaries",
     "meets",
     "LlmEffort",
     "pooled_text",
 ]
 
-TTFT_P99 = "TTFT p99"
-ITL_P99 = "ITL p99"
-# the searches an LLM sweep takes: every point as planned, each measured until stable or until decided
-# (``workbench sweep --search``, the LLM sweep panel's strategy)
-LLM_SEARCHES = ("grid", "adaptive")
+# the searches an LLM sweep takes (``workbench sweep --search``, the LLM sweep panel's strategy): every
+# point as planned, each measured until stable; the tensor sweeps' adaptive walk over each variant's
+# loads (sweep/search/adaptive.py); or each variant's capacity by bisection (sweep/search/capacity.py),
+# each point those measure until decided
+LLM_SEARCHES = ("grid", "adaptive", "capacity")
 
 
 @dataclass(frozen=True)
 class LlmSearch:
-    """How an LLM sweep measures its points, as one value: ``grid`` (each point until stable, the
-    engine's windows) or ``adaptive`` (each point until decided: an `EffortRule` of ``min_windows``
-    to ``max_windows`` windows). What ``--search grid|adaptive`` says on the command line and the
-    LLM sweep panel's strategy controls describe. The windows are checked only for ``adaptive``:
-    a panel keeps them while the user switches, and the grid does not use them."""
+    """Which points an LLM sweep measures and how long, as one value: ``grid`` (every point, each
+    until stable, the engine's windows), ``adaptive`` (the points the adaptive walk cannot rule
+    out) or ``capacity`` (per variant, the highest load meeting the SLO, by bisection), each of
+    those two measuring a point until decided: an `EffortRule` of ``min_windows`` to
+    ``max_windows`` windows. What ``--search grid|adaptive|capacity`` says on the command line and
+    the LLM sweep panel's strategy controls describe. The windows are checked only for a search: a
+    panel keeps them while the user switches, and the grid does not use them."""
 
     name: str = "grid"
     min_windows: int = EffortRule.min_windows
@@ -58,7 +64,10 @@ class LlmSearch:
 
     def __post_init__(self) -> None:
         if self.name not in LLM_SEARCHES:
-            raise ValueError(f"unknown search {self.name!r} for an LLM sweep; choose {' or '.join(LLM_SEARCHES)}")
+            raise ValueError(
+                f"unknown search {self.name!r} for an LLM sweep; choose {', '.join(LLM_SEARCHES[:-1])} "
+                f"or {LLM_SEARCHES[-1]}"
+            )
         self.effort()  # refuses the windows the rule would refuse, when the value is made
 
     def effort(self) -> EffortRule | None:
@@ -67,11 +76,26 @@ class LlmSearch:
             return None
         return EffortRule(min_windows=self.min_windows, max_windows=self.max_windows)
 
+    def strategy(self, slo: Slo) -> SearchStrategy | None:
+        """The search strategy it names, judged by ``slo`` (`slo_judge`); None for the grid."""
+        if self.name == "grid":
+            return None
+        judge, windows = slo_judge(slo), {"min_windows": self.min_windows, "max_windows": self.max_windows}
+        if self.name == "capacity":
+            return CapacitySearch(judge=judge, **windows)
+        # the run's own windows: a streamed request takes seconds, a shorter window holds none
+        return AdaptiveEffort(judge=judge, window_s=None, **windows)
+
 
 def slo_limits(slo: Slo) -> dict[str, float]:
     """The rule's limits of an SLO: its TTFT and ITL p99 limits in ms (a None limit: none)."""
     limits = {TTFT_P99: slo.ttft_ms, ITL_P99: slo.itl_ms}
     return {name: float(limit) for name, limit in limits.items() if limit is not None}
+
+
+def slo_judge(slo: Slo) -> Judge:
+    """How a search judges an LLM sweep's rows and windows: the SLO's limits, the streaming windows."""
+    return Judge(slo_limits(slo), stream_summaries)
 
 
 def _p99(values: list[float]) -> float:

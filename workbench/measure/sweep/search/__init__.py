@@ -2,6 +2,9 @@
 fraction of the points, through the sweep's own measurement and run files (``run_sweep(search=...)``).
 
 ``make_search("hill-climb", latency_budget_ms=20)``; ``SEARCHES`` names them for the CLI.
+`CapacitySearch` (per variant the highest load meeting the limits) is taken by LLM sweeps
+(``llm/slo_effort.LlmSearch``); every strategy reads rows through `SearchRow` and judges them by a
+`Judge`, so it walks any kind's `WalkedSpace`.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from typing import Any
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.sweep.search.adaptive import AdaptiveEffort
 from workbench.measure.sweep.search.answer import Answer, answer
-from workbench.measure.sweep.search.base import SearchLog, SearchSpace, SearchStrategy, check_resume
+from workbench.measure.sweep.search.base import Judge, SearchLog, SearchRow, SearchSpace, SearchStrategy, check_resume
+from workbench.measure.sweep.search.capacity import CapacitySearch
 from workbench.measure.sweep.search.concurrency_bisection import ConcurrencyBisection
 from workbench.measure.sweep.search.early_stop import EarlyStop
 from workbench.measure.sweep.search.halving import SuccessiveHalving
@@ -24,6 +28,9 @@ __all__ = [
     "SearchSpace",
     "SearchLog",
     "AdaptiveEffort",
+    "CapacitySearch",
+    "Judge",
+    "SearchRow",
     "ConcurrencyBisection",
     "EarlyStop",
     "HillClimb",

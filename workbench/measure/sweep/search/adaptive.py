@@ -25,6 +25,12 @@ after a few windows; a contender is measured to the cap.
 
 The answer is re-measured (confirm.py) only while its variant is still loaded: a reload costs
 more than a point here, and the answer states its confidence whichever way (answer.py).
+
+The walk reads rows through `SearchRow` and judges them by the strategy's `Judge`, so an LLM
+sweep's variants are walked the same way (llm/search_space.py): one size, its loads (concurrency
+levels or request rates) as the levels, output tokens/s as the throughput and the SLO's TTFT and
+ITL p99 as the limits. An LLM variant's load takes far longer than a point (a vLLM engine starts in
+~25 s on 2 cores, a point takes a few), so the bound that rules a whole variant out saves most there.
 """
 
 from __future__ import annotations
@@ -36,56 +42,44 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import (
+    DecidedSearch,
+    Judge,
     JudgedMeasure,
     SearchLog,
+    SearchRow,
     SearchSpace,
-    SearchStrategy,
-    meets_budget,
-    row_score,
+    WalkedSpace,
 )
 from workbench.measure.sweep.search.bounds import VariantFacts
-from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, p99_limit, t_interval
+from workbench.measure.sweep.search.effort import DecidedBy, Incumbent, t_interval
 
 __all__ = ["AdaptiveEffort", "WINDOW_S", "variant_order"]
 
 WINDOW_S = 0.5  # the adaptive search's window (the run's when shorter); see judging()
 
 
-def variant_order(space: SearchSpace) -> list[int]:
-    """Indices of the space's variants: first the likeliest answer (most cores per instance, then
-    most cores), then the rest, fewest instances first (the cheaper load to follow)."""
-
-    def likely(v: int) -> tuple[int, int, int]:
-        allocation = space.variants[v].allocation
-        return (-allocation.cores_per_instance, -allocation.cores, v)
-
-    first, *rest = sorted(range(len(space.variants)), key=likely)
-    return [first, *sorted(rest, key=lambda v: (space.variants[v].allocation.instances, likely(v)))]
+def variant_order(space: WalkedSpace) -> list[int]:
+    """Indices of the space's variants in the order the walk loads them (`WalkedSpace.order`)."""
+    return space.order()
 
 
-class AdaptiveEffort(SearchStrategy):
+class AdaptiveEffort(DecidedSearch):
     """Each variant walked from its heaviest loads down, points bounded by heavier ones left out,
     each point measured until decided: ``min_windows`` windows at least (the screen of a point that
     cannot win), ``max_windows`` at most (a contender)."""
 
     name = "adaptive"
-    needs_budget = True
-    measures_by_window = True
-    reloads_to_confirm = False
 
     def __init__(
         self,
         latency_budget_ms: float | None = None,
         *,
+        judge: Judge | None = None,
         min_windows: int = 3,
         max_windows: int = 10,
         window_s: float | None = WINDOW_S,
     ) -> None:
-        super().__init__(latency_budget_ms)
-        try:
-            self.rule = EffortRule(min_windows, max_windows)
-        except ValueError as err:
-            raise SweepError(f"adaptive search: {err}") from None
+        super().__init__(latency_budget_ms, judge=judge, min_windows=min_windows, max_windows=max_windows)
         if window_s is not None and not (isinstance(window_s, (int, float)) and 0 < window_s <= 60):
             raise SweepError(
                 f"adaptive search: window_s {window_s!r} must be seconds in (0, 60], or None for the run's window"
@@ -94,13 +88,7 @@ class AdaptiveEffort(SearchStrategy):
 
     @property
     def params(self) -> dict:
-        return {
-            **super().params,
-            "min_windows": self.rule.min_windows,
-            "max_windows": self.rule.max_windows,
-            "window_s": self.window_s,
-            "walk": "bounded",
-        }
+        return {**super().params, "window_s": self.window_s, "walk": "bounded"}
 
     def judging(self, settings: MeasureSettings) -> MeasureSettings:
         """Windows of ``window_s`` (never longer than the run's): the rule reads windows, not requests."""
@@ -108,31 +96,32 @@ class AdaptiveEffort(SearchStrategy):
             return settings
         return dataclasses.replace(settings, window_s=min(self.window_s, settings.window_s))
 
-    def search(self, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
+    def search(self, space: WalkedSpace, measure: JudgedMeasure, log: SearchLog) -> None:  # type: ignore[override]
         _Walk(self, space, measure, log).run()
 
 
 class _Walk:
     """One run of the adaptive search: the incumbent, and the facts of the variant being walked."""
 
-    def __init__(self, search: AdaptiveEffort, space: SearchSpace, measure: JudgedMeasure, log: SearchLog) -> None:
-        self.rule, self.budget = search.rule, search.latency_budget_ms
+    def __init__(self, search: AdaptiveEffort, space: WalkedSpace, measure: JudgedMeasure, log: SearchLog) -> None:
+        self.rule, self.judge = search.rule, search.judge
         self.space, self.measure, self.log = space, measure, log
-        self.best: PointRow | None = None
+        self.sizes, self.levels = space.shape()
+        self.best: SearchRow | None = None
         self.incumbent: Incumbent | None = None
         self.left_out = 0  # batch sizes and variants decided without measuring their points
-        self.rows: dict[tuple[int, int], PointRow] = {}  # the walked variant's measured points
+        self.rows: dict[tuple[int, int], SearchRow] = {}  # the walked variant's measured points
 
     def run(self) -> None:
         space = self.space
         for v in variant_order(space):
-            facts = VariantFacts(len(space.concurrency))
+            facts = VariantFacts(self.levels)
             self.rows = {}
             if self.incumbent is not None and not self._worth_walking(v, facts):
                 for b in range(len(space.batch_sizes)):
                     self._record_left_out(v, b, facts)
                 continue
-            for b in reversed(range(len(space.batch_sizes))):
+            for b in reversed(range(self.sizes)):
                 self._walk_batch(v, b, facts)
                 self._record_left_out(v, b, facts)
         self._stop()
@@ -141,52 +130,59 @@ class _Walk:
         """Log each level of this batch size left unmeasured with the bound that decided it: a
         lighter point that missed the budget (p99), else a heavier point whose throughput ends
         below the incumbent's, else a heavier point that meets the budget (a lighter one cannot
-        beat it)."""
-        for c in range(len(self.space.concurrency)):
+        beat it). Tensor sweeps only: their rows and p99 budget are what the record's bounds read."""
+        if not isinstance(self.space, SearchSpace):
+            return
+        budget = self.judge.limits.get("p99")
+        for c in range(self.levels):
             if facts.measured(b, c):
                 continue
             point = self.space.point(v, b, c)
             missed = facts.missed_by(b, c)
             bound, meeting = facts.bound(b, c), facts.bound(b, c, meeting=True)
             if missed is not None:
-                self.log.left_out_by_p99(point, self.rows[missed], self.budget)
+                self.log.left_out_by_p99(point, self._point_row(missed), budget)
             elif self.incumbent is not None and bound.below(self.incumbent.low):
                 self.log.left_out_by_throughput(
-                    point, self.rows[bound.by], bound.throughput, self.incumbent.low, self.incumbent.text()
+                    point, self._point_row(bound.by), bound.throughput, self.incumbent.low, self.incumbent.text()
                 )
             elif meeting.by is not None:
-                self.log.left_out_by_throughput(point, self.rows[meeting.by], meeting.throughput)
+                self.log.left_out_by_throughput(point, self._point_row(meeting.by), meeting.throughput)
+
+    def _point_row(self, cell: tuple[int, int]) -> PointRow:
+        row = self.rows[cell]
+        assert isinstance(row, PointRow)  # a tensor walk measures PointRows
+        return row
 
     def _judged(self, v: int, b: int, c: int, why: str, facts: VariantFacts, *, throughput_only: bool = False) -> None:
         """Measure one point until decided; it may become the incumbent, and it joins the facts."""
-        limits = {} if throughput_only else p99_limit(self.budget)
-        until = DecidedBy(self.rule, self.incumbent, limits)
+        limits = {} if throughput_only else self.judge.limits
+        until = DecidedBy(self.rule, self.incumbent, limits, self.judge.summarize)
         row = self.measure(self.space.point(v, b, c), until=until)
-        self.log.measured(row, why, self.budget)
+        self.log.measured(row, why, judge=self.judge)
         self.rows[(b, c)] = row
-        if row_score(row, self.budget) > row_score(self.best, self.budget):
+        if self.judge.score(row) > self.judge.score(self.best):
             self.best = row
-            label = f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
+            label = row.search_label
             self.incumbent = (
                 Incumbent.from_windows(label, until.seen)
                 if len(until.seen) >= 2
-                else Incumbent(label, row.throughput, row.throughput_low, row.throughput_high)
+                else Incumbent(label, row.objective, row.objective_low, row.objective_high)
             )
         high = (
             t_interval([w.throughput for w in until.seen]).high
             if len(until.seen) >= 2
-            else (row.throughput if math.isnan(row.throughput_high) else row.throughput_high)
+            else (row.objective if math.isnan(row.objective_high) else row.objective_high)
         )
-        facts.add(b, c, meets_budget(row, self.budget), high)
+        facts.add(b, c, self.judge.meets(row), high)
 
     def _label(self, v: int, b: int, c: int | None = None) -> str:
-        text = f"{self.space.variants[v].label} batch {self.space.batch_sizes[b]}"
-        return text if c is None else f"{text} concurrency {self.space.concurrency[c]}"
+        return self.space.label(v, b, c)
 
     def _worth_walking(self, v: int, facts: VariantFacts) -> bool:
         """Measure the variant's heaviest point against the incumbent's throughput: False when it
         ends below, as every other point of the variant then does."""
-        top_b, top_c = len(self.space.batch_sizes) - 1, len(self.space.concurrency) - 1
+        top_b, top_c = self.sizes - 1, self.levels - 1
         self._judged(
             v,
             top_b,
@@ -207,34 +203,34 @@ class _Walk:
 
     def _walk_batch(self, v: int, b: int, facts: VariantFacts) -> None:
         """Find this batch size's best level under the budget, measuring only what could win."""
-        cell, levels = self._label(v, b), self.space.concurrency
+        cell, level, limits = self._label(v, b), self.space.level_text, self.judge.text()
         while True:
             low, high = facts.bracket(b)
             if high == 0:
-                self.log.note(f"{cell}: p99 misses the budget already at the lowest concurrency {levels[0]}")
+                self.log.note(f"{cell}: misses {limits} already at the lowest load, {level(0)}")
                 return
             if high - low == 1 and facts.measured(b, low):
                 self.log.note(
-                    f"{cell}: p99 meets the budget at concurrency {levels[low]}"
-                    + (f" and misses it at {levels[high]}" if high < facts.levels else ", the highest")
+                    f"{cell}: meets {limits} at {level(low)}"
+                    + (f" and misses it at {level(high)}" if high < facts.levels else ", the highest load")
                 )
                 return
             bound = facts.bound(b, high - 1)
             if self.incumbent is not None and bound.below(self.incumbent.low):
                 self.left_out += 1
                 where = (
-                    f"concurrency {levels[low]}, known to meet the budget"
+                    f"{level(low)}, known to meet the limits"
                     if high - low == 1
-                    else f"concurrency {levels[max(low, 0)]} to {levels[high - 1]}"
+                    else f"{level(max(low, 0))} to {level(high - 1)}"
                 )
                 self.log.note(
-                    f"{cell}: cannot win, left unmeasured: its best under the budget ({where}) has at "
+                    f"{cell}: cannot win, left unmeasured: its best within the limits ({where}) has at "
                     f"most the throughput of {self._label(v, *bound.by)}, {bound.throughput:.1f}, "
                     f"below {self.incumbent.text()}"
                 )
                 return
             if high - low == 1:  # the level known to meet the budget (a heavier point did) is the best here
-                self._judged(v, b, low, "meets the budget (a heavier point did): measured for its throughput", facts)
+                self._judged(v, b, low, "meets the limits (a heavier point did): measured for its throughput", facts)
                 continue
             could_win = [
                 c
@@ -242,7 +238,7 @@ class _Walk:
                 if self.incumbent is None or not facts.bound(b, c).below(self.incumbent.low)
             ]
             if low >= 0:
-                probe, why = could_win[0], "the lowest level that could win above one known to meet the budget"
+                probe, why = could_win[0], "the lowest level that could win above one known to meet the limits"
             else:
                 probe, why = could_win[(len(could_win) - 1) // 2], "the middle of the levels that could win"
             self._judged(v, b, probe, why, facts)
@@ -256,12 +252,10 @@ class _Walk:
         spent = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "none measured here"
         best = self.best
         best_text = (
-            "none meets the budget"
-            if row_score(best, self.budget) == -math.inf
-            else f"best {best.variant} batch {best.batch_size} concurrency {best.concurrency}"
+            f"best {best.search_label}" if best is not None and self.judge.meets(best) else "none meets the limits"
         )
         self.log.stop(
-            f"every variant walked from its heaviest load down under p99 <= {self.budget:g} ms, "
+            f"every variant walked from its heaviest load down under {self.judge.text()}, "
             f"{self.left_out} batch size(s) or variant(s) left out by a heavier point's throughput, "
             f"each point measured until decided ({spent}); {best_text}"
         )

@@ -2,6 +2,10 @@
 and concurrency levels), the test a measured point must pass, and the log of what it measured and
 why it stopped, kept in the run record so a resumed search shows the same reasoning.
 
+Searches read rows through `SearchRow` (the objective, the pooled latencies the limits name, the
+point's keys) and judge them by a `Judge` (the limits: a tensor sweep's p99 budget, an LLM sweep's
+TTFT and ITL SLOs), so one strategy walks a tensor sweep's rows and an LLM sweep's alike.
+
 A strategy measures through the sweep's own ``measure(point)`` (the same load, point measurement
 and run files as the full grid); on resume that call returns the row already on disk, so a
 deterministic strategy replays its earlier decisions and goes on where it stopped. A strategy
@@ -14,21 +18,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
 from workbench.measure.store.bounded import BoundedPoint
+from workbench.measure.sweep.search.effort import EffortRule, WindowSummary, p99_limit, summaries
 
 if TYPE_CHECKING:
     from workbench.measure.engine.loadgen import Until
 
 __all__ = [
+    "SearchRow",
+    "Judge",
+    "WalkedSpace",
     "SearchSpace",
     "SearchLog",
     "SearchStrategy",
+    "DecidedSearch",
     "Measure",
     "JudgedMeasure",
     "row_score",
@@ -41,6 +50,87 @@ __all__ = [
 Measure = Callable[[Point], PointRow]
 
 
+class SearchRow(Protocol):
+    """What a search reads of a measured row, whatever the sweep kind (`PointRow`: inferences/s
+    and p99; `LlmRow`: output tokens/s, TTFT p99 and ITL p99)."""
+
+    @property
+    def key(self) -> tuple: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def windows(self) -> float: ...
+    @property
+    def stopped(self) -> str | None: ...
+    @property
+    def objective(self) -> float:
+        """What the search maximises (throughput, or output tokens/s)."""
+        ...
+
+    @property
+    def objective_low(self) -> float:
+        """The low end of its 95% interval (NaN: none)."""
+        ...
+
+    @property
+    def objective_high(self) -> float: ...
+    @property
+    def latencies_ms(self) -> Mapping[str, float]:
+        """The pooled latencies a `Judge`'s limits name (``{"p99": ...}``; ``{"TTFT p99": ...,
+        "ITL p99": ...}``)."""
+        ...
+
+    @property
+    def is_usable(self) -> bool:
+        """Its figures can be trusted (the kind's one rule)."""
+        ...
+
+    @property
+    def search_label(self) -> str:
+        """The point in words (``1x2 batch 8 concurrency 4``; ``seqs4-tp1-x1 at concurrency 4``)."""
+        ...
+
+    @property
+    def search_point(self) -> dict[str, Any]:
+        """The point's keys beside its variant, as a search's log keeps them."""
+        ...
+
+    @property
+    def search_figures(self) -> dict[str, float | None]:
+        """The figures a search's log keeps of it (rounded; None: not measured)."""
+        ...
+
+
+def _all_within(row: SearchRow, limits: Mapping[str, float]) -> bool:
+    latencies = row.latencies_ms
+    return all(latencies[name] <= limit for name, limit in limits.items())
+
+
+@dataclass(frozen=True)
+class Judge:
+    """What a search judges rows against, in its sweep kind's terms: ``limits`` (latency name ->
+    ms, read from each row's `SearchRow.latencies_ms` and from each window the effort rule reads),
+    and ``summarize``, how the kind's engine windows are read by the rule (effort.py's
+    ``summaries`` for the load generator's, the LLM sweep's ``stream_summaries``)."""
+
+    limits: Mapping[str, float] = field(default_factory=dict)
+    summarize: Callable[[Sequence[Any]], list[WindowSummary]] = summaries
+
+    def meets(self, row: SearchRow | None) -> bool:
+        """Usable and every limit met."""
+        return row is not None and row.is_usable and _all_within(row, self.limits)
+
+    def score(self, row: SearchRow | None) -> float:
+        """The objective of a row that meets every limit, else -inf (it can never be the answer)."""
+        return row.objective if row is not None and self.meets(row) else -math.inf
+
+    def text(self) -> str:
+        """The limits in words (``p99 <= 20 ms``; ``TTFT p99 <= 500 ms and ITL p99 <= 50 ms``)."""
+        return " and ".join(f"{name} <= {limit:g} ms" for name, limit in self.limits.items()) or "no latency limit"
+
+
 class JudgedMeasure(Protocol):
     """The sweep's ``measure`` as a search that sets its own effort calls it: ``until`` ends the
     point's windows (effort.py) instead of the stability rule."""
@@ -50,7 +140,7 @@ class JudgedMeasure(Protocol):
 
 def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
     """Usable and, with a budget, p99 within it."""
-    return usable(row) and (latency_budget_ms is None or row.p99_ms <= latency_budget_ms)
+    return Judge(p99_limit(latency_budget_ms)).meets(row)
 
 
 def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
@@ -70,6 +160,36 @@ def may_meet_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
 def row_score(row: PointRow | None, latency_budget_ms: float | None) -> float:
     """Throughput of a point that meets the budget, else -inf (it can never be the answer)."""
     return row.throughput if row is not None and meets_budget(row, latency_budget_ms) else -math.inf
+
+
+class WalkedSpace(Protocol):
+    """A sweep's space as a walk over its load reads it: variants, each a grid of (size index,
+    load index) on axes that both grow the load (a tensor variant: batch size x concurrency; an LLM
+    variant: one size x its concurrency levels or request rates), in ascending order."""
+
+    @property
+    def variants(self) -> Sequence[Any]: ...
+    @property
+    def size(self) -> int: ...
+    def shape(self) -> tuple[int, int]:
+        """(sizes, load levels) of every variant."""
+        ...
+
+    def point(self, variant: int, size: int, level: int) -> Any:
+        """The point at these indices (what the sweep's ``measure`` takes)."""
+        ...
+
+    def label(self, variant: int, size: int, level: int | None = None) -> str:
+        """A cell (a variant at one size), or one of its points, in words."""
+        ...
+
+    def level_text(self, level: int) -> str:
+        """One load level in words (``concurrency 4``, ``2 req/s``)."""
+        ...
+
+    def order(self) -> list[int]:
+        """The variants' indices in the order a walk loads them (the likeliest answer first)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +216,27 @@ class SearchSpace:
         """The point at these axis indices."""
         return Point(self.variants[variant], self.batch_sizes[batch], self.concurrency[concurrency])
 
+    def shape(self) -> tuple[int, int]:
+        return len(self.batch_sizes), len(self.concurrency)
+
+    def label(self, variant: int, batch: int, concurrency: int | None = None) -> str:
+        text = f"{self.variants[variant].label} batch {self.batch_sizes[batch]}"
+        return text if concurrency is None else f"{text} {self.level_text(concurrency)}"
+
+    def level_text(self, level: int) -> str:
+        return f"concurrency {self.concurrency[level]}"
+
+    def order(self) -> list[int]:
+        """First the likeliest answer (most cores per instance, then most cores), then the rest,
+        fewest instances first (the cheaper load to follow): the reasons are adaptive.py's."""
+
+        def likely(v: int) -> tuple[int, int, int]:
+            allocation = self.variants[v].allocation
+            return (-allocation.cores_per_instance, -allocation.cores, v)
+
+        first, *rest = sorted(range(len(self.variants)), key=likely)
+        return [first, *sorted(rest, key=lambda v: (self.variants[v].allocation.instances, likely(v)))]
+
 
 def _label(row: PointRow) -> str:
     return f"{row.variant} batch {row.batch_size} concurrency {row.concurrency}"
@@ -110,7 +251,7 @@ class SearchLog:
     """Every point a search measured (or found on disk), with the reason it was chosen, and why
     the search stopped. ``to_dict`` is what the run record keeps under ``search``."""
 
-    def __init__(self, name: str, params: Mapping[str, Any], space: SearchSpace) -> None:
+    def __init__(self, name: str, params: Mapping[str, Any], space: WalkedSpace) -> None:
         self.name, self.params, self.space = name, dict(params), space
         self.steps: list[dict] = []
         self.screens: list[dict] = []
@@ -118,30 +259,36 @@ class SearchLog:
         self.stopped: str | None = None
         self.confirmed: list[str] = []  # points measured again before the answer was named (confirm.py)
         self.bounded: list[BoundedPoint] = []  # points left unmeasured because a bound decided them
+        self._measured: set[tuple] = set()
+        self._screened: set[tuple] = set()
 
     @staticmethod
-    def _entry(number: int, row: PointRow, why: str, latency_budget_ms: float | None, test=meets_budget) -> dict:
+    def _entry(number: int, row: SearchRow, why: str, meets: bool) -> dict:
         return {
             "step": number,
             "variant": row.variant,
-            "batch_size": row.batch_size,
-            "concurrency": row.concurrency,
+            **row.search_point,
             "why": why,
-            "throughput": None if math.isnan(row.throughput) else round(row.throughput, 3),
-            "p99_ms": None if math.isnan(row.p99_ms) else round(row.p99_ms, 4),
-            "meets_budget": test(row, latency_budget_ms),
+            **row.search_figures,
+            "meets_budget": meets,  # every limit: a p99 budget, or an LLM sweep's SLO
             "error": row.error,
             "windows": None if math.isnan(row.windows) else int(row.windows),
             "stopped": row.stopped,
         }
 
-    def measured(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
-        self.steps.append(self._entry(len(self.steps) + 1, row, why, latency_budget_ms))
+    def measured(
+        self, row: SearchRow, why: str, latency_budget_ms: float | None = None, *, judge: Judge | None = None
+    ) -> None:
+        """A point measured in full, judged by ``judge`` (default: the p99 budget ``latency_budget_ms``)."""
+        judge = judge if judge is not None else Judge(p99_limit(latency_budget_ms))
+        self.steps.append(self._entry(len(self.steps) + 1, row, why, judge.meets(row)))
+        self._measured.add(row.key)
 
     def screened(self, row: PointRow, why: str, latency_budget_ms: float | None) -> None:
         """A short screening measurement: it chose what to measure in full, and is no result
         (``meets_budget`` there is the screen's own test, ``may_meet_budget``)."""
-        self.screens.append(self._entry(len(self.screens) + 1, row, why, latency_budget_ms, may_meet_budget))
+        self.screens.append(self._entry(len(self.screens) + 1, row, why, may_meet_budget(row, latency_budget_ms)))
+        self._screened.add(row.key)
 
     def left_out_by_p99(self, point: Point, by: PointRow, latency_budget_ms: float) -> None:
         """``point`` left unmeasured: ``by``, no heavier, missed the budget (p99 grows with the load)."""
@@ -186,8 +333,8 @@ class SearchLog:
             "name": self.name,
             "params": self.params,
             "space_points": self.space.size,
-            "measured_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.steps}),
-            "screened_points": len({(s["variant"], s["batch_size"], s["concurrency"]) for s in self.screens}),
+            "measured_points": len(self._measured),
+            "screened_points": len(self._screened),
             "steps": list(self.steps),
             "screens": list(self.screens),
             "notes": list(self.notes),
@@ -207,7 +354,14 @@ class SearchStrategy:
     # the answer re-measured (confirm.py) even when that reloads its variant
     reloads_to_confirm = True
 
-    def __init__(self, latency_budget_ms: float | None = None) -> None:
+    def __init__(self, latency_budget_ms: float | None = None, *, judge: Judge | None = None) -> None:
+        self.judged_by_kind = judge is not None  # an LLM sweep's SLO, not a p99 budget
+        if judge is not None:
+            if latency_budget_ms is not None:
+                raise SweepError(f"the {self.name} search: give a latency budget or a judge, not both")
+            self.latency_budget_ms: float | None = None
+            self.judge = judge
+            return
         if latency_budget_ms is not None:
             try:
                 latency_budget_ms = float(latency_budget_ms)
@@ -220,10 +374,13 @@ class SearchStrategy:
                 f"the {self.name} search needs a p99 latency budget (latency_budget_ms, --latency-budget-ms)"
             )
         self.latency_budget_ms = latency_budget_ms
+        self.judge = Judge(p99_limit(latency_budget_ms))
 
     @property
     def params(self) -> dict[str, Any]:
         """Everything that changes which points the search picks (compared when a run resumes)."""
+        if self.judged_by_kind:
+            return {"limits": dict(self.judge.limits)}
         return {"latency_budget_ms": self.latency_budget_ms}
 
     def to_dict(self) -> dict:
@@ -247,6 +404,33 @@ class SearchStrategy:
 
     def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
         raise NotImplementedError
+
+
+class DecidedSearch(SearchStrategy):
+    """A search that measures each point it picks window by window until the effort rule decides
+    it (effort.py): ``min_windows`` windows at least, ``max_windows`` at most."""
+
+    needs_budget = True
+    measures_by_window = True
+    reloads_to_confirm = False  # a reload costs more than a point: the answer states its confidence instead
+
+    def __init__(
+        self,
+        latency_budget_ms: float | None = None,
+        *,
+        judge: Judge | None = None,
+        min_windows: int = 3,
+        max_windows: int = 10,
+    ) -> None:
+        super().__init__(latency_budget_ms, judge=judge)
+        try:
+            self.rule = EffortRule(min_windows, max_windows)
+        except ValueError as err:
+            raise SweepError(f"{self.name} search: {err}") from None
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}
 
 
 def check_resume(search: SearchStrategy | None, previous: Mapping[str, Any] | None) -> None:
