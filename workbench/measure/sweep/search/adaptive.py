@@ -118,7 +118,7 @@ class _Walk:
             facts = VariantFacts(self.levels)
             self.rows = {}
             if self.incumbent is not None and not self._worth_walking(v, facts):
-                for b in range(len(space.batch_sizes)):
+                for b in range(self.sizes):
                     self._record_left_out(v, b, facts)
                 continue
             for b in reversed(range(self.sizes)):
