@@ -26,7 +26,8 @@ from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
 FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=3, time_limit_s=None)
-PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
+# two variants of one instance each (a load of one stub is the cheapest): resume is about rows, not instances
+PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,1x2", concurrency=[1], core_range="0:1")
 KEYS = ["variant", "batch_size", "concurrency"]
 
 
@@ -82,10 +83,6 @@ def test_fingerprint_changes_name_what_changed():
 
 @pytest.mark.server
 def test_a_sweep_killed_with_its_server_and_resumed_again_and_again_has_one_row_per_point(model_dir, tmp_path):
-    with TritonServer(model_dir.parent) as server:
-        reference = run_sweep(PLAN, server, model_dir, out_dir=tmp_path / "whole", settings=FAST, restore=False)
-    assert reference.complete and len(reference.frame) == PLAN.size
-
     out = tmp_path / "killed"
     for kill_after in (1, 2):  # the server dies under the sweep twice, at different points
         with TritonServer(model_dir.parent) as server:
@@ -94,14 +91,18 @@ def test_a_sweep_killed_with_its_server_and_resumed_again_and_again_has_one_row_
                           progress=_kill_server_after(server, kill_after))
         assert load_run(out).status == "failed"
         assert sum(not r["error"] for r in _lines(out)) < PLAN.size  # the kill left points to measure
-    for _ in range(3):  # resumed to the end, then again on a complete run
-        with TritonServer(model_dir.parent) as server:
+    # one live server for the uninterrupted run and the resumes: each resume is a run_sweep of its own
+    # on the folder the killed ones left; the server's lifetime is no part of what a resume reads
+    with TritonServer(model_dir.parent) as server:
+        reference = run_sweep(PLAN, server, model_dir, out_dir=tmp_path / "whole", settings=FAST, restore=False)
+        assert reference.complete and len(reference.frame) == PLAN.size
+        for _ in range(3):  # resumed to the end, then again on a complete run
             result = run_sweep(PLAN, server, model_dir, out_dir=out, settings=FAST, resume=True, restore=False)
-        assert result.complete
-        lines = _lines(out)
-        assert len(lines) == PLAN.size and len({tuple(r[k] for k in KEYS) for r in lines}) == PLAN.size
-        assert len(result.frame) == PLAN.size
-        assert _deterministic(lines) == _deterministic(reference.frame.to_dict("records"))
+            assert result.complete
+            lines = _lines(out)
+            assert len(lines) == PLAN.size and len({tuple(r[k] for k in KEYS) for r in lines}) == PLAN.size
+            assert len(result.frame) == PLAN.size
+            assert _deterministic(lines) == _deterministic(reference.frame.to_dict("records"))
     assert result.record["sessions"][-1]["measured"] == 0
 
 
@@ -111,7 +112,7 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
     `--resume` twice then ends with one row per point and no tritonserver left behind."""
     out = tmp_path / "cli"
     args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations",
-            "1x1,2x1", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "200", "--max-windows", "3",
+            "1x1,1x2", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "200", "--max-windows", "3",
             "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     parent = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -139,7 +140,7 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
 def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_changed(tmp_path, generate_cpu_model):
     model_dir = generate_cpu_model(tmp_path, "mlp", seed=0)
     out = tmp_path / "run"
-    plan = SweepPlan(batch_sizes=[1], allocations="1x1,2x1", concurrency=[1], core_range="0:1")
+    plan = SweepPlan(batch_sizes=[1], allocations="1x1,1x2", concurrency=[1], core_range="0:1")
     cancel = threading.Event()
     with TritonServer(model_dir.parent) as server:
         first = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, cancel=cancel,
@@ -168,7 +169,7 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
 # ---- issue 17, point 5: a corrupted run folder, a server that dies under the sweep ----------------
 
 def _sweep_args(model_dir: Path, out: Path) -> list[str]:
-    return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,2x1", "--core-range", "0:1",
+    return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,1x2", "--core-range", "0:1",
             "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "3", "--no-plots",
             "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
 

@@ -434,7 +434,8 @@ def test_a_heavier_point_vouches_condemns_and_bounds_the_lighter_ones():
      "2 of 4 cells measured in full"),
 ])
 def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp_path, search, rule):
-    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
+    # two variants of one instance each: a rule is about points, and a load of one stub is the cheapest
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,1x2", concurrency=[1, 2, 4], core_range="0:1")
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
     record = json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]
     assert result.complete and record["name"] == search.name
@@ -515,7 +516,7 @@ def test_a_cancelled_search_resumes_with_the_same_decisions_and_no_point_twice(s
 @pytest.mark.server
 def test_a_cancelled_halving_resumes_without_screening_or_measuring_a_point_twice(server, model_dir, tmp_path):
     out = tmp_path / "run"
-    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 2, 4], core_range="0:1")
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,1x2", concurrency=[1, 2, 4], core_range="0:1")
     cancel = threading.Event()
     seen = []
 
@@ -627,7 +628,7 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     """The server's own log counts the loads: one per variant, then the model restored; every
     point measured says which verdict ended it after how many windows; the answer is saved with
     its confidence."""
-    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[1, 4], core_range="0:1")
+    plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,1x2", concurrency=[1, 4], core_range="0:1")
     before = len(server.log.lines())
     search = AdaptiveEffort(latency_budget_ms=60_000, min_windows=2, max_windows=5, window_s=FAST.window_s / 2)
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
@@ -637,7 +638,7 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     assert json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]["params"]["window_s"] == FAST.window_s / 2
     loaded = [line for line in server.log.lines()[before:] if "successfully loaded 'add_sub'" in line]
     session = result.record["sessions"][-1]
-    assert session["loads"] == ["2x1", "1x1"]  # the likeliest answer (most cores) first; each once
+    assert session["loads"] == ["1x2", "1x1"]  # the likeliest answer (most cores) first; each once
     assert len(loaded) == len(session["loads"]) + 1, loaded  # + the model restored as it was served
     record = json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]
     kinds = ("cannot win", "separated below", "separated above", "cap reached")

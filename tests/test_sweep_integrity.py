@@ -125,11 +125,11 @@ def test_two_sweeps_on_one_folder_the_second_is_refused_before_it_loads_anything
 
 @pytest.mark.server
 def test_a_resume_on_another_models_points_is_refused_naming_the_model(tmp_path, generate_cpu_model):
-    add_sub = generate_cpu_model(tmp_path / "a", "add_sub")
-    mlp = generate_cpu_model(tmp_path / "b", "mlp", seed=0)
+    add_sub = generate_cpu_model(tmp_path, "add_sub")
+    mlp = generate_cpu_model(tmp_path, "mlp", seed=0)  # beside it, in one repository: one server serves both
+    assert add_sub.parent == mlp.parent
     with TritonServer(add_sub.parent) as server:
         run_sweep(ONE, server, add_sub, out_dir=tmp_path / "add_sub_run", settings=FAST, restore=False)
-    with TritonServer(mlp.parent) as server:
         run_sweep(ONE, server, mlp, out_dir=tmp_path / "mlp_run", settings=FAST, restore=False)
         copied = (tmp_path / "add_sub_run" / POINTS_FILE).read_bytes()
         (tmp_path / "mlp_run" / POINTS_FILE).write_bytes(copied)
