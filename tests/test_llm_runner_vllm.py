@@ -14,6 +14,7 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm import LlmPlan, run_llm_sweep
 from workbench.measure.store.results import list_runs, load_saved
+from workbench.measure.store.run_record import RECORD_VERSION
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1500)]
 
@@ -52,7 +53,7 @@ def test_an_interrupted_llm_sweep_resumes_to_one_row_per_point(two_runs):
     assert (second["status"], second["measured"], second["reused"]) == ("complete", 1, 1)
     # the run record: typed and versioned, read back by kind through the store
     saved = load_saved(root / "a")
-    assert saved.record.kind == "llm" and saved.record.version == 2 and saved.record.input_tokens["mean"] == 16
+    assert saved.record.kind == "llm" and saved.record.version == RECORD_VERSION and saved.record.input_tokens["mean"] == 16
     assert type(saved).__name__ == "LlmSweepResult" and len(saved.frame) == 2
     listed = list_runs(root).set_index("label")
     assert listed.loc["a", "status"] == "complete" and listed.loc["a", "points"] == 2

@@ -258,10 +258,11 @@ def test_the_adaptive_search_measures_fewer_points_than_the_grid_names_its_best_
     assert (cancelled["measured"], resumed["reused"]) == (1, 1)
     assert result.frame[["variant", "concurrency"]].value_counts().max() == 1
     assert first.frame["output_tokens_per_s"].iloc[0] in set(result.frame["output_tokens_per_s"])
-    # fewer points than the grid's, each decided by the rule
+    # fewer points than the grid's, each decided by the rule or ended by SETTINGS' time limit (4 s: a
+    # loaded machine's windows may reach it first, and the row says so)
     assert log["space_points"] == len(grid.frame) == 4 and log["measured_points"] == len(result.frame) < 4
     assert all(s.split(" after ")[0] in ("cannot win", "separated below", "separated above", "cap reached")
-               for s in result.frame["stopped"])
+               or s == f"time limit {SETTINGS.time_limit_s:g} s reached" for s in result.frame["stopped"])
     # the left-out points are named, with the reading that decided them, in the record and the report
     planned = {f"{v}, concurrency {c}" for v in ("seqs1-tp1-x1", "seqs4-tp1-x1") for c in (1, 4)}
     measured = {f"{r['variant']}, concurrency {int(r['concurrency'])}" for _, r in result.frame.iterrows()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -539,8 +540,16 @@ def _log_since(server, start: int) -> list[str]:
     return server.log_tail(1_000_000)[start:]
 
 
-def _emulation_line(lines: list[str], model: str) -> str:
-    found = [line for line in lines if f"PyTorch emulation of '{model}'" in line]
+def _emulation_line(server, start: int, model: str) -> str:
+    """The model's settings line, logged by its instance since ``start``: the stub's log messages
+    reach the server's log after the load is answered, so it is waited for (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = _log_since(server, start)
+        found = [line for line in lines if f"PyTorch emulation of '{model}'" in line]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     assert found, f"no settings line for {model} in the server log:\n" + "\n".join(lines[-30:])
     return found[-1]
 
@@ -555,7 +564,7 @@ def test_pytorch2_layout_with_state_dict_and_torch_compile_matches_eager(served)
     assert plan.served_as == ptb.SERVED_AS_PYTHON, "the wheel's tritonserver has no LibTorch backend"
     start = len(server.log_tail(1_000_000))
     server.load("tiny_pt2")
-    line = _emulation_line(_log_since(server, start), "tiny_pt2")
+    line = _emulation_line(server, start, "tiny_pt2")
     assert "layout=pytorch2" in line and "intra_op_threads=2" in line and "module_class=TinyNet" in line
     assert re.search(r'torch_compile=\{\\?"backend\\?":\\?"inductor\\?",\\?"dynamic\\?":false\}', line), line
     x = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
@@ -609,7 +618,7 @@ def test_torchscript_layout_passes_inputs_by_index(served):
     server = served["server"]
     start = len(server.log_tail(1_000_000))
     server.load("add_sub_ts")
-    line = _emulation_line(_log_since(server, start), "add_sub_ts")
+    line = _emulation_line(server, start, "add_sub_ts")
     assert "layout=torchscript" in line and "intra_op_threads=1" in line
     assert "inference_mode=False" in line and "optimized_execution=False" in line
     rng = np.random.default_rng(2)

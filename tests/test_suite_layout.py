@@ -1,12 +1,10 @@
 """The parallel layout of the suite (the root conftest.py): a notebook's cells and a module's tests
 stay one unit of work, the modules sharing the vLLM engine one unit, the named long units exist,
-and an ``alone`` test's exclusive turn waits for the tests running and holds off new ones."""
+and the ``alone`` tests run after the rest, in one process."""
 
 from __future__ import annotations
 
 import importlib.util
-import threading
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,28 +26,10 @@ def test_every_unit_named_first_exists():
         assert (ROOT / module).is_file(), module
 
 
-def test_an_alone_turn_waits_for_running_tests_and_holds_off_new_ones(tmp_path):
-    running, waiting, newcomer = (layout._Turns(tmp_path) for _ in range(3))  # one per worker
-    events: list[str] = []
-
-    def alone():
-        with waiting.held(alone=True):
-            events.append("alone starts")
-            time.sleep(0.3)
-            events.append("alone ends")
-
-    def late():
-        with newcomer.held(alone=False):
-            events.append("newcomer runs")
-
-    with running.held(alone=False):
-        first = threading.Thread(target=alone)
-        first.start()
-        time.sleep(0.3)  # the alone test is queued behind the running one
-        second = threading.Thread(target=late)
-        second.start()
-        time.sleep(0.3)
-        assert events == []  # neither runs beside the test still running
-    first.join(10)
-    second.join(10)
-    assert events == ["alone starts", "alone ends", "newcomer runs"]
+def test_the_alone_tests_run_in_a_pass_of_their_own_after_the_rest():
+    """dev.sh test (the README's command) runs every test but the ``alone`` ones on workers, then
+    those in one process: nothing runs beside a test that compares times."""
+    passes = [line.strip() for line in (ROOT / "dev.sh").read_text().splitlines() if '-m pytest' in line]
+    assert len(passes) == 2, passes
+    assert '-n "${WORKBENCH_TEST_WORKERS:-3}" -m "not alone"' in passes[0]
+    assert "-n 0 -m alone" in passes[1]

@@ -242,7 +242,7 @@ class SweepPanel:
         )
         c["ray_address"] = widgets.Text(
             description="Ray address",
-            placeholder="default: RAY_ADDRESS, else a Ray started here",
+            placeholder="default: RAY_ADDRESS or a local Ray",
             style=style,
             layout=widgets.Layout(width="420px", max_width="100%"),
         )
