@@ -112,7 +112,8 @@ def test_the_panel_switched_to_until_decided_shows_each_points_verdict(tiny_llm_
     assert task.join(timeout=400) and task.state == "done", task.error_text
     print(f"\npanel swept in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     result = panel.result
-    assert result.complete and result.record["effort"] == {"min_windows": 3, "max_windows": 5}
+    assert result.complete, (result.status, result.record["sessions"][-1], result.frame[["concurrency", "error", "stopped"]].to_dict("records"))
+    assert result.record["effort"] == {"min_windows": 3, "max_windows": 5}
     rows = result.frame.to_dict("records")
     assert [int(r["concurrency"]) for r in rows] == [1, 4]
     for row in rows:
