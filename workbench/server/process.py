@@ -186,7 +186,7 @@ class TritonServer(HandedOver):
 
     @property
     def name(self) -> str:
-        """Its HTTP address, the name a run record and a fan-out give a server this process started."""
+        """Its HTTP address, the name a run record gives a server this process started."""
         return self.http_url
 
     @property

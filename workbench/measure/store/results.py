@@ -271,7 +271,7 @@ def _tensor_rows(record: RunRecord, path: Path) -> None:
 
 def load_saved(path: str | Path) -> SavedRun:
     """A saved run of any kind from its folder, read by its kind (`kinds.run_kind`); a record whose
-    kind is not registered is a tensor table (a tensor sweep, a fan-out of them)."""
+    kind is not registered is a tensor table (a tensor sweep, or an older fan-out of them)."""
     path = Path(path)
     record = read_record(path)
     kind = run_kind(record.kind)
