@@ -69,10 +69,19 @@ case $what in
     export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/workbench/pycache}
     # two passes: everything but the `alone` tests on $WORKBENCH_TEST_WORKERS xdist workers (default 3,
     # grouped as conftest.py says), then the `alone` tests (timings, CPU shares) in one process with
-    # nothing beside them; extra args go to both. Each ends with its slowest tests.
+    # nothing beside them; extra args go to both, a -m EXPR joined to each pass's mark. Each ends with
+    # its slowest tests.
+    marks="" args=()
+    while (($#)); do
+      case $1 in
+        -m) marks="(${2:?-m needs an expression}) and "; shift 2 ;;
+        -m?*) marks="(${1#-m}) and "; shift ;;
+        *) args+=("$1"); shift ;;
+      esac
+    done
     status=0
-    "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" -m "not alone" --durations=25 "$@" || status=$?
-    "$py" -m pytest -n 0 -m alone --durations=25 "$@" || { rc=$?; [[ $rc == 5 ]] || status=$rc; }
+    "$py" -m pytest -n "${WORKBENCH_TEST_WORKERS:-3}" -m "${marks}not alone" --durations=25 "${args[@]}" || status=$?
+    "$py" -m pytest -n 0 -m "${marks}alone" --durations=25 "${args[@]}" || { rc=$?; [[ $rc == 5 ]] || status=$rc; }
     [[ $status == 5 ]] && status=0  # "no tests collected": the args named only tests of the other pass
     exit "$status"
     ;;
