@@ -54,6 +54,7 @@ class Lab:
         self.url, self.token, self.process, self.log, self.work = url, token, process, log, work
         self.command = command
         self.runs = REPO / "notebooks" / "runs"  # where the tutorials write (git-ignored; the fixture cleans up)
+        self.opened: set[str] = set()  # the notebooks' names (stems): their runs folders are this lab's to clean
 
     def api(self, path: str, method: str = "GET") -> object:
         request = urllib.request.Request(f"{self.url}{path}", method=method,
@@ -63,6 +64,7 @@ class Lab:
         return json.loads(body) if body else None
 
     def page_url(self, notebook: str) -> str:
+        self.opened.add(Path(notebook).stem)
         return f"{self.url}/lab/tree/{notebook}?token={self.token}"
 
     def run_all(self, page, notebook: str, timeout_ms: int, *, wait: bool = True) -> None:
@@ -194,8 +196,11 @@ def lab(tmp_path_factory, chromium, lab_root) -> Lab:
         yield server
     finally:
         _stop_lab(server)
+        # only the runs of notebooks this lab opened: nbval runs the tutorials on other workers meanwhile,
+        # and their run folders (a served model repository among them) are theirs
         for added in set(runs.glob("*/*")) - runs_before:
-            shutil.rmtree(added, ignore_errors=True)
+            if added.parent.name in server.opened:
+                shutil.rmtree(added, ignore_errors=True)
 
 
 def _stop_lab(server: Lab) -> None:
