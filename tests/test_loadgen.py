@@ -328,8 +328,16 @@ def test_cancel_stops_and_drains(server):
                 MeasureSettings(window_s=0.2, max_windows=10, warmup_requests=5), concurrency=4, progress=progress,
                 cancel=cancel)
     assert seen[0][0] == 0 and seen[-1][0] == 1 and seen[-1][1] == 10
-    # every request that went out came back before measure() returned: the server has none left
-    first = server.stats("double")
+    # every request that went out came back before measure() returned: nothing more reaches the server.
+    # Triton counts a request once it is released, which can come just after its response was sent, so
+    # the counts are read once they stand still (a sender left running would never let them)
+    first, deadline = server.stats("double"), time.monotonic() + 5
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = server.stats("double")
+        if server_breakdown(first, now, "double").requests == 0:
+            break
+        first = now
     time.sleep(0.3)
     assert server_breakdown(first, server.stats("double"), "double").requests == 0
     assert server_breakdown(before, first, "double").requests > 0
