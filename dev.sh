@@ -11,6 +11,17 @@ what=${1:-}
 shift || true
 venv=${WORKBENCH_VENV:-.venv}
 
+# test: the vLLM tests' own environment (scripts/vllm_env.sh: about 2 minutes once, then reused) is set
+# up in the background while .venv is set up and linted, and waited for before the tests; where it
+# cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip and say why
+vllm_job=""
+if [[ $what == test && ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]]; then
+  vllm_found=$(mktemp)
+  bash scripts/vllm_env.sh >"$vllm_found" 2>.venv-vllm.log </dev/null &
+  vllm_job=$!
+  trap 'wait "$vllm_job" 2>/dev/null; rm -f "$vllm_found"' EXIT  # a lint finding still leaves nothing running
+fi
+
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
   # a current pip: the bundled one (23.x on Python 3.11) resolves tests/test_install_resolves.py's sets 2-3x slower
@@ -54,13 +65,13 @@ case $what in
     "$py" -m ruff check workbench conftest.py
     "$py" -m ruff format --check workbench conftest.py
     "$py" -m mypy
-    # the vLLM tests' own environment (scripts/vllm_env.sh: idempotent, prints its set-up time);
-    # where it cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip and say why
-    if [[ ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]]; then
-      if vllm_py=$(bash scripts/vllm_env.sh); then
-        export WORKBENCH_VLLM_PYTHON=$vllm_py
+    if [[ -n $vllm_job ]]; then
+      if wait "$vllm_job"; then
+        export WORKBENCH_VLLM_PYTHON=$(<"$vllm_found")
+        grep -h "ready in" .venv-vllm.log >&2 || true  # its set-up time, when it was set up now
       else
-        echo "dev.sh: the vLLM environment could not be set up; the vLLM tests will skip" >&2
+        tail -n 5 .venv-vllm.log >&2
+        echo "dev.sh: the vLLM environment could not be set up (log: .venv-vllm.log); the vLLM tests will skip" >&2
       fi
     fi
     # bytecode cached outside the tree: with PYTHONDONTWRITEBYTECODE set, each worker and each of the
