@@ -36,12 +36,14 @@ if ! "$py" -c "import torch" 2>/dev/null; then
   [[ ${torch_args[-1]} == status=0 ]] || exit 1
   unset 'torch_args[-1]'
   echo "dev.sh: pip install ${torch_args[*]}"
-  "$py" -m pip install --quiet "${torch_args[@]}"
+  "$py" -m pip install --quiet --no-compile "${torch_args[@]}"
 fi
 # lab: the package, the bundled local tritonserver (local-server: nvidia-pytriton, which keeps numpy<2) and what
 # the tutorials use; test: also the test tools and the optional paths
 if [[ $what == test ]]; then extras="test,local-server"; else extras="transformers,local-server"; fi
-"$py" -m pip install --quiet -e ".[$extras]"
+# --no-compile: pip would byte-compile all ~22k files of the environment (about a minute of CPU), while
+# Python compiles only the modules imported, once, on first use
+"$py" -m pip install --quiet --no-compile -e ".[$extras]"
 # the tutorials' git clean filter (.gitattributes; nbstripout keeping the # NBVAL_CHECK_OUTPUT cells), so
 # Run All + save leaves `git status` clean while your file keeps its outputs
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

