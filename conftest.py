@@ -32,7 +32,8 @@ SHARED_GROUPS = {
 SHARED_FIXTURES = frozenset(SHARED_GROUPS.values())
 
 # the units that take longest, started first (the vLLM ones apart, so two engines do not load at once);
-# the rest follow in collection order. Refresh from a run's --durations when a unit grows.
+# the rest follow in collection order, so none of a minute or more is left to start last (unlisted, the
+# notebooks came last). Refresh from a run's --durations when a unit grows.
 LONGEST_FIRST = (  # measured serially (a loaded machine, 2026-12-06): search 662 s, python_model_neuron 632 s, ...
     "tests/test_search.py",
     "tests/test_python_model_neuron.py",
@@ -44,10 +45,16 @@ LONGEST_FIRST = (  # measured serially (a loaded machine, 2026-12-06): search 66
     "tests/test_generate_properties.py",
     "tests/test_vllm_served.py",
     "tests/test_pytorch_backend.py",
+    "tests/browser/test_lab.py",
     "tests/test_sweep.py",
+    "tests/browser/test_vllm_app.py",
+    "notebooks/06-core-allocations.ipynb",
     "tests/test_generate_vllm.py",
+    "tests/test_install_resolves.py",
     "notebooks/08-pytorch-backend.ipynb",
+    "tests/test_tutorial.py",
     "notebooks/09-llm-vllm.ipynb",
+    "notebooks/07-compare-runs.ipynb",
 )
 
 
