@@ -23,7 +23,7 @@ import ray
 from workbench.coremap import CoreRange
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.cluster import run_sweep_on_ray
-from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, place, placed_plan, variant_ask
+from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, WORK_PREFIX, place, placed_plan, variant_ask
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Batching, SweepError, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, load_run, node_name, read_points
@@ -57,25 +57,38 @@ def worker_ids(cluster) -> set[str]:
     return {node.node_id for node in cluster.cluster.worker_nodes}
 
 
-def task_servers() -> list[psutil.Process]:
-    """tritonservers started by Ray tasks (their repository is a task's node-local temp folder)."""
+def task_processes(name: str | None = None) -> list[psutil.Process]:
+    """Processes of Ray tasks' servers (named ``name``, or any: the tritonservers, their python
+    backend stubs): their command lines name a task's node-local folder, ``.../wb-ray-<pid>-...``."""
     found = []
     for proc in psutil.process_iter(["name", "cmdline"]):
         try:
-            if proc.info["name"] == "tritonserver" and any("wb-ray-" in part for part in proc.info["cmdline"] or []):
+            if name not in (None, proc.info["name"]):
+                continue
+            if any(f"/{WORK_PREFIX}" in part for part in proc.info["cmdline"] or []):
                 found.append(proc)
         except psutil.Error:
             continue
     return found
 
 
-def no_task_server_left(timeout: float = 60.0) -> bool:
+def task_servers() -> list[psutil.Process]:
+    return task_processes("tritonserver")
+
+
+def nothing_of_the_tasks_left(timeout: float = 15.0) -> list[str]:
+    """What is left of the tasks' servers once ``timeout`` seconds have passed (empty as soon as
+    nothing is): ending is asynchronous, a guard gives a server's group a few seconds' grace."""
     deadline = time.monotonic() + timeout
-    while task_servers():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.5)
-    return True
+    while (left := task_processes()) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    described = []
+    for proc in left:
+        try:
+            described.append(f"{proc.pid} (parent {proc.ppid()}): {' '.join(proc.cmdline())[:160]}")
+        except psutil.Error:
+            continue
+    return described
 
 
 def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluster, model_dir, tmp_path):
@@ -95,7 +108,7 @@ def test_a_cpu_sweep_over_two_nodes_measures_the_plan_as_one_machine_does(cluste
     assert again.frame[keys + ["node"]].equals(result.frame[keys + ["node"]])
     shown = again.table()  # the table a person reads names each row's node as progress does
     assert sorted(set(shown["node"])) == sorted(node_name(n) for n in worker_ids(cluster))
-    assert no_task_server_left()
+    assert nothing_of_the_tasks_left() == []
 
 
 def test_a_variant_no_node_can_hold_is_refused_before_anything_is_written(cluster, model_dir, tmp_path):
@@ -210,7 +223,7 @@ def test_a_driver_killed_mid_sweep_resumes_with_only_what_is_missing(cluster, mo
     assert len(keys) == len(set(keys)) == 3
     run = load_run(out)
     assert run.status == "complete" and run.record["sessions"][-1]["reused_variants"] == len(measured_before)
-    assert no_task_server_left()
+    assert nothing_of_the_tasks_left() == []
 
 
 def test_the_compile_farm_compiles_three_batch_sizes_on_two_nodes_as_here(cluster, tmp_path):
@@ -278,7 +291,7 @@ def test_the_sweep_panel_on_ray_shows_each_node_and_its_cancel_ends_the_ray_task
     assert task.join(120)
     result = load_run(tmp_path / "panel")
     assert result.status == "cancelled" and result.record["running"] == {}
-    assert no_task_server_left()
+    assert nothing_of_the_tasks_left() == []
     final = c["nodes"].value  # the panel ends as the record does: nothing measuring any more
     assert "points (" not in final and ("no node measured a variant" in final) == (not result.record["nodes"])
 
@@ -327,7 +340,7 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
     (label, entry), = retried.items()
     assert entry["started_on"][0] == lost and entry["measured_on"] != lost
     assert set(result.frame[result.frame["variant"] == label]["node"]) == {entry["measured_on"]}
-    assert no_task_server_left()
+    assert nothing_of_the_tasks_left() == []
     # the lost task's node-local folder is gone too: the retried task removed the folders of dead workers
     left = [p for p in Path(tempfile.gettempdir()).glob("wb-ray-*-*")
             if not Path(f"/proc/{p.name.split('-')[2]}").exists()]

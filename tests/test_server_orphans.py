@@ -142,6 +142,29 @@ def test_stubs_exit_when_tritonserver_itself_is_sigkilled(tmp_path, cleanup):
         child.wait()
 
 
+def test_killing_the_owners_children_with_it_leaves_no_stub(tmp_path, cleanup):
+    """What a Ray worker does when its task is cancelled with force or its node is lost: it SIGKILLs
+    its direct children, then ends. The guard is none of them, so it still takes the server's group
+    (the orphaned stubs) down and removes the shared memory, and says so in its log."""
+    child, info, repo = start_child(tmp_path)
+    cleanup += [child.pid, info["server"], info["guard"]]
+    try:
+        direct = psutil.Process(child.pid).children()
+        assert info["guard"] not in {p.pid for p in direct}
+        for process in direct:
+            process.kill()
+        child.kill()
+        child.wait(10)
+        assert wait_until(lambda: server_processes(repo, child) == [], timeout=20), server_processes(repo, child)
+        assert wait_until(lambda: gone(info["guard"]), timeout=10)
+        assert shm_regions(info["shm_prefix"]) == []
+        said = (Path(info["run_dir"]) / "guard.log").read_text()
+        assert "guard: server-exited" in said or "guard: owner-gone" in said, said
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_terminating_the_guard_takes_the_server_with_it(tmp_path, cleanup):
     child, info, repo = start_child(tmp_path)
     cleanup += [child.pid, info["server"], info["guard"]]

@@ -11,6 +11,11 @@ fast and without importing the workbench). It waits on three things at once:
 
 Stdin reaching EOF without ``release`` means the owner dropped its end (it died, or the
 TritonServer object was garbage collected): the server goes too.
+
+The guard leaves the owner's children as soon as it runs (it forks, the first process exits), so
+whatever kills the owner's children with the owner cannot kill it before it acts: a Ray worker
+ending (a task cancelled with force, its node lost) SIGKILLs its direct children, the server and,
+were it one of them, the guard at once, leaving the server's stubs orphaned in its process group.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import IO
 
 SHM_DIR = Path("/dev/shm")
 
@@ -88,14 +94,31 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-def watch(server_pid: int, owner_pid: int, shm_prefix: str, grace: float = 3.0) -> str:
-    """Block until the owner or the server goes; returns what happened (for the guard's log)."""
+def open_owner(owner_pid: int) -> int | None:
+    """A pidfd of the owner, None if it is gone already. Called while the guard is still the
+    owner's child: a pidfd opened after the owner died may name another process with its pid, and
+    then the guard has been re-parented, which tells them apart."""
     owner_fd = _open_pidfd(owner_pid)
-    # Opened after the owner may already have died: then we were re-parented.
-    owner_gone = owner_fd is None or os.getppid() != owner_pid
+    if owner_fd is not None and os.getppid() != owner_pid:
+        os.close(owner_fd)
+        return None
+    return owner_fd
+
+
+def leave_the_owners_children() -> None:
+    """Go on in a forked child, the first process exiting at once: the guard is then no child of
+    the owner (re-parented to the nearest subreaper or init) and outlives a kill of the owner's
+    children. It stays in the group the owner started it in, whose id is the first process's pid."""
+    if os.fork() > 0:
+        os._exit(0)
+
+
+def watch(server_pid: int, owner_fd: int | None, shm_prefix: str, grace: float = 3.0) -> str:
+    """Block until the owner (``owner_fd``: `open_owner`) or the server goes; returns what happened
+    (for the guard's log)."""
     server_fd = _open_pidfd(server_pid)
     outcome = "owner-gone"
-    if owner_fd is not None and not owner_gone and server_fd is not None:
+    if owner_fd is not None and server_fd is not None:
         fds = [owner_fd, server_fd, sys.stdin.fileno()]
         stdin_buffer = b""
         while True:
@@ -141,7 +164,9 @@ def main(argv: list[str]) -> int:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, on_term)
-    outcome = watch(server_pid, owner_pid, shm_prefix, grace)
+    owner_fd = open_owner(owner_pid)
+    leave_the_owners_children()
+    outcome = watch(server_pid, owner_fd, shm_prefix, grace)
     print(f"guard: {outcome}", flush=True)
     return 0
 
@@ -195,7 +220,45 @@ def _reap(process: subprocess.Popen[bytes], seconds: float) -> None:
         time.sleep(0.05)
 
 
-def release_guard(guard: subprocess.Popen[bytes]) -> None:
+class Guard:
+    """The owner's hold on its server's guard: the pipe the guard reads (``stdin``) and the process
+    group it runs in, whose id is the pid of the process the owner started (that one leaves at
+    once: `leave_the_owners_children`), so the guard is found and waited for by its group."""
+
+    def __init__(self, launched: subprocess.Popen[bytes]) -> None:
+        self.launched = launched
+        self.stdin = launched.stdin
+        self.group = launched.pid
+
+    def wait_detached(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) for the process started to leave, the guard going on as no
+        child of the owner; reaped here, not left a zombie child of the owner."""
+        try:
+            self.launched.wait(seconds)
+        except subprocess.TimeoutExpired:
+            pass
+
+    @property
+    def pid(self) -> int | None:
+        """The guard's own pid (None once it has left)."""
+        self.wait_detached(10.0)
+        members = live_group_members(self.group)
+        return members[0] if members else None
+
+
+def start_guard(server_pid: int, shm_prefix: str, log: IO[bytes]) -> Guard:
+    """A guard (this file, run by path) for the server ``server_pid`` this process started."""
+    launched = subprocess.Popen(
+        [sys.executable, "-I", __file__, str(server_pid), str(os.getpid()), shm_prefix],
+        stdin=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    return Guard(launched)
+
+
+def release_guard(guard: Guard) -> None:
     """Tell the guard process the server was stopped on purpose, and wait for it to leave."""
     try:
         if guard.stdin is not None:
@@ -203,8 +266,15 @@ def release_guard(guard: subprocess.Popen[bytes]) -> None:
             guard.stdin.close()
     except (OSError, ValueError):  # the guard already left (server exited) or pipe closed
         pass
-    try:
-        guard.wait(10)
-    except subprocess.TimeoutExpired:
-        guard.kill()
-        guard.wait()
+    guard.wait_detached(10.0)
+    if guard.launched.returncode is None:
+        guard.launched.kill()
+        guard.launched.wait()
+    deadline = time.monotonic() + 10.0
+    while group_alive(guard.group) and time.monotonic() < deadline + 5.0:
+        if time.monotonic() > deadline:  # still there: alive members keep the group's id ours to kill
+            try:
+                os.killpg(guard.group, signal.SIGKILL)
+            except ProcessLookupError:
+                return
+        time.sleep(0.05)

@@ -27,7 +27,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -140,7 +139,7 @@ class TritonServer(HandedOver):
         self.run_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._owner_pid = os.getpid()
-        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard: guard_module.Guard | None = None
         self.log = ServerLog()
         self._control: ModelControl | None = None
         self._version: str | None = self.install.version
@@ -273,6 +272,7 @@ class TritonServer(HandedOver):
                 except BaseException:
                     self.stop()
                     raise
+                self._guard.wait_detached(10.0)  # type: ignore[union-attr]
                 self._owner_pid = os.getpid()
                 _running.add(self)
                 return self
@@ -298,20 +298,7 @@ class TritonServer(HandedOver):
                 start_new_session=True,  # own process group: stubs join it, one killpg ends all
             )
         with open(self.run_dir / "guard.log", "ab") as guard_log:  # type: ignore[operator]
-            self._guard = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-I",
-                    guard_module.__file__,
-                    str(self._process.pid),
-                    str(os.getpid()),
-                    self.shm_prefix,
-                ],
-                stdin=subprocess.PIPE,
-                stdout=guard_log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            self._guard = guard_module.start_guard(self._process.pid, self.shm_prefix, guard_log)
         # A TritonServer nobody references can never be stopped: closing the guard's pipe when
         # it is collected makes the guard take the server down (Popen keeps its pipe open otherwise).
         weakref.finalize(self, self._guard.stdin.close)  # type: ignore[union-attr]
