@@ -3,7 +3,6 @@ folder the app writes by default, from notebooks/ and from the repository root, 
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path

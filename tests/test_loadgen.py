@@ -507,7 +507,6 @@ def test_a_server_that_goes_away_mid_point_is_reported_not_hung(tmp_path, triton
 def test_a_sender_cut_off_at_the_end_sends_nothing_more(server, protocol):
     """A slot still out when a point ends is cut off; it must not retry on a new connection (that
     request would reach the server after the point, uncounted)."""
-    from workbench.measure.engine.loadgen.load_plan import interface_from
     from workbench.measure.engine.loadgen.senders import Admin, make_sender
     from workbench.measure.engine.loadgen.slots import _abort
     from workbench.measure.engine.loadgen.wire import grpc_request, http_request
