@@ -377,6 +377,13 @@ class SearchStrategy:
         self.judge = Judge(p99_limit(latency_budget_ms))
 
     @property
+    def budget_ms(self) -> float:
+        """The p99 budget of a search that needs one (``needs_budget``, checked in ``__init__``)."""
+        if self.latency_budget_ms is None:
+            raise SweepError(f"the {self.name} search needs a p99 latency budget")
+        return self.latency_budget_ms
+
+    @property
     def params(self) -> dict[str, Any]:
         """Everything that changes which points the search picks (compared when a run resumes)."""
         if self.judged_by_kind:
@@ -402,7 +409,8 @@ class SearchStrategy:
         if log.stopped is None:
             log.stop("every candidate the rules allowed was measured")
 
-    def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
+    def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
+        """``screen``: given only to a search whose ``screening`` asks for it."""
         raise NotImplementedError
 
 
