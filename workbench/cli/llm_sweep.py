@@ -353,7 +353,7 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
             problems.append(
                 f"--instance-cores: how many cores has {args.instance_type}? (a variant pays for its share of them)"
             )
-    if problems:
+    if problems or settings is None:  # settings None: its MeasureError is among the problems
         print(f"workbench sweep: error: {'; '.join(problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     try:

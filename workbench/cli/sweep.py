@@ -272,12 +272,12 @@ def plan_from_args(args: argparse.Namespace):
         batching = tuple(Batching(True, preferred, delay) for delay in delays)
     elif preferred:
         batching = (Batching(True, preferred),)
-    parameters: dict[str, list[str]] = {}
+    parameters: dict[str, tuple[str, ...]] = {}
     for item in args.param:
         key, sep, values = item.partition("=")
         if not sep or not key.strip() or not values.strip():
             raise SweepError(f"--param {item!r}: write KEY=V1,V2")
-        parameters[key.strip()] = [v.strip() for v in values.split(",")]
+        parameters[key.strip()] = tuple(v.strip() for v in values.split(","))
     return SweepPlan(
         batch_sizes=args.batch_sizes,
         allocations=args.allocations,
@@ -435,8 +435,8 @@ def run_cli(args: argparse.Namespace) -> int:
         urls=len(args.url),
     )
     remote = None
-    if args.timeout is not None and timeout_problem(args.timeout):
-        checked.problems.append(timeout_problem(args.timeout))
+    if args.timeout is not None and (problem := timeout_problem(args.timeout)):
+        checked.problems.append(problem)
     if checked.settings is not None and len(args.url) == 1:  # several: refused by preflight
         try:  # a bad URL, port or scheme: said before anything is asked of it
             remote = RunningServer(
@@ -444,12 +444,12 @@ def run_cli(args: argparse.Namespace) -> int:
             )
         except ValueError as err:
             checked.problems.append(str(err))
-    if not checked.ok:  # everything checked before a server starts
+    plan, settings, search, backends = checked.plan, checked.settings, checked.search, checked.backends
+    if not checked.ok or plan is None or settings is None or backends is None:  # each None: a problem says why
         print(f"workbench sweep: error: {'; '.join(checked.problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
-    plan, settings, search = checked.plan, checked.settings, checked.search
-    if checked.backends.active:
-        return _run_backends(args, plan, settings, checked.backends)
+    if backends.active:
+        return _run_backends(args, plan, settings, backends)
     if args.ray is not None:
         return _run_on_ray(args, plan, settings, search)
     try:
@@ -484,12 +484,12 @@ def run_cli(args: argparse.Namespace) -> int:
         else:
             server.stop()
     if task.state == "failed":
-        err = task.error
-        if isinstance(err, INPUT_ERRORS):
-            print(f"workbench sweep: error: {err}", file=sys.stderr)
+        failure = task.error
+        if isinstance(failure, INPUT_ERRORS):
+            print(f"workbench sweep: error: {failure}", file=sys.stderr)
             return _EXIT_BAD_INPUT
-        if isinstance(err, ServerError):  # the server died under the sweep: say so, no traceback
-            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        if isinstance(failure, ServerError):  # the server died under the sweep: say so, no traceback
+            reason = str(failure).strip().splitlines()[0] if str(failure).strip() else type(failure).__name__
             print(
                 f"workbench sweep: error: {reason}; the measured points are kept in {args.out} "
                 "(continue with --resume)",
@@ -499,10 +499,10 @@ def run_cli(args: argparse.Namespace) -> int:
             if tail:
                 print("tritonserver log (last lines):\n" + "\n".join(f"  {line}" for line in tail), file=sys.stderr)
             return 1
-        if isinstance(err, OSError):  # a full disk or a folder taken away: one line, the points kept so far
+        if isinstance(failure, OSError):  # a full disk or a folder taken away: one line, the points kept so far
             print(
-                f"workbench sweep: error: cannot write the run in {args.out}: {err.strerror or err} "
-                f"({err.filename or args.out}); the points written before are kept (continue with --resume)",
+                f"workbench sweep: error: cannot write the run in {args.out}: {failure.strerror or failure} "
+                f"({failure.filename or args.out}); the points written before are kept (continue with --resume)",
                 file=sys.stderr,
             )
             return 1
@@ -624,12 +624,14 @@ def backend_sweep_from_args(args: argparse.Namespace):
     """``--compare`` and ``--backend-param`` as one `measure.backends.BackendSweep` (the sweep
     panel makes the same object from its fields); SweepError names a bad value."""
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
+    from workbench.generate.config import ConfigError
+    from workbench.generate.pytorch_backend.sweep import parse_backend_grid
     from workbench.measure.grid.plan import SweepError
     from workbench.measure.sweep.compare_backends import BackendSweep
 
     try:
-        return BackendSweep(compare=tuple(args.compare), grid=tuple(args.backend_param))
-    except SweepError as err:
+        return BackendSweep(compare=tuple(args.compare), grid=parse_backend_grid(args.backend_param))
+    except (SweepError, ConfigError) as err:
         raise SweepError(f"--backend-param {err}") from None
 
 

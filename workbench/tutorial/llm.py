@@ -20,7 +20,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import pandas as pd
 
@@ -56,10 +56,24 @@ __all__ = [
     "BACKEND_FOLDER",
 ]
 
+
+class EngineFields(TypedDict, total=False):
+    """`VllmSettings` engine fields the tutorial sets beside the model, by name: a dict that goes
+    into ``VllmSettings(model=..., **...)`` typed."""
+
+    dtype: str
+    max_model_len: int
+    max_num_seqs: int
+    kv_cache_memory_bytes: int
+    enforce_eager: bool
+    tensor_parallel_size: int
+    core_range: str
+
+
 # The tiny LLM's engine settings for vLLM's CPU engine: float32 (the CPU build's kernels), 256 positions,
 # 4 sequences, a 64 MiB KV cache given in bytes (a share of RAM is taken per NUMA node minus the worker's
 # own size, so a small share that works on one machine is refused on another), no graph capture.
-CPU_ENGINE = dict(
+CPU_ENGINE: EngineFields = dict(
     dtype="float32", max_model_len=256, max_num_seqs=4, kv_cache_memory_bytes=64 << 20, enforce_eager=True
 )
 
@@ -95,8 +109,7 @@ def tiny_llm_settings(
             backend_settings=vllm,
             parameters={"REPORT_CUSTOM_METRICS": "true"},
         )
-    common = dict(
-        model=str(llm_path),
+    common: EngineFields = dict(
         dtype="bfloat16",
         max_model_len=256,
         max_num_seqs=4,
@@ -105,6 +118,7 @@ def tiny_llm_settings(
     )
     if target == "trn2":
         vllm = VllmSettings(
+            model=str(llm_path),
             **common,
             max_num_batched_tokens=256,
             lnc=2,
@@ -112,6 +126,7 @@ def tiny_llm_settings(
         )
     elif target == "inf2":
         vllm = VllmSettings(
+            model=str(llm_path),
             **common,
             nxdi=NxdiBuckets(
                 enable_bucketing=True, context_encoding_buckets=(64, 128, 256), token_generation_buckets=(128, 256)
@@ -133,8 +148,8 @@ def _flatten(args: Mapping, prefix: str = "") -> dict[str, object]:
 
 
 def _source(key: str) -> str:
-    parts = tuple(key.split("."))
-    return NEURON_KEY_SOURCES.get(parts[-2:], "") if len(parts) >= 3 else ""
+    parts = key.split(".")
+    return NEURON_KEY_SOURCES.get((parts[-2], parts[-1]), "") if len(parts) >= 3 else ""
 
 
 def engine_args_table(

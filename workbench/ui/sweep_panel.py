@@ -141,7 +141,9 @@ class SweepPanel:
             layout=widgets.Layout(width="560px", max_width="100%"),
         )
         # the grid and how each point is measured: one logic value each, every control linked to a field
-        self.plan_link: Linked[SweepPlan] = Linked(SweepPlan(batch_sizes=(1, 4), allocations="1x1", concurrency=(1, 2)))
+        self.plan_link: Linked[SweepPlan] = Linked(
+            SweepPlan(batch_sizes=(1, 4), allocations=parse_allocations("1x1"), concurrency=(1, 2))
+        )
         self.plan_link.link(
             "batch_sizes", c["batch_sizes"], parse=partial(parse_counts, what="batch sizes"), show=comma_joined
         )
@@ -326,7 +328,8 @@ class SweepPanel:
         settings = self.settings()
         if not (model_dir / "config.pbtxt").is_file():
             return settings
-        return dataclasses.replace(settings, **output_tolerances(model_target(model_dir)))
+        tolerances = output_tolerances(model_target(model_dir))
+        return dataclasses.replace(settings, rtol=tolerances["rtol"], atol=tolerances["atol"])
 
     def backends(self) -> BackendSweep:
         """The backend settings and models to compare (``backend_link.value``); SweepError names a bad value."""
@@ -380,18 +383,18 @@ class SweepPanel:
         if not on_ray and (server is None or not server.running):
             problems.append("start the server first (server panel)")
         problems += checked.problems
-        if problems:
+        plan, settings, search, backends = checked.plan, checked.settings, checked.search, checked.backends
+        if problems or plan is None or settings is None or backends is None:  # each None: a problem says why
             c["error"].value = error_list(problems)
             return None
-        plan, settings, search, backends = checked.plan, checked.settings, checked.search, checked.backends
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        self._out_dir = Path(c["runs_dir"].value.strip()) / label
+        out_dir = self._out_dir = Path(c["runs_dir"].value.strip()) / label
         self.result = self.comparison = None
         c["table"].value, c["best"].value, c["server_view"].value, c["nodes"].value = "", "", "", ""
         self._clear_plots()  # a previous run's plots never stand beside this run's table (nor after its failure)
         c["export"].disabled = True
         if on_ray:
-            return self._start_on_ray(plan, settings, label)
+            return self._start_on_ray(plan, settings, label, out_dir)
         # the server side of the models measured (a backend comparison: each backend's model in turn)
         measured = [Path(d).name for d in backends.model_dirs(model_dir)] if backends.active else [self.state.name]
         self._watches = dict.fromkeys(measured)
@@ -406,26 +409,26 @@ class SweepPanel:
 
         if backends.active:
             dirs = backends.model_dirs(model_dir)
-            self._live_dirs = list(run_folders(dirs, self._out_dir).values())
+            self._live_dirs = list(run_folders(dirs, out_dir).values())
             return self.run.start(
                 compare_backends,
                 plan,
                 server,
                 dirs,
-                self._out_dir,
+                out_dir,
                 backend_grid=backends.grid,
                 settings=settings,
                 label=label,
                 on_done=self._finished,
                 on_progress=live,
             )
-        self._live_dirs = [self._out_dir]
+        self._live_dirs = [out_dir]
         return self.run.start(
             run_sweep,
             plan,
             server,
             model_dir,
-            out_dir=self._out_dir,
+            out_dir=out_dir,
             label=label,
             settings=settings,
             search=search,
@@ -433,20 +436,20 @@ class SweepPanel:
             on_progress=live,
         )
 
-    def _start_on_ray(self, plan: SweepPlan, settings: MeasureSettings, label: str):
+    def _start_on_ray(self, plan: SweepPlan, settings: MeasureSettings, label: str, out_dir: Path):
         """Each variant a Ray task on the cluster (`run_sweep_on_ray`); the nodes view and the table
         follow the run folder, Cancel ends the tasks and their servers."""
         # the Ray module (and ray with it) loads only when a sweep runs on Ray
         from workbench.measure.cluster import run_sweep_on_ray
 
         self._watches = {}  # no server here to watch: each node's own serves its variant
-        self._live_dirs = [self._out_dir]
+        self._live_dirs = [out_dir]
         self.controls["nodes"].value = "<i>connecting to Ray</i>"
         return self.run.start(
             run_sweep_on_ray,
             plan,
             self.state.model_dir,
-            out_dir=self._out_dir,
+            out_dir=out_dir,
             settings=settings,
             address=self.controls["ray_address"].value.strip() or None,
             label=label,

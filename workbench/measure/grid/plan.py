@@ -292,7 +292,7 @@ class SweepPlan:
             if a.cores > core_range.size
         ]
         missing = core_range.missing_from(available_cores) if available_cores is not None else ()
-        if missing:
+        if missing and available_cores is not None:
             problems.append(
                 f"core range {core_range} includes CPU(s) {describe_ranges(missing)} that this "
                 "machine does not let "

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -117,17 +117,7 @@ class PointRow:
             # the server stopped answering (killed, crashed): the windows before do not make a measurement
             return cls.failed(point, _nothing_succeeded(None, last.failures, result.errors, " in the last window"))
         server, latency, spread = result.server, result.latency, result.spread
-        breakdown = {}
-        if server is not None:
-            breakdown = dict(
-                queue_ms=_ms(server.queue_us),
-                compute_input_ms=_ms(server.compute_input_us),
-                compute_infer_ms=_ms(server.compute_infer_us),
-                compute_output_ms=_ms(server.compute_output_us),
-                overhead_ms=_ms(server.overhead_us),
-                avg_batch=server.avg_batch,
-            )
-        return cls(
+        row = cls(
             **point.columns(),
             throughput=result.throughput,
             p50_ms=_ms(latency["p50"]),
@@ -148,11 +138,21 @@ class PointRow:
             client_cpu_us=result.client_cpu_us,
             outputs_ok=result.checked > 0 and result.check_failures == 0,
             max_abs_diff=max_abs_diff,
-            **breakdown,
             engine="workbench",
             measured_at=now(),
             warnings=" | ".join(result.warnings),
             stopped=result.stopped,
+        )
+        if server is None:
+            return row
+        return replace(
+            row,
+            queue_ms=_ms(server.queue_us),
+            compute_input_ms=_ms(server.compute_input_us),
+            compute_infer_ms=_ms(server.compute_infer_us),
+            compute_output_ms=_ms(server.compute_output_us),
+            overhead_ms=_ms(server.overhead_us),
+            avg_batch=server.avg_batch,
         )
 
     @classmethod
@@ -260,7 +260,7 @@ class PointRow:
     def from_dict(cls, data: Mapping[str, Any]) -> PointRow:
         """A row as ``to_dict`` wrote it and JSON read it back (null numbers are NaN again).
         Columns this type does not know are left out."""
-        values = {}
+        values: dict[str, Any] = {}  # JSON values, as ``data`` holds them
         for f in fields(cls):
             if f.name not in data:
                 continue

@@ -183,10 +183,12 @@ def slo_text(slo: Slo | None, min_goodput: float | None = None) -> str:
     return " and ".join(parts) or "no SLO"
 
 
-def load_text(concurrency: object, request_rate: object) -> str:
+def load_text(concurrency: float | None, request_rate: float | None) -> str:
     """A point's load level in words: its request rate when it has one, else its concurrency."""
     if request_rate is not None and not pd.isna(request_rate):
         return f"{float(request_rate):g} req/s"
+    if concurrency is None:
+        raise ValueError("a load level has a request rate or a concurrency; this one has neither")
     return f"concurrency {int(concurrency)}"
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from workbench.coremap import CoreRange, CoreRangeError
 from workbench.generate.config import to_json
+from workbench.generate.repository import FileContent
 from workbench.generate.settings import GenerateSettings
 from workbench.generate.vllm_backend import VLLM, VllmSettings
 from workbench.limits import memory_available
@@ -51,6 +52,7 @@ def numa_nodes() -> int:
 def parse_rates(values: Any) -> tuple[float, ...]:
     """``"0.5,2"`` (or a number, or a list) as request rates above 0; an empty item (``1,,2``) is
     refused, not skipped. SweepError names the value."""
+    items: list[str | float]
     if isinstance(values, str):
         items = [v.strip() for v in values.split(",")]
     else:
@@ -78,6 +80,13 @@ def _lengths(value: Any, what: str) -> Lengths:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise SweepError(f"{what} {value!r}: give a whole number of tokens >= 1")
     return Lengths(value)
+
+
+def _text(path: str, content: FileContent) -> str:
+    """A rendered text file's text (vLLM's model.json is rendered as text, never bytes or a file to copy)."""
+    if not isinstance(content, str):
+        raise TypeError(f"{path} was rendered as {type(content).__name__}, not text")
+    return content
 
 
 @dataclass(frozen=True)
@@ -278,7 +287,9 @@ class LlmPlan:
                 config.instance_group.add(kind="KIND_MODEL", count=count)
             variant = LlmVariant(seqs, tp, count, cores, {}, {}, "; ".join(skipped) or None)
             config.parameters[VARIANT_PARAMETER].string_value = variant.label
-            files = {path: text for path, text in generated.files.items() if path.endswith("model.json")}
+            files = {
+                path: _text(path, content) for path, content in generated.files.items() if path.endswith("model.json")
+            }
             out.append(replace(variant, config=json.loads(to_json(config)), files=files))
         return out
 

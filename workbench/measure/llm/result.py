@@ -228,9 +228,12 @@ class LlmSweepResult(SavedRun):
         """Write ``pareto`` and ``latency`` (PNG and SVG) to ``out_dir`` (default ``<run>/plots``)."""
         from workbench.measure.store.plots import save_figure  # only when drawn
 
-        if out_dir is None and self.path is None:
+        if out_dir is not None:
+            out = Path(out_dir)
+        elif self.path is not None:
+            out = self.path / "plots"
+        else:
             raise ResultsError("this result has no folder: give out_dir")
-        out = Path(out_dir) if out_dir is not None else self.path / "plots"
         return {
             name: save_figure(fig, out / name)
             for name, fig in (("pareto", self.plot_pareto()), ("latency", self.plot_latency()))

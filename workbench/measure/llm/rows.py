@@ -231,7 +231,7 @@ class LlmRow:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LlmRow:
-        values = {}
+        values: dict[str, Any] = {}  # JSON values, as ``data`` holds them
         for f in fields(cls):
             if f.name in data:
                 value = data[f.name]

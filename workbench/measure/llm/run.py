@@ -20,6 +20,7 @@ import pandas as pd
 from workbench import __version__
 from workbench.generate.backends import backend_of_config, read_back
 from workbench.generate.config import read_config, to_json
+from workbench.generate.vllm_backend.engine_settings import VllmSettings
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import (
     VLLM_TOKEN_METRIC,
@@ -40,7 +41,7 @@ from workbench.measure.store.run_record import RunRecord
 from workbench.measure.sweep.lock import RunFolderLock
 from workbench.measure.sweep.resume import fingerprint, resumed_rows
 from workbench.measure.sweep.runner import SweepRunner, run_sweep_kind
-from workbench.measure.sweep.search.base import SearchLog, SearchStrategy, check_resume
+from workbench.measure.sweep.search.base import DecidedSearch, SearchLog, check_resume
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule
 from workbench.measure.sweep.swept import (
     check_in_repository,
@@ -189,7 +190,7 @@ class LlmSweep:
     load level of one vLLM-engine variant, measured in tokens by the streaming engine."""
 
     kind = "llm"
-    packages = _PACKAGES
+    packages: tuple[str, ...] = _PACKAGES
 
     def __init__(
         self,
@@ -207,7 +208,7 @@ class LlmSweep:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
         self.rule = effort  # the rule that ends each point's windows (the effort mode's, or the search's)
-        self.search: SearchStrategy | None = None  # run_llm_sweep's search (None: every point)
+        self.search: DecidedSearch | None = None  # run_llm_sweep's search (None: every point)
         self.log: SearchLog | None = None
         self.load_timeout_s, self.progress, self.cancel = load_timeout_s, progress, cancel
         self.restart_stuck = False  # run_llm_sweep's restart_stuck
@@ -226,6 +227,8 @@ class LlmSweep:
         self.url = server_url(server, settings.protocol)
         check_reachable_by_engine(server)
         vllm = self.base.backend_settings
+        if not isinstance(vllm, VllmSettings):
+            raise SweepError(f"{model_dir} is not a vLLM-backend model directory (no 1/model.json settings)")
         tokenizer = ModelTokenizer(vllm.tokenizer or vllm.model) if tokenizer is None else tokenizer
         self.prompts = build_prompts(tokenizer, plan.prompts, plan.input_tokens, plan.output_tokens, seed=plan.seed)
         self.digests = {v.label: config_digest(v.config, v.files) for v in self.variants if not v.skipped}
@@ -337,7 +340,7 @@ class LlmSweep:
         if self.search is not None:
             space = LlmSearchSpace.of(self.plan, self.variants)
             self.log = SearchLog(self.search.name, self.search.params, space)
-            self.search.run(space, self.measure, self.log)
+            self.search.walk(space, self.measure, self.log)
             return
         for variant in self.variants:
             if variant.skipped:
@@ -352,7 +355,7 @@ class LlmSweep:
             self.run.count += 1
             return self.rows[point.key]
         check_cancel(self.cancel)
-        stamp = {"model": self.name, "config_digest": self.digests[point.variant.label]}
+        digest = self.digests[point.variant.label]
         self._load(point.variant)
         if self.load_error is not None:
             row = LlmRow.failed(point, self.load_error)
@@ -384,7 +387,7 @@ class LlmSweep:
                 row = replace(row, stopped=until.decision(row.stopped, pooled_text(row)))  # the row's figures first
             if self.effort is not None and mode is not None:
                 self.effort.measured(row, mode)
-        row = replace(row, **stamp)
+        row = replace(row, model=self.name, config_digest=digest)
         self.rows[row.key] = row  # a failed point stays in the table, saying why, as on disk
         self.run.add(row.to_dict())
         self._report(f"{point.label}: {row.summary()}")

@@ -24,7 +24,7 @@ from workbench.measure.grid.rows import interval_text
 from workbench.measure.llm.answers import latencies_text, load_text
 from workbench.measure.llm.rows import ITL_P99, TTFT_P99, LlmRow, usable_llm
 from workbench.measure.sweep.search.adaptive import AdaptiveEffort
-from workbench.measure.sweep.search.base import Judge, SearchStrategy
+from workbench.measure.sweep.search.base import DecidedSearch, Judge
 from workbench.measure.sweep.search.capacity import CapacitySearch
 from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, Incumbent, WindowSummary
 
@@ -76,7 +76,7 @@ class LlmSearch:
             return None
         return EffortRule(min_windows=self.min_windows, max_windows=self.max_windows)
 
-    def strategy(self, slo: Slo) -> SearchStrategy | None:
+    def strategy(self, slo: Slo) -> DecidedSearch | None:
         """The search strategy it names, judged by ``slo`` (`slo_judge`); None for the grid."""
         if self.name == "grid":
             return None

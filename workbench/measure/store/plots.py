@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal, TypedDict
 
 import matplotlib
 import matplotlib.lines
@@ -95,7 +96,17 @@ def _colors(labels: Iterable[str]) -> dict[str, tuple]:
 # A latency range wider than this (max / min) is drawn on a log axis: one outlier (a p99 of 275 ms
 # against ten under 25 ms) then no longer squashes every other line onto the floor.
 _WIDE_RANGE = 10.0
-_OUTSIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}  # legends beside the data
+
+
+class _Beside(TypedDict):
+    """matplotlib's legend keywords that place a legend beside the data, outside the axes."""
+
+    loc: Literal["upper left"]
+    bbox_to_anchor: tuple[float, float]
+    borderaxespad: float
+
+
+_OUTSIDE: _Beside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
 
 
 def _latency_axis(ax, values: Iterable[float], axis: str = "y") -> None:

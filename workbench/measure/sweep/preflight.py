@@ -86,15 +86,15 @@ def preflight(
     checked.settings = checked._made(settings)
     if checked.settings is not None:
         checked._made(checked.settings.engine_command)  # perf_analyzer asked for and absent
-    checked.plan = checked._made(plan)
+    made_plan = checked.plan = checked._made(plan)
     checked.search = checked._made(search)
-    checked.backends = checked._made(backends)
-    if checked.plan is not None and has_config:
-        checked._made(lambda: plan_variants(checked.plan, read_config(model_dir)))
+    made_backends = checked.backends = checked._made(backends)
+    if made_plan is not None and has_config:
+        checked._made(lambda: plan_variants(made_plan, read_config(model_dir)))
     _check_combinations(checked, urls)
-    comparing = checked.backends is not None and checked.backends.active
-    if comparing and checked.plan is not None and has_config:
-        checked._made(lambda: checked.backends.check(checked.plan, model_dir))  # every model and setting
+    comparing = made_backends is not None and made_backends.active
+    if comparing and made_backends is not None and made_plan is not None and has_config:
+        checked._made(lambda: made_backends.check(made_plan, model_dir))  # every model and setting
     if out_dir is not None and not comparing:  # a comparison checks each model's run folder itself
         checked._made(lambda: _check_run_folder(out_dir, resume, new_run))
     return checked

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import pprint
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ def backends_call(
     plan: Mapping[str, Any],
     model_dirs: Sequence[str | Path],
     out_dir: str | Path,
-    backend_grid: Mapping[str, Sequence[Any]] | None,
+    backend_grid: Mapping[str, Iterable[Any]] | None,
     settings: Mapping[str, Any],
 ) -> str:
     """The `compare_backends` call of a backend comparison, as a script like `sweep_call`'s."""

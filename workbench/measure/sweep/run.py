@@ -191,7 +191,7 @@ class SweepRun:
     """
 
     kind = TENSOR_KIND
-    packages = _RECORD_PACKAGES
+    packages: tuple[str, ...] = _RECORD_PACKAGES
 
     def __init__(
         self,
@@ -214,6 +214,7 @@ class SweepRun:
         self.name, self.base, self.model_dir = base_config(server, model)
         reference = reference_for(self.model_dir) if reference is None else reference
         self.variants = chosen_variants(plan_variants(plan, self.base), variants)
+        self.space = SearchSpace.of(plan, self.variants)  # what a search walks
         self.core_range = plan.resolve_core_range(self.base)
         check_in_repository(server, self.name, self.model_dir)
         self.core_warnings = check_server_cores(self.core_range, server)  # held NeuronCores: refused here
@@ -304,12 +305,12 @@ class SweepRun:
         python = sweep_call(record.with_changes(**fields), self.out_dir)
         fields["reproduce"] = {"python": python, **({"command": command} if command else {})}
         if self.search is not None:
-            self.log = SearchLog(self.search.name, self.search.params, SearchSpace.of(self.plan, self.variants))
+            self.log = SearchLog(self.search.name, self.search.params, self.space)
         return fields
 
     def result(self, run: SweepRunner) -> SweepResult:
         result = SweepResult(frame_from_rows(r.to_dict() for r in self.rows), run.record, self.out_dir)
-        if self.log is not None:
+        if self.log is not None and self.search is not None:
             answer_now = answer(result.frame, self.search.latency_budget_ms).to_dict()
             run.record.search = {**self.log.to_dict(), "answer": answer_now}
             run.record.bounded = list(self.log.bounded)
@@ -331,25 +332,28 @@ class SweepRun:
         """Measure the grid (or what the search picks)."""
         self.run = run
         self._report(f"measured by {self.choice.engine}: {self.choice.reason}")
-        if self.search is None:
+        search, log = self.search, self.log
+        if search is None:
             for variant in self.variants:
                 for point in self.plan.points(variant):
                     self.measure(point)
             return
-        self.search.run(self.log.space, self.measure, self.log, self.screen if self.screening is not None else None)
+        if log is None:
+            raise RuntimeError("the search log is made by record_fields, which the runner calls first")
+        search.run(self.space, self.measure, log, self.screen if self.screening is not None else None)
         points = {p.key: p for v in self.variants for p in self.plan.points(v)}
         done_before = ((self.previous.search if self.previous is not None else None) or {}).get("confirmed", [])
-        loaded = None if self.search.reloads_to_confirm else (self.loaded.variant or "")
+        loaded = None if search.reloads_to_confirm else (self.loaded.variant or "")
         confirmed = confirm_answer(
             self.rows,
             points,
             lambda p: self.measure(p, again=True),
-            self.log,
-            self.search.latency_budget_ms,
+            log,
+            search.latency_budget_ms,
             done=done_before,
             only_variant=loaded,
         )
-        self.log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
+        log.confirmed = list(done_before) + ([confirmed] if confirmed else [])
 
     # ---- one point ------------------------------------------------------------------------------
 
@@ -377,6 +381,8 @@ class SweepRun:
         """A short screening measurement (the search's ``screening`` settings), kept apart from the results."""
         if point.key in self.screened:
             return self.screened[point.key]
+        if self.screening is None:
+            raise RuntimeError("screen() is given only to a search whose screening settings are set")
         check_cancel(self.cancel)
         row = self._measured_row(point, self.screening)
         self.run.add(row.to_dict(), SCREENING_FILE)
@@ -387,10 +393,10 @@ class SweepRun:
 
     def _measured_row(self, point: Point, how: MeasureSettings, until: Until | None = None) -> PointRow:
         """The point measured as ``how`` says, its row stamped with what it measured."""
-        stamp = {"model": self.name, "config_digest": self.config_digests[point.variant.label]}
+        model, digest = self.name, self.config_digests[point.variant.label]
         self._load(point)
         if self.loaded.error is not None:
-            return replace(PointRow.failed(point, self.loaded.error), **stamp)
+            return replace(PointRow.failed(point, self.loaded.error), model=model, config_digest=digest)
         cores = self.cpus or range(self.core_range.start, self.core_range.end + 1)
         use = (CpuUse(cores) if self.cpus else NeuronUse(cores)).start()
         row = measure_point(
@@ -402,9 +408,8 @@ class SweepRun:
             progress=lambda d, n, message: self._report(f"{point.label}: {message}", d / n if n else 0.0),
         )
         busy = format_busy(use.stop())
-        return replace(
-            row, served_by=self.loaded.backend, **{"cpu_busy" if self.cpus else "neuron_busy": busy}, **stamp
-        )
+        row = replace(row, served_by=self.loaded.backend, model=model, config_digest=digest)
+        return replace(row, cpu_busy=busy) if self.cpus else replace(row, neuron_busy=busy)
 
     def _prepare_cases(self, prepared: dict) -> None:
         """Make each batch size's request and reference outputs (``Target.case``, cached: the first

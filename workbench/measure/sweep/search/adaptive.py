@@ -133,7 +133,7 @@ class _Walk:
         beat it). Tensor sweeps only: their rows and p99 budget are what the record's bounds read."""
         if not isinstance(self.space, SearchSpace):
             return
-        budget = self.judge.limits.get("p99")
+        budget = self.judge.limits["p99"]  # a tensor walk is judged by its p99 budget (needs_budget)
         for c in range(self.levels):
             if facts.measured(b, c):
                 continue
@@ -142,7 +142,7 @@ class _Walk:
             bound, meeting = facts.bound(b, c), facts.bound(b, c, meeting=True)
             if missed is not None:
                 self.log.left_out_by_p99(point, self._point_row(missed), budget)
-            elif self.incumbent is not None and bound.below(self.incumbent.low):
+            elif self.incumbent is not None and bound.by is not None and bound.below(self.incumbent.low):
                 self.log.left_out_by_throughput(
                     point, self._point_row(bound.by), bound.throughput, self.incumbent.low, self.incumbent.text()
                 )
@@ -216,7 +216,7 @@ class _Walk:
                 )
                 return
             bound = facts.bound(b, high - 1)
-            if self.incumbent is not None and bound.below(self.incumbent.low):
+            if self.incumbent is not None and bound.by is not None and bound.below(self.incumbent.low):
                 self.left_out += 1
                 where = (
                     f"{level(low)}, known to meet the limits"

@@ -64,7 +64,7 @@ class Answer:
             f"Best: {b['variant']}, batch {int(b['batch_size'])}, concurrency {int(b['concurrency'])}: "
             f"{float(b['throughput']):.1f} infer/s at p99 {float(b['p99_ms']):.2f} ms"
         )
-        if self.margin_ms is not None:
+        if self.margin_ms is not None and self.latency_budget_ms is not None:
             text += f" ({self.margin_ms:.2f} ms = {self.margin_ms / self.latency_budget_ms:.0%} of the budget to spare)"
         if self.runner_up is not None:
             r = self.runner_up

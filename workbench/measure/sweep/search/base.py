@@ -19,16 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Point, SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import PointRow, usable
 from workbench.measure.store.bounded import BoundedPoint
-from workbench.measure.sweep.search.effort import EffortRule, WindowSummary, p99_limit, summaries
-
-if TYPE_CHECKING:
-    from workbench.measure.engine.loadgen import Until
+from workbench.measure.sweep.search.effort import DecidedBy, EffortRule, WindowSummary, p99_limit, summaries
 
 __all__ = [
     "SearchRow",
@@ -133,9 +130,10 @@ class Judge:
 
 class JudgedMeasure(Protocol):
     """The sweep's ``measure`` as a search that sets its own effort calls it: ``until`` ends the
-    point's windows (effort.py) instead of the stability rule."""
+    point's windows (effort.py) instead of the stability rule. ``point`` is the kind's, as
+    `WalkedSpace.point` gives it (a tensor sweep's `Point`, an LLM sweep's); its row a `SearchRow`."""
 
-    def __call__(self, point: Point, *, until: Until | None = None) -> PointRow: ...
+    def __call__(self, point: Any, *, until: DecidedBy[Any] | None = None) -> SearchRow: ...
 
 
 def meets_budget(row: PointRow, latency_budget_ms: float | None) -> bool:
@@ -377,6 +375,13 @@ class SearchStrategy:
         self.judge = Judge(p99_limit(latency_budget_ms))
 
     @property
+    def budget_ms(self) -> float:
+        """The p99 budget of a search that needs one (``needs_budget``, checked in ``__init__``)."""
+        if self.latency_budget_ms is None:
+            raise SweepError(f"the {self.name} search needs a p99 latency budget")
+        return self.latency_budget_ms
+
+    @property
     def params(self) -> dict[str, Any]:
         """Everything that changes which points the search picks (compared when a run resumes)."""
         if self.judged_by_kind:
@@ -402,7 +407,8 @@ class SearchStrategy:
         if log.stopped is None:
             log.stop("every candidate the rules allowed was measured")
 
-    def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
+    def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
+        """``screen``: given only to a search whose ``screening`` asks for it."""
         raise NotImplementedError
 
 
@@ -431,6 +437,17 @@ class DecidedSearch(SearchStrategy):
     @property
     def params(self) -> dict[str, Any]:
         return {**super().params, "min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows}
+
+    # Wider than SearchStrategy.search, which types the tensor sweep's grid and plain measure: a
+    # decided search walks any kind's space and needs a measure that takes ``until``.
+    def search(self, space: WalkedSpace, measure: JudgedMeasure, log: SearchLog) -> None:  # type: ignore[override]
+        raise NotImplementedError
+
+    def walk(self, space: WalkedSpace, measure: JudgedMeasure, log: SearchLog) -> None:
+        """``run`` on a kind's own space (an LLM sweep's): the search, then why it stopped."""
+        self.search(space, measure, log)
+        if log.stopped is None:
+            log.stop("every candidate the rules allowed was measured")
 
 
 def check_resume(search: SearchStrategy | None, previous: Mapping[str, Any] | None) -> None:

@@ -107,10 +107,10 @@ class ConcurrencyBisection(SearchStrategy):
     name = "bisection"
     needs_budget = True
 
-    def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
+    def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
         for v in range(len(space.variants)):
             start = None
             for b in range(len(space.batch_sizes)):
-                answer = bisect_cell(space, v, b, measure, log, self.latency_budget_ms, start)
+                answer = bisect_cell(space, v, b, measure, log, self.budget_ms, start)
                 start = answer.highest_ok if answer.highest_ok >= 0 else 0
         log.stop(f"every variant x batch size bisected on concurrency under p99 <= {self.latency_budget_ms:g} ms")

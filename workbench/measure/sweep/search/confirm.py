@@ -66,7 +66,7 @@ def confirm_answer(
     frame = pd.DataFrame([r.to_dict() for r in rows])
     found = answer(frame, latency_budget_ms)
     why = why_confirm(found.best, found.runner_up, latency_budget_ms)
-    if why is None:
+    if why is None or found.best is None:
         return None
     key = (found.best["variant"], int(found.best["batch_size"]), int(found.best["concurrency"]))
     first = next(r for r in rows if r.key == key)

@@ -38,7 +38,7 @@ class EarlyStop(SearchStrategy):
         before = max(history[: -self.tries])
         return before > -math.inf and max(history[-self.tries :]) < before * (1 + self.min_gain)
 
-    def search(self, space: SearchSpace, measure: Measure, log: SearchLog) -> None:
+    def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
         budget, gain = self.latency_budget_ms, f"{self.min_gain:.0%}"
         for v, variant in enumerate(space.variants):
             batch_bests: list[float] = []

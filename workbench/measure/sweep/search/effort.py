@@ -283,7 +283,7 @@ class DecidedBy(Generic[Window]):
         rule: EffortRule,
         incumbent: Incumbent | None,
         limits: Mapping[str, float],
-        summarize: Callable[[Sequence[Window]], list[WindowSummary]] = summaries,
+        summarize: Callable[[Sequence[Window]], list[WindowSummary]],
     ) -> None:
         self.rule, self.incumbent, self.limits, self.summarize = rule, incumbent, dict(limits), summarize
         self.seen: list[WindowSummary] = []

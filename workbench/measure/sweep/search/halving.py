@@ -57,35 +57,37 @@ class SuccessiveHalving(ScreeningSearch):
     def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
         if screen is None:
             raise SweepError("the halving search screens points: run it through run_sweep, which gives screen()")
-        budget = self.latency_budget_ms
+        budget = self.budget_ms
         best_screen: PointRow | None = None
         full_cells = 0
         for v, variant in enumerate(space.variants):
             # rung 1: every cell of the loaded variant, screened
-            cells = [(cell, b) for b, cell in enumerate(screen_variant(space, v, screen, log, budget))]
-            ranked = sorted((c for c in cells if c[0].best is not None), key=lambda c: -c[0].best.throughput)
+            cells = screen_variant(space, v, screen, log, budget)
+            ranked = sorted(
+                ((c.best, b) for b, c in enumerate(cells) if c.best is not None), key=lambda c: -c[0].throughput
+            )
             if not ranked:
                 log.note(f"{variant.label}: no cell meets the budget in the screen; nothing measured in full")
                 continue
-            if best_screen is None or ranked[0][0].best.throughput > best_screen.throughput:
-                best_screen = ranked[0][0].best
+            if best_screen is None or ranked[0][0].throughput > best_screen.throughput:
+                best_screen = ranked[0][0]
             kept = 0
-            for cell, b in ranked:  # rung 2: the survivors, in full, while still loaded
+            for screened, b in ranked:  # rung 2: the survivors, in full, while still loaded
                 label = f"{variant.label} batch {space.batch_sizes[b]}"
-                why = self._ruled_out(cell.best, best_screen, kept)
+                why = self._ruled_out(screened, best_screen, kept)
                 if why is not None:
                     log.note(f"{label}: not measured in full: {why}")
                     continue
-                overlaps = not clearly_below(cell.best, best_screen)
+                overlaps = not clearly_below(screened, best_screen)
                 kept += 1
                 self._full(
                     space,
                     v,
                     b,
-                    space.concurrency.index(cell.best.concurrency),
+                    space.concurrency.index(screened.concurrency),
                     measure,
                     log,
-                    f"screened {interval(cell.best)}: "
+                    f"screened {interval(screened)}: "
                     + (
                         "its interval overlaps the best screen's"
                         if overlaps

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from workbench.measure.grid.plan import SweepError, Variant
+from workbench.measure.grid.rows import PointRow
 from workbench.measure.sweep.search.base import Measure, SearchLog, SearchSpace
 from workbench.measure.sweep.search.concurrency_bisection import CellAnswer, bisect_cell
 from workbench.measure.sweep.search.screen import ScreeningSearch, interval, screen_variant
@@ -92,7 +93,7 @@ class HillClimb(ScreeningSearch):
     def search(self, space: SearchSpace, measure: Measure, log: SearchLog, screen: Measure | None = None) -> None:
         if screen is None:
             raise SweepError("the hill-climb search screens points: run it through run_sweep, which gives screen()")
-        budget = self.latency_budget_ms
+        budget = self.budget_ms
         screens = {
             (v, b): cell
             for v in range(len(space.variants))
@@ -118,7 +119,8 @@ class HillClimb(ScreeningSearch):
             )
 
         counts = lambda: f"{len(full)} of {len(screens)} cells measured in full"  # noqa: E731
-        ranked = sorted((c for c in screens if screens[c].best is not None), key=lambda c: -screens[c].best.throughput)
+        bests = {c: s.best for c, s in screens.items() if s.best is not None}  # the cells a screen found a point in
+        ranked = sorted(bests, key=lambda c: -bests[c].throughput)
         best = None
         for cell in ranked:  # the start: the best screen whose cell also meets the budget in full
             measure_cell(cell)
@@ -127,11 +129,11 @@ class HillClimb(ScreeningSearch):
                 log.note(
                     f"climb starts at {label(cell)}: the best screen"
                     + (" whose cell meets the budget in full" if cell != ranked[0] else "")
-                    + f", {interval(screens[cell].best)}"
+                    + f", {interval(bests[cell])}"
                 )
                 break
             log.note(
-                f"{label(cell)}: screened {interval(screens[cell].best)} but no concurrency meets "
+                f"{label(cell)}: screened {interval(bests[cell])} but no concurrency meets "
                 "the budget in full; the next best screen"
             )
         if best is None:
@@ -143,14 +145,14 @@ class HillClimb(ScreeningSearch):
             return
         while True:
             moved = False
-            near = neighbours(space, best)
-            near.sort(key=lambda c: (c[0] != best[0], -(screens[c].best.throughput if screens[c].best else -1.0)))
-            open_ = [c for c in near if c not in full and screens[c].best is not None]
-            top = max(open_, key=lambda c: screens[c].best.throughput) if open_ else None
+            near, best_variant = neighbours(space, best), best[0]
+            near.sort(key=lambda c: (c[0] != best_variant, -(bests[c].throughput if c in bests else -1.0)))
+            open_ = [c for c in near if c not in full and c in bests]
+            top = max(open_, key=lambda c: bests[c].throughput) if open_ else None
             for cell in near:
                 if cell in full:
                     continue
-                why = self._ruled_out(screens[cell], screens[best])
+                why = self._ruled_out(screens[cell], bests[best])
                 if why is not None and cell != top:
                     log.note(f"{label(cell)}: not measured in full beside {label(best)}: {why}")
                     continue
@@ -173,8 +175,9 @@ class HillClimb(ScreeningSearch):
             f"{self.min_gain:.0%} ({counts()})"
         )
 
-    def _ruled_out(self, cell: CellAnswer, best: CellAnswer) -> str | None:
-        """Why the screen rules ``cell`` out beside the best cell's screen (None: measure it in full)."""
+    def _ruled_out(self, cell: CellAnswer, best: PointRow) -> str | None:
+        """Why the screen rules ``cell`` out beside the best cell's screened point ``best`` (None:
+        measure it in full); the climb stands only on cells whose screen found a point."""
         if cell.best is None:
             return "no concurrency meets the budget in the screen"
-        return self.far_below(cell.best, best.best)
+        return self.far_below(cell.best, best)
