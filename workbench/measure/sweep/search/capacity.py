@@ -33,7 +33,8 @@ class CapacitySearch(DecidedSearch):
         limits = self.judge.text()
         found: list[SearchRow] = []
         for v in space.order():
-            facts, rows = VariantFacts(levels), {}
+            facts = VariantFacts(levels)
+            rows: dict[tuple[int, int], SearchRow] = {}  # the variant's measured points, by (size, level)
             for s in reversed(range(sizes)):
                 row = self._bisect(space, v, s, facts, rows, measure, log)
                 if row is not None:
