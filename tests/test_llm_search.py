@@ -126,8 +126,12 @@ def test_the_capacity_search_bisects_each_variants_loads_for_the_highest_meeting
     assert [n.split(": ", 1)[1] for n in record["notes"]] == [
         "seqs4-tp1-x1: capacity concurrency 4: meets TTFT p99 <= 500 ms and ITL p99 <= 50 ms there, misses them "
         "at concurrency 8",
+        "seqs4-tp1-x1 at concurrency 1 left out by a bound: seqs4-tp1-x1 at concurrency 2, no lighter, met TTFT p99 "
+        "<= 500 ms and ITL p99 <= 50 ms (TTFT p99 40.0 ms, ITL p99 15.0 ms): the capacity is there or higher",
         "seqs1-tp1-x1: capacity concurrency 8: meets TTFT p99 <= 500 ms and ITL p99 <= 50 ms there, the highest "
         "load planned",
+        "seqs1-tp1-x1 at concurrency 1 left out by a bound: seqs1-tp1-x1 at concurrency 2, no lighter, met TTFT p99 "
+        "<= 500 ms and ITL p99 <= 50 ms (TTFT p99 40.0 ms, ITL p99 10.0 ms): the capacity is there or higher",
     ]
     assert record["stopped"].endswith("the most throughput at capacity: seqs4-tp1-x1 at concurrency 4, 300.0")
 
@@ -140,7 +144,12 @@ def test_a_variant_missing_the_slo_at_its_lowest_load_has_no_capacity():
     search.run(space, _measure(asked), log)
     assert asked == [("seqs4", 2), ("seqs4", 1), ("seqs1", 2), ("seqs1", 1)]
     assert all("no capacity: misses TTFT p99 <= 500 ms and ITL p99 <= 5 ms already at the lowest load, "
-               "concurrency 1" in n for n in log.notes)
+               "concurrency 1" in n for n in log.notes if ": no capacity: " in n)
+    # the loads above a miss are noted with the miss that decided them and its reading
+    assert [n.split(": ", 1)[1] for n in log.notes if " left out by a bound: " in n][:2] == [
+        f"seqs4-tp1-x1 at concurrency {c} left out by a bound: seqs4-tp1-x1 at concurrency 2, no heavier, missed "
+        "TTFT p99 <= 500 ms and ITL p99 <= 5 ms (TTFT p99 40.0 ms, ITL p99 15.0 ms): latency grows with the load"
+        for c in (4, 8)]
     assert "none meets the limits at any load" in log.stopped
 
 

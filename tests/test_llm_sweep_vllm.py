@@ -4,7 +4,8 @@ override; every point's output tokens equal the backend's own count; the Pareto 
 readable; the cheapest configuration under SLOs is named; a rerun skips what is measured. The
 CLI's run (its own server, as people run it) adds the instances axis: max_num_seqs 4 on two
 instances (two vLLM engines behind one model, their token counters summed by Triton) at a
-request rate.
+request rate. On the same server the adaptive search is held to the grid's answer, and the capacity
+search runs under an SLO set from the grid's readings.
 
 Tensor-parallel 2 cannot run in vLLM's CPU engine on a one-NUMA-node machine: those variants are
 generated, checked and reported as skipped (on a machine with more nodes they are measured).
@@ -15,6 +16,7 @@ saying what is missing, without the vLLM environment.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 
@@ -25,6 +27,7 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError
 from workbench.measure.llm import LlmPlan, load_llm_run, run_llm_sweep
 from workbench.measure.llm.plan import numa_nodes
+from workbench.measure.llm.rows import LlmRow
 from workbench.measure.store.plot_overlaps import text_overlaps
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -283,3 +286,88 @@ def test_the_adaptive_search_measures_fewer_points_than_the_grid_names_its_best_
         a, b = rows.loc[(best["variant"], best["concurrency"])], rows.loc[(grid_best["variant"],
                                                                             grid_best["concurrency"])]
         assert a["output_tokens_per_s_high"] >= b["output_tokens_per_s_low"], (best, grid_best)
+
+
+def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_and_resumes(swept, tmp_path):
+    """``search="capacity"`` on the tiny LLM, max_num_seqs {1, 4} x concurrency {1, 2, 32}, under a
+    TTFT SLO set from the grid's (``swept``) seqs1 at concurrency 4 so that the loads split on this
+    machine whatever its load: seqs1 serves one sequence at a time, so a request waits behind the
+    others in flight, about 3 requests' time at concurrency 4 (its median TTFT: 190-250 ms on a
+    loaded machine, where p99s of a few requests read up to 2x apart between runs), 1 at
+    concurrency 2 and 31 at 32. The limit, 3 times that median, leaves a factor of ~3 either side.
+    Per variant the capacity is the highest measured load meeting the SLO, each measured load above
+    it misses it, each load left out is noted with the bound that decided it; the answer is the
+    best variant at its capacity with its confidence; a resume measures nothing again."""
+    from workbench.measure.llm import LlmSearch
+    from workbench.measure.llm.slo_effort import meets
+
+    server, model_dir, _, grid = swept
+    queued = grid.frame.set_index(["variant", "concurrency"]).loc[("seqs1-tp1-x1", 4)]  # behind about 3 requests
+    slo = Slo(ttft_ms=round(3 * queued["ttft_p50_ms"], 1), itl_ms=1000.0)
+    plan = LlmPlan(max_num_seqs=(1, 4), concurrency=(1, 2, 32), input_tokens=16, output_tokens=8, slo=slo, prompts=8)
+    search = LlmSearch("capacity", min_windows=3, max_windows=5)
+    out = tmp_path / "capacity"
+    started = time.perf_counter()
+    result = run_llm_sweep(plan, server, model_dir, out_dir=out, settings=SETTINGS, restore=False, search=search)
+    took = time.perf_counter() - started
+    log = result.record["search"]
+    print("\n" + result.table()[["variant", "concurrency", "output_tokens_per_s", "ttft_p99_ms", "itl_p99_ms",
+                                 "stopped"]].to_string()
+          + "\n" + "\n".join(result.search_lines()) + f"\n{result.describe_best()}\ncapacity run {took:.1f} s",
+          file=sys.stderr)
+    assert result.complete, result.record["sessions"]
+    assert not [e for e in result.frame["error"] if e], result.frame["error"].tolist()
+    limits = f"TTFT p99 <= {slo.ttft_ms:g} ms and ITL p99 <= 1000 ms"
+    capacity: dict[str, int] = {}
+    for variant, rows in result.frame.groupby("variant"):
+        judged = {int(r["concurrency"]): meets(LlmRow.from_dict(r), slo) for r in rows.to_dict("records")}
+        met = [c for c, ok in judged.items() if ok]
+        notes = [n for n in log["notes"] if f"{variant}: capacity " in n or f"{variant}: no capacity" in n]
+        assert len(notes) == 1, log["notes"]
+        if met:  # the capacity: the highest measured load meeting the SLO; every measured load above it misses
+            capacity[variant] = max(met)
+            assert all(not ok for c, ok in judged.items() if c > capacity[variant]), (variant, judged)
+            assert f"{variant}: capacity concurrency {capacity[variant]}: meets {limits} there" in notes[0]
+        else:
+            assert f"{variant}: no capacity: misses {limits} already at the lowest load" in notes[0]
+    assert "seqs1-tp1-x1" in capacity and capacity["seqs1-tp1-x1"] < 32  # the SLO split it
+    measured = {(r["variant"], int(r["concurrency"])) for _, r in result.frame.iterrows()}
+    assert log["space_points"] == 6 and log["measured_points"] == len(measured) < 6
+    # every load left out is named, with the measured load whose reading decided it
+    planned = {(v, c) for v in ("seqs1-tp1-x1", "seqs4-tp1-x1") for c in (1, 2, 32)}
+    assert set(log["left_out"]) == {f"{v}, concurrency {c}" for v, c in planned - measured}
+    meets_slo = {(r["variant"], int(r["concurrency"])): meets(LlmRow.from_dict(r), slo)
+                 for r in result.frame.to_dict("records")}
+    for v, c in planned - measured:
+        decided = [re.search(rf"{v} at concurrency {c} left out by a bound: {v} at concurrency (\d+), no (lighter, met|"
+                             rf"heavier, missed) {re.escape(limits)} \(TTFT p99 [\d.]+ ms, ITL p99 [\d.]+ ms\)", n)
+                   for n in log["notes"]]
+        decided = [d for d in decided if d]
+        assert len(decided) == 1, (v, c, log["notes"])
+        by, kind = int(decided[0][1]), decided[0][2]
+        if v in capacity and c < capacity[v]:  # below the capacity: a measured load above it met the SLO
+            assert kind == "lighter, met" and c < by <= capacity[v] and meets_slo[(v, by)]
+        else:  # above a measured load that missed it
+            assert kind == "heavier, missed" and by < c and not meets_slo[(v, by)]
+    # the answer: the variant with the most output tokens/s at its capacity, with its confidence
+    found = result.answer()
+    at_capacity = {v: result.frame[(result.frame["variant"] == v) & (result.frame["concurrency"] == c)].iloc[0]
+                   for v, c in capacity.items()}
+    best_variant = max(at_capacity, key=lambda v: at_capacity[v]["output_tokens_per_s"])
+    assert found.best is not None and found.best["variant"] == best_variant
+    assert int(found.best["concurrency"]) == capacity[best_variant]
+    assert log["stopped"].endswith(f"the most throughput at capacity: {best_variant} at concurrency "
+                                   f"{capacity[best_variant]}, {found.best['output_tokens_per_s']:.1f}")
+    assert log["answer"]["best"]["variant"] == best_variant
+    if len(capacity) == 2:
+        assert found.runner_up is not None and int(found.runner_up["concurrency"]) == capacity[found.runner_up["variant"]]
+    assert f"{best_variant} (max_num_seqs" in result.describe_best()
+    assert f"Confidence: {found.confidence.statement}." in result.describe_best()
+    # resumed: nothing measured again, the same rows, notes and answer
+    again = run_llm_sweep(plan, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False,
+                          search=search)
+    session = again.record["sessions"][-1]
+    assert (session["measured"], session["reused"]) == (0, len(result.frame))
+    assert again.frame[["variant", "concurrency", "output_tokens_per_s"]].equals(
+        result.frame[["variant", "concurrency", "output_tokens_per_s"]])
+    assert again.record["search"]["notes"] == log["notes"] and again.record["search"]["answer"] == log["answer"]
