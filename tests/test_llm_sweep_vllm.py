@@ -145,6 +145,14 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         assert times["seqs4-tp1-x1"] == {"error": later} and "load_s" not in times["seqs1-tp1-x1"]
         assert took < 30, took  # one bounded load, no second one, no restore waiting on the first
         assert server.running
+        # the stop waits neither on an unload nor on Triton's exit, both of which wait for that load
+        # (it took 45 s: 15 s of unload, then 30 s of SIGTERM before the SIGKILL)
+        stopping = time.monotonic()
+        server.stop()
+        assert time.monotonic() - stopping < 10, time.monotonic() - stopping
+        assert any("ended without waiting for the load of tiny_llm: it got no answer" in line
+                   for line in server.log_tail(10)), server.log_tail(10)
+        assert not server.running
     finally:
         server.stop()
 
@@ -167,6 +175,9 @@ def test_a_sweep_with_its_own_server_restarts_it_after_a_stuck_load_and_goes_on(
                                             "was restarted and the sweep went on"), errors[label]
             assert "the server log's last lines:" in errors[label]
         assert server.running and server.pid != pid
+        # each restart ended the hung engine at once instead of waiting 45 s for it (the load, 1 s, twice)
+        restarts = [line for line in server.log_tail(400) if "ended without waiting for the load of tiny_llm" in line]
+        assert len(restarts) == 2, restarts
     finally:
         server.stop()
 
