@@ -15,6 +15,7 @@ saying what is missing, without the vLLM environment.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
@@ -33,7 +34,8 @@ from workbench.measure.store.plot_overlaps import text_overlaps
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SETTINGS = MeasureSettings(window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=4.0, min_latencies=0)
-PLAN = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
+# max_num_seqs 4 first: the variant the shared server has loaded, so its load starts no engine
+PLAN = LlmPlan(max_num_seqs=(4, 1), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
                slo=Slo(ttft_ms=5000.0, itl_ms=1000.0), prompts=8)
 PRICE = {"m7i.large": 0.1008}  # a 2-vCPU CPU instance, price given by the test (USD/h)
 
@@ -190,8 +192,7 @@ def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept
     assert again.frame[["variant", "concurrency", "output_tokens_per_s"]].equals(
         result.frame[["variant", "concurrency", "output_tokens_per_s"]])
     assert load_llm_run(out).record["input_tokens"]["mean"] == 16
-    longer = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16,
-                     output_tokens=12, slo=PLAN.slo, prompts=8)
+    longer = dataclasses.replace(PLAN, output_tokens=12)
     with pytest.raises(SweepError, match="output_tokens"):
         run_llm_sweep(longer, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
 

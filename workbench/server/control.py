@@ -214,6 +214,7 @@ class ModelControl:
         self._clients: list[Any] = []
         self._clients_lock = threading.Lock()
         self._unanswered_loads: set[str] = set()  # loads that got no answer in time: Triton may still run them
+        self._loaded_files: dict[str, dict[str, bytes]] = {}  # each model's override files, as last loaded here
 
     # ---- clients ---------------------------------------------------------------------------
 
@@ -358,6 +359,10 @@ class ModelControl:
                 finally:
                     client.close()
             self._unanswered_loads.discard(name)
+            if load_files:
+                self._loaded_files[name] = load_files
+            else:
+                self._loaded_files.pop(name, None)
         except InferenceServerException as err:
             self._raise_if_died(f"while loading {name!r}", within=0.0)
             reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
@@ -395,6 +400,7 @@ class ModelControl:
         self._check()
         with self._answer(f"the unload of {name!r}"):
             self._client().unload_model(name, **self._bounded(), **self._headers)
+        self._loaded_files.pop(name, None)
         deadline = time.monotonic() + timeout
         while True:
             states = [m.get("state") for m in self.index() if m.get("name") == name]
@@ -403,6 +409,11 @@ class ModelControl:
             if time.monotonic() > deadline:
                 raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
             time.sleep(0.1)
+
+    def loaded_files(self, name: str) -> dict[str, bytes] | None:
+        """The override files (``{"file:1/model.json": bytes}``) of the last load of ``name`` made
+        here, None when it was loaded from its directory (or not by this client)."""
+        return self._loaded_files.get(name)
 
     def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
         """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
@@ -440,6 +451,7 @@ class ModelControl:
         finally:
             client.close()
             self._unanswered_loads.clear()
+            self._loaded_files.clear()
         return stuck
 
     def index(self) -> list[dict[str, str]]:

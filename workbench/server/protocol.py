@@ -76,6 +76,10 @@ class Server(Protocol):
         backend model served by its Python-backend twin), else None."""
         ...
 
+    def loaded_files(self, name: str) -> dict[str, bytes] | None:
+        """The override files of the last load of ``name`` (`ModelControl.loaded_files`)."""
+        ...
+
     def describe(self) -> dict[str, Any]:
         """What a run record says about it."""
         ...
