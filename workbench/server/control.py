@@ -181,6 +181,15 @@ def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict
     return out
 
 
+@dataclass(frozen=True)
+class LoadRequest:
+    """What a load asked for: the config override (Triton's JSON; None: the directory's) and the
+    override files (``{"file:1/model.json": bytes}``; None: the directory's)."""
+
+    config: str | None
+    files: dict[str, bytes] | None
+
+
 class ModelControl:
     """The model-control calls of one server at ``url`` (``host:port``) over ``protocol``.
 
@@ -214,7 +223,7 @@ class ModelControl:
         self._clients: list[Any] = []
         self._clients_lock = threading.Lock()
         self._unanswered_loads: set[str] = set()  # loads that got no answer in time: Triton may still run them
-        self._loaded_files: dict[str, dict[str, bytes]] = {}  # each model's override files, as last loaded here
+        self._loaded: dict[str, LoadRequest] = {}  # what each model's last load here asked for
 
     # ---- clients ---------------------------------------------------------------------------
 
@@ -359,10 +368,7 @@ class ModelControl:
                 finally:
                     client.close()
             self._unanswered_loads.discard(name)
-            if load_files:
-                self._loaded_files[name] = load_files
-            else:
-                self._loaded_files.pop(name, None)
+            self._loaded[name] = LoadRequest(config_json, load_files)
         except InferenceServerException as err:
             self._raise_if_died(f"while loading {name!r}", within=0.0)
             reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
@@ -400,7 +406,7 @@ class ModelControl:
         self._check()
         with self._answer(f"the unload of {name!r}"):
             self._client().unload_model(name, **self._bounded(), **self._headers)
-        self._loaded_files.pop(name, None)
+        self._loaded.pop(name, None)
         deadline = time.monotonic() + timeout
         while True:
             states = [m.get("state") for m in self.index() if m.get("name") == name]
@@ -410,10 +416,9 @@ class ModelControl:
                 raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
             time.sleep(0.1)
 
-    def loaded_files(self, name: str) -> dict[str, bytes] | None:
-        """The override files (``{"file:1/model.json": bytes}``) of the last load of ``name`` made
-        here, None when it was loaded from its directory (or not by this client)."""
-        return self._loaded_files.get(name)
+    def last_load(self, name: str) -> LoadRequest | None:
+        """What the last load of ``name`` made here asked for (None: not loaded by this client)."""
+        return self._loaded.get(name)
 
     def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
         """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
@@ -451,7 +456,7 @@ class ModelControl:
         finally:
             client.close()
             self._unanswered_loads.clear()
-            self._loaded_files.clear()
+            self._loaded.clear()
         return stuck
 
     def index(self) -> list[dict[str, str]]:

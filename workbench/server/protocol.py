@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: importing the protocol must not import the Triton clients
-    from workbench.server.control import ClientOptions
+    from workbench.server.control import ClientOptions, LoadRequest
 
 
 @runtime_checkable
@@ -76,8 +76,8 @@ class Server(Protocol):
         backend model served by its Python-backend twin), else None."""
         ...
 
-    def loaded_files(self, name: str) -> dict[str, bytes] | None:
-        """The override files of the last load of ``name`` (`ModelControl.loaded_files`)."""
+    def last_load(self, name: str) -> LoadRequest | None:
+        """What the last load of ``name`` made here asked for (`ModelControl.last_load`)."""
         ...
 
     def describe(self) -> dict[str, Any]:

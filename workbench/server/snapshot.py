@@ -1,9 +1,10 @@
 """What a server has loaded, so work that loads its own variants (a sweep) can leave it as it was.
 
 A snapshot holds, per model it was asked about, the config the server was serving it with (or
-that it was not loaded) and the override files it was loaded with (a vLLM variant's 1/model.json);
-restoring loads each one back with those, or unloads it: a model that the work left as it was is
-not loaded anew (Triton answers the load of the config and files it serves at once). Only the
+that it was not loaded); for a model this process loaded with override files (a vLLM variant's
+1/model.json), which a served config cannot show, that load's config and files. Restoring loads
+each one back with those, or unloads it: a model the work left as it was is not loaded anew
+(Triton answers a load of the config and files it serves at once). Only the
 models named are read and touched: every other model on the server is left alone.
 """
 
@@ -39,10 +40,12 @@ def snapshot(server: Server, names: Iterable[str]) -> ModelState:
     configs: dict[str, dict | None] = {}
     files: dict[str, dict[str, bytes]] = {}
     for name in names:
-        configs[name] = _served_config(server, name) if name in ready else None
-        loaded = server.loaded_files(name) if name in ready and server.requested_config(name) is None else None
-        if loaded:
-            files[name] = loaded
+        asked = server.last_load(name) if name in ready and server.requested_config(name) is None else None
+        if asked is not None and asked.config is not None and asked.files:
+            # loaded here with override files, which the served config cannot show: that request again
+            configs[name], files[name] = json.loads(asked.config), asked.files
+        else:
+            configs[name] = _served_config(server, name) if name in ready else None
     return ModelState(configs, files)
 
 
