@@ -15,6 +15,7 @@ saying what is missing, without the vLLM environment.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
@@ -33,7 +34,8 @@ from workbench.measure.store.plot_overlaps import text_overlaps
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SETTINGS = MeasureSettings(window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=4.0, min_latencies=0)
-PLAN = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
+# max_num_seqs 4 first: the variant the shared server has loaded, so its load starts no engine
+PLAN = LlmPlan(max_num_seqs=(4, 1), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
                slo=Slo(ttft_ms=5000.0, itl_ms=1000.0), prompts=8)
 PRICE = {"m7i.large": 0.1008}  # a 2-vCPU CPU instance, price given by the test (USD/h)
 
@@ -72,7 +74,8 @@ def test_tensor_parallel_variants_the_cpu_engine_cannot_bind_are_skipped_with_wh
         pytest.skip("this machine has NUMA nodes for tensor-parallel 2: those variants were measured")
     assert set(result.skipped) == {"seqs1-tp2-x1", "seqs4-tp2-x1"}
     assert all("NUMA node" in why for why in result.skipped.values())
-    assert "Not measured: seqs1-tp2-x1" in result.describe_best()
+    not_measured = result.describe_best().split(" Not measured: ", 1)[1]
+    assert "seqs4-tp2-x1 (" in not_measured and "seqs1-tp2-x1 (" in not_measured, not_measured
     generated = result.record["variants"]["seqs4-tp2-x1"]
     assert '"tensor_parallel_size": 2' in generated["files"]["1/model.json"]
 
@@ -145,6 +148,14 @@ def test_a_vllm_load_with_no_answer_in_time_stops_the_loads_instead_of_waiting_f
         assert times["seqs4-tp1-x1"] == {"error": later} and "load_s" not in times["seqs1-tp1-x1"]
         assert took < 30, took  # one bounded load, no second one, no restore waiting on the first
         assert server.running
+        # the stop waits neither on an unload nor on Triton's exit, both of which wait for that load
+        # (it took 45 s: 15 s of unload, then 30 s of SIGTERM before the SIGKILL)
+        stopping = time.monotonic()
+        server.stop()
+        assert time.monotonic() - stopping < 10, time.monotonic() - stopping
+        assert any("ended without waiting for the load of tiny_llm: it got no answer" in line
+                   for line in server.log_tail(10)), server.log_tail(10)
+        assert not server.running
     finally:
         server.stop()
 
@@ -167,6 +178,9 @@ def test_a_sweep_with_its_own_server_restarts_it_after_a_stuck_load_and_goes_on(
                                             "was restarted and the sweep went on"), errors[label]
             assert "the server log's last lines:" in errors[label]
         assert server.running and server.pid != pid
+        # each restart ended the hung engine at once instead of waiting 45 s for it (the load, 1 s, twice)
+        restarts = [line for line in server.log_tail(400) if "ended without waiting for the load of tiny_llm" in line]
+        assert len(restarts) == 2, restarts
     finally:
         server.stop()
 
@@ -179,8 +193,7 @@ def test_a_rerun_skips_the_measured_points_and_a_changed_length_is_refused(swept
     assert again.frame[["variant", "concurrency", "output_tokens_per_s"]].equals(
         result.frame[["variant", "concurrency", "output_tokens_per_s"]])
     assert load_llm_run(out).record["input_tokens"]["mean"] == 16
-    longer = LlmPlan(max_num_seqs=(1, 4), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16,
-                     output_tokens=12, slo=PLAN.slo, prompts=8)
+    longer = dataclasses.replace(PLAN, output_tokens=12)
     with pytest.raises(SweepError, match="output_tokens"):
         run_llm_sweep(longer, server, model_dir, out_dir=out, settings=SETTINGS, resume=True, restore=False)
 

@@ -181,6 +181,15 @@ def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict
     return out
 
 
+@dataclass(frozen=True)
+class LoadRequest:
+    """What a load asked for: the config override (Triton's JSON; None: the directory's) and the
+    override files (``{"file:1/model.json": bytes}``; None: the directory's)."""
+
+    config: str | None
+    files: dict[str, bytes] | None
+
+
 class ModelControl:
     """The model-control calls of one server at ``url`` (``host:port``) over ``protocol``.
 
@@ -213,6 +222,8 @@ class ModelControl:
         self._local = threading.local()
         self._clients: list[Any] = []
         self._clients_lock = threading.Lock()
+        self._unanswered_loads: set[str] = set()  # loads that got no answer in time: Triton may still run them
+        self._loaded: dict[str, LoadRequest] = {}  # what each model's last load here asked for
 
     # ---- clients ---------------------------------------------------------------------------
 
@@ -356,6 +367,8 @@ class ModelControl:
                         client.load_model(name, config=config_json, files=load_files, **self._headers)
                 finally:
                     client.close()
+            self._unanswered_loads.discard(name)
+            self._loaded[name] = LoadRequest(config_json, load_files)
         except InferenceServerException as err:
             self._raise_if_died(f"while loading {name!r}", within=0.0)
             reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
@@ -365,6 +378,7 @@ class ModelControl:
             self._raise_if_died(f"while loading {name!r}", within=2.0)
             if "no answer" not in str(err):
                 raise
+            self._unanswered_loads.add(name)
             raise ServerError(f"{err}; Triton may still be loading it: watch index() and the log") from None
 
     def _refuse_what_would_break(self, name: str, load_files: Mapping[str, bytes] | None) -> None:
@@ -392,6 +406,7 @@ class ModelControl:
         self._check()
         with self._answer(f"the unload of {name!r}"):
             self._client().unload_model(name, **self._bounded(), **self._headers)
+        self._loaded.pop(name, None)
         deadline = time.monotonic() + timeout
         while True:
             states = [m.get("state") for m in self.index() if m.get("name") == name]
@@ -401,6 +416,10 @@ class ModelControl:
                 raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
             time.sleep(0.1)
 
+    def last_load(self, name: str) -> LoadRequest | None:
+        """What the last load of ``name`` made here asked for (None: not loaded by this client)."""
+        return self._loaded.get(name)
+
     def reload(self, name: str, config: Any = None, files: Mapping[str, Any] | None = None) -> None:
         """Load ``name`` again: with ``config``, that config; without, whatever is on disk now.
         Triton swaps in the new model when it is ready. A change of instance count only is
@@ -408,17 +427,24 @@ class ModelControl:
         creates a new model object whose statistics start from zero."""
         self.load(name, config=config, files=files)
 
-    def unload_all(self, timeout: float) -> None:
+    def unload_all(self, timeout: float) -> list[str]:
         """Unload every model, bounded by ``timeout`` even on a hung server, so each one's
         finalize() runs even when Triton's exit timeout then cuts its shutdown short. Errors are
-        swallowed: this is the polite first step of a stop, and the signals after it still stop it."""
+        swallowed: this is the polite first step of a stop, and the signals after it still stop it.
+
+        A model whose load got no answer here (`load`'s timeout) and that Triton still lists as
+        LOADING is left alone: its unload, and Triton's own exit, wait for that load to end (a vLLM
+        engine that never comes up: for ever). Returns those names, so the stop ends the process
+        group at once instead of waiting; the process is about to end, so they are forgotten."""
         deadline = time.monotonic() + timeout
         client = self._new_client(network_timeout=max(timeout, 1.0), connection_timeout=min(5.0, timeout))
         bounded = {"client_timeout": max(timeout, 1.0)} if self.protocol == "grpc" else {}
+        stuck: list[str] = []
 
         def busy() -> list[str]:
             rows = _index_rows(client.get_model_repository_index(**self._json, **bounded, **self._headers))
-            return [r["name"] for r in rows if r["state"] in _BUSY_STATES]
+            stuck[:] = [r["name"] for r in rows if r["state"] == "LOADING" and r["name"] in self._unanswered_loads]
+            return [r["name"] for r in rows if r["state"] in _BUSY_STATES and r["name"] not in stuck]
 
         try:
             for name in busy():
@@ -429,6 +455,9 @@ class ModelControl:
             pass
         finally:
             client.close()
+            self._unanswered_loads.clear()
+            self._loaded.clear()
+        return stuck
 
     def index(self) -> list[dict[str, str]]:
         """The repository index: one ``{name, version, state, reason}`` per model Triton knows."""

@@ -84,6 +84,7 @@ class HandedOver:
         return self.pytorch.requested_config(name)
 
     unload = _handed_to_control("unload")
+    last_load = _handed_to_control("last_load")
     index = _handed_to_control("index")
     is_model_ready = _handed_to_control("is_model_ready")
     stats = _handed_to_control("stats")

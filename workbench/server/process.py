@@ -386,12 +386,18 @@ class TritonServer(HandedOver):
             _running.discard(self)
 
     def _stop_process(self, timeout: float) -> None:
+        """End the process: its models unloaded (within ``timeout / 2``), SIGTERM, then SIGKILL after
+        ``timeout``, or at once while a load that got no answer is still under way (Triton's exit
+        would wait for it: measured, the whole 30 s on a vLLM engine that did not come up)."""
+        stuck: list[str] = []
         if self._control is not None:
             if self.running:
-                self._control.unload_all(timeout / 2)
+                stuck = self._control.unload_all(timeout / 2)
             self._control.close()
+        if stuck:
+            self.log.note(f"workbench: ended without waiting for the load of {', '.join(stuck)}: it got no answer")
         if self._process is not None:
-            guard_module.end_process_group(self._process, timeout)
+            guard_module.end_process_group(self._process, 0.0 if stuck else timeout)
             self._process = None  # only now: an interrupted stop() can be called again
         if self._guard is not None:
             guard_module.release_guard(self._guard)

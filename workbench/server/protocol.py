@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: importing the protocol must not import the Triton clients
-    from workbench.server.control import ClientOptions
+    from workbench.server.control import ClientOptions, LoadRequest
 
 
 @runtime_checkable
@@ -74,6 +74,10 @@ class Server(Protocol):
     def requested_config(self, name: str) -> str | None:
         """The config JSON last asked for ``name`` where the served one differs from it (a PyTorch-
         backend model served by its Python-backend twin), else None."""
+        ...
+
+    def last_load(self, name: str) -> LoadRequest | None:
+        """What the last load of ``name`` made here asked for (`ModelControl.last_load`)."""
         ...
 
     def describe(self) -> dict[str, Any]:

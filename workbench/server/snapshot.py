@@ -1,7 +1,10 @@
 """What a server has loaded, so work that loads its own variants (a sweep) can leave it as it was.
 
 A snapshot holds, per model it was asked about, the config the server was serving it with (or
-that it was not loaded); restoring loads each one back with that config, or unloads it. Only the
+that it was not loaded); for a model this process loaded with override files (a vLLM variant's
+1/model.json), which a served config cannot show, that load's config and files. Restoring loads
+each one back with those, or unloads it: a model the work left as it was is not loaded anew
+(Triton answers a load of the config and files it serves at once). Only the
 models named are read and touched: every other model on the server is left alone.
 """
 
@@ -9,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from workbench.server.protocol import Server
@@ -21,9 +24,11 @@ _LOADED = ("READY",)
 
 @dataclass(frozen=True)
 class ModelState:
-    """``configs``: model name -> the config JSON it was served with, or None when not loaded."""
+    """``configs``: model name -> the config JSON it was served with, or None when not loaded;
+    ``files``: model name -> the override files it was loaded with, where it was."""
 
     configs: Mapping[str, dict | None]
+    files: Mapping[str, dict[str, bytes]] = field(default_factory=dict)
 
     def loaded(self) -> list[str]:
         return sorted(name for name, config in self.configs.items() if config is not None)
@@ -33,9 +38,15 @@ def snapshot(server: Server, names: Iterable[str]) -> ModelState:
     """The state of models ``names`` on ``server`` (a `TritonServer` or `RunningServer`)."""
     ready = {row["name"] for row in server.index() if row.get("state") in _LOADED}
     configs: dict[str, dict | None] = {}
+    files: dict[str, dict[str, bytes]] = {}
     for name in names:
-        configs[name] = _served_config(server, name) if name in ready else None
-    return ModelState(configs)
+        asked = server.last_load(name) if name in ready and server.requested_config(name) is None else None
+        if asked is not None and asked.config is not None and asked.files:
+            # loaded here with override files, which the served config cannot show: that request again
+            configs[name], files[name] = json.loads(asked.config), asked.files
+        else:
+            configs[name] = _served_config(server, name) if name in ready else None
+    return ModelState(configs, files)
 
 
 def _served_config(server: Server, name: str) -> dict:
@@ -58,7 +69,7 @@ def restore(server: Server, state: ModelState) -> list[str]:
     ready = {row["name"] for row in server.index() if row.get("state") in _LOADED}
     for name, config in state.configs.items():
         if config is not None:
-            server.load(name, config=config)
+            server.load(name, config=config, files=state.files.get(name))
             done.append(f"loaded {name}")
         elif name in ready:
             server.unload(name)
