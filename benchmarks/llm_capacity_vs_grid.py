@@ -32,6 +32,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from _common import header  # benchmarks/_common.py: the title line with the machine and its load
 from workbench.generate import render, write
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.llm import LlmPlan, LlmSearch, LlmSweepResult, run_llm_sweep
@@ -42,18 +43,16 @@ from workbench.tutorial import llm as tutorial_llm
 TARGET_RATIO = 0.25  # issue 46 item 3: at most a quarter of the grid's wall time
 
 
-def _load() -> str:
-    return ", ".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-def _timed(label: str, call) -> tuple[LlmSweepResult, float]:
+def _timed(label: str, call) -> tuple[LlmSweepResult, float, float]:
+    """The run ``call`` makes, its wall time, and the part of it that went to measuring (not to
+    engine loads)."""
     started = time.perf_counter()
     result = call()
     wall = time.perf_counter() - started
     loads = sum((t or {}).get("load_s", 0.0) for t in (result.record.variant_times or {}).values())
     print(f"{label:<9} {len(result.frame):>2} point(s), {wall:6.1f} s wall: engine loads {loads:6.1f} s, "
           f"the rest {wall - loads:6.1f} s; status {result.status}", flush=True)
-    return result, wall
+    return result, wall, wall - loads
 
 
 def _answer_text(row) -> str:
@@ -101,8 +100,8 @@ def main() -> None:
         raise SystemExit(here.message if llm is not None else "the tiny LLM needs transformers")
     settings = LLM_SETTINGS if args.window is None else replace(LLM_SETTINGS, window_s=args.window)
     search = LlmSearch("capacity", min_windows=args.min_windows, max_windows=args.max_windows)
-    print(f"== LLM capacity search vs the full grid, tiny LLM ==\nload average before: {_load()}; "
-          f"{os.cpu_count()} CPU(s)\nplan: max_num_seqs {args.max_num_seqs} x concurrency {args.concurrency}, "
+    header("LLM capacity search vs the full grid, tiny LLM")
+    print(f"plan: max_num_seqs {args.max_num_seqs} x concurrency {args.concurrency}, "
           f"{args.input_tokens} input / {args.output_tokens} output tokens; windows {settings.window_s:g} s "
           f"(grid: until {settings.stable_windows} agree, at most {settings.max_windows}, {settings.time_limit_s:g} s; "
           f"capacity: {args.min_windows}-{args.max_windows} until decided)", flush=True)
@@ -118,13 +117,13 @@ def main() -> None:
             plan = LlmPlan(max_num_seqs=tuple(args.max_num_seqs), concurrency=tuple(args.concurrency),
                            input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                            slo=Slo(ttft_ms=args.slo_ttft_ms, itl_ms=args.slo_itl_ms), prompts=16)
-            grid, grid_s = _timed("grid", lambda: run_llm_sweep(plan, server, model.dest, out_dir=root / "grid",
-                                                                settings=settings, restore=False))
+            grid, grid_s, grid_rest = _timed("grid", lambda: run_llm_sweep(
+                plan, server, model.dest, out_dir=root / "grid", settings=settings, restore=False))
             ttft = args.slo_ttft_ms or round(statistics.median(grid.frame["ttft_p99_ms"].astype(float)), 1)
             slo = Slo(ttft_ms=ttft, itl_ms=args.slo_itl_ms)
             print(f"SLO: TTFT p99 <= {ttft:g} ms" + ("" if args.slo_ttft_ms else " (the grid's median TTFT p99)")
                   + f" and ITL p99 <= {args.slo_itl_ms:g} ms", flush=True)
-            found, found_s = _timed("capacity", lambda: run_llm_sweep(
+            found, found_s, found_rest = _timed("capacity", lambda: run_llm_sweep(
                 replace(plan, slo=slo), server, model.dest, out_dir=root / "capacity", settings=settings,
                 restore=False, search=search))
         finally:
@@ -136,11 +135,10 @@ def main() -> None:
         print(f"  {line}")
     same, why = _same_or_inseparable(grid, answer.best, grid_answer.best)
     ratio = found_s / grid_s
-    rest = [s - sum((t or {}).get("load_s", 0.0) for t in (r.record.variant_times or {}).values())
-            for r, s in ((found, found_s), (grid, grid_s))]
     print(f"answer: {'met' if same else 'missed'} ({why})\nwall time: {ratio:.2f}x the grid's "
           f"({'met' if ratio <= TARGET_RATIO else 'missed'}: target <= {TARGET_RATIO:g}x); "
-          f"without the engine loads {rest[0] / rest[1]:.2f}x\nload average after: {_load()}", flush=True)
+          f"without the engine loads {found_rest / grid_rest:.2f}x\nload average after: "
+          + ", ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
 
 
 if __name__ == "__main__":
