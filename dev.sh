@@ -66,7 +66,8 @@ case $what in
     # lint, format and types first (pyproject.toml configures them): a finding stops here, in the tool's words
     "$py" -m ruff check workbench conftest.py
     "$py" -m ruff format --check workbench conftest.py
-    "$py" -m mypy
+    # mypy's cache outside the tree, as the bytecode below: a fresh clone re-checks only what changed (1 s, not 40)
+    MYPY_CACHE_DIR=${MYPY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workbench/mypy} "$py" -m mypy
     if [[ -n $vllm_job ]]; then
       if wait "$vllm_job"; then
         export WORKBENCH_VLLM_PYTHON=$(<"$vllm_found")
