@@ -286,12 +286,15 @@ def test_the_sweep_panel_on_ray_shows_each_node_and_its_cancel_ends_the_ray_task
     assert "Ray dashboard: none on this cluster" in shown
     running = load_run(tmp_path / "panel").record["running"]  # what the panel shows is what was saved
     assert len(running) == 2 and {node_name(m["node"]) for m in running.values()} == nodes
-    assert task_servers()
+    servers = task_servers()
+    assert servers
+    folders = {Path(server.cwd()).parent for server in servers}  # each task's folder, its server's run folder inside
     c["cancel"].click()
     assert task.join(120)
     result = load_run(tmp_path / "panel")
     assert result.status == "cancelled" and result.record["running"] == {}
     assert nothing_of_the_tasks_left() == []
+    assert [str(f) for f in folders if f.exists()] == []  # removed on their nodes once the workers ended
     final = c["nodes"].value  # the panel ends as the record does: nothing measuring any more
     assert "points (" not in final and ("no node measured a variant" in final) == (not result.record["nodes"])
 

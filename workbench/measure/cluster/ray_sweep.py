@@ -41,7 +41,7 @@ from workbench.generate.vllm_backend.engine_settings import VllmSettings
 from workbench.generate.vllm_backend.readback import engine_args_file
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
-from workbench.measure.grid.rows import now
+from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS, now
 from workbench.measure.llm.plan import LlmPlan, LlmVariant
 from workbench.measure.llm.result import llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS
@@ -88,6 +88,7 @@ NODE_ADDRESS_COLUMN = "node_address"
 NEURON_CORES = "neuron_cores"  # Ray's resource name for AWS NeuronCores (docs.ray.io, Accelerator Support)
 VISIBLE_CORES = "NEURON_RT_VISIBLE_CORES"
 MAX_RETRIES = 3  # Ray runs a task again this often when its node or worker dies
+CLEAR_TIMEOUT_S = 20.0  # how long a node waits for its cancelled tasks' workers to end before removing their folders
 
 
 def import_ray() -> Any:
@@ -329,6 +330,19 @@ class Job(Protocol):
         ...
 
 
+def _one_variant(job: VariantJob | LlmVariantJob, out_dir: Path, progress: Progress) -> dict[str, Any]:
+    """The keywords both runners take to measure a task's one variant into its node-local folder,
+    leaving the server as it is (it is stopped next)."""
+    return {
+        "out_dir": out_dir,
+        "settings": job.settings,
+        "variants": [job.label],
+        "restore": False,
+        "label": f"{job.run_label}: {job.label}",
+        "progress": progress,
+    }
+
+
 @dataclass(frozen=True)
 class VariantJob:
     """A tensor variant's task: measured by `run_sweep`."""
@@ -344,17 +358,7 @@ class VariantJob:
         # run-time: the sweep (torch with it) loads only where a task runs
         from workbench.measure.sweep import run_sweep
 
-        return run_sweep(
-            placed_plan(self.plan, placement),
-            server,
-            model_dir,
-            out_dir=out_dir,
-            settings=self.settings,
-            variants=[self.label],
-            restore=False,
-            label=f"{self.run_label}: {self.label}",
-            progress=progress,
-        )
+        return run_sweep(placed_plan(self.plan, placement), server, model_dir, **_one_variant(self, out_dir, progress))
 
     def rows(self, out_dir: Path) -> list[dict]:
         return unique_rows(read_points(out_dir / POINTS_FILE))
@@ -381,14 +385,9 @@ class LlmVariantJob:
             placed_plan(self.plan, placement),
             server,
             model_dir,
-            out_dir=out_dir,
-            settings=self.settings,
-            variants=[self.label],
-            restore=False,
             restart_stuck=True,
             load_timeout_s=self.load_timeout_s,
-            label=f"{self.run_label}: {self.label}",
-            progress=progress,
+            **_one_variant(self, out_dir, progress),
         )
 
     def rows(self, out_dir: Path) -> list[dict]:
@@ -433,10 +432,15 @@ class StartTracker:
     def __init__(self) -> None:
         self.starts: dict[str, list[tuple[str, float]]] = {}
         self.progress: dict[str, TaskProgress] = {}
+        self.workers: dict[str, tuple[str, int]] = {}  # label -> (node, worker pid) of its latest start
 
-    def started(self, label: str, node: str, at: float) -> None:
+    def started(self, label: str, node: str, at: float, pid: int) -> None:
         self.starts.setdefault(label, []).append((node, at))
+        self.workers[label] = (node, pid)
         self.progress.pop(label, None)  # a retried variant starts its points again
+
+    def workers_of(self, labels: list[str]) -> dict[str, tuple[str, int]]:
+        return {label: self.workers[label] for label in labels if label in self.workers}
 
     def moved(self, progress: TaskProgress) -> None:
         self.progress[progress.variant] = progress
@@ -451,16 +455,37 @@ class StartTracker:
 WORK_PREFIX = "wb-ray-"
 
 
+def _remove_stale_work_folders() -> list[int]:
+    """Remove the task folders of workers that are gone (a task cancelled or its worker killed
+    mid-variant), their servers' run folders with them (made inside: `measure_variant`); returns
+    the pids whose folders are still there, their workers alive."""
+    alive = []
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*-*"):
+        pid = folder.name[len(WORK_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        if Path(f"/proc/{pid}").exists():
+            alive.append(int(pid))
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+    return alive
+
+
 def _work_folder() -> Path:
-    """A node-local folder for this task, named by its worker's pid; the folders of workers that
-    are gone (a task cancelled or its worker killed mid-variant) are removed first, their servers'
-    run folders with them (made inside: `measure_variant`)."""
-    root = Path(tempfile.gettempdir())
-    for stale in root.glob(f"{WORK_PREFIX}*-*"):
-        pid = stale.name[len(WORK_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=root))
+    """A node-local folder for this task, named by its worker's pid; stale ones removed first."""
+    _remove_stale_work_folders()
+    return Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-", dir=tempfile.gettempdir()))
+
+
+def remove_work_folders_of(pids: list[int], timeout_s: float) -> list[int]:
+    """Run on a node after its tasks were cancelled: wait (at most ``timeout_s``) for their workers
+    (``pids``) to end, then remove their folders; returns the pids whose folders are left."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = [pid for pid in _remove_stale_work_folders() if pid in pids]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def _selected(mapping: Any, label: str) -> Any:
@@ -474,7 +499,7 @@ def measure_variant(job: Job, model: ShippedModel, tracker: Any) -> TaskOutcome:
     ray = import_ray()
     placement = place(job.neuron)
     # not waited on here; waited on before returning
-    noted = tracker.started.remote(job.label, placement.node, time.time())
+    noted = tracker.started.remote(job.label, placement.node, time.time(), os.getpid())
     times: dict[str, float] = {}
     clock = time.perf_counter()
     # run-time: the server loads only where a task runs
@@ -579,10 +604,34 @@ def _plan_changed(previous: Mapping[str, Any], plan: dict) -> str | None:
     return None
 
 
-class TensorOnRay:
+class _PlanOnRay:
+    """What both kinds do alike with their plan's variants (``variants``: those sent, by label) and
+    rows (``key_columns`` name a point, ``int_columns`` are read as whole numbers)."""
+
+    plan: Any  # a SweepPlan or an LlmPlan: each has ``points(variant)`` whose ``key`` is the row's
+    variants: Mapping[str, Any]
+    key_columns: tuple[str, ...]
+    int_columns: tuple[str, ...]
+
+    def labels(self) -> list[str]:
+        return list(self.variants)
+
+    def points(self, label: str) -> int:
+        return len(self.plan.points(self.variants[label]))
+
+    def measured(self, rows: list[dict]) -> set[str]:
+        good = {tuple(r.get(c) for c in self.key_columns) for r in rows if not r.get("error")}
+        return {label for label, v in self.variants.items() if all(p.key in good for p in self.plan.points(v))}
+
+    def read_rows(self, path: Path) -> list[dict]:
+        return unique_rows(read_points(path, self.key_columns, self.int_columns), self.key_columns)
+
+
+class TensorOnRay(_PlanOnRay):
     """A tensor model's `SweepPlan` on Ray: a variant per allocation x batching x parameters."""
 
     record_kind = RUN_KIND
+    key_columns, int_columns = tuple(KEY_COLUMNS), tuple(INT_COLUMNS)
 
     def __init__(self, plan: SweepPlan, model_dir: Path, settings: MeasureSettings) -> None:
         base = read_config(model_dir)
@@ -590,24 +639,11 @@ class TensorOnRay:
         self.neuron = neuron_target(base)
         self.variants = {v.label: v for v in plan.variants(base)}  # the whole plan checked before anything is shipped
 
-    def labels(self) -> list[str]:
-        return list(self.variants)
-
     def ask(self, label: str) -> Ask:
         return variant_ask(self.variants[label], self.neuron)
 
-    def points(self, label: str) -> int:
-        return len(self.plan.points(self.variants[label]))
-
     def job(self, label: str, run_label: str) -> Job:
         return VariantJob(label, self.plan, self.model_dir.name, self.settings, self.neuron, run_label)
-
-    def measured(self, rows: list[dict]) -> set[str]:
-        good = {(r.get("variant"), r.get("batch_size"), r.get("concurrency")) for r in rows if not r.get("error")}
-        return {label for label, v in self.variants.items() if all(p.key in good for p in self.plan.points(v))}
-
-    def read_rows(self, path: Path) -> list[dict]:
-        return unique_rows(read_points(path))
 
     def record_fields(self) -> dict[str, Any]:
         return {
@@ -628,13 +664,15 @@ class TensorOnRay:
         return result.frame
 
 
-class LlmOnRay:
+class LlmOnRay(_PlanOnRay):
     """A vLLM-backend model's `LlmPlan` on Ray: a variant per max_num_seqs x tensor-parallel degree
     x instances, its loads its points; recorded as any LLM run (kind ``llm``), so it reads back as one.
 
     The variants are generated and checked here, on the driver; one that cannot run (the backend's
     checks, more tensor-parallel workers than this machine's NUMA nodes on the CPU) is recorded as
     skipped and not sent."""
+
+    key_columns, int_columns = tuple(LLM_KEY_COLUMNS), tuple(LLM_INT_COLUMNS)
 
     def __init__(self, plan: LlmPlan, model_dir: Path, settings: MeasureSettings, load_timeout_s: float) -> None:
         # run-time: the LLM sweep's record fields come with its runner
@@ -648,26 +686,13 @@ class LlmOnRay:
         self.all_variants = plan.variants(base)
         self.variants = {v.label: v for v in self.all_variants if not v.skipped}
 
-    def labels(self) -> list[str]:
-        return list(self.variants)
-
     def ask(self, label: str) -> Ask:
         return llm_variant_ask(self.variants[label], self.neuron)
-
-    def points(self, label: str) -> int:
-        return len(self.plan.points(self.variants[label]))
 
     def job(self, label: str, run_label: str) -> Job:
         return LlmVariantJob(
             label, self.plan, self.model_dir.name, self.settings, self.neuron, run_label, self.load_timeout_s
         )
-
-    def measured(self, rows: list[dict]) -> set[str]:
-        good = {(r.get("variant"), r.get("concurrency"), r.get("request_rate")) for r in rows if not r.get("error")}
-        return {label for label, v in self.variants.items() if all(p.key in good for p in self.plan.points(v))}
-
-    def read_rows(self, path: Path) -> list[dict]:
-        return unique_rows(read_points(path, LLM_KEY_COLUMNS, LLM_INT_COLUMNS), LLM_KEY_COLUMNS)
 
     def record_fields(self) -> dict[str, Any]:
         from workbench.measure.llm.run import llm_meaning
@@ -932,6 +957,7 @@ class _RaySweep:
             if cancel is not None and cancel.is_set():
                 for ref in pending:
                     ray.cancel(ref, force=True)  # the worker ends; its server's guard takes the server down
+                self._clear_cancelled(tracker, list(pending.values()))
                 return True
             if asked is None:
                 asked = tracker.now.remote()
@@ -951,6 +977,30 @@ class _RaySweep:
                     continue
                 self._take(outcome)
         return False
+
+    def _clear_cancelled(self, tracker: Any, labels: list[str]) -> None:
+        """The folders of the cancelled tasks removed on their nodes (a worker ended by force runs no
+        `finally`): a task per node, pinned to it, once the workers are gone. What is left (a node
+        that did not answer in time) goes when the next task on that node starts."""
+        ray = self.ray
+        by_node: dict[str, list[int]] = {}
+        try:
+            for node, pid in ray.get(tracker.workers_of.remote(labels), timeout=10).values():
+                by_node.setdefault(node, []).append(pid)
+            cleanup = ray.remote(remove_work_folders_of)
+            refs = [
+                cleanup.options(
+                    num_cpus=0,
+                    scheduling_strategy=ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node, soft=False),
+                ).remote(pids, CLEAR_TIMEOUT_S)
+                for node, pids in by_node.items()
+            ]
+            left = [pid for pids in ray.get(refs, timeout=CLEAR_TIMEOUT_S + 30) for pid in pids]
+        except Exception as err:  # a node gone, a timeout: its next task removes what is left
+            left = [pid for pids in by_node.values() for pid in pids]
+            self.session["cancel_cleanup"] = _first_line(err)
+        if left:
+            self.session["work_folders_left"] = left
 
     def _take(self, outcome: TaskOutcome) -> None:
         """One variant's rows into the run, and what its node did into the record (a variant whose
