@@ -165,7 +165,8 @@ def test_an_llm_sweep_over_two_nodes_reads_back_as_an_llm_run_and_resumes_with_n
     assert {line.split()[0] for line in table_lines[1:3]} == {w[:8] for w in workers}
     assert main(["report", str(out)]) == 0
     report = (out / "report.html").read_text()
-    assert "seqs1-tp1-x1" in report and "output tokens" in report
+    assert "seqs1-tp1-x1" in report and "on each Ray node" in report
+    assert all(w[:8] in report for w in workers)
 
     points = (out / POINTS_FILE).read_bytes()
     assert main(argv + ["--resume"]) == 0, capsys.readouterr().err[-3000:]

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 import pandas as pd
 
@@ -43,7 +43,7 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, Variant
 from workbench.measure.grid.rows import INT_COLUMNS, KEY_COLUMNS, now
 from workbench.measure.llm.plan import LlmPlan, LlmVariant
-from workbench.measure.llm.result import llm_frame
+from workbench.measure.llm.result import LlmSweepResult, llm_frame
 from workbench.measure.llm.rows import LLM_INT_COLUMNS, LLM_KEY_COLUMNS
 from workbench.measure.store.folder import RunRecord, points_text, read_record
 from workbench.measure.store.results import (
@@ -711,8 +711,6 @@ class LlmOnRay(_PlanOnRay):
         return _plan_changed(previous, self.plan.to_dict())
 
     def result(self, rows: list[dict], record: Mapping[str, Any], out_dir: Path) -> SavedRun:
-        from workbench.measure.llm.result import LlmSweepResult
-
         return LlmSweepResult(llm_frame(rows), RunRecord.from_dict(record), out_dir)
 
     def export_frame(self, result: SavedRun) -> pd.DataFrame:
@@ -779,6 +777,42 @@ def _resume_problem(previous: Mapping[str, Any], kind: RayKind, out_dir: Path) -
     if changed:
         return f"cannot resume the Ray sweep in {out_dir}: {changed}; resume with the same plan or give a new --out"
     return None
+
+
+@overload
+def run_sweep_on_ray(
+    plan: SweepPlan,
+    model: str | Path,
+    *,
+    out_dir: str | Path,
+    settings: MeasureSettings | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    label: str | None = None,
+    max_retries: int = MAX_RETRIES,
+    load_timeout_s: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    command: str | None = None,
+) -> SweepResult: ...
+
+
+@overload
+def run_sweep_on_ray(
+    plan: LlmPlan,
+    model: str | Path,
+    *,
+    out_dir: str | Path,
+    settings: MeasureSettings | None = None,
+    address: str | None = None,
+    resume: bool = False,
+    label: str | None = None,
+    max_retries: int = MAX_RETRIES,
+    load_timeout_s: float | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    cancel: threading.Event | None = None,
+    command: str | None = None,
+) -> LlmSweepResult: ...
 
 
 def run_sweep_on_ray(
