@@ -22,6 +22,18 @@ def test_without_ray_the_workbench_imports_and_sweep_ray_says_how_to_install_it(
                      "'triton-neuron-workbench[ray]' (ray==2.60.0)"]
     assert not out.exists()
 
+    # a vLLM-backend model's sweep on Ray says the same, before anything is measured or written
+    llm = tmp_path / "repo" / "tiny_llm"
+    (llm / "1").mkdir(parents=True)
+    (llm / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
+    (llm / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
+    code = (BLOCK_RAY + "from workbench.cli import main; "
+            f"sys.exit(main(['sweep', {str(llm)!r}, '--out', {str(out)!r}, '--ray']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert [line for line in done.stderr.splitlines() if "error" in line] == lines
+    assert not out.exists()
+
 
 def test_sweep_ray_on_an_llm_model_refuses_what_ray_cannot_take_in_one_line(tmp_path, capsys):
     """A vLLM-backend model is swept on Ray too (tests/test_ray_llm_sweep.py); the flags that cannot
