@@ -22,18 +22,36 @@ def test_without_ray_the_workbench_imports_and_sweep_ray_says_how_to_install_it(
                      "'triton-neuron-workbench[ray]' (ray==2.60.0)"]
     assert not out.exists()
 
+    # a vLLM-backend model's sweep on Ray says the same, before anything is measured or written
+    llm = tmp_path / "repo" / "tiny_llm"
+    (llm / "1").mkdir(parents=True)
+    (llm / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
+    (llm / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
+    code = (BLOCK_RAY + "from workbench.cli import main; "
+            f"sys.exit(main(['sweep', {str(llm)!r}, '--out', {str(out)!r}, '--ray']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert [line for line in done.stderr.splitlines() if "error" in line] == lines
+    assert not out.exists()
 
-def test_sweep_ray_refuses_an_llm_model_in_one_line(tmp_path, capsys):
-    """A vLLM-backend model is swept in tokens on one server: --ray says so rather than being ignored."""
+
+def test_sweep_ray_on_an_llm_model_refuses_what_ray_cannot_take_in_one_line(tmp_path, capsys):
+    """A vLLM-backend model is swept on Ray too (tests/test_ray_llm_sweep.py); the flags that cannot
+    apply there (a server given, a search, a new run over the old) are refused in the tensor sweep's
+    words, in one line, before anything starts or is written."""
     from workbench.cli import main
 
     model = tmp_path / "repo" / "tiny_llm"
     (model / "1").mkdir(parents=True)
     (model / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
     (model / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
-    code = main(["sweep", str(model), "--concurrency", "1", "--out", str(tmp_path / "run"), "--ray"])
+    code = main(["sweep", str(model), "--concurrency", "1", "--out", str(tmp_path / "run"), "--ray",
+                 "--url", "127.0.0.1:8001", "--search", "adaptive", "--new-run"])
     assert code == 2
-    assert "--ray measures tensor models; an LLM (vLLM-backend) sweep runs on one server" in capsys.readouterr().err
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(errors) == 1
+    assert errors[0].endswith("--ray measures the whole grid into a new or resumed --out; "
+                              "drop --url, --search, --new-run")
     assert not (tmp_path / "run").exists()
 
 

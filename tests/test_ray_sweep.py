@@ -286,12 +286,15 @@ def test_the_sweep_panel_on_ray_shows_each_node_and_its_cancel_ends_the_ray_task
     assert "Ray dashboard: none on this cluster" in shown
     running = load_run(tmp_path / "panel").record["running"]  # what the panel shows is what was saved
     assert len(running) == 2 and {node_name(m["node"]) for m in running.values()} == nodes
-    assert task_servers()
+    servers = task_servers()
+    assert servers
+    folders = {Path(server.cwd()).parent for server in servers}  # each task's folder, its server's run folder inside
     c["cancel"].click()
     assert task.join(120)
     result = load_run(tmp_path / "panel")
     assert result.status == "cancelled" and result.record["running"] == {}
     assert nothing_of_the_tasks_left() == []
+    assert [str(f) for f in folders if f.exists()] == []  # removed on their nodes once the workers ended
     final = c["nodes"].value  # the panel ends as the record does: nothing measuring any more
     assert "points (" not in final and ("no node measured a variant" in final) == (not result.record["nodes"])
 
@@ -316,6 +319,7 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
             try:
                 found = re.search(r"(/[^\s=]*?/wb-ray-[^/\s]+)/", " ".join(server.cmdline()) + "/")
                 parents = server.parents()
+                server_folder = Path(server.cwd())  # its run folder (log, guard log): the server runs in it
             except psutil.Error:
                 continue
             task_points = Path(found.group(1)) / "run" / POINTS_FILE
@@ -324,6 +328,7 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
                 break
         time.sleep(0.2)
     assert victim is not None, "no task measured a point in time"
+    assert server_folder.name.startswith("workbench-triton-") and server_folder.parent == Path(found.group(1))
     lost = victim.node_id
     cluster.cluster.remove_node(victim, allow_graceful=False)
     sweep.join(timeout=600)
@@ -341,8 +346,10 @@ def test_a_node_lost_mid_variant_is_measured_again_elsewhere_once(cluster, model
     assert entry["started_on"][0] == lost and entry["measured_on"] != lost
     assert set(result.frame[result.frame["variant"] == label]["node"]) == {entry["measured_on"]}
     assert nothing_of_the_tasks_left() == []
-    # the lost task's node-local folder is gone too: the retried task removed the folders of dead workers
+    # the lost task's node-local folder is gone too, its server's run folder inside it: the retried
+    # task removed the folders of dead workers (a cancelled task's, earlier in this module, too)
     left = [p for p in Path(tempfile.gettempdir()).glob("wb-ray-*-*")
             if not Path(f"/proc/{p.name.split('-')[2]}").exists()]
     assert left == []
+    assert not server_folder.exists()  # the lost server's own run folder went with its task's
     cluster.add_worker(num_cpus=1, resources={"neuron_cores": NEURON_CORES_PER_NODE})

@@ -15,7 +15,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["add_llm_arguments", "LLM_FLAGS", "TENSOR_ONLY", "run_llm_cli", "misplaced_flags", "sweep_exit"]
+__all__ = [
+    "add_llm_arguments",
+    "LLM_FLAGS",
+    "TENSOR_ONLY",
+    "run_llm_cli",
+    "misplaced_flags",
+    "sweep_exit",
+    "ray_refusal",
+    "print_ray_notes",
+]
 
 _EXIT_BAD_INPUT = 2
 _EXIT_CANCELLED = 130
@@ -37,6 +46,26 @@ def sweep_exit(result: Any) -> int:
         return 1
     print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)
     return _EXIT_CANCELLED
+
+
+def ray_refusal(url: bool, search: bool, new_run: bool) -> str | None:
+    """What ``--ray`` cannot take, in either mode, in one problem (None: nothing): each variant is a
+    task on a node's own server, whose points are the whole grid's, into a new or resumed --out."""
+    refused = [flag for flag, given in (("--url", url), ("--search", search), ("--new-run", new_run)) if given]
+    if not refused:
+        return None
+    return f"--ray measures the whole grid into a new or resumed --out; drop {', '.join(refused)}"
+
+
+def print_ray_notes(record: Any) -> None:
+    """What a Ray run's record says beyond its table: the dashboard, the variants Ray started again
+    after losing a node, and those that failed (on stderr)."""
+    if record.get("dashboard"):
+        print(f"Ray dashboard: {record['dashboard']}")
+    for label, entry in record.get("retried", {}).items():
+        print(f"retried: {label} started on {len(entry['started_on'])} nodes, measured on {entry['measured_on']}")
+    for label, error in record.get("failed_variants", {}).items():
+        print(f"workbench sweep: variant {label} failed: {error}", file=sys.stderr)
 
 
 # dest -> flag of the LLM mode's own flags (default None: given or not)
@@ -317,9 +346,11 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         problems.append("--metrics-url is for a server given with --url (a server started here is read already)")
     if len(args.url) > 1:
         problems.append(
-            f"--url given {len(args.url)} times: an LLM sweep runs on one server (not yet on Ray either); "
-            "give one --url"
+            f"--url given {len(args.url)} times: an LLM sweep runs on one server, or on a Ray cluster's "
+            "nodes with --ray; give one --url"
         )
+    if args.ray is not None and (refused := ray_refusal(bool(args.url), args.search != "grid", args.new_run)):
+        problems.append(refused)
     try:
         vllm = read_back(model_dir).settings.backend_settings
     except (ConfigError, OSError, ValueError) as err:
@@ -356,6 +387,31 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     if problems or settings is None:  # settings None: its MeasureError is among the problems
         print(f"workbench sweep: error: {'; '.join(problems)}", file=sys.stderr)
         return _EXIT_BAD_INPUT
+    argv = getattr(args, "argv", None)
+    command = shlex.join(["workbench", *argv]) if argv is not None else None
+    printer = lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr)  # noqa: E731
+    if args.ray is not None:
+        from workbench.measure.cluster import run_sweep_on_ray
+
+        task = Task(
+            run_sweep_on_ray,
+            plan,
+            model_dir,
+            out_dir=args.out,
+            settings=settings,
+            address=args.ray or None,
+            resume=args.resume,
+            label=args.label,
+            load_timeout_s=args.timeout or LOAD_TIMEOUT_S,
+            command=command,
+            on_progress=printer,
+        )
+        run_to_the_end(task, INTERRUPTED)
+        failed = _failure_exit(task)
+        if failed is not None:
+            return failed
+        print_ray_notes(task.result.record)
+        return _report(task.result, args, prices)
     try:
         server = (
             RunningServer(
@@ -370,7 +426,6 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
     except Exception as err:  # no binary, port clash, bad URL: one line
         print(f"workbench sweep: error: cannot start or reach tritonserver: {err}", file=sys.stderr)
         return 1
-    argv = getattr(args, "argv", None)
     task = Task(
         run_llm_sweep,
         plan,
@@ -385,8 +440,8 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
         label=args.label,
         restore=bool(args.url),
         search=search,
-        command=shlex.join(["workbench", *argv]) if argv is not None else None,
-        on_progress=lambda done, total, message: print(f"[{done}/{total}] {message}", file=sys.stderr),
+        command=command,
+        on_progress=printer,
     )
     try:
         run_to_the_end(task, INTERRUPTED)
@@ -395,13 +450,24 @@ def run_llm_cli(args: argparse.Namespace, defaults: dict[str, Any]) -> int:
             server.close()
         else:
             server.stop()
-    if task.state == "failed":
-        if isinstance(task.error, (SweepError, MeasureError)):
-            print(f"workbench sweep: error: {task.error}", file=sys.stderr)
-            return _EXIT_BAD_INPUT
-        print(task.error_text, file=sys.stderr)
-        return 1
+    failed = _failure_exit(task)
+    if failed is not None:
+        return failed
     return _report(task.result, args, prices)
+
+
+def _failure_exit(task: Any) -> int | None:
+    """A failed task's exit code, its error said (a bad input in one line); None when it did not fail."""
+    from workbench.measure.engine.measure_settings import MeasureError
+    from workbench.measure.grid.plan import SweepError
+
+    if task.state != "failed":
+        return None
+    if isinstance(task.error, (SweepError, MeasureError)):
+        print(f"workbench sweep: error: {task.error}", file=sys.stderr)
+        return _EXIT_BAD_INPUT
+    print(task.error_text, file=sys.stderr)
+    return 1
 
 
 def _report(result, args: argparse.Namespace, prices) -> int:

@@ -18,6 +18,8 @@ from workbench.cli.llm_sweep import (
     WINDOW_FLAGS,
     add_llm_arguments,
     misplaced_flags,
+    print_ray_notes,
+    ray_refusal,
     run_llm_cli,
     sweep_exit,
 )
@@ -207,8 +209,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         default=None,
         metavar="ADDRESS",
         help="measure each variant as a Ray task on a Ray cluster's nodes (its own tritonserver "
-        "there, the model folder shipped by Ray); ADDRESS: the cluster's (default: RAY_ADDRESS, "
-        "else a Ray started here). Needs the ray extra",
+        "there, the model folder shipped by Ray; a vLLM-backend model's weights with it); ADDRESS: the "
+        "cluster's (default: RAY_ADDRESS, else a Ray started here). Needs the ray extra",
     )
     run.add_argument(
         "--timeout",
@@ -411,13 +413,6 @@ def run_cli(args: argparse.Namespace) -> int:
 
     model_dir = Path(args.model_dir)
     if _streams_tokens(model_dir):  # the backend switch: a token-streaming backend is swept in tokens
-        if args.ray is not None:
-            print(
-                "workbench sweep: error: --ray measures tensor models; an LLM (vLLM-backend) sweep runs on one "
-                "server: drop --ray",
-                file=sys.stderr,
-            )
-            return _EXIT_BAD_INPUT
         return run_llm_cli(args, args.flag_defaults)
     misplaced = misplaced_flags(args, args.flag_defaults, llm=False)
     if misplaced:
@@ -555,17 +550,9 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     # start-up: a command's modules load when it runs, not when `workbench` builds its parser
     from workbench.measure.cluster import run_sweep_on_ray
 
-    refused = [
-        flag
-        for flag, given in (("--url", args.url), ("--search", search is not None), ("--new-run", args.new_run))
-        if given
-    ]
+    refused = ray_refusal(bool(args.url), search is not None, args.new_run)
     if refused:
-        print(
-            f"workbench sweep: error: --ray measures the whole grid into a new or resumed --out; "
-            f"drop {', '.join(refused)}",
-            file=sys.stderr,
-        )
+        print(f"workbench sweep: error: {refused}", file=sys.stderr)
         return _EXIT_BAD_INPUT
     bar = _Bar(plan.size)
     task = Task(
@@ -592,12 +579,7 @@ def _run_on_ray(args: argparse.Namespace, plan, settings, search) -> int:
     print(result.table().to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     print()
     print(result.describe_best(latency_budget_ms=args.latency_budget_ms, min_throughput=args.min_throughput))
-    if result.record.get("dashboard"):
-        print(f"Ray dashboard: {result.record['dashboard']}")
-    for label, entry in result.record.get("retried", {}).items():
-        print(f"retried: {label} started on {len(entry['started_on'])} nodes, measured on {entry['measured_on']}")
-    for label, error in result.record.get("failed_variants", {}).items():
-        print(f"workbench sweep: variant {label} failed: {error}", file=sys.stderr)
+    print_ray_notes(result.record)
     print(f"results: {result.path / 'results.csv'}, {result.path / 'results.json'}, {result.path / 'run.json'}")
     if not result.complete:
         print(f"workbench sweep: run {result.status}; continue it with --resume", file=sys.stderr)

@@ -81,7 +81,9 @@ class TritonServer(HandedOver):
     (a `ServerLog`); the methods of the same names here hand over to them. ``model_config_name``
     serves each model with its ``configs/<name>.pbtxt`` (config.pbtxt where it has none);
     ``response_cache`` None starts the server with a local response cache when a model's config
-    enables one.
+    enables one. ``run_parent``: the folder its run folder (log, guard log) is made in, default the
+    system's temp folder (a Ray task's own folder: `cluster.ray_sweep`, so a task killed with its
+    server leaves one folder to remove, not two).
     """
 
     def __init__(
@@ -101,6 +103,7 @@ class TritonServer(HandedOver):
         pytorch_backend: str | os.PathLike[str] | bool | None = None,
         vllm_backend: str | os.PathLike[str] | bool | None = None,
         vllm_python: str | os.PathLike[str] | None = None,
+        run_parent: str | os.PathLike[str] | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -136,6 +139,7 @@ class TritonServer(HandedOver):
         self._restarting = False
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
+        self.run_parent = Path(run_parent) if run_parent is not None else None
         self.run_dir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._owner_pid = os.getpid()
@@ -253,7 +257,7 @@ class TritonServer(HandedOver):
             for name, port in self._requested_ports.items():
                 if port is not None:
                     check_port_free(self.host, port, name)
-            self.run_dir = Path(tempfile.mkdtemp(prefix="workbench-triton-"))
+            self.run_dir = Path(tempfile.mkdtemp(prefix="workbench-triton-", dir=self.run_parent))
             self.log.start(self.run_dir / "tritonserver.log")
             attempts = 1 if all(p is not None for p in self._requested_ports.values()) else 3
             for attempt in range(attempts):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from workbench.measure.llm.answers import load_text
-from workbench.measure.store.results import ReportSections
+from workbench.measure.store.results import ReportSections, node_name
 
 if TYPE_CHECKING:
     from workbench.measure.llm.result import LlmSweepResult
@@ -95,7 +95,7 @@ def llm_report_sections(run: LlmSweepResult) -> ReportSections:
             f"at most {_text(settings.get('max_windows'))}, time limit {_text(settings.get('time_limit_s'))} s",
         ),
         ("effort", _text(record.effort) if record.effort else "every point until stable (no effort rule)"),
-        ("server", f"Triton {_text(record.server_version)} at {_text(record.url)}"),
+        ("server", f"Triton {_text(record.server_version)} {_where(record)}"),
     ]
     search = record.search or {}
     searched = (
@@ -133,3 +133,11 @@ def llm_report_sections(run: LlmSweepResult) -> ReportSections:
     ]
     again = ([("command", record.command)] if record.command else []) + [("python", llm_call(run))]
     return ReportSections(facts=facts, figures=figures, unstable=unstable, again=again)
+
+
+def _where(record: Any) -> str:
+    """Where the server ran: its address, or on a Ray sweep each node's own (the nodes named)."""
+    nodes = record.get("nodes") or {}
+    if record.get("cluster") == "ray":
+        return f"on each Ray node's own server ({', '.join(node_name(n) for n in nodes) or 'no node measured'})"
+    return f"at {_text(record.url)}"

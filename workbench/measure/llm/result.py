@@ -37,7 +37,7 @@ from workbench.measure.store.folder import (
     read_points,
     read_record,
 )
-from workbench.measure.store.results import ReadableFrame, ReportSections, SavedRun
+from workbench.measure.store.results import ReadableFrame, ReportSections, SavedRun, node_name
 
 __all__ = ["LlmSweepResult", "llm_frame", "load_llm_run", "compare_llm_runs", "LlmComparison", "MEANING_KEYS"]
 
@@ -271,7 +271,11 @@ class LlmSweepResult(SavedRun):
             "stopped",
             "error",
         ]
-        table = self.frame[columns]
+        frame = self.frame
+        if "node" in frame.columns:  # a Ray sweep: the node that measured the row, as the tensor table names it
+            frame = frame.assign(node=frame["node"].astype(str).map(node_name))
+            columns = ["node"] + columns
+        table = frame[columns]
         shown = [c for c in columns if c not in ("request_rate", "concurrency", "error") or table[c].notna().any()]
         return ReadableFrame(table[shown])
 

@@ -11,7 +11,7 @@ one whose model files, server or workbench version changed.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,6 +47,7 @@ from workbench.measure.sweep.swept import (
     check_in_repository,
     check_out_dir,
     check_reachable_by_engine,
+    chosen_variants,
     config_digest,
     server_url,
 )
@@ -57,7 +58,7 @@ from workbench.server.protocol import Server
 from workbench.system import usable_cpu_ids
 from workbench.tasks import check_cancel
 
-__all__ = ["run_llm_sweep", "LLM_SETTINGS", "ENGINE", "COUNT_OUTPUT"]
+__all__ = ["run_llm_sweep", "LLM_SETTINGS", "ENGINE", "COUNT_OUTPUT", "llm_meaning", "llm_export_frame"]
 
 ENGINE = "workbench-stream"  # the streaming engine (engine/streaming), named in rows and the record
 COUNT_OUTPUT = "num_output_tokens"  # the vLLM backend's per-response token count
@@ -90,6 +91,7 @@ def run_llm_sweep(
     command: str | None = None,
     effort: EffortRule | None = None,
     search: LlmSearch | str | None = None,
+    variants: Collection[str] | None = None,
 ) -> LlmSweepResult:
     """Measure every point of ``plan`` (an `LlmPlan`: max_num_seqs x tensor-parallel degree x
     instances x concurrency or request rate) of the vLLM-backend model directory ``model_dir`` on
@@ -115,6 +117,8 @@ def run_llm_sweep(
     ``progress(done, total, message)`` hears of every load and window; ``cancel`` (an Event) stops at
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
     ``command``: the command line that ran it, kept in the record. A list of servers is refused.
+    ``variants``: labels of the plan's variants to measure (a Ray task's one variant,
+    `cluster.ray_sweep`); default all.
 
     ``search`` (an `LlmSearch`, or its name: ``"grid"``, ``"adaptive"``, ``"capacity"``) picks
     which points are measured: ``adaptive`` walks each variant's loads with the tensor sweeps'
@@ -144,8 +148,8 @@ def run_llm_sweep(
         raise SweepError(f"settings must be a MeasureSettings, got {type(settings).__name__}")
     if isinstance(server, (list, tuple, dict)):
         raise SweepError(
-            "an LLM sweep runs on one server (several machines sweep tensor models only, on Ray: "
-            "run_sweep_on_ray); give one server"
+            "an LLM sweep runs on one server (several machines are swept as a Ray cluster: "
+            "workbench.measure.cluster.run_sweep_on_ray); give one server"
         )
     if effort is not None and not isinstance(effort, EffortRule):
         raise SweepError(f"effort must be an EffortRule or None, got {type(effort).__name__}")
@@ -167,7 +171,7 @@ def run_llm_sweep(
     check_out_dir(out_dir, resume or new_run)
     RunFolderLock.check_free(out_dir)  # a sweep writing it, or a lock that is a link: said before anything
     sweep = LlmSweep(
-        plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel, effort
+        plan, server, Path(model_dir), out_dir, settings, tokenizer, load_timeout_s, progress, cancel, effort, variants
     )
     sweep.search, sweep.rule = strategy, chosen.effort() if strategy is not None else effort
     sweep.restart_stuck = bool(restart_stuck)
@@ -182,6 +186,27 @@ def run_llm_sweep(
         progress=progress,
         cancel=cancel,
     )  # type: ignore[return-value]
+
+
+def llm_meaning(plan: LlmPlan, settings: MeasureSettings, rule: EffortRule | None) -> dict:
+    """What a resume or a comparison must find the same: lengths, SLO, engine and its settings
+    (the record's fields, however the run was driven: one server, or Ray tasks)."""
+    lengths = plan.to_dict()
+    return {
+        "input_tokens": lengths["input_tokens"],
+        "output_tokens": lengths["output_tokens"],
+        "slo": lengths["slo"],
+        "engine": ENGINE,
+        "settings": settings.to_dict(),
+        "prompts": plan.prompts,
+        "seed": plan.seed,
+        "effort": None if rule is None else {"min_windows": rule.min_windows, "max_windows": rule.max_windows},
+    }
+
+
+def llm_export_frame(frame: pd.DataFrame, plan: LlmPlan) -> pd.DataFrame:
+    """The exported table: the rows with vLLM bench's column names beside the workbench's."""
+    return with_bench_names(frame, goodput_slo(plan.slo.ttft_ms, plan.slo.itl_ms))
 
 
 class LlmSweep:
@@ -204,6 +229,7 @@ class LlmSweep:
         progress: Callable[[int, int, str], None] | None,
         cancel: threading.Event | None,
         effort: EffortRule | None = None,
+        variants: Collection[str] | None = None,
     ) -> None:
         self.plan, self.server, self.model_dir, self.out_dir, self.settings = plan, server, model_dir, out_dir, settings
         self.effort = LlmEffort(effort, plan.slo) if effort is not None else None
@@ -223,7 +249,7 @@ class LlmSweep:
         self.name = self.base_config.name or model_dir.name
         check_in_repository(server, self.name, model_dir)
         self.base = read_back(model_dir).settings
-        self.variants = plan.variants(self.base)
+        self.variants = chosen_variants(plan.variants(self.base), variants)
         self.url = server_url(server, settings.protocol)
         check_reachable_by_engine(server)
         vllm = self.base.backend_settings
@@ -251,20 +277,7 @@ class LlmSweep:
         return sum(len(self.plan.points(v)) for v in self.variants if not v.skipped)
 
     def meaning(self) -> dict:
-        """What a resume or a comparison must find the same: lengths, SLO, engine and its settings."""
-        plan = self.plan.to_dict()
-        return {
-            "input_tokens": plan["input_tokens"],
-            "output_tokens": plan["output_tokens"],
-            "slo": plan["slo"],
-            "engine": ENGINE,
-            "settings": self.settings.to_dict(),
-            "prompts": self.plan.prompts,
-            "seed": self.plan.seed,
-            "effort": None
-            if self.rule is None
-            else {"min_windows": self.rule.min_windows, "max_windows": self.rule.max_windows},
-        }
+        return llm_meaning(self.plan, self.settings, self.rule)
 
     def resume(self, previous: RunRecord, measured: dict) -> int:
         """The earlier rows, refused when they measured something else: by the check both sweeps
@@ -320,8 +333,7 @@ class LlmSweep:
         return [p.label for v in self.variants if not v.skipped for p in self.plan.points(v) if p.key not in self.rows]
 
     def export_frame(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The exported table: the rows with vLLM bench's column names beside the workbench's."""
-        return with_bench_names(frame, goodput_slo(self.plan.slo.ttft_ms, self.plan.slo.itl_ms))
+        return llm_export_frame(frame, self.plan)
 
     def restorable(self) -> bool:
         return self.any_loaded and self.stuck is None

@@ -11,11 +11,11 @@ import json
 import platform
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from workbench.coremap import CoreRange
 from workbench.generate.config import ModelConfig, parameters_of, read_config
-from workbench.measure.grid.plan import SweepError, Variant
+from workbench.measure.grid.plan import SweepError
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.store.results import POINTS_FILE, RECORD_FILE, SCREENING_FILE, RunRecord, read_points
 from workbench.measure.sweep.resume import unique_rows
@@ -130,7 +130,17 @@ def screened_rows(out_dir: Path, previous: RunRecord | None) -> list[PointRow]:
     return [PointRow.from_dict(row) for row in unique_rows(read_points(path)) if not row.get("error")]
 
 
-def chosen_variants(variants: list[Variant], labels: Collection[str] | None) -> list[Variant]:
+class Labelled(Protocol):
+    """A plan's variant as a sweep picks it: by its label (a tensor `Variant`, an LLM `LlmVariant`)."""
+
+    @property
+    def label(self) -> str: ...
+
+
+V = TypeVar("V", bound=Labelled)
+
+
+def chosen_variants(variants: list[V], labels: Collection[str] | None) -> list[V]:
     """The plan's variants named by ``labels`` (all when None); an unknown label is an error."""
     if labels is None:
         return variants
