@@ -40,7 +40,8 @@ SETTINGS = MeasureSettings(engine="workbench", window_s=1.0, stable_windows=2, m
 # the same grid and settings as `workbench sweep` flags
 FLAGS = ["--max-num-seqs", "4,1", "--concurrency", "1", "--input-tokens", "16", "--output-tokens", "8",
          "--prompts", "4", "--slo-ttft-ms", "60000", "--slo-itl-ms", "10000", "--window-ms", "1000",
-         "--stable-windows", "2", "--max-windows", "2", "--time-limit-s", "4", "--warmup", "2", "--no-plots"]
+         "--stable-windows", "2", "--max-windows", "2", "--time-limit-s", "4", "--warmup", "2", "--no-plots",
+         "--timeout", "600"]  # each node's engine start: 2 min beside the other here, longer in the parallel pass
 
 
 def test_the_weights_outside_the_model_folder_are_shipped_and_model_json_points_at_them(tmp_path):
