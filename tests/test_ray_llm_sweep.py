@@ -18,14 +18,8 @@ import pytest
 from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
 from workbench.generate.backends import read_back
-from workbench.measure.cluster.ray_sweep import (
-    WORK_PREFIX,
-    LlmOnRay,
-    ShippedModel,
-    engine_folders,
-    pack_model,
-    ray_kind,
-)
+from workbench.measure.cluster.ray_kinds import LlmOnRay, ray_kind
+from workbench.measure.cluster.ray_task import WORK_PREFIX, ShippedModel, engine_folders, pack_model
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, SweepPlan

@@ -86,7 +86,7 @@ def test_the_sweep_panel_on_ray_says_what_it_cannot_do_before_anything_runs(tmp_
 
 def test_a_variant_too_big_for_every_node_is_named_with_the_largest_node():
     """Ray keeps a task pending while no node can hold it; the sweep refuses it first (no Ray needed)."""
-    from workbench.measure.cluster.ray_sweep import Ask, too_big_for_every_node
+    from workbench.measure.cluster.ray_task import Ask, too_big_for_every_node
 
     nodes = [{"Alive": True, "Resources": {"CPU": 4.0, "neuron_cores": 2.0}},
              {"Alive": False, "Resources": {"CPU": 8.0, "neuron_cores": 8.0}},  # lost: it holds nothing now

@@ -23,7 +23,7 @@ import ray
 from workbench.coremap import CoreRange
 from workbench.generate.config import parameters_of, read_config
 from workbench.measure.cluster import run_sweep_on_ray
-from workbench.measure.cluster.ray_sweep import VISIBLE_CORES, WORK_PREFIX, place, placed_plan, variant_ask
+from workbench.measure.cluster.ray_task import VISIBLE_CORES, WORK_PREFIX, place, placed_plan, variant_ask
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import Batching, SweepError, SweepPlan
 from workbench.measure.store.results import POINTS_FILE, load_run, node_name, read_points

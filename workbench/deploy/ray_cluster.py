@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from workbench.deploy.devices import cores_per_device_at, instance_cores_at
 from workbench.deploy.kubernetes import CORE_RESOURCE, ManifestError
 from workbench.deploy.names import image_reference
-from workbench.measure.cluster.ray_sweep import NEURON_CORES
+from workbench.measure.cluster.ray_task import NEURON_CORES
 from workbench.releases import RAY_VERSION, ray_worker_pip
 
 __all__ = ["KUBERAY_VERSION", "RAY_VERSION", "SOURCES", "RayClusterSpec", "cluster_launcher", "kuberay_cluster"]

@@ -82,7 +82,7 @@ class TritonServer(HandedOver):
     serves each model with its ``configs/<name>.pbtxt`` (config.pbtxt where it has none);
     ``response_cache`` None starts the server with a local response cache when a model's config
     enables one. ``run_parent``: the folder its run folder (log, guard log) is made in, default the
-    system's temp folder (a Ray task's own folder: `cluster.ray_sweep`, so a task killed with its
+    system's temp folder (a Ray task's own folder: `cluster.ray_task`, so a task killed with its
     server leaves one folder to remove, not two).
     """
 

@@ -21,8 +21,8 @@ import ipywidgets as widgets
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
-from workbench.measure.cluster.ray_sweep import RAY_MISSING
-from workbench.measure.cluster.ray_sweep import RUN_KIND as RAY_KIND
+from workbench.measure.cluster.ray_kinds import RUN_KIND as RAY_KIND
+from workbench.measure.cluster.ray_task import RAY_MISSING
 from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts
 from workbench.measure.store import plots

@@ -5,6 +5,7 @@ Ray is optional: only the modules here import it, and only when one of their cal
 workbench imports (and its other sweeps run) without Ray installed.
 """
 
-from workbench.measure.cluster.ray_sweep import RAY_MISSING, run_sweep_on_ray
+from workbench.measure.cluster.ray_sweep import run_sweep_on_ray
+from workbench.measure.cluster.ray_task import RAY_MISSING
 
 __all__ = ["RAY_MISSING", "run_sweep_on_ray"]

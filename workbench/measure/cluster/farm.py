@@ -23,7 +23,7 @@ from workbench.compiler.artifact import (
     read_artifact,
 )
 from workbench.files import atomic_write
-from workbench.measure.cluster.ray_sweep import MAX_RETRIES, import_ray
+from workbench.measure.cluster.ray_task import MAX_RETRIES, import_ray
 
 __all__ = ["CompileJob", "compile_on_ray"]
 

@@ -118,7 +118,7 @@ def run_llm_sweep(
     the next window and returns the partial result (status ``cancelled``; ``resume`` goes on).
     ``command``: the command line that ran it, kept in the record. A list of servers is refused.
     ``variants``: labels of the plan's variants to measure (a Ray task's one variant,
-    `cluster.ray_sweep`); default all.
+    `cluster.ray_task`); default all.
 
     ``search`` (an `LlmSearch`, or its name: ``"grid"``, ``"adaptive"``, ``"capacity"``) picks
     which points are measured: ``adaptive`` walks each variant's loads with the tensor sweeps'

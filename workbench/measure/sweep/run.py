@@ -126,7 +126,7 @@ def run_sweep(
     ``cancelled``). At the end the model is left as it was before: loaded again with the config it
     was served with, or unloaded if it was not loaded (``restore=False`` skips that, e.g. when the
     server is stopped right after); no other model on the server is touched. ``variants``: labels
-    of the plan's variants to measure (a Ray task's one variant, `cluster.ray_sweep`); default all.
+    of the plan's variants to measure (a Ray task's one variant, `cluster.ray_task`); default all.
     ``search`` (a ``measure.search`` strategy) measures only the points it picks, through the same
     loading, measurement and files; its log and answer go into the record.
     ``command``: the command line that ran this sweep (the CLI gives it), recorded beside the Python
