@@ -25,7 +25,9 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
-FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=3, time_limit_s=None)
+# resume is about rows, not figures: one short window a point (each window keeps both cores busy)
+FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=1, warmup_requests=3,
+                       time_limit_s=None)
 # two variants of one instance each (a load of one stub is the cheapest): resume is about rows, not instances
 PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,1x2", concurrency=[1], core_range="0:1")
 KEYS = ["variant", "batch_size", "concurrency"]
@@ -112,8 +114,8 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
     `--resume` twice then ends with one row per point and no tritonserver left behind."""
     out = tmp_path / "cli"
     args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations",
-            "1x1,1x2", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "200", "--max-windows", "3",
-            "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
+            "1x1,1x2", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1",
+            "--max-windows", "1", "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     parent = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -140,10 +142,11 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
 def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_changed(tmp_path, generate_cpu_model):
     model_dir = generate_cpu_model(tmp_path, "mlp", seed=0)
     out = tmp_path / "run"
-    plan = SweepPlan(batch_sizes=[1], allocations="1x1,1x2", concurrency=[1], core_range="0:1")
+    # one variant (one load) of two points: the cancel leaves one to measure; the refusal reads files, not loads
+    plan = SweepPlan(batch_sizes=[1, 2], allocations="1x1", concurrency=[1], core_range="0:1")
     cancel = threading.Event()
     with TritonServer(model_dir.parent) as server:
-        first = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, cancel=cancel,
+        first = run_sweep(plan, server, model_dir, out_dir=out, settings=FAST, cancel=cancel, restore=False,
                           progress=lambda done, total, message: done >= 1 and cancel.set())
         assert first.status == "cancelled" and first.record["fingerprint"]["model_files"]
         before = (out / POINTS_FILE).read_bytes()
@@ -170,7 +173,8 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
 
 def _sweep_args(model_dir: Path, out: Path) -> list[str]:
     return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,1x2", "--core-range", "0:1",
-            "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--warmup", "3", "--no-plots",
+            "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1", "--max-windows", "1", "--warmup", "3",
+            "--no-plots",
             "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
 
 

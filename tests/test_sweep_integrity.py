@@ -22,7 +22,9 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
-FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=3, time_limit_s=None)
+# one short window a point: these tests assert rows and refusals, not figures (each window keeps both cores busy)
+FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=1, warmup_requests=3,
+                       time_limit_s=None)
 ONE = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1], core_range="0:1")
 
 
@@ -41,7 +43,8 @@ def test_a_point_whose_server_was_killed_is_an_error_and_resume_measures_it_agai
     saved error-free with throughput 0 and the sweep said complete; now it is an error (or the sweep
     stops naming the dead server) and a resume measures it."""
     out = tmp_path / "run"
-    slow = MeasureSettings(engine="workbench", window_s=1.0, max_windows=6, warmup_requests=3, time_limit_s=None)
+    # three windows of half a second: the kill after the first lands while the point is still measured
+    slow = MeasureSettings(engine="workbench", window_s=0.5, max_windows=3, warmup_requests=3, time_limit_s=None)
     with TritonServer(model_dir.parent) as server:
         def kill_while_measuring(done, total, message):
             if "window" in message and server.running:
@@ -103,7 +106,7 @@ def test_two_sweeps_on_one_folder_the_second_is_refused_before_it_loads_anything
 
     out = tmp_path / "run"
     args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1", "--allocations", "1x1",
-            "--core-range", "0:1", "--concurrency", "1,2", "--window-ms", "500", "--max-windows", "4", "--warmup", "3",
+            "--core-range", "0:1", "--concurrency", "1,2", "--window-ms", "200", "--max-windows", "3", "--warmup", "3",
             "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
     first = subprocess.Popen(args, env={**os.environ, "MPLBACKEND": "Agg"}, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)

@@ -277,8 +277,8 @@ def test_greedy_generate_extends_the_prompt_to_the_length():
 @pytest.mark.server
 def test_example_runs_are_two_comparable_complete_sweeps(tmp_path):
     older, newer = tutorial.make_example_runs(tutorial.workspace("07-compare-runs", root=tmp_path),
-                                              settings=MeasureSettings(engine="workbench", window_s=0.2, max_windows=3,
-                                                                        time_limit_s=None))
+                                              settings=MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1,
+                                                                        max_windows=1, time_limit_s=None))
     assert (older.label, newer.label) == ("mlp_batching_off", "mlp_batching_on")
     for run in (older, newer):
         assert run.complete and "served outputs match the reference at every point" in tutorial.describe_run(run)

@@ -206,8 +206,7 @@ def make_example_runs(
     )
     runs = []
     with TritonServer(space.repository) as server:
-        for name in variants:
-            server.load(name)
+        for name in variants:  # the sweep loads its variant and, restoring the server, unloads it again
             runs.append(
                 run_sweep(
                     plan,
@@ -220,5 +219,4 @@ def make_example_runs(
                     cancel=cancel,
                 )
             )
-            server.unload(name)
     return runs[0], runs[1]
