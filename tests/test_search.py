@@ -645,7 +645,9 @@ def test_the_adaptive_search_loads_each_variant_once_and_says_why_each_point_sto
     result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST, search=search)
     # the search's own (shorter) windows measured every point it judged, and the run record says so
     judged = result.frame[result.frame["stopped"].str.contains(" after ") & ~result.frame["stopped"].str.startswith("stable")]
-    assert len(judged) and judged["window_s"].between(FAST.window_s / 2, 0.75 * FAST.window_s).all()  # as timed
+    # as timed: none shorter than asked; a window can overrun on a busy machine (0.167 s for 0.1 once), not most
+    assert len(judged) and (judged["window_s"] >= FAST.window_s / 2).all()
+    assert judged["window_s"].median() < 0.75 * FAST.window_s, judged["window_s"].tolist()
     assert json.loads((tmp_path / "run" / RECORD_FILE).read_text())["search"]["params"]["window_s"] == FAST.window_s / 2
     loaded = [line for line in server.log.lines()[before:] if "successfully loaded 'add_sub'" in line]
     session = result.record["sessions"][-1]
