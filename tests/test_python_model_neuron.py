@@ -193,26 +193,27 @@ def _greedy(model, ids: np.ndarray, length: int, **options) -> np.ndarray:
 def test_transformers_neuronx_sampling(server, repo, records, unload_after):
     """inf2 transformers-neuronx, GPT-2: the SDK's context-broadcasting class gets the TNX_* settings,
     one prompt per row and the instance's cores; sample() is fed chunks of TNX_BATCH_SIZE rows; it
-    never samples EOS, so outputs equal greedy generation with EOS banned for the whole length."""
+    never samples EOS, so outputs equal greedy generation with EOS banned for the whole length.
+    One instance on cores 2:3 (not 0): its pin comes from the range; the split over several instances
+    is the placements' test (each instance here is a stub importing transformers)."""
     name = "tnx_inf2"
     model = _tiny_gpt2(repo / name / "hf")
     link_fakes(repo / name, ["transformers_neuronx"])
     write_model(repo, name, ["input_ids,INT64,-1"], ["output_ids,INT64,-1"], compiled_model="hf", max_batch_size=4,
-                instance_count=2, NEURON_CORE_START_INDEX=0, NEURON_CORE_END_INDEX=3, WORKBENCH_TARGET="inf2",
+                NEURON_CORE_START_INDEX=2, NEURON_CORE_END_INDEX=3, WORKBENCH_TARGET="inf2",
                 WORKBENCH_FRAMEWORK="transformers_neuronx",
                 TNX_MODEL_CLASS="GPT2ForSamplingWithContextBroadcasting", TNX_BATCH_SIZE=2, TNX_TP_DEGREE=2,
                 TNX_N_POSITIONS=32, TNX_AMP="bf16", TNX_SEQUENCE_LENGTH=12, TNX_COMPILED_DIR="hf-neuron")
     (repo / name / "hf-neuron").mkdir()  # where compiler/tnx.py saves the compiled graphs
     server.load(name)
     unload_after(name)
-    for k in range(2):
-        record = read_record(records, f"{name}_0_{k}")
-        assert record["model_class"] == "GPT2ForSamplingWithContextBroadcasting" and record["to_neuron"] is True
-        assert record["load_path"] == str(repo / name / "hf")
-        assert record["visible_cores_at_load"] == split_cores(0, 3, 2).visible_cores(k)
-        assert record["from_pretrained"] == {"batch_size": 2, "prompt_batch_size": 2, "tp_degree": 2,
-                                             "n_positions": 32, "amp": "bf16"}
-        assert record["loaded_compiled_dir"] == str(repo / name / "hf-neuron")
+    record = read_record(records, f"{name}_0_0")
+    assert record["model_class"] == "GPT2ForSamplingWithContextBroadcasting" and record["to_neuron"] is True
+    assert record["load_path"] == str(repo / name / "hf")
+    assert record["visible_cores_at_load"] == split_cores(2, 3, 1).visible_cores(0) == "2-3"
+    assert record["from_pretrained"] == {"batch_size": 2, "prompt_batch_size": 2, "tp_degree": 2,
+                                         "n_positions": 32, "amp": "bf16"}
+    assert record["loaded_compiled_dir"] == str(repo / name / "hf-neuron")
     rng = np.random.default_rng(2)
     requests = [{"input_ids": rng.integers(1, 64, size=(rows, 5)).astype(np.int64)} for rows in (1, 3, 2)]
     for arrays, result in zip(requests, burst(server, name, requests)):

@@ -706,9 +706,11 @@ def test_sweep_over_thread_counts_on_the_twin(served, tmp_path):
             return [t.numpy() for t in served["add_sub"](*(torch.from_numpy(a) for a in inputs))]
 
     start = len(server.log_tail(1_000_000))
+    # restore=False: putting back the config an earlier test loaded would start one more twin stub (~3 s of
+    # CPU) for nothing asserted here; every test here loads the config it serves (test_sweep covers restore)
     result = run_sweep(sweep, server, plan.repository / "add_sub_ts", out_dir=tmp_path / "run", reference=reference,
                        settings=MeasureSettings(engine="workbench", window_s=0.2, stable_windows=2, max_windows=2,
-                                                warmup_requests=1, time_limit_s=None))
+                                                warmup_requests=1, time_limit_s=None), restore=False)
     frame = result.frame
     assert sorted(frame["parameters"]) == ["INTRA_OP_THREAD_COUNT=1", "INTRA_OP_THREAD_COUNT=2"]
     assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["parameters", "error", "outputs_ok"]]
