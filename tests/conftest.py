@@ -36,7 +36,7 @@ import pytest
 
 from workbench.server import TritonServer
 
-from shared_folder import SET_FOR_THE_TESTS, SHARED
+from shared_folder import SET_FOR_THE_TESTS, SET_MARK, SHARED
 from vllm_model_dirs import TINY_LLM, tiny_llm_repository
 
 ServerFactory = Callable[..., TritonServer]
@@ -62,7 +62,13 @@ def pytest_configure(config: pytest.Config) -> None:
     """Use ../shared's references without set-up by hand: its perf_analyzer wrapper (when it
     answers ``--version`` on this glibc) as ``$PERF_ANALYZER``, and for its LibTorch backend build
     the ``.pth`` that gives the backend stub a UTF-8 locale (``WB_STUB_LOCALE_FIX``), so the
-    PyTorch 2 runtime's inductor is served for real. Values already in the environment win."""
+    PyTorch 2 runtime's inductor is served for real. Values already in the environment win.
+    An xdist worker inherits the controller's: it reads which those were from ``SET_MARK``, so its
+    browser tier leaves them out of Lab as the controller's would."""
+    inherited = os.environ.get(SET_MARK)
+    if inherited is not None:
+        SET_FOR_THE_TESTS.extend(name for name in inherited.split(",") if name)
+        return
     wrapper = SHARED / "tools" / "perf_analyzer_here.sh"
     if "PERF_ANALYZER" not in os.environ and wrapper.is_file():
         try:
@@ -75,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if (SHARED / "tools" / "build_libtorch_backend.sh").is_file() and "WB_STUB_LOCALE_FIX" not in os.environ:
         os.environ["WB_STUB_LOCALE_FIX"] = "1"
         SET_FOR_THE_TESTS.append("WB_STUB_LOCALE_FIX")
+    os.environ[SET_MARK] = ",".join(SET_FOR_THE_TESTS)  # a workbench variable: no user's, none given to Lab
 
 
 def _factory() -> Iterator[ServerFactory]:
