@@ -183,12 +183,7 @@ class LlmSweepPanel:
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-llm-time", style=style)
         # on a Ray cluster: each variant a Ray task with its own tritonserver on its node (measure/cluster)
         self.ray = RayControls(style)
-        c["ray"], c["ray_address"], c["ray_problem"], c["nodes"] = (
-            self.ray.checkbox,
-            self.ray.address,
-            self.ray.problem,
-            self.ray.nodes,
-        )
+        c.update(self.ray.controls)
         c["ray"].observe(lambda _change: self.search_link.show_checks({}), names="value")
         self.run = TaskControls("run LLM sweep", run_tooltip="measure every point in tokens on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (

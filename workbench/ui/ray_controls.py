@@ -12,7 +12,7 @@ from pathlib import Path
 
 import ipywidgets as widgets
 
-from workbench.measure.cluster.ray_kinds import RUN_KIND as RAY_KIND
+from workbench.measure.cluster.ray_kinds import measured_on_ray
 from workbench.measure.cluster.ray_task import RAY_MISSING
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.plan import SweepPlan
@@ -60,6 +60,13 @@ class RayControls:
         self.problem = widgets.HTML()  # what stops a sweep on Ray here (Ray not installed), under the field
         self.nodes = widgets.HTML()  # a Ray sweep: the dashboard's address, each node's variants
         self.widget = widgets.VBox([row(self.checkbox, self.address), self.problem])
+        # under the names a panel's ``controls`` gives them
+        self.controls = {
+            "ray": self.checkbox,
+            "ray_address": self.address,
+            "ray_problem": self.problem,
+            "nodes": self.nodes,
+        }
         self.checkbox.observe(lambda _change: self.clear(), names="value")
 
     @property
@@ -111,5 +118,5 @@ class RayControls:
             record = read_record(out_dir) if out_dir is not None else {}
         except ResultsError:
             return  # not written yet
-        if record.get("kind") == RAY_KIND:
+        if measured_on_ray(record):
             self.nodes.value = ray_nodes_html(record)

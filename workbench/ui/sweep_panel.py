@@ -227,12 +227,7 @@ class SweepPanel:
         c["grid_size"] = widgets.HTML()
         # on a Ray cluster: each variant a Ray task with its own tritonserver on its node (measure/cluster)
         self.ray = RayControls(style)
-        c["ray"], c["ray_address"], c["ray_problem"], c["nodes"] = (
-            self.ray.checkbox,
-            self.ray.address,
-            self.ray.problem,
-            self.ray.nodes,
-        )
+        c.update(self.ray.controls)
         self.run = TaskControls("run sweep", run_tooltip="measure every point of the grid on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (
             self.run.run_button,
