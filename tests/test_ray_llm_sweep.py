@@ -183,9 +183,11 @@ def test_an_llm_sweep_over_two_nodes_reads_back_as_an_llm_run_and_resumes_with_n
     assert all(w[:8] in report for w in workers)
 
     points = (out / POINTS_FILE).read_bytes()
-    argv = ["sweep", str(model), *FLAGS, "--out", str(out), "--ray", cluster.address, "--resume"]
-    assert main(argv) == 0, capsys.readouterr().err[-3000:]
-    table_lines = capsys.readouterr().out.splitlines()
+    capsys.readouterr()  # the report's words: not the sweep's
+    code = main(["sweep", str(model), *FLAGS, "--out", str(out), "--ray", cluster.address, "--resume"])
+    shown = capsys.readouterr()
+    assert code == 0, shown.err[-3000:]
+    table_lines = shown.out.splitlines()
     assert table_lines[0].split()[0] == "node"  # the printed table names each row's node first
     assert {line.split()[0] for line in table_lines[1:3]} == {w[:8] for w in workers}
     resumed = load_saved(out)

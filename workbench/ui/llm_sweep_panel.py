@@ -11,6 +11,10 @@ decided (the effort rule, ``llm/slo_effort.py``, between its min and max windows
 and after an adaptive run the rule's verdicts and the points the search left out (and on what
 reading) are listed in full under the answer.
 
+With "on a Ray cluster" (`ray_controls`, as the tensor panel's) each variant is a Ray task on a node
+with its own server (``workbench sweep --ray``): no running server is needed, only the grid is
+measured, and the table names each row's node.
+
 The sweep tab shows this panel instead of the tensor sweep when the model's backend streams tokens
 (the backend switch's ``streams_tokens``). Like the tensor sweep, the live view re-reads the run
 folder after each point: what it shows is what was saved.
