@@ -9,6 +9,7 @@ is missing, without Ray or the vLLM environment. No timing is compared: not an `
 
 from __future__ import annotations
 
+import html
 import json
 import tempfile
 from pathlib import Path
@@ -31,11 +32,16 @@ PLAN = LlmPlan(max_num_seqs=(4, 1), concurrency=(1,), input_tokens=16, output_to
 # the shortest windows that still measure (a streamed request takes a second here)
 SETTINGS = MeasureSettings(engine="workbench", window_s=1.0, stable_windows=2, max_windows=2, time_limit_s=4.0,
                            min_latencies=0, warmup_requests=2)
-# the same grid and settings as `workbench sweep` flags
+# the grid and windows the real-cluster sweep measures, as `workbench sweep` flags (the window: the
+# LLM sweep's own 2 s, as the panel's; --window-ms 1000, the tensor sweep's default, reads as left alone)
 FLAGS = ["--max-num-seqs", "4,1", "--concurrency", "1", "--input-tokens", "16", "--output-tokens", "8",
-         "--prompts", "4", "--slo-ttft-ms", "60000", "--slo-itl-ms", "10000", "--window-ms", "1000",
+         "--prompts", "4", "--slo-ttft-ms", "60000", "--slo-itl-ms", "10000",
          "--stable-windows", "2", "--max-windows", "2", "--time-limit-s", "4", "--warmup", "2", "--no-plots",
          "--timeout", "600"]  # each node's engine start: 2 min beside the other here, longer in the parallel pass
+# the same as the LLM sweep panel's controls (the window left at its default)
+PANEL = {"max_num_seqs": "4,1", "tensor_parallel": "1", "instances": "1", "concurrency": "1", "input_tokens": 16,
+         "output_tokens": 8, "slo_ttft_ms": 60000.0, "slo_itl_ms": 10000.0,
+         "max_windows": 2, "time_limit_s": 4.0, "search": "grid"}
 
 
 def test_the_weights_outside_the_model_folder_are_shipped_and_model_json_points_at_them(tmp_path):
@@ -125,21 +131,36 @@ def _left_in_work_folders() -> list[str]:
 @pytest.mark.timeout(900)
 def test_an_llm_sweep_over_two_nodes_reads_back_as_an_llm_run_and_resumes_with_nothing_to_do(
         cluster, tmp_path, capsys):
-    """`workbench sweep <vLLM model> --ray ADDRESS`: two variants, one on each node, every row naming
-    its node and counting as many tokens as its server; the run reads back as an LLM run (best,
-    Pareto front, `workbench report`); `--resume` measures nothing; nothing of the tasks is left."""
+    """The LLM sweep panel "on a Ray cluster" (no server of its own): two variants, one on each node,
+    the panel's table naming each row's node and its answer the run's; every row counting as many
+    tokens as its server; the run reads back as an LLM run (best, Pareto front, `workbench report`);
+    `workbench sweep --ray --resume` on the panel's folder agrees on the plan and measures nothing;
+    nothing of the tasks is left."""
+    from test_report_table import _parse
+
     from workbench.cli import main
     from workbench.measure.llm import LlmSweepResult, load_llm_run
     from workbench.measure.store.results import POINTS_FILE, load_saved
+    from workbench.ui.llm_sweep_panel import LlmSweepPanel
+    from workbench.ui.shared_state import WorkbenchState
 
     folders_before = _work_folders()
     model = tiny_llm_repository(tmp_path / "repo") / TINY_LLM
     out = tmp_path / "run"
-    argv = ["sweep", str(model), *FLAGS, "--out", str(out), "--ray", cluster.address]
-    code = main(argv)
-    shown = capsys.readouterr()
-    assert code == 0, shown.err[-3000:]
+    panel = LlmSweepPanel(WorkbenchState(model.parent, name=model.name), runs_dir=tmp_path)
+    c = panel.controls
+    for name, value in PANEL.items():
+        c[name].value = value
+    panel.plan_link.update(prompts=4)  # --prompts and --warmup: no control of the panel's
+    panel.measure_link.update(warmup_requests=2)
+    c["label"].value, c["ray"].value, c["ray_address"].value = out.name, True, cluster.address
+    task = panel.start()
+    assert task is not None, c["error"].value + c["ray_problem"].value
+    assert task.join(timeout=800) and task.state == "done", task.error_text
     workers = {node.node_id for node in cluster.cluster.worker_nodes}
+    table = _parse(c["table"].value)
+    assert table.headers[0] == "node" and {cells[0] for cells in table.rows if cells} == {w[:8] for w in workers}
+    assert all(w[:8] in c["nodes"].value for w in workers) and "Ray dashboard" in c["nodes"].value
 
     run = load_saved(out)
     assert isinstance(run, LlmSweepResult) and run.complete and run.record["kind"] == "llm"
@@ -154,17 +175,21 @@ def test_an_llm_sweep_over_two_nodes_reads_back_as_an_llm_run_and_resumes_with_n
     # as any LLM run reads: the record's SLO and lengths, the best under it, the front, the table
     assert run.slo == SLO and run.record["input_tokens"]["mean"] == 16 and run.record["engine"] == "workbench-stream"
     assert run.best() is not None and len(run.pareto()) >= 1
-    assert load_llm_run(out).frame.equals(frame)
-    table_lines = shown.out.splitlines()
-    assert table_lines[0].split()[0] == "node"  # the printed table names each row's node first
-    assert {line.split()[0] for line in table_lines[1:3]} == {w[:8] for w in workers}
+    assert load_llm_run(out).frame.equals(frame) and panel.result.frame.equals(frame)
+    assert html.escape(run.describe_best()) in c["best"].value and "seqs" in run.describe_best()
     assert main(["report", str(out)]) == 0
     report = (out / "report.html").read_text()
     assert "seqs1-tp1-x1" in report and "on each Ray node" in report
     assert all(w[:8] in report for w in workers)
 
     points = (out / POINTS_FILE).read_bytes()
-    assert main(argv + ["--resume"]) == 0, capsys.readouterr().err[-3000:]
+    capsys.readouterr()  # the report's words: not the sweep's
+    code = main(["sweep", str(model), *FLAGS, "--out", str(out), "--ray", cluster.address, "--resume"])
+    shown = capsys.readouterr()
+    assert code == 0, shown.err[-3000:]
+    table_lines = shown.out.splitlines()
+    assert table_lines[0].split()[0] == "node"  # the printed table names each row's node first
+    assert {line.split()[0] for line in table_lines[1:3]} == {w[:8] for w in workers}
     resumed = load_saved(out)
     assert (out / POINTS_FILE).read_bytes() == points  # nothing measured again
     assert resumed.complete and resumed.record["sessions"][-1]["measured_variants"] == 0

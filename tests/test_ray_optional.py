@@ -23,10 +23,7 @@ def test_without_ray_the_workbench_imports_and_sweep_ray_says_how_to_install_it(
     assert not out.exists()
 
     # a vLLM-backend model's sweep on Ray says the same, before anything is measured or written
-    llm = tmp_path / "repo" / "tiny_llm"
-    (llm / "1").mkdir(parents=True)
-    (llm / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
-    (llm / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
+    llm = _vllm_model(tmp_path)
     code = (BLOCK_RAY + "from workbench.cli import main; "
             f"sys.exit(main(['sweep', {str(llm)!r}, '--out', {str(out)!r}, '--ray']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
@@ -41,10 +38,7 @@ def test_sweep_ray_on_an_llm_model_refuses_what_ray_cannot_take_in_one_line(tmp_
     words, in one line, before anything starts or is written."""
     from workbench.cli import main
 
-    model = tmp_path / "repo" / "tiny_llm"
-    (model / "1").mkdir(parents=True)
-    (model / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
-    (model / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
+    model = _vllm_model(tmp_path)
     code = main(["sweep", str(model), "--concurrency", "1", "--out", str(tmp_path / "run"), "--ray",
                  "--url", "127.0.0.1:8001", "--search", "adaptive", "--new-run"])
     assert code == 2
@@ -60,13 +54,8 @@ def test_the_sweep_panel_on_ray_says_what_it_cannot_do_before_anything_runs(tmp_
     the sweep --ray's words, no server asked for (the nodes start their own), nothing written;
     without Ray, the one line that says how to install it."""
     model = generate_cpu_model(tmp_path / "m")
-    code = (BLOCK_RAY + "from workbench.ui.shared_state import WorkbenchState; "
-            "from workbench.ui.sweep_panel import SweepPanel; "
-            f"p = SweepPanel(WorkbenchState({str(model.parent)!r}, name={model.name!r}), runs_dir={str(tmp_path / 'r')!r}); "
-            "p.controls['ray'].value = True; assert p.start() is None; print(p.controls['error'].value)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Ray is not installed here: pip install" in done.stdout and "start the server" not in done.stdout
+    beside, error = _started_on_ray_without_ray("sweep_panel", "SweepPanel", model, tmp_path / "r")
+    assert "Ray is not installed here: pip install" in beside and "start the server" not in error
 
     from workbench.ui.shared_state import WorkbenchState
     from workbench.ui.sweep_panel import SweepPanel
@@ -98,3 +87,61 @@ def test_a_variant_too_big_for_every_node_is_named_with_the_largest_node():
         "no node of this Ray cluster can hold variant 4x4 (and 1 more): it asks 1 CPU(s) and 16 neuron_cores, "
         "the largest node has 4 CPU(s) and 8 neuron_cores; use smaller allocations or add a node that has them")
     assert "asks 6 CPU(s), the largest node has 4 CPU(s)" in too_big_for_every_node({"6x1": Ask(num_cpus=6)}, nodes)
+
+
+def _started_on_ray_without_ray(module: str, panel: str, model, runs) -> tuple[str, str]:
+    """A sweep panel started "on a Ray cluster" where Ray is absent: what it shows beside the
+    checkbox, and in its error line (start() must refuse)."""
+    code = (BLOCK_RAY + "from workbench.ui.shared_state import WorkbenchState; "
+            f"from workbench.ui.{module} import {panel}; "
+            f"p = {panel}(WorkbenchState({str(model.parent)!r}, name={model.name!r}), runs_dir={str(runs)!r}); "
+            "p.controls['ray'].value = True; assert p.start() is None; "
+            "print(p.controls['ray_problem'].value); print('error:', p.controls['error'].value)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    beside, error = done.stdout.split("error:")
+    return beside, error
+
+
+def _vllm_model(folder):
+    """A vLLM-backend model folder as the panel reads it (nothing of it is loaded: no engine starts)."""
+    model = folder / "repo" / "tiny_llm"
+    (model / "1").mkdir(parents=True)
+    (model / "config.pbtxt").write_text('backend: "vllm"\ninstance_group [ { count: 1, kind: KIND_MODEL } ]\n')
+    (model / "1" / "model.json").write_text('{"model": "facebook/opt-125m"}')
+    return model
+
+
+def test_the_llm_sweep_panel_on_ray_refuses_a_search_beside_the_strategy_before_anything_runs(tmp_path):
+    """The LLM panel's "on a Ray cluster": no server asked for (the nodes start their own); a search
+    strategy (and its effort rule) refused beside the strategy in the tensor panel's words, nothing
+    written; back to the grid, or off Ray, the refusal goes."""
+    from workbench.ui.llm_sweep_panel import LlmSweepPanel
+    from workbench.ui.shared_state import WorkbenchState
+
+    model = _vllm_model(tmp_path)
+    panel = LlmSweepPanel(WorkbenchState(model.parent, name=model.name), runs_dir=tmp_path / "runs")
+    c = panel.controls
+    c["ray"].value = True
+    c["search"].value = "adaptive"
+    assert panel.start() is None
+    beside = panel.search_link.problem_view("name").value
+    assert "on a Ray cluster the whole grid is measured: strategy grid, not adaptive" in beside
+    assert "start the server first" not in c["error"].value
+    assert not (tmp_path / "runs").exists() and panel.run.task is None
+    c["search"].value = "grid"
+    assert "on a Ray cluster" not in panel.search_link.problem_view("name").value
+    c["search"].value = "capacity"
+    assert panel.start() is None
+    assert "strategy grid, not capacity" in panel.search_link.problem_view("name").value
+    c["ray"].value = False  # off Ray: the running server is asked for, the strategy is no problem
+    assert "on a Ray cluster" not in panel.search_link.problem_view("name").value
+    assert panel.start() is None and "start the server first (server panel)" in c["error"].value
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_llm_sweep_panel_on_ray_without_ray_says_how_to_install_it_beside_the_checkbox(tmp_path):
+    model = _vllm_model(tmp_path)
+    beside, error = _started_on_ray_without_ray("llm_sweep_panel", "LlmSweepPanel", model, tmp_path / "r")
+    assert "Ray is not installed here: pip install &#x27;triton-neuron-workbench[ray]&#x27; (ray==2.60.0)" in beside
+    assert error.strip() == "" and not (tmp_path / "r").exists()

@@ -11,6 +11,10 @@ decided (the effort rule, ``llm/slo_effort.py``, between its min and max windows
 and after an adaptive run the rule's verdicts and the points the search left out (and on what
 reading) are listed in full under the answer.
 
+With "on a Ray cluster" (`ray_controls`, as the tensor panel's) each variant is a Ray task on a node
+with its own server (``workbench sweep --ray``): no running server is needed, only the grid is
+measured, and the table names each row's node.
+
 The sweep tab shows this panel instead of the tensor sweep when the model's backend streams tokens
 (the backend switch's ``streams_tokens``). Like the tensor sweep, the live view re-reads the run
 folder after each point: what it shows is what was saved.
@@ -39,6 +43,7 @@ from workbench.measure.sweep.swept import check_out_dir
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, WidgetGroup, comma_joined
+from workbench.ui.ray_controls import RayControls, grid_only
 from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.widget_values import error_list, frame_html, show_figure
 
@@ -180,6 +185,10 @@ class LlmSweepPanel:
             layout=widgets.Layout(width="560px", max_width="100%"),
         )
         c["label"] = widgets.Text(value="", description="run label", placeholder="default: model-llm-time", style=style)
+        # on a Ray cluster: each variant a Ray task with its own tritonserver on its node (measure/cluster)
+        self.ray = RayControls(style)
+        c.update(self.ray.controls)
+        c["ray"].observe(lambda _change: self.search_link.show_checks({}), names="value")
         self.run = TaskControls("run LLM sweep", run_tooltip="measure every point in tokens on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (
             self.run.run_button,
@@ -214,8 +223,10 @@ class LlmSweepPanel:
                 row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
                 row(c["price_as"], c["price_usd"]),
                 row(c["runs_dir"], c["label"]),
+                self.ray.widget,
                 c["grid_size"],
                 self.run.widget,
+                c["nodes"],
                 c["error"],
                 c["best"],
                 c["table"],
@@ -250,6 +261,7 @@ class LlmSweepPanel:
         c = self.controls
         if not self.run.running:
             c["error"].value = ""
+            self.search_link.show_checks({})  # a strategy refused on Ray: said again at the next start
         search = self.search_link.value
         adaptive = search.name != "grid"  # a search: each point until decided, by the rule's windows
         # the rule's windows only where they count; the grid's window cap, which the rule replaces, only
@@ -282,11 +294,18 @@ class LlmSweepPanel:
         c = self.controls
         c["error"].value = ""
         server, model_dir = self.state.server, self.state.model_dir
-        problems = [] if server is not None and server.running else ["start the server first (server panel)"]
+        on_ray = self.ray.on  # each node starts its own server: none asked for here
+        missing = self.ray.check()  # shown beside the checkbox (nothing unless on Ray)
+        strategy = self.search_link.value.name
+        refused = {"name": [grid_only(strategy)]} if on_ray and strategy != "grid" else {}
+        self.search_link.show_checks(refused)  # beside the strategy, its effort rule with it
+        problems = (
+            [] if on_ray or (server is not None and server.running) else ["start the server first (server panel)"]
+        )
         problems += self.plan_link.problems + self.measure_link.problems + self.search_link.problems
         if not (model_dir / "config.pbtxt").is_file():
             problems.append(f"write the model directory first (preview panel): {model_dir} has no config.pbtxt")
-        if problems:
+        if missing or refused or problems:
             c["error"].value = error_list(problems)
             return None
         label = c["label"].value.strip() or f"{self.state.name}-llm-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -298,10 +317,21 @@ class LlmSweepPanel:
             return None
         self._out_dir = out_dir
         self.result = None
-        c["table"].value = c["best"].value = ""
+        c["table"].value = c["best"].value = c["nodes"].value = ""
         for image in c["plots"].children:
             image.value = b""
         hidden(c["plots"])
+        if on_ray:
+            return self.ray.start(
+                self.run,
+                self.plan_link.value,
+                model_dir,
+                out_dir=out_dir,
+                settings=self.measure_link.value,
+                label=label,
+                on_done=self._finished,
+                on_progress=lambda _done, _total, _message: self._refresh_live(),
+            )
         return self.run.start(
             run_llm_sweep,
             self.plan_link.value,
@@ -322,6 +352,7 @@ class LlmSweepPanel:
             return None  # its run record is not written yet
 
     def _refresh_live(self) -> None:
+        self.ray.show_nodes(self._out_dir)
         result = self._saved()
         if result is None or (self.result is not None and len(result.frame) == len(self.result.frame)):
             return
@@ -334,6 +365,7 @@ class LlmSweepPanel:
         c = self.controls
         if task.state == "failed":
             c["error"].value = error_list([f"LLM sweep failed: {task.error}"])
+        self.ray.show_nodes(self._out_dir)
         result = task.result if isinstance(task.result, LlmSweepResult) else self._saved()
         if result is None:
             return

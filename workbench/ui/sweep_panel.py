@@ -11,7 +11,6 @@ keeps its finished points.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import time
 from functools import partial
 from pathlib import Path
@@ -21,12 +20,9 @@ import ipywidgets as widgets
 from workbench.coremap import CoreRange, parse_allocations
 from workbench.generate.backends import model_target
 from workbench.generate.pytorch_backend.sweep import backend_grid_text, parse_backend_grid
-from workbench.measure.cluster.ray_kinds import RUN_KIND as RAY_KIND
-from workbench.measure.cluster.ray_task import RAY_MISSING
 from workbench.measure.engine.measure_settings import ENGINES, PROTOCOLS, MeasureError, MeasureSettings
 from workbench.measure.grid.plan import SweepError, SweepPlan, parse_counts
 from workbench.measure.store import plots
-from workbench.measure.store.folder import read_record
 from workbench.measure.store.results import ResultsError, SweepResult, load_run
 from workbench.measure.sweep import run_sweep
 from workbench.measure.sweep.compare_backends import BackendComparison, BackendSweep, compare_backends, run_folders
@@ -44,12 +40,12 @@ from workbench.targets import output_tolerances
 from workbench.ui.background import TaskControls
 from workbench.ui.layout import button, description_style, hidden, plot_image, row, shown, table_view
 from workbench.ui.links import Linked, blank_if_none, comma_joined
+from workbench.ui.ray_controls import RayControls, grid_only
 from workbench.ui.shared_state import WorkbenchState
 from workbench.ui.widget_values import (
     best_html,
     error_list,
     preformatted,
-    ray_nodes_html,
     server_view_html,
     show_figure,
     table_html,
@@ -65,16 +61,10 @@ PLOTS = {
 
 
 def _ray_problems(checked) -> list[str]:
-    """What a sweep on Ray cannot do (said before anything starts, as `workbench sweep --ray` says it)."""
+    """What a sweep on Ray cannot measure (said before anything starts, as `workbench sweep --ray` says it)."""
     problems = []
-    try:
-        absent = importlib.util.find_spec("ray") is None
-    except ValueError:  # sys.modules["ray"] is None: marked absent
-        absent = True
-    if absent:
-        problems.append(RAY_MISSING)
     if checked.search is not None:
-        problems.append(f"on a Ray cluster the whole grid is measured: strategy grid, not {checked.search.name}")
+        problems.append(grid_only(checked.search.name))
     if checked.backends is not None and checked.backends.active:
         problems.append("backend settings and compared models are measured on the running server, not on Ray")
     return problems
@@ -236,19 +226,8 @@ class SweepPanel:
         self.search_link.on_change = lambda _changed: self._show_search()
         c["grid_size"] = widgets.HTML()
         # on a Ray cluster: each variant a Ray task with its own tritonserver on its node (measure/cluster)
-        c["ray"] = widgets.Checkbox(
-            value=False,
-            description="on a Ray cluster",
-            indent=False,
-            tooltip="measure each variant as a Ray task on the cluster's nodes (the ray extra), not on the running server",
-        )
-        c["ray_address"] = widgets.Text(
-            description="Ray address",
-            placeholder="default: RAY_ADDRESS or a local Ray",
-            style=style,
-            layout=widgets.Layout(width="420px", max_width="100%"),
-        )
-        c["nodes"] = widgets.HTML()  # a Ray sweep: the dashboard's address, each node's variants
+        self.ray = RayControls(style)
+        c.update(self.ray.controls)
         self.run = TaskControls("run sweep", run_tooltip="measure every point of the grid on the running server")
         c["run"], c["cancel"], c["progress"], c["status"] = (
             self.run.run_button,
@@ -293,7 +272,7 @@ class SweepPanel:
                 row(measure("engine"), measure("perf_analyzer")),
                 row(backend("grid"), c["compare_label"], backend("compare")),
                 row(c["runs_dir"], c["label"]),
-                row(c["ray"], c["ray_address"]),
+                self.ray.widget,
                 c["grid_size"],
                 self.run.widget,
                 c["nodes"],
@@ -378,13 +357,14 @@ class SweepPanel:
             search=lambda: self.search().strategy(),
             backends=self.backends,
         )
-        on_ray = c["ray"].value
+        on_ray = self.ray.on
+        missing = self.ray.check()  # shown beside the checkbox (nothing unless on Ray)
         problems = _ray_problems(checked) if on_ray else []
         if not on_ray and (server is None or not server.running):
             problems.append("start the server first (server panel)")
         problems += checked.problems
         plan, settings, search, backends = checked.plan, checked.settings, checked.search, checked.backends
-        if problems or plan is None or settings is None or backends is None:  # each None: a problem says why
+        if missing or problems or plan is None or settings is None or backends is None:  # None: a problem says why
             c["error"].value = error_list(problems)
             return None
         label = c["label"].value.strip() or f"{self.state.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -437,34 +417,19 @@ class SweepPanel:
         )
 
     def _start_on_ray(self, plan: SweepPlan, settings: MeasureSettings, label: str, out_dir: Path):
-        """Each variant a Ray task on the cluster (`run_sweep_on_ray`); the nodes view and the table
-        follow the run folder, Cancel ends the tasks and their servers."""
-        # the Ray module (and ray with it) loads only when a sweep runs on Ray
-        from workbench.measure.cluster import run_sweep_on_ray
-
+        """Each variant a Ray task on the cluster; the nodes view and the table follow the run folder."""
         self._watches = {}  # no server here to watch: each node's own serves its variant
         self._live_dirs = [out_dir]
-        self.controls["nodes"].value = "<i>connecting to Ray</i>"
-        return self.run.start(
-            run_sweep_on_ray,
+        return self.ray.start(
+            self.run,
             plan,
             self.state.model_dir,
             out_dir=out_dir,
             settings=settings,
-            address=self.controls["ray_address"].value.strip() or None,
             label=label,
             on_done=self._finished,
             on_progress=lambda _done, _total, message: self._refresh_live(message),
         )
-
-    def _show_nodes(self) -> None:
-        """A Ray sweep's nodes, as its run record says them (nothing for a sweep on one server)."""
-        try:
-            record = read_record(self._out_dir) if self._out_dir is not None else {}
-        except ResultsError:
-            return  # not written yet
-        if record.get("kind") == RAY_KIND:
-            self.controls["nodes"].value = ray_nodes_html(record)
 
     def _refresh_server(self, message: str) -> None:
         """The server side of the running point, at most once a second (statistics + metrics)."""
@@ -488,7 +453,7 @@ class SweepPanel:
     def _refresh_live(self, message: str = "") -> None:
         """Re-read the run folder after a progress report: each finished point has been saved."""
         self._refresh_server(message)
-        self._show_nodes()
+        self.ray.show_nodes(self._out_dir)
         result = self._latest_run()
         if result is None:
             return
@@ -517,7 +482,7 @@ class SweepPanel:
             self.comparison, result = result, result.result()
         if result is None:
             result = self._latest_run()
-        self._show_nodes()
+        self.ray.show_nodes(self._out_dir)
         if result is None:
             return
         self.result = result

@@ -43,11 +43,18 @@ __all__ = [
     "RUN_KIND",
     "RayKind",
     "TensorOnRay",
+    "measured_on_ray",
     "ray_kind",
 ]
 
 
 RUN_KIND = "ray"  # a tensor sweep's record on Ray (an LLM sweep's is the LLM kind's, read back as any)
+CLUSTER_FIELD, CLUSTER = "cluster", "ray"  # every Ray sweep's record says so, whatever its kind
+
+
+def measured_on_ray(record: Mapping[str, Any]) -> bool:
+    """Whether a run record is a sweep's on Ray, of either kind (a tensor sweep's or an LLM sweep's)."""
+    return record.get("kind") == RUN_KIND or record.get(CLUSTER_FIELD) == CLUSTER
 
 
 # ---- the sweep kinds, as the driver sees them ---------------------------------------------------

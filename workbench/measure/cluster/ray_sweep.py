@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, overload
 
-from workbench.measure.cluster.ray_kinds import RUN_KIND, RayKind, ray_kind
+from workbench.measure.cluster.ray_kinds import CLUSTER, CLUSTER_FIELD, RayKind, measured_on_ray, ray_kind
 from workbench.measure.cluster.ray_task import (
     MAX_RETRIES,
     ShippedModel,
@@ -55,7 +55,6 @@ __all__ = [
 ]
 
 
-CLUSTER_FIELD, CLUSTER = "cluster", "ray"  # every Ray sweep's record says so, whatever its kind
 CLEAR_TIMEOUT_S = 20.0  # how long a node waits for its cancelled tasks' workers to end before removing their folders
 
 
@@ -87,7 +86,7 @@ def dashboard_url(context: Any) -> str | None:
 
 def _resume_problem(previous: Mapping[str, Any], kind: RayKind, out_dir: Path) -> str | None:
     """Why the run in ``out_dir`` (its record ``previous``) cannot be resumed on Ray as ``kind``."""
-    if previous.get("kind") != RUN_KIND and previous.get(CLUSTER_FIELD) != CLUSTER:
+    if not measured_on_ray(previous):
         return f"{out_dir} holds a run measured on one server, not on Ray; resume it without --ray or give a new --out"
     if previous.get("kind") != kind.record_kind:
         return (
