@@ -41,7 +41,8 @@ FLAGS = ["--max-num-seqs", "4,1", "--concurrency", "1", "--input-tokens", "16", 
 # the same as the LLM sweep panel's controls (the window left at its default)
 PANEL = {"max_num_seqs": "4,1", "tensor_parallel": "1", "instances": "1", "concurrency": "1", "input_tokens": 16,
          "output_tokens": 8, "slo_ttft_ms": 60000.0, "slo_itl_ms": 10000.0,
-         "max_windows": 2, "time_limit_s": 4.0, "search": "grid"}
+         "max_windows": 2, "time_limit_s": 4.0, "search": "grid",
+         "load_timeout_s": 600.0}  # two engines starting at once on two CPUs: 2 min here, longer in the parallel pass
 
 
 def test_the_weights_outside_the_model_folder_are_shipped_and_model_json_points_at_them(tmp_path):

@@ -50,6 +50,14 @@ def test_a_bad_value_is_said_beside_its_field_and_nothing_runs(tmp_path, control
     assert panel.plan_link.problem_view(field).value == "" and panel.plan_link.problems == []
 
 
+def test_a_load_timeout_that_is_not_seconds_above_0_is_refused_and_nothing_runs(tmp_path):
+    panel = LlmSweepPanel(WorkbenchState(tmp_path / "repo"))
+    assert panel.controls["load_timeout_s"].value == 300.0  # run_llm_sweep's own, as `workbench sweep` has it
+    panel.controls["load_timeout_s"].value = 0.0
+    assert panel.start() is None
+    assert "load timeout (s): 0 must be seconds above 0 (at most a day)" in panel.controls["error"].value
+
+
 def test_the_strategy_switch_builds_the_effort_rule_the_sweep_is_given(tmp_path):
     """grid: no rule (each point until stable, the grid's window cap shown); adaptive: the rule of
     the min and max windows shown in its place, the CLI's ``--search`` names and rule defaults."""

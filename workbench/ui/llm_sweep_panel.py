@@ -34,7 +34,7 @@ from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError, parse_counts
 from workbench.measure.llm.plan import LlmPlan
 from workbench.measure.llm.result import LlmSweepResult, load_llm_run
-from workbench.measure.llm.run import LLM_SETTINGS, run_llm_sweep
+from workbench.measure.llm.run import LLM_SETTINGS, LOAD_TIMEOUT_S, run_llm_sweep
 from workbench.measure.llm.slo_effort import LlmSearch
 from workbench.measure.store.cost import CPU, NEURON, measured_on, priced_types
 from workbench.measure.store.results import ResultsError
@@ -131,6 +131,13 @@ class LlmSweepPanel:
         c["time_limit_s"] = widgets.FloatText(
             description="time limit (s)", style=style, tooltip="seconds a point may keep measuring until it is stable"
         )
+        # how long a variant's load (a vLLM engine start) may take: `workbench sweep --timeout`
+        c["load_timeout_s"] = widgets.FloatText(
+            value=LOAD_TIMEOUT_S,
+            description="load timeout (s)",
+            style=style,
+            tooltip="seconds a variant's load (its vLLM engine's start) may take before the sweep stops waiting",
+        )
         self.measure_link: Linked[MeasureSettings] = Linked(LLM_SETTINGS)
         for name in ("window_s", "max_windows"):
             self.measure_link.link(name, c[name])
@@ -221,6 +228,7 @@ class LlmSweepPanel:
                 f("slo"),
                 row(self.search_link.field("name"), *self._rule_fields),
                 row(self.measure_link.field("window_s"), self._grid_cap, self.measure_link.field("time_limit_s")),
+                c["load_timeout_s"],
                 row(c["price_as"], c["price_usd"]),
                 row(c["runs_dir"], c["label"]),
                 self.ray.widget,
@@ -303,6 +311,9 @@ class LlmSweepPanel:
             [] if on_ray or (server is not None and server.running) else ["start the server first (server panel)"]
         )
         problems += self.plan_link.problems + self.measure_link.problems + self.search_link.problems
+        load_timeout_s = c["load_timeout_s"].value
+        if not 0 < load_timeout_s <= 24 * 3600:
+            problems.append(f"load timeout (s): {load_timeout_s:g} must be seconds above 0 (at most a day)")
         if not (model_dir / "config.pbtxt").is_file():
             problems.append(f"write the model directory first (preview panel): {model_dir} has no config.pbtxt")
         if missing or refused or problems:
@@ -329,6 +340,7 @@ class LlmSweepPanel:
                 out_dir=out_dir,
                 settings=self.measure_link.value,
                 label=label,
+                load_timeout_s=load_timeout_s,
                 on_done=self._finished,
                 on_progress=lambda _done, _total, _message: self._refresh_live(),
             )
@@ -341,6 +353,7 @@ class LlmSweepPanel:
             settings=self.measure_link.value,
             label=label,
             search=self.search(),
+            load_timeout_s=load_timeout_s,
             on_done=self._finished,
             on_progress=lambda _done, _total, _message: self._refresh_live(),
         )

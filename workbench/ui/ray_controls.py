@@ -93,9 +93,11 @@ class RayControls:
         label: str,
         on_done: Callable[[Task], None],
         on_progress: Callable[[int, int, str], None],
+        load_timeout_s: float | None = None,
     ) -> Task:
         """Each variant a Ray task on the cluster (`run_sweep_on_ray`) in ``run``'s background task;
-        Cancel sets its ``cancel``, which ends the tasks and their servers."""
+        Cancel sets its ``cancel``, which ends the tasks and their servers. ``load_timeout_s``: how
+        long each variant's load may take (None: the sweep kind's own limit)."""
         # the Ray module (and ray with it) loads only when a sweep runs on Ray
         from workbench.measure.cluster import run_sweep_on_ray
 
@@ -108,6 +110,7 @@ class RayControls:
             settings=settings,
             address=self.address.value.strip() or None,
             label=label,
+            load_timeout_s=load_timeout_s,
             on_done=on_done,
             on_progress=on_progress,
         )
