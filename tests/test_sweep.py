@@ -36,9 +36,6 @@ from workbench.server import TritonServer
 DATA = Path(__file__).parent / "data" / "perf_analyzer"
 # Short windows keep the suite quick; stability is reported, never asserted (busy shared machine).
 FAST = MeasureSettings(engine="workbench", window_s=0.2, max_windows=3, warmup_requests=5, time_limit_s=None)
-# one short window a point where a test asserts rows, records, outputs and reloads, not figures
-# (each window keeps both cores busy)
-QUICK = replace(FAST, window_s=0.1, stable_windows=1, max_windows=1)
 
 
 @pytest.fixture(scope="module")
@@ -229,7 +226,7 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
         return eager(arrays)
 
     plan = SweepPlan(batch_sizes=[1, 4], allocations="1x1,2x1", concurrency=[2], core_range="0:1")
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=QUICK,
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", progress=progress, settings=FAST,
                        reference=reference)
 
     assert result.complete and seen_counts == {"1x1": 1, "2x1": 2}
@@ -253,11 +250,11 @@ def test_small_sweep_on_a_real_server(server, model_dir, tmp_path):
     assert two["instance_group"][0]["count"] == 2 and two["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "1"
     assert two["parameters"]["WORKBENCH_SWEEP_VARIANT"]["string_value"] == "2x1"
     assert record["variants"]["1x1"]["parameters"]["NEURON_CORE_END_INDEX"]["string_value"] == "0"
-    assert json.loads((run_dir / JSON_FILE).read_text())["record"]["settings"]["window_s"] == 0.1
+    assert json.loads((run_dir / JSON_FILE).read_text())["record"]["settings"]["window_s"] == 0.2
 
     again = load_run(run_dir)
     pd.testing.assert_frame_equal(again.frame, result.frame)
-    assert again.settings == QUICK  # measured as asked, and can be measured again the same way
+    assert again.settings == FAST  # measured as asked, and can be measured again the same way
     written = plot_run(again)
     assert all(path.stat().st_size > 0 for paths in written.values() for path in paths)
     assert result.best(latency_budget_ms=10_000) is not None
@@ -277,18 +274,18 @@ def test_cancelled_sweep_resumes_without_measuring_again(server, model_dir, tmp_
         if done >= 1:
             cancel.set()
 
-    first = run_sweep(plan, server, model_dir, out_dir=out, progress=stop_after_first, cancel=cancel, settings=QUICK)
+    first = run_sweep(plan, server, model_dir, out_dir=out, progress=stop_after_first, cancel=cancel, settings=FAST)
     assert first.status == "cancelled" and len(first.frame) == 1
     first_row = (out / POINTS_FILE).read_text().splitlines()[0]
 
     with pytest.raises(SweepError, match="already holds a sweep run"):
-        run_sweep(plan, server, model_dir, out_dir=out, settings=QUICK)
-    with pytest.raises(SweepError, match="window_s 0.1 -> 0.5"):
-        run_sweep(plan, server, model_dir, out_dir=out, resume=True, settings=replace(QUICK, window_s=0.5))
+        run_sweep(plan, server, model_dir, out_dir=out, settings=FAST)
+    with pytest.raises(SweepError, match="window_s 0.2 -> 0.5"):
+        run_sweep(plan, server, model_dir, out_dir=out, resume=True, settings=replace(FAST, window_s=0.5))
 
     measured = []
     second = run_sweep(plan, server, model_dir, out_dir=out, resume=True,
-                       progress=lambda d, t, m: measured.append(m), settings=QUICK)
+                       progress=lambda d, t, m: measured.append(m), settings=FAST)
     assert second.complete
     lines = (out / POINTS_FILE).read_text().splitlines()
     assert len(lines) == 2 and lines[0] == first_row  # the first point is kept byte for byte
@@ -309,7 +306,7 @@ def test_refused_variants_and_wrong_outputs_are_recorded_not_hidden(server, mode
 
     plan = SweepPlan(batch_sizes=[2], allocations="1x1", core_range="0:1",
                      parameters={"COMPILED_MODEL": ["1/missing.pt", "1/add_sub.cpu.pt"]})
-    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, settings=QUICK)
+    result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", reference=wrong, settings=FAST)
     refused, served = result.frame.iloc[0], result.frame.iloc[1]
     assert "load failed" in refused["error"] and "missing.pt" in refused["error"]
     times = result.record["variant_times"]
@@ -352,8 +349,7 @@ def _cli(*args, timeout=300):
 def test_cli_runs_a_sweep_with_its_own_server(model_dir, tmp_path, capsys):
     out = tmp_path / "cli-run"
     done = _cli(model_dir, "--batch-sizes", "1,2", "--allocations", "1x1", "--core-range", "0:1",
-                "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1", "--max-windows", "1",
-                "--time-limit-s", "0",
+                "--concurrency", "1", "--window-ms", "200", "--max-windows", "3", "--time-limit-s", "0",
                 "--engine", "workbench", "--warmup", "5",
                 "--out", out, "--latency-budget-ms", "10000")
     assert done.returncode == 0, done.stderr
@@ -393,8 +389,7 @@ def test_cli_refuses_a_bad_grid_before_starting_anything(model_dir, tmp_path, ca
 def test_cli_uses_a_running_server_with_url(server, model_dir, tmp_path, capsys):
     out = tmp_path / "url-run"
     code = main(["sweep", str(model_dir), "--url", server.grpc_url, "--allocations", "2x1", "--core-range", "0:1",
-                 "--window-ms", "100", "--stable-windows", "1", "--max-windows", "1", "--time-limit-s", "0",
-                 "--engine", "workbench",
+                 "--window-ms", "200", "--max-windows", "3", "--time-limit-s", "0", "--engine", "workbench",
                  "--warmup", "5", "--out", str(out), "--no-plots"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
@@ -476,8 +471,7 @@ def test_each_point_records_how_busy_the_cpus_of_its_range_were(server, model_di
     plan = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1], core_range="0:1")
     burner = subprocess.Popen([sys.executable, "-c", "import os; os.sched_setaffinity(0, {0})\nwhile True: pass"])
     try:
-        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run",
-                           settings=replace(FAST, stable_windows=1, max_windows=1))  # one window: the burner holds it
+        result = run_sweep(plan, server, model_dir, out_dir=tmp_path / "run", settings=FAST)
     finally:
         burner.kill()
         burner.wait()
