@@ -49,7 +49,6 @@ LONGEST_FIRST = (  # measured serially (a loaded machine, 2026-12-06): search 66
     "tests/test_sweep.py",
     "tests/browser/test_vllm_app.py",
     "notebooks/06-core-allocations.ipynb",
-    "tests/test_ray_llm_sweep.py",
     "tests/test_generate_vllm.py",
     "tests/test_install_resolves.py",
     "notebooks/08-pytorch-backend.ipynb",

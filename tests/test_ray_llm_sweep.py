@@ -4,7 +4,8 @@ tritonserver with the vLLM backend on its node, the tiny LLM's weights shipped w
 folder, and returns its rows to the one run folder, which reads back as any LLM run.
 
 The shipping of the engine's folders is checked without Ray or vLLM; the sweep skips, saying what
-is missing, without Ray or the vLLM environment. No timing is compared: not an ``alone`` test.
+is missing, without Ray or the vLLM environment. It compares no timing but runs ``alone``: in the parallel
+pass its cluster and engines starved other servers' stubs (a load that never answered, a backend abort).
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def _left_in_work_folders() -> list[str]:
 
 @pytest.mark.server
 @pytest.mark.slow
+@pytest.mark.alone  # a 3-node cluster and two vLLM engines on 2 cores: beside it, other servers' stubs starved
 @pytest.mark.timeout(900)
 def test_an_llm_sweep_over_two_nodes_reads_back_as_an_llm_run_and_resumes_with_nothing_to_do(
         cluster, tmp_path, capsys):

@@ -37,6 +37,7 @@ from workbench.measure.store.results import (
 )
 from workbench.measure.sweep.resume import unique_rows
 from workbench.releases import RAY_VERSION
+from workbench.server.protocol import Server
 
 __all__ = [
     "Ask",
@@ -303,7 +304,9 @@ class Job(Protocol):
     @property
     def neuron(self) -> bool: ...
 
-    def sweep(self, server: Any, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress) -> SavedRun:
+    def sweep(
+        self, server: Server, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress
+    ) -> SavedRun:
         """The variant's points measured on ``server`` into ``out_dir`` (its kind's runner)."""
         ...
 
@@ -336,7 +339,9 @@ class VariantJob:
     neuron: bool
     run_label: str
 
-    def sweep(self, server: Any, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress) -> SavedRun:
+    def sweep(
+        self, server: Server, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress
+    ) -> SavedRun:
         # run-time: the sweep (torch with it) loads only where a task runs
         from workbench.measure.sweep import run_sweep
 
@@ -359,7 +364,9 @@ class LlmVariantJob:
     run_label: str
     load_timeout_s: float
 
-    def sweep(self, server: Any, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress) -> SavedRun:
+    def sweep(
+        self, server: Server, model_dir: Path, out_dir: Path, placement: Placement, progress: Progress
+    ) -> SavedRun:
         # run-time: the streaming engine and the tokenizer load only where a task runs
         from workbench.measure.llm.run import run_llm_sweep
 
