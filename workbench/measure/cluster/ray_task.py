@@ -446,8 +446,9 @@ WORK_PREFIX = "wb-ray-"
 
 def _remove_stale_work_folders() -> list[int]:
     """Remove the task folders of workers that are gone (a task cancelled or its worker killed
-    mid-variant), their servers' run folders with them (made inside: `measure_variant`); returns
-    the pids whose folders are still there, their workers alive."""
+    mid-variant), their servers' run folders with them (made inside: `measure_variant`), and end
+    a server still running from one; returns the pids whose folders are still there, their workers
+    alive."""
     alive = []
     for folder in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*-*"):
         pid = folder.name[len(WORK_PREFIX) :].split("-", 1)[0]
@@ -456,8 +457,28 @@ def _remove_stale_work_folders() -> list[int]:
         if Path(f"/proc/{pid}").exists():
             alive.append(int(pid))
         else:
+            _end_servers_in(folder)
             shutil.rmtree(folder, ignore_errors=True)
     return alive
+
+
+def _end_servers_in(folder: Path) -> None:
+    """End a tritonserver serving a repository in ``folder``, its group and shared memory with it:
+    a worker killed between starting its server and that server's guard leaves it running."""
+    from workbench.server import guard
+
+    repository = f"--model-repository={folder}/".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+            pid = int(cmdline.parent.name)
+            if not any(arg.startswith(repository) for arg in args) or os.getpgid(pid) != pid:
+                continue
+        except (OSError, ValueError):
+            continue
+        prefix = next((a.split(b"shm-region-prefix-name=", 1)[1].decode() for a in args if b"shm-region" in a), "")
+        guard.take_down(pid, grace=3.0)
+        guard.remove_shm_regions(prefix)
 
 
 def _work_folder() -> Path:
