@@ -30,6 +30,7 @@ from workbench.limits import model_dir_problems, version_folder_problems
 from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerError
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
+from workbench.server.stub_watch import STUB_ENDED_NOTE, StubWatch
 
 __all__ = [
     "ModelControl",
@@ -125,6 +126,9 @@ class LocalProcess(Protocol):
 
     log: ServerLog
     model_repository: Path
+
+    @property
+    def pid(self) -> int | None: ...
 
     def require_running(self) -> None: ...
 
@@ -353,33 +357,48 @@ class ModelControl:
         self._refuse_what_would_break(name, load_files)
         self._check()
         log_start = self._process.log.size() if self._process is not None else 0
+        for attempt in (1, 2):
+            watch = StubWatch(self._process.pid if self._process is not None else None)
+            try:
+                with watch:
+                    self._send_load(name, config_json, load_files, timeout)
+                break
+            except InferenceServerException as err:
+                if watch.ended and attempt == 1:
+                    continue  # Triton gave up on a stub that was only slow: ended, and the load sent again
+                self._raise_if_died(f"while loading {name!r}", within=0.0)
+                reason = next(
+                    (m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), ""
+                )
+                log_lines = self._process.log.lines_since(log_start, name) if self._process is not None else []
+                message = err.message() + (STUB_ENDED_NOTE if watch.ended else "")
+                raise ModelLoadError(name, message, reason, log_lines) from None
+            except ServerError as err:  # transport errors: a timeout, or the server died mid-load
+                self._raise_if_died(f"while loading {name!r}", within=2.0)
+                if "no answer" not in str(err):
+                    raise
+                self._unanswered_loads.add(name)
+                raise ServerError(f"{err}; Triton may still be loading it: watch index() and the log") from None
+        self._unanswered_loads.discard(name)
+        self._loaded[name] = LoadRequest(config_json, load_files)
+
+    def _send_load(
+        self, name: str, config_json: str | None, load_files: Mapping[str, bytes] | None, timeout: float
+    ) -> None:
+        """The load request itself, answered within ``timeout`` seconds."""
+        if self.protocol == "grpc":
+            with self._answer(f"the load of {name!r}", timeout):
+                self._client().load_model(
+                    name, config=config_json, files=load_files, client_timeout=timeout, **self._headers
+                )
+            return
+        # Its own client: the shared ones time out sooner than a Neuron model load takes.
+        client = self._new_client(network_timeout=timeout)
         try:
-            if self.protocol == "grpc":
-                with self._answer(f"the load of {name!r}", timeout):
-                    self._client().load_model(
-                        name, config=config_json, files=load_files, client_timeout=timeout, **self._headers
-                    )
-            else:
-                # Its own client: the shared ones time out sooner than a Neuron model load takes.
-                client = self._new_client(network_timeout=timeout)
-                try:
-                    with self._answer(f"the load of {name!r}", timeout):
-                        client.load_model(name, config=config_json, files=load_files, **self._headers)
-                finally:
-                    client.close()
-            self._unanswered_loads.discard(name)
-            self._loaded[name] = LoadRequest(config_json, load_files)
-        except InferenceServerException as err:
-            self._raise_if_died(f"while loading {name!r}", within=0.0)
-            reason = next((m.get("reason", "") for m in self.index() if m.get("name") == name and m.get("reason")), "")
-            log_lines = self._process.log.lines_since(log_start, name) if self._process is not None else []
-            raise ModelLoadError(name, err.message(), reason, log_lines) from None
-        except ServerError as err:  # transport errors: a timeout, or the server died mid-load
-            self._raise_if_died(f"while loading {name!r}", within=2.0)
-            if "no answer" not in str(err):
-                raise
-            self._unanswered_loads.add(name)
-            raise ServerError(f"{err}; Triton may still be loading it: watch index() and the log") from None
+            with self._answer(f"the load of {name!r}", timeout):
+                client.load_model(name, config=config_json, files=load_files, **self._headers)
+        finally:
+            client.close()
 
     def _refuse_what_would_break(self, name: str, load_files: Mapping[str, bytes] | None) -> None:
         """ModelRefusedError, before Triton sees it, for a model whose folders would abort the server
