@@ -1,5 +1,5 @@
 """Triton 2.51 waits for ever on a python-backend stub that missed its one-second health beat while
-starting (here: the stub paused 2.5 s, as a starved machine does). The load's `StubWatch` ends that
+starting (here: the stub paused 2.5 s in its initialize, as a starved machine does). The load's `StubWatch` ends that
 stub and the load is sent once more; a load that meets it twice fails, saying so, and the server
 goes on serving."""
 
@@ -25,13 +25,15 @@ input [{name: "X", data_type: TYPE_FP32, dims: [1]}]
 output [{name: "Y", data_type: TYPE_FP32, dims: [1]}]
 instance_group [{kind: KIND_CPU, count: 1}]
 """
-MODEL = """import time
-import numpy as np
+MODEL = """import os
+import time
 import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
     def initialize(self, args):
+        # the stub's health beat runs from here on: the marker says when a pause hangs the load
+        open(os.path.join(args["model_repository"], f"initializing-{os.getpid()}"), "w").close()
         time.sleep(2.0)  # a slow start: long enough to be paused in
 
     def execute(self, requests):
@@ -61,15 +63,15 @@ def stubs_of(model: str) -> set[int]:
     return found
 
 
-def pause_stubs(model: str, times: int, stop: threading.Event, paused: list[int]) -> None:
-    """Pause each new stub of ``model`` (up to ``times``) for 2.5 s, a second into its start."""
+def pause_stubs(model_dir: Path, times: int, stop: threading.Event, paused: list[int]) -> None:
+    """Pause each stub of the model in ``model_dir`` (up to ``times``) for 2.5 s once it is in its
+    initialize (its marker file written), where Triton beats its health each second."""
     while len(paused) < times and not stop.is_set():
-        new = stubs_of(model) - set(paused)
+        new = {int(f.name.split("-")[1]) for f in model_dir.glob("initializing-*")} - set(paused)
         if not new:
-            time.sleep(0.05)
+            time.sleep(0.02)
             continue
         pid = new.pop()
-        time.sleep(1.0)
         os.kill(pid, signal.SIGSTOP)
         paused.append(pid)
         time.sleep(2.5)
@@ -91,7 +93,7 @@ def answer(server, model: str, x: float) -> list[float]:
 def test_a_stub_triton_gave_up_on_is_ended_and_the_load_sent_again(repo, triton_server):
     server = triton_server(repo)
     stop, paused = threading.Event(), []
-    pauser = threading.Thread(target=pause_stubs, args=("slow", 1, stop, paused))
+    pauser = threading.Thread(target=pause_stubs, args=(repo / "slow", 1, stop, paused))
     pauser.start()
     try:
         started = time.monotonic()
@@ -103,13 +105,15 @@ def test_a_stub_triton_gave_up_on_is_ended_and_the_load_sent_again(repo, triton_
     assert len(paused) == 1 and not Path(f"/proc/{paused[0]}").exists()  # the paused stub was ended
     (serving,) = stubs_of("slow")
     assert serving != paused[0] and took < 60
+    # the server's log says what the workbench did, where a person reads why a load took longer
+    assert any(f"ended stub(s) [{paused[0]}] of 'slow'" in line and "loading again" in line for line in server.log_tail(200))
     assert answer(server, "slow", 3.0) == [3.0]
 
 
 def test_a_load_that_meets_it_twice_fails_saying_so_and_the_server_goes_on(repo, triton_server):
     server = triton_server(repo)
     stop, paused = threading.Event(), []
-    pauser = threading.Thread(target=pause_stubs, args=("twice", 2, stop, paused))
+    pauser = threading.Thread(target=pause_stubs, args=(repo / "twice", 2, stop, paused))
     pauser.start()
     try:
         with pytest.raises(ModelLoadError) as failed:

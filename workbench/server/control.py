@@ -364,6 +364,11 @@ class ModelControl:
                     self._send_load(name, config_json, load_files, timeout)
                 break
             except InferenceServerException as err:
+                if watch.ended and self._process is not None:
+                    self._process.log.note(
+                        f"workbench: ended stub(s) {watch.ended} of {name!r} that Triton judged unhealthy while "
+                        "starting and waited on for ever" + (": loading again" if attempt == 1 else "")
+                    )
                 if watch.ended and attempt == 1:
                     continue  # Triton gave up on a stub that was only slow: ended, and the load sent again
                 self._raise_if_died(f"while loading {name!r}", within=0.0)
