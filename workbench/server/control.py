@@ -30,7 +30,7 @@ from workbench.limits import model_dir_problems, version_folder_problems
 from workbench.server.errors import ModelLoadError, ModelRefusedError, ServerError
 from workbench.server.log import ServerLog
 from workbench.server.metrics import parse_metrics
-from workbench.server.stub_watch import STUB_ENDED_NOTE, StubWatch
+from workbench.server.stub_watch import STUB_ENDED_NOTE, StubWatch, wait_for_stubs_gone
 
 __all__ = [
     "ModelControl",
@@ -369,7 +369,8 @@ class ModelControl:
                         f"workbench: ended stub(s) {watch.ended} of {name!r} that Triton judged unhealthy while "
                         "starting and waited on for ever" + (": loading again" if attempt == 1 else "")
                     )
-                if watch.ended and attempt == 1:
+                if watch.ended and attempt == 1 and watch.server_pid is not None:
+                    wait_for_stubs_gone(watch.server_pid, name)
                     continue  # Triton gave up on a stub that was only slow: ended, and the load sent again
                 self._raise_if_died(f"while loading {name!r}", within=0.0)
                 reason = next(

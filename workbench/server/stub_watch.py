@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import signal
 import threading
 import time
@@ -55,6 +56,32 @@ def live_stub_of(server_pid: int, pid: int) -> bool:
         return False
     state, ppid = stat[stat.rindex(")") + 2 :].split()[:2]
     return state not in ("Z", "X") and int(ppid) == server_pid and STUB_NAME in cmdline
+
+
+def stubs_of_model(server_pid: int, model: str) -> list[int]:
+    """The server's live stubs of ``model``'s instances (a stub's arguments name its instance,
+    ``<model>_<group>_<k>``)."""
+    instance = re.compile(re.escape(model).encode() + rb"_\d+_\d+")
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        pid = int(cmdline.parent.name)
+        if any(instance.fullmatch(arg) for arg in args) and live_stub_of(server_pid, pid):
+            found.append(pid)
+    return found
+
+
+def wait_for_stubs_gone(server_pid: int, model: str, timeout_s: float = 30.0, settle_s: float = 2.0) -> None:
+    """Wait (at most ``timeout_s``) until no stub of ``model`` lives, then ``settle_s`` more: the
+    backend tears a failed load's instances down after its stubs exit, and a load sent again at
+    once would make instances of the same names (and shared-memory regions) beside them."""
+    deadline = time.monotonic() + timeout_s
+    while stubs_of_model(server_pid, model) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(settle_s)
 
 
 class StubWatch:
