@@ -25,9 +25,10 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
-# resume is about rows, not figures: one short window a point (each window keeps both cores busy)
-FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=1, warmup_requests=3,
-                       time_limit_s=None)
+# resume is about rows, not figures: one short window a point (each window keeps both cores busy), up to
+# two more where nothing completed in it (a starved machine)
+FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=3, min_latencies=5,
+                       warmup_requests=3, time_limit_s=None)
 # two variants of one instance each (a load of one stub is the cheapest): resume is about rows, not instances
 PLAN = SweepPlan(batch_sizes=[1, 2], allocations="1x1,1x2", concurrency=[1], core_range="0:1")
 KEYS = ["variant", "batch_size", "concurrency"]
@@ -115,7 +116,7 @@ def test_a_sweep_whose_parent_is_killed_resumes_to_one_row_per_point(model_dir, 
     out = tmp_path / "cli"
     args = [sys.executable, "-m", "workbench", "sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations",
             "1x1,1x2", "--core-range", "0:1", "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1",
-            "--max-windows", "1", "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
+            "--max-windows", "3", "--min-latencies", "5", "--warmup", "3", "--no-plots", "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
     env = {**os.environ, "MPLBACKEND": "Agg"}
     parent = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -173,7 +174,7 @@ def test_a_resume_against_a_changed_model_or_config_is_refused_naming_what_chang
 
 def _sweep_args(model_dir: Path, out: Path) -> list[str]:
     return ["sweep", str(model_dir), "--batch-sizes", "1,2", "--allocations", "1x1,1x2", "--core-range", "0:1",
-            "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1", "--max-windows", "1", "--warmup", "3",
+            "--concurrency", "1", "--window-ms", "100", "--stable-windows", "1", "--max-windows", "3", "--min-latencies", "5", "--warmup", "3",
             "--no-plots",
             "--engine", "workbench", "--time-limit-s", "0", "--out", str(out)]
 

@@ -23,8 +23,9 @@ from workbench.measure.sweep import SweepError, SweepPlan, run_sweep
 from workbench.server import ServerError, TritonServer
 
 # one short window a point: these tests assert rows and refusals, not figures (each window keeps both cores busy)
-FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=1, warmup_requests=3,
-                       time_limit_s=None)
+# one short window a point, unless nothing completed in it (a starved machine): then up to two more
+FAST = MeasureSettings(engine="workbench", window_s=0.1, stable_windows=1, max_windows=3, min_latencies=5,
+                       warmup_requests=3, time_limit_s=None)
 ONE = SweepPlan(batch_sizes=[1], allocations="1x1", concurrency=[1], core_range="0:1")
 
 
