@@ -314,6 +314,36 @@ def test_unreachable_server_is_a_clear_error(server):
         measure(f"127.0.0.1:{find_free_port()}", "double", [np.ones(4, np.float32)], FAST)
 
 
+def test_a_server_gone_between_ready_and_metadata_is_a_clear_error():
+    """A server that dies right after answering "ready" (CI run 14: killed under a sweep as a point
+    began): the metadata request finds nobody; a MeasureError, never tritonclient's exception."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class ReadyThenGone(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            if self.path.endswith("/ready"):
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+            else:  # the process is gone: the connection closes with no answer
+                self.close_connection = True
+
+    gone = ThreadingHTTPServer(("127.0.0.1", 0), ReadyThenGone)
+    threading.Thread(target=gone.serve_forever, daemon=True).start()
+    try:
+        url = f"127.0.0.1:{gone.server_address[1]}"
+        with pytest.raises(MeasureError, match=f"cannot reach Triton at http://{url}"):
+            measure(url, "double", [np.ones(4, np.float32)], replace(FAST, protocol="http"))
+    finally:
+        gone.shutdown()
+        gone.server_close()
+
+
 def test_cancel_stops_and_drains(server):
     cancel = threading.Event()
     before = server.stats("double")

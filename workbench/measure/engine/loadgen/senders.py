@@ -264,15 +264,16 @@ class Admin:
         where = f"{plan.protocol}://{plan.url}"
         try:
             ready = self.client.is_model_ready(plan.model, plan.version)
-        except Exception as err:  # connection refused, DNS, protocol mismatch: all mean "cannot reach"
-            raise MeasureError(f"cannot reach Triton at {where}: {err}") from None
+            if ready:
+                metadata = self.client.get_model_metadata(plan.model, plan.version, **self.json)
+                config = self.client.get_model_config(plan.model, plan.version, **self.json)
+        except Exception as err:  # connection refused, DNS, protocol mismatch, a server that died
+            raise MeasureError(f"cannot reach Triton at {where}: {err}") from None  # between two calls
         if not ready:
             raise MeasureError(
                 f"model {plan.model!r} is not ready at {where} (not loaded, still loading, "
                 "or failed to load: see the server log)"
             )
-        metadata = self.client.get_model_metadata(plan.model, plan.version, **self.json)
-        config = self.client.get_model_config(plan.model, plan.version, **self.json)
         return interface_from(metadata, config)
 
     def statistics(self) -> dict | None:
