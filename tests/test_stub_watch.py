@@ -5,17 +5,19 @@ goes on serving."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from workbench.server import ModelLoadError
-from workbench.server.stub_watch import STUB_ENDED_NOTE, STUB_NAME
+from workbench.server.stub_watch import STUB_ENDED_NOTE, stubs_of_model
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(180)]
 
@@ -51,31 +53,32 @@ def repo(tmp_path):
     return tmp_path
 
 
-def stubs_of(model: str) -> set[int]:
-    found = set()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes()
-        except OSError:
-            continue
-        if STUB_NAME in args and f"{model}_0_0".encode() in args:
-            found.add(int(cmdline.parent.name))
-    return found
+@contextlib.contextmanager
+def pausing(model_dir: Path, times: int) -> Iterator[list[int]]:
+    """While open, pause each stub of the model in ``model_dir`` (up to ``times``) for 2.5 s once it
+    is in its initialize (its marker file written), where Triton beats its health each second;
+    yields the pids paused."""
+    stop, paused = threading.Event(), []
 
+    def pause() -> None:
+        while len(paused) < times and not stop.is_set():
+            new = {int(f.name.split("-")[1]) for f in model_dir.glob("initializing-*")} - set(paused)
+            if not new:
+                time.sleep(0.02)
+                continue
+            pid = new.pop()
+            os.kill(pid, signal.SIGSTOP)
+            paused.append(pid)
+            time.sleep(2.5)
+            os.kill(pid, signal.SIGCONT)
 
-def pause_stubs(model_dir: Path, times: int, stop: threading.Event, paused: list[int]) -> None:
-    """Pause each stub of the model in ``model_dir`` (up to ``times``) for 2.5 s once it is in its
-    initialize (its marker file written), where Triton beats its health each second."""
-    while len(paused) < times and not stop.is_set():
-        new = {int(f.name.split("-")[1]) for f in model_dir.glob("initializing-*")} - set(paused)
-        if not new:
-            time.sleep(0.02)
-            continue
-        pid = new.pop()
-        os.kill(pid, signal.SIGSTOP)
-        paused.append(pid)
-        time.sleep(2.5)
-        os.kill(pid, signal.SIGCONT)
+    pauser = threading.Thread(target=pause)
+    pauser.start()
+    try:
+        yield paused
+    finally:
+        stop.set()
+        pauser.join()
 
 
 def answer(server, model: str, x: float) -> list[float]:
@@ -92,18 +95,12 @@ def answer(server, model: str, x: float) -> list[float]:
 
 def test_a_stub_triton_gave_up_on_is_ended_and_the_load_sent_again(repo, triton_server):
     server = triton_server(repo)
-    stop, paused = threading.Event(), []
-    pauser = threading.Thread(target=pause_stubs, args=(repo / "slow", 1, stop, paused))
-    pauser.start()
-    try:
+    with pausing(repo / "slow", 1) as paused:
         started = time.monotonic()
         server.load("slow", timeout=120)
         took = time.monotonic() - started
-    finally:
-        stop.set()
-        pauser.join()
     assert len(paused) == 1 and not Path(f"/proc/{paused[0]}").exists()  # the paused stub was ended
-    (serving,) = stubs_of("slow")
+    (serving,) = stubs_of_model(server.pid, "slow")
     assert serving != paused[0] and took < 60
     # the server's log says what the workbench did, where a person reads why a load took longer
     assert any(f"ended stub(s) [{paused[0]}] of 'slow'" in line and "loading again" in line for line in server.log_tail(200))
@@ -112,16 +109,9 @@ def test_a_stub_triton_gave_up_on_is_ended_and_the_load_sent_again(repo, triton_
 
 def test_a_load_that_meets_it_twice_fails_saying_so_and_the_server_goes_on(repo, triton_server):
     server = triton_server(repo)
-    stop, paused = threading.Event(), []
-    pauser = threading.Thread(target=pause_stubs, args=(repo / "twice", 2, stop, paused))
-    pauser.start()
-    try:
-        with pytest.raises(ModelLoadError) as failed:
-            server.load("twice", timeout=120)
-    finally:
-        stop.set()
-        pauser.join()
+    with pausing(repo / "twice", 2) as paused, pytest.raises(ModelLoadError) as failed:
+        server.load("twice", timeout=120)
     assert len(paused) == 2 and STUB_ENDED_NOTE in str(failed.value)
-    assert not stubs_of("twice")
+    assert not stubs_of_model(server.pid, "twice")
     server.load("slow", timeout=120)  # the server is well: the next load is served
     assert answer(server, "slow", 1.0) == [1.0]
