@@ -38,6 +38,7 @@ __all__ = [
     "LocalProcess",
     "as_model_config",
     "config_to_json",
+    "files_for_load",
     "PROTOCOLS",
     "TIMEOUT_FLAG",
     "DEFAULT_REMOTE_TIMEOUT",
@@ -166,7 +167,7 @@ def config_to_json(config: Any) -> str:
     return to_json(as_model_config(config))
 
 
-def _files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict[str, bytes]:
+def files_for_load(files: Mapping[str, bytes | str | os.PathLike[str]]) -> dict[str, bytes]:
     """``{"1/model.py": bytes | path}`` -> ``{"file:1/model.py": bytes}`` (tritonclient base64s it)."""
     out: dict[str, bytes] = {}
     for key, value in files.items():
@@ -353,7 +354,7 @@ class ModelControl:
                 raise ValueError(
                     "files need a config: Triton loads an override directory only together with its config"
                 )
-            load_files = _files_for_load(files)
+            load_files = files_for_load(files)
         self._refuse_what_would_break(name, load_files)
         self._check()
         log_start = self._process.log.size() if self._process is not None else 0
@@ -440,6 +441,10 @@ class ModelControl:
             if time.monotonic() > deadline:
                 raise ServerError(f"model {name!r} still {states} {timeout:.0f}s after unload")
             time.sleep(0.1)
+
+    def loads(self) -> dict[str, LoadRequest]:
+        """What each model's last load made here asked for, by model name."""
+        return dict(self._loaded)
 
     def last_load(self, name: str) -> LoadRequest | None:
         """What the last load of ``name`` made here asked for (None: not loaded by this client)."""

@@ -46,6 +46,8 @@ class HandedOver:
         @property
         def running(self) -> bool: ...
 
+        def _auto_complete_for(self, name: str, config: Any, files: Mapping[str, Any] | None) -> None: ...
+
     @property
     def control(self) -> ModelControl:
         """The model-control client of the running server (HTTP)."""
@@ -58,7 +60,9 @@ class HandedOver:
     ) -> None:
         """`ModelControl.load`, with PyTorch-backend models served by the real backend or their twin
         (`pytorch.PyTorchServing`; ``served_by`` says which) and vLLM models checked first
-        (`vllm.VllmServing`)."""
+        (`vllm.VllmServing`). A server started without Triton's auto-complete turns it on first
+        when this model needs it (`auto_complete`)."""
+        self._auto_complete_for(name, config, files)
         if self.vllm.is_vllm(name, config):
             self.vllm.load(name, config, files, timeout=timeout)
             return

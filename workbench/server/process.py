@@ -38,8 +38,9 @@ from typing import Any
 import tritonclient.http as httpclient
 
 from workbench.server import guard as guard_module
+from workbench.server.auto_complete import auto_complete_need, repository_need
 from workbench.server.cache import cache_args
-from workbench.server.control import ClientOptions, ModelControl
+from workbench.server.control import ClientOptions, ModelControl, as_model_config, files_for_load
 from workbench.server.discovery import TritonInstall, find_tritonserver
 from workbench.server.errors import ServerError, ServerStartError
 from workbench.server.handover import HandedOver
@@ -54,6 +55,8 @@ __all__ = ["TritonServer"]
 Progress = Callable[[int, int, str], None]
 
 # Flags the server object owns: letting extra_args set them would break ports, cleanup or control.
+# a user's own say on auto-complete in extra_args: the server adds no flag of its own
+_AUTO_COMPLETE_FLAGS = ("--disable-auto-complete-config", "--strict-model-config")
 _OWNED_FLAGS = (
     "--model-repository",
     "--model-store",
@@ -83,7 +86,9 @@ class TritonServer(HandedOver):
     ``response_cache`` None starts the server with a local response cache when a model's config
     enables one. ``run_parent``: the folder its run folder (log, guard log) is made in, default the
     system's temp folder (a Ray task's own folder: `cluster.ray_task`, so a task killed with its
-    server leaves one folder to remove, not two).
+    server leaves one folder to remove, not two). ``auto_complete`` None starts it without Triton's
+    auto-complete when no model in the repository needs it, and turns it on (a restart) before a
+    load that does (`workbench.server.auto_complete`); True or False: as given.
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class TritonServer(HandedOver):
         vllm_backend: str | os.PathLike[str] | bool | None = None,
         vllm_python: str | os.PathLike[str] | None = None,
         run_parent: str | os.PathLike[str] | None = None,
+        auto_complete: bool | None = None,
     ) -> None:
         repo = Path(model_repository).expanduser()
         if not repo.is_dir():
@@ -137,6 +143,9 @@ class TritonServer(HandedOver):
         self.install = backend_install(self.install, backend, vllm)
         self.vllm = VllmServing(self, vllm)
         self._restarting = False
+        # None: Triton's auto-complete only where a model needs it (workbench.server.auto_complete)
+        self._auto_complete_choice = auto_complete
+        self.auto_complete = True  # whether the running process has it on (decided at start)
         self.ports: dict[str, int] = {}
         self.shm_prefix = f"wb-{os.getpid()}-{next(_counter)}-{secrets.token_hex(3)}-"
         self.run_parent = Path(run_parent) if run_parent is not None else None
@@ -225,12 +234,43 @@ class TritonServer(HandedOver):
             args.append(f"--backend-directory={self.install.backend_dir}")
         if self.model_config_name:
             args.append(f"--model-config-name={self.model_config_name}")
+        if not self.auto_complete:
+            args.append("--disable-auto-complete-config")
         return args + self._cache_args() + list(self.extra_args)
 
     def _cache_args(self) -> list[str]:
         return cache_args(
             self.model_repository, self.model_config_name, self.response_cache, self.install.cache_dir, self.extra_args
         )
+
+    def _auto_complete_at_start(self) -> bool:
+        """Whether to leave Triton's auto-complete on: as asked, else where the user's flags or
+        another config name decide it, else when a model in the repository needs it."""
+        if self._auto_complete_choice is not None:
+            return self._auto_complete_choice
+        if self.model_config_name or any(a.split("=", 1)[0] in _AUTO_COMPLETE_FLAGS for a in self.extra_args):
+            return True
+        return repository_need(self.model_repository) is not None
+
+    def _auto_complete_for(self, name: str, config: Any, files: Mapping[str, Any] | None) -> None:
+        """Before loading ``name``: a server started without auto-complete (by the repository, not
+        by the caller) that this load needs it for is restarted with it on, and what was loaded
+        is loaded again, so the load behaves as on a server that always had it."""
+        if self.auto_complete or self._auto_complete_choice is False or not self.running:
+            return
+        why = auto_complete_need(
+            self.model_repository / name,
+            None if config is None else as_model_config(config),
+            None if files is None else files_for_load(files),
+        )
+        if why is None:
+            return
+        loaded = self.control.loads()
+        self.log.note(f"workbench: {name!r} needs Triton's auto-complete ({why}): restarting the server with it on")
+        self.auto_complete = True
+        self.restart()
+        for model, request in loaded.items():
+            self.load(model, config=request.config, files=request.files)
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -259,6 +299,7 @@ class TritonServer(HandedOver):
                     check_port_free(self.host, port, name)
             self.run_dir = Path(tempfile.mkdtemp(prefix="workbench-triton-", dir=self.run_parent))
             self.log.start(self.run_dir / "tritonserver.log")
+            self.auto_complete = self._auto_complete_at_start()
             attempts = 1 if all(p is not None for p in self._requested_ports.values()) else 3
             for attempt in range(attempts):
                 self.ports = pick_ports(self.host, self._requested_ports)
