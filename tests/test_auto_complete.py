@@ -73,6 +73,9 @@ def test_a_load_that_needs_auto_complete_turns_it_on_and_keeps_what_was_loaded(a
     repo = add_sub.parent
     with TritonServer(repo, log_verbose=1) as server:
         assert not server.auto_complete and "--disable-auto-complete-config" in server.log_tail(10_000)[0]
+        with pytest.raises(ValueError, match="model name must be a non-empty string"):
+            server.load("add_sub/1")  # refused as before, not taken for a model that needs auto-complete
+        assert not server.auto_complete
         server.load("add_sub")
         instances = sum(group["count"] for group in server.model_config("add_sub")["instance_group"])
         assert sum(STUB_START in line for line in server.log_tail(10_000)) == instances  # no auto-complete stub

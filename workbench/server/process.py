@@ -55,8 +55,6 @@ __all__ = ["TritonServer"]
 Progress = Callable[[int, int, str], None]
 
 # Flags the server object owns: letting extra_args set them would break ports, cleanup or control.
-# a user's own say on auto-complete in extra_args: the server adds no flag of its own
-_AUTO_COMPLETE_FLAGS = ("--disable-auto-complete-config", "--strict-model-config")
 _OWNED_FLAGS = (
     "--model-repository",
     "--model-store",
@@ -68,6 +66,8 @@ _OWNED_FLAGS = (
     "--grpc-address",
     "--metrics-address",
 )
+# a user's own say on auto-complete in extra_args: the server then adds no flag of its own
+_AUTO_COMPLETE_FLAGS = ("--disable-auto-complete-config", "--strict-model-config")
 _PORT_IN_USE_MARKERS = ("already in use", "address in use", "failed to add port")
 _EXIT_TIMEOUT_SECS = 3
 _counter = itertools.count()
@@ -258,6 +258,8 @@ class TritonServer(HandedOver):
         is loaded again, so the load behaves as on a server that always had it."""
         if self.auto_complete or self._auto_complete_choice is False or not self.running:
             return
+        if not isinstance(name, str) or not name or "/" in name:
+            return  # the load refuses the name itself
         why = auto_complete_need(
             self.model_repository / name,
             None if config is None else as_model_config(config),
