@@ -62,6 +62,14 @@ def test_a_generated_python_model_needs_no_auto_complete_and_others_say_why(add_
     (vllm / "config.pbtxt").write_text('backend: "vllm"\n')
     assert auto_complete_need(vllm) == "its backend is vllm, not python"
     assert repository_need(tmp_path / "repo").startswith("echo: ")
+    # with --model-config-name the server reads configs/<name>.pbtxt where there is one
+    named = tmp_path / "named" / "add_sub"
+    shutil.copytree(add_sub, named)
+    (named / "configs").mkdir()
+    (named / "configs" / "full.pbtxt").write_text((add_sub / "config.pbtxt").read_text())
+    (named / "config.pbtxt").write_text('backend: "python"\n')
+    assert auto_complete_need(named) == "its config does not declare both inputs and outputs"
+    assert auto_complete_need(named, config_name="full") is None and repository_need(named.parent, "full") is None
     empty = tmp_path / "empty"
     empty.mkdir()
     assert repository_need(empty) == "the repository holds no model yet"

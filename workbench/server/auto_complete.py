@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from workbench.generate.config import ConfigError, ModelConfig, read_config
+from workbench.generate.repository import served_config_path
 
 __all__ = ["auto_complete_need", "repository_need"]
 
@@ -22,13 +23,17 @@ _MENTIONS_AUTO_COMPLETE = re.compile(rb"\bauto_complete_config\b")
 
 
 def auto_complete_need(
-    model_dir: Path, config: ModelConfig | None = None, files: Mapping[str, bytes] | None = None
+    model_dir: Path,
+    config: ModelConfig | None = None,
+    files: Mapping[str, bytes] | None = None,
+    config_name: str | None = None,
 ) -> str | None:
     """Why the model in ``model_dir`` needs auto-complete (None: it would change nothing), loaded
-    with the override ``config`` and ``files`` (``{"file:1/model.py": bytes}``) where given."""
+    with the override ``config`` and ``files`` (``{"file:1/model.py": bytes}``) where given, else
+    with the config a server run with ``--model-config-name=<config_name>`` reads."""
     if config is None:
         try:
-            config = read_config(model_dir)
+            config = read_config(served_config_path(model_dir, config_name))
         except ConfigError as err:
             return f"its config cannot be read ({err})"
     if config.platform or config.backend != "python":
@@ -45,14 +50,15 @@ def auto_complete_need(
     return None
 
 
-def repository_need(repository: Path) -> str | None:
-    """Why a server on ``repository`` should start with auto-complete on: a model there that
-    needs it, or no model yet (nothing says it is not needed); None when none does."""
+def repository_need(repository: Path, config_name: str | None = None) -> str | None:
+    """Why a server on ``repository`` (with ``config_name``, as `auto_complete_need`) should start
+    with auto-complete on: a model there that needs it, or no model yet (nothing says it is not
+    needed); None when none does."""
     models = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not models:
         return "the repository holds no model yet"
     for model_dir in models:
-        why = auto_complete_need(model_dir)
+        why = auto_complete_need(model_dir, config_name=config_name)
         if why is not None:
             return f"{model_dir.name}: {why}"
     return None

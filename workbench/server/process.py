@@ -244,13 +244,13 @@ class TritonServer(HandedOver):
         )
 
     def _auto_complete_at_start(self) -> bool:
-        """Whether to leave Triton's auto-complete on: as asked, else where the user's flags or
-        another config name decide it, else when a model in the repository needs it."""
+        """Whether to leave Triton's auto-complete on: as asked, else where the user's own flags
+        decide it, else when a model in the repository needs it."""
         if self._auto_complete_choice is not None:
             return self._auto_complete_choice
-        if self.model_config_name or any(a.split("=", 1)[0] in _AUTO_COMPLETE_FLAGS for a in self.extra_args):
+        if any(a.split("=", 1)[0] in _AUTO_COMPLETE_FLAGS for a in self.extra_args):
             return True
-        return repository_need(self.model_repository) is not None
+        return repository_need(self.model_repository, self.model_config_name) is not None
 
     def _auto_complete_for(self, name: str, config: Any, files: Mapping[str, Any] | None) -> None:
         """Before loading ``name``: a server started without auto-complete (by the repository, not
@@ -264,6 +264,7 @@ class TritonServer(HandedOver):
             self.model_repository / name,
             None if config is None else as_model_config(config),
             None if files is None else files_for_load(files),
+            self.model_config_name,
         )
         if why is None:
             return

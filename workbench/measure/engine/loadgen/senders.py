@@ -267,8 +267,9 @@ class Admin:
             if ready:
                 metadata = self.client.get_model_metadata(plan.model, plan.version, **self.json)
                 config = self.client.get_model_config(plan.model, plan.version, **self.json)
-        except Exception as err:  # connection refused, DNS, protocol mismatch, a server that died
-            raise MeasureError(f"cannot reach Triton at {where}: {err}") from None  # between two calls
+        # connection refused, DNS, protocol mismatch, a server that died between two of these calls
+        except Exception as err:
+            raise MeasureError(f"cannot reach Triton at {where}: {err}") from None
         if not ready:
             raise MeasureError(
                 f"model {plan.model!r} is not ready at {where} (not loaded, still loading, "
