@@ -34,8 +34,12 @@ from workbench.measure.store.plot_overlaps import text_overlaps
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 SETTINGS = MeasureSettings(window_s=1.0, stable_windows=2, max_windows=3, time_limit_s=4.0, min_latencies=0)
-# max_num_seqs 4 first: the variant the shared server has loaded, so its load starts no engine
-PLAN = LlmPlan(max_num_seqs=(4, 1), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=8,
+# max_num_seqs 4 first: the variant the shared server has loaded, so its load starts no engine.
+# 32 output tokens, not 8: decoding then outweighs each request's fixed costs, so batching four sequences
+# gives seqs4 2.6-5x seqs1's throughput at concurrency 4 (8 tokens: 1.6-2.9x, which a busy CI machine's drift
+# between the grid and a search once reversed), and seqs1's queue at 4 (about 3 requests of 32 tokens)
+# outlasts the few-hundred-ms stalls a busy machine adds to one request's TTFT.
+PLAN = LlmPlan(max_num_seqs=(4, 1), tensor_parallel=(1, 2), concurrency=(1, 4), input_tokens=16, output_tokens=32,
                slo=Slo(ttft_ms=5000.0, itl_ms=1000.0), prompts=8)
 PRICE = {"m7i.large": 0.1008}  # a 2-vCPU CPU instance, price given by the test (USD/h)
 
@@ -305,11 +309,14 @@ def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_an
     """``search="capacity"`` on the tiny LLM, max_num_seqs {1, 4} x concurrency {1, 2, 4}, under a
     TTFT SLO set from the grid's (``swept``) seqs1 so that its loads split on this machine whatever
     its load: seqs1 serves one sequence at a time, so at concurrency 4 a request waits behind about
-    3 others, at 1 behind none. The limit sits two thirds of the way from the grid's TTFT p99 at 1 to
-    the one at 4 on a log scale (quietly 30.6 and 310.2 ms: 143 ms): a starved start raises a p99 of a
-    few requests at 1 (CI run 13: 70 ms in the grid, over the geometric mean's 232 ms in the search),
-    while the queue at 4 sets its p99 (771 ms there). A limit from concurrency 32 did not split: 1 s
-    windows do not see a queue of 31 requests (p99 573 ms, under 3x the median at 4).
+    3 others of 32 tokens, at 2 behind one, at 1 behind none. The limit is half the grid's TTFT p99 at
+    4: the search's p99 at 4 misses it unless the machine runs twice as fast as during the grid, and a
+    load below meets it unless a stall outlasts it. Read from the p99 at 1 it did not hold: a starved
+    start of one request (512 ms, 8 tokens, a landing's CI run) raised that p99 near the one at 4
+    (687 ms), and the limit between them let the search's 455 ms at 4 meet it. With two busy loops
+    beside it: the grid's p99 141 ms at 1 and 1075 ms at 4, the limit 538 ms, the search's 527 ms at 2
+    and 1268 ms at 4. A limit from concurrency 32 did not split: 1 s windows do not see a queue of 31
+    requests (p99 573 ms, under 3x the median at 4).
     Per variant the capacity is the highest measured load meeting the SLO, each measured load above
     it misses it, each load left out is noted with the bound that decided it; the answer is the
     best variant at its capacity with its confidence; a resume measures nothing again."""
@@ -319,8 +326,9 @@ def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_an
     server, model_dir, _, grid = swept
     seqs1 = grid.frame.set_index(["variant", "concurrency"]).loc["seqs1-tp1-x1"]
     alone, queued = float(seqs1.loc[1, "ttft_p99_ms"]), float(seqs1.loc[4, "ttft_p99_ms"])  # behind none, about 3
-    slo = Slo(ttft_ms=round(alone ** (1 / 3) * queued ** (2 / 3), 1), itl_ms=1000.0)
-    plan = LlmPlan(max_num_seqs=(1, 4), concurrency=(1, 2, 4), input_tokens=16, output_tokens=8, slo=slo, prompts=8)
+    slo = Slo(ttft_ms=round(queued / 2, 1), itl_ms=1000.0)
+    plan = LlmPlan(max_num_seqs=(1, 4), concurrency=(1, 2, 4), input_tokens=16, output_tokens=PLAN.output_tokens,
+                   slo=slo, prompts=8)
     search = LlmSearch("capacity", min_windows=3, max_windows=5)
     out = tmp_path / "capacity"
     started = time.perf_counter()
