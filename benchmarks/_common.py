@@ -22,6 +22,7 @@ from workbench import zoo
 from workbench.compiler import compile_model
 from workbench.coremap import CoreRange
 from workbench.generate import render, write
+from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.quickstart import quickstart_settings
 from workbench.server import TritonServer
 
@@ -39,6 +40,30 @@ MLP_SIZES = {
 # Default 1: on a 2-core machine the client and the server need the other core, and two-thread
 # OpenMP stalls whenever another process takes a core. WORKBENCH_BENCH_CORES overrides it.
 CORES = int(os.environ.get("WORKBENCH_BENCH_CORES", 1))
+
+# The sweeps of search_vs_grid.py and search_paths.py: their allocations' cores, the tritonserver
+# flag they serve with unless asked otherwise (no auto-complete stub per load), and --quick's MLP.
+SWEEP_CORE_RANGE = "0:1"
+NO_AUTO_COMPLETE = ("--disable-auto-complete-config",)
+QUICK_SIZE = "small"
+
+
+@dataclass(frozen=True)
+class SweepMeasuring:
+    """How those sweeps measure a point: the built-in engine, windows of ``window_s`` (twice as
+    long after every 6) until the last ones agree and hold ``min_latencies`` latencies, or
+    ``time_limit_s`` seconds."""
+
+    window_s: float = 0.5
+    min_latencies: int = 2000
+    time_limit_s: float = 30.0
+
+    def settings(self) -> MeasureSettings:
+        return MeasureSettings(engine="workbench", window_s=self.window_s, max_windows=6,
+                               min_latencies=self.min_latencies, time_limit_s=self.time_limit_s)
+
+
+QUICK_MEASURING = SweepMeasuring(window_s=0.2, min_latencies=200, time_limit_s=5.0)  # --quick: a smoke run
 
 
 @dataclass

@@ -49,18 +49,18 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import astuple, replace
 from pathlib import Path
 
-from _common import add_size_option, header, served_mlp
+from _common import (NO_AUTO_COMPLETE, QUICK_MEASURING, QUICK_SIZE, SWEEP_CORE_RANGE, SweepMeasuring,
+                     add_size_option, header, served_mlp)
 from _interleave import MA_TARGETS, WITHIN, Reading, RunOutcome, interleave, judge, tally
 
 from workbench.measure.store.results import best_point
 from workbench.measure.sweep.search import SEARCHES, answer, make_search
-from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import SweepPlan, run_sweep
 
-BATCH_SIZES, ALLOCATIONS, CONCURRENCY, CORE_RANGE = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8), "0:1"
+BATCH_SIZES, ALLOCATIONS, CONCURRENCY = (1, 4, 8), ("1x1", "2x1", "1x2"), (1, 2, 4, 8)
 QUICK_SPACE = ((1, 8), ("1x1", "2x1"), (1, 4))  # --quick: a smoke run of the whole comparison
 TIME_SHARE = 1 / 3
 
@@ -144,20 +144,19 @@ def main() -> None:
         parser.error("--runs must be >= 1, --rounds >= 2 and --interleave-windows >= 1")
     batch_sizes, allocations, concurrency = QUICK_SPACE if args.quick else (BATCH_SIZES, ALLOCATIONS, CONCURRENCY)
     if args.quick:
-        args.size, args.window, args.min_latencies, args.time_limit_s = "small", 0.2, 200, 5.0
+        args.size, args.window, args.min_latencies, args.time_limit_s = QUICK_SIZE, *astuple(QUICK_MEASURING)
         args.ma_timeout = min(args.ma_timeout, 900)
     searches = [name.strip() for name in args.searches.split(",") if name.strip()]
     unknown = [name for name in searches if name not in SEARCHES]
     if unknown:
         parser.error(f"unknown search(es) {unknown}; choose from {', '.join(SEARCHES)}")
-    settings = MeasureSettings(engine="workbench", window_s=args.window, max_windows=6,
-                               min_latencies=args.min_latencies, time_limit_s=args.time_limit_s)
+    settings = SweepMeasuring(args.window, args.min_latencies, args.time_limit_s).settings()
     plan = SweepPlan(batch_sizes=list(batch_sizes), allocations=",".join(allocations), concurrency=list(concurrency),
-                     core_range=CORE_RANGE)
+                     core_range=SWEEP_CORE_RANGE)
     header(f"search vs grid{' (--quick smoke run)' if args.quick else ''}: {len(batch_sizes)} batch sizes x "
            f"{len(allocations)} allocations x {len(concurrency)} concurrencies = {plan.size} points, "
            f"{args.size} MLP, window {args.window:g} s")
-    server_args = () if args.auto_complete else ("--disable-auto-complete-config",)
+    server_args = () if args.auto_complete else NO_AUTO_COMPLETE
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
     outcomes: list[RunOutcome] = []
     for number in range(1, args.runs + 1):
@@ -294,7 +293,7 @@ def _judged_again(args, plan, settings, server, model_dir, scratch, grid, grid_b
     def measure(key: tuple) -> Reading:
         variant, batch, concurrency = key
         one = SweepPlan(batch_sizes=[batch], allocations=allocation[key], concurrency=[concurrency],
-                        core_range=CORE_RANGE)
+                        core_range=SWEEP_CORE_RANGE)
         run = run_sweep(one, server, model_dir, out_dir=scratch / f"again-{next(counter)}", settings=fixed,
                         restore=False)
         row = run.frame.iloc[0]
