@@ -105,8 +105,10 @@ def _loads(record: dict) -> str:
 
 
 def main() -> None:
+    defaults = SweepMeasuring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--window", type=float, default=0.5, help="measurement window, seconds (default 0.5)")
+    parser.add_argument("--window", type=float, default=defaults.window_s,
+                        help=f"measurement window, seconds (default {defaults.window_s:g})")
     parser.add_argument("--budget-ms", type=float,
                         help="p99 budget (default: the middle of the widest gap between the grid's p99s in its middle half)")
     parser.add_argument("--searches", default=",".join(SEARCHES),
@@ -114,9 +116,11 @@ def main() -> None:
     parser.add_argument("--adaptive-windows", type=lambda text: [float(x) for x in text.split(",")], default=[],
                         metavar="S,S", help="run the adaptive search once per window length given (seconds, e.g. "
                                             "0.5,0.25), each named 'adaptive <w>s' (default: once, at its own window)")
-    parser.add_argument("--min-latencies", type=int, default=2000,
-                        help="latencies a full point pools at least (default 2000, the workbench's default)")
-    parser.add_argument("--time-limit-s", type=float, default=30.0, help="seconds a full point may take (default 30)")
+    parser.add_argument("--min-latencies", type=int, default=defaults.min_latencies,
+                        help=f"latencies a full point pools at least (default {defaults.min_latencies}, the "
+                             "workbench's default)")
+    parser.add_argument("--time-limit-s", type=float, default=defaults.time_limit_s,
+                        help=f"seconds a full point may take (default {defaults.time_limit_s:g})")
     parser.add_argument("--model-analyzer", choices=("auto", "skip"), default="auto",
                         help="auto: find or install Model Analyzer and run it on the same space (slow: it "
                              "restarts the server per config); skip: say so and do not")
