@@ -22,7 +22,6 @@ import math
 import os
 import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +40,8 @@ from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.grid.rows import PointRow
 from workbench.measure.store.folder import POINTS_FILE, read_points
 from workbench.measure.sweep import SweepPlan, run_sweep
-from workbench.measure.sweep.search import SearchStrategy, make_search
-from workbench.measure.watch.settle import model_processes
+from workbench.measure.sweep.search import make_search
+from workbench.measure.watch.settle import model_processes, wait_quiet
 from workbench.server import TritonServer
 
 SEARCH, GRID = "search", "grid"
@@ -50,7 +49,7 @@ SEARCH, GRID = "search", "grid"
 # measures first; these are the ones it set in its last quiet full run (README, run 4: 1x2 b8 c1
 # then read p99 ~13 ms) and in its --quick smoke run.
 BUDGET_MS, QUICK_BUDGET_MS = 31.6, 9.7
-STUBS_GONE_S = 60.0  # how long to wait for an unloaded model's stubs to exit
+STUBS_GONE_S = 60.0  # how long to wait for an unloaded model's stubs to exit (and the server to go quiet)
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,7 @@ class Setup:
     """What every measurement of the run shares."""
 
     server: TritonServer
-    model: str
-    model_dir: Path
+    model_dir: Path  # <repository>/<model name>
     point: SweptPoint
     settings: MeasureSettings
     budget_ms: float
@@ -170,26 +168,23 @@ class Pair:
 
 
 def fresh_instances(server: TritonServer, name: str) -> None:
-    """Unload the model and wait for its stubs to exit, so the next load starts new instances."""
+    """Unload the model and wait, as a sweep waits after a load (settle.wait_quiet), for its stubs
+    to exit and the server to go quiet, so the next load starts new instances on an idle server."""
+    stubs = model_processes(server.pid, name)
     server.unload(name)
-    deadline = time.monotonic() + STUBS_GONE_S
-    while model_processes(server.pid, name) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    left = model_processes(server.pid, name)
-    if left:
-        print(f"  ({len(left)} stub(s) of {name} still running {STUBS_GONE_S:g} s after the unload)")
-
-
-def adaptive_search(budget_ms: float) -> SearchStrategy | None:
-    """The adaptive search as search_vs_grid.py makes it."""
-    return make_search("adaptive", latency_budget_ms=budget_ms)
+    quiet = wait_quiet(server.pid, leaving=stubs, timeout_s=STUBS_GONE_S)
+    if quiet is not None and not quiet.settled:
+        print(
+            f"  ({quiet.left} stub(s) of {name} still running, or the server busy, {STUBS_GONE_S:g} s after the unload)"
+        )
 
 
 def measure(setup: Setup, path: str, position: int, run_number: int) -> Measurement:
     """The point through ``path`` in a one-point run of its own: the walk's (or the grid's)
     measurement is the first row the run wrote."""
     load_average = os.getloadavg()[0]
-    search = adaptive_search(setup.budget_ms) if path == SEARCH else None
+    # the adaptive search as search_vs_grid.py makes it
+    search = make_search("adaptive", latency_budget_ms=setup.budget_ms) if path == SEARCH else None
     out_dir = setup.scratch / f"{run_number:02d}-{path}"
     run = run_sweep(
         setup.point.plan(),
@@ -215,7 +210,7 @@ def measure(setup: Setup, path: str, position: int, run_number: int) -> Measurem
 def measure_pair(setup: Setup, number: int) -> Pair:
     """Pair ``number``: odd ones measure the search's path first, even ones the grid's."""
     order = (SEARCH, GRID) if number % 2 else (GRID, SEARCH)
-    fresh_instances(setup.server, setup.model)
+    fresh_instances(setup.server, setup.model_dir.name)
     print(f"\npair {number}: {order[0]} first", flush=True)
     readings = []
     for position, path in enumerate(order, 1):
@@ -331,7 +326,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="search-paths-") as scratch,
     ):
         model_dir = served.repository / served.name
-        setup = Setup(server, served.name, model_dir, point, settings, args.budget_ms, Path(scratch))
+        setup = Setup(server, model_dir, point, settings, args.budget_ms, Path(scratch))
         pairs = [measure_pair(setup, number) for number in range(1, args.pairs + 1)]
     print("\n" + "\n".join(summary(pairs)))
 
