@@ -467,7 +467,9 @@ def test_each_strategy_stops_by_its_rule_on_a_real_server(server, model_dir, tmp
     assert (times["load_s"] > 0).all() and (times["first_response_s"] > 0).all()
     assert (times["warmup_s"] >= times["first_response_s"]).all() and (times["warmup_requests"] >= 1).all()
     assert record["screened_points"] == len(screens) == len({(r["variant"], r["batch_size"], r["concurrency"]) for r in screens})
-    assert all(r["outputs_ok"] and r["window_s"] <= 0.1 for r in screens)  # a screen is one short window
+    # a screen is one short window: 0.05 s asked, under FAST's 0.2 s however late a busy machine ends it
+    # (a CI run read more than 0.1 s: the wait drains responses, and the window ends when it returns)
+    assert all(r["outputs_ok"] and r["windows"] == 1 and r["window_s"] < FAST.window_s for r in screens), screens
     if search.latency_budget_ms < 1:
         assert record["answer"]["best"] is None
     else:
