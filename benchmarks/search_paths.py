@@ -12,7 +12,10 @@ Before each pair the model is unloaded, so the first path's own load starts the 
 measures the search's path first, pair 2 the grid's, and so on.
 Target: the two paths' throughput intervals overlap in every pair, in both orders.
 --quick: small MLP, short windows, to show it runs end to end; its figures say nothing.
-Run: python benchmarks/search_paths.py [--pairs 6] [--allocation 1x2] [--batch-size 8] [--concurrency 1] [--quick]
+--search-windows N: the search's reading fixed at N windows (60: as long as the grid's), to tell the
+reading's length from the path.
+Run: python benchmarks/search_paths.py [--pairs 6] [--allocation 1x2] [--batch-size 8] [--concurrency 1]
+     [--search-windows N] [--quick]
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class Setup:
     settings: MeasureSettings
     budget_ms: float
     scratch: Path
+    search_windows: int | None = None  # the search's windows fixed at this many of the run's (None: its rule's)
 
 
 @dataclass(frozen=True)
@@ -183,8 +187,13 @@ def measure(setup: Setup, path: str, position: int, run_number: int) -> Measurem
     """The point through ``path`` in a one-point run of its own: the walk's (or the grid's)
     measurement is the first row the run wrote."""
     load_average = os.getloadavg()[0]
-    # the adaptive search as search_vs_grid.py makes it
-    search = make_search("adaptive", latency_budget_ms=setup.budget_ms) if path == SEARCH else None
+    # the adaptive search as search_vs_grid.py makes it; with --search-windows N, N windows of the run's length
+    fixed = (
+        {}
+        if setup.search_windows is None
+        else {"min_windows": setup.search_windows, "max_windows": setup.search_windows, "window_s": None}
+    )
+    search = make_search("adaptive", latency_budget_ms=setup.budget_ms, **fixed) if path == SEARCH else None
     out_dir = setup.scratch / f"{run_number:02d}-{path}"
     run = run_sweep(
         setup.point.plan(),
@@ -292,6 +301,12 @@ def parse_args() -> argparse.Namespace:
         help=f"seconds the grid's point may take (default {defaults.time_limit_s:g})",
     )
     parser.add_argument(
+        "--search-windows",
+        type=int,
+        help="the search's reading fixed at this many windows of --window (60: as long as the grid's 30 s); "
+        "default: as its effort rule decides",
+    )
+    parser.add_argument(
         "--auto-complete", action="store_true", help="leave Triton's config auto-complete on (as search_vs_grid.py)"
     )
     parser.add_argument(
@@ -301,6 +316,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if args.pairs < 1:
         parser.error("--pairs must be >= 1")
+    if args.search_windows is not None and args.search_windows < 1:
+        parser.error("--search-windows must be >= 1")
     if args.quick:
         args.size = QUICK_SIZE
         args.window = QUICK_MEASURING.window_s
@@ -319,6 +336,7 @@ def main() -> None:
     header(
         f"search path vs grid path{' (--quick smoke run)' if args.quick else ''}: {point.text()} of the "
         f"{args.size} MLP, {args.pairs} pair(s), window {args.window:g} s, p99 budget {args.budget_ms:g} ms"
+        + (f", the search's reading fixed at {args.search_windows} windows" if args.search_windows else "")
     )
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
     with (
@@ -326,7 +344,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="search-paths-") as scratch,
     ):
         model_dir = served.repository / served.name
-        setup = Setup(server, model_dir, point, settings, args.budget_ms, Path(scratch))
+        setup = Setup(server, model_dir, point, settings, args.budget_ms, Path(scratch), args.search_windows)
         pairs = [measure_pair(setup, number) for number in range(1, args.pairs + 1)]
     print("\n" + "\n".join(summary(pairs)))
 

@@ -84,7 +84,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--loads", type=int, default=3, help="fresh loads, one trace each (default 3)")
     parser.add_argument("--seconds", type=float, default=20.0, help="seconds of windows per load (default 20)")
     parser.add_argument("--window", type=float, default=0.5, help="window length in seconds (default 0.5)")
-    parser.add_argument("--allocation", default="1x2", help="cores x instances (default 1x2)")
+    parser.add_argument("--allocation", default="1x2", help="instances x cores (default 1x2)")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="small MLP, 1 load of 2 s: shows it runs")
