@@ -66,6 +66,23 @@ class SweepMeasuring:
 QUICK_MEASURING = SweepMeasuring(window_s=0.2, min_latencies=200, time_limit_s=5.0)  # --quick: a smoke run
 
 
+def add_measuring_options(parser) -> None:
+    """--window, --min-latencies and --time-limit-s, SweepMeasuring's defaults (read by `measuring_of`)."""
+    defaults = SweepMeasuring()
+    parser.add_argument("--window", type=float, default=defaults.window_s,
+                        help=f"measurement window, seconds (default {defaults.window_s:g})")
+    parser.add_argument("--min-latencies", type=int, default=defaults.min_latencies,
+                        help=f"latencies a grid point pools at least (default {defaults.min_latencies}, the "
+                             "workbench's default)")
+    parser.add_argument("--time-limit-s", type=float, default=defaults.time_limit_s,
+                        help=f"seconds a grid point may take (default {defaults.time_limit_s:g})")
+
+
+def measuring_of(args) -> SweepMeasuring:
+    """How the options say to measure; QUICK_MEASURING with --quick."""
+    return QUICK_MEASURING if args.quick else SweepMeasuring(args.window, args.min_latencies, args.time_limit_s)
+
+
 @dataclass
 class ServedModel:
     name: str

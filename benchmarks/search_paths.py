@@ -30,12 +30,12 @@ from pathlib import Path
 
 from _common import (
     NO_AUTO_COMPLETE,
-    QUICK_MEASURING,
     QUICK_SIZE,
     SWEEP_CORE_RANGE,
-    SweepMeasuring,
+    add_measuring_options,
     add_size_option,
     header,
+    measuring_of,
     served_mlp,
 )
 
@@ -271,7 +271,6 @@ def summary(pairs: list[Pair]) -> list[str]:
 
 
 def parse_args() -> argparse.Namespace:
-    defaults = SweepMeasuring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=6, help="pairs of measurements (default 6)")
     parser.add_argument("--allocation", default="1x2", help="the point's allocation, instances x cores (default 1x2)")
@@ -282,24 +281,7 @@ def parse_args() -> argparse.Namespace:
         type=float,
         help=f"the search's p99 budget (default {BUDGET_MS:g} ms, with --quick {QUICK_BUDGET_MS:g} ms)",
     )
-    parser.add_argument(
-        "--window",
-        type=float,
-        default=defaults.window_s,
-        help=f"measurement window, seconds (default {defaults.window_s:g})",
-    )
-    parser.add_argument(
-        "--min-latencies",
-        type=int,
-        default=defaults.min_latencies,
-        help=f"latencies the grid's point pools at least (default {defaults.min_latencies})",
-    )
-    parser.add_argument(
-        "--time-limit-s",
-        type=float,
-        default=defaults.time_limit_s,
-        help=f"seconds the grid's point may take (default {defaults.time_limit_s:g})",
-    )
+    add_measuring_options(parser)
     parser.add_argument(
         "--search-windows",
         type=int,
@@ -320,9 +302,6 @@ def parse_args() -> argparse.Namespace:
         parser.error("--search-windows must be >= 1")
     if args.quick:
         args.size = QUICK_SIZE
-        args.window = QUICK_MEASURING.window_s
-        args.min_latencies = QUICK_MEASURING.min_latencies
-        args.time_limit_s = QUICK_MEASURING.time_limit_s
     if args.budget_ms is None:
         args.budget_ms = QUICK_BUDGET_MS if args.quick else BUDGET_MS
     return args
@@ -331,11 +310,12 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     point = SweptPoint(args.allocation, args.batch_size, args.concurrency)
-    settings = SweepMeasuring(args.window, args.min_latencies, args.time_limit_s).settings()
+    measuring = measuring_of(args)
+    settings = measuring.settings()
     server_args = () if args.auto_complete else NO_AUTO_COMPLETE
     header(
         f"search path vs grid path{' (--quick smoke run)' if args.quick else ''}: {point.text()} of the "
-        f"{args.size} MLP, {args.pairs} pair(s), window {args.window:g} s, p99 budget {args.budget_ms:g} ms"
+        f"{args.size} MLP, {args.pairs} pair(s), window {measuring.window_s:g} s, p99 budget {args.budget_ms:g} ms"
         + (f", the search's reading fixed at {args.search_windows} windows" if args.search_windows else "")
     )
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")

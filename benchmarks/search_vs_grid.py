@@ -49,11 +49,11 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import astuple, replace
+from dataclasses import replace
 from pathlib import Path
 
-from _common import (NO_AUTO_COMPLETE, QUICK_MEASURING, QUICK_SIZE, SWEEP_CORE_RANGE, SweepMeasuring,
-                     add_size_option, header, served_mlp)
+from _common import (NO_AUTO_COMPLETE, QUICK_SIZE, SWEEP_CORE_RANGE, add_measuring_options, add_size_option,
+                     header, measuring_of, served_mlp)
 from _interleave import MA_TARGETS, WITHIN, Reading, RunOutcome, interleave, judge, tally
 
 from workbench.measure.store.results import best_point
@@ -105,10 +105,8 @@ def _loads(record: dict) -> str:
 
 
 def main() -> None:
-    defaults = SweepMeasuring()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--window", type=float, default=defaults.window_s,
-                        help=f"measurement window, seconds (default {defaults.window_s:g})")
+    add_measuring_options(parser)
     parser.add_argument("--budget-ms", type=float,
                         help="p99 budget (default: the middle of the widest gap between the grid's p99s in its middle half)")
     parser.add_argument("--searches", default=",".join(SEARCHES),
@@ -116,11 +114,6 @@ def main() -> None:
     parser.add_argument("--adaptive-windows", type=lambda text: [float(x) for x in text.split(",")], default=[],
                         metavar="S,S", help="run the adaptive search once per window length given (seconds, e.g. "
                                             "0.5,0.25), each named 'adaptive <w>s' (default: once, at its own window)")
-    parser.add_argument("--min-latencies", type=int, default=defaults.min_latencies,
-                        help=f"latencies a full point pools at least (default {defaults.min_latencies}, the "
-                             "workbench's default)")
-    parser.add_argument("--time-limit-s", type=float, default=defaults.time_limit_s,
-                        help=f"seconds a full point may take (default {defaults.time_limit_s:g})")
     parser.add_argument("--model-analyzer", choices=("auto", "skip"), default="auto",
                         help="auto: find or install Model Analyzer and run it on the same space (slow: it "
                              "restarts the server per config); skip: say so and do not")
@@ -148,18 +141,19 @@ def main() -> None:
         parser.error("--runs must be >= 1, --rounds >= 2 and --interleave-windows >= 1")
     batch_sizes, allocations, concurrency = QUICK_SPACE if args.quick else (BATCH_SIZES, ALLOCATIONS, CONCURRENCY)
     if args.quick:
-        args.size, args.window, args.min_latencies, args.time_limit_s = QUICK_SIZE, *astuple(QUICK_MEASURING)
+        args.size = QUICK_SIZE
         args.ma_timeout = min(args.ma_timeout, 900)
     searches = [name.strip() for name in args.searches.split(",") if name.strip()]
     unknown = [name for name in searches if name not in SEARCHES]
     if unknown:
         parser.error(f"unknown search(es) {unknown}; choose from {', '.join(SEARCHES)}")
-    settings = SweepMeasuring(args.window, args.min_latencies, args.time_limit_s).settings()
+    measuring = measuring_of(args)
+    settings = measuring.settings()
     plan = SweepPlan(batch_sizes=list(batch_sizes), allocations=",".join(allocations), concurrency=list(concurrency),
                      core_range=SWEEP_CORE_RANGE)
     header(f"search vs grid{' (--quick smoke run)' if args.quick else ''}: {len(batch_sizes)} batch sizes x "
            f"{len(allocations)} allocations x {len(concurrency)} concurrencies = {plan.size} points, "
-           f"{args.size} MLP, window {args.window:g} s")
+           f"{args.size} MLP, window {measuring.window_s:g} s")
     server_args = () if args.auto_complete else NO_AUTO_COMPLETE
     print(f"tritonserver flags: {' '.join(server_args) or '(defaults)'}")
     outcomes: list[RunOutcome] = []

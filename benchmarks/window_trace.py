@@ -24,6 +24,7 @@ from search_paths import SweptPoint, fresh_instances
 
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.sweep import run_sweep
+from workbench.server import TritonServer
 
 # the engine's per-window progress line: "window 3, ... (0.5 s): 352.0 infer/s, p50 22.10 ms"
 _WINDOW = re.compile(r"window \d+[^(]*\(([\d.]+) s\): ([\d.]+) infer/s, p50 ([\d.]+) ms")
@@ -37,7 +38,9 @@ class Window:
     p50_ms: float
 
 
-def trace(server, model_dir: Path, point: SweptPoint, settings: MeasureSettings, out_dir: Path) -> list[Window]:
+def trace(
+    server: TritonServer, model_dir: Path, point: SweptPoint, settings: MeasureSettings, out_dir: Path
+) -> list[Window]:
     """The point measured once after a fresh load, every window as the engine reported it."""
     fresh_instances(server, model_dir.name)
     windows: list[Window] = []
@@ -59,8 +62,11 @@ def slow_spells(windows: list[Window]) -> list[int]:
         if w.throughput < SLOW * median:
             current += 1
         elif current:
-            spells, current = [*spells, current], 0
-    return [*spells, current] if current else spells
+            spells.append(current)
+            current = 0
+    if current:
+        spells.append(current)
+    return spells
 
 
 def lines(number: int, windows: list[Window]) -> list[str]:
