@@ -11,9 +11,10 @@ what=${1:-}
 shift || true
 venv=${WORKBENCH_VENV:-.venv}
 
-# test: the vLLM tests' own environment (scripts/vllm_env.sh: about 2 minutes once, then reused) is set
-# up in the background while .venv is set up and linted, and waited for before the tests; where it
-# cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip and say why
+# test: the vLLM tests' own environment (scripts/vllm_env.sh: about 2 minutes once per machine, then linked
+# from the user cache by every checkout) is set up in the background while .venv is set up and linted, and
+# waited for before the tests; where it cannot be made (WORKBENCH_VLLM_SKIP=1, no index) those tests skip
+# and say why
 vllm_job=""
 if [[ $what == test && ${WORKBENCH_VLLM_SKIP:-0} != 1 && -z ${WORKBENCH_VLLM_PYTHON:-} ]]; then
   vllm_found=$(mktemp)

