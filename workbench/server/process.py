@@ -329,7 +329,7 @@ class TritonServer(HandedOver):
     def _spawn(self) -> None:
         assert self.log.path is not None
         env = self.install.env()
-        env.update(self.pytorch.environment())
+        env.update(self.pytorch.environment(env))
         env.update(self.vllm.environment(env))
         env.update(self.extra_env)
         command = self.command()  # once: it reads every config (cache_args); the log shows what ran

@@ -22,7 +22,9 @@ and is refused, with the reason, when others are. What would be misserved is ref
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import shutil
 import sys
 import threading
@@ -53,7 +55,13 @@ from workbench.generate.pytorch_backend.real_backend import (
 )
 from workbench.generate.repository import served_config_path
 from workbench.server.control import as_model_config
-from workbench.server.discovery import TritonInstall, TritonNotFoundError, find_tritonserver, named_backend
+from workbench.server.discovery import (
+    TritonInstall,
+    TritonNotFoundError,
+    find_tritonserver,
+    join_path_front,
+    named_backend,
+)
 from workbench.server.errors import ModelLoadError
 
 if TYPE_CHECKING:
@@ -62,6 +70,8 @@ if TYPE_CHECKING:
 __all__ = ["ENV_VAR", "PyTorchBackend", "find_pytorch_backend", "serving_preview", "Served", "PyTorchServing"]
 
 ENV_VAR = "WORKBENCH_LIBTORCH_BACKEND"
+# the torch/lib folder in the library's RUNPATH (build_libtorch_backend.sh: $ORIGIN:<venv>/torch/lib:...)
+_BUILT_TORCH = re.compile(rb"\$ORIGIN:([^:\x00]+/torch/lib)[:\x00]")
 PYTHON_BACKEND = "Python backend (model.py)"
 
 
@@ -76,6 +86,24 @@ class PyTorchBackend:
     @property
     def library(self) -> Path:
         return self.backend_dir / "pytorch" / "libtriton_pytorch.so"
+
+    def torch_libraries(self) -> Path | None:
+        """Where this environment's LibTorch libraries are, when the library's own search path
+        names a torch that is gone (None: it finds its own, or is not a pip-torch build).
+        build_libtorch_backend.sh writes the building venv's torch/lib into the library and caches
+        it by torch version only, so every checkout reuses it: once that venv is deleted or made
+        again, Triton cannot load it ("libtorch.so: cannot open shared object file")."""
+        try:
+            built_against = _BUILT_TORCH.search(self.library.read_bytes())
+        except OSError:
+            return None
+        if built_against is None or Path(built_against.group(1).decode()).is_dir():
+            return None
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.origin is None:
+            return None
+        here = Path(spec.origin).parent / "lib"
+        return here if here.is_dir() else None
 
     def describe(self) -> str:
         return f"Triton's PyTorch backend at {self.backend_dir} ({', '.join(self.layouts)}; {self.source})"
@@ -203,18 +231,24 @@ class PyTorchServing:
 
     # ---- the server's environment -----------------------------------------------------------
 
-    def environment(self) -> dict[str, str]:
-        """What the next server process gets from here (called for every start): ``OMP_NUM_THREADS``
-        for LibTorch's inference threads. At the first start it is the one INTRA_OP_THREAD_COUNT
-        the repository's TorchScript models agree on (none, or several: left unset, all cores)."""
+    def environment(self, env: Mapping[str, str]) -> dict[str, str]:
+        """What the next server process's environment ``env`` gets from here (called for every
+        start): ``OMP_NUM_THREADS`` for LibTorch's inference threads, and this environment's
+        LibTorch on LD_LIBRARY_PATH where the backend's own is gone (`PyTorchBackend.torch_libraries`).
+        At the first start the threads are the one INTRA_OP_THREAD_COUNT the repository's
+        TorchScript models agree on (none, or several: left unset, all cores)."""
         real = self.backend is not None and "torchscript" in self.backend.layouts
         if self._next_omp is _UNDECIDED:
             counts = self._repository_counts() if real else set()
             self._next_omp = counts.pop() if len(counts) == 1 else None
         self._process = _Process(self._next_omp)
-        if self._omp_given or not real or self._next_omp is None:
-            return {}
-        return {"OMP_NUM_THREADS": str(self._next_omp)}
+        changed: dict[str, str] = {}
+        torch_libraries = self.backend.torch_libraries() if real and self.backend is not None else None
+        if torch_libraries is not None:
+            changed["LD_LIBRARY_PATH"] = join_path_front((torch_libraries,), env.get("LD_LIBRARY_PATH", ""))
+        if not self._omp_given and real and self._next_omp is not None:
+            changed["OMP_NUM_THREADS"] = str(self._next_omp)
+        return changed
 
     def _repository_counts(self) -> set[int]:
         counts = set()

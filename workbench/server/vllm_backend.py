@@ -223,17 +223,17 @@ class VllmServing:
         if self.backend.python is None:
             return plain
         # start-up: generate's helpers and tritonclient load only for a vLLM load
-        from workbench.server.discovery import _join_front
+        from workbench.server.discovery import join_path_front
 
         libdir = self.probe().get("libdir")
         changed = {
-            "PATH": _join_front((self.backend.python.parent,), env.get("PATH", "")),
+            "PATH": join_path_front((self.backend.python.parent,), env.get("PATH", "")),
             "LC_ALL": "C.UTF-8",
             "LANG": "C.UTF-8",
             **plain,
         }
         if libdir:
-            changed["LD_LIBRARY_PATH"] = _join_front((Path(libdir),), env.get("LD_LIBRARY_PATH", ""))
+            changed["LD_LIBRARY_PATH"] = join_path_front((Path(libdir),), env.get("LD_LIBRARY_PATH", ""))
         return changed
 
     def is_vllm(self, name: str, config: Any = None) -> bool:
