@@ -58,3 +58,19 @@ def test_the_tiny_llm_streams_as_many_tokens_as_the_backend_counts(server, llm, 
     assert result.ttft_ms["p50"] > 0 and result.itl_ms["count"] > 0 and result.output_tokens_per_s > 0
     assert result.goodput["ttft<=5000ms,itl<=1000ms"] > 0.9
     assert result.tokens_per_response >= 1.0
+
+
+def test_the_shared_server_serves_the_tiny_llm_without_an_auto_complete_stub(server, vllm_backend_dir):
+    """The workbench adds the backend's inputs and outputs itself (workbench/server/vllm_io.py), so
+    the server runs with ``--disable-auto-complete-config``: no load starts a stub that imports
+    vLLM only to complete the config. What it serves has what the backend's auto-complete would
+    have added (tests/test_vllm_io.py compares the two), which the streaming tests above use."""
+    from workbench.server.vllm_io import declared_io
+
+    assert not server.auto_complete and "--disable-auto-complete-config" in server.command()
+    served = server.model_config(MODEL)
+    io = declared_io(vllm_backend_dir / "vllm" / "model.py")
+    assert io is not None
+    assert {i["name"] for i in served["input"]} == {i["name"] for i in io.inputs}
+    assert {o["name"] for o in served["output"]} == {o["name"] for o in io.outputs}
+    assert served["model_transaction_policy"]["decoupled"] is True and served.get("max_batch_size", 0) == 0

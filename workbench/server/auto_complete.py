@@ -3,9 +3,12 @@
 With auto-complete on, every load of a Python-backend model starts one more stub whose only job
 is to call the model.py's ``auto_complete_config``. Where the model.py has none and the config
 already names the backend, the inputs and the outputs, that stub changes nothing, yet Triton 2.51
-waits about 1.3 s for it on each load, and a vLLM model's would import vLLM. A local server whose
-repository holds only such models starts with ``--disable-auto-complete-config``; a later load of
-a model that needs auto-complete restarts it with auto-complete on first (`TritonServer`).
+waits about 1.3 s for it on each load. A vLLM model's stub imports vLLM (about 9 s of CPU): where
+the server's vLLM backend declares its inputs and outputs in a way the workbench reads
+(`vllm_io.declared_io`), the workbench completes the config itself on each load instead. A local
+server whose repository holds only such models starts with ``--disable-auto-complete-config``; a
+later load of a model that needs auto-complete restarts it with auto-complete on first
+(`TritonServer`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 
 from workbench.generate.config import ConfigError, ModelConfig, read_config
 from workbench.generate.repository import served_config_path
+from workbench.server.vllm_io import BackendIO
 
 __all__ = ["auto_complete_need", "repository_need"]
 
@@ -27,8 +31,10 @@ def auto_complete_need(
     config: ModelConfig | None = None,
     files: Mapping[str, bytes] | None = None,
     config_name: str | None = None,
+    vllm_io: BackendIO | None = None,
 ) -> str | None:
-    """Why the model in ``model_dir`` needs auto-complete (None: it would change nothing), loaded
+    """Why the model in ``model_dir`` needs auto-complete (None: it would change nothing, or the
+    workbench completes it: a vLLM model where the server's backend declares ``vllm_io``), loaded
     with the override ``config`` and ``files`` (``{"file:1/model.py": bytes}``) where given, else
     with the config a server run with ``--model-config-name=<config_name>`` reads."""
     if config is None:
@@ -36,6 +42,8 @@ def auto_complete_need(
             config = read_config(served_config_path(model_dir, config_name))
         except ConfigError as err:
             return f"its config cannot be read ({err})"
+    if config.backend == "vllm" and vllm_io is not None:
+        return None
     if config.platform or config.backend != "python":
         return f"its backend is {config.backend or config.platform or 'not named'}, not python"
     if not config.input or not config.output:
@@ -50,15 +58,15 @@ def auto_complete_need(
     return None
 
 
-def repository_need(repository: Path, config_name: str | None = None) -> str | None:
-    """Why a server on ``repository`` (with ``config_name``, as `auto_complete_need`) should start
-    with auto-complete on: a model there that needs it, or no model yet (nothing says it is not
-    needed); None when none does."""
+def repository_need(repository: Path, config_name: str | None = None, vllm_io: BackendIO | None = None) -> str | None:
+    """Why a server on ``repository`` (with ``config_name`` and ``vllm_io``, as
+    `auto_complete_need`) should start with auto-complete on: a model there that needs it, or no
+    model yet (nothing says it is not needed); None when none does."""
     models = sorted(p for p in repository.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not models:
         return "the repository holds no model yet"
     for model_dir in models:
-        why = auto_complete_need(model_dir, config_name=config_name)
+        why = auto_complete_need(model_dir, config_name=config_name, vllm_io=vllm_io)
         if why is not None:
             return f"{model_dir.name}: {why}"
     return None

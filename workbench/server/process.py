@@ -250,7 +250,7 @@ class TritonServer(HandedOver):
             return self._auto_complete_choice
         if any(a.split("=", 1)[0] in _AUTO_COMPLETE_FLAGS for a in self.extra_args):
             return True
-        return repository_need(self.model_repository, self.model_config_name) is not None
+        return repository_need(self.model_repository, self.model_config_name, self.vllm.declared_io()) is not None
 
     def _auto_complete_for(self, name: str, config: Any, files: Mapping[str, Any] | None) -> None:
         """Before loading ``name``: a server started without auto-complete (by the repository, not
@@ -265,6 +265,7 @@ class TritonServer(HandedOver):
             None if config is None else as_model_config(config),
             None if files is None else files_for_load(files),
             self.model_config_name,
+            self.vllm.declared_io(),
         )
         if why is None:
             return

@@ -34,7 +34,9 @@ from workbench.server.errors import ModelRefusedError
 from workbench.server.pytorch import PyTorchBackend, Served
 
 if TYPE_CHECKING:
+    from workbench.generate.config import ModelConfig
     from workbench.server.process import TritonServer
+    from workbench.server.vllm_io import BackendIO
 
 __all__ = [
     "ENV_BACKEND",
@@ -206,6 +208,15 @@ class VllmServing:
         self._locale_ok: bool | None = None
         self._served: dict[str, Served] = {}
 
+    def declared_io(self) -> BackendIO | None:
+        """The inputs and outputs the backend's auto-complete would add, where its model.py says
+        them in a way the workbench reads (`vllm_io`): with them, a vLLM load needs no auto-complete."""
+        if self.backend is None:
+            return None
+        from workbench.server.vllm_io import declared_io
+
+        return declared_io(self.backend.model_py)
+
     def probe(self) -> dict[str, Any]:
         """`probe_python` of the vLLM Python, asked once."""
         if self._probe is None:
@@ -279,17 +290,33 @@ class VllmServing:
     def load(
         self, name: str, config: Any = None, files: Mapping[str, Any] | None = None, *, timeout: float = 3600.0
     ) -> None:
-        """Load the vLLM model ``name`` after `refusals` (ModelRefusedError naming each problem)."""
+        """Load the vLLM model ``name`` after `refusals` (ModelRefusedError naming each problem). On
+        a server without Triton's auto-complete, its config (``config``, else the file the server
+        reads) goes with the backend's inputs, outputs and policy added (`declared_io`), as the
+        backend's auto-complete would add them."""
         problems = self.refusals()
         if problems:
             raise ModelRefusedError(name, problems)
         self._served.pop(name, None)
+        io = None if self.server.auto_complete else self.declared_io()
+        if io is not None:
+            config = io.complete(self._config_of(name, config))
         self.server.control.load(name, config=config, files=files, timeout=timeout)
         assert self.backend is not None
         version = vllm_version(self.probe()) if self.backend.python is not None else None
         served_as = f"{SERVED_AS_VLLM} (vLLM {version})" if version else SERVED_AS_VLLM
         runs = f"; run by {self.backend.python}" if self.backend.python else ""
         self._served[name] = Served(name, served_as, "", f"{self.backend.model_py}{runs}")
+
+    def _config_of(self, name: str, config: Any) -> ModelConfig:
+        """``config`` as a ModelConfig, else the config file the server reads for ``name``."""
+        from workbench.generate.config import read_config
+        from workbench.generate.repository import served_config_path
+        from workbench.server.control import as_model_config
+
+        if config is not None:
+            return as_model_config(config)
+        return read_config(served_config_path(self.server.model_repository / name, self.server.model_config_name))
 
     def forget(self, name: str) -> None:
         self._served.pop(name, None)
