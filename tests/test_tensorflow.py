@@ -6,6 +6,8 @@ comes out. Skipped where TensorFlow is not installed."""
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -13,33 +15,50 @@ import sys
 import numpy as np
 import pytest
 
-tf = pytest.importorskip("tensorflow", reason="TensorFlow is an optional extra: pip install '.[tensorflow]'")
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("TensorFlow is an optional extra: pip install '.[tensorflow]'", allow_module_level=True)
 
 from workbench.compiler import ArtifactError, MissingSDKError  # noqa: E402
 from workbench.compiler.tensorflow import compile_saved_model, spec_from_saved_model  # noqa: E402
 from workbench.spec import ModelSpec, SpecError  # noqa: E402
 
 
-class Scorer(tf.Module):
-    def __init__(self):
-        super().__init__()
-        self.weights = tf.Variable(tf.ones([4, 2]))
+class _TensorFlow:
+    """``tensorflow``, imported when a test first uses it: at collection it cost each pytest
+    process (each xdist worker, the alone pass) 2.5 s of CPU."""
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features"),
-                                  tf.TensorSpec([None, 3], tf.int64, name="ids"),
-                                  tf.TensorSpec([None], tf.float32, name="scale")])
-    def serve(self, features, ids, scale):
-        return {"scores": features @ self.weights * scale[:, None], "ids_out": ids * 2}
+    def __getattr__(self, name):
+        if name.startswith("_"):  # what pytest's collection looks for on every module global
+            raise AttributeError(name)
+        return getattr(importlib.import_module("tensorflow"), name)
 
-    @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features")])
-    def plain(self, features):
-        return {"doubled": features * 2}
+
+tf = _TensorFlow()
+
+
+def _scorer():
+    class Scorer(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.weights = tf.Variable(tf.ones([4, 2]))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features"),
+                                      tf.TensorSpec([None, 3], tf.int64, name="ids"),
+                                      tf.TensorSpec([None], tf.float32, name="scale")])
+        def serve(self, features, ids, scale):
+            return {"scores": features @ self.weights * scale[:, None], "ids_out": ids * 2}
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features")])
+        def plain(self, features):
+            return {"doubled": features * 2}
+
+    return Scorer()
 
 
 @pytest.fixture(scope="module")
 def saved_model(tmp_path_factory):
     path = tmp_path_factory.mktemp("tf") / "scorer"
-    module = Scorer()
+    module = _scorer()
     tf.saved_model.save(module, str(path), signatures={"serving_default": module.serve, "plain": module.plain})
     return path
 
