@@ -74,6 +74,23 @@ def test_the_workbench_completes_a_vllm_config_as_the_backends_own_auto_complete
     assert _io(json.loads(_as_triton_sends_it(io.complete(config)))) == _io(json.loads(done.stdout.splitlines()[-1]))
 
 
+def test_a_config_the_backends_auto_complete_refuses_is_left_to_it(vllm_python, vllm_backend_dir, tmp_path):
+    """A vLLM config that batches: the backend's auto-complete refuses it (it sets max_batch_size 0),
+    so the workbench does not complete it either, and a server turns Triton's auto-complete on for
+    it, which says why in the backend's words."""
+    io = declared_io(vllm_backend_dir / "vllm" / "model.py")
+    model_dir = tiny_llm_repository(tmp_path / "repo") / TINY_LLM
+    config = read_config(model_dir / "config.pbtxt")
+    assert io is not None and io.completes(config)
+    config.max_batch_size = 8
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+    done = subprocess.run([str(vllm_python), "-c", _RUN_AUTO_COMPLETE, str(vllm_backend_dir)],
+                          input=_as_triton_sends_it(config), capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode != 0 and "configuration specified max_batch_size 8" in done.stderr, done.stderr[-2000:]
+    assert not io.completes(config)
+    assert auto_complete_need(model_dir, config, vllm_io=io).startswith("its vLLM config batches or is not decoupled")
+
+
 def _backend_copy(tmp_path: Path, vllm_backend_dir: Path, edit) -> Path:
     text = (vllm_backend_dir / "vllm" / "model.py").read_text()
     edited = edit(text)

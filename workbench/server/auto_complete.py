@@ -34,7 +34,7 @@ def auto_complete_need(
     vllm_io: BackendIO | None = None,
 ) -> str | None:
     """Why the model in ``model_dir`` needs auto-complete (None: it would change nothing, or the
-    workbench completes it: a vLLM model where the server's backend declares ``vllm_io``), loaded
+    workbench completes it: a vLLM model the server's backend ``vllm_io`` `completes`), loaded
     with the override ``config`` and ``files`` (``{"file:1/model.py": bytes}``) where given, else
     with the config a server run with ``--model-config-name=<config_name>`` reads."""
     if config is None:
@@ -43,7 +43,9 @@ def auto_complete_need(
         except ConfigError as err:
             return f"its config cannot be read ({err})"
     if config.backend == "vllm" and vllm_io is not None:
-        return None
+        if vllm_io.completes(config):
+            return None
+        return "its vLLM config batches or is not decoupled: the backend's own auto-complete says what it takes"
     if config.platform or config.backend != "python":
         return f"its backend is {config.backend or config.platform or 'not named'}, not python"
     if not config.input or not config.output:

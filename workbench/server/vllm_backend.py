@@ -300,7 +300,9 @@ class VllmServing:
         self._served.pop(name, None)
         io = None if self.server.auto_complete else self.declared_io()
         if io is not None:
-            config = io.complete(self._config_of(name, config))
+            given = self._config_of(name, config)
+            if io.completes(given):  # else the server was restarted with auto-complete (auto_complete_need)
+                config = io.complete(given)
         self.server.control.load(name, config=config, files=files, timeout=timeout)
         assert self.backend is not None
         version = vllm_version(self.probe()) if self.backend.python is not None else None

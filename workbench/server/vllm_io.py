@@ -36,8 +36,15 @@ class BackendIO:
     inputs: tuple[dict, ...]
     outputs: tuple[dict, ...]
 
+    def completes(self, config: ModelConfig) -> bool:
+        """Whether the backend's auto-complete takes ``config`` as it is: it refuses one that batches
+        (max_batch_size above 0) or whose policy is set and not decoupled, and Triton's own
+        auto-complete should then say so."""
+        set_policy = config.HasField("model_transaction_policy")
+        return config.max_batch_size == 0 and (not set_policy or config.model_transaction_policy.decoupled)
+
     def complete(self, config: ModelConfig) -> ModelConfig:
-        """``config`` (not changed) as the backend's auto-complete leaves it."""
+        """``config`` (not changed) as the backend's auto-complete leaves it (where it `completes`)."""
         done = ModelConfig()
         done.CopyFrom(config)
         have = {i.name for i in done.input}
