@@ -71,6 +71,6 @@ def test_the_shared_server_serves_the_tiny_llm_without_an_auto_complete_stub(ser
     served = server.model_config(MODEL)
     io = declared_io(vllm_backend_dir / "vllm" / "model.py")
     assert io is not None
-    assert {i["name"] for i in served["input"]} == {i["name"] for i in io.inputs}
-    assert {o["name"] for o in served["output"]} == {o["name"] for o in io.outputs}
+    assert {i["name"] for i in served["input"]} == {i.name for i in io.inputs}
+    assert {o["name"] for o in served["output"]} == {o.name for o in io.outputs}
     assert served["model_transaction_policy"]["decoupled"] is True and served.get("max_batch_size", 0) == 0

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from google.protobuf import json_format
+from tritonclient.grpc import model_config_pb2
 
 from workbench.generate.config import ModelConfig
 
@@ -30,11 +31,11 @@ _FILLING_CALLS = frozenset({"as_dict", "append", "add_input", "add_output"})
 
 @dataclass(frozen=True)
 class BackendIO:
-    """What the backend's auto-complete adds to a config: each input and output it declares, as
-    Triton's config JSON, added where the config has none of that name."""
+    """What the backend's auto-complete adds to a config: each input and output it declares, added
+    where the config has none of that name."""
 
-    inputs: tuple[dict, ...]
-    outputs: tuple[dict, ...]
+    inputs: tuple[model_config_pb2.ModelInput, ...]
+    outputs: tuple[model_config_pb2.ModelOutput, ...]
 
     def completes(self, config: ModelConfig) -> bool:
         """Whether the backend's auto-complete takes ``config`` as it is: it refuses one that batches
@@ -48,13 +49,9 @@ class BackendIO:
         done = ModelConfig()
         done.CopyFrom(config)
         have = {i.name for i in done.input}
-        for item in self.inputs:
-            if item["name"] not in have:
-                json_format.ParseDict(item, done.input.add())
+        done.input.extend(i for i in self.inputs if i.name not in have)
         have = {o.name for o in done.output}
-        for item in self.outputs:
-            if item["name"] not in have:
-                json_format.ParseDict(item, done.output.add())
+        done.output.extend(o for o in self.outputs if o.name not in have)
         done.model_transaction_policy.decoupled = True
         done.max_batch_size = 0
         return done
@@ -97,7 +94,10 @@ def _sets_only_what_is_known(entry: ast.FunctionDef) -> bool:
             continue
         if not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)):
             return False
-        calls.append(ast.unparse(statement.value.func).rsplit(".", 1)[-1] + ":" + _arguments(statement.value))
+        call = statement.value
+        name = ast.unparse(call.func).rsplit(".", 1)[-1]
+        arguments = "" if name == _FILLS else ", ".join(ast.unparse(a) for a in call.args)  # _FILLS: the config
+        calls.append(f"{name}:{arguments}")
     known = {
         f"{_FILLS}:",
         "set_model_transaction_policy:dict(decoupled=True)",
@@ -106,18 +106,10 @@ def _sets_only_what_is_known(entry: ast.FunctionDef) -> bool:
     return sorted(calls) == sorted(known)
 
 
-def _arguments(call: ast.Call) -> str:
-    """A call's arguments after the config it is given (the filling call's one argument is that)."""
-    name = ast.unparse(call.func).rsplit(".", 1)[-1]
-    if name == _FILLS:
-        return ""
-    return ", ".join(ast.unparse(a) for a in call.args)
-
-
 def _literal_lists(fills: ast.FunctionDef) -> BackendIO | None:
     """The ``inputs`` and ``outputs`` lists of the filling function, where they are literals that
     nothing else in it changes."""
-    lists: dict[str, tuple[dict, ...]] = {}
+    lists: dict[str, list[dict]] = {}
     for node in ast.walk(fills):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             name = node.targets[0].id
@@ -130,7 +122,7 @@ def _literal_lists(fills: ast.FunctionDef) -> BackendIO | None:
                     return None
                 if not (isinstance(value, list) and all(isinstance(v, dict) and "name" in v for v in value)):
                     return None
-                lists[name] = tuple(value)
+                lists[name] = value
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
             return None
         elif isinstance(node, ast.Call):
@@ -142,10 +134,8 @@ def _literal_lists(fills: ast.FunctionDef) -> BackendIO | None:
     if set(lists) != {"inputs", "outputs"}:
         return None
     try:
-        for item in lists["inputs"]:
-            json_format.ParseDict(item, ModelConfig().input.add())
-        for item in lists["outputs"]:
-            json_format.ParseDict(item, ModelConfig().output.add())
+        inputs = tuple(json_format.ParseDict(i, model_config_pb2.ModelInput()) for i in lists["inputs"])
+        outputs = tuple(json_format.ParseDict(o, model_config_pb2.ModelOutput()) for o in lists["outputs"])
     except json_format.ParseError:
         return None
-    return BackendIO(lists["inputs"], lists["outputs"])
+    return BackendIO(inputs, outputs)
