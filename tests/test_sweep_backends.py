@@ -7,6 +7,7 @@ by it. Never asserts timings."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import pandas as pd
@@ -22,6 +23,7 @@ from workbench.measure.store.results import compare_runs, list_runs, load_run
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.server import TritonServer
 from workbench.server.pytorch import ENV_VAR, PYTHON_BACKEND
+from workbench.tutorial.backend_comparison import measured_and_matched
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(1200)]
 
@@ -81,6 +83,16 @@ def test_compare_backends_measures_both_and_rows_say_which_served(models, backen
     print(f"\nserved by: {comparison.backends}", file=sys.stderr)
     assert comparison.backends == [PYTHON_BACKEND, _expected(backend_dir)]
     assert frame["error"].isna().all() and frame["outputs_ok"].all(), frame[["variant", "error", "outputs_ok"]]
+    # notebook 08's check: True, or False and each point that failed, with why
+    assert measured_and_matched(comparison) == "True"
+    failed = frame.copy()
+    failed.loc[0, "error"] = "variant load failed: no answer"
+    failed.loc[1, ["outputs_ok", "warnings"]] = [False, "outputs failed the check in 1 of 3 checked response(s)"]
+    lines = measured_and_matched(dataclasses.replace(comparison, frame=failed)).splitlines()
+    assert lines[0] == "False" and len(lines) == 3
+    assert lines[1] == f"  {frame['variant'][0]} batch 1 concurrency 1: variant load failed: no answer"
+    assert lines[2].startswith(f"  {frame['variant'][1]} batch {frame['batch_size'][1]} concurrency 1: outputs did not "
+                               "match (max abs diff ") and lines[2].endswith("in 1 of 3 checked response(s)")
     pt = frame[frame["model"] == "add_sub_pt"]
     assert sorted(set(pt["parameters"])) == ["INFERENCE_MODE=false", "INFERENCE_MODE=true"]
     assert set(pt["served_by"]) == {_expected(backend_dir)}

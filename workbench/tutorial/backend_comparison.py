@@ -14,9 +14,11 @@ from typing import Any
 from workbench.coremap import CoreRange
 from workbench.files import one_at_a_time
 from workbench.generate import GenerateSettings, render, write
+from workbench.measure.grid.rows import flag
+from workbench.measure.sweep.compare_backends import BackendComparison
 from workbench.server.protocol import Server
 
-__all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "where_served"]
+__all__ = ["built_libtorch_backend", "build_libtorch_backend", "generate_both", "measured_and_matched", "where_served"]
 
 _BUILD_CACHE = "workbench/libtorch-backend"  # under $XDG_CACHE_HOME or ~/.cache: build_libtorch_backend.sh's default
 
@@ -84,6 +86,21 @@ def generate_both(
     for settings in (python, pytorch):
         write(render(settings), overwrite=True)
     return python.model_dir, pytorch.model_dir
+
+
+def measured_and_matched(comparison: BackendComparison) -> str:
+    """``True`` when every point was measured and its outputs matched the eager model's; else
+    ``False`` and, per point that was not, why: the line a notebook checks says what went wrong."""
+    why = []
+    for row in comparison.frame.to_dict("records"):
+        if isinstance(row["error"], str):
+            reason = row["error"]
+        elif flag(row["outputs_ok"]) is not True:
+            reason = f"outputs did not match (max abs diff {row['max_abs_diff']}): {row['warnings'] or 'none checked'}"
+        else:
+            continue
+        why.append(f"{row['variant']} batch {row['batch_size']} concurrency {row['concurrency']}: {reason}")
+    return "True" if not why else "\n  ".join(["False", *why])
 
 
 def where_served(server: Server, names: list[str]) -> str:
