@@ -10,6 +10,7 @@ vLLM engine takes ~25-45 s to load on 2 cores, so this lives apart from the pace
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
@@ -74,3 +75,7 @@ def test_the_shared_server_serves_the_tiny_llm_without_an_auto_complete_stub(ser
     assert {i["name"] for i in served["input"]} == {i.name for i in io.inputs}
     assert {o["name"] for o in served["output"]} == {o.name for o in io.outputs}
     assert served["model_transaction_policy"]["decoupled"] is True and served.get("max_batch_size", 0) == 0
+    # the server keeps the load as asked, not the completed config it sent: what a sweep compares its
+    # variants with to measure first the one served now (Triton answers its load at once)
+    asked = server.last_load(MODEL)
+    assert asked is not None and asked.files and "input" not in json.loads(asked.config)

@@ -194,6 +194,14 @@ class LoadRequest:
     config: str | None
     files: dict[str, bytes] | None
 
+    @classmethod
+    def of(cls, config: Any = None, files: Mapping[str, bytes | str | os.PathLike[str]] | None = None) -> LoadRequest:
+        """The request `ModelControl.load` sends for ``config`` and ``files`` (its arguments)."""
+        config_json = None if config is None else config_to_json(config)
+        if files and config_json is None:
+            raise ValueError("files need a config: Triton loads an override directory only together with its config")
+        return cls(config_json, files_for_load(files) if files else None)
+
 
 class ModelControl:
     """The model-control calls of one server at ``url`` (``host:port``) over ``protocol``.
@@ -338,23 +346,19 @@ class ModelControl:
         files: Mapping[str, bytes | str | os.PathLike[str]] | None = None,
         *,
         timeout: float | None = None,
+        asked: LoadRequest | None = None,
     ) -> None:
         """Load (or reload) model ``name``; ``config`` overrides its config.pbtxt (ModelConfig,
         dict or JSON string); ``files`` (``{"1/model.py": bytes or path}``, needs ``config``)
         replace its directory. Raises ModelLoadError with Triton's reason (and the local log).
         ``timeout`` (default: the client's, else an hour) is generous: loading a large model onto
-        NeuronCores takes minutes."""
+        NeuronCores takes minutes. ``asked``: the caller's own request where ``config`` was
+        completed for it (a vLLM config on a server without auto-complete), kept as `last_load`."""
         timeout = timeout or self.timeout or 3600.0
         if not isinstance(name, str) or not name or "/" in name:
             raise ValueError(f"model name must be a non-empty string without '/', got {name!r}")
-        config_json = None if config is None else config_to_json(config)
-        load_files = None
-        if files:
-            if config_json is None:
-                raise ValueError(
-                    "files need a config: Triton loads an override directory only together with its config"
-                )
-            load_files = files_for_load(files)
+        request = LoadRequest.of(config, files)
+        config_json, load_files = request.config, request.files
         self._refuse_what_would_break(name, load_files)
         self._check()
         log_start = self._process.log.size() if self._process is not None else 0
@@ -387,7 +391,7 @@ class ModelControl:
                 self._unanswered_loads.add(name)
                 raise ServerError(f"{err}; Triton may still be loading it: watch index() and the log") from None
         self._unanswered_loads.discard(name)
-        self._loaded[name] = LoadRequest(config_json, load_files)
+        self._loaded[name] = asked or request
 
     def _send_load(
         self, name: str, config_json: str | None, load_files: Mapping[str, bytes] | None, timeout: float

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, PROTOCOLS, ClientOptions, ModelControl
+from workbench.server.control import DEFAULT_REMOTE_TIMEOUT, PROTOCOLS, ClientOptions, LoadRequest, ModelControl
 from workbench.server.errors import ServerError
 
 __all__ = ["RunningServer", "ClientOptions", "parse_server_url", "endpoint_addresses"]
@@ -98,10 +98,18 @@ class RunningServer(ModelControl):
         self.name = name or parsed.hostport
         self._version: str | None = None
 
-    def load(self, name: str, config: Any = None, files: Any = None, *, timeout: float | None = None) -> None:
+    def load(
+        self,
+        name: str,
+        config: Any = None,
+        files: Any = None,
+        *,
+        timeout: float | None = None,
+        asked: LoadRequest | None = None,
+    ) -> None:
         """`ModelControl.load`, then the server's own word that ``name`` is ready: a peer that
         answers the load with 200 and no usable body has loaded nothing."""
-        super().load(name, config=config, files=files, timeout=timeout)
+        super().load(name, config=config, files=files, timeout=timeout, asked=asked)
         # the index, not is_model_ready: tritonclient's HTTP readiness reads the status line only
         if not any(row["name"] == name and row["state"] == "READY" for row in self.index()):
             raise ServerError(

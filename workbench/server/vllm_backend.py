@@ -297,13 +297,16 @@ class VllmServing:
         problems = self.refusals()
         if problems:
             raise ModelRefusedError(name, problems)
+        from workbench.server.control import LoadRequest
+
         self._served.pop(name, None)
+        asked = LoadRequest.of(config, files)
         io = None if self.server.auto_complete else self.declared_io()
         if io is not None:
             given = self._config_of(name, config)
             if io.completes(given):  # else the server was restarted with auto-complete (auto_complete_need)
                 config = io.complete(given)
-        self.server.control.load(name, config=config, files=files, timeout=timeout)
+        self.server.control.load(name, config=config, files=files, timeout=timeout, asked=asked)
         assert self.backend is not None
         version = vllm_version(self.probe()) if self.backend.python is not None else None
         served_as = f"{SERVED_AS_VLLM} (vLLM {version})" if version else SERVED_AS_VLLM
