@@ -136,6 +136,28 @@ def test_the_capacity_search_bisects_each_variants_loads_for_the_highest_meeting
     assert record["stopped"].endswith("the most throughput at capacity: seqs4-tp1-x1 at concurrency 4, 300.0")
 
 
+def test_the_capacity_search_starts_with_the_variant_the_server_serves_and_names_the_same_answer():
+    """Loading the variant served now starts no engine: the capacity search, whose variants decide
+    nothing for one another, measures it first; the adaptive walk keeps the likeliest answer first."""
+    serving = LlmSearchSpace.of(PLAN, [_variant(1), _variant(4)], serving=_variant(1))
+    assert serving.serving == 0 and serving.order() == [1, 0] and serving.serving_first() == [0, 1]
+    assert _space().serving is None and _space().serving_first() == [1, 0]  # none served: the likeliest first
+    assert LlmSearchSpace.of(PLAN, [_variant(4)], serving=_variant(1)).serving is None  # not one of the plan's
+    logs = {}
+    for name, space in (("likeliest first", _space()), ("served first", serving)):
+        asked: list = []
+        search = LlmSearch("capacity").strategy(SLO)
+        logs[name] = SearchLog(search.name, search.params, space)
+        search.run(space, _measure(asked), logs[name])
+        assert [v for v, _ in asked] == (["seqs4"] * 3 + ["seqs1"] * 3 if name == "likeliest first"
+                                         else ["seqs1"] * 3 + ["seqs4"] * 3), asked
+    assert logs["served first"].stopped == logs["likeliest first"].stopped
+    def notes(log):  # without "after step N: ", which the order changes
+        return sorted(n.split(": ", 1)[1] for n in log.notes)
+
+    assert notes(logs["served first"]) == notes(logs["likeliest first"])
+
+
 def test_a_variant_missing_the_slo_at_its_lowest_load_has_no_capacity():
     tight = Slo(ttft_ms=500.0, itl_ms=5.0)
     space, asked = _space(), []

@@ -23,6 +23,7 @@ import time
 
 import pytest
 
+from workbench.generate.backends import read_back
 from workbench.measure.engine.measure_settings import MeasureSettings
 from workbench.measure.engine.streaming import Slo
 from workbench.measure.grid.plan import SweepError
@@ -331,9 +332,16 @@ def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_an
                    slo=slo, prompts=8)
     search = LlmSearch("capacity", min_windows=3, max_windows=5)
     out = tmp_path / "capacity"
+    # the variant the tests before left loaded (swept's last, seqs1, or the adaptive search's)
+    served = [v.label for v in plan.variants(read_back(model_dir).settings)
+              if v.load_request() == server.last_load(model_dir.name)]
     started = time.perf_counter()
     result = run_llm_sweep(plan, server, model_dir, out_dir=out, settings=SETTINGS, restore=False, search=search)
     took = time.perf_counter() - started
+    # measured first, as loading it again starts no engine: Triton answers at once
+    loads = result.record["variant_times"]
+    assert len(served) == 1 and list(loads)[0] == served[0], (served, loads)
+    assert loads[served[0]]["load_s"] < 0.1 * max(t["load_s"] for t in loads.values()), loads
     log = result.record["search"]
     print("\n" + result.table()[["variant", "concurrency", "output_tokens_per_s", "ttft_p99_ms", "itl_p99_ms",
                                  "stopped"]].to_string()

@@ -30,6 +30,7 @@ from workbench.measure.engine.streaming import Lengths, Slo
 from workbench.measure.engine.streaming.stream_results import slo_name
 from workbench.measure.grid.plan import SweepError, parse_counts
 from workbench.measure.llm.sweep_limits import length_problems, load_problems, model_max_len
+from workbench.server.control import LoadRequest
 
 __all__ = ["LlmPlan", "LlmVariant", "LlmPoint", "numa_nodes", "parse_rates", "METRICS_PARAMETER", "VARIANT_PARAMETER"]
 
@@ -105,6 +106,14 @@ class LlmVariant:
     @property
     def label(self) -> str:
         return f"seqs{self.max_num_seqs}-tp{self.tensor_parallel}-x{self.instances}"
+
+    def load_files(self) -> dict[str, bytes]:
+        """The override files its load sends (1/model.json)."""
+        return {path: text.encode() for path, text in self.files.items()}
+
+    def load_request(self) -> LoadRequest:
+        """What its load asks the server for, to compare with the server's last load."""
+        return LoadRequest.of(self.config, self.load_files())
 
     def to_dict(self) -> dict:
         return {

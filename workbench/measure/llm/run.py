@@ -349,16 +349,28 @@ class LlmSweep:
         for variant in self.variants:
             if variant.skipped:
                 self._report(f"{variant.label} skipped: {variant.skipped}")
+        serving = self._serving()
         if self.search is not None:
-            space = LlmSearchSpace.of(self.plan, self.variants)
+            space = LlmSearchSpace.of(self.plan, self.variants, serving)
             self.log = SearchLog(self.search.name, self.search.params, space)
             self.search.walk(space, self.measure, self.log)
             return
-        for variant in self.variants:
-            if variant.skipped:
-                continue
+        runnable = [v for v in self.variants if not v.skipped]
+        for variant in sorted(runnable, key=lambda v: v != serving):  # the one served now first (`_serving`)
             for point in self.plan.points(variant):
                 self.measure(point)
+
+    def _serving(self) -> LlmVariant | None:
+        """The variant to measure first: the one the server serves now, as far as this process
+        knows (its last load of the model here), since Triton answers a load of the config and
+        files it serves at once: an engine start (25 s or more here) saved. A resumed run keeps the
+        order of its first session (the variant of its first row), so it walks, decides and notes
+        as that session did."""
+        if self.rows:
+            first = next(iter(self.rows))[0]
+            return next((v for v in self.variants if v.label == first), None)
+        last = self.server.last_load(self.name)
+        return next((v for v in self.variants if last is not None and v.load_request() == last), None)
 
     def measure(self, point: LlmPoint, *, until: DecidedBy | None = None) -> LlmRow:
         """The point's row: the one on disk when resuming, else measured (its variant loaded first);
@@ -414,7 +426,7 @@ class LlmSweep:
             return
         self._report(f"loading {variant.label}")
         self.loaded = variant.label
-        files = {path: text.encode() for path, text in variant.files.items()}
+        files = variant.load_files()
         own = self.server if self.restart_stuck and isinstance(self.server, TritonServer) else None
         restart = own.restart if own is not None else None
         times, self.load_error, self.stuck = load_variant(

@@ -189,6 +189,11 @@ class WalkedSpace(Protocol):
         """The variants' indices in the order a walk loads them (the likeliest answer first)."""
         ...
 
+    def serving_first(self) -> list[int]:
+        """The order for a walk whose variants decide nothing for one another (capacity): the one
+        the server serves now first, as loading it again starts nothing; else `order`."""
+        ...
+
 
 @dataclass(frozen=True)
 class SearchSpace:
@@ -234,6 +239,9 @@ class SearchSpace:
 
         first, *rest = sorted(range(len(self.variants)), key=likely)
         return [first, *sorted(rest, key=lambda v: (self.variants[v].allocation.instances, likely(v)))]
+
+    def serving_first(self) -> list[int]:
+        return self.order()  # a tensor sweep's loads are seconds: the likeliest answer first
 
 
 def _label(row: PointRow) -> str:

@@ -32,7 +32,7 @@ class CapacitySearch(DecidedSearch):
         sizes, levels = space.shape()
         limits = self.judge.text()
         found: list[SearchRow] = []
-        for v in space.order():
+        for v in space.serving_first():
             facts = VariantFacts(levels)
             rows: dict[tuple[int, int], SearchRow] = {}  # the variant's measured points, by (size, level)
             for s in reversed(range(sizes)):
