@@ -313,11 +313,12 @@ def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_an
     3 others of 32 tokens, at 2 behind one, at 1 behind none. The limit is half the grid's TTFT p99 at
     4: the search's p99 at 4 misses it unless the machine runs twice as fast as during the grid, and a
     load below meets it unless a stall outlasts it. Read from the p99 at 1 it did not hold: a starved
-    start of one request (512 ms, 8 tokens, a landing's CI run) raised that p99 near the one at 4
-    (687 ms), and the limit between them let the search's 455 ms at 4 meet it. With two busy loops
-    beside it: the grid's p99 141 ms at 1 and 1075 ms at 4, the limit 538 ms, the search's 527 ms at 2
-    and 1268 ms at 4. A limit from concurrency 32 did not split: 1 s windows do not see a queue of 31
-    requests (p99 573 ms, under 3x the median at 4).
+    start of one request (512 ms, 8 tokens, a landing's CI run; 127-177 ms against a median of 9 ms
+    here) raised that p99 near the one at 4 (687 ms), and the limit between them let the search's
+    455 ms at 4 meet it. Half the p99 at 4 failed too while the grid measured seqs1 before the
+    previous engine had exited: 1344-1871 ms at 4, the search minutes later 428 ms (the sweep now
+    waits for a quiet server after each load: 488 and 607 ms). A limit from concurrency 32 did not split:
+    1 s windows do not see a queue of 31 requests (p99 573 ms, under 3x the median at 4).
     Per variant the capacity is the highest measured load meeting the SLO, each measured load above
     it misses it, each load left out is noted with the bound that decided it; the answer is the
     best variant at its capacity with its confidence; a resume measures nothing again."""
@@ -342,6 +343,9 @@ def test_the_capacity_search_finds_each_variants_highest_load_meeting_the_slo_an
     loads = result.record["variant_times"]
     assert len(served) == 1 and list(loads)[0] == served[0], (served, loads)
     assert loads[served[0]]["load_s"] < 0.1 * max(t["load_s"] for t in loads.values()), loads
+    # after each load, the wait for the server's processes to go quiet (the old engine exiting), as
+    # the tensor sweep waits: none left to wait for after the load of the variant served already
+    assert all(t["quiet"]["processes"] > 0 for t in loads.values()) and loads[served[0]]["quiet"]["settled"], loads
     log = result.record["search"]
     print("\n" + result.table()[["variant", "concurrency", "output_tokens_per_s", "ttft_p99_ms", "itl_p99_ms",
                                  "stopped"]].to_string()

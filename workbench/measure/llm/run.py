@@ -52,6 +52,7 @@ from workbench.measure.sweep.swept import (
     server_url,
 )
 from workbench.measure.watch.cpu_use import CpuUse, format_busy
+from workbench.measure.watch.settle import model_processes, replaced, wait_quiet
 from workbench.measure.watch.variant_times import load_variant
 from workbench.server.process import TritonServer
 from workbench.server.protocol import Server
@@ -429,9 +430,16 @@ class LlmSweep:
         files = variant.load_files()
         own = self.server if self.restart_stuck and isinstance(self.server, TritonServer) else None
         restart = own.restart if own is not None else None
+        leaving = model_processes(self.server.pid, self.name)
         times, self.load_error, self.stuck = load_variant(
             self.server, self.name, variant, self.load_timeout_s, self.stuck, files=files, recover=restart
         )
         if self.load_error is None:
             self.any_loaded = True
+            # the previous variant's engine exits after the load returns: about 7 s of 1.15 CPUs here,
+            # which the first point's windows would share; waited out as the tensor sweep does
+            self._report(f"{variant.label}: waiting for the server's processes to go quiet")
+            now = model_processes(self.server.pid, self.name)
+            quiet = wait_quiet(self.server.pid, leaving=replaced(leaving, now), cancel=self.cancel)
+            times["quiet"] = quiet.to_dict() if quiet is not None else None
         self.run.record.variant_times = {**(self.run.record.variant_times or {}), variant.label: times}
