@@ -255,8 +255,7 @@ def tiny_llm_server(tmp_path_factory, vllm_python: Path, vllm_backend_dir: Path)
     server = TritonServer(repo, vllm_backend=vllm_backend_dir, vllm_python=vllm_python, pytorch_backend=False)
     try:
         server.start(timeout=180)
-        files = {path: text.encode() for path, text in variant.files.items()}
-        server.load(TINY_LLM, config=variant.config, files=files, timeout=900)
+        server.load(TINY_LLM, config=variant.config, files=variant.load_files(), timeout=900)
         yield server, repo / TINY_LLM
     finally:
         server.stop()

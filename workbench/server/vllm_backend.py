@@ -251,17 +251,14 @@ class VllmServing:
         """Whether the load of ``name`` (with ``config``, else the file this server reads) is for
         the vLLM backend."""
         # start-up: generate's helpers and tritonclient load only for a vLLM load
-        from workbench.generate.config import ConfigError, read_config
-        from workbench.generate.repository import served_config_path
-        from workbench.server.control import as_model_config
+        from workbench.generate.config import ConfigError
 
         if config is not None:
-            return as_model_config(config).backend == "vllm"
+            return self._config_of(name, config).backend == "vllm"
         try:
-            cfg = read_config(served_config_path(self.server.model_repository / name, self.server.model_config_name))
+            return self._config_of(name, None).backend == "vllm"
         except (ConfigError, OSError):
             return False
-        return cfg.backend == "vllm"
 
     def refusals(self) -> list[str]:
         """Why a vLLM model cannot be served here, before Triton sees it (empty: it can)."""
@@ -300,11 +297,12 @@ class VllmServing:
         from workbench.server.control import LoadRequest
 
         self._served.pop(name, None)
-        asked = LoadRequest.of(config, files)
+        asked = None  # the request as the caller made it, where the config sent is completed
         io = None if self.server.auto_complete else self.declared_io()
         if io is not None:
             given = self._config_of(name, config)
             if io.completes(given):  # else the server was restarted with auto-complete (auto_complete_need)
+                asked = LoadRequest.of(config, files)
                 config = io.complete(given)
         self.server.control.load(name, config=config, files=files, timeout=timeout, asked=asked)
         assert self.backend is not None
